@@ -1,0 +1,87 @@
+"""The attention function the engine registers with transformers' attention interface.
+
+Every supported family calls ``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``
+with post-RoPE queries [B, H, S, D], un-repeated keys/values [B, Hkv, S, D] and the
+mask. We register ``whitebox_sdpa`` / ``whitebox_eager``: in a layer the active plan
+does not touch they call the original implementation unchanged, so logits are
+bit-identical to the unhooked model. Where the plan asks for attention rows only,
+the output still comes from the original implementation and the requested rows are
+computed on the side (never the full N x N matrix). Only layers with attention
+edits or ``attn_full`` captures compute the full eager matrix.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
+
+IMPLEMENTATIONS = {"sdpa": "whitebox_sdpa", "eager": "whitebox_eager"}
+
+
+def _family_eager(module):
+    """The family's own eager attention (from its modelling file), for exact fallbacks."""
+    return getattr(sys.modules[type(module).__module__], "eager_attention_forward")
+
+
+def additive_mask(mask: torch.Tensor | None, q_len: int, k_len: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """The mask as additive float [B|1, 1|H, q, k] (None means plain causal)."""
+    if mask is None:
+        i = torch.arange(q_len, device=device).unsqueeze(1) + (k_len - q_len)
+        j = torch.arange(k_len, device=device).unsqueeze(0)
+        keep = (j <= i)[None, None]
+    elif mask.dtype == torch.bool:
+        keep = mask
+    else:
+        return mask.to(dtype)
+    return torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, torch.finfo(dtype).min)
+
+
+def attention_scores(query, key, mask, scaling, softcap=None) -> torch.Tensor:
+    """Pre-softmax scores [B, H, Q, K] for (already gathered) queries; GQA without repeating keys."""
+    b, h, q_len, d = query.shape
+    hkv, k_len = key.shape[1], key.shape[2]
+    g = h // hkv
+    scores = torch.matmul(query.view(b, hkv, g, q_len, d), key.unsqueeze(2).transpose(-1, -2)).view(b, h, q_len, k_len)
+    scores = scores * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    return scores + mask
+
+
+def attention_probs(query, key, mask, scaling, softcap=None) -> torch.Tensor:
+    """Post-softmax probabilities, computed as eager attention does (softmax in float32)."""
+    return torch.softmax(attention_scores(query, key, mask, scaling, softcap), dim=-1, dtype=torch.float32).to(query.dtype)
+
+
+def weighted_values(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """probs [B, H, Q, K] @ value [B, Hkv, K, D] -> output [B, Q, H, D] (the interface's layout)."""
+    b, h, q_len, k_len = probs.shape
+    hkv = value.shape[1]
+    out = torch.matmul(probs.view(b, hkv, h // hkv, q_len, k_len), value.unsqueeze(2)).view(b, h, q_len, -1)
+    return out.transpose(1, 2).contiguous()
+
+
+def _whitebox_attention(base: str):
+    def forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        plan = getattr(module, "_whitebox_plan", None)
+        if plan is None or not plan.touches_attention(module.layer_idx):
+            if base == "sdpa":
+                return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+            return _family_eager(module)(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        if scaling is None:
+            scaling = query.shape[-1] ** -0.5
+        return plan.attention(module.layer_idx, module, query, key, value, attention_mask, scaling, kwargs.get("softcap"), base, dropout, kwargs)
+
+    return forward
+
+
+def register() -> None:
+    """Register the whitebox attention and mask functions (idempotent)."""
+    AttentionInterface.register("whitebox_sdpa", _whitebox_attention("sdpa"))
+    AttentionInterface.register("whitebox_eager", _whitebox_attention("eager"))
+    AttentionMaskInterface.register("whitebox_sdpa", sdpa_mask)
+    AttentionMaskInterface.register("whitebox_eager", eager_mask)

@@ -1,0 +1,128 @@
+"""Left-padded batches and the position bookkeeping every capture relies on.
+
+Users always address tokens in *unpadded* coordinates (0 = the example's first
+token, -1 = its last). A :class:`Batch` converts them to padded coordinates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+
+Positions = torch.Tensor | Sequence[Sequence[int]] | Sequence[int] | str | None
+"""``"last"``, one list of positions per example (all of one length), a [B, P] tensor,
+or ``"all"`` (every *padded* position 0..S-1: pads included, for whole-sequence work)."""
+
+
+@dataclass
+class Batch:
+    """Token ids left-padded to a common length, with mask and position ids."""
+
+    input_ids: torch.Tensor  # [B, S]
+    attention_mask: torch.Tensor  # [B, S], 1 = real token
+    position_ids: torch.Tensor  # [B, S], 0 at each example's first real token
+    lengths: torch.Tensor  # [B]
+
+    @property
+    def size(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def seq_len(self) -> int:
+        return self.input_ids.shape[1]
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        """Number of pad tokens before each example."""
+        return self.seq_len - self.lengths
+
+    def to(self, device: torch.device | str) -> "Batch":
+        return Batch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids, self.lengths)))
+
+    def positions(self, positions: Positions) -> torch.Tensor:
+        """Validate unpadded positions and return them as a [B, P] long tensor (negatives resolved)."""
+        b = self.size
+        if positions is None or (isinstance(positions, str) and positions == "last"):
+            return (self.lengths - 1).unsqueeze(1)
+        if isinstance(positions, str):
+            raise WhiteboxError(f"positions must be 'last', a list per example or a [batch, n] tensor, not {positions!r}")
+        if isinstance(positions, torch.Tensor):
+            pos = positions.to(torch.long).cpu()
+        else:
+            rows = list(positions)
+            if rows and isinstance(rows[0], int):
+                rows = [rows] * b  # one list shared by every example
+            if len(rows) != b:
+                raise WhiteboxError(f"got positions for {len(rows)} examples but the batch has {b}")
+            widths = {len(r) for r in rows}
+            if len(widths) > 1:
+                raise WhiteboxError(f"every example must request the same number of positions; got {sorted(widths)}")
+            pos = torch.tensor([list(r) for r in rows], dtype=torch.long).reshape(b, -1)
+        if pos.dim() == 1:
+            pos = pos.unsqueeze(0).expand(b, -1)
+        if pos.shape[0] != b:
+            raise WhiteboxError(f"positions tensor has {pos.shape[0]} rows but the batch has {b} examples")
+        lengths = self.lengths.cpu().unsqueeze(1)
+        resolved = torch.where(pos < 0, pos + lengths, pos)
+        bad = (resolved < 0) | (resolved >= lengths)
+        if bad.any():
+            i, j = [int(x) for x in bad.nonzero()[0]]
+            raise WhiteboxError(
+                f"position {int(pos[i, j])} is out of range for example {i}, which has {int(lengths[i])} tokens "
+                f"(valid: 0..{int(lengths[i]) - 1} or -1..-{int(lengths[i])})"
+            )
+        return resolved
+
+    def padded(self, positions: torch.Tensor) -> torch.Tensor:
+        """Unpadded [B, P] positions to indices into the padded sequence."""
+        return positions.to(self.input_ids.device) + self.offsets.to(self.input_ids.device).unsqueeze(1)
+
+    def padded_positions(self, positions: Positions) -> torch.Tensor:
+        """Validated [B, P] indices into the padded sequence (``"all"`` = every index)."""
+        if isinstance(positions, str) and positions == "all":
+            return torch.arange(self.seq_len, device=self.input_ids.device).expand(self.size, -1)
+        return self.padded(self.positions(positions))
+
+    def unpad_keys(self, x: torch.Tensor) -> torch.Tensor:
+        """Re-index the last (key) axis of x [B, ..., S] to unpadded coordinates, zero-filling the tail."""
+        b, s = self.size, self.seq_len
+        idx = torch.arange(s, device=x.device).unsqueeze(0) + self.offsets.to(x.device).unsqueeze(1)  # [B, S]
+        valid = idx < s
+        idx = idx.clamp(max=s - 1)
+        shape = [b] + [1] * (x.dim() - 2) + [s]
+        gathered = x.gather(-1, idx.view(shape).expand_as(x))
+        return gathered * valid.view(shape).to(x.dtype)
+
+
+def make_batch(tokenizer, texts: Sequence[str] | Sequence[Sequence[int]], *, add_special_tokens: bool = True) -> Batch:
+    """Tokenize (or take token ids) and left-pad; position ids restart at each first real token.
+
+    SmolLM2's tokenizer pads on the right by default and Gemma's adds ``<bos>``: we pad
+    on the left ourselves and keep whatever special tokens the tokenizer adds.
+    """
+    if len(texts) == 0:
+        raise WhiteboxError("cannot build a batch from zero examples")
+    if isinstance(texts[0], str):
+        ids = [tokenizer(t, add_special_tokens=add_special_tokens)["input_ids"] for t in texts]
+    else:
+        ids = [list(t) for t in texts]
+    if any(len(x) == 0 for x in ids):
+        raise WhiteboxError("an example tokenized to zero tokens; remove empty prompts")
+    return batch_from_ids(ids, pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+
+
+def batch_from_ids(ids: Sequence[Sequence[int]], pad_id: int = 0) -> Batch:
+    """Left-pad lists of token ids into a :class:`Batch`."""
+    lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
+    s = int(lengths.max())
+    input_ids = torch.full((len(ids), s), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), s), dtype=torch.long)
+    for i, x in enumerate(ids):
+        input_ids[i, s - len(x):] = torch.tensor(x, dtype=torch.long)
+        mask[i, s - len(x):] = 1
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    return Batch(input_ids, mask, position_ids, lengths)

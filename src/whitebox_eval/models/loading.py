@@ -1,0 +1,202 @@
+"""Load a causal LM from a bundled name, a local folder, a ``.gguf`` file or a hub id.
+
+Loading is safe by default: safetensors only and no remote code. Pickle checkpoints
+(``*.bin``, ``*.pt``) need ``allow_pickle=True``; custom modelling code needs
+``trust_remote_code=True``.
+
+GGUF files are dequantized once by transformers and cached as safetensors under
+:func:`cache_root`, so later loads take seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.architectures import Architecture
+from whitebox_eval.models.bundled import BUNDLED, bundled_gguf_path
+
+log = logging.getLogger(__name__)
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for the engine: the HF model, its tokenizer and its description."""
+
+    model: Any
+    tokenizer: Any
+    arch: Architecture
+    spec: str
+    source: str
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+
+def cache_root() -> Path:
+    """Where dequantized GGUF models are cached (``$WHITEBOX_EVAL_CACHE`` overrides)."""
+    env = os.environ.get("WHITEBOX_EVAL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "whitebox_eval"
+
+
+def _gguf_cache_dir(gguf: Path) -> Path:
+    """A cache folder keyed by the file's name, size and a hash of its first MiB."""
+    h = hashlib.sha256()
+    with gguf.open("rb") as f:
+        h.update(f.read(1 << 20))
+    h.update(str(gguf.stat().st_size).encode())
+    return cache_root() / "gguf" / f"{gguf.stem}-{h.hexdigest()[:12]}"
+
+
+def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
+    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as e:
+        raise WhiteboxError(f"could not read GGUF file {gguf}: {e}") from e
+    # The weights are already float; transformers still marks the model as quantized
+    # and refuses to save it. Clearing the GGUF quantizer makes it a plain model.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    (tmp / "SOURCE").write_text(str(gguf) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
+
+
+def _weights_kind(folder: Path) -> str:
+    names = [p.name for p in folder.iterdir()]
+    if any(n.endswith(".safetensors") or n == "model.safetensors.index.json" for n in names):
+        return "safetensors"
+    if any(n.endswith(PICKLE_SUFFIXES) for n in names):
+        return "pickle"
+    if any(n.endswith(".gguf") for n in names):
+        return "gguf"
+    return "none"
+
+
+def _looks_like_path(spec: str) -> bool:
+    """A spec that can only be a local path (a hub id is ``org/name``, never ``./x`` or ``/x``)."""
+    return spec.startswith((".", "/", "~")) or spec.endswith(".gguf")
+
+
+def resolve_source(spec: str, *, allow_pickle: bool = False) -> tuple[str, dict]:
+    """Turn a user spec into (folder-or-hub-id, extra from_pretrained kwargs).
+
+    Raises WhiteboxError for a missing path, a folder without weights, or a pickle
+    checkpoint without ``allow_pickle``.
+    """
+    if spec in BUNDLED:
+        gguf = bundled_gguf_path(spec)
+        return _cached_gguf(gguf), {}
+    path = Path(spec).expanduser()
+    if spec.endswith(".gguf"):
+        if not path.is_file():
+            raise WhiteboxError(f"GGUF file not found: {spec}")
+        return _cached_gguf(path), {}
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            ggufs = sorted(path.glob("*.gguf"))
+            if ggufs:
+                return _cached_gguf(ggufs[0]), {}
+            raise WhiteboxError(f"{spec} is a folder but has no config.json: point at a Hugging Face model folder, a .gguf file, or a bundled name ({', '.join(BUNDLED)})")
+        kind = _weights_kind(path)
+        if kind == "safetensors":
+            return str(path), {"use_safetensors": True}
+        if kind == "pickle":
+            if not allow_pickle:
+                raise WhiteboxError(
+                    f"{spec} holds only pickle weights (*.bin/*.pt), which can run arbitrary code when loaded. "
+                    "Convert them to safetensors, or pass allow_pickle=True (CLI: --allow-pickle) if you trust the file."
+                )
+            return str(path), {"use_safetensors": False}
+        raise WhiteboxError(f"no weights found in {spec}: expected *.safetensors (or pickle *.bin with --allow-pickle)")
+    if _looks_like_path(spec) or path.exists():
+        raise WhiteboxError(f"model path not found: {spec}")
+    return spec, {"use_safetensors": True}
+
+
+def _cached_gguf(gguf: Path) -> str:
+    target = _gguf_cache_dir(gguf)
+    if not (target / "config.json").is_file():
+        _dequantize_gguf_to_cache(gguf, target)
+    return str(target)
+
+
+def load_model(
+    spec: str,
+    *,
+    dtype: str | torch.dtype = "float32",
+    device: str | torch.device | None = None,
+    device_map: str | dict | None = None,
+    attn_implementation: str = "auto",
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+) -> LoadedModel:
+    """Load ``spec`` (bundled name, folder, ``.gguf`` path or hub id) for the engine.
+
+    The model is put in eval mode. ``attn_implementation`` is what runs when the
+    engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
+    families that soft-cap attention logits (gemma2), which SDPA cannot do.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source, extra = resolve_source(spec, allow_pickle=allow_pickle)
+    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    is_hub = not Path(source).exists()
+    try:
+        if attn_implementation == "auto":
+            cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+            attn_implementation = "eager" if getattr(cfg, "attn_logit_softcapping", None) else "sdpa"
+        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            dtype=torch_dtype,
+            attn_implementation=attn_implementation,
+            trust_remote_code=trust_remote_code,
+            device_map=device_map,
+            **extra,
+        )
+    except (OSError, ValueError) as e:
+        if is_hub:
+            raise WhiteboxError(
+                f"could not load {spec!r} from the Hugging Face hub ({type(e).__name__}: {str(e).splitlines()[0]}). "
+                f"Offline, use a bundled model ({', '.join(BUNDLED)}), a local model folder, or a .gguf file."
+            ) from e
+        if "trust_remote_code" in str(e):
+            raise WhiteboxError(f"{spec} needs custom modelling code; pass trust_remote_code=True (CLI: --trust-remote-code) if you trust it") from e
+        raise WhiteboxError(f"could not load model from {source}: {e}") from e
+    if device is not None and device_map is None:
+        model.to(device)
+    model.eval()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    arch = Architecture.of(model)
+    return LoadedModel(model=model, tokenizer=tok, arch=arch, spec=spec, source=source)

@@ -1,0 +1,78 @@
+"""Tiny randomly initialised models of every supported family (no downloads).
+
+Sizes are chosen so that head_dim != hidden_size / n_heads wherever the family allows
+it, and query heads outnumber key/value heads (GQA) wherever the family has them.
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers as tf
+
+from whitebox_eval.models.architectures import Architecture
+from whitebox_eval.models.loading import LoadedModel
+
+VOCAB = 64
+
+
+def _config(family: str, attn: str):
+    common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=12, max_position_embeddings=128,
+                  pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation=attn)
+    if family == "llama":
+        return tf.LlamaConfig(**common)
+    if family == "mistral":
+        return tf.MistralConfig(**common, sliding_window=None)
+    if family == "qwen2":
+        return tf.Qwen2Config(**common)
+    if family == "qwen3":
+        return tf.Qwen3Config(**common)
+    if family == "gemma2":
+        return tf.Gemma2Config(**common, query_pre_attn_scalar=12, sliding_window=4,
+                               attn_logit_softcapping=5.0, final_logit_softcapping=3.0)
+    if family == "gemma3":
+        return tf.Gemma3TextConfig(**common, query_pre_attn_scalar=12, sliding_window=4,
+                                   layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    if family == "olmo2":
+        return tf.Olmo2Config(**common)
+    if family == "phi3":
+        c = dict(common)
+        c.pop("head_dim")
+        return tf.Phi3Config(**c)
+    if family == "gpt2":
+        return tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=128,
+                             bos_token_id=1, eos_token_id=2, attn_implementation=attn)
+    raise KeyError(family)
+
+
+FAMILY_NAMES = ["llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "phi3", "gpt2"]
+
+
+def default_attention(family: str) -> str:
+    """gemma2 soft-caps attention logits, which SDPA cannot do; the rest use SDPA."""
+    return "eager" if family == "gemma2" else "sdpa"
+
+
+def tiny_model(family: str, attn: str | None = None, seed: int = 0):
+    """A tiny causal LM of ``family`` with random weights (biases randomised too)."""
+    torch.manual_seed(seed)
+    cfg = _config(family, attn or default_attention(family))
+    model = tf.AutoModelForCausalLM.from_config(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "ln_" in name:
+                p.add_(0.1 * torch.randn_like(p))  # norms non-trivial, so a skipped norm shows
+            elif name.endswith("bias"):
+                p.normal_(0, 0.05)
+            else:
+                p.normal_(0, 0.25)
+    return model
+
+
+class _Tok:
+    pad_token_id = 0
+
+
+def tiny_loaded(family: str, attn: str | None = None, seed: int = 0) -> LoadedModel:
+    model = tiny_model(family, attn, seed)
+    return LoadedModel(model=model, tokenizer=_Tok(), arch=Architecture.of(model), spec=f"tiny-{family}", source="random")
