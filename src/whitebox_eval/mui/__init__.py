@@ -1,0 +1,67 @@
+"""Paper 001: the Model Utilization Index (MUI) and everything built on it.
+
+Model-independent math only: scores (eq. 2, 13-15), threshold functions (App. A.4),
+key sets and MUI (sec. 2.2), SAEs (eq. 4-6, 9), the Utility Law and its corollaries
+(sec. 3.2-3.7) and plots. The engine that runs models supplies the tensors.
+"""
+
+from whitebox_eval.mui.neuron_scores import (
+    activation_scores,
+    effective_unembedding,
+    integrated_gradient_scores,
+    neuron_contribution_scores,
+    response_level_scores,
+    riemann_alphas,
+)
+from whitebox_eval.mui.sae import (
+    SAE,
+    feature_key_mask,
+    load_sae,
+    reconstruction_mse,
+    sae_feature_scores,
+    sae_feature_scores_by_layer,
+    save_sae,
+    train_topk_sae,
+)
+from whitebox_eval.mui.thresholds import (
+    global_topk_mask,
+    key_mask,
+    layer_top_fraction_mask,
+    layer_topk_mask,
+    top_fraction_k,
+    top_score_mask,
+)
+from whitebox_eval.mui.utility_law import (
+    Direction,
+    MannWhitneyResult,
+    RankCorrelation,
+    RankingAgreement,
+    UtilityLawFit,
+    classify_direction,
+    compare_rankings,
+    fit_utility_law,
+    mann_whitney,
+    performance_utilization_ratio,
+    rank_correlation,
+    rank_descending,
+    ranking_agreement,
+)
+from whitebox_eval.mui.utilization import (
+    KeySets,
+    matched_random_mask,
+    mui_by_group,
+    mui_from_masks,
+    random_subset_mui,
+)
+
+__all__ = [
+    "SAE", "Direction", "KeySets", "MannWhitneyResult", "RankCorrelation", "RankingAgreement",
+    "UtilityLawFit", "activation_scores", "classify_direction", "compare_rankings", "effective_unembedding",
+    "feature_key_mask", "fit_utility_law", "global_topk_mask", "integrated_gradient_scores",
+    "key_mask", "layer_top_fraction_mask", "layer_topk_mask", "load_sae", "mann_whitney",
+    "matched_random_mask", "mui_by_group", "mui_from_masks", "neuron_contribution_scores",
+    "performance_utilization_ratio", "random_subset_mui", "rank_correlation", "rank_descending",
+    "ranking_agreement", "reconstruction_mse", "response_level_scores", "riemann_alphas",
+    "sae_feature_scores", "sae_feature_scores_by_layer", "save_sae", "top_fraction_k",
+    "top_score_mask", "train_topk_sae",
+]
