@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from whitebox_eval.errors import WhiteboxError
+
 from whitebox_eval.internals.engine import Engine
 
 
@@ -34,24 +36,35 @@ def logit_lens(engine: Engine, resid: torch.Tensor, token_ids: torch.Tensor | li
     return logits
 
 
-def attention_rollout(attn: torch.Tensor, *, residual_weight: float = 0.5) -> torch.Tensor:
-    """Attention rollout over layers (Abnar & Zuidema 2020).
+def attention_rollout(attentions, head_weights=None) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema 2020; 003 sec. 4, as its released code).
 
-    ``attn``: full post-softmax attention [layers, heads, S, S] of one example. Per
-    layer the heads are averaged, the identity is added for the residual connection
-    (A' = w_res * I + (1 - w_res) * A, i.e. 0.5 (A + I)), rows are re-normalised, and the
-    layers are multiplied: R_l = A'_l R_{l-1}. Returns the rollout after every layer,
-    [layers, S, S]; the last one is the usual rollout.
+    Per layer: average the heads (or weight them by ``head_weights`` [L, H]), add the
+    identity for the residual stream, normalise rows; then multiply the layers,
+    ``R = Â_L · … · Â_1``. ``attentions`` is [L, H, S, S] (or [B, L, H, S, S]);
+    returns [S, S] (or [B, S, S]) in float64.
     """
-    if attn.dim() != 4 or attn.shape[-1] != attn.shape[-2]:
-        raise ValueError(f"attention_rollout expects [layers, heads, S, S], got {tuple(attn.shape)}")
-    a = attn.float().mean(1)
-    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-    a = residual_weight * eye + (1 - residual_weight) * a
-    a = a / a.sum(-1, keepdim=True)
-    out = torch.empty_like(a)
-    r = eye
-    for layer in range(a.shape[0]):
-        r = a[layer] @ r
-        out[layer] = r
-    return out
+    att = attentions if isinstance(attentions, torch.Tensor) else torch.as_tensor(attentions)
+    batched = att.dim() == 5
+    if att.dim() == 4:
+        att = att.unsqueeze(0)
+    if att.dim() != 5 or att.shape[-1] != att.shape[-2]:
+        raise WhiteboxError("attentions must be [layers, heads, seq, seq] or "
+                            f"[batch, layers, heads, seq, seq]; got {tuple(att.shape)}")
+    att = att.to(torch.float64)
+    _, n_layers, n_heads, seq, _ = att.shape
+    if head_weights is None:
+        weights = torch.full((n_layers, n_heads), 1.0 / n_heads, dtype=torch.float64)
+    else:
+        weights = torch.as_tensor(head_weights, dtype=torch.float64)
+        if weights.shape != (n_layers, n_heads):
+            raise WhiteboxError(f"head_weights must be [{n_layers}, {n_heads}]; got "
+                                f"{tuple(weights.shape)}")
+    mixed = (att * weights.to(att.device)[None, :, :, None, None]).sum(dim=2)
+    eye = torch.eye(seq, dtype=torch.float64, device=att.device)
+    rollout = None
+    for layer in range(n_layers):
+        a = mixed[:, layer] + eye
+        a = a / a.sum(dim=-1, keepdim=True)
+        rollout = a if rollout is None else a @ rollout
+    return rollout if batched else rollout[0]
