@@ -150,6 +150,27 @@ def _cached_gguf(gguf: Path) -> str:
     return str(target)
 
 
+def _hub_unreachable_reason() -> str | None:
+    """Why the hub cannot be used right now (offline mode or no DNS), or None.
+
+    Checked before loading so an offline user gets the error at once instead of
+    after the client's retries.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None  # transformers will look in the local hub cache only
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as e:
+        return f"cannot reach {host} ({e})"
+    return None
+
+
 def load_model(
     spec: str,
     *,
@@ -171,6 +192,11 @@ def load_model(
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     is_hub = not Path(source).exists()
+    if is_hub and (reason := _hub_unreachable_reason()):
+        raise WhiteboxError(
+            f"{spec!r} is not a bundled name or a local path, and the Hugging Face hub is unavailable: {reason}. "
+            f"Offline, use a bundled model ({', '.join(BUNDLED)}), a local model folder, or a .gguf file."
+        )
     try:
         if attn_implementation == "auto":
             cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)

@@ -1,0 +1,603 @@
+"""The run folder every suite writes, as the run goes, so it can be resumed.
+
+Layout of ``<root>/<run-id>/``::
+
+    config.yaml     everything needed to repeat the run, plus versions and start time
+    samples.jsonl   one JSON object per finished example, appended batch by batch
+    results.json    summary metrics (``"headline"`` holds the main ones, in order)
+    arrays/*.npy    per-head / per-layer / per-neuron scores
+    plots/*.png     figures
+    run.log         timestamped progress notes
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+import whitebox_eval
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.plain_values import plain_value
+
+CONFIG_FILE = "config.yaml"
+SAMPLES_FILE = "samples.jsonl"
+RESULTS_FILE = "results.json"
+LOG_FILE = "run.log"
+ARRAYS_DIR = "arrays"
+PLOTS_DIR = "plots"
+
+VOLATILE_KEY = "_volatile"
+"""Config key listing keys that do not change the numbers (batch size, progress, paths)."""
+
+RECORDED_KEYS = ("run_id", "created", "whitebox_eval_version", "python_version",
+                 "torch_version")
+"""Keys the run folder adds to config.yaml itself; never compared on resume."""
+
+ALWAYS_VOLATILE = frozenset({VOLATILE_KEY, "command", *RECORDED_KEYS})
+"""Keys never compared on resume: the command line differs by ``--resume`` itself."""
+
+_ABSENT = object()
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class RunSummary:
+    """One line of ``whitebox-eval runs``: what a run folder holds."""
+
+    id: str
+    path: Path
+    suite: str | None
+    model: str | None
+    task: str | None
+    created: str | None
+    n_samples: int
+    headline: str | None
+    headline_value: Any = None
+
+
+class RunFolder:
+    """A run's folder: config, streamed samples, results, arrays, plots and log.
+
+    Build one with :meth:`create` (new run, or resume with ``resume=True``),
+    :meth:`open_for_resume` or :meth:`open` (read an existing run).
+    """
+
+    def __init__(self, path: Path, config: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.config = config
+        self._done_cache: set[str | int] | None = None
+        self._tail_checked = False
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def samples_path(self) -> Path:
+        return self.path / SAMPLES_FILE
+
+    # ------------------------------------------------------------------ creating
+
+    @classmethod
+    def create(cls, root: Path | str, config: Mapping[str, Any], *,
+               run_id: str | None = None, resume: bool = False) -> RunFolder:
+        """Start a run folder ``<root>/<run_id>`` and write its ``config.yaml``.
+
+        ``run_id`` defaults to ``<UTC yyyymmdd-HHMMSS>-<suite>-<model>-<task>`` from the
+        config. An existing folder holding samples or results is never overwritten: with
+        ``resume=True`` it is reopened (see :meth:`open_for_resume`), otherwise this
+        raises. ``resume=True`` on a folder that does not exist yet starts it fresh.
+        """
+        root = Path(root)
+        created = datetime.now(UTC)
+        if run_id is None:
+            path = _unused_path(root, default_run_id(config, created))
+        else:
+            if not _NAME_RE.match(run_id):
+                raise WhiteboxError(
+                    f"run id {run_id!r} is not a plain folder name: use letters, digits, "
+                    "'.', '_' and '-' only (no slashes)")
+            path = root / run_id
+        if resume and (path / CONFIG_FILE).is_file():
+            return cls.open_for_resume(path, config)
+        if _has_finished_work(path):
+            raise WhiteboxError(
+                f"{path} already holds results of an earlier run; pass --resume to "
+                "continue it, or choose another --output (finished work is never "
+                "overwritten)")
+        path.mkdir(parents=True, exist_ok=True)
+        stored = _config_for_storage(config)
+        stored.update(run_id=path.name, created=_iso(created), **_versions())
+        _write_atomic(path / CONFIG_FILE, _dump_yaml(stored))
+        run = cls(path, stored)
+        run.log(f"created run {path.name}")
+        return run
+
+    @classmethod
+    def open_for_resume(cls, path: Path | str, config: Mapping[str, Any]) -> RunFolder:
+        """Reopen an interrupted run whose repeatability-relevant config equals ``config``.
+
+        Keys named in either config's ``"_volatile"`` list (and the recorded versions,
+        start time and command line) are not compared. A half-written last line of
+        ``samples.jsonl`` is cut away so further appends stay valid JSONL.
+        """
+        path = Path(path)
+        if not (path / CONFIG_FILE).is_file():
+            raise WhiteboxError(
+                f"cannot resume {path}: it has no {CONFIG_FILE}, so it is not a run "
+                "folder; drop --resume to start a new run there")
+        old = _read_config(path)
+        new = yaml.safe_load(_dump_yaml(_config_for_storage(config)))
+        volatile = ALWAYS_VOLATILE | set(_volatile_keys(old)) | set(_volatile_keys(new))
+        differences = config_differences(old, new, volatile)
+        if differences:
+            lines = "\n".join(f"  {key}: {_show(a)} (this run) -> {_show(b)} (now)"
+                              for key, a, b in differences)
+            raise WhiteboxError(
+                f"cannot resume {path}: its config differs in settings that change the "
+                f"results:\n{lines}\nUse a new --output (without --resume) to run with the "
+                "new settings, or repeat the original settings to continue this run.")
+        run = cls(path, old)
+        repaired = run._repair_samples_tail()
+        run.log(f"resumed with {len(run.done_ids())} finished samples"
+                + ("; dropped a half-written last line" if repaired else "")
+                + (f"; command: {config['command']}" if config.get("command") else ""))
+        return run
+
+    @classmethod
+    def open(cls, path: Path | str) -> RunFolder:
+        """Open an existing run folder to read it (for reports and listings)."""
+        path = Path(path)
+        if not (path / CONFIG_FILE).is_file():
+            raise WhiteboxError(f"{path} is not a run folder (no {CONFIG_FILE}); "
+                                "give the folder a whitebox-eval run wrote")
+        return cls(path, _read_config(path))
+
+    # ------------------------------------------------------------------ samples
+
+    def append_samples(self, records: list[Mapping[str, Any]]) -> None:
+        """Append one JSON line per record and fsync, so a finished batch survives a kill.
+
+        Every record needs an ``"id"`` (str or int) not used before in this run. numpy
+        and torch values become plain numbers/lists; NaN and ±inf become null.
+        """
+        done = self._done()
+        batch_ids: set[str | int] = set()
+        lines = []
+        for record in records:
+            plain = plain_value(record)
+            if not isinstance(plain, dict):
+                raise TypeError(f"a sample must be a dict, got {type(record).__name__}")
+            sample_id = plain.get("id", _ABSENT)
+            if sample_id is _ABSENT or isinstance(sample_id, bool) or \
+                    not isinstance(sample_id, (str, int)):
+                raise WhiteboxError(
+                    f"sample {_show(plain):.120} has no usable 'id' (needs a str or int); "
+                    "give every example an id")
+            if sample_id in done or sample_id in batch_ids:
+                raise WhiteboxError(
+                    f"sample id {sample_id!r} appears twice in {self.path}; example ids "
+                    "must be unique (check the dataset for duplicate ids)")
+            batch_ids.add(sample_id)
+            lines.append(json.dumps(plain, ensure_ascii=False, allow_nan=False) + "\n")
+        if not lines:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not self._tail_checked:  # never glue a line onto a half-written one
+            self._repair_samples_tail()
+        with open(self.samples_path, "a", encoding="utf-8") as f:
+            f.write("".join(lines))
+            f.flush()
+            os.fsync(f.fileno())
+        done.update(batch_ids)
+
+    def read_samples(self) -> Iterator[dict[str, Any]]:
+        """Yield the finished samples in the order written (a half-written tail is skipped)."""
+        if not self.samples_path.is_file():
+            return
+        with open(self.samples_path, "rb") as f:
+            data = f.read()
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                sample = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                if number == len(lines):  # last line with no newline: killed mid-write
+                    return
+                raise WhiteboxError(
+                    f"{self.samples_path} line {number} is not valid JSON ({exc}); the "
+                    "file was edited or corrupted: fix or delete that line") from None
+            yield sample
+
+    def done_ids(self) -> set[str | int]:
+        """Ids of the samples already in ``samples.jsonl`` (read from the file)."""
+        ids = {sample["id"] for sample in self.read_samples() if "id" in sample}
+        self._done_cache = set(ids)
+        return ids
+
+    def count_pending(self, ids: Iterable[str | int]) -> int:
+        """How many of ``ids`` have no sample yet (a progress bar's total)."""
+        done = self._done()
+        return sum(1 for i in ids if plain_value(i) not in done)
+
+    def iterate_pending(self, items: Iterable[Any], ids: Iterable[str | int],
+                        batch_size: int) -> Iterator[list[tuple[str | int, Any]]]:
+        """Yield ``[(id, item), ...]`` batches of the items without a sample yet, in order.
+
+        Done ids are read once when iteration starts, so a resumed run continues
+        where it stopped and a fresh run yields everything.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise WhiteboxError(f"batch size must be a positive integer, got {batch_size!r}")
+        done = set(self._done())
+        seen: set[str | int] = set()
+        batch: list[tuple[str | int, Any]] = []
+        for item_id, item in zip(ids, items, strict=True):
+            key = plain_value(item_id)
+            if key in seen:
+                raise WhiteboxError(f"example id {key!r} appears twice; example ids must be "
+                                    "unique (check the dataset for duplicate ids)")
+            seen.add(key)
+            if key in done:
+                continue
+            batch.append((key, item))
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _done(self) -> set[str | int]:
+        if self._done_cache is None:
+            self.done_ids()
+        assert self._done_cache is not None
+        return self._done_cache
+
+    def _repair_samples_tail(self) -> bool:
+        """Make ``samples.jsonl`` end with a newline; drop a half-written last line.
+
+        Returns True when a fragment was dropped.
+        """
+        self._tail_checked = True
+        path = self.samples_path
+        if not path.is_file():
+            return False
+        with open(path, "rb+") as f:
+            data = f.read()
+            if not data or data.endswith(b"\n"):
+                return False
+            cut = data.rfind(b"\n") + 1
+            try:
+                json.loads(data[cut:])
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                f.truncate(cut)
+                dropped = True
+            else:  # complete record, only the newline is missing
+                f.write(b"\n")
+                dropped = False
+            f.flush()
+            os.fsync(f.fileno())
+        return dropped
+
+    # ------------------------------------------------------------------ results, arrays
+
+    def save_results(self, results: Mapping[str, Any]) -> Path:
+        """Write ``results.json`` atomically: keys sorted, NaN as null.
+
+        Keys are sorted at every level except inside ``"headline"``, whose order is kept:
+        its first key is the run's headline metric.
+        """
+        plain = plain_value(results)
+        if not isinstance(plain, dict):
+            raise TypeError(f"results must be a dict, got {type(results).__name__}")
+        ordered = {k: (plain[k] if k == "headline" else _sorted_keys(plain[k]))
+                   for k in sorted(plain)}
+        if isinstance(ordered.get("headline"), dict):
+            ordered["headline"] = {k: _sorted_keys(v) for k, v in ordered["headline"].items()}
+        path = self.path / RESULTS_FILE
+        _write_atomic(path, json.dumps(ordered, indent=2, ensure_ascii=False,
+                                       allow_nan=False) + "\n")
+        return path
+
+    def load_results(self) -> dict[str, Any]:
+        """Read ``results.json``; raises when the run has not written it yet."""
+        path = self.path / RESULTS_FILE
+        if not path.is_file():
+            raise WhiteboxError(f"{self.path} has no {RESULTS_FILE} yet: the run did not "
+                                "finish; rerun it with --resume to complete it")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def save_array(self, name: str, array: Any) -> Path:
+        """Write a numpy array (or torch tensor) to ``arrays/<name>.npy`` atomically."""
+        _check_name(name)
+        data = np.asarray(_as_numpy(array))
+        if data.dtype == object:
+            raise TypeError(f"array {name!r} has dtype object; store numbers only")
+        folder = self.path / ARRAYS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.npy"
+        with _AtomicFile(path, "wb") as f:
+            np.save(f, data, allow_pickle=False)
+        return path
+
+    def load_array(self, name: str) -> np.ndarray:
+        """Read ``arrays/<name>.npy``."""
+        _check_name(name)
+        path = self.path / ARRAYS_DIR / f"{name}.npy"
+        if not path.is_file():
+            have = sorted(p.stem for p in (self.path / ARRAYS_DIR).glob("*.npy"))
+            raise WhiteboxError(f"{self.path} has no array {name!r}; it has: "
+                                f"{', '.join(have) or 'none'}")
+        return np.load(path, allow_pickle=False)
+
+    def plot_path(self, name: str) -> Path:
+        """Where to save plot ``name`` (``plots/<name>``, ``.png`` added if no suffix)."""
+        _check_name(name)
+        folder = self.path / PLOTS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / (name if Path(name).suffix else f"{name}.png")
+
+    def log(self, message: str) -> None:
+        """Append ``<UTC time> <message>`` to ``run.log``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / LOG_FILE, "a", encoding="utf-8") as f:
+            f.write(f"{_iso(datetime.now(UTC))} {message}\n")
+
+
+# ---------------------------------------------------------------------- listing
+
+
+def list_runs(root: Path | str) -> list[RunSummary]:
+    """Summaries of the run folders directly under ``root``, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        raise WhiteboxError(f"no runs folder at {root}; give the folder runs were written to")
+    summaries = []
+    for path in sorted(p for p in root.iterdir() if (p / CONFIG_FILE).is_file()):
+        try:
+            config = _read_config(path)
+        except WhiteboxError:
+            config = {}
+        headline = headline_value = None
+        results_path = path / RESULTS_FILE
+        if results_path.is_file():
+            try:
+                results = json.loads(results_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                results = {}
+            head = results.get("headline") if isinstance(results, dict) else None
+            if isinstance(head, dict) and head:
+                headline, headline_value = next(iter(head.items()))
+        summaries.append(RunSummary(
+            id=path.name, path=path, suite=_str_or_none(config.get("suite")),
+            model=_str_or_none(config.get("model")),
+            task=_str_or_none(config.get("task", config.get("tasks"))),
+            created=_str_or_none(config.get("created")),
+            n_samples=_count_lines(path / SAMPLES_FILE),
+            headline=headline, headline_value=headline_value))
+    summaries.sort(key=lambda s: (s.created or "", s.id))
+    return summaries
+
+
+# ---------------------------------------------------------------------- config
+
+
+def default_run_id(config: Mapping[str, Any], when: datetime | None = None) -> str:
+    """``<UTC yyyymmdd-HHMMSS>-<suite>-<model>-<task>`` from whichever keys the config has."""
+    when = when or datetime.now(UTC)
+    parts = [when.astimezone(UTC).strftime("%Y%m%d-%H%M%S")]
+    for key in ("suite", "model", "task"):
+        value = config.get(key, config.get("tasks") if key == "task" else None)
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = "_".join(str(v) for v in value)
+        text = str(value)
+        if key == "model" and _looks_like_path(text):
+            text = Path(text.rstrip("/\\")).name.removesuffix(".gguf")
+        part = _sanitise(text)
+        if part:
+            parts.append(part)
+    return "-".join(parts)
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any],
+                       ignore: Iterable[str] = ()) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, old, new)`` for every differing key, skipping ``ignore``d keys.
+
+    A key in ``ignore`` may be top-level (``batch_size``) or dotted (``engine.chunk``).
+    A key present on one side only shows ``<absent>`` on the other.
+    """
+    ignore = set(ignore)
+    out: list[tuple[str, Any, Any]] = []
+
+    def walk(a: Any, b: Any, prefix: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b), key=str):
+                dotted = f"{prefix}{key}"
+                if dotted in ignore:
+                    continue
+                walk(a.get(key, _ABSENT), b.get(key, _ABSENT), dotted + ".")
+        elif not _same(a, b):
+            out.append((prefix.rstrip("."), a, b))
+
+    walk(dict(old), dict(new), "")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b or (
+        isinstance(a, (int, float)) and isinstance(b, (int, float))
+        and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
+
+
+def _volatile_keys(config: Mapping[str, Any]) -> list[str]:
+    keys = config.get(VOLATILE_KEY) or []
+    if isinstance(keys, str):
+        return [keys]
+    return [str(k) for k in keys]
+
+
+def _config_for_storage(config: Mapping[str, Any]) -> dict[str, Any]:
+    plain = plain_value(dict(config), nonfinite_to_none=False)
+    for key in RECORDED_KEYS:  # re-recorded by this run (a config read from a run has them)
+        plain.pop(key, None)
+    return plain
+
+
+def _versions() -> dict[str, str]:
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return {"whitebox_eval_version": whitebox_eval.__version__,
+            "python_version": platform.python_version(),
+            "torch_version": torch_version}
+
+
+def _dump_yaml(config: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(config), sort_keys=True, default_flow_style=False,
+                          allow_unicode=True)
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        config = yaml.safe_load((path / CONFIG_FILE).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise WhiteboxError(f"{path / CONFIG_FILE} is not valid YAML ({exc}); fix or "
+                            "restore it") from None
+    if not isinstance(config, dict):
+        raise WhiteboxError(f"{path / CONFIG_FILE} does not hold a mapping; fix or restore it")
+    return config
+
+
+# ---------------------------------------------------------------------- files
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    with _AtomicFile(path, "w") as f:
+        f.write(text)
+
+
+class _AtomicFile:
+    """Write to a temporary file beside ``path``, fsync, then ``os.replace`` it in."""
+
+    def __init__(self, path: Path, mode: str) -> None:
+        self.path = path
+        self.mode = mode
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
+                                        suffix=".tmp")
+        encoding = None if "b" in self.mode else "utf-8"
+        self.file = os.fdopen(fd, self.mode, encoding=encoding)
+        return self.file
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+        finally:
+            self.file.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            os.unlink(self.tmp)
+
+
+def _has_finished_work(path: Path) -> bool:
+    samples = path / SAMPLES_FILE
+    return (samples.is_file() and samples.stat().st_size > 0) or (path / RESULTS_FILE).is_file()
+
+
+def _unused_path(root: Path, run_id: str) -> Path:
+    path, n = root / run_id, 2
+    while path.exists():
+        path, n = root / f"{run_id}-{n}", n + 1
+    return path
+
+
+def _count_lines(path: Path) -> int:
+    """Complete lines of a JSONL file (a half-written tail has no newline yet)."""
+    if not path.is_file():
+        return 0
+    count = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def _as_numpy(array: Any) -> Any:
+    if hasattr(array, "detach") and hasattr(array, "cpu"):  # torch tensor
+        tensor = array.detach().cpu()
+        if not tensor.dtype.is_floating_point or tensor.dtype.itemsize >= 4:
+            return tensor.numpy()
+        return tensor.float().numpy()  # bfloat16/float16 -> float32
+    return array
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(v) for v in value]
+    return value
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"file name {name!r} must use letters, digits, '.', '_' and '-' "
+                         "only and start with a letter or digit")
+
+
+def _sanitise(text: str, limit: int = 48) -> str:
+    text = re.sub(r"[^A-Za-z0-9._]+", "-", text)
+    return text.strip("-._")[:limit].strip("-._")
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith(("/", "./", "../", "~", ".\\")) or text.endswith(".gguf") \
+        or "\\" in text or text.count("/") > 1
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _show(value: Any) -> str:
+    return "<absent>" if value is _ABSENT else repr(value)
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -1,0 +1,117 @@
+"""Loading: safe defaults and clear errors for every mistake a user can make."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers as tf
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from tiny_models import tiny_model  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.internals import Capture, Engine, batch_from_ids  # noqa: E402
+from whitebox_eval.models import FAMILIES, load_model, supported_model_types  # noqa: E402
+from whitebox_eval.models.architectures import Architecture  # noqa: E402
+
+
+def _save_tiny(folder: Path, family: str = "llama", safe: bool = True) -> Path:
+    model = tiny_model(family)
+    if safe:
+        model.save_pretrained(folder)
+    else:  # a pickle checkpoint, as older hub repos ship
+        folder.mkdir(parents=True)
+        model.config.save_pretrained(folder)
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    return folder
+
+
+def test_every_family_has_a_description():
+    assert set(FAMILIES) >= {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "phi3", "gpt2"}
+
+
+def test_nonexistent_path_says_so(tmp_path):
+    with pytest.raises(WhiteboxError, match="not found"):
+        load_model(str(tmp_path / "missing-model"))
+    with pytest.raises(WhiteboxError, match="GGUF file not found"):
+        load_model(str(tmp_path / "x.gguf"))
+
+
+def test_directory_without_weights(tmp_path):
+    (tmp_path / "config.json").write_text(tiny_model("llama").config.to_json_string())
+    with pytest.raises(WhiteboxError, match="no weights found"):
+        load_model(str(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(WhiteboxError, match="no config.json"):
+        load_model(str(empty))
+
+
+def test_pickle_checkpoint_needs_opt_in(tmp_path):
+    folder = _save_tiny(tmp_path / "pkl", safe=False)
+    assert any(p.suffix == ".bin" for p in folder.iterdir())
+    with pytest.raises(WhiteboxError, match="allow_pickle"):
+        load_model(str(folder))
+
+
+def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
+    cfg = tf.GPTNeoXConfig(vocab_size=64, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4)
+    model = tf.GPTNeoXForCausalLM(cfg)
+    with pytest.raises(WhiteboxError) as err:
+        Architecture.of(model)
+    assert "gpt_neox" in str(err.value) and "llama" in str(err.value) and "gemma3_text" in str(err.value)
+    assert set(supported_model_types()) >= {"llama", "gemma3_text", "gpt2", "phi3"}
+
+
+def test_hub_id_offline_names_the_offline_alternatives(monkeypatch):
+    from whitebox_eval.models import loading
+
+    monkeypatch.setattr(loading, "_hub_unreachable_reason", lambda: "no network here")
+    with pytest.raises(WhiteboxError, match="smollm2-135m"):
+        load_model("someorg/some-model")
+
+
+def test_local_safetensors_folder_loads_and_runs(tmp_path):
+    folder = _save_tiny(tmp_path / "st", family="qwen3")
+    tok_dir = folder  # a tokenizer is required by load_model: build a tiny one offline
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"t{i}": i for i in range(64)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="t0", eos_token="t2").save_pretrained(tok_dir)
+    lm = load_model(str(folder))
+    assert lm.arch.family.name == "qwen3"
+    engine = Engine(lm)
+    batch = engine.batch(["t5 t9 t17", "t3 t4"])
+    assert batch.input_ids.tolist()[1][0] == lm.tokenizer.pad_token_id  # left padded
+    t = engine.run(batch, [Capture("q")])
+    assert t["q"].shape == (2, lm.arch.n_layers, 1, lm.arch.n_heads, lm.arch.head_dim)
+
+
+def test_out_of_range_requests_raise_the_project_error():
+    model = tiny_model("llama")
+    from whitebox_eval.models.loading import LoadedModel
+
+    lm = LoadedModel(model, None, Architecture.of(model), "tiny", "random")
+    engine = Engine(lm)
+    batch = batch_from_ids([[3, 4, 5], [6, 7]])
+    with pytest.raises(WhiteboxError, match="layer 7 is out of range"):
+        engine.run(batch, [Capture("q", layers=[7])])
+    with pytest.raises(WhiteboxError, match="position 2 is out of range for example 1"):
+        engine.run(batch, [Capture("q", positions=[[2], [2]])])
+    with pytest.raises(WhiteboxError, match="head 9 is out of range"):
+        from whitebox_eval.internals import ScaleHeads
+
+        engine.run(batch, edits=[ScaleHeads(0, [9])])
+    with pytest.raises(WhiteboxError, match="unknown capture point"):
+        engine.run(batch, [Capture("queries")])
+    with pytest.raises(WhiteboxError, match="same number of positions"):
+        engine.run(batch, [Capture("q", positions=[[0, 1], [1]])])
+    with pytest.raises(WhiteboxError, match="neuron index out of range"):
+        from whitebox_eval.internals import MaskNeurons
+
+        engine.run(batch, edits=[MaskNeurons(0, [10_000])])
+    assert torch.isfinite(engine.run(batch).logits).all()  # the engine is still usable after errors
