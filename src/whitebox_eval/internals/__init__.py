@@ -2,7 +2,7 @@
 
 from whitebox_eval.internals.attribution import Attribution, integrated_gradients, kl_divergence_metric, logit_difference_metric
 from whitebox_eval.internals.batching import Batch, batch_from_ids, make_batch
-from whitebox_eval.internals.engine import Engine
+from whitebox_eval.internals.engine import Engine, Prefix
 from whitebox_eval.internals.lenses import attention_rollout, logit_lens
 from whitebox_eval.internals.requests import (
     CAPTURE_POINTS,
@@ -18,7 +18,7 @@ from whitebox_eval.internals.requests import (
 
 __all__ = [
     "Attribution", "integrated_gradients", "kl_divergence_metric", "logit_difference_metric",
-    "Batch", "batch_from_ids", "make_batch", "Engine", "attention_rollout", "logit_lens",
+    "Batch", "batch_from_ids", "make_batch", "Engine", "Prefix", "attention_rollout", "logit_lens",
     "CAPTURE_POINTS", "PATCH_POINTS", "Capture", "EditAttention", "MaskNeurons", "Patch", "ScaleHeads", "Trace",
     "cells_from_pairs",
 ]

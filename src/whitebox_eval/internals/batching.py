@@ -2,6 +2,11 @@
 
 Users always address tokens in *unpadded* coordinates (0 = the example's first
 token, -1 = its last). A :class:`Batch` converts them to padded coordinates.
+
+With a cached prefix (:class:`~whitebox_eval.internals.engine.Prefix`, e.g. few-shot
+demonstrations shared by every example), the batch holds only the suffixes; example
+coordinates still count from the first prefix token, and the key axis of attention is
+laid out as [prefix | pads | suffix].
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ class Batch:
     input_ids: torch.Tensor  # [B, S]
     attention_mask: torch.Tensor  # [B, S], 1 = real token
     position_ids: torch.Tensor  # [B, S], 0 at each example's first real token
-    lengths: torch.Tensor  # [B]
+    lengths: torch.Tensor  # [B] tokens in the batch (suffix lengths when a prefix is cached)
+    prefix_len: int = 0
 
     @property
     def size(self) -> int:
@@ -41,13 +47,21 @@ class Batch:
         return self.seq_len - self.lengths
 
     def to(self, device: torch.device | str) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids, self.lengths)))
+        return Batch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids, self.lengths)), self.prefix_len)
+
+    def with_prefix(self, prefix_len: int) -> "Batch":
+        """This batch as the suffixes of examples that start with ``prefix_len`` cached tokens."""
+        return Batch(self.input_ids, self.attention_mask, self.position_ids, self.lengths, prefix_len)
+
+    @property
+    def example_lengths(self) -> torch.Tensor:
+        return self.lengths + self.prefix_len
 
     def positions(self, positions: Positions) -> torch.Tensor:
         """Validate unpadded positions and return them as a [B, P] long tensor (negatives resolved)."""
         b = self.size
         if positions is None or (isinstance(positions, str) and positions == "last"):
-            return (self.lengths - 1).unsqueeze(1)
+            return (self.example_lengths - 1).unsqueeze(1)
         if isinstance(positions, str):
             raise WhiteboxError(f"positions must be 'last', a list per example or a [batch, n] tensor, not {positions!r}")
         if isinstance(positions, torch.Tensor):
@@ -66,7 +80,7 @@ class Batch:
             pos = pos.unsqueeze(0).expand(b, -1)
         if pos.shape[0] != b:
             raise WhiteboxError(f"positions tensor has {pos.shape[0]} rows but the batch has {b} examples")
-        lengths = self.lengths.cpu().unsqueeze(1)
+        lengths = self.example_lengths.cpu().unsqueeze(1)
         resolved = torch.where(pos < 0, pos + lengths, pos)
         bad = (resolved < 0) | (resolved >= lengths)
         if bad.any():
@@ -78,8 +92,13 @@ class Batch:
         return resolved
 
     def padded(self, positions: torch.Tensor) -> torch.Tensor:
-        """Unpadded [B, P] positions to indices into the padded sequence."""
-        return positions.to(self.input_ids.device) + self.offsets.to(self.input_ids.device).unsqueeze(1)
+        """Unpadded [B, P] example positions to indices into the padded (suffix) sequence."""
+        if self.prefix_len and bool((positions < self.prefix_len).any()):
+            raise WhiteboxError(
+                f"position {int(positions.min())} lies inside the cached prefix ({self.prefix_len} tokens): "
+                "only tokens after the prefix are computed in this pass"
+            )
+        return positions.to(self.input_ids.device) - self.prefix_len + self.offsets.to(self.input_ids.device).unsqueeze(1)
 
     def padded_positions(self, positions: Positions) -> torch.Tensor:
         """Validated [B, P] indices into the padded sequence (``"all"`` = every index)."""
@@ -88,9 +107,14 @@ class Batch:
         return self.padded(self.positions(positions))
 
     def unpad_keys(self, x: torch.Tensor) -> torch.Tensor:
-        """Re-index the last (key) axis of x [B, ..., S] to unpadded coordinates, zero-filling the tail."""
-        b, s = self.size, self.seq_len
-        idx = torch.arange(s, device=x.device).unsqueeze(0) + self.offsets.to(x.device).unsqueeze(1)  # [B, S]
+        """Re-index the last (key) axis of x [B, ..., K] to example coordinates, zero-filling the tail.
+
+        K is the padded length plus the cached prefix: keys are laid out [prefix | pads | suffix].
+        """
+        b, s = self.size, x.shape[-1]
+        p = self.prefix_len
+        j = torch.arange(s, device=x.device).unsqueeze(0).expand(b, -1)
+        idx = torch.where(j < p, j, j + self.offsets.to(x.device).unsqueeze(1))  # [B, K]
         valid = idx < s
         idx = idx.clamp(max=s - 1)
         shape = [b] + [1] * (x.dim() - 2) + [s]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import torch
@@ -38,6 +39,32 @@ from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models.loading import LoadedModel
 
 PER_HEAD_POINTS = {"q_proj": "q", "k_proj": "kv", "q": "q", "k": "kv", "v": "kv", "head_out": "q"}
+
+
+@dataclass
+class Prefix:
+    """Key/value cache of a token prefix shared by every example (e.g. few-shot demonstrations).
+
+    Made by :meth:`Engine.prefix`; pass it to :meth:`Engine.run` with a batch of the
+    suffixes (``batch.with_prefix(prefix.length)`` is done for you). The suffix pass
+    then costs what the suffix costs, whatever the prefix length.
+    """
+
+    ids: list[int]
+    keys: list[torch.Tensor]  # per layer [1, Hkv, P, D]
+    values: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+    def cache_for(self, batch_size: int):
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(zip(self.keys, self.values)):
+            cache.update(k.expand(batch_size, -1, -1, -1), v.expand(batch_size, -1, -1, -1), layer)
+        return cache
 
 
 class _Site:
@@ -76,7 +103,8 @@ class _Plan:
     def attention(self, layer, module, query, key, value, mask, scaling, softcap, base, dropout, kwargs):
         for name, which, pos in self.rot.get(layer, ()):
             x = query if which == "q" else key
-            self.results[name][layer] = _gather(x.transpose(1, 2), pos)
+            shift = x.shape[2] - query.shape[2]  # keys also hold a cached prefix
+            self.results[name][layer] = _gather(x.transpose(1, 2), pos + shift)
         amask = attn_impl.additive_mask(mask, query.shape[2], key.shape[2], query.dtype, query.device)
         if layer in self.attn_edits:  # edited layers run eager math: softmax, edit, then weights @ values
             probs = attn_impl.attention_probs(query, key, amask, scaling, softcap)
@@ -175,6 +203,22 @@ class Engine:
         """Tokenize and left-pad on the model's device."""
         return make_batch(self.tokenizer, texts, add_special_tokens=add_special_tokens).to(self.loaded.device)
 
+    def prefix(self, ids: Sequence[int]) -> Prefix:
+        """Compute and keep the key/value cache of ``ids`` (plain forward, no captures)."""
+        if len(ids) == 0:
+            raise WhiteboxError("an empty prefix cannot be cached")
+        from transformers import DynamicCache
+
+        x = torch.tensor([list(ids)], device=self.loaded.device)
+        cache = DynamicCache()  # plain layers keep every token; sliding windows are enforced by the mask
+        with torch.no_grad():
+            self.model.base_model(input_ids=x, past_key_values=cache, use_cache=True)
+        keys = [cache.layers[l].keys for l in range(self.arch.n_layers)]
+        values = [cache.layers[l].values for l in range(self.arch.n_layers)]
+        if any(k.shape[2] != len(ids) for k in keys):
+            raise WhiteboxError("this model's cache keeps fewer tokens than the prefix (sliding window); run without prefix caching")
+        return Prefix(list(ids), keys, values)
+
     # ---- the pass -------------------------------------------------------------
     def run(
         self,
@@ -185,6 +229,7 @@ class Engine:
         logits: Positions | bool = "last",
         grad: bool = False,
         inputs_embeds: torch.Tensor | None = None,
+        prefix: Prefix | None = None,
     ) -> Trace:
         """One forward pass with ``captures`` and ``edits``.
 
@@ -192,8 +237,21 @@ class Engine:
         ``"all"`` ([B, S, vocab] in padded coordinates) or ``False`` (none).
         ``inputs_embeds`` [B, S, d_model] replaces the token embeddings (the output of
         the embedding module, scaling included) for this pass.
+        ``prefix``: a cached shared prefix; ``batch`` then holds the suffixes and
+        positions still count from the prefix's first token. Edits act on the tokens
+        this pass computes: the prefix stays as it was cached.
         """
         captures, edits = list(captures), list(edits)
+        if prefix is not None:
+            batch = batch.with_prefix(prefix.length)
+            window = getattr(self.model.config, "sliding_window", None)
+            if window and prefix.length + batch.seq_len > window:
+                raise WhiteboxError(
+                    f"prefix ({prefix.length}) + suffix ({batch.seq_len}) tokens exceed the sliding window ({window}); "
+                    "the cached prefix would be read through the wrong mask: run without prefix caching"
+                )
+            if any(c.point == "attn_full" for c in captures) or any(isinstance(e, EditAttention) for e in edits):
+                raise WhiteboxError("attn_full captures and attention edits are not available with a cached prefix; run without it")
         plan = _Plan(self, batch)
         trace = Trace(logits=None, grads=plan.grads)
         for c in captures:
@@ -203,13 +261,19 @@ class Engine:
         logit_pos = None
         if logits is not False and logits is not None and not (isinstance(logits, str) and logits == "all"):
             logit_pos = batch.padded(batch.positions(logits))
+        mask, position_ids, cache = batch.attention_mask, batch.position_ids, None
+        if prefix is not None:
+            mask = torch.cat([torch.ones(batch.size, prefix.length, dtype=mask.dtype, device=mask.device), mask], dim=1)
+            position_ids = position_ids + prefix.length
+            cache = prefix.cache_for(batch.size)
         with self._installed(plan), torch.set_grad_enabled(grad):
             out = self.model.base_model(
                 input_ids=None if inputs_embeds is not None else batch.input_ids,
                 inputs_embeds=inputs_embeds,
-                attention_mask=batch.attention_mask,
-                position_ids=batch.position_ids,
-                use_cache=False,
+                attention_mask=mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=cache is not None,
             )
             hidden = out.last_hidden_state
             if isinstance(logits, str) and logits == "all":
