@@ -71,7 +71,9 @@ def inspect(model: str, allow_pickle: bool, trust_remote_code: bool) -> None:
 @click.option("--shots", default=0, show_default=True, help="demonstrations before each question (0-5)")
 @click.option("--limit", default=500, show_default=True, help="number of evaluated items")
 @click.option("--representative", default="eol", show_default=True, help="option token for head scores: label, label_sep, content_end, eol")
-@click.option("--methods", default="baseline,qk,attention", show_default=True, help="comma list of baseline, qk, attention")
+@click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
+              help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
+@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")
 @click.option("--min-val-items", default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
 @click.option("--batch-size", default=8, show_default=True)
@@ -92,20 +94,18 @@ def mcqa(**kw) -> None:
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
         uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
-        min_val_items=kw["min_val_items"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     _print_mcqa_summary(folder)
 
 
 def _print_mcqa_summary(folder) -> None:
-    import numpy as np
-
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}")
     click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}), options per item: {res['n_options']}")
     for key, value in res["headline"].items():
-        click.echo(f"  {key:22s} {value:6.1%}")
+        click.echo(f"  {key:24s} {value:6.1%}")
     for method in ("qk", "attention"):
         if method not in res:
             continue
@@ -119,7 +119,10 @@ def _print_mcqa_summary(folder) -> None:
         for layer, row in enumerate(table):
             click.echo(f"  L{layer:<3d}" + " ".join(f"{100 * v:4.0f}" for v in row))
         click.echo(f"(chance {100 / res['n_options']:.0f}%; heatmaps in {folder.path / 'plots'})")
-    del np
+    if "ablation" in res:
+        a = res["ablation"]
+        click.echo(f"zeroing the top {a['k']} QK heads: accuracy {a['baseline_accuracy']:.1%} -> {a['top_accuracy']:.1%}; "
+                   f"{a['k']} random heads of layers {a['layer_band'][0]}-{a['layer_band'][1]}: -> {a['random_accuracy_mean']:.1%}")
 
 
 @cli.command()

@@ -203,6 +203,11 @@ class Engine:
         """Tokenize and left-pad on the model's device."""
         return make_batch(self.tokenizer, texts, add_special_tokens=add_special_tokens).to(self.loaded.device)
 
+    def prefix_fits(self, prefix_len: int, suffix_len: int) -> bool:
+        """Whether a cached prefix is exact here: prefix + suffix must fit any sliding window."""
+        window = getattr(self.model.config, "sliding_window", None)
+        return not window or prefix_len + suffix_len <= window
+
     def prefix(self, ids: Sequence[int]) -> Prefix:
         """Compute and keep the key/value cache of ``ids`` (plain forward, no captures)."""
         if len(ids) == 0:
@@ -244,8 +249,8 @@ class Engine:
         captures, edits = list(captures), list(edits)
         if prefix is not None:
             batch = batch.with_prefix(prefix.length)
-            window = getattr(self.model.config, "sliding_window", None)
-            if window and prefix.length + batch.seq_len > window:
+            if not self.prefix_fits(prefix.length, batch.seq_len):
+                window = self.model.config.sliding_window
                 raise WhiteboxError(
                     f"prefix ({prefix.length}) + suffix ({batch.seq_len}) tokens exceed the sliding window ({window}); "
                     "the cached prefix would be read through the wrong mask: run without prefix caching"

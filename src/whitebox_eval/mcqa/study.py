@@ -1,35 +1,46 @@
-"""An MCQA study: baseline, QK-score and Attention-score heads from one forward pass per batch.
+"""An MCQA study (000): baseline, select-and-copy heads, lens, PriDe, PA, ablation, cloze.
 
-For every batch, one engine pass yields the letter logits at the last position
-(baseline, 000 eq. 4), the pre-RoPE query of the last token and the keys of every
-option-representative token for all layers and heads (QK-score, 000 eq. 3), and the
-attention row of the last token (Attention-score). The best head is chosen on a
-validation split and applied to the test split (000 sec. 4, 5.3).
+Passes over the data, each resumable on its own (``arrays/parts/<pass>/``):
 
-The run folder streams one ``samples.jsonl`` line per item and one array part per
-batch, so an interrupted run resumes where it stopped.
+- ``main``: every item in its original order; one engine pass per batch feeds the
+  baseline, all heads' QK- and Attention-scores and the logit lens (:mod:`scoring`).
+  It also streams ``samples.jsonl``.
+- ``perm``: every item with its essential options' contents shuffled (seeded), for
+  Permutation Accuracy (000 sec. 5.3).
+- ``pride``: the estimation items under the cyclic permutations of the essential
+  options (uncertainty options stay put), for PriDe (000 eq. 5).
+- ``ablate_*``: the test items with the top-k heads of a score zeroed, and with k
+  random heads of the same layer band (000 sec. 6, fig. 4).
+- ``cloze``: option texts scored as continuations (lm-eval acc / acc_norm).
+
+The best head is chosen on a validation split (default 5%, never fewer than 50 items
+unless asked) and applied to the test split; PriDe estimates its prior on the same
+validation items, so every method is reported on the same test items.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals import Capture, Engine, batch_from_ids
+from whitebox_eval.internals import Engine, ScaleHeads
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.prompts import render_prompt, select_demos, split_demo_pool
-from whitebox_eval.mcqa.tokens import tokenize_prompt
+from whitebox_eval.mcqa.prompts import RenderedPrompt, render_prompt, select_demos, split_demo_pool
+from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
+from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, progress
 
-METHODS = ("baseline", "qk", "attention")
+METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
+DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
 HEAD_METHODS = ("qk", "attention")
 
 
@@ -46,14 +57,17 @@ class MCQAConfig:
     shots: int = 0
     limit: int | None = 500
     representative: str = "eol"
-    methods: tuple[str, ...] = METHODS
+    methods: tuple[str, ...] = DEFAULT_METHODS
     seed: int = 0
     val_fraction: float = hs.DEFAULT_VAL_FRACTION
     min_val_items: int = hs.DEFAULT_MIN_VAL_ITEMS
+    ablation_k: int = 5
+    ablation_draws: int = 5
     on_bad_row: str = "skip"
     batch_size: int = 8
     dtype: str = "float32"
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+    prefix_cache: bool = True
+    volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -85,36 +99,173 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     )
 
 
-def _score_batch(engine: Engine, toks, n_max: int, methods: Sequence[str]) -> dict[str, np.ndarray]:
-    """One pass: letter logits, QK-scores and attention scores [B, L, H, n_max] (padded options = -inf)."""
-    arch = engine.arch
-    batch = batch_from_ids([t.input_ids for t in toks], pad_id=engine.tokenizer.pad_token_id or 0).to(engine.loaded.device)
-    n_opts = [len(t.option_positions) for t in toks]
-    opt_pos = [t.option_positions + [t.option_positions[-1]] * (n_max - len(t.option_positions)) for t in toks]
-    captures = []
-    if "qk" in methods:
-        captures += [Capture("q", "last"), Capture("k", opt_pos)]
-    if "attention" in methods:
-        captures.append(Capture("attn", "last"))
-    trace = engine.run(batch, captures)
-    valid = torch.tensor([[o < n for o in range(n_max)] for n in n_opts])
-    out: dict[str, np.ndarray] = {}
-    letter = torch.full((len(toks), n_max), float("-inf"))
-    for i, t in enumerate(toks):
-        letter[i, : n_opts[i]] = trace.logits[i, t.answer_ids].float().cpu()
-    out["letter_logits"] = letter.numpy()
-    if "qk" in methods:
-        q = trace["q"][:, :, 0].float()  # [B, L, H, D]
-        k = trace["k"].float()  # [B, L, n, Hkv, D]
-        k = k[:, :, :, arch.kv_head_map]  # [B, L, n, H, D]
-        qk = torch.einsum("blhd,blnhd->blhn", q, k).cpu()
-        out["qk"] = qk.masked_fill(~valid[:, None, None, :], float("-inf")).numpy()
-    if "attention" in methods:
-        rows = trace["attn"][:, :, :, 0].float().cpu()  # [B, L, H, S]
-        idx = torch.tensor(opt_pos)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
-        att = rows.gather(-1, idx)
-        out["attention"] = att.masked_fill(~valid[:, None, None, :], float("-inf")).numpy()
-    return out
+def permutation_order(n: int, rng: random.Random) -> list[int]:
+    """A seeded shuffle of the essential options that moves the gold (000 sec. 5.3)."""
+    order = list(range(n))
+    while order == list(range(n)):
+        rng.shuffle(order)
+    return order
+
+
+class _Study:
+    """Holds the prompts of one study and runs its passes into the run folder."""
+
+    def __init__(self, cfg: MCQAConfig, folder: RunFolder, loaded: LoadedModel, items: list[MCQItem], demos: list[MCQItem],
+                 show_progress: bool | None):
+        self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
+        self.engine = Engine(loaded)
+        self.show_progress = show_progress
+        self.rendered = [self.render(it) for it in items]
+        self.n_max = max(len(r.options) for r in self.rendered)
+        self.n_essential = max(len(it.options) for it in items)
+        self.split = hs.validation_split(len(items), cfg.val_fraction, cfg.min_val_items, cfg.seed)
+        self.prefix = None
+        if demos and cfg.prefix_cache:  # the demonstrations are the same for every item: cache them once
+            self.prefix = self.engine.prefix(loaded.tokenizer(self.rendered[0].prefix)["input_ids"])
+
+    def render(self, item: MCQItem) -> RenderedPrompt:
+        return render_prompt(item, demos=self.demos, labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+
+    def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
+        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative)
+
+    # ---- passes ------------------------------------------------------------------
+    def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
+                 scorers: Sequence[str], edits=(), on_batch=None) -> dict[str, np.ndarray]:
+        """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable); return arrays [len(indices), ...]."""
+        parts = self.folder.path / "arrays" / "parts" / name
+        parts.mkdir(parents=True, exist_ok=True)
+        done: set[int] = set()
+        for p in parts.glob("*.npz"):
+            with np.load(p) as z:
+                done.update(int(i) for i in z["index"])
+        todo = [i for i in indices if i not in done]
+        bs = self.cfg.batch_size
+        for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc=f"mcqa {name}", enabled=self.show_progress):
+            chunk = todo[start:start + bs]
+            rendered = [prompts(i) for i in chunk]
+            toks = [self.tokenize(r) for r in rendered]
+            # edited passes recompute the demonstrations too, so the edit covers the whole prompt
+            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=None if edits else self.prefix).arrays()
+            if on_batch is not None:  # before the part: a batch killed in between is re-run, never lost
+                on_batch(chunk, rendered, toks, scores)
+            np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
+        return self._collect(parts, indices)
+
+    @staticmethod
+    def _collect(parts: Path, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        where = {i: j for j, i in enumerate(indices)}
+        out: dict[str, np.ndarray] = {}
+        for p in sorted(parts.glob("*.npz")):
+            with np.load(p) as z:
+                rows = [where.get(int(i)) for i in z["index"]]
+                for key in z.files:
+                    if key == "index":
+                        continue
+                    if key not in out:
+                        out[key] = np.full((len(indices), *z[key].shape[1:]), np.nan, dtype=np.float32)
+                    for src, dst in enumerate(rows):
+                        if dst is not None:
+                            out[key][dst] = z[key][src]
+        return out
+
+    def main_pass(self) -> dict[str, np.ndarray]:
+        scorers = [m for m in ("baseline", "qk", "attention", "lens") if m in self.cfg.methods or m == "baseline"]
+        done = self.folder.done_ids()
+
+        def stream(chunk, rendered, toks, scores):
+            records = []
+            for j, (i, r) in enumerate(zip(chunk, rendered)):
+                if self.items[i].id in done:
+                    continue
+                n = len(r.options)
+                letters = scores["letter_logits"][j, :n]
+                records.append({"id": self.items[i].id, "gold": r.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
+                                "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
+                                "pred_baseline": int(np.argmax(letters))})
+            self.folder.append_samples(records)
+
+        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, on_batch=stream)
+
+    def perm_pass(self) -> tuple[dict[str, np.ndarray], list[list[int]]]:
+        rng = random.Random(f"pa-{self.cfg.seed}")
+        orders = [permutation_order(len(it.options), rng) for it in self.items]
+        scorers = [m for m in ("baseline", "qk", "attention") if m in self.cfg.methods or m == "baseline"]
+        arrays = self.run_pass("perm", lambda i: self.render(self.items[i].permuted(orders[i])), range(len(self.items)), scorers)
+        return arrays, orders
+
+    def pride_pass(self) -> np.ndarray:
+        n = self.n_essential
+        if any(len(it.options) != n for it in self.items):
+            raise WhiteboxError("PriDe needs the same number of options for every item; drop 'pride' from --methods")
+        val = list(self.split.val)
+        order = lambda p: [(j + p) % n for j in range(n)]
+        arrays = self.run_pass("pride", lambda k: self.render(self.items[val[k // n]].permuted(order(k % n))),
+                               range(len(val) * n), ["baseline"])
+        return arrays["letter_logits"].reshape(len(val), n, self.n_max)
+
+    def ablation_pass(self, name: str, heads: Sequence[tuple[int, int]]) -> np.ndarray:
+        by_layer: dict[int, list[int]] = {}
+        for layer, head in heads:
+            by_layer.setdefault(layer, []).append(head)
+        edits = [ScaleHeads(layer, hs_, 0.0) for layer, hs_ in sorted(by_layer.items())]
+        test = list(self.split.test)
+        return self.run_pass(name, lambda i: self.rendered[i], test, ["baseline"], edits)["letter_logits"]
+
+    def cloze_pass(self) -> tuple[np.ndarray, np.ndarray]:
+        """Summed and byte-length-normalised log-likelihood of each option text (lm-eval acc / acc_norm)."""
+        tok = self.loaded.tokenizer
+        parts = self.folder.path / "arrays" / "parts" / "cloze"
+        parts.mkdir(parents=True, exist_ok=True)
+        done = set()
+        for p in parts.glob("*.npz"):
+            with np.load(p) as z:
+                done.update(int(i) for i in z["index"])
+        todo = [i for i in range(len(self.items)) if i not in done]
+        bs = max(1, self.cfg.batch_size // 2)
+        for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="mcqa cloze", enabled=self.show_progress):
+            chunk = todo[start:start + bs]
+            ctx, cont, owner = [], [], []
+            for i in chunk:
+                it = self.items[i]
+                context = (f"{it.context}\n" if it.context else "") + f"Question: {it.question}\nAnswer:"
+                c_ids = tok(context)["input_ids"]
+                for o in it.options:
+                    full = tok(context + " " + o)["input_ids"]
+                    ctx.append(c_ids)
+                    cont.append(full[len(c_ids):] if full[: len(c_ids)] == c_ids else tok(" " + o, add_special_tokens=False)["input_ids"])
+                    owner.append(i)
+            lp = continuation_logprobs(self.engine, ctx, cont)
+            ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float32)
+            norm = np.full_like(ll, -np.inf)
+            k = 0
+            for row, i in enumerate(chunk):
+                for j, o in enumerate(self.items[i].options):
+                    ll[row, j] = lp[k]
+                    norm[row, j] = lp[k] / max(1, len((" " + o).encode()))
+                    k += 1
+            np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
+        arrays = self._collect(parts, range(len(self.items)))
+        return arrays["loglik"], arrays["loglik_norm"]
+
+
+def _argmax(x: np.ndarray) -> np.ndarray:
+    return np.argmax(np.nan_to_num(x, nan=-np.inf), axis=-1)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    x = np.nan_to_num(x, nan=-np.inf)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def open_folder(cfg: MCQAConfig, output: str | Path, run_id: str | None, resume: bool) -> RunFolder:
+    path = Path(output) / run_id if run_id else None
+    if resume and path is not None and path.exists():
+        return RunFolder.open_for_resume(path, cfg.to_dict())
+    if resume and run_id is None:
+        raise WhiteboxError("--resume needs --run-id naming the run folder to continue (see `whitebox-eval runs`)")
+    return RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
 
 
 def run_mcqa(
@@ -139,93 +290,114 @@ def run_mcqa(
         items = items[: cfg.limit]
     if not items:
         raise WhiteboxError("the task produced no items")
-    folder_path = Path(output) / run_id if run_id else None
-    if resume and folder_path is not None and folder_path.exists():
-        folder = RunFolder.open_for_resume(folder_path, cfg.to_dict())
-    else:
-        folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
-    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    engine = Engine(loaded)
-    rendered = [render_prompt(it, demos=demos, labels=cfg.labels, uncertainty=cfg.uncertainty) for it in items]
-    ids = [it.id for it in items]
-    if len(set(ids)) != len(ids):
-        raise WhiteboxError("item ids are not unique; the loader must give every row its own id")
-    n_max = max(len(r.options) for r in rendered)
-    parts = folder.path / "arrays" / "parts"
-    parts.mkdir(parents=True, exist_ok=True)
-    index = {item_id: i for i, item_id in enumerate(ids)}
-    pending = folder.count_pending(ids)
-    folder.log(f"{len(items)} items, {pending} pending, model {cfg.model}")
-    for chunk in progress(folder.iterate_pending(list(zip(items, rendered)), ids, cfg.batch_size),
-                          total=-(-pending // cfg.batch_size), desc="mcqa batches", enabled=show_progress):
-        toks = [tokenize_prompt(loaded.tokenizer, r, cfg.representative) for _, (_, r) in chunk]
-        scores = _score_batch(engine, toks, n_max, cfg.methods)
-        np.savez(parts / f"{index[chunk[0][0]]:08d}.npz", index=np.array([index[i] for i, _ in chunk]), **scores)
-        records = []
-        for j, (item_id, (item, r)) in enumerate(chunk):
-            n = len(r.options)
-            letters = scores["letter_logits"][j, :n]
-            records.append({
-                "id": item_id, "gold": item.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
-                "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
-                "pred_baseline": int(np.argmax(letters)),
-            })
-        folder.append_samples(records)
-    return finalize(folder, items, n_max, cfg)
+    if len({it.id for it in items}) != len(items):
+        raise WhiteboxError("item ids are not unique; every row needs its own id")
+    folder = open_folder(cfg, output, run_id, resume)
+    study = _Study(cfg, folder, loaded or load_model(cfg.model, dtype=cfg.dtype), items, demos, show_progress)
+    folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}")
+    return finalize(study)
 
 
-def _load_parts(folder: RunFolder, n_items: int, n_max: int, methods: Sequence[str]) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {}
-    for part in sorted((folder.path / "arrays" / "parts").glob("*.npz")):
-        with np.load(part) as z:
-            idx = z["index"]
-            for key in z.files:
-                if key == "index":
-                    continue
-                if key not in arrays:
-                    arrays[key] = np.full((n_items, *z[key].shape[1:]), np.nan, dtype=np.float32)
-                arrays[key][idx] = z[key]
-    return arrays
-
-
-def finalize(folder: RunFolder, items: Sequence[MCQItem], n_max: int, cfg: MCQAConfig) -> RunFolder:
-    """Assemble arrays, select heads, write results.json and plots."""
+def finalize(study: _Study) -> RunFolder:
+    """Run the remaining passes, select heads, write results.json, arrays and plots."""
     from whitebox_eval.mcqa import plots
-    from whitebox_eval.mcqa.metrics import accuracy
+    from whitebox_eval.mcqa.debiasing import pride
+    from whitebox_eval.mcqa.metrics import accuracy, per_layer_accuracy, permutation_accuracy, selection_bias
 
-    arrays = _load_parts(folder, len(items), n_max, cfg.methods)
+    cfg, folder, items, split = study.cfg, study.folder, study.items, study.split
+    main = study.main_pass()
     gold = np.array([it.gold for it in items])
-    letter = arrays["letter_logits"]
-    if np.isnan(letter).all(axis=1).any():
-        raise WhiteboxError("some items have no scores yet; run again with --resume to finish them")
-    base_pred = np.argmax(np.nan_to_num(letter, nan=-np.inf), axis=1)
-    split = hs.validation_split(len(items), cfg.val_fraction, cfg.min_val_items, cfg.seed)
-    results: dict = {"n_items": len(items), "n_val": len(split.val), "n_test": len(split.test), "n_options": n_max}
-    headline = {"acc,baseline_test": accuracy(base_pred[split.test], gold[split.test])}
-    results["acc,baseline"] = accuracy(base_pred, gold)
-    folder.save_array("letter_logits", letter)
+    test = split.test
+    base_pred = _argmax(main["letter_logits"])
+    results: dict = {"n_items": len(items), "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max}
+    headline: dict[str, float] = {"acc,baseline": accuracy(base_pred[test], gold[test])}
+    results["acc,baseline_all"] = accuracy(base_pred, gold)
+    bias = selection_bias(base_pred[test], gold[test], study.n_max)
+    results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
+                                         "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
+    dists = {"baseline": bias.prediction_distribution}
+    for key, arr in main.items():
+        folder.save_array(key if key != "letter_logits" else "letter_logits", arr)
+    selected: dict[str, hs.HeadSelection] = {}
     for method in HEAD_METHODS:
-        if method not in arrays:
+        if method not in main:
             continue
-        scores = arrays[method]
-        folder.save_array(f"{method}_scores", scores)
-        sel = hs.select_best_head(scores, gold, split=split)
+        scores = np.where(np.isnan(main[method]), -np.inf, main[method])
+        sel = selected[method] = hs.select_best_head(scores, gold, split=split)
         table = hs.head_accuracy(scores, gold)
         folder.save_array(f"{method}_head_accuracy", table)
-        results[method] = {
-            "best_head": [sel.layer, sel.head],
-            "val_accuracy": sel.val_accuracy,
-            "test_accuracy": sel.test_accuracy,
-            "oracle_head": list(hs.best_head(table)),
-            "oracle_accuracy": float(table.max()),
-        }
-        headline[f"acc,{method}_test"] = sel.test_accuracy
+        results[method] = {"best_head": [sel.layer, sel.head], "val_accuracy": sel.val_accuracy, "test_accuracy": sel.test_accuracy,
+                           "oracle_head": list(hs.best_head(table)), "oracle_accuracy": float(table.max())}
+        headline[f"acc,{method}_head"] = sel.test_accuracy
+        pred = sel.test_predictions
+        b = selection_bias(pred, gold[test], study.n_max)
+        results[f"selection_bias,{method}_head"] = {"prediction_distribution": b.prediction_distribution.tolist(),
+                                                   "recall": b.recall.tolist(), "recall_std": b.recall_std}
+        dists[f"{method} head"] = b.prediction_distribution
         plots.plot_head_accuracy_heatmap(table, folder.plot_path(f"{method}_head_accuracy"), best=(sel.layer, sel.head),
-                                         title=f"{method} accuracy per head ({cfg.model}, {cfg.task})")
-        if method == "attention":
-            score = hs.head_score(np.where(np.isfinite(scores), scores, 0.0))
-            top = hs.rank_heads(score)[:5]
-            results["head_score_top"] = [{"head": [l, h], "head_score": float(score[l, h]), "accuracy": float(table[l, h])} for l, h in top]
+                                         title=f"{method}-score accuracy per head ({cfg.model}, {cfg.task})")
+    if "attention" in main:
+        att = np.where(np.isfinite(main["attention"]), main["attention"], 0.0)
+        score = hs.head_score(att[split.val])  # label-free: no gold needed (000 App. I)
+        top = hs.rank_heads(score)[:5]
+        table = folder.load_array("attention_head_accuracy")
+        results["head_score"] = {"top": [{"head": [l, h], "head_score": float(score[l, h]), "accuracy": float(table[l, h])} for l, h in top]}
+        l0, h0 = top[0]
+        headline["acc,head_score_head"] = accuracy(_argmax(main["attention"][test, l0, h0]), gold[test])
+        headline["acc,head_score_qk"] = accuracy(_argmax(main["qk"][test, l0, h0]), gold[test]) if "qk" in main else float("nan")
+    if "lens" in main:
+        curve = per_layer_accuracy(np.where(np.isnan(main["lens"]), -np.inf, main["lens"])[test], gold[test])
+        results["lens_accuracy_per_layer"] = [float(x) for x in curve]
+        plots.plot_logit_lens_accuracy(np.asarray(curve), folder.plot_path("logit_lens_accuracy"), baseline=headline["acc,baseline"])
+    if "pa" in cfg.methods:
+        perm, orders = study.perm_pass()
+        pgold = np.array([o.index(it.gold) for o, it in zip(orders, items)])
+        headline["pa,baseline"] = permutation_accuracy(base_pred[test], gold[test], _argmax(perm["letter_logits"])[test], pgold[test])
+        for method, sel in selected.items():
+            pp = _argmax(perm[method][test, sel.layer, sel.head])
+            headline[f"pa,{method}_head"] = permutation_accuracy(sel.test_predictions, gold[test], pp, pgold[test])
+    if "pride" in cfg.methods:
+        est = study.pride_pass()
+        n = study.n_essential
+        orders = np.array([[(j + p) % n if j < n else j for j in range(study.n_max)] for p in range(n)])
+        res = pride(_softmax(main["letter_logits"]), _softmax(est), split, orders=orders)
+        headline["acc,pride"] = accuracy(res.predictions[test], gold[test])
+        results["pride_prior"] = res.prior.tolist()
+        dists["PriDe"] = selection_bias(res.predictions[test], gold[test], study.n_max).prediction_distribution
+    if "ablation" in cfg.methods and "qk" in selected:
+        results["ablation"] = ablation_study(study, main, gold)
+    if "cloze" in cfg.methods:
+        ll, norm = study.cloze_pass()
+        headline["acc,cloze"] = accuracy(_argmax(ll)[test], gold[test])
+        headline["acc_norm,cloze"] = accuracy(_argmax(norm)[test], gold[test])
+    plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
+                                       letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
     results["headline"] = headline
     folder.save_results(results)
     return folder
+
+
+def ablation_study(study: _Study, main: dict[str, np.ndarray], gold: np.ndarray) -> dict:
+    """Zero the top-k heads by validation QK accuracy vs k random heads of the same layer band (000 sec. 6)."""
+    from whitebox_eval.mcqa.metrics import accuracy
+
+    cfg, split = study.cfg, study.split
+    k = cfg.ablation_k
+    scores = np.where(np.isnan(main["qk"]), -np.inf, main["qk"])
+    val_table = hs.head_accuracy(scores[split.val], gold[split.val])
+    top = hs.rank_heads(val_table)[:k]
+    lo, hi = min(l for l, _ in top), max(l for l, _ in top)
+    band = [(l, h) for l in range(lo, hi + 1) for h in range(study.engine.arch.n_heads) if (l, h) not in top]
+    base = accuracy(_argmax(main["letter_logits"][split.test]), gold[split.test])
+    out = {"k": k, "top_heads": [list(h) for h in top], "layer_band": [lo, hi], "baseline_accuracy": base}
+    out["top_accuracy"] = accuracy(_argmax(study.ablation_pass("ablate_top", top)), gold[split.test])
+    rng = random.Random(f"ablation-{cfg.seed}")
+    rand = []
+    for d in range(cfg.ablation_draws):
+        heads = rng.sample(band, min(k, len(band)))
+        rand.append(accuracy(_argmax(study.ablation_pass(f"ablate_random{d}", heads)), gold[split.test]))
+    out["random_accuracy_mean"] = float(np.mean(rand))
+    out["random_accuracies"] = rand
+    out["drop_top"] = base - out["top_accuracy"]
+    out["drop_random"] = base - out["random_accuracy_mean"]
+    return out

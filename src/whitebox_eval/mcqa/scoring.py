@@ -1,0 +1,116 @@
+"""Scorers fed by one engine pass per batch (000 sec. 4, eq. 3-4, 6).
+
+From a single forward pass over a batch of MCQ prompts:
+
+- letter logits at the last position over the option labels (baseline, 000 eq. 4);
+- QK-scores: pre-RoPE query of the last token · pre-RoPE key of each option's
+  representative token, for every layer and head through the GQA map (000 eq. 3);
+- Attention-scores: the last token's post-softmax attention on those tokens;
+- logit lens: the residual stream after every layer at the last position read through
+  the final norm and the unembedding rows of the option labels only (000 App. F, eq. 6).
+
+Options missing from an item (when items of one batch have different option counts)
+score ``-inf``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from whitebox_eval.internals import Capture, Engine, Prefix, batch_from_ids, logit_lens
+from whitebox_eval.internals.requests import Edit
+from whitebox_eval.mcqa.tokens import TokenizedPrompt
+
+SCORERS = ("baseline", "qk", "attention", "lens")
+
+
+@dataclass
+class PromptScores:
+    """Per-item scores of one batch; arrays over options are padded to ``n_max`` with -inf."""
+
+    letter_logits: np.ndarray  # [B, n]
+    qk: np.ndarray | None = None  # [B, L, H, n]
+    attention: np.ndarray | None = None  # [B, L, H, n]
+    lens: np.ndarray | None = None  # [B, L, n]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def score_prompts(
+    engine: Engine,
+    toks: Sequence[TokenizedPrompt],
+    n_max: int,
+    scorers: Sequence[str] = SCORERS,
+    edits: Sequence[Edit] = (),
+    prefix: Prefix | None = None,
+) -> PromptScores:
+    """Run one pass over ``toks`` and compute every requested scorer from it.
+
+    With ``prefix`` (the cached demonstrations), only each prompt's tokens after it are
+    computed; prompts that do not start with exactly the prefix tokens, or that would
+    overflow a sliding window, fall back to the full pass for the whole batch.
+    """
+    arch = engine.arch
+    device = engine.loaded.device
+    pad = engine.tokenizer.pad_token_id or 0
+    if prefix is not None:
+        p = prefix.length
+        usable = all(t.input_ids[:p] == prefix.ids and len(t.input_ids) > p for t in toks)
+        if not usable or not engine.prefix_fits(p, max(len(t.input_ids) for t in toks) - p):
+            prefix = None
+    if prefix is not None:
+        batch = batch_from_ids([t.input_ids[prefix.length:] for t in toks], pad_id=pad).to(device)
+    else:
+        batch = batch_from_ids([t.input_ids for t in toks], pad_id=pad).to(device)
+    n_opts = [len(t.option_positions) for t in toks]
+    opt_pos = [t.option_positions + [t.option_positions[-1]] * (n_max - len(t.option_positions)) for t in toks]
+    valid = torch.tensor([[o < n for o in range(n_max)] for n in n_opts])
+    captures = []
+    if "qk" in scorers:
+        captures += [Capture("q", "last"), Capture("k", opt_pos)]
+    if "attention" in scorers:
+        captures.append(Capture("attn", "last"))
+    if "lens" in scorers:
+        captures.append(Capture("resid", "last"))
+    trace = engine.run(batch, captures, edits, prefix=prefix)
+    answer_ids = torch.tensor([t.answer_ids + [t.answer_ids[-1]] * (n_max - len(t.answer_ids)) for t in toks], device=device)
+
+    def masked(x: torch.Tensor) -> np.ndarray:
+        shape = [x.shape[0]] + [1] * (x.dim() - 2) + [n_max]
+        return x.float().cpu().masked_fill(~valid.view(shape), float("-inf")).numpy()
+
+    out = PromptScores(letter_logits=masked(trace.logits.gather(1, answer_ids)))
+    if "qk" in scorers:
+        q = trace["q"][:, :, 0].float()  # [B, L, H, D]
+        k = trace["k"].float()[:, :, :, arch.kv_head_map]  # [B, L, n, H, D]
+        out.qk = masked(torch.einsum("blhd,blnhd->blhn", q, k))
+    if "attention" in scorers:
+        rows = trace["attn"][:, :, :, 0]  # [B, L, H, S]
+        idx = torch.tensor(opt_pos, device=rows.device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
+        out.attention = masked(rows.gather(-1, idx))
+    if "lens" in scorers:
+        resid = trace["resid"][:, :, 0]  # [B, L, d]
+        with torch.no_grad():
+            lens = torch.stack([logit_lens(engine, resid[i], answer_ids[i]) for i in range(len(toks))])
+        out.lens = masked(lens)
+    return out
+
+
+def continuation_logprobs(engine: Engine, contexts: Sequence[list[int]], continuations: Sequence[list[int]]) -> np.ndarray:
+    """Summed log-probability of each continuation given its context (lm-eval's loglikelihood)."""
+    ids = [c + x for c, x in zip(contexts, continuations)]
+    width = max(len(x) for x in continuations)
+    # position p predicts token p + 1: the continuation's tokens are predicted from len(c)-1 ... len(ids)-2
+    pred_pos = [[len(c) - 1 + j for j in range(len(x))] + [len(c) - 1] * (width - len(x)) for c, x in zip(contexts, continuations)]
+    batch = batch_from_ids(ids, pad_id=engine.tokenizer.pad_token_id or 0).to(engine.loaded.device)
+    trace = engine.run(batch, logits=pred_pos)
+    logp = torch.log_softmax(trace.logits.float(), -1)  # [B, width, V]
+    target = torch.tensor([x + [x[-1]] * (width - len(x)) for x in continuations], device=logp.device)
+    tok_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    mask = torch.tensor([[j < len(x) for j in range(width)] for x in continuations], device=logp.device)
+    return (tok_lp * mask).sum(-1).cpu().numpy()

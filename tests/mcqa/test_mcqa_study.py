@@ -1,0 +1,103 @@
+"""The MCQA study on a tiny random llama with a real (trained) fast tokenizer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers as tf
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from whitebox_eval.internals import Engine  # noqa: E402
+from whitebox_eval.mcqa.prompts import render_prompt  # noqa: E402
+from whitebox_eval.mcqa.scoring import score_prompts  # noqa: E402
+from whitebox_eval.mcqa.study import MCQAConfig, load_items, run_mcqa  # noqa: E402
+from whitebox_eval.mcqa.synthetic import make_ssd  # noqa: E402
+from whitebox_eval.mcqa.tokens import tokenize_prompt  # noqa: E402
+from whitebox_eval.models.architectures import Architecture  # noqa: E402
+from whitebox_eval.models.loading import LoadedModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_mcqa_model():
+    texts = [render_prompt(it).text + " A B C D E F" for it in make_ssd(300, 4, seed=1)]
+    tk = Tokenizer(models.BPE(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<unk>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>")
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=12, attn_implementation="sdpa")
+    model = tf.LlamaForCausalLM(cfg).eval()
+    return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")
+
+
+def test_qk_scores_equal_a_hand_computation_from_the_weights(tiny_mcqa_model):
+    lm = tiny_mcqa_model
+    engine = Engine(lm)
+    r = render_prompt(make_ssd(3, 4, seed=5)[0])
+    t = tokenize_prompt(lm.tokenizer, r)
+    assert lm.tokenizer.decode([t.input_ids[t.option_positions[0]]]).endswith("\n")  # end-of-line token
+    scores = score_prompts(engine, [t], len(t.option_positions))
+    ids = torch.tensor([t.input_ids])
+    with torch.no_grad():
+        hs_ = lm.model(input_ids=ids, output_hidden_states=True).hidden_states
+    layer, head = 2, 3
+    att = lm.model.model.layers[layer].self_attn
+    xn = lm.model.model.layers[layer].input_layernorm(hs_[layer][0])
+    q = (xn[-1] @ att.q_proj.weight.T).view(4, 12)[head]
+    k = (xn[t.option_positions] @ att.k_proj.weight.T).view(-1, 2, 12)[:, head // 2]
+    torch.testing.assert_close(torch.from_numpy(scores.qk[0, layer, head]), k @ q, atol=1e-5, rtol=1e-5)
+    # baseline letters are the logits of " A".." F" at the last position
+    with torch.no_grad():
+        last = lm.model(input_ids=ids).logits[0, -1]
+    torch.testing.assert_close(torch.from_numpy(scores.letter_logits[0]), last[t.answer_ids], atol=1e-5, rtol=1e-5)
+
+
+def test_study_writes_results_and_resume_reproduces_them(tiny_mcqa_model, tmp_path):
+    cfg = MCQAConfig(model="tiny", limit=24, min_val_items=8, batch_size=4,
+                     methods=("baseline", "qk", "attention", "lens", "pride", "pa", "ablation"), ablation_k=2, ablation_draws=2)
+    whole = run_mcqa(cfg, tmp_path, run_id="whole", loaded=tiny_mcqa_model, show_progress=False)
+    res = whole.load_results()
+    assert res["n_items"] == 24 and res["n_val"] == 8 and res["n_test"] == 16
+    for key in ("acc,baseline", "acc,qk_head", "acc,attention_head", "pa,baseline", "acc,pride"):
+        assert 0.0 <= res["headline"][key] <= 1.0
+    assert res["headline"]["pa,baseline"] <= res["headline"]["acc,baseline"]  # PA needs correct twice
+    assert len(res["lens_accuracy_per_layer"]) == 3
+    assert (whole.path / "plots" / "qk_head_accuracy.png").stat().st_size > 0
+    samples = [json.loads(line) for line in (whole.path / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 24 and len(samples[0]["letter_logits"]) == 6
+    # interrupt: keep the first two batches of the main pass only, then resume
+    cut = run_mcqa(cfg, tmp_path, run_id="cut", loaded=tiny_mcqa_model, show_progress=False)
+    lines = (cut.path / "samples.jsonl").read_text().splitlines()
+    (cut.path / "samples.jsonl").write_text("\n".join(lines[:8]) + "\n")
+    for part in sorted((cut.path / "arrays" / "parts" / "main").glob("*.npz"))[2:]:
+        part.unlink()
+    for name in ("results.json",):
+        (cut.path / name).unlink()
+    resumed = run_mcqa(cfg, tmp_path, run_id="cut", resume=True, loaded=tiny_mcqa_model, show_progress=False)
+    assert resumed.load_results()["headline"] == res["headline"]
+    assert len((resumed.path / "samples.jsonl").read_text().splitlines()) == 24
+    np.testing.assert_array_equal(resumed.load_array("qk_head_accuracy"), whole.load_array("qk_head_accuracy"))
+
+
+def test_prefix_cache_gives_the_same_scores(tiny_mcqa_model, tmp_path):
+    base = dict(model="tiny", limit=12, min_val_items=4, batch_size=4, shots=3, methods=("baseline", "qk", "attention"))
+    on = run_mcqa(MCQAConfig(**base), tmp_path, run_id="on", loaded=tiny_mcqa_model, show_progress=False)
+    off = run_mcqa(MCQAConfig(**base, prefix_cache=False), tmp_path, run_id="off", loaded=tiny_mcqa_model, show_progress=False)
+    for name in ("letter_logits", "qk", "attention"):
+        np.testing.assert_allclose(on.load_array(name), off.load_array(name), rtol=1e-4, atol=1e-5)
+
+
+def test_unknown_task_is_a_clear_error():
+    from whitebox_eval.errors import WhiteboxError
+
+    with pytest.raises(WhiteboxError, match="unknown task"):
+        load_items(MCQAConfig(task="nope"))
