@@ -126,6 +126,43 @@ def _print_mcqa_summary(folder) -> None:
 
 
 @cli.command()
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--task", default="arithmetic", show_default=True, help="arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)")
+@click.option("--limit", default=160, show_default=True, help="number of questions")
+@click.option("--n-samples", default=20, show_default=True, help="free generations per question (004: 20)")
+@click.option("--temperature", default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
+@click.option("--max-new-tokens", default=16, show_default=True)
+@click.option("--n-bins", default=10, show_default=True, help="equal-size bins for the expected alignment error")
+@click.option("--batch-size", default=8, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--output", default="runs", show_default=True)
+@click.option("--run-id", default=None)
+@click.option("--resume", is_flag=True)
+def formats(**kw) -> None:
+    """First-token probabilities vs free generation (paper 004).
+
+    Each question is asked as an MCQ (P(correct) from the first token), as free
+    generation and as free generation with the options listed (share of sampled
+    answers that are correct). Prints mean P(correct) per format, their per-question
+    correlation and the expected alignment error.
+    """
+    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
+
+    cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], n_samples=kw["n_samples"],
+                        temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
+                        batch_size=kw["batch_size"], seed=kw["seed"])
+    folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
+    res = folder.load_results()
+    click.echo(f"\nrun folder: {folder.path}\nquestions: {res['n_items']}")
+    for f, v in res["p_correct"].items():
+        click.echo(f"  P(correct) {f:13s} {v:6.1%}")
+    for k, v in res["pearson"].items():
+        click.echo(f"  pearson {k:24s} {v:+.3f}")
+    for k, v in res["alignment_error"].items():
+        click.echo(f"  alignment error {k:16s} {v:.3f}")
+
+
+@cli.command()
 @click.option("--output", default="runs", show_default=True, help="folder holding run folders")
 def runs(output: str) -> None:
     """List run folders: id, suite, model, task, samples, headline metric."""

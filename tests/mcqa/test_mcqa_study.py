@@ -101,3 +101,28 @@ def test_unknown_task_is_a_clear_error():
 
     with pytest.raises(WhiteboxError, match="unknown task"):
         load_items(MCQAConfig(task="nope"))
+
+
+def test_formats_study_on_a_tiny_model(tiny_mcqa_model, tmp_path):
+    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
+    from whitebox_eval.mcqa.generation import generate
+
+    cfg = FormatsConfig(model="tiny", task="arithmetic:add1,mul1", limit=6, n_samples=3, max_new_tokens=4, n_bins=2, batch_size=3)
+    folder = run_formats(cfg, tmp_path, run_id="f", loaded=tiny_mcqa_model, show_progress=False)
+    res = folder.load_results()
+    assert res["n_items"] == 6 and set(res["p_correct"]) == {"mcq", "free", "free_options"}
+    samples = [json.loads(line) for line in (folder.path / "samples.jsonl").read_text().splitlines()]
+    # P(correct) in the MCQ format is the softmax of the letter logits at the gold letter
+    engine = Engine(tiny_mcqa_model)
+    items = {it.id: it for it in __import__("whitebox_eval.mcqa.formats_study", fromlist=["x"]).load_format_items(cfg)[0]}
+    s = samples[0]
+    r = render_prompt(items[s["id"]], fmt="mcq_plain")
+    t = tokenize_prompt(tiny_mcqa_model.tokenizer, r)
+    logits = score_prompts(engine, [t], len(t.answer_ids), ["baseline"]).letter_logits[0].astype(np.float64)
+    p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    assert s["p_correct"]["mcq"] == pytest.approx(p[s["gold"]], rel=1e-5)
+    assert len(s["generations"]["free"]) == 3
+    # sampling is seeded: the same call gives the same text
+    a = generate(tiny_mcqa_model, ["What is 1 + 1?"], n_samples=2, temperature=1.0, max_new_tokens=4, seed=3)
+    b = generate(tiny_mcqa_model, ["What is 1 + 1?"], n_samples=2, temperature=1.0, max_new_tokens=4, seed=3)
+    assert a == b

@@ -259,15 +259,6 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
-def open_folder(cfg: MCQAConfig, output: str | Path, run_id: str | None, resume: bool) -> RunFolder:
-    path = Path(output) / run_id if run_id else None
-    if resume and path is not None and path.exists():
-        return RunFolder.open_for_resume(path, cfg.to_dict())
-    if resume and run_id is None:
-        raise WhiteboxError("--resume needs --run-id naming the run folder to continue (see `whitebox-eval runs`)")
-    return RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
-
-
 def run_mcqa(
     cfg: MCQAConfig,
     output: str | Path = "runs",
@@ -292,7 +283,7 @@ def run_mcqa(
         raise WhiteboxError("the task produced no items")
     if len({it.id for it in items}) != len(items):
         raise WhiteboxError("item ids are not unique; every row needs its own id")
-    folder = open_folder(cfg, output, run_id, resume)
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     study = _Study(cfg, folder, loaded or load_model(cfg.model, dtype=cfg.dtype), items, demos, show_progress)
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}")
     return finalize(study)
@@ -357,13 +348,14 @@ def finalize(study: _Study) -> RunFolder:
             pp = _argmax(perm[method][test, sel.layer, sel.head])
             headline[f"pa,{method}_head"] = permutation_accuracy(sel.test_predictions, gold[test], pp, pgold[test])
     if "pride" in cfg.methods:
+        # PriDe debiases among the essential options: the uncertainty options never move, so
+        # their "prior" would only absorb their content (and dividing by it promotes them).
         est = study.pride_pass()
         n = study.n_essential
-        orders = np.array([[(j + p) % n if j < n else j for j in range(study.n_max)] for p in range(n)])
-        res = pride(_softmax(main["letter_logits"]), _softmax(est), split, orders=orders)
+        res = pride(_softmax(main["letter_logits"][:, :n]), _softmax(est[:, :, :n]), split)
         headline["acc,pride"] = accuracy(res.predictions[test], gold[test])
         results["pride_prior"] = res.prior.tolist()
-        dists["PriDe"] = selection_bias(res.predictions[test], gold[test], study.n_max).prediction_distribution
+        dists["PriDe"] = np.pad(selection_bias(res.predictions[test], gold[test], n).prediction_distribution, (0, study.n_max - n))
     if "ablation" in cfg.methods and "qk" in selected:
         results["ablation"] = ablation_study(study, main, gold)
     if "cloze" in cfg.methods:

@@ -106,6 +106,9 @@ class RunFolder:
         """
         root = Path(root)
         created = datetime.now(UTC)
+        if resume and run_id is None:
+            raise WhiteboxError("--resume needs --run-id naming the run folder to continue "
+                                "(`whitebox-eval runs` lists them)")
         if run_id is None:
             path = _unused_path(root, default_run_id(config, created))
         else:
