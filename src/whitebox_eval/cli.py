@@ -173,6 +173,16 @@ def runs(output: str) -> None:
         click.echo(f"{r.id:60s} {r.suite or '':8s} {r.model or '':16s} {str(r.task or ''):14s} n={r.n_samples:<6d} {value}")
 
 
+def _add_suite_commands() -> None:
+    """Suites keep their command next to their code (``<suite>/command.py``)."""
+    from whitebox_eval.gar.command import command as gar
+
+    cli.add_command(gar, "gar")
+
+
+_add_suite_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors become one line on stderr and exit status 2."""
     try:

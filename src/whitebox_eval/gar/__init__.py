@@ -3,6 +3,13 @@
 Schemas (table 1) in :mod:`.schemas`, tasks and identifiers (sec. 2) in :mod:`.tasks`,
 the example generator (sec. 2 workflow) in :mod:`.generator`, prompt text and role
 spans (App. B) in :mod:`.prompts`, scoring (App. C, sec. 3) in :mod:`.evaluation`.
+
+On the engine: token positions of roles and attention patterns in :mod:`.roles`,
+first-token probabilities from one pass per batch in :mod:`.scoring`, head activation,
+matched attention, EAP-IG attribution and True/False heads (secs. 4-5) in :mod:`.heads`,
+strong / weak / knock-out and True/False interventions in :mod:`.interventions`, the
+App. E truth probe in :mod:`.probe`, resumable run folders in :mod:`.study`, plots in
+:mod:`.plots` and the ``whitebox-eval gar`` command in :mod:`.command`.
 """
 
 from whitebox_eval.gar.generator import (

@@ -1,0 +1,306 @@
+"""Truth probe on True/False heads' activations (paper 002 sec. 5 table 3, App. E).
+
+Statements from SNLI (entailment = true, contradiction = false, neutral dropped) or
+Geometry of Truth (``statement,label`` CSV) are put in the App. E feature templates
+
+* SNLI: ``"{premise}. So {hypothesis}"``;
+* GoT: ``"Please answer with Yes or No. Is it true that {statement}? Answer:"``;
+
+zero-shot.  The feature of a head is its activation value over the rows of the
+hypothesis / statement tokens (sec. 5: the largest weight to a token other than the
+first) minus the weight to the first token (App. E "to obtain more distinctive
+features"), maximised over those rows.  A Linear-ReLU-Linear MLP (hidden 32, Adam
+lr 1e-3 without weight decay, batch 32, 30 epochs; table 11) is trained with k-fold
+cross-validation (5 folds), each training fold split 3:1 into training and validation
+sets, keeping the epoch with the best validation accuracy (App. E).
+
+Choices where the paper is silent: folds are stratified by label; features are
+standardised with the training fold's mean and standard deviation; the reported
+chance level is the majority-class rate of each test fold (50% on balanced data);
+in the GoT template a leading "The"/"A"/"An" is lower-cased and a final period dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.heads import Head, max_activation
+from whitebox_eval.internals import Engine, batch_from_ids
+
+SNLI_LABELS = {"entailment": 1, "contradiction": 0}
+GOT_TEMPLATE = ("Please answer with Yes or No. Is it true that ", "? Answer:")
+
+
+@dataclass(frozen=True)
+class TruthStatement:
+    """One probe input: the prompt, the character span whose rows give the features, the label."""
+
+    text: str
+    span: tuple[int, int]
+    label: int
+    source: str
+
+
+def _got_statement(s: str) -> str:
+    s = s.strip()
+    if s.endswith("."):
+        s = s[:-1]
+    first, _, rest = s.partition(" ")
+    if first in ("The", "A", "An") and rest:
+        s = first.lower() + " " + rest
+    return s
+
+
+def got_statement(statement: str, label: int, source: str = "") -> TruthStatement:
+    """A Geometry of Truth statement in the App. E template."""
+    body = _got_statement(statement)
+    text = GOT_TEMPLATE[0] + body + GOT_TEMPLATE[1]
+    start = len(GOT_TEMPLATE[0])
+    return TruthStatement(text, (start, start + len(body)), int(label), source)
+
+
+def snli_statement(premise: str, hypothesis: str, label: int, source: str = "") -> TruthStatement:
+    """An SNLI pair in the App. E template ``"{premise}. So {hypothesis}"``."""
+    p = premise.strip().rstrip(".")
+    h = hypothesis.strip()
+    text = f"{p}. So {h}"
+    start = len(p) + len(". So ")
+    return TruthStatement(text, (start, start + len(h)), int(label), source)
+
+
+def _subsample(rows: list[TruthStatement], limit: int | None, seed: int) -> list[TruthStatement]:
+    if limit is None or limit >= len(rows):
+        return rows
+    rng = np.random.default_rng(seed)
+    idx = sorted(rng.choice(len(rows), size=limit, replace=False).tolist())
+    return [rows[i] for i in idx]
+
+
+def load_geometry_of_truth(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[TruthStatement]:
+    """Read a GoT CSV (columns ``statement`` and ``label`` in {0, 1}; others ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WhiteboxError(f"no Geometry of Truth file at {path}; give a CSV with statement,label columns")
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or not {"statement", "label"} <= set(reader.fieldnames):
+            raise WhiteboxError(f"{path}: the header must have 'statement' and 'label' columns "
+                                f"(found {reader.fieldnames})")
+        for line, row in enumerate(reader, start=2):
+            lab = (row.get("label") or "").strip()
+            if lab not in ("0", "1", "True", "False", "true", "false"):
+                raise WhiteboxError(f"{path}:{line}: label {lab!r} is not 0/1 (or True/False); fix the row")
+            if not (row.get("statement") or "").strip():
+                raise WhiteboxError(f"{path}:{line}: empty statement; fix or remove the row")
+            rows.append(got_statement(row["statement"], int(lab in ("1", "True", "true")), f"{path.name}:{line}"))
+    if not rows:
+        raise WhiteboxError(f"{path} has no statements")
+    return _subsample(rows, limit, seed)
+
+
+def load_snli(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[TruthStatement]:
+    """Read SNLI JSON lines (``sentence1``, ``sentence2``, ``gold_label``); neutral and
+    unlabeled (``-``) pairs are dropped, entailment = 1, contradiction = 0 (App. E)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WhiteboxError(f"no SNLI file at {path}; give a .jsonl file with sentence1, sentence2, gold_label")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise WhiteboxError(f"{path}:{line}: not valid JSON ({e}); fix or remove the line") from None
+            missing = [k for k in ("sentence1", "sentence2", "gold_label") if k not in rec]
+            if missing:
+                raise WhiteboxError(f"{path}:{line}: missing {missing}; SNLI lines need sentence1, "
+                                    "sentence2 and gold_label")
+            if rec["gold_label"] in SNLI_LABELS:
+                rows.append(snli_statement(rec["sentence1"], rec["sentence2"],
+                                           SNLI_LABELS[rec["gold_label"]], f"{path.name}:{line}"))
+    if not rows:
+        raise WhiteboxError(f"{path} has no entailment/contradiction pairs")
+    return _subsample(rows, limit, seed)
+
+
+def load_truth_statements(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[TruthStatement]:
+    """By suffix: ``.csv`` = Geometry of Truth, ``.jsonl`` / ``.json`` = SNLI."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return load_geometry_of_truth(path, limit=limit, seed=seed)
+    if suffix in (".jsonl", ".json"):
+        return load_snli(path, limit=limit, seed=seed)
+    raise WhiteboxError(f"cannot tell the format of {path}: use a Geometry of Truth .csv or an SNLI .jsonl")
+
+
+# --------------------------------------------------------------------------- features
+
+
+def _statement_positions(tokenizer: Any, st: TruthStatement) -> tuple[list[int], list[int]]:
+    if not getattr(tokenizer, "is_fast", False):
+        raise WhiteboxError("the truth probe needs a fast tokenizer (offsets) to find the statement's tokens")
+    enc = tokenizer(st.text, return_offsets_mapping=True, add_special_tokens=True)
+    s, e = st.span
+    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < e and b > s]
+    if not pos:
+        raise WhiteboxError(f"{st.source}: the statement maps to no token")
+    return list(enc["input_ids"]), pos
+
+
+def truth_features(engine: Engine, statements: Sequence[TruthStatement], heads: Sequence[Head], *,
+                   batch_size: int = 8, subtract_first: bool = True) -> np.ndarray:
+    """[N, len(heads)] App. E features (see the module doc), one pass per batch."""
+    if not heads:
+        raise WhiteboxError("the truth probe needs at least one head (--heads LAYER.HEAD,...)")
+    for l, h in heads:
+        engine.arch.check_layer(l)
+        engine.arch.check_head(h)
+    layers = sorted({l for l, _ in heads})
+    li = {l: i for i, l in enumerate(layers)}
+    pad = engine.tokenizer.pad_token_id
+    out = []
+    for start in range(0, len(statements), batch_size):
+        chunk = statements[start:start + batch_size]
+        enc = [_statement_positions(engine.tokenizer, st) for st in chunk]
+        batch = batch_from_ids([ids for ids, _ in enc], pad_id=0 if pad is None else int(pad)).to(engine.loaded.device)
+        act = max_activation(engine, batch, [p for _, p in enc], layers=layers, subtract_first=subtract_first)
+        out.append(np.stack([act[:, li[l], h].numpy() for l, h in heads], axis=1))
+    return np.concatenate(out).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- MLP probe
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Table 11 hyper-parameters and the App. E protocol."""
+
+    hidden: int = 32
+    lr: float = 1e-3
+    batch_size: int = 32
+    epochs: int = 30
+    folds: int = 5
+    val_fraction: float = 0.25
+    seed: int = 0
+
+
+@dataclass
+class ProbeResult:
+    """Cross-validated accuracy of the MLP probe and the chance level it must beat."""
+
+    fold_accuracies: list[float]
+    chance: float
+    n: int
+    n_features: int
+    fold_chance: list[float] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.fold_accuracies))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.fold_accuracies))
+
+    def to_dict(self) -> dict:
+        return {"accuracy_mean": self.mean, "accuracy_std": self.std, "fold_accuracies": self.fold_accuracies,
+                "chance_majority": self.chance, "n": self.n, "n_features": self.n_features}
+
+
+def make_probe(n_features: int, hidden: int = 32, n_classes: int = 2) -> torch.nn.Module:
+    """Linear-ReLU-Linear (table 11)."""
+    return torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, n_classes))
+
+
+def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float((model(x).argmax(-1) == y).float().mean()) if len(y) else float("nan")
+
+
+def train_probe(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray,
+                cfg: ProbeConfig = ProbeConfig(), seed: int = 0) -> torch.nn.Module:
+    """Adam, ``cfg.epochs`` epochs; returns the model of the epoch with the best validation accuracy."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = make_probe(x_train.shape[1], cfg.hidden)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    xt, yt = torch.as_tensor(x_train, dtype=torch.float32), torch.as_tensor(y_train, dtype=torch.long)
+    xv, yv = torch.as_tensor(x_val, dtype=torch.float32), torch.as_tensor(y_val, dtype=torch.long)
+    best, best_state = -1.0, None
+    for _ in range(cfg.epochs):
+        model.train()
+        perm = torch.randperm(len(xt), generator=g)
+        for i in range(0, len(xt), cfg.batch_size):
+            idx = perm[i:i + cfg.batch_size]
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
+            opt.step()
+        model.eval()
+        acc = _accuracy(model, xv, yv)
+        if acc > best:
+            best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return model
+
+
+@contextmanager
+def _single_thread():
+    """A 4-32-2 MLP trains faster on one CPU thread than on many (and shares the machine)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def stratified_folds(y: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
+    """``k`` test-index arrays, each label spread evenly over the folds."""
+    rng = np.random.default_rng(seed)
+    folds: list[list[int]] = [[] for _ in range(k)]
+    for lab in np.unique(y):
+        idx = np.flatnonzero(y == lab)
+        rng.shuffle(idx)
+        for j, i in enumerate(idx):
+            folds[j % k].append(int(i))
+    return [np.array(sorted(f)) for f in folds]
+
+
+def cross_validate_probe(x: np.ndarray, y: np.ndarray, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
+    """App. E: k-fold CV, 3:1 train/validation split inside each training fold."""
+    x = np.asarray(x, dtype=np.float32)
+    y = np.asarray(y, dtype=np.int64)
+    if x.ndim != 2 or len(x) != len(y):
+        raise WhiteboxError(f"features must be [N, F] with one label each (got {x.shape} and {len(y)} labels)")
+    if len(np.unique(y)) < 2:
+        raise WhiteboxError("the probe needs both true and false statements")
+    if len(y) < 2 * cfg.folds:
+        raise WhiteboxError(f"{len(y)} statements are too few for {cfg.folds}-fold cross-validation")
+    accs, chances = [], []
+    rng = np.random.default_rng(cfg.seed)
+    for f, test in enumerate(stratified_folds(y, cfg.folds, cfg.seed)):
+        train = np.setdiff1d(np.arange(len(y)), test)
+        train = rng.permutation(train)
+        n_val = max(1, int(round(len(train) * cfg.val_fraction)))
+        val, tr = train[:n_val], train[n_val:]
+        mu, sd = x[tr].mean(0), x[tr].std(0) + 1e-6
+        with _single_thread():
+            model = train_probe((x[tr] - mu) / sd, y[tr], (x[val] - mu) / sd, y[val], cfg, seed=cfg.seed + f)
+        accs.append(_accuracy(model, torch.as_tensor((x[test] - mu) / sd), torch.as_tensor(y[test])))
+        counts = np.bincount(y[test], minlength=2)
+        chances.append(float(counts.max() / counts.sum()))
+    return ProbeResult(accs, float(np.mean(chances)), len(y), x.shape[1], chances)

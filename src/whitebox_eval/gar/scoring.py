@@ -1,0 +1,103 @@
+"""First-token probabilities of the target and its alternatives, one engine pass per batch.
+
+App. C: "the output logits from the last position are used to compute the probability
+of the target", and an example is correct when that probability exceeds the
+alternatives' average (:func:`whitebox_eval.gar.evaluation.appc_correct`).  Here the
+probability is the softmax over the *whole vocabulary* at the last prompt token, read
+at each alternative's first token (:func:`~whitebox_eval.gar.prompts.answer_token_ids`).
+
+Batches are left padded with correct position ids (the engine's :class:`Batch`), so the
+numbers do not depend on the batch size beyond float tolerance.  ``edits_for`` lets an
+intervention change the pass (see :mod:`whitebox_eval.gar.interventions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.evaluation import appc_correct
+from whitebox_eval.gar.roles import EncodedExample
+from whitebox_eval.internals import Batch, Engine, batch_from_ids
+from whitebox_eval.internals.requests import Edit
+
+EditsFor = Callable[[Sequence[EncodedExample], Batch], list[Edit]]
+
+
+@dataclass(frozen=True)
+class ExampleScore:
+    """First-token probabilities of one example's alternatives and the two correctness rules."""
+
+    probs: dict[str, float]
+    target: str
+    correct: bool
+    correct_argmax: bool
+    prediction: str
+    shared_first_token: bool
+
+    @property
+    def target_prob(self) -> float:
+        return self.probs[self.target]
+
+    def to_dict(self) -> dict:
+        return {"probs": {k: round(v, 6) for k, v in self.probs.items()},
+                "target_prob": round(self.target_prob, 6), "correct": self.correct,
+                "correct_argmax": self.correct_argmax, "prediction": self.prediction,
+                "shared_first_token": self.shared_first_token}
+
+
+def score_from_probs(enc: EncodedExample, probs: dict[str, float], rule: str = "chance") -> ExampleScore:
+    """App. C and argmax correctness from the alternatives' first-token probabilities.
+
+    Argmax: the target's probability is strictly above every other alternative's (two
+    alternatives sharing a first token therefore never count as an argmax win).
+    """
+    ex = enc.example
+    alts = list(ex.alternatives)
+    target_p = probs[ex.target]
+    others = [probs[a] for a in alts if a != ex.target]
+    pred = max(alts, key=lambda a: (probs[a], a == ex.target))
+    ids = [enc.answer_ids[a] for a in alts]
+    return ExampleScore(probs=dict(probs), target=ex.target,
+                        correct=appc_correct(target_p, [probs[a] for a in alts], rule),
+                        correct_argmax=all(target_p > p for p in others), prediction=pred,
+                        shared_first_token=len(set(ids)) < len(ids))
+
+
+def make_batch(engine: Engine, encoded: Sequence[EncodedExample]) -> Batch:
+    """Left-padded batch of the encoded prompts on the engine's device."""
+    pad = engine.tokenizer.pad_token_id
+    return batch_from_ids([list(e.input_ids) for e in encoded],
+                          pad_id=0 if pad is None else int(pad)).to(engine.loaded.device)
+
+
+def alternative_probs(logits: torch.Tensor, encoded: Sequence[EncodedExample]) -> list[dict[str, float]]:
+    """Softmax of last-position logits [B, vocab] read at each alternative's first token."""
+    if logits.shape[0] != len(encoded):
+        raise WhiteboxError(f"{logits.shape[0]} logit rows for {len(encoded)} examples")
+    p = torch.softmax(logits.detach().float(), dim=-1).cpu()
+    return [{a: float(p[i, e.answer_ids[a]]) for a in e.example.alternatives}
+            for i, e in enumerate(encoded)]
+
+
+def score_batch(engine: Engine, encoded: Sequence[EncodedExample], *,
+                edits_for: EditsFor | None = None, rule: str = "chance") -> list[ExampleScore]:
+    """One engine pass over ``encoded`` (optionally edited) -> one score per example."""
+    batch = make_batch(engine, encoded)
+    edits = edits_for(encoded, batch) if edits_for is not None else []
+    trace = engine.run(batch, edits=edits)
+    return [score_from_probs(e, p, rule) for e, p in zip(encoded, alternative_probs(trace.logits, encoded))]
+
+
+def score_examples(engine: Engine, encoded: Sequence[EncodedExample], *, batch_size: int = 8,
+                   edits_for: EditsFor | None = None, rule: str = "chance") -> list[ExampleScore]:
+    """:func:`score_batch` over consecutive batches of ``batch_size``."""
+    if batch_size < 1:
+        raise WhiteboxError(f"batch size must be >= 1 (got {batch_size})")
+    out: list[ExampleScore] = []
+    for i in range(0, len(encoded), batch_size):
+        out.extend(score_batch(engine, encoded[i:i + batch_size], edits_for=edits_for, rule=rule))
+    return out

@@ -1,0 +1,667 @@
+"""GAR studies that write run folders: the benchmark evaluation (sec. 3) and the
+True/False-head study (secs. 4-5, App. E), both resumable.
+
+Evaluation: every example of the chosen tasks is scored from one engine pass per
+batch (first-token probabilities of the target and its alternatives at the last
+position, App. C) and streamed to ``samples.jsonl``; ``results.json`` holds accuracy
+(App. C rule and argmax) overall, by form, by difficulty (n_r x negate), by syntactic
+variation, on knowledge-recall sub-problems, and the compositionality gap; plots are
+fig. 2 and the accuracy by difficulty.
+
+Heads: on classification tasks, EAP-IG attribution (KL metric, Yes/No partner as the
+corrupted input) ranks heads; head activations at the stated answer split the top
+ones into True and False heads; the True/False intervention and its inverse are
+scored against the unedited model; strong and weak interventions on the True+False
+heads are scored too; optional truth probes on SNLI / GoT files use those heads'
+activations.  Every stage streams its own samples (``id`` prefixed by the stage), so
+``--resume`` continues where a run stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar import evaluation as ev
+from whitebox_eval.gar.generator import GARExample, generate_task_examples
+from whitebox_eval.gar.heads import (
+    Head,
+    HeadAttribution,
+    activation_from_rows,
+    attention_rows,
+    format_heads,
+    matched_weight_from_rows,
+    pair_partner,
+    split_true_false,
+)
+from whitebox_eval.gar.roles import EncodedExample, encode_examples, parse_pattern
+from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, score_examples, score_from_probs
+from whitebox_eval.gar.tasks import GARTask, enumerate_tasks, kr_tasks, parse_task_id
+from whitebox_eval.internals import Engine, integrated_gradients, kl_divergence_metric
+from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.runs import RunFolder, progress
+
+#: the three classification tasks of sec. 5 ("GendersOfPersons/=, r_retrieve/∈")
+PAPER_TRUTH_TASKS = (
+    "GendersOfPersons/same,CountriesOfCities/inCountryOf×3 [g2c]",
+    "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]",
+    "GendersOfPersons/same,UsagesOfThings/usedFor×3 [g2c]",
+)
+SELECTORS = ("all", "generation", "classification", "kr", "truth")
+
+
+# --------------------------------------------------------------------------- task selection
+
+
+def split_task_list(text: str) -> list[str]:
+    """Split ``ID[,ID...]`` where ids themselves hold commas (``A/r,B/s×3 [negate,g2c]``):
+    commas inside brackets never split, and an id ends at the piece holding ``×N``."""
+    pieces, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch in ",;" and depth == 0:
+            pieces.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    pieces.append(cur)
+    ids, acc = [], []
+    for p in (p.strip() for p in pieces):
+        if not p:
+            continue
+        if p in SELECTORS and not acc:
+            ids.append(p)
+            continue
+        acc.append(p)
+        if re.search(r"[×x]\s*\d+", p):
+            ids.append(",".join(acc))
+            acc = []
+    if acc:
+        raise WhiteboxError(f"cannot read task list {text!r}: {','.join(acc)!r} has no ×N_KV; "
+                            "write ids like 'GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]' "
+                            f"or one of {', '.join(SELECTORS)}")
+    return ids
+
+
+def select_tasks(spec: str | Sequence[str], *, include_kr: bool = True) -> list[GARTask]:
+    """``all`` (384 tasks + knowledge-recall sub-problems when ``include_kr``),
+    ``generation``, ``classification``, ``kr``, ``truth`` (the three tasks of sec. 5) or ids."""
+    items = split_task_list(spec) if isinstance(spec, str) else list(spec)
+    out: list[GARTask] = []
+    for it in items:
+        if it == "all":
+            out += enumerate_tasks() + (kr_tasks() if include_kr else [])
+        elif it == "generation":
+            out += [t for t in enumerate_tasks() if not t.g2c]
+        elif it == "classification":
+            out += [t for t in enumerate_tasks() if t.g2c]
+        elif it == "kr":
+            out += kr_tasks()
+        elif it == "truth":
+            out += [parse_task_id(t) for t in PAPER_TRUTH_TASKS]
+        else:
+            out.append(parse_task_id(it))
+    seen, uniq = set(), []
+    for t in out:
+        if t.task_id not in seen:
+            seen.add(t.task_id)
+            uniq.append(t)
+    if not uniq:
+        raise WhiteboxError("no GAR task selected")
+    return uniq
+
+
+def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> list[GARExample]:
+    """The first ``limit`` examples of each task's default set (8 generation, 16 classification),
+    so a limited run is a subset of the full benchmark with the same seed."""
+    if limit is not None and limit < 1:
+        raise WhiteboxError(f"--limit must be >= 1 (got {limit})")
+    out = []
+    for t in tasks:
+        exs = generate_task_examples(t, seed=seed)
+        out += exs if limit is None else exs[:limit]
+    return out
+
+
+def example_id(ex: GARExample) -> str:
+    return f"{ex.task_id}#{ex.index}"
+
+
+# --------------------------------------------------------------------------- configs
+
+
+@dataclass
+class GARConfig:
+    """Everything that determines a GAR evaluation's numbers (written to config.yaml)."""
+
+    model: str = "smollm2-135m"
+    tasks: str = "all"
+    limit: int | None = None
+    include_kr: bool = True
+    rule: str = "chance"
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["_volatile"] = list(d.pop("volatile"))
+        d["suite"] = "gar"
+        d["mode"] = "evaluate"
+        return d
+
+
+@dataclass
+class GARHeadsConfig:
+    """The True/False-head study (secs. 4-5, App. E)."""
+
+    model: str = "smollm2-135m"
+    tasks: str = "truth"
+    limit: int | None = None
+    seed: int = 0
+    steps: int = 5
+    n_candidates: int = 10
+    n_true: int = 2
+    n_false: int = 2
+    true_heads: str | None = None
+    false_heads: str | None = None
+    pattern: str = "Q->A"
+    probe_data: tuple[str, ...] = ()
+    probe_limit: int | None = None
+    probe_folds: int = 5
+    rule: str = "chance"
+    batch_size: int = 4
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["probe_data"] = list(self.probe_data)
+        d["_volatile"] = list(d.pop("volatile"))
+        d["suite"] = "gar"
+        d["mode"] = "truth-heads"
+        return d
+
+
+def _open_folder(config: dict, output: str | Path, run_id: str | None, resume: bool) -> RunFolder:
+    path = Path(output) / run_id if run_id else None
+    if resume and path is not None and path.exists():
+        return RunFolder.open_for_resume(path, config)
+    return RunFolder.create(output, config, run_id=run_id, resume=resume)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _score_record(ex: GARExample, enc: EncodedExample, s: ExampleScore) -> dict:
+    t = ex.task
+    return {"id": example_id(ex), "task_id": ex.task_id, "index": ex.index, "n_r": t.n_r,
+            "negate": t.negate, "g2c": t.g2c, "syntactic": None if t.is_kr else t.syntactic,
+            "kr": t.is_kr, "target": ex.target, "label": ex.label,
+            "alternatives": list(ex.alternatives), "n_tokens": enc.n_tokens, **s.to_dict()}
+
+
+def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None = None,
+            resume: bool = False, loaded: LoadedModel | None = None,
+            show_progress: bool | None = None) -> RunFolder:
+    """Evaluate the model on the GAR tasks and write (or resume) the run folder."""
+    if cfg.rule not in ev.RULES:
+        raise WhiteboxError(f"unknown App. C rule {cfg.rule!r}; use one of {ev.RULES}")
+    tasks = select_tasks(cfg.tasks, include_kr=cfg.include_kr)
+    examples = task_examples(tasks, cfg.limit, cfg.seed)
+    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(loaded)
+    encoded = encode_examples(examples, loaded.tokenizer)
+    ids = [example_id(e) for e in examples]
+    order = sorted(range(len(examples)), key=lambda i: (encoded[i].n_tokens, i))  # less padding
+    pending = folder.count_pending(ids)
+    folder.log(f"{len(tasks)} tasks, {len(examples)} examples, {pending} pending, model {cfg.model}")
+    for chunk in progress(folder.iterate_pending(order, [ids[i] for i in order], cfg.batch_size),
+                          total=-(-pending // cfg.batch_size), desc="gar batches", enabled=show_progress):
+        idx = [i for _, i in chunk]
+        scores = score_batch(engine, [encoded[i] for i in idx], rule=cfg.rule)
+        folder.append_samples([_score_record(examples[i], encoded[i], s) for i, s in zip(idx, scores)])
+    return finalize_gar(folder, examples, cfg.model)
+
+
+def _difficulty_key(k: tuple[int, bool]) -> str:
+    return f"n_r={k[0]}" + (",negate" if k[1] else "")
+
+
+def gar_results(examples: Sequence[GARExample], samples: dict[str, dict]) -> dict:
+    """results.json content from the examples and their sample records (by id)."""
+    missing = [example_id(e) for e in examples if example_id(e) not in samples]
+    if missing:
+        raise WhiteboxError(f"{len(missing)} examples have no score yet (e.g. {missing[0]}); "
+                            "rerun with --resume to finish them")
+    correct = [bool(samples[example_id(e)]["correct"]) for e in examples]
+    argmax = [bool(samples[example_id(e)]["correct_argmax"]) for e in examples]
+    gar = [not e.task.is_kr for e in examples]
+    res: dict[str, Any] = {"n_examples": len(examples), "n_tasks": len({e.task_id for e in examples})}
+    for name, corr in (("appc", correct), ("argmax", argmax)):
+        r: dict[str, Any] = {
+            "overall": ev.accuracy([c for c, g in zip(corr, gar) if g]),
+            "by_form": ev.accuracy_by_form(examples, corr),
+            "by_difficulty": {form: {_difficulty_key(k): v for k, v in
+                                     sorted(ev.accuracy_by_difficulty(examples, corr, form).items())}
+                              for form in ("generation", "classification")},
+            "by_syntactic_variation": ev.accuracy_by_syntactic_variation(examples, corr),
+            "kr": ev.kr_accuracy(examples, corr),
+        }
+        try:
+            r["compositionality_gap"] = ev.compositionality_gap(examples, corr)
+        except WhiteboxError:
+            r["compositionality_gap"] = None
+        res[name] = r
+    probs = defaultdict(list)
+    for e in examples:
+        key = "kr" if e.task.is_kr else ("classification" if e.task.g2c else "generation")
+        probs[key].append(samples[example_id(e)]["target_prob"])
+    res["mean_target_prob"] = {k: float(np.mean(v)) for k, v in probs.items()}
+    res["shared_first_token_examples"] = sum(bool(samples[example_id(e)].get("shared_first_token"))
+                                             for e in examples)
+    gap = res["appc"]["compositionality_gap"]
+    res["headline"] = {"acc,appc": res["appc"]["overall"], "acc,argmax": res["argmax"]["overall"],
+                       "acc,generation": res["appc"]["by_form"].get("generation"),
+                       "acc,classification": res["appc"]["by_form"].get("classification"),
+                       "compositionality_gap": gap}
+    return res
+
+
+def finalize_gar(folder: RunFolder, examples: Sequence[GARExample], model: str) -> RunFolder:
+    """Write results.json and the plots from the streamed samples."""
+    from whitebox_eval.gar.plots import plot_accuracy_by_difficulty
+
+    samples = {s["id"]: s for s in folder.read_samples()}
+    res = gar_results(examples, samples)
+    folder.save_results(res)
+    correct = [bool(samples[example_id(e)]["correct"]) for e in examples]
+    if any(not e.task.is_kr for e in examples):
+        ev.plot_gar_summary({model: (list(examples), correct)}, folder.plot_path("gar_summary"))
+    kr = res["appc"]["kr"]
+    plot_accuracy_by_difficulty(res["appc"]["by_difficulty"], folder.plot_path("accuracy_by_difficulty"),
+                                title=f"GAR accuracy by difficulty ({model})",
+                                kr=None if kr is None or (isinstance(kr, float) and math.isnan(kr)) else kr)
+    folder.log("results written")
+    return folder
+
+
+# --------------------------------------------------------------------------- staged, resumable work
+
+
+def _run_stage(folder: RunFolder, stage: str, keys: Sequence[str], batch_size: int,
+               fn: Callable[[list[int]], tuple[list[dict], dict[str, np.ndarray]]],
+               show_progress: bool | None) -> None:
+    """Run ``fn`` over pending batches of ``keys`` (indices in), streaming one sample per
+    key (id ``stage:key``) and one npz part of per-example arrays per batch."""
+    parts = folder.path / "arrays" / "parts" / stage
+    parts.mkdir(parents=True, exist_ok=True)
+    ids = [f"{stage}:{k}" for k in keys]
+    pending = folder.count_pending(ids)
+    for chunk in progress(folder.iterate_pending(list(range(len(keys))), ids, batch_size),
+                          total=-(-pending // batch_size), desc=stage, enabled=show_progress):
+        idx = [i for _, i in chunk]
+        records, arrays = fn(idx)
+        if arrays:
+            np.savez(parts / f"{idx[0]:08d}.npz", index=np.array(idx), **arrays)
+        folder.append_samples([{"id": sid, "stage": stage, **r} for (sid, _), r in zip(chunk, records)])
+
+
+def _stage_samples(folder: RunFolder, stage: str) -> dict[str, dict]:
+    prefix = f"{stage}:"
+    return {s["id"][len(prefix):]: s for s in folder.read_samples() if str(s["id"]).startswith(prefix)}
+
+
+def _stage_arrays(folder: RunFolder, stage: str, n: int) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for part in sorted((folder.path / "arrays" / "parts" / stage).glob("*.npz")):
+        with np.load(part) as z:
+            for key in z.files:
+                if key == "index":
+                    continue
+                if key not in out:
+                    out[key] = np.full((n, *z[key].shape[1:]), np.nan, dtype=np.float32)
+                out[key][z["index"]] = z[key]
+    return out
+
+
+def _scores_from_samples(encoded: Sequence[EncodedExample], samples: dict[str, dict], keys: Sequence[str],
+                         rule: str) -> list[ExampleScore]:
+    return [score_from_probs(e, samples[k]["probs"], rule) for e, k in zip(encoded, keys)]
+
+
+# --------------------------------------------------------------------------- True/False-head study
+
+
+def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                  resume: bool = False, loaded: LoadedModel | None = None,
+                  show_progress: bool | None = None) -> RunFolder:
+    """Find True/False heads, intervene on them and probe truth with them (secs. 4-5, App. E)."""
+    from whitebox_eval.gar import interventions as iv
+    from whitebox_eval.gar import plots
+    from whitebox_eval.gar.heads import parse_heads
+
+    tasks = select_tasks(cfg.tasks, include_kr=False)
+    if not all(t.g2c for t in tasks):
+        raise WhiteboxError("the truth-heads study runs on classification tasks: give g2c task ids "
+                            "or 'truth' / 'classification'")
+    examples = task_examples(tasks, cfg.limit, cfg.seed)
+    if cfg.limit is not None and cfg.limit % 2:
+        raise WhiteboxError("--limit must be even for classification tasks (Yes/No pairs)")
+    pat = parse_pattern(cfg.pattern)
+    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(loaded)
+    arch = engine.arch
+    encoded = encode_examples(examples, loaded.tokenizer)
+    keys = [example_id(e) for e in examples]
+    n = len(encoded)
+    folder.log(f"truth-heads: {len(tasks)} tasks, {n} examples, model {cfg.model}")
+
+    # 1. baseline scores and activations at the stated answer (one pass for both)
+    def base_fn(idx: list[int]):
+        chunk = [encoded[i] for i in idx]
+        scores = score_batch(engine, chunk, rule=cfg.rule)
+        batch = make_batch(engine, chunk)
+        pos = [[e.attending_position(pat.query)] for e in chunk]
+        rows = attention_rows(engine, batch, pos)  # [B, L, H, 1, S]
+        act = activation_from_rows(rows[:, :, :, 0])
+        mask = np.zeros((len(chunk), 1, batch.seq_len), dtype=bool)
+        for b, e in enumerate(chunk):
+            c = e.pattern_cells(pat)
+            if c is not None:
+                mask[b, 0, c[1]] = True
+        matched = matched_weight_from_rows(rows, torch.as_tensor(mask))[..., 0]
+        recs = [{"label": e.example.label, **s.to_dict()} for e, s in zip(chunk, scores)]
+        return recs, {"activation": act.numpy(), "matched": matched.numpy()}
+
+    _run_stage(folder, "base", keys, max(cfg.batch_size, 8), base_fn, show_progress)
+    base_samples = _stage_samples(folder, "base")
+    before = _scores_from_samples(encoded, base_samples, keys, cfg.rule)
+    arrs = _stage_arrays(folder, "base", n)
+    activation, matched = arrs["activation"], arrs["matched"]
+    labels = [e.label or "" for e in examples]
+    yes = np.array([lab == "Yes" for lab in labels])
+
+    # 2. attribution (EAP-IG, KL metric, Yes/No partner as corrupted input)
+    partners = pair_partner(encoded)
+    usable = [i for i in range(n) if i in partners and encoded[partners[i]].n_tokens == encoded[i].n_tokens]
+
+    def attr_fn(idx: list[int]):
+        batch = make_batch(engine, [encoded[usable[i]] for i in idx])
+        base = make_batch(engine, [encoded[partners[usable[i]]] for i in idx])
+        clean_logits = engine.run(batch).logits
+        attr = integrated_gradients(engine, batch, kl_divergence_metric(clean_logits),
+                                    points=("head_out", "q", "k", "v", "mlp_act"), steps=cfg.steps, baseline=base)
+        sc = {p: s.detach().float().cpu() for p, s in attr.scores.items()}
+        sc["mlp_act"] = sc["mlp_act"].sum(-1)
+        recs = [{"kl_baseline": float(attr.metric_baseline[b])} for b in range(len(idx))]
+        return recs, {p: v.numpy() for p, v in sc.items()}
+
+    have_given = cfg.true_heads is not None or cfg.false_heads is not None
+    attribution = None
+    if usable:
+        _run_stage(folder, "attr", [keys[i] for i in usable], cfg.batch_size, attr_fn, show_progress)
+        a = _stage_arrays(folder, "attr", len(usable))
+        attribution = HeadAttribution(head_out=a["head_out"].mean(0), q=a["q"].mean(0), k=a["k"].mean(0),
+                                      v=a["v"].mean(0), mlp=a["mlp_act"].mean(0), per_example=a["head_out"],
+                                      n_examples=len(usable), baseline="pair",
+                                      skipped=[keys[i] for i in range(n) if i not in set(usable)])
+        for p in ("head_out", "q", "k", "v", "mlp"):
+            folder.save_array(f"attribution_{p}", getattr(attribution, p))
+    elif not have_given:
+        raise WhiteboxError("no Yes/No pair tokenizes to equal lengths, so attribution has no corrupted "
+                            "input; give --true-heads/--false-heads or other tasks")
+
+    gap = activation[yes].mean(0) - activation[~yes].mean(0)
+    folder.save_array("activation_gap_yes_minus_no", gap)
+    folder.save_array("activation_at_A", activation)
+    folder.save_array("matched_QA", matched)
+    if have_given:
+        true_heads = parse_heads(cfg.true_heads) if cfg.true_heads else []
+        false_heads = parse_heads(cfg.false_heads) if cfg.false_heads else []
+        candidates = true_heads + false_heads
+    else:
+        assert attribution is not None
+        candidates = attribution.ranked_heads(cfg.n_candidates)
+        true_heads, false_heads = split_true_false(candidates, gap, n_true=cfg.n_true, n_false=cfg.n_false)
+    for l, h in true_heads + false_heads:
+        arch.check_layer(l)
+        arch.check_head(h)
+    folder.log(f"True heads {format_heads(true_heads)}, False heads {format_heads(false_heads)}")
+
+    # 3. interventions, each a resumable stage of after-scores
+    def intervention_stage(name: str, make: Callable[[list[EncodedExample]], list[ExampleScore]]) -> dict:
+        def fn(idx: list[int]):
+            chunk = [encoded[i] for i in idx]
+            return [s.to_dict() for s in make(chunk)], {}
+        _run_stage(folder, name, keys, cfg.batch_size, fn, show_progress)
+        after = _scores_from_samples(encoded, _stage_samples(folder, name), keys, cfg.rule)
+        return iv.InterventionResult(name, before, after).summary()
+
+    both = list(dict.fromkeys(true_heads + false_heads))
+    interventions: dict[str, dict] = {}
+    if both:
+        for name, stage, inverse in (("true_false", "tf", False), ("inverse_true_false", "inv", True)):
+            interventions[name] = intervention_stage(stage, lambda ch, inverse=inverse: iv.true_false_scores(
+                engine, ch, true_heads, false_heads, inverse=inverse, pattern=cfg.pattern,
+                batch_size=cfg.batch_size, rule=cfg.rule))
+        for kind in iv.KINDS:
+            edits_for = iv.intervention_edits(engine, kind, both, pat)
+            interventions[f"{kind}_{pat.text}"] = intervention_stage(kind, lambda ch, e=edits_for: score_examples(
+                engine, ch, batch_size=cfg.batch_size, rule=cfg.rule, edits_for=e))
+
+    # 4. plots
+    if true_heads and false_heads:
+        t_act = np.mean([activation[:, l, h] for l, h in true_heads], axis=0)
+        f_act = np.mean([activation[:, l, h] for l, h in false_heads], axis=0)
+        plots.plot_true_false_scatter(t_act, f_act, labels, folder.plot_path("true_false_scatter"),
+                                      title=f"True vs False heads ({cfg.model})")
+    if attribution is not None:
+        plots.plot_head_heatmap(attribution.head_out, folder.plot_path("attribution_head_out"),
+                                f"EAP-IG (KL) head_out attribution ({cfg.model})",
+                                {"True": true_heads, "False": false_heads})
+    plots.plot_head_heatmap(gap, folder.plot_path("activation_gap"),
+                            "activation at A: mean(Yes) - mean(No)", {"True": true_heads, "False": false_heads})
+    if interventions:
+        plots.plot_interventions(interventions, folder.plot_path("interventions"),
+                                 title=f"interventions on True/False heads ({cfg.model})")
+
+    # 5. truth probes
+    probes: dict[str, dict] = {}
+    for path in cfg.probe_data:
+        probes[Path(path).name] = run_probe_stage(folder, engine, path, true_heads + false_heads, cfg, show_progress)
+
+    res: dict[str, Any] = {
+        "n_examples": n, "tasks": [t.task_id for t in tasks],
+        "true_heads": [list(h) for h in true_heads], "false_heads": [list(h) for h in false_heads],
+        "heads_given": have_given,
+        "candidates": [{"head": list(h), "attribution": None if attribution is None else float(attribution.head_out[h]),
+                        "activation_gap_yes_minus_no": float(gap[h]),
+                        "mean_matched_QA": float(np.nanmean(matched[:, h[0], h[1]]))} for h in candidates],
+        "attribution_examples": 0 if attribution is None else attribution.n_examples,
+        "attribution_top_mlp_layers": [] if attribution is None else
+        [int(i) for i in np.argsort(-np.abs(attribution.mlp))[:5]],
+        "accuracy_before": ev.accuracy([s.correct for s in before]),
+        "argmax_before": ev.accuracy([s.correct_argmax for s in before]),
+        "interventions": interventions, "probes": probes,
+    }
+    head = {"acc,before": res["accuracy_before"]}
+    for k, v in interventions.items():
+        head[f"acc,{k}"] = v["accuracy_after"]
+    for k, v in probes.items():
+        head[f"probe,{k}"] = v["accuracy_mean"]
+    res["headline"] = head
+    folder.save_results(res)
+    return folder
+
+
+def run_probe_stage(folder: RunFolder, engine: Engine, path: str, heads: Sequence[Head],
+                    cfg: "GARHeadsConfig | GARProbeConfig", show_progress: bool | None) -> dict:
+    """Features (streamed, resumable) then cross-validated MLP probe on one SNLI / GoT file."""
+    from whitebox_eval.gar.probe import ProbeConfig, cross_validate_probe, load_truth_statements, truth_features
+
+    if not heads:
+        raise WhiteboxError("the truth probe needs heads; none were found or given")
+    statements = load_truth_statements(path, limit=cfg.probe_limit, seed=cfg.seed)
+    stage = "probe-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem)
+    keys = [f"{i}" for i in range(len(statements))]
+
+    def fn(idx: list[int]):
+        x = truth_features(engine, [statements[i] for i in idx], heads, batch_size=len(idx))
+        return [{"label": statements[i].label, "source": statements[i].source} for i in idx], {"features": x}
+
+    _run_stage(folder, stage, keys, max(cfg.batch_size, 8), fn, show_progress)
+    x = _stage_arrays(folder, stage, len(statements))["features"]
+    y = np.array([s.label for s in statements])
+    folder.save_array(f"{stage}_features", x)
+    result = cross_validate_probe(x, y, ProbeConfig(folds=cfg.probe_folds, seed=cfg.seed))
+    return {**result.to_dict(), "file": str(path), "heads": [list(h) for h in heads]}
+
+
+# --------------------------------------------------------------------------- chosen-head interventions
+
+
+@dataclass
+class GARInterveneConfig:
+    """Strong / weak / knock-out interventions on chosen heads (sec. 5, fig. 4)."""
+
+    model: str = "smollm2-135m"
+    tasks: str = "truth"
+    limit: int | None = None
+    heads: str = ""
+    pattern: str = "V->E"
+    rule: str = "chance"
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["_volatile"] = list(d.pop("volatile"))
+        d["suite"] = "gar"
+        d["mode"] = "intervene"
+        return d
+
+
+def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                      resume: bool = False, loaded: LoadedModel | None = None,
+                      show_progress: bool | None = None) -> RunFolder:
+    """Accuracy before/after strong, weak and knock-out interventions on ``cfg.heads``,
+    with the heads' matched attention weight on the pattern before intervening."""
+    from whitebox_eval.gar import interventions as iv
+    from whitebox_eval.gar import plots
+    from whitebox_eval.gar.heads import matched_attention, parse_heads
+
+    heads = parse_heads(cfg.heads)
+    pat = parse_pattern(cfg.pattern)
+    tasks = select_tasks(cfg.tasks, include_kr=False)
+    examples = task_examples(tasks, cfg.limit, cfg.seed)
+    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(loaded)
+    for l, h in heads:
+        engine.arch.check_layer(l)
+        engine.arch.check_head(h)
+    encoded = encode_examples(examples, loaded.tokenizer)
+    have = [i for i, e in enumerate(encoded) if e.pattern_cells(pat) is not None]
+    if not have:
+        raise WhiteboxError(f"no example of the chosen tasks has both roles of the pattern {pat.text}; "
+                            "pick tasks whose prompts contain them (A is absent from generation prompts)")
+    encoded = [encoded[i] for i in have]
+    examples = [examples[i] for i in have]
+    keys = [example_id(e) for e in examples]
+
+    def base_fn(idx: list[int]):
+        chunk = [encoded[i] for i in idx]
+        m = matched_attention(engine, chunk, [pat.text], batch_size=len(chunk)).weights[:, 0]
+        return [s.to_dict() for s in score_batch(engine, chunk, rule=cfg.rule)], {"matched": m}
+
+    _run_stage(folder, "base", keys, cfg.batch_size, base_fn, show_progress)
+    before = _scores_from_samples(encoded, _stage_samples(folder, "base"), keys, cfg.rule)
+    matched = _stage_arrays(folder, "base", len(keys))["matched"]
+    folder.save_array(f"matched_{re.sub(r'[^A-Za-z0-9]+', '_', pat.text)}", matched)
+    results: dict[str, dict] = {}
+    for kind in iv.KINDS:
+        edits_for = iv.intervention_edits(engine, kind, heads, pat)
+
+        def fn(idx: list[int], e=edits_for):
+            return [s.to_dict() for s in score_batch(engine, [encoded[i] for i in idx], edits_for=e,
+                                                     rule=cfg.rule)], {}
+
+        _run_stage(folder, kind, keys, cfg.batch_size, fn, show_progress)
+        after = _scores_from_samples(encoded, _stage_samples(folder, kind), keys, cfg.rule)
+        results[f"{kind}_{pat.text}"] = iv.InterventionResult(kind, before, after).summary()
+    mean_matched = np.nanmean(matched, axis=0)
+    best = np.unravel_index(np.nanargmax(mean_matched), mean_matched.shape)
+    plots.plot_interventions(results, folder.plot_path("interventions"),
+                             title=f"{format_heads(heads)} on {pat.text} ({cfg.model})")
+    plots.plot_head_heatmap(mean_matched, folder.plot_path("matched_attention"),
+                            f"mean matched attention on {pat.text}", {"intervened": heads})
+    res = {"n_examples": len(keys), "tasks": [t.task_id for t in tasks], "heads": [list(h) for h in heads],
+           "pattern": pat.text, "interventions": results,
+           "matched_weight_of_heads": {f"{l}.{h}": float(mean_matched[l, h]) for l, h in heads},
+           "best_matching_head": {"head": [int(best[0]), int(best[1])], "weight": float(mean_matched[best])},
+           "headline": {"acc,before": results[f"strong_{pat.text}"]["accuracy_before"],
+                        **{f"acc,{k}": v["accuracy_after"] for k, v in results.items()}}}
+    folder.save_results(res)
+    return folder
+
+
+# --------------------------------------------------------------------------- probe only
+
+
+@dataclass
+class GARProbeConfig:
+    """App. E truth probe on chosen heads."""
+
+    model: str = "smollm2-135m"
+    heads: str = ""
+    probe_data: tuple[str, ...] = ()
+    probe_limit: int | None = None
+    probe_folds: int = 5
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["probe_data"] = list(self.probe_data)
+        d["_volatile"] = list(d.pop("volatile"))
+        d["suite"] = "gar"
+        d["mode"] = "probe"
+        return d
+
+
+def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                  resume: bool = False, loaded: LoadedModel | None = None,
+                  show_progress: bool | None = None) -> RunFolder:
+    """Cross-validated truth probe on ``cfg.heads``' activations for each probe file."""
+    from whitebox_eval.gar.heads import parse_heads
+
+    heads = parse_heads(cfg.heads)
+    if not cfg.probe_data:
+        raise WhiteboxError("give at least one --probe-data file (SNLI .jsonl or Geometry of Truth .csv)")
+    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(loaded)
+    probes = {Path(p).name: run_probe_stage(folder, engine, p, heads, cfg, show_progress) for p in cfg.probe_data}
+    folder.save_results({"heads": [list(h) for h in heads], "probes": probes,
+                         "headline": {f"probe,{k}": v["accuracy_mean"] for k, v in probes.items()}})
+    return folder

@@ -1,0 +1,181 @@
+"""Scoring, role positions, the evaluation run folder with resume, and the truth-heads study,
+on a tiny random llama that uses SmolLM2's real tokenizer (fast, no model weights)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers as tf
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.generator import generate_task_examples
+from whitebox_eval.gar.roles import EncodedExample, encode_example, parse_pattern
+from whitebox_eval.gar.scoring import alternative_probs, score_examples, score_from_probs
+from whitebox_eval.gar.study import (
+    GARConfig,
+    GARHeadsConfig,
+    run_gar,
+    run_gar_heads,
+    select_tasks,
+    split_task_list,
+)
+from whitebox_eval.models.architectures import Architecture
+from whitebox_eval.models.loading import LoadedModel
+
+TASKS = ("GendersOfPersons/same,CountriesOfCities/same×3,"
+         "GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate],"
+         "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c],KindsOfThings/kindOf×0")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from whitebox_eval.models import load_model
+    try:
+        return load_model("smollm2-135m").tokenizer
+    except WhiteboxError as e:  # pragma: no cover - bundled model not installed
+        pytest.skip(f"smollm2-135m not available: {e}")
+
+
+@pytest.fixture(scope="module")
+def tiny_real_vocab(tokenizer) -> LoadedModel:
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+                         pad_token_id=0, attn_implementation="sdpa")
+    model = tf.AutoModelForCausalLM.from_config(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    return LoadedModel(model=model, tokenizer=tokenizer, arch=Architecture.of(model), spec="tiny", source="random")
+
+
+def test_score_from_probs_worked_example(tokenizer):
+    ex = generate_task_examples("GendersOfPersons/isA,KindsOfThings/kindOf×3", seed=1)[0]
+    enc = encode_example(ex, tokenizer)
+    a, b, c = ex.alternatives
+    t = ex.target
+    others = [x for x in ex.alternatives if x != t]
+    # target 0.40 > 1/3 and the highest: correct under both rules
+    s = score_from_probs(enc, {t: 0.40, others[0]: 0.35, others[1]: 0.05})
+    assert s.correct and s.correct_argmax and s.prediction == t
+    # target 0.30 < 1/3 but highest: wrong under App. C, right under argmax; "mean" rule: 0.30 > 0.15
+    s = score_from_probs(enc, {t: 0.30, others[0]: 0.10, others[1]: 0.05})
+    assert not s.correct and s.correct_argmax
+    assert score_from_probs(enc, {t: 0.30, others[0]: 0.10, others[1]: 0.05}, rule="mean").correct
+    # target 0.34 > 1/3 but another alternative higher: App. C correct, argmax wrong
+    s = score_from_probs(enc, {t: 0.34, others[0]: 0.60, others[1]: 0.01})
+    assert s.correct and not s.correct_argmax and s.prediction == others[0]
+
+
+def test_alternative_probs_reads_the_first_token(tokenizer):
+    ex = generate_task_examples("GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]", seed=0)[0]
+    enc = encode_example(ex, tokenizer)
+    logits = torch.zeros(1, len(tokenizer))
+    logits[0, enc.answer_ids["Yes"]] = 2.0
+    p = alternative_probs(logits, [enc])[0]
+    z = np.exp(2.0) + len(tokenizer) - 1
+    assert p["Yes"] == pytest.approx(np.exp(2.0) / z, rel=1e-4)  # float32 softmax
+    assert p["No"] == pytest.approx(1 / z, rel=1e-4)
+
+
+def test_roles_point_at_the_right_tokens(tokenizer):
+    ex = generate_task_examples("GendersOfPersons/same,CountriesOfCities/inCountryOf×3 [g2c]", seed=0)[0]
+    enc = encode_example(ex, tokenizer)
+    text = lambda toks: tokenizer.decode([enc.input_ids[i] for i in toks]).strip()  # noqa: E731
+    assert text(enc.role_tokens("Q")) == ex.query
+    assert text(enc.role_tokens("K")) == ex.key
+    assert text(enc.role_tokens("V")) == ex.value
+    assert text(enc.role_tokens("A")) == ex.stated_answer
+    assert enc.attending_position("E") == enc.n_tokens - 1
+    assert tokenizer.decode([enc.input_ids[enc.attending_position("E")]]).strip() == ":"
+    q, keys = enc.pattern_cells(parse_pattern("Q->A"))
+    assert q == max(enc.role_tokens("A")) and keys == enc.role_tokens("Q")
+    assert enc.pattern_cells("A->Q") is None  # A comes after Q: no causal cell
+    demo_a = enc.role_tokens("A^")
+    assert max(demo_a) < min(enc.role_tokens("K'"))
+    assert enc.role_tokens("V+") == [max(enc.role_tokens("V")) + 1]
+    for bad in ("V=>E", "X->E", "V->"):
+        with pytest.raises(WhiteboxError):
+            parse_pattern(bad)
+
+
+def test_task_list_parsing():
+    ids = split_task_list("GendersOfPersons/same,KindsOfThings/kindOf×3 [negate,g2c](swapQA,swapKV),"
+                          "KindsOfThings/kindOf x0;truth")
+    assert ids == ["GendersOfPersons/same,KindsOfThings/kindOf×3 [negate,g2c](swapQA,swapKV)",
+                   "KindsOfThings/kindOf x0", "truth"]
+    assert len(select_tasks("all")) == 384 + 7 and len(select_tasks("all", include_kr=False)) == 384
+    assert len(select_tasks("truth")) == 3
+    with pytest.raises(WhiteboxError):
+        split_task_list("GendersOfPersons/same,KindsOfThings/kindOf")
+
+
+def test_scores_do_not_depend_on_batch_size(tiny_real_vocab):
+    from whitebox_eval.internals import Engine
+    engine = Engine(tiny_real_vocab)
+    exs = [e for t in select_tasks(TASKS) for e in generate_task_examples(t, seed=0)[:2]]
+    enc = [encode_example(e, tiny_real_vocab.tokenizer) for e in exs]
+    one = score_examples(engine, enc, batch_size=1)
+    many = score_examples(engine, enc, batch_size=5)
+    for a, b in zip(one, many):
+        for k in a.probs:
+            assert a.probs[k] == pytest.approx(b.probs[k], rel=1e-4, abs=1e-7)
+
+
+def test_evaluation_run_resumes_to_the_same_results(tmp_path, tiny_real_vocab):
+    cfg = GARConfig(model="tiny", tasks=TASKS, limit=4, batch_size=3)
+    full = run_gar(cfg, tmp_path, run_id="full", loaded=tiny_real_vocab)
+    res = full.load_results()
+    assert res["n_examples"] == 16
+    assert set(res["appc"]["by_difficulty"]["generation"]) == {"n_r=0", "n_r=2,negate"}
+    assert res["appc"]["compositionality_gap"] is not None or res["appc"]["by_difficulty"]["generation"]["n_r=2,negate"] is not None
+    lines = (full.path / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == 16 and len({json.loads(l)["id"] for l in lines}) == 16
+    assert (full.path / "plots" / "accuracy_by_difficulty.png").is_file()
+    assert (full.path / "plots" / "gar_summary.png").is_file()
+    # interrupted run: 7 finished samples and half a line, no results
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "config.yaml").write_text((full.path / "config.yaml").read_text())
+    (part / "samples.jsonl").write_text("\n".join(lines[:7]) + "\n" + lines[7][:25])
+    calls = []
+    import whitebox_eval.gar.study as study
+    orig = study.score_batch
+
+    def counting(engine, chunk, **kw):
+        calls.append(len(chunk))
+        return orig(engine, chunk, **kw)
+
+    study.score_batch = counting
+    try:
+        resumed = run_gar(GARConfig(model="tiny", tasks=TASKS, limit=4, batch_size=5), tmp_path, run_id="part",
+                          resume=True, loaded=tiny_real_vocab)
+    finally:
+        study.score_batch = orig
+    assert sum(calls) == 16 - 7  # only the missing examples were scored
+    again = resumed.load_results()
+    for key in ("appc", "argmax", "mean_target_prob"):
+        assert json.dumps(again[key], sort_keys=True) == json.dumps(res[key], sort_keys=True)
+    with pytest.raises(WhiteboxError):  # a different config cannot resume the run
+        run_gar(GARConfig(model="tiny", tasks=TASKS, limit=2), tmp_path, run_id="part", resume=True,
+                loaded=tiny_real_vocab)
+
+
+def test_truth_heads_study_runs_end_to_end(tmp_path, tiny_real_vocab, shared_datasets):
+    got = shared_datasets / "geometry_of_truth" / "sp_en_trans.csv"
+    cfg = GARHeadsConfig(model="tiny", tasks="GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]", limit=6,
+                         steps=2, n_candidates=6, probe_data=(str(got),), probe_limit=40, batch_size=4)
+    folder = run_gar_heads(cfg, tmp_path, run_id="heads", loaded=tiny_real_vocab)
+    res = folder.load_results()
+    assert res["n_examples"] == 6
+    assert len(res["true_heads"]) + len(res["false_heads"]) >= 1
+    assert set(res["interventions"]) == {"true_false", "inverse_true_false", "strong_Q->A", "weak_Q->A",
+                                         "knockout_Q->A"}
+    assert res["probes"]["sp_en_trans.csv"]["n"] == 40
+    assert folder.load_array("attribution_head_out").shape == (2, 4)
+    # a resumed finished run recomputes nothing and gives the same results
+    again = run_gar_heads(cfg, tmp_path, run_id="heads", resume=True, loaded=tiny_real_vocab).load_results()
+    assert again["interventions"] == res["interventions"] and again["true_heads"] == res["true_heads"]
