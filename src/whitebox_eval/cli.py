@@ -175,9 +175,11 @@ def runs(output: str) -> None:
 
 def _add_suite_commands() -> None:
     """Suites keep their command next to their code (``<suite>/command.py``)."""
+    from whitebox_eval.attentionspan.command import command as span
     from whitebox_eval.gar.command import command as gar
 
     cli.add_command(gar, "gar")
+    cli.add_command(span, "span")
 
 
 _add_suite_commands()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import string
 
 import pytest
@@ -48,3 +49,40 @@ def metaspace_tokenizer() -> PreTrainedTokenizerFast:
     tok.train_from_iterator(CORPUS, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
                                    unk_token="<unk>")
+
+
+@pytest.fixture(scope="session")
+def tiny_span_lm(char_tokenizer):
+    """A tiny random llama whose vocabulary fits ``char_tokenizer`` (one token per char)."""
+    return make_tiny_span_lm(char_tokenizer)
+
+
+def make_tiny_span_lm(tokenizer, seed: int = 0, attn: str = "sdpa"):
+    import torch
+    import transformers as tf
+
+    from whitebox_eval.models.architectures import Architecture
+    from whitebox_eval.models.loading import LoadedModel
+
+    torch.manual_seed(seed)
+    cfg = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=48,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=8, max_position_embeddings=256, pad_token_id=0,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         attn_implementation=attn, tie_word_embeddings=True)
+    model = tf.AutoModelForCausalLM.from_config(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" not in name:
+                p.normal_(0, 0.3)
+    tokenizer = copy.deepcopy(tokenizer)  # the session fixture stays untouched
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LoadedModel(model=model, tokenizer=tokenizer, arch=Architecture.of(model),
+                       spec="tiny-span-llama", source="random")
+
+
+@pytest.fixture
+def make_span_lm(char_tokenizer):
+    """Factory of fresh tiny models (for tests that train or need eager attention)."""
+    return lambda seed=0, attn="sdpa": make_tiny_span_lm(char_tokenizer, seed=seed, attn=attn)

@@ -68,7 +68,7 @@ def plot_attention_with_reference(attention, tokenized: TokenizedExample,
 
 def plot_accuracy_vs_length(lengths: Sequence[float], accuracy: Mapping[str, Sequence[float]],
                             path: str | Path, *, title: str = "",
-                            xlabel: str = "input length") -> Path:
+                            xlabel: str = "input length", ylabel: str = "accuracy") -> Path:
     """Accuracy against input length, one line per condition (fig. 2).
 
     ``accuracy`` maps a label (e.g. ``"no intervention"``, ``"reinforced"``) to one
@@ -84,7 +84,7 @@ def plot_accuracy_vs_length(lengths: Sequence[float], accuracy: Mapping[str, Seq
     for label, values in accuracy.items():
         ax.plot(lengths, values, marker="o", label=label)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("accuracy")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend()

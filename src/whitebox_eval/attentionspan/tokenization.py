@@ -26,6 +26,7 @@ lives in that query row, in token coordinates.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -83,14 +84,30 @@ def _candidates(char: str, kind: _TokenizerKind) -> list[str]:
     return cands
 
 
+_VOCAB_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _vocab_and_kind(tokenizer) -> tuple[dict[str, int], _TokenizerKind]:
+    """The vocabulary and tokenizer kind, cached per tokenizer object and vocabulary size
+    (serialising a 50k-token tokenizer to read its kind costs ~0.5 s per call)."""
+    size = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+    try:
+        cached = _VOCAB_CACHE.get(tokenizer)
+    except TypeError:  # not weak-referenceable: no caching
+        return tokenizer.get_vocab(), _tokenizer_kind(tokenizer)
+    if cached is None or cached[0] != size:
+        cached = (size, tokenizer.get_vocab(), _tokenizer_kind(tokenizer))
+        _VOCAB_CACHE[tokenizer] = cached
+    return cached[1], cached[2]
+
+
 def character_token_ids(tokenizer, chars: str | Sequence[str]) -> dict[str, int]:
     """Map each distinct character to its single-token id (App. D).
 
     Raises ``WhiteboxError`` naming the first character the vocabulary cannot hold as a
     single token.
     """
-    vocab = tokenizer.get_vocab()
-    kind = _tokenizer_kind(tokenizer)
+    vocab, kind = _vocab_and_kind(tokenizer)
     out: dict[str, int] = {}
     for char in dict.fromkeys(chars):
         if len(char) != 1:

@@ -1,0 +1,292 @@
+"""Evaluating a model on AttentionSpan examples through the engine (paper 003, sec. 4).
+
+* :func:`teacher_forced_pass`: one batched engine pass gives, for every example, the
+  logits at all its prediction rows (teacher-forced token correctness, table 1 "Acc." /
+  "Partial Acc."), and optionally the full attention matrices (attention rollout, sec. 4,
+  and its reference score per target token, App. C) and the per-head attention rows of
+  the prediction positions (per-head reference scores; App. G key-head sums).
+  Attention edits (:mod:`whitebox_eval.attentionspan.reinforcement`) ride on the same pass.
+* :func:`generate_greedy`: free generation with ``lm.model.generate`` (greedy).
+* :func:`generate_greedy_edited`: greedy generation through the engine, one pass per
+  new token, so attention edits apply while the model writes its own answer.
+* :func:`summarize`: accuracies, mean reference attention and the correct-vs-error
+  comparison with its significance test (table 2) over a list of scored examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from whitebox_eval.attentionspan.metrics import (
+    CorrectErrorComparison,
+    attention_rollout,
+    compare_correct_vs_error,
+    exact_match_accuracy,
+    generation_correctness,
+    mean_reference_attention,
+    partial_accuracy,
+    reference_attention_scores,
+)
+from whitebox_eval.attentionspan.tokenization import TokenizedExample
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals import Batch, Capture, Engine, batch_from_ids
+from whitebox_eval.internals.requests import Edit
+
+EditsFor = Callable[[Sequence[TokenizedExample]], list[Edit]]
+"""Builds the attention edits for one batch of examples (e.g. ``Reinforcement.edits``)."""
+
+
+@dataclass
+class ExampleScores:
+    """What one teacher-forced pass says about one example.
+
+    ``correct[t]`` / ``predicted[t]``: argmax at the row predicting target token ``t``.
+    ``rollout_scores[t]``: share of the rollout row on the reference tokens (App. C),
+    NaN for rows without a reference. ``head_scores`` [L, H, T]: the same share for each
+    head's own attention row. ``head_reference_sum`` [L, H]: post-softmax attention on
+    reference cells summed over the valid rows (App. G step 1). ``rollout`` [S, S] is
+    kept only when asked (for heatmaps).
+    """
+
+    correct: np.ndarray
+    predicted: np.ndarray
+    rollout_scores: np.ndarray | None = None
+    head_scores: np.ndarray | None = None
+    head_reference_sum: np.ndarray | None = None
+    rollout: np.ndarray | None = None
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.correct.all())
+
+    @property
+    def partial(self) -> float:
+        return float(self.correct.mean())
+
+
+def _pad_rows(rows: Sequence[np.ndarray]) -> list[list[int]]:
+    """Same number of positions per example (the engine asks it): repeat the last one."""
+    width = max(len(r) for r in rows)
+    return [list(map(int, r)) + [int(r[-1])] * (width - len(r)) for r in rows]
+
+
+def make_batch(engine: Engine, tokenized: Sequence[TokenizedExample]) -> Batch:
+    """Left-padded batch of the examples' full teacher-forced sequences."""
+    if not tokenized:
+        raise WhiteboxError("no examples to evaluate")
+    if any(len(t.target_positions) == 0 for t in tokenized):
+        raise WhiteboxError("an example has no target tokens; give every example a target")
+    pad = getattr(engine.tokenizer, "pad_token_id", None) or 0
+    return batch_from_ids([t.input_ids.tolist() for t in tokenized], pad_id=pad).to(engine.loaded.device)
+
+
+def head_reference_shares(rows: np.ndarray, tokenized: TokenizedExample) -> np.ndarray:
+    """Per-head share of attention on reference tokens per target token (App. C per head).
+
+    ``rows`` [L, H, T, S] are the heads' post-softmax rows at the prediction positions.
+    Normalised like :func:`reference_attention_scores` with ``normalize="context"``;
+    rows without a reference are NaN. Returns [L, H, T].
+    """
+    mask = tokenized.reference_mask[None, None]
+    numerator = (rows * mask).sum(-1)
+    denominator = rows[..., tokenized.context_start:].sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(denominator > 0, numerator / denominator, 0.0)
+    return np.where(tokenized.valid[None, None], share, np.nan)
+
+
+def teacher_forced_pass(engine: Engine, tokenized: Sequence[TokenizedExample], *,
+                        edits_for: EditsFor | None = None, rollout: bool = False,
+                        head_rows: bool = False, keep_rollout: Sequence[bool] | bool = False,
+                        ) -> list[ExampleScores]:
+    """Score one batch in one engine pass (table 1, App. C, App. G).
+
+    Logits come at every prediction row of every example; ``rollout`` captures the full
+    post-softmax matrices of every layer (``attn_full``) and rolls them out per example
+    (sec. 4); ``head_rows`` captures each head's rows at the prediction positions only.
+    ``edits_for(tokenized)`` supplies attention edits applied during the pass (their
+    effect shows in the logits and the captured attention alike).
+    """
+    batch = make_batch(engine, tokenized)
+    positions = _pad_rows([t.prediction_positions for t in tokenized])
+    captures = []
+    if rollout:
+        captures.append(Capture("attn_full"))
+    if head_rows:
+        captures.append(Capture("attn", positions, name="rows"))
+    edits = list(edits_for(tokenized)) if edits_for is not None else []
+    trace = engine.run(batch, captures, edits, logits=positions)
+    predicted_all = trace.logits.argmax(-1).cpu().numpy()  # [B, P]
+    keep = [bool(keep_rollout)] * len(tokenized) if isinstance(keep_rollout, bool) else list(keep_rollout)
+    out = []
+    for i, tok in enumerate(tokenized):
+        n_t = len(tok.target_positions)
+        predicted = predicted_all[i, :n_t]
+        scores = ExampleScores(correct=predicted == tok.target_ids, predicted=predicted)
+        if rollout:
+            n = tok.seq_len
+            full = trace["attn_full"][i, :, :, :n, :n]
+            roll = attention_rollout(full).numpy()
+            scores.rollout_scores = reference_attention_scores(roll, tok)
+            if keep[i]:
+                scores.rollout = roll
+        if head_rows:
+            rows = trace["rows"][i, :, :, :n_t, : tok.seq_len].to(torch.float64).cpu().numpy()
+            scores.head_scores = head_reference_shares(rows, tok)
+            valid_mask = tok.reference_mask & tok.valid[:, None]
+            scores.head_reference_sum = (rows * valid_mask[None, None]).sum(axis=(2, 3))
+        out.append(scores)
+    return out
+
+
+def batches(items: Sequence, size: int) -> Iterator[Sequence]:
+    """Consecutive chunks of ``size`` items."""
+    if size < 1:
+        raise WhiteboxError(f"batch size must be at least 1; got {size}")
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def evaluate_teacher_forced(engine: Engine, tokenized: Sequence[TokenizedExample], *,
+                            batch_size: int = 8, edits_for: EditsFor | None = None,
+                            rollout: bool = False, head_rows: bool = False) -> list[ExampleScores]:
+    """:func:`teacher_forced_pass` over all examples, ``batch_size`` at a time."""
+    out: list[ExampleScores] = []
+    for chunk in batches(tokenized, batch_size):
+        out += teacher_forced_pass(engine, chunk, edits_for=edits_for, rollout=rollout,
+                                   head_rows=head_rows)
+    return out
+
+
+# ----------------------------------------------------------------------- generation
+
+
+def _decode(tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def _max_new(tokenized: Sequence[TokenizedExample], extra: int) -> int:
+    return max(len(t.target_positions) for t in tokenized) + extra
+
+
+def generate_greedy(lm, tokenized: Sequence[TokenizedExample], *, max_new_tokens: int | None = None,
+                    extra_tokens: int = 2) -> list[str]:
+    """Free greedy generation from each prompt with ``lm.model.generate`` (table 1).
+
+    Prompts are left-padded; ``max_new_tokens`` defaults to the longest target plus
+    ``extra_tokens``. Returns the decoded continuations (special tokens dropped).
+    """
+    tok = lm.tokenizer
+    prompts = [t.input_ids[: t.prompt_length].tolist() for t in tokenized]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    batch = batch_from_ids(prompts, pad_id=pad).to(lm.device)
+    n_new = max_new_tokens or _max_new(tokenized, extra_tokens)
+    with torch.no_grad():
+        out = lm.model.generate(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                max_new_tokens=n_new, do_sample=False, num_beams=1,
+                                pad_token_id=pad, eos_token_id=tok.eos_token_id)
+    new = out[:, batch.seq_len:].cpu().tolist()
+    texts = []
+    for ids in new:
+        if tok.eos_token_id is not None and tok.eos_token_id in ids:
+            ids = ids[: ids.index(tok.eos_token_id)]
+        texts.append(_decode(tok, ids))
+    return texts
+
+
+def generate_greedy_edited(engine: Engine, tokenized: Sequence[TokenizedExample],
+                           edits_for: EditsFor | None, *, max_new_tokens: int | None = None,
+                           extra_tokens: int = 2) -> list[str]:
+    """Greedy generation through the engine with attention edits at every step (sec. 5.1).
+
+    One full pass per new token (no key/value cache, so each step re-applies the edits
+    to every earlier row as the teacher-forced pass does). ``edits_for`` receives the
+    examples cut to their current length, so reference cells beyond it vanish.
+    Generation stops at EOS per example; costly for long answers.
+    """
+    tok = engine.tokenizer
+    eos = getattr(tok, "eos_token_id", None)
+    seqs = [t.input_ids[: t.prompt_length].tolist() for t in tokenized]
+    done = [False] * len(seqs)
+    generated: list[list[int]] = [[] for _ in seqs]
+    n_new = max_new_tokens or _max_new(tokenized, extra_tokens)
+    pad = getattr(tok, "pad_token_id", None) or 0
+    for _ in range(n_new):
+        views = [truncated(t, len(s)) for t, s in zip(tokenized, seqs)]
+        batch = batch_from_ids(seqs, pad_id=pad).to(engine.loaded.device)
+        edits = list(edits_for(views)) if edits_for is not None else []
+        logits = engine.run(batch, edits=edits, logits="last").logits
+        nxt = logits.argmax(-1).cpu().tolist()
+        for i, t in enumerate(nxt):
+            if done[i]:
+                continue
+            if eos is not None and t == eos:
+                done[i] = True
+                continue
+            generated[i].append(int(t))
+            seqs[i].append(int(t))
+        if all(done):
+            break
+    return [_decode(tok, g) for g in generated]
+
+
+def truncated(tok: TokenizedExample, length: int) -> TokenizedExample:
+    """``tok`` seen as a sequence of ``length`` tokens: target rows whose prediction row
+    lies inside it are kept (with reference columns < length); used while generating."""
+    keep = tok.prediction_positions < length
+    mask = tok.reference_mask[keep][:, :length]
+    return TokenizedExample(
+        input_ids=np.zeros(length, dtype=np.int64), input_positions=tok.input_positions,
+        target_positions=tok.target_positions[keep], reference_mask=mask,
+        valid=tok.valid[keep], context_start=tok.context_start,
+        prompt_length=tok.prompt_length, example=tok.example)
+
+
+def generation_scores(generated: Sequence[str], tokenized: Sequence[TokenizedExample]
+                      ) -> list[np.ndarray]:
+    """Per-character correctness of generations against the targets (table 1, generated)."""
+    return [generation_correctness(g, t.example.target) for g, t in zip(generated, tokenized)]
+
+
+# -------------------------------------------------------------------------- summary
+
+
+@dataclass
+class SpanSummary:
+    """Table 1 / table 2 numbers for one set of scored examples."""
+
+    n_examples: int
+    accuracy: float
+    partial_accuracy: float
+    generation_accuracy: float | None = None
+    generation_partial_accuracy: float | None = None
+    reference_attention: float | None = None
+    correct_vs_error: CorrectErrorComparison | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("correct_vs_error", "extra")}
+        if self.correct_vs_error is not None:
+            d["correct_vs_error"] = dict(self.correct_vs_error.__dict__)
+        d.update(self.extra)
+        return d
+
+
+def summarize(correct: Sequence[np.ndarray], *, rollout_scores: Sequence[np.ndarray] | None = None,
+              generation_correct: Sequence[np.ndarray] | None = None,
+              test: str = "welch") -> SpanSummary:
+    """Accuracy, partial accuracy (table 1), mean reference attention (App. C) and the
+    correct-vs-error comparison of reference attention with its test (table 2)."""
+    summary = SpanSummary(n_examples=len(correct), accuracy=exact_match_accuracy(correct),
+                          partial_accuracy=partial_accuracy(correct))
+    if generation_correct is not None:
+        summary.generation_accuracy = exact_match_accuracy(generation_correct)
+        summary.generation_partial_accuracy = partial_accuracy(generation_correct)
+    if rollout_scores is not None:
+        summary.reference_attention = mean_reference_attention(rollout_scores)
+        summary.correct_vs_error = compare_correct_vs_error(rollout_scores, correct, test=test)
+    return summary

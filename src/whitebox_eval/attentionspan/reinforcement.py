@@ -1,0 +1,218 @@
+"""Key heads and attention reinforcement (paper 003, sec. 5.1 and App. G).
+
+1. Key heads (App. G step 1): run in-distribution examples (typically 30), sum each
+   head's post-softmax attention on the reference cells (query row predicting a target
+   token x its reference key tokens) over all samples, rank heads by that sum.
+2. Reinforcement (App. G step 2) during out-of-distribution inference, on the top-N
+   heads only: add a constant C (0.3-2.0 in the paper) to the post-softmax attention at
+   every reference cell (*standard*), or only at reference cells whose weight already
+   exceeds a threshold (*conditional*). The edited weights are not re-normalised.
+3. Control: the same intervention on N heads drawn at random (several seeded draws).
+
+:func:`sweep_reinforcement` runs the grid of N x C on one set of OOD examples and
+reports teacher-forced accuracy, partial accuracy and, for comparison, the
+un-intervened baseline.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from whitebox_eval.attentionspan.evaluation import (
+    ExampleScores,
+    batches,
+    teacher_forced_pass,
+)
+from whitebox_eval.attentionspan.metrics import exact_match_accuracy, partial_accuracy, rank_key_heads
+from whitebox_eval.attentionspan.tokenization import TokenizedExample
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals import EditAttention, Engine
+
+MODES = ("standard", "conditional")
+Head = tuple[int, int]
+
+
+# --------------------------------------------------------------------- key heads
+
+
+@dataclass
+class KeyHeads:
+    """App. G step 1: summed reference attention per head and the resulting ranking."""
+
+    scores: np.ndarray  # [L, H]
+    ranking: list[Head]
+    n_samples: int
+
+    def top(self, n: int) -> list[Head]:
+        if not 1 <= n <= len(self.ranking):
+            raise WhiteboxError(f"top-N must be in 1..{len(self.ranking)} (the model's heads); got {n}")
+        return self.ranking[:n]
+
+
+def find_key_heads(engine: Engine, tokenized: Sequence[TokenizedExample], *,
+                   batch_size: int = 8) -> KeyHeads:
+    """Rank heads by summed post-softmax attention on reference cells (App. G step 1).
+
+    Only the prediction rows of each head are captured (never full matrices).
+    """
+    if not tokenized:
+        raise WhiteboxError("key-head search needs in-distribution examples; give at least one")
+    total = None
+    for chunk in batches(tokenized, batch_size):
+        for s in teacher_forced_pass(engine, chunk, head_rows=True):
+            total = s.head_reference_sum if total is None else total + s.head_reference_sum
+    return KeyHeads(scores=total, ranking=rank_key_heads(total), n_samples=len(tokenized))
+
+
+def random_heads(n_layers: int, n_heads: int, n: int, seed: int,
+                 exclude: Sequence[Head] = ()) -> list[Head]:
+    """``n`` distinct (layer, head) pairs drawn uniformly with ``seed`` (control of sec. 5.1).
+
+    ``exclude`` removes heads from the pool (e.g. the key heads themselves).
+    """
+    pool = [(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in set(exclude)]
+    if not 0 < n <= len(pool):
+        raise WhiteboxError(f"cannot draw {n} random heads from {len(pool)} available")
+    return sorted(random.Random(f"attentionspan/random-heads/{seed}").sample(pool, n))
+
+
+# ----------------------------------------------------------------- the intervention
+
+
+def reference_cells(tokenized: Sequence[TokenizedExample], seq_len: int | None = None) -> torch.Tensor:
+    """[B, S, S] bool in unpadded coordinates: query row predicting target ``t`` x its
+    reference tokens (valid rows only). ``S`` defaults to the longest example."""
+    s = seq_len or max(t.seq_len for t in tokenized)
+    cells = torch.zeros(len(tokenized), s, s, dtype=torch.bool)
+    for i, tok in enumerate(tokenized):
+        rows = tok.prediction_positions[tok.valid]
+        mask = torch.from_numpy(tok.reference_mask[tok.valid][:, :s])
+        cells[i, torch.from_numpy(rows), : mask.shape[1]] = mask
+    return cells
+
+
+@dataclass(frozen=True)
+class Reinforcement:
+    """Add ``value`` (C) to the post-softmax attention of ``heads`` at reference cells.
+
+    ``mode="standard"``: every reference cell (App. G, string reversal);
+    ``mode="conditional"``: only where the weight already exceeds ``threshold``
+    (App. G, value assignment). Use :meth:`edits` as ``edits_for`` of the evaluation.
+    """
+
+    heads: tuple[Head, ...]
+    value: float
+    mode: str = "standard"
+    threshold: float = 0.0
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise WhiteboxError(f"reinforcement mode must be one of {MODES}; got {self.mode!r}")
+        if not self.heads:
+            raise WhiteboxError("reinforcement needs at least one head")
+
+    def edits(self, tokenized: Sequence[TokenizedExample]) -> list[EditAttention]:
+        """One :class:`EditAttention` per layer holding selected heads, for this batch."""
+        cells = reference_cells(tokenized)
+        per_layer: dict[int, list[int]] = defaultdict(list)
+        for layer, head in self.heads:
+            per_layer[int(layer)].append(int(head))
+        mode = "add" if self.mode == "standard" else "add_above"
+        return [EditAttention(layer, tuple(heads), cells, mode=mode, value=float(self.value),
+                              threshold=float(self.threshold))
+                for layer, heads in sorted(per_layer.items())]
+
+
+# ------------------------------------------------------------------------- sweeps
+
+
+@dataclass
+class SweepPoint:
+    """One intervention setting evaluated on the OOD examples."""
+
+    label: str
+    heads_from: str  # "none", "key" or "random"
+    n_heads: int
+    value: float
+    mode: str
+    threshold: float
+    seed: int | None
+    accuracy: float
+    partial_accuracy: float
+    correct: list[np.ndarray] = field(repr=False, default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "correct"}
+
+
+def sweep_settings(key_heads: KeyHeads, n_layers: int, n_heads_per_layer: int, *,
+                   n_values: Sequence[int], c_values: Sequence[float], mode: str = "standard",
+                   threshold: float = 0.0, random_draws: int = 3, seed: int = 0,
+                   ) -> list[tuple[str, str, int | None, Reinforcement | None]]:
+    """The grid of sec. 5.1: baseline, top-N key heads x C, and random N heads x C.
+
+    Returns ``(label, heads_from, seed, reinforcement)``; the baseline has ``None``.
+    Random draws exclude nothing (a random draw may hit a key head, as chance would).
+    """
+    settings: list[tuple[str, str, int | None, Reinforcement | None]] = [("baseline", "none", None, None)]
+    for n in n_values:
+        for c in c_values:
+            label = f"key-top{n}-C{c:g}-{mode}"
+            settings.append((label, "key", None, Reinforcement(tuple(key_heads.top(n)), c, mode, threshold, label)))
+            for d in range(random_draws):
+                draw_seed = seed * 1000 + d
+                heads = random_heads(n_layers, n_heads_per_layer, n, draw_seed)
+                rlabel = f"random{d}-top{n}-C{c:g}-{mode}"
+                settings.append((rlabel, "random", draw_seed, Reinforcement(tuple(heads), c, mode, threshold, rlabel)))
+    return settings
+
+
+def evaluate_setting(engine: Engine, tokenized: Sequence[TokenizedExample],
+                     reinforcement: Reinforcement | None, *, batch_size: int = 8) -> list[ExampleScores]:
+    """Teacher-forced scores of the examples under one reinforcement (or none)."""
+    out: list[ExampleScores] = []
+    edits_for = reinforcement.edits if reinforcement is not None else None
+    for chunk in batches(tokenized, batch_size):
+        out += teacher_forced_pass(engine, chunk, edits_for=edits_for)
+    return out
+
+
+def sweep_reinforcement(engine: Engine, ood: Sequence[TokenizedExample], key_heads: KeyHeads, *,
+                        n_values: Sequence[int], c_values: Sequence[float], mode: str = "standard",
+                        threshold: float = 0.0, random_draws: int = 3, seed: int = 0,
+                        batch_size: int = 8) -> list[SweepPoint]:
+    """OOD accuracy with no intervention, with reinforcement of the top-N key heads and
+    with the same reinforcement of N random heads, for every N in ``n_values`` and C in
+    ``c_values`` (sec. 5.1, fig. 2)."""
+    arch = engine.arch
+    out = []
+    for label, source, draw_seed, r in sweep_settings(
+            key_heads, arch.n_layers, arch.n_heads, n_values=n_values, c_values=c_values,
+            mode=mode, threshold=threshold, random_draws=random_draws, seed=seed):
+        scores = evaluate_setting(engine, ood, r, batch_size=batch_size)
+        correct = [s.correct for s in scores]
+        out.append(SweepPoint(label, source, len(r.heads) if r else 0, r.value if r else 0.0,
+                              r.mode if r else "none", r.threshold if r else 0.0, draw_seed,
+                              exact_match_accuracy(correct), partial_accuracy(correct), correct))
+    return out
+
+
+def best_key_setting(points: Sequence[SweepPoint]) -> SweepPoint | None:
+    """The key-head setting with the highest accuracy (ties: higher partial accuracy,
+    then fewer heads, then smaller C), as App. G tunes N and C on the end task."""
+    keyed = [p for p in points if p.heads_from == "key"]
+    if not keyed:
+        return None
+    return max(keyed, key=lambda p: (p.accuracy, p.partial_accuracy, -p.n_heads, -p.value))
+
+
+def random_matched(points: Sequence[SweepPoint], n_heads: int, value: float) -> list[SweepPoint]:
+    """The random-head controls with the same N and C."""
+    return [p for p in points if p.heads_from == "random" and p.n_heads == n_heads and p.value == value]

@@ -1,0 +1,439 @@
+"""An AttentionSpan study (paper 003): evaluate, optionally fine-tune, optionally reinforce.
+
+Stages, each streamed to ``samples.jsonl`` (one line per example, id
+``<stage>/<index>``) so an interrupted run resumes where it stopped:
+
+1. ``base/<split>``: teacher-forced accuracy and partial accuracy (table 1), attention
+   rollout and its reference score per target token (sec. 4, App. C), optionally free
+   greedy generation, for the ID and/or OOD split (App. F).
+2. With fine-tuning (App. E): train on fresh ID examples (checkpoint in
+   ``checkpoints/final``; a finished checkpoint is reloaded on resume instead of
+   training again), then ``finetuned/<split>``: the same evaluation after training.
+3. With reinforcement (sec. 5.1, App. G): key heads from ``key_samples`` ID examples
+   (``arrays/key_head_scores.npy``), then ``reinforce/<setting>`` for top-N key heads x
+   C and for N random heads x C on the OOD examples.
+
+``finalize`` turns the samples into ``results.json`` (table 1 and table 2 numbers per
+stage, the reinforcement table, headline numbers) and plots: rollout heatmaps with the
+reference mask outlined, and OOD accuracy vs input length with and without
+reinforcement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitebox_eval.attentionspan import plots
+from whitebox_eval.attentionspan.evaluation import (
+    generate_greedy,
+    generation_scores,
+    summarize,
+    teacher_forced_pass,
+)
+from whitebox_eval.attentionspan.finetune import (
+    CHECKPOINT_WEIGHTS,
+    FinetuneConfig,
+    finetune,
+    load_checkpoint_weights,
+)
+from whitebox_eval.attentionspan.reinforcement import (
+    MODES,
+    KeyHeads,
+    Reinforcement,
+    find_key_heads,
+    sweep_settings,
+)
+from whitebox_eval.attentionspan.tasks import TASKS, SpanExample, generate
+from whitebox_eval.attentionspan.tokenization import TokenizedExample, tokenize_example
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals import Engine
+from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.runs import RunFolder, progress
+
+SPLIT_CHOICES = ("id", "ood", "both")
+
+#: Short task instructions (App. D: "instruction prompt", wording not given in the paper).
+INSTRUCTIONS = {
+    "string_reversal": "Reverse the string.",
+    "long_addition": "Add the numbers. Digits are written least significant first.",
+    "long_multiplication": "Multiply the numbers, writing each partial product and then "
+                           "the result. Digits are written least significant first.",
+    "flip_flop": "Output the bit stored in the register read last.",
+    "value_assignment": "Translate the string using the table.",
+    "successor": "Continue the series.",
+}
+
+#: Seed offsets: evaluation, training, key-head and demonstration examples never share a stream.
+TRAIN_SEED, KEY_SEED, DEMO_SEED = 1_000_000, 2_000_000, 3_000_000
+
+
+@dataclass
+class SpanConfig:
+    """Everything that determines an AttentionSpan study's numbers (written to config.yaml)."""
+
+    model: str = "smollm2-135m"
+    task: str = "string_reversal"
+    split: str = "ood"
+    limit: int = 100
+    id_params: dict[str, Any] = field(default_factory=dict)
+    ood_params: dict[str, Any] = field(default_factory=dict)
+    instruction: str | None = None
+    shots: int = 0
+    append_eos: bool = True
+    generation: bool = False
+    rollout: bool = True
+    heatmaps: int = 2
+    test: str = "welch"
+    finetune_examples: int = 0
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    reinforce: bool = False
+    key_samples: int = 30
+    heads: tuple[int, ...] = (5, 10, 20)
+    values: tuple[float, ...] = (0.3, 1.0)
+    mode: str = "standard"
+    threshold: float = 0.05
+    random_draws: int = 3
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["finetune"] = self.finetune.to_dict()
+        d["heads"], d["values"] = list(self.heads), list(self.values)
+        for key in ("id_params", "ood_params"):
+            d[key] = {k: list(v) if isinstance(v, tuple) else v for k, v in d[key].items()}
+        d["_volatile"] = list(d.pop("volatile"))
+        d["suite"] = "span"
+        return d
+
+    @property
+    def splits(self) -> list[str]:
+        return ["id", "ood"] if self.split == "both" else [self.split]
+
+    def check(self) -> None:
+        if self.task not in TASKS:
+            raise WhiteboxError(f"unknown task {self.task!r}; choose one of {', '.join(sorted(TASKS))}")
+        if self.split not in SPLIT_CHOICES:
+            raise WhiteboxError(f"split must be one of {SPLIT_CHOICES}; got {self.split!r}")
+        if self.limit < 1:
+            raise WhiteboxError("limit must be at least 1 example per split")
+        if self.mode not in MODES:
+            raise WhiteboxError(f"reinforcement mode must be one of {MODES}; got {self.mode!r}")
+        if self.reinforce and "ood" not in self.splits:
+            raise WhiteboxError("reinforcement is evaluated on OOD examples: use --split ood or both")
+        if self.reinforce and (not self.heads or not self.values):
+            raise WhiteboxError("reinforcement needs at least one head count (--heads) and one C (--values)")
+        if self.finetune_examples < 0:
+            raise WhiteboxError("finetune_examples must be >= 0 (0 = no fine-tuning)")
+        self.finetune.check()
+
+    def params_for(self, split: str) -> dict[str, Any]:
+        return dict(self.id_params if split == "id" else self.ood_params)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def instruction_text(cfg: SpanConfig) -> str:
+    text = INSTRUCTIONS.get(cfg.task, "") if cfg.instruction is None else cfg.instruction
+    return text + "\n" if text and not text.endswith("\n") else text
+
+
+def make_examples(cfg: SpanConfig, split: str, n: int, seed_offset: int = 0) -> list[SpanExample]:
+    """``n`` examples of the configured task and split (App. F config + overrides)."""
+    return generate(cfg.task, n, split, seed=cfg.seed + seed_offset, **cfg.params_for(split))
+
+
+def tokenize_all(cfg: SpanConfig, tokenizer, examples: Sequence[SpanExample]) -> list[TokenizedExample]:
+    """Character-level layout with the instruction and ``shots`` ID demonstrations (App. D)."""
+    demos = make_examples(cfg, "id", cfg.shots, DEMO_SEED) if cfg.shots else []
+    return [tokenize_example(e, tokenizer, instruction=instruction_text(cfg), few_shot=demos,
+                             append_eos=cfg.append_eos) for e in examples]
+
+
+def training_examples(cfg: SpanConfig, exclude: Sequence[SpanExample]) -> list[SpanExample]:
+    """``finetune_examples`` fresh ID examples, none equal to an evaluation example."""
+    seen = {e.text for e in exclude}
+    out: list[SpanExample] = []
+    batch = 0
+    while len(out) < cfg.finetune_examples:
+        fresh = generate(cfg.task, cfg.finetune_examples, "id", seed=f"{cfg.seed + TRAIN_SEED}-{batch}",
+                         **cfg.params_for("id"))
+        out += [e for e in fresh if e.text not in seen]
+        batch += 1
+        if batch > 50:
+            raise WhiteboxError("could not draw enough training examples distinct from the "
+                                "evaluation ones; widen the ID parameters or ask for fewer")
+    return out[: cfg.finetune_examples]
+
+
+# ----------------------------------------------------------------------- records
+
+
+def _rounded(values: np.ndarray | None, digits: int = 5) -> list | None:
+    if values is None:
+        return None
+    return [None if (isinstance(v, float) and math.isnan(v)) or v != v else round(float(v), digits)
+            for v in np.asarray(values, dtype=np.float64)]
+
+
+def _stage_file_name(stage: str) -> str:
+    return stage.replace("/", "_").replace(".", "p")
+
+
+def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanConfig, stage: str,
+                 split: str, tokenized: Sequence[TokenizedExample], *,
+                 reinforcement: Reinforcement | None = None, rollout: bool = False,
+                 generation: bool = False, show_progress: bool | None = None) -> None:
+    """Evaluate the pending examples of one stage and stream their records."""
+    ids = [f"{stage}/{i}" for i in range(len(tokenized))]
+    index = {item_id: i for i, item_id in enumerate(ids)}
+    pending = folder.count_pending(ids)
+    if not pending:
+        return
+    folder.log(f"stage {stage}: {pending} of {len(ids)} examples pending")
+    edits_for = reinforcement.edits if reinforcement is not None else None
+    for chunk in progress(folder.iterate_pending(tokenized, ids, cfg.batch_size),
+                          total=-(-pending // cfg.batch_size), desc=stage, enabled=show_progress):
+        toks = [t for _, t in chunk]
+        keep = [index[i] < cfg.heatmaps for i, _ in chunk]
+        scores = teacher_forced_pass(engine, toks, edits_for=edits_for, rollout=rollout,
+                                     keep_rollout=keep)
+        gens = generate_greedy(lm, toks) if generation else None
+        gen_correct = generation_scores(gens, toks) if gens is not None else None
+        records = []
+        for j, ((item_id, tok), s) in enumerate(zip(chunk, scores)):
+            i = index[item_id]
+            if s.rollout is not None:
+                folder.save_array(f"rollout_{_stage_file_name(stage)}_{i}", s.rollout)
+            ex = tok.example
+            rec = {
+                "id": item_id, "stage": stage, "split": split, "index": i,
+                "input": ex.input, "target": ex.target, "input_length": len(ex.input),
+                "predicted": lm.tokenizer.decode(s.predicted.tolist()) if hasattr(lm.tokenizer, "decode") else None,
+                "correct": [int(c) for c in s.correct], "exact": s.exact, "partial": round(s.partial, 5),
+                "rollout_scores": _rounded(s.rollout_scores),
+            }
+            if gens is not None:
+                rec["generated"] = gens[j]
+                rec["generation_correct"] = [int(c) for c in gen_correct[j]]
+                rec["generation_exact"] = bool(gen_correct[j].all())
+            records.append(rec)
+        folder.append_samples(records)
+
+
+def _key_heads(folder: RunFolder, engine: Engine, cfg: SpanConfig, tokenizer) -> KeyHeads:
+    """App. G step 1, reloaded from ``arrays/key_head_scores.npy`` on resume."""
+    from whitebox_eval.attentionspan.metrics import rank_key_heads
+
+    path = folder.path / "arrays" / "key_head_scores.npy"
+    if path.is_file():
+        scores = folder.load_array("key_head_scores")
+        return KeyHeads(scores, rank_key_heads(scores), cfg.key_samples)
+    key_tok = tokenize_all(cfg, tokenizer, make_examples(cfg, "id", cfg.key_samples, KEY_SEED))
+    heads = find_key_heads(engine, key_tok, batch_size=cfg.batch_size)
+    folder.save_array("key_head_scores", heads.scores)
+    return heads
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None = None,
+             resume: bool = False, loaded: LoadedModel | None = None,
+             show_progress: bool | None = None) -> RunFolder:
+    """Run (or resume) an AttentionSpan study and write its run folder."""
+    cfg.check()
+    folder_path = Path(output) / run_id if run_id else None
+    if resume and folder_path is not None and folder_path.exists():
+        folder = RunFolder.open_for_resume(folder_path, cfg.to_dict())
+    else:
+        folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+    lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(lm)
+    examples = {s: make_examples(cfg, s, cfg.limit) for s in cfg.splits}
+    tokenized = {s: tokenize_all(cfg, lm.tokenizer, ex) for s, ex in examples.items()}
+    folder.log(f"task {cfg.task}, splits {cfg.splits}, {cfg.limit} examples each, model {cfg.model}")
+
+    def evaluate(phase: str) -> None:
+        for split in cfg.splits:
+            _score_stage(folder, engine, lm, cfg, f"{phase}/{split}", split, tokenized[split],
+                         rollout=cfg.rollout, generation=cfg.generation, show_progress=show_progress)
+
+    evaluate("base")
+    if cfg.finetune_examples:
+        ckpt = folder.path / "checkpoints" / "final"
+        if (ckpt / CHECKPOINT_WEIGHTS).is_file():
+            folder.log(f"loading the finished fine-tuning checkpoint {ckpt}")
+            load_checkpoint_weights(lm, ckpt)
+        else:
+            train = tokenize_all(cfg, lm.tokenizer, training_examples(cfg, sum(examples.values(), [])))
+            folder.log(f"fine-tuning on {len(train)} ID examples ({cfg.finetune})")
+            def log_step(step: int, loss: float) -> None:
+                if step % 25 == 0:
+                    folder.log(f"fine-tuning step {step}: loss {loss:.4f}")
+
+            result = finetune(lm, train, cfg.finetune, checkpoint_dir=folder.path / "checkpoints",
+                              on_step=log_step)
+            folder.save_array("finetune_losses", np.asarray(result.losses))
+            folder.log(f"fine-tuning done: {result.summary()}")
+        evaluate("finetuned")
+    if cfg.reinforce:
+        heads = _key_heads(folder, engine, cfg, lm.tokenizer)
+        for label, _, _, r in sweep_settings(heads, engine.arch.n_layers, engine.arch.n_heads,
+                                             n_values=cfg.heads, c_values=cfg.values, mode=cfg.mode,
+                                             threshold=cfg.threshold, random_draws=cfg.random_draws,
+                                             seed=cfg.seed)[1:]:
+            _score_stage(folder, engine, lm, cfg, f"reinforce/{label}", "ood", tokenized["ood"],
+                         reinforcement=r, show_progress=show_progress)
+    return finalize(folder, cfg, tokenized)
+
+
+# ------------------------------------------------------------------------ finalize
+
+
+def _nan_array(values: list | None) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in (values or [])], dtype=np.float64)
+
+
+def _stage_summary(records: list[dict], test: str) -> dict:
+    correct = [np.asarray(r["correct"], dtype=bool) for r in records]
+    has_rollout = all(r.get("rollout_scores") is not None for r in records)
+    rollout = [_nan_array(r["rollout_scores"]) for r in records] if has_rollout else None
+    gen = ([np.asarray(r["generation_correct"], dtype=bool) for r in records]
+           if all("generation_correct" in r for r in records) else None)
+    return summarize(correct, rollout_scores=rollout, generation_correct=gen, test=test).to_dict()
+
+
+def _length_bins(lengths: np.ndarray, max_bins: int = 8) -> list[tuple[int, int]]:
+    uniq = np.unique(lengths)
+    if len(uniq) <= max_bins:
+        return [(int(u), int(u)) for u in uniq]
+    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, max_bins + 1)).round().astype(int))
+    return [(int(edges[k]) + (k > 0), int(edges[k + 1])) for k in range(len(edges) - 1)]
+
+
+def accuracy_by_length(records: list[dict], bins: list[tuple[int, int]], key: str = "exact") -> list[float]:
+    """Exact-match accuracy (``key="exact"``, fig. 2) or partial accuracy
+    (``key="partial"``) per input-length bin; NaN for an empty bin."""
+    out = []
+    for lo, hi in bins:
+        hits = [float(r[key]) for r in records if lo <= r["input_length"] <= hi]
+        out.append(float(np.mean(hits)) if hits else float("nan"))
+    return out
+
+
+def finalize(folder: RunFolder, cfg: SpanConfig,
+             tokenized: dict[str, list[TokenizedExample]] | None = None) -> RunFolder:
+    """Summaries per stage, the reinforcement table, headline numbers and plots."""
+    by_stage: dict[str, list[dict]] = defaultdict(list)
+    for rec in folder.read_samples():
+        by_stage[rec["stage"]].append(rec)
+    for recs in by_stage.values():
+        recs.sort(key=lambda r: r["index"])
+    results: dict[str, Any] = {"task": cfg.task, "model": cfg.model, "n_per_split": cfg.limit,
+                               "stages": {}}
+    for stage, recs in by_stage.items():
+        if len(recs) < cfg.limit:
+            raise WhiteboxError(f"stage {stage} has {len(recs)} of {cfg.limit} samples; run again "
+                                "with --resume to finish it")
+        results["stages"][stage] = _stage_summary(recs, cfg.test)
+    phase = "finetuned" if cfg.finetune_examples else "base"
+    headline: dict[str, float] = {}
+    for split in cfg.splits:
+        s = results["stages"].get(f"{phase}/{split}")
+        if s:
+            headline[f"acc,{split}"] = s["accuracy"]
+            headline[f"partial,{split}"] = s["partial_accuracy"]
+    losses_path = folder.path / "arrays" / "finetune_losses.npy"
+    if losses_path.is_file():
+        losses = folder.load_array("finetune_losses")
+        w = min(20, len(losses))
+        results["finetune"] = {"steps": int(len(losses)), "loss_first": float(losses[:w].mean()),
+                               "loss_last": float(losses[-w:].mean()), **cfg.finetune.to_dict(),
+                               "examples": cfg.finetune_examples}
+    if cfg.reinforce:
+        _reinforcement_results(folder, cfg, by_stage, results, headline, phase)
+    results["headline"] = headline
+    folder.save_results(results)
+    _heatmaps(folder, cfg, by_stage, tokenized)
+    return folder
+
+
+def _reinforcement_results(folder: RunFolder, cfg: SpanConfig, by_stage: dict[str, list[dict]],
+                           results: dict, headline: dict, phase: str) -> None:
+    scores = folder.load_array("key_head_scores")
+    from whitebox_eval.attentionspan.metrics import rank_key_heads
+
+    ranking = rank_key_heads(scores)
+    results["key_heads"] = [{"layer": l, "head": h, "score": float(scores[l, h])}
+                            for l, h in ranking[: max(cfg.heads)]]
+    base = results["stages"][f"{phase}/ood"]
+    table = [{"setting": "baseline", "heads_from": "none", "n_heads": 0, "value": 0.0,
+              "accuracy": base["accuracy"], "partial_accuracy": base["partial_accuracy"]}]
+    for n in cfg.heads:
+        for c in cfg.values:
+            key = f"key-top{n}-C{c:g}-{cfg.mode}"
+            s = results["stages"][f"reinforce/{key}"]
+            rand = [results["stages"][f"reinforce/random{d}-top{n}-C{c:g}-{cfg.mode}"]
+                    for d in range(cfg.random_draws)]
+            table.append({"setting": key, "heads_from": "key", "n_heads": n, "value": c,
+                          "accuracy": s["accuracy"], "partial_accuracy": s["partial_accuracy"],
+                          "random_accuracy_mean": float(np.mean([r["accuracy"] for r in rand])) if rand else None,
+                          "random_accuracy": [r["accuracy"] for r in rand],
+                          "random_partial_mean": float(np.mean([r["partial_accuracy"] for r in rand])) if rand else None})
+    best = max(table[1:], key=lambda r: (r["accuracy"], r["partial_accuracy"], -r["n_heads"], -r["value"]))
+    results["reinforcement"] = {"mode": cfg.mode, "threshold": cfg.threshold, "table": table, "best": best}
+    headline["acc,ood_reinforced"] = best["accuracy"]
+    if best.get("random_accuracy_mean") is not None:
+        headline["acc,ood_random_heads"] = best["random_accuracy_mean"]
+    # fig. 2: OOD accuracy vs input length, with and without reinforcement
+    base_recs = by_stage[f"{phase}/ood"]
+    bins = _length_bins(np.array([r["input_length"] for r in base_recs]))
+    centers = [(lo + hi) / 2 for lo, hi in bins]
+    best_recs = by_stage[f"reinforce/{best['setting']}"]
+    rand_recs = [by_stage[f"reinforce/random{d}-top{best['n_heads']}-C{best['value']:g}-{cfg.mode}"]
+                 for d in range(cfg.random_draws)]
+    results["accuracy_by_length"] = {"bins": bins}
+    for key, name, ylabel in (("exact", "ood_accuracy_vs_length", "accuracy"),
+                              ("partial", "ood_partial_accuracy_vs_length", "partial accuracy")):
+        curves = {"no intervention": accuracy_by_length(base_recs, bins, key),
+                  f"top-{best['n_heads']} key heads, C={best['value']:g}":
+                      accuracy_by_length(best_recs, bins, key)}
+        if rand_recs:
+            per = np.array([accuracy_by_length(r, bins, key) for r in rand_recs])
+            curves[f"{best['n_heads']} random heads (mean of {len(rand_recs)})"] = list(np.nanmean(per, axis=0))
+        results["accuracy_by_length"][key] = curves
+        plots.plot_accuracy_vs_length(centers, curves, folder.plot_path(name),
+                                      title=f"{cfg.task}: OOD {ylabel} vs input length ({cfg.model})",
+                                      xlabel="input length (characters)", ylabel=ylabel)
+
+
+def _heatmaps(folder: RunFolder, cfg: SpanConfig, by_stage: dict[str, list[dict]],
+              tokenized: dict[str, list[TokenizedExample]] | None) -> None:
+    """fig. 1 / fig. 3: rollout heatmaps of the first examples with the reference mask."""
+    if tokenized is None or not cfg.rollout:
+        return
+    for stage in by_stage:
+        if stage.startswith("reinforce/"):
+            continue
+        split = stage.split("/", 1)[1]
+        for i in range(min(cfg.heatmaps, len(tokenized.get(split, [])))):
+            name = f"rollout_{_stage_file_name(stage)}_{i}"
+            if not (folder.path / "arrays" / f"{name}.npy").is_file():
+                continue
+            rec = by_stage[stage][i]
+            ok = f"{sum(rec['correct'])}/{len(rec['correct'])} target tokens right"
+            plots.plot_attention_with_reference(
+                folder.load_array(name), tokenized[split][i], folder.plot_path(name),
+                title=f"{stage} #{i}: rollout vs reference ({ok})")
