@@ -21,7 +21,6 @@ reinforcement.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -56,7 +55,7 @@ from whitebox_eval.attentionspan.tokenization import TokenizedExample, tokenize_
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.runs import RunFolder, progress
+from whitebox_eval.runs import RunFolder, config_dict, progress
 
 SPLIT_CHOICES = ("id", "ood", "both")
 
@@ -107,14 +106,7 @@ class SpanConfig:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["finetune"] = self.finetune.to_dict()
-        d["heads"], d["values"] = list(self.heads), list(self.values)
-        for key in ("id_params", "ood_params"):
-            d[key] = {k: list(v) if isinstance(v, tuple) else v for k, v in d[key].items()}
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "span"
-        return d
+        return config_dict(self, "span")
 
     @property
     def splits(self) -> list[str]:

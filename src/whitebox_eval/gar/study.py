@@ -19,7 +19,6 @@ activations.  Every stage streams its own samples (``id`` prefixed by the stage)
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections import defaultdict
@@ -48,7 +47,7 @@ from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, sco
 from whitebox_eval.gar.tasks import GARTask, enumerate_tasks, kr_tasks, parse_task_id
 from whitebox_eval.internals import Engine, integrated_gradients, kl_divergence_metric
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.runs import RunFolder, progress
+from whitebox_eval.runs import RunFolder, config_dict, progress
 
 #: the three classification tasks of sec. 5 ("GendersOfPersons/=, r_retrieve/∈")
 PAPER_TRUTH_TASKS = (
@@ -157,11 +156,7 @@ class GARConfig:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "gar"
-        d["mode"] = "evaluate"
-        return d
+        return config_dict(self, "gar", mode="evaluate")
 
 
 @dataclass
@@ -188,19 +183,7 @@ class GARHeadsConfig:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["probe_data"] = list(self.probe_data)
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "gar"
-        d["mode"] = "truth-heads"
-        return d
-
-
-def _open_folder(config: dict, output: str | Path, run_id: str | None, resume: bool) -> RunFolder:
-    path = Path(output) / run_id if run_id else None
-    if resume and path is not None and path.exists():
-        return RunFolder.open_for_resume(path, config)
-    return RunFolder.create(output, config, run_id=run_id, resume=resume)
+        return config_dict(self, "gar", mode="truth-heads")
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -222,7 +205,7 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
         raise WhiteboxError(f"unknown App. C rule {cfg.rule!r}; use one of {ev.RULES}")
     tasks = select_tasks(cfg.tasks, include_kr=cfg.include_kr)
     examples = task_examples(tasks, cfg.limit, cfg.seed)
-    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(loaded)
     encoded = encode_examples(examples, loaded.tokenizer)
@@ -363,7 +346,7 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
     if cfg.limit is not None and cfg.limit % 2:
         raise WhiteboxError("--limit must be even for classification tasks (Yes/No pairs)")
     pat = parse_pattern(cfg.pattern)
-    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(loaded)
     arch = engine.arch
@@ -552,11 +535,7 @@ class GARInterveneConfig:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "gar"
-        d["mode"] = "intervene"
-        return d
+        return config_dict(self, "gar", mode="intervene")
 
 
 def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, run_id: str | None = None,
@@ -572,7 +551,7 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     pat = parse_pattern(cfg.pattern)
     tasks = select_tasks(cfg.tasks, include_kr=False)
     examples = task_examples(tasks, cfg.limit, cfg.seed)
-    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(loaded)
     for l, h in heads:
@@ -641,12 +620,7 @@ class GARProbeConfig:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["probe_data"] = list(self.probe_data)
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "gar"
-        d["mode"] = "probe"
-        return d
+        return config_dict(self, "gar", mode="probe")
 
 
 def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: str | None = None,
@@ -658,7 +632,7 @@ def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: s
     heads = parse_heads(cfg.heads)
     if not cfg.probe_data:
         raise WhiteboxError("give at least one --probe-data file (SNLI .jsonl or Geometry of Truth .csv)")
-    folder = _open_folder(cfg.to_dict(), output, run_id, resume)
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(loaded)
     probes = {Path(p).name: run_probe_stage(folder, engine, p, heads, cfg, show_progress) for p in cfg.probe_data}

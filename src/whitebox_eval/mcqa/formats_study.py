@@ -16,7 +16,6 @@ between formats (004 table 1) and the expected alignment error over equal-size b
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -31,7 +30,7 @@ from whitebox_eval.mcqa.prompts import render_prompt
 from whitebox_eval.mcqa.scoring import score_prompts
 from whitebox_eval.mcqa.tokens import tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.runs import RunFolder, progress
+from whitebox_eval.runs import RunFolder, config_dict, progress
 
 FORMATS = ("mcq", "free", "free_options")
 
@@ -52,10 +51,7 @@ class FormatsConfig:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "formats"
-        return d
+        return config_dict(self, "formats")
 
 
 def load_format_items(cfg: FormatsConfig) -> tuple[list[MCQItem], str]:

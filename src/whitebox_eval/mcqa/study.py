@@ -20,7 +20,6 @@ validation items, so every method is reported on the same test items.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ from whitebox_eval.mcqa.prompts import RenderedPrompt, render_prompt, select_dem
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.runs import RunFolder, progress
+from whitebox_eval.runs import RunFolder, config_dict, progress
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -70,11 +69,7 @@ class MCQAConfig:
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["methods"] = list(self.methods)
-        d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "mcqa"
-        return d
+        return config_dict(self, "mcqa")
 
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:

@@ -1,5 +1,6 @@
 """Run infrastructure: the run folder, resume, progress."""
 
+from whitebox_eval.runs.config import config_dict
 from whitebox_eval.runs.folder import (
     RunFolder,
     RunSummary,
@@ -10,5 +11,5 @@ from whitebox_eval.runs.folder import (
 from whitebox_eval.runs.plain_values import plain_value
 from whitebox_eval.runs.progress import progress
 
-__all__ = ["RunFolder", "RunSummary", "config_differences", "default_run_id", "list_runs",
+__all__ = ["config_dict", "RunFolder", "RunSummary", "config_differences", "default_run_id", "list_runs",
            "plain_value", "progress"]
