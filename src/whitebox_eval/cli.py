@@ -12,7 +12,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 
-MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
+from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -61,108 +61,6 @@ def inspect(model: str, allow_pickle: bool, trust_remote_code: bool) -> None:
 
 
 @cli.command()
-@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--task", default="ssd", show_default=True,
-              help="ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, triviaqa")
-@click.option("--n-options", default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
-@click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
-@click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
-@click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
-@click.option("--shots", default=0, show_default=True, help="demonstrations before each question (0-5)")
-@click.option("--limit", default=500, show_default=True, help="number of evaluated items")
-@click.option("--representative", default="eol", show_default=True, help="option token for head scores: label, label_sep, content_end, eol")
-@click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
-              help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
-@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")
-@click.option("--min-val-items", default=50, show_default=True, help="smallest validation split for choosing the best head")
-@click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True, help="folder that receives the run folder")
-@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
-@click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
-def mcqa(**kw) -> None:
-    """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
-
-    One forward pass per batch gives the letter logits, every head's QK-score (pre-RoPE
-    query of the last token vs the key of each option's representative token) and its
-    Attention-score. The best head is picked on a validation split and scored on the rest.
-    """
-    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
-
-    cfg = MCQAConfig(
-        model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
-        uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
-        representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
-    )
-    folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-    _print_mcqa_summary(folder)
-
-
-def _print_mcqa_summary(folder) -> None:
-    res = folder.load_results()
-    click.echo(f"\nrun folder: {folder.path}")
-    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}), options per item: {res['n_options']}")
-    for key, value in res["headline"].items():
-        click.echo(f"  {key:24s} {value:6.1%}")
-    for method in ("qk", "attention"):
-        if method not in res:
-            continue
-        r = res[method]
-        click.echo(f"  best {method} head: layer {r['best_head'][0]} head {r['best_head'][1]} "
-                   f"(validation {r['val_accuracy']:.1%}, test {r['test_accuracy']:.1%})")
-    if "qk" in res:
-        table = folder.load_array("qk_head_accuracy")
-        click.echo("\nQK-score accuracy per head (%, rows = layers):")
-        click.echo("      " + " ".join(f"h{h:<3d}" for h in range(table.shape[1])))
-        for layer, row in enumerate(table):
-            click.echo(f"  L{layer:<3d}" + " ".join(f"{100 * v:4.0f}" for v in row))
-        click.echo(f"(chance {100 / res['n_options']:.0f}%; heatmaps in {folder.path / 'plots'})")
-    if "ablation" in res:
-        a = res["ablation"]
-        click.echo(f"zeroing the top {a['k']} QK heads: accuracy {a['baseline_accuracy']:.1%} -> {a['top_accuracy']:.1%}; "
-                   f"{a['k']} random heads of layers {a['layer_band'][0]}-{a['layer_band'][1]}: -> {a['random_accuracy_mean']:.1%}")
-
-
-@cli.command()
-@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--task", default="arithmetic", show_default=True, help="arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)")
-@click.option("--limit", default=160, show_default=True, help="number of questions")
-@click.option("--n-samples", default=20, show_default=True, help="free generations per question (004: 20)")
-@click.option("--temperature", default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
-@click.option("--max-new-tokens", default=16, show_default=True)
-@click.option("--n-bins", default=10, show_default=True, help="equal-size bins for the expected alignment error")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True)
-@click.option("--run-id", default=None)
-@click.option("--resume", is_flag=True)
-def formats(**kw) -> None:
-    """First-token probabilities vs free generation (paper 004).
-
-    Each question is asked as an MCQ (P(correct) from the first token), as free
-    generation and as free generation with the options listed (share of sampled
-    answers that are correct). Prints mean P(correct) per format, their per-question
-    correlation and the expected alignment error.
-    """
-    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
-
-    cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], n_samples=kw["n_samples"],
-                        temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
-                        batch_size=kw["batch_size"], seed=kw["seed"])
-    folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-    res = folder.load_results()
-    click.echo(f"\nrun folder: {folder.path}\nquestions: {res['n_items']}")
-    for f, v in res["p_correct"].items():
-        click.echo(f"  P(correct) {f:13s} {v:6.1%}")
-    for k, v in res["pearson"].items():
-        click.echo(f"  pearson {k:24s} {v:+.3f}")
-    for k, v in res["alignment_error"].items():
-        click.echo(f"  alignment error {k:16s} {v:.3f}")
-
-
-@cli.command()
 @click.option("--output", default="runs", show_default=True, help="folder holding run folders")
 def runs(output: str) -> None:
     """List run folders: id, suite, model, task, samples, headline metric."""
@@ -177,9 +75,10 @@ def _add_suite_commands() -> None:
     """Suites keep their command next to their code (``<suite>/command.py``)."""
     from whitebox_eval.attentionspan.command import command as span
     from whitebox_eval.gar.command import command as gar
+    from whitebox_eval.mcqa.command import formats, mcqa
 
-    cli.add_command(gar, "gar")
-    cli.add_command(span, "span")
+    for name, command in [("mcqa", mcqa), ("formats", formats), ("gar", gar), ("span", span)]:
+        cli.add_command(command, name)
 
 
 _add_suite_commands()

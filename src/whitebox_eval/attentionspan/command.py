@@ -11,7 +11,7 @@ from whitebox_eval.attentionspan.study import SPLIT_CHOICES, SpanConfig, run_spa
 from whitebox_eval.attentionspan.tasks import TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 
-MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder (e.g. a fine-tuned checkpoint), .gguf file, or hub id when online"
+from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 
 def _parse_params(task: str, text: str, option: str) -> dict:

@@ -8,7 +8,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 
-MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
+from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "truth-heads", "intervene", "probe")
 
 
