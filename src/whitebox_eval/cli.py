@@ -75,9 +75,9 @@ def _add_suite_commands() -> None:
     """Suites keep their command next to their code (``<suite>/command.py``)."""
     from whitebox_eval.attentionspan.command import command as span
     from whitebox_eval.gar.command import command as gar
-    from whitebox_eval.mcqa.command import formats, mcqa
+    from whitebox_eval.mcqa.command import formats, mcqa, universal
 
-    for name, command in [("mcqa", mcqa), ("formats", formats), ("gar", gar), ("span", span)]:
+    for name, command in [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("gar", gar), ("span", span)]:
         cli.add_command(command, name)
 
 

@@ -107,3 +107,50 @@ def formats(**kw) -> None:
         click.echo(f"  pearson {k:24s} {v:+.3f}")
     for k, v in res["alignment_error"].items():
         click.echo(f"  alignment error {k:16s} {v:.3f}")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.argument("run_dirs", nargs=-1, required=True)
+@click.option("--method", type=click.Choice(["qk", "attention"]), default="qk", show_default=True)
+@click.option("--fraction", default=0.05, show_default=True, help="top fraction of heads per run (000 uses 1%-5%)")
+@click.option("--top", default=10, show_default=True, help="heads to list by minimum percentile")
+def universal(run_dirs, method: str, fraction: float, top: int) -> None:
+    """Heads that select-and-copy across MCQA runs (000 sec. 6, App. D, E).
+
+    Give run folders of one model on several datasets and/or shot counts. Prints the
+    heads in the top --fraction of every run (intersection), the union within each shot
+    count intersected across shot counts (App. D, Listing 9), and the heads with the
+    highest minimum accuracy percentile over the runs (App. E).
+
+    \b
+      whitebox-eval universal runs/A runs/B runs/C --fraction 0.05
+    """
+    import numpy as np
+
+    from whitebox_eval.errors import WhiteboxError
+    from whitebox_eval.mcqa import head_scores as hs
+    from whitebox_eval.runs import RunFolder
+
+    tables, by_shots, models = {}, {}, set()
+    for d in run_dirs:
+        folder = RunFolder.open(d)
+        try:
+            table = folder.load_array(f"{method}_head_accuracy")
+        except (FileNotFoundError, KeyError, WhiteboxError) as e:
+            raise WhiteboxError(f"{d} has no {method} head accuracy table (was it an mcqa run with --methods {method}?)") from e
+        tables[d] = table
+        models.add(folder.config.get("model"))
+        by_shots.setdefault(folder.config.get("shots", 0), {})[d] = table
+    if len({t.shape for t in tables.values()}) > 1 or len(models) > 1:
+        raise WhiteboxError(f"the runs come from different models ({sorted(map(str, models))}); compare runs of one model")
+    fmt = lambda heads: ", ".join(f"L{l}H{h}" for l, h in heads) or "(none)"
+    click.echo(f"{len(tables)} runs of {models.pop()}, {method}-score, top {fraction:.0%} per run")
+    click.echo(f"in the top of every run:      {fmt(hs.intersect_top_heads(tables, fraction))}")
+    click.echo(f"universal over shot counts:   {fmt(hs.universal_heads(by_shots, fraction))}")
+    mp = hs.min_percentile(tables)
+    order = np.argsort(-mp, axis=None, kind="stable")[:top]
+    click.echo("highest minimum percentile:")
+    for flat in order:
+        l, h = np.unravel_index(flat, mp.shape)
+        accs = " ".join(f"{t[l, h]:.0%}" for t in tables.values())
+        click.echo(f"  L{l}H{h}  min percentile {mp[l, h]:.2f}  accuracies {accs}")
