@@ -76,8 +76,10 @@ def _add_suite_commands() -> None:
     from whitebox_eval.attentionspan.command import command as span
     from whitebox_eval.gar.command import command as gar
     from whitebox_eval.mcqa.command import formats, mcqa, universal
+    from whitebox_eval.mui.command import command as mui
 
-    for name, command in [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("gar", gar), ("span", span)]:
+    suites = [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("mui", mui), ("gar", gar), ("span", span)]
+    for name, command in suites:
         cli.add_command(command, name)
 
 

@@ -1,8 +1,17 @@
 """Paper 001: the Model Utilization Index (MUI) and everything built on it.
 
-Model-independent math only: scores (eq. 2, 13-15), threshold functions (App. A.4),
-key sets and MUI (sec. 2.2), SAEs (eq. 4-6, 9), the Utility Law and its corollaries
-(sec. 3.2-3.7) and plots. The engine that runs models supplies the tensors.
+This package namespace exports the model-independent math only: scores (eq. 2, 13-15),
+threshold functions (App. A.4), key sets and MUI (sec. 2.2), SAEs (eq. 4-6, 9), the
+Utility Law and its corollaries (sec. 3.2-3.7) and plots. The parts that run a model
+on the engine are imported from their modules, so importing this package stays light:
+
+* ``mui.responses``: tasks, prompt formats (App. A.6), greedy responses, correctness;
+* ``mui.keyneurons``: teacher-forced scoring of key neurons / SAE features per sample;
+* ``mui.study``: a MUI run (run folder, resume, per-sample key sets, subset MUI);
+* ``mui.masking``: the masking validation of sec. 3.8;
+* ``mui.compare``: checkpoint directions (Corollary 1) and the Utility Law over runs;
+* ``mui.sae_training``: a small TopK SAE trained on a bundled model's residual stream;
+* ``mui.command``: the ``whitebox-eval mui`` command group.
 """
 
 from whitebox_eval.mui.neuron_scores import (

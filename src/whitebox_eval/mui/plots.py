@@ -115,6 +115,44 @@ def plot_masking_curves(
     return _save(fig, plt, path)
 
 
+def plot_layer_utilization(layer_mui: Sequence[float] | np.ndarray, path: str | Path, *, title: str = "Utilization per layer") -> Path:
+    """Bar chart of the share of each layer's units in the dataset's key-set union (a per-layer MUI breakdown)."""
+    _check_png(path)
+    v = 100 * np.asarray(layer_mui, dtype=float)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=100)
+    ax.bar(np.arange(v.size), v)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("activated units (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, plt, path)
+
+
+def plot_directions(
+    moves: Mapping[str, tuple[tuple[float, float], tuple[float, float], str]], path: str | Path,
+    *, title: str = "Before -> after, per task",
+) -> Path:
+    """Arrows from (P, MUI) before to after for each task, labelled with the direction (sec. 3.3, fig. 4-5, 8)."""
+    _check_png(path)
+    if not moves:
+        raise WhiteboxError("plot_directions needs at least one task")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, (task, (before, after, direction)) in enumerate(moves.items()):
+        c = colors[n % len(colors)]
+        ax.scatter([before[0]], [before[1]], color=c, marker="o")
+        ax.annotate("", xy=after, xytext=before, arrowprops={"arrowstyle": "->", "color": c})
+        ax.scatter([after[0]], [after[1]], color=c, marker="s", label=f"{task}: {direction}")
+    ax.set_xlabel("Performance (%)")
+    ax.set_ylabel("MUI (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, plt, path)
+
+
 def _check_png(path: str | Path) -> None:
     if Path(path).suffix.lower() != ".png":
         raise WhiteboxError(f"plots are written as PNG; give a path ending in .png, got {Path(path).name!r}")

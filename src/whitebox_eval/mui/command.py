@@ -1,0 +1,256 @@
+"""The ``whitebox-eval mui`` command group (paper 001): study, compare, law, masking, train-sae, subset.
+
+``command`` is a click group; invoked with no sub-command it runs a MUI study.
+"""
+
+from __future__ import annotations
+
+import click
+
+from whitebox_eval.errors import WhiteboxError
+
+MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
+TASK_HELP = "arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | mmlu=PATH (CSV file or folder)"
+
+
+def _study_options(f):
+    """Options shared by the study and by `compare` (everything but model and task)."""
+    opts = [
+        click.option("--score", type=click.Choice(["contribution", "activation", "ig", "sae"]), default="contribution",
+                     show_default=True, help="neuron score: eq. 2 contribution, eq. 13 activation, eq. 14 integrated "
+                     "gradients, or SAE features (eq. 5; needs --sae)"),
+        click.option("--activation", type=click.Choice(["mlp_act", "mlp_gate_act"]), default="mlp_act", show_default=True,
+                     help="neuron activation: down-projection input act(gate)*up, or act(gate) alone (authors' code)"),
+        click.option("--final-norm", type=click.Choice(["none", "weight", "full"]), default="none", show_default=True,
+                     help="final-norm treatment in eq. 2: none (paper/authors), fold its weight, or weight and scale"),
+        click.option("--response-level", is_flag=True, help="sum scores over the response before thresholding (eq. 15)"),
+        click.option("--threshold", default="top-per-mille", show_default=True,
+                     help="top-per-mille (paper: 1 per mille of d_ff per layer) | top-fraction | topk | global-topk | topscore"),
+        click.option("--threshold-value", type=float, default=None,
+                     help="fraction for top-fraction, k for topk/global-topk, ratio for topscore"),
+        click.option("--unit", type=click.Choice(["neuron", "pair"]), default="neuron", show_default=True,
+                     help="k counts unique neurons per layer per sample, or (position, neuron) pairs as eq. 8 literally"),
+        click.option("--ig-steps", default=10, show_default=True, help="Riemann steps m for --score ig"),
+        click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
+        click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
+        click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True,
+                     help="auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)"),
+        click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+                     help="wrap zero-shot prompts in the tokenizer's chat template"),
+        click.option("--responses", default="model", show_default=True,
+                     help="model (greedy generation) | gold (the data's reference answer) | PATH (jsonl with id, response)"),
+        click.option("--max-new-tokens", type=int, default=None, help="generation budget (default per task: 24, gsm8k 256)"),
+        click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line)"),
+        click.option("--limit", default=100, show_default=True, help="number of items"),
+        click.option("--batch-size", default=8, show_default=True),
+        click.option("--seed", default=0, show_default=True),
+        click.option("--dtype", default="float32", show_default=True),
+        click.option("--output", default="runs", show_default=True, help="folder that receives run folders"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _config(model: str, task: str, kw: dict):
+    from whitebox_eval.mui.study import MUIConfig
+
+    return MUIConfig(
+        model=model, task=task, score=kw["score"], activation=kw["activation"], final_norm=kw["final_norm"],
+        response_level=kw["response_level"], threshold=kw["threshold"], threshold_value=kw["threshold_value"],
+        unit=kw["unit"], ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
+        shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
+        stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
+        batch_size=kw["batch_size"], dtype=kw["dtype"],
+    )
+
+
+@click.group(name="mui", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--task", default=None, help=TASK_HELP)
+@_study_options
+@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
+@click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@click.pass_context
+def command(ctx: click.Context, model: str, task: str | None, run_id: str | None, resume: bool, **kw) -> None:
+    """Model Utilization Index (paper 001): how much of the model a task uses.
+
+    \b
+    For each item the model answers (greedy; zero-shot + chat template for
+    instruction-tuned models, one-shot for base models), the answer is checked, and one
+    teacher-forced pass over prompt + response scores every MLP neuron at the positions
+    that predict response tokens (position p scores the token at p+1, eq. 2). Each
+    layer's top 1 per mille of neurons (unique per sample) is the sample's key set;
+    MUI = |union of key sets| / (layers x d_ff). Written: accuracy, MUI, PUR, MUI of
+    correct vs incorrect answers (Mann-Whitney), MUI per category, per-sample key sets.
+
+    \b
+    Examples:
+      whitebox-eval mui --model smollm2-135m --task arithmetic-gen --limit 64
+      whitebox-eval mui --model gemma3-270m --task mmlu=data/mmlu/test --limit 50
+      whitebox-eval mui --task gsm8k=test.jsonl --responses gold       (score the reference solutions)
+      whitebox-eval mui --task ssd --score sae --sae runs/sae-l15      (feature MUI, eq. 9)
+      whitebox-eval mui compare --before base/ --after tuned/ --task arithmetic-gen --task ssd
+      whitebox-eval mui law runs/run-a runs/run-b runs/run-c --plot law.png
+      whitebox-eval mui masking --source-task arithmetic-gen --eval-task ssd --ks 1,2,4,8
+      whitebox-eval mui train-sae --layer 15 --out runs/sae-l15
+      whitebox-eval mui subset runs/<run> --group add1
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if task is None:
+        click.echo(ctx.get_help())
+        raise WhiteboxError("give --task (e.g. --task arithmetic-gen), or a sub-command")
+    from whitebox_eval.mui.study import run_mui
+
+    cfg = _config(model, task, kw)
+    folder = run_mui(cfg, kw["output"], run_id=run_id, resume=resume)
+    _print_study(folder)
+
+
+def _print_study(folder) -> None:
+    res = folder.load_results()
+    click.echo(f"run folder: {folder.path}")
+    click.echo(f"items {res['n_items']}  accuracy {res['accuracy_percent']:.1f}%  MUI {res['mui_percent']:.3f}% "
+               f"({res['n_activated']} of {res['total_units']} {res['kind']}s)  PUR {res.get('pur', float('nan')):.2f}")
+    if "mui_correct_percent" in res and "mui_incorrect_percent" in res:
+        click.echo(f"MUI correct {res['mui_correct_percent']:.3f}%  incorrect {res['mui_incorrect_percent']:.3f}%")
+    mw = res.get("mann_whitney_correct_vs_incorrect")
+    if mw:
+        click.echo(f"Mann-Whitney on {mw['draws']} subsets of {mw['subset_size']}: U={mw['u']:.1f} p={mw['p_value']:.3g}")
+    for g, v in (res.get("by_group") or {}).items():
+        click.echo(f"  {g:24s} n={v['n']:<4d} accuracy {v['accuracy_percent']:5.1f}%  MUI {v['mui_percent']:.3f}%")
+
+
+@command.command()
+@click.option("--before", required=True, help="checkpoint before training (" + MODEL_HELP + ")")
+@click.option("--after", required=True, help="checkpoint after training")
+@click.option("--task", "tasks", multiple=True, required=True, help=TASK_HELP + " (repeatable)")
+@click.option("--tol-performance", default=0.0, show_default=True, help="accuracy change (points) below which the move is undetermined")
+@click.option("--tol-mui", default=0.0, show_default=True, help="MUI change (points) below which the move is undetermined")
+@_study_options
+def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: float, tol_mui: float, **kw) -> None:
+    """Regression test (Corollary 1): direction of each task's (accuracy, MUI) move between two checkpoints.
+
+    \b
+    evolving      accuracy up,   MUI down  (genuinely stronger)
+    accumulating  accuracy up,   MUI up    (ability emphasised, e.g. targeted tuning)
+    coarsening    accuracy down, MUI up    (this ability weakened)
+    collapsing    accuracy down, MUI down  (breakdown; seen off-task after contamination)
+    Runs land in --output and are reused when the same comparison is repeated.
+    """
+    from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, save_comparison
+
+    base = _config(before, tasks[0], kw)
+    rows = compare_checkpoints(before, after, tasks, base, kw["output"], tol_performance=tol_performance, tol_mui=tol_mui)
+    click.echo(comparison_table(rows))
+    folder = save_comparison(rows, kw["output"], before=before, after=after)
+    click.echo(f"\nresults and plot: {folder.path}")
+
+
+@command.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--plot", default=None, help="PNG path for the MUI-vs-performance plot with the fitted curve")
+def law(runs: tuple[str, ...], plot: str | None) -> None:
+    """Fit the Utility Law MUI = A ln(P) + B (percent units, sec. 3.2) over finished MUI run folders."""
+    from whitebox_eval.mui.compare import fit_runs
+
+    res = fit_runs(list(runs), plot)
+    for label, p, m in zip(res.labels, res.performance, res.mui):
+        click.echo(f"  {label:50s} accuracy {p:5.1f}%  MUI {m:.3f}%")
+    for s in res.skipped:
+        click.echo(f"  skipped: {s}")
+    click.echo(f"MUI = {res.fit.a:.4f} ln(P) + {res.fit.b:.4f}   R^2 = {res.fit.r2:.3f}  ({res.fit.n_points} points)")
+    if plot:
+        click.echo(f"plot: {plot}")
+
+
+@command.command()
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--source-task", default="arithmetic-gen", show_default=True, help="task X whose key neurons are masked; " + TASK_HELP)
+@click.option("--eval-task", "eval_tasks", multiple=True, help="tasks measured under masking (repeatable; default X and ssd)")
+@click.option("--ks", default="1,2,4,8,16", show_default=True, help="neurons per layer per sample to mask (comma list)")
+@click.option("--score", type=click.Choice(["contribution", "activation"]), default="contribution", show_default=True)
+@click.option("--activation", type=click.Choice(["mlp_act", "mlp_gate_act"]), default="mlp_act", show_default=True)
+@click.option("--random-draws", default=1, show_default=True, help="random-mask controls per k")
+@click.option("--generate/--no-generate", default=True, show_default=True,
+              help="measure accuracy by greedy generation under masking (slow on CPU); the gold-answer "
+              "log-prob is always measured")
+@click.option("--max-new-tokens", type=int, default=None, help="generation budget per answer under masking")
+@click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True)
+@click.option("--limit", default=32, show_default=True, help="items per task")
+@click.option("--batch-size", default=8, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--output", default="runs", show_default=True)
+@click.option("--run-id", default=None)
+@click.option("--resume", is_flag=True)
+def masking(model, source_task, eval_tasks, ks, score, activation, random_draws, generate, max_new_tokens, shots, limit,
+            batch_size, seed, output, run_id, resume) -> None:
+    """Masking validation (sec. 3.8): mask X's key neurons for growing k; accuracy on X and Y vs random masks.
+
+    \b
+    Key neurons of X: per sample, each layer's top-k neurons by eq. 2; union over samples.
+    Control: as many random neurons per layer, drawn outside the key set.
+    If the threshold is meaningful, key masking hurts more than random masking.
+    """
+    from whitebox_eval.mui.masking import MaskingConfig, run_masking
+
+    try:
+        k_list = tuple(int(k) for k in ks.split(",") if k.strip())
+    except ValueError:
+        raise WhiteboxError(f"--ks must be a comma list of integers, got {ks!r}") from None
+    cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
+                        ks=k_list, score=score, activation=activation, random_draws=random_draws, generate=generate,
+                        max_new_tokens=max_new_tokens, shots=shots,
+                        limit=limit, batch_size=batch_size, seed=seed)
+    folder = run_masking(cfg, output, run_id=run_id, resume=resume)
+    res = folder.load_results()
+    click.echo(f"run folder: {folder.path}")
+    metrics = (["accuracy"] if generate else []) + ["gold_logprob"]
+    for t, c in res["curves"].items():
+        click.echo(f"{t}: baseline " + "  ".join(f"{m} {c['baseline'][m]:.3f}" for m in metrics))
+        for key, rnd in zip(c["key"], c["random"]):
+            click.echo(f"  k={key['k']:<3d} masked {key['n_masked']:6d}  " + "  ".join(
+                f"{m}: key {key[m]:.3f} random {rnd[m]:.3f}" for m in metrics))
+        for m in metrics:
+            click.echo(f"  mean drop of {m}: key {c[f'mean_drop_key,{m}']:.3f}, random {c[f'mean_drop_random,{m}']:.3f}")
+
+
+@command.command("train-sae")
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--layer", type=int, required=True, help="block whose output residual stream (hook_resid_post) is encoded")
+@click.option("--out", required=True, help="folder for cfg.json + sae_weights.safetensors (SAELens layout)")
+@click.option("--tokens", default=8192, show_default=True, help="training tokens (generated by the model)")
+@click.option("--d-sae", default=2048, show_default=True, help="number of features")
+@click.option("--k", default=32, show_default=True, help="active features per token (TopK)")
+@click.option("--steps", default=2000, show_default=True)
+@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed) -> None:
+    """Train a TopK SAE on one layer's residual stream from model-generated text (CPU, minutes).
+
+    Use it for feature MUI: whitebox-eval mui --task ssd --score sae --sae OUT
+    """
+    from whitebox_eval.models import load_model
+    from whitebox_eval.mui.sae_training import train_sae_for_model
+
+    rep = train_sae_for_model(load_model(model), layer, out, n_tokens=tokens, d_sae=d_sae, k=k, steps=steps, lr=lr,
+                              seed=seed)
+    click.echo(f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} tokens")
+    click.echo(f"reconstruction MSE {rep.initial_mse:.4f} -> {rep.final_mse:.4f}, explained variance {rep.explained_variance:.3f}")
+    click.echo(f"saved: {rep.path}")
+
+
+@command.command()
+@click.argument("run")
+@click.option("--group", "groups", multiple=True, help="keep samples of this group/category (repeatable)")
+@click.option("--correct/--incorrect", default=None, help="keep only correct (or incorrect) responses")
+def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
+    """MUI of a subset of a finished run's samples, from the stored key sets (no model run; sec. 3.6-3.7)."""
+    from whitebox_eval.mui.study import subset_mui
+
+    def keep(s: dict) -> bool:
+        return (not groups or s.get("group") in groups) and (correct is None or bool(s.get("correct")) == correct)
+
+    mui, n = subset_mui(run, keep)
+    click.echo(f"{n} samples  MUI {100 * mui:.3f}%")

@@ -1,0 +1,148 @@
+"""Comparing checkpoints and fitting the Utility Law over runs (paper 001 sec. 3.2-3.4, Corollaries 1-2).
+
+* :func:`compare_checkpoints`: the regression test of Corollary 1. Two checkpoints of a
+  model (before / after some training) are run on the same tasks with the same
+  settings; the move of each task's (performance, MUI) point is classified as
+  evolving, accumulating, coarsening or collapsing (sec. 3.3, fig. 4). An increase of
+  MUI on a fixed dataset may signal degraded unseen abilities; a contaminated task
+  typically moves up in both (sec. 3.4).
+* :func:`fit_runs`: the Utility Law ``MUI = A ln(P) + B`` fitted over the (accuracy %,
+  MUI %) points of finished runs (several models or checkpoints), with R^2 and the plot
+  of fig. 2-3. Runs with zero accuracy cannot enter a logarithmic fit and are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.mui.study import MUIConfig, run_mui, run_point
+from whitebox_eval.mui.utility_law import Direction, UtilityLawFit, classify_direction, fit_utility_law
+from whitebox_eval.runs import RunFolder
+
+
+@dataclass(frozen=True)
+class TaskComparison:
+    """One task's move from the ``before`` checkpoint to ``after`` (percent units)."""
+
+    task: str
+    before: tuple[float, float]  # (accuracy %, MUI %)
+    after: tuple[float, float]
+    direction: Direction
+    before_run: str
+    after_run: str
+
+    @property
+    def delta_performance(self) -> float:
+        return self.after[0] - self.before[0]
+
+    @property
+    def delta_mui(self) -> float:
+        return self.after[1] - self.before[1]
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return s[-60:] or "run"
+
+
+def compare_checkpoints(
+    before: str, after: str, tasks: Sequence[str], base: MUIConfig, output: str | Path = "runs", *,
+    tol_performance: float = 0.0, tol_mui: float = 0.0, loaded_before=None, loaded_after=None,
+    show_progress: bool | None = None,
+) -> list[TaskComparison]:
+    """Run both checkpoints on every task (runs are reused with --resume semantics) and classify each move.
+
+    ``base`` carries every setting but the model and task; ``tol_*`` (percentage points)
+    make a smaller change ``undetermined``.
+    """
+    if not tasks:
+        raise WhiteboxError("give at least one --task to compare on")
+    from whitebox_eval.models import load_model
+
+    models = {0: loaded_before, 1: loaded_after}
+    out: list[TaskComparison] = []
+    for task in tasks:
+        points, runs = [], []
+        for which, model in enumerate((before, after)):
+            cfg = dataclasses.replace(base, model=model, task=task)
+            if models[which] is None:
+                models[which] = load_model(model, dtype=cfg.dtype)
+            loaded = models[which]
+            run_id = _slug(f"mui-{Path(model).name}-{task.split('=')[0]}-{cfg.limit}")
+            folder = run_mui(cfg, output, run_id=run_id, resume=True, loaded=loaded, show_progress=show_progress)
+            points.append(run_point(folder))
+            runs.append(str(folder.path))
+        direction = classify_direction(points[0], points[1], tol_performance=tol_performance, tol_mui=tol_mui)
+        out.append(TaskComparison(task, points[0], points[1], direction, runs[0], runs[1]))
+    return out
+
+
+def comparison_table(rows: Sequence[TaskComparison]) -> str:
+    """A plain-text table of the per-task moves."""
+    lines = [f"{'task':28s} {'acc before':>10s} {'acc after':>9s} {'MUI before':>10s} {'MUI after':>9s}  direction"]
+    for r in rows:
+        lines.append(f"{r.task[:28]:28s} {r.before[0]:9.1f}% {r.after[0]:8.1f}% {r.before[1]:9.3f}% {r.after[1]:8.3f}%  "
+                     f"{r.direction.value}")
+    return "\n".join(lines)
+
+
+def save_comparison(rows: Sequence[TaskComparison], output: str | Path, *, before: str, after: str,
+                    run_id: str | None = None) -> RunFolder:
+    """Write a ``mui-compare`` run folder: results.json with every move and the arrow plot."""
+    from whitebox_eval.mui.plots import plot_directions
+
+    folder = RunFolder.create(output, {"suite": "mui-compare", "model": after, "before": before,
+                                       "task": ",".join(r.task for r in rows)}, run_id=run_id)
+    folder.save_results({
+        "before": before, "after": after,
+        "tasks": {r.task: {"before": {"accuracy_percent": r.before[0], "mui_percent": r.before[1]},
+                           "after": {"accuracy_percent": r.after[0], "mui_percent": r.after[1]},
+                           "direction": r.direction.value, "before_run": r.before_run, "after_run": r.after_run}
+                  for r in rows},
+        "headline": {f"direction,{r.task}": r.direction.value for r in rows},
+    })
+    plot_directions({r.task: (r.before, r.after, r.direction.value) for r in rows}, folder.plot_path("directions"),
+                    title=f"{Path(before).name} -> {Path(after).name}")
+    return folder
+
+
+@dataclass
+class LawFitResult:
+    """The Utility Law fitted over runs, and the points that entered it."""
+
+    fit: UtilityLawFit
+    labels: list[str]
+    performance: list[float]
+    mui: list[float]
+    skipped: list[str]
+
+
+def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labels: Sequence[str] | None = None) -> LawFitResult:
+    """Fit ``MUI = A ln(P) + B`` (percent units, sec. 3.2) over finished MUI runs; optionally plot it."""
+    from whitebox_eval.mui.plots import plot_utility_law
+
+    if labels is not None and len(labels) != len(runs):
+        raise WhiteboxError(f"got {len(labels)} labels for {len(runs)} runs")
+    names, perf, mui, skipped = [], [], [], []
+    for n, run in enumerate(runs):
+        folder = RunFolder.open(run)
+        p, m = run_point(folder)
+        label = labels[n] if labels is not None else f"{folder.config.get('model')} / {folder.config.get('task')}"
+        if p <= 0:
+            skipped.append(f"{label} (accuracy 0)")
+            continue
+        names.append(label)
+        perf.append(p)
+        mui.append(m)
+    if len(perf) < 2:
+        raise WhiteboxError(f"the Utility Law needs at least two runs with accuracy > 0; got {len(perf)} "
+                            f"(skipped: {', '.join(skipped) or 'none'})")
+    fit = fit_utility_law(perf, mui)
+    if plot is not None:
+        plot_utility_law(perf, mui, plot, labels=names, fit=fit)
+    return LawFitResult(fit, names, perf, mui, skipped)

@@ -1,0 +1,337 @@
+"""Key neurons and key features of one sample from a teacher-forced pass (paper 001 sec. 2.1, eq. 2-6, 13-15).
+
+For a prompt ``x`` and response ``y = (y_1..y_n)``, the sequence ``x + y`` runs once
+through the engine. Position alignment: the token ``y_j`` sits at position
+``p_j = len(x) + j - 1`` (0-based ``j``), and it is *predicted* at position
+``p_j - 1``. So the scored positions are ``len(x) - 1 .. len(x) + n - 2`` and
+position ``p`` is scored against the token at ``p + 1`` (eq. 2's ``f(i, l, y_j | x + y_<j)``).
+
+Scores (``KeyNeuronConfig.score``):
+
+* ``contribution`` (eq. 2): activation at ``p`` times ``W_down[:, i] . W_U[y]``, with only
+  the unembedding rows of the response tokens gathered (never ``d_ff x vocab``), via
+  :func:`whitebox_eval.mui.neuron_scores.neuron_contribution_scores`.
+* ``activation`` (eq. 13): the activation itself.
+* ``ig`` (eq. 14): integrated gradients with a zero baseline, ``m`` steps (10). The
+  activations of one layer at all scored positions are scaled together by
+  ``alpha_k`` (patched into the pass) and ``F = sum_j log p(y_j)`` is differentiated;
+  one layer at a time (Dai et al.) or, with ``ig_joint_layers``, all layers on one
+  path (``m`` passes instead of ``m x n_layers``). ``F`` sums over the response, so the
+  gradient at ``p`` also carries ``a_p``'s effect on later tokens (the authors
+  differentiate the whole response's loss too).
+* ``sae`` (eq. 5): SAE feature activations of the residual stream at ``p``.
+
+``response_level`` sums the token scores over the response (eq. 15) before
+thresholding. Activations are the input of the down projection (``mlp_act`` =
+``act(gate) * up`` for gated MLPs, the natural reading of eq. 2's ``sigma(W_in x)``
+since that is what ``W_down`` multiplies); ``mlp_gate_act`` (``act(gate)`` alone) is what
+the authors' code hooked. Thresholds are App. A.4's (:mod:`whitebox_eval.mui.thresholds`),
+default top 1 per mille of ``d_ff`` unique neurons per layer per sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals import Capture, Engine, Patch, batch_from_ids
+from whitebox_eval.mui.neuron_scores import (
+    DEFAULT_IG_STEPS,
+    FinalNorm,
+    activation_scores,
+    integrated_gradient_scores,
+    neuron_contribution_scores,
+    riemann_alphas,
+)
+from whitebox_eval.mui.sae import SAE, load_sae, sae_feature_scores
+from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
+
+ScoreKind = Literal["contribution", "activation", "ig", "sae"]
+ActivationPoint = Literal["mlp_act", "mlp_gate_act"]
+SCORE_KINDS: tuple[str, ...] = ("contribution", "activation", "ig", "sae")
+
+
+@dataclass(frozen=True)
+class KeyNeuronConfig:
+    """How a sample's key set is found: score, activation point, final norm, threshold."""
+
+    score: ScoreKind = "contribution"
+    activation: ActivationPoint = "mlp_act"
+    final_norm: FinalNorm = "none"
+    response_level: bool = False
+    threshold: ThresholdMethod = "top_fraction"
+    threshold_value: float | None = None
+    unit: Unit = "neuron"
+    ties: Ties = "include"
+    ig_steps: int = DEFAULT_IG_STEPS
+    ig_joint_layers: bool = False
+    chunk_size: int = 256
+
+    def validate(self) -> KeyNeuronConfig:
+        if self.score not in SCORE_KINDS:
+            raise WhiteboxError(f"score must be one of {', '.join(SCORE_KINDS)}, got {self.score!r}")
+        if self.activation not in ("mlp_act", "mlp_gate_act"):
+            raise WhiteboxError(f"activation must be mlp_act or mlp_gate_act, got {self.activation!r}")
+        if self.score == "ig" and self.activation != "mlp_act":
+            raise WhiteboxError("integrated gradients patch the down projection's input: use --activation mlp_act with --score ig")
+        if self.final_norm not in ("none", "weight", "full"):
+            raise WhiteboxError(f"final_norm must be none, weight or full, got {self.final_norm!r}")
+        if self.ig_steps < 1:
+            raise WhiteboxError(f"ig_steps must be >= 1, got {self.ig_steps}")
+        return self
+
+
+@dataclass
+class SAESet:
+    """One SAE per chosen layer, all of the same width, reading ``point`` (resid or resid_pre)."""
+
+    layers: list[int]
+    saes: list[SAE]
+    point: str = "resid"
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def width(self) -> int:
+        return self.saes[0].d_sae
+
+
+def load_sae_set(specs: Sequence[str]) -> SAESet:
+    """Load SAEs from ``LAYER=PATH`` (or ``PATH`` whose cfg.json names ``hook_layer``) entries.
+
+    The hook point is SAELens' ``hook_name``: ``...hook_resid_pre`` reads the residual
+    stream entering the block, anything else the stream leaving it (``hook_resid_post``).
+    """
+    if not specs:
+        raise WhiteboxError("give at least one SAE as LAYER=PATH")
+    layers, saes, points, paths = [], [], set(), []
+    for spec in specs:
+        layer_s, _, path = spec.partition("=") if "=" in spec else ("", "", spec)
+        sae = load_sae(path)
+        if layer_s:
+            try:
+                layer = int(layer_s)
+            except ValueError:
+                raise WhiteboxError(f"SAE spec {spec!r}: the part before '=' must be a layer number") from None
+        elif "hook_layer" in sae.metadata:
+            layer = int(sae.metadata["hook_layer"])
+        else:
+            raise WhiteboxError(f"SAE {path} has no hook_layer in cfg.json; give it as LAYER=PATH")
+        hook = str(sae.metadata.get("hook_name", ""))
+        points.add("resid_pre" if "resid_pre" in hook else "resid")
+        layers.append(layer)
+        saes.append(sae)
+        paths.append(str(Path(path)))
+    if len(points) > 1:
+        raise WhiteboxError("all SAEs must read the same hook point (all resid_pre or all resid_post)")
+    if len({s.d_sae for s in saes}) != 1:
+        raise WhiteboxError("all SAEs must have the same width (d_sae) for feature MUI")
+    if len(set(layers)) != len(layers):
+        raise WhiteboxError(f"two SAEs for the same layer: {layers}")
+    order = np.argsort(layers)
+    return SAESet([layers[i] for i in order], [saes[i] for i in order], points.pop(), [paths[i] for i in order])
+
+
+@dataclass
+class ScoredSequence:
+    """Prompt and response token ids of one sample."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+
+    @property
+    def ids(self) -> list[int]:
+        return [*self.prompt_ids, *self.response_ids]
+
+
+def predicting_positions(n_prompt: int, n_response: int) -> list[int]:
+    """Positions whose next token is a response token: ``n_prompt - 1 .. n_prompt + n_response - 2``."""
+    if n_prompt < 1:
+        raise WhiteboxError("the prompt must have at least one token")
+    if n_response < 1:
+        raise WhiteboxError("the response is empty: nothing to score (did generation stop at once?)")
+    return list(range(n_prompt - 1, n_prompt - 1 + n_response))
+
+
+@dataclass
+class _Layout:
+    batch: object
+    positions: list[list[int]]  # [B][P], rows padded by repeating their last position
+    lengths: list[int]  # scored positions per row
+    targets: torch.Tensor  # [B, P] next-token ids (padding entries repeat the last)
+
+    @property
+    def valid(self) -> torch.Tensor:
+        p = len(self.positions[0])
+        return torch.arange(p)[None, :] < torch.tensor(self.lengths)[:, None]
+
+
+def _layout(engine: Engine, seqs: Sequence[ScoredSequence]) -> _Layout:
+    if not seqs:
+        raise WhiteboxError("no sequences to score")
+    pos = [predicting_positions(len(s.prompt_ids), len(s.response_ids)) for s in seqs]
+    width = max(len(p) for p in pos)
+    padded = [p + [p[-1]] * (width - len(p)) for p in pos]
+    targets = torch.tensor([[s.ids[q + 1] for q in row] for s, row in zip(seqs, padded)], dtype=torch.long)
+    pad = engine.tokenizer.pad_token_id if getattr(engine.tokenizer, "pad_token_id", None) is not None else 0
+    batch = batch_from_ids([s.ids for s in seqs], pad_id=pad).to(engine.loaded.device)
+    return _Layout(batch, padded, [len(p) for p in pos], targets)
+
+
+def final_norm_linearisation(arch) -> tuple[torch.Tensor, bool, float]:
+    """(effective weight, centre?, eps) of the final norm, for ``final_norm='weight'/'full'``.
+
+    Gemma's RMSNorm multiplies by ``1 + weight``; LayerNorm (GPT-2) centres first.
+    """
+    norm = arch.final_norm
+    name = type(norm).__name__.lower()
+    weight = norm.weight.detach().float()
+    if "gemma" in name:
+        weight = 1.0 + weight
+    center = isinstance(norm, torch.nn.LayerNorm)
+    eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+    return weight, center, eps
+
+
+def _split(flat: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
+    return list(torch.split(flat, list(lengths), dim=0))
+
+
+def _contribution(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torch.Tensor]:
+    arch = engine.arch
+    caps = [Capture(cfg.activation, lay.positions, name="act")]
+    if cfg.final_norm == "full":
+        caps.append(Capture("resid", lay.positions, [arch.n_layers - 1], name="final_resid"))
+    with torch.no_grad():
+        trace = engine.run(lay.batch, caps, logits=False)
+        valid = lay.valid.to(trace["act"].device)
+        acts = trace["act"].permute(0, 2, 1, 3)[valid]  # [N, L, d_ff]
+        targets = lay.targets.to(valid.device)[valid]  # [N]
+        u = arch.unembed_weight().detach()[targets.to(arch.unembed_weight().device)]  # [N, d_model] only
+        norm_weight = norm_scale = None
+        center = False
+        if cfg.final_norm != "none":
+            norm_weight, center, eps = final_norm_linearisation(arch)
+            if cfg.final_norm == "full":
+                h = trace["final_resid"][:, 0][valid].float()  # [N, d_model]
+                if center:
+                    h = h - h.mean(-1, keepdim=True)
+                norm_scale = (h.pow(2).mean(-1) + eps).sqrt()
+        out = torch.empty(acts.shape, dtype=torch.float32)
+        for layer in range(arch.n_layers):
+            out[:, layer] = neuron_contribution_scores(
+                acts[:, layer], arch.down_proj_weight(layer).detach(), u, final_norm=cfg.final_norm,
+                norm_weight=norm_weight, norm_scale=norm_scale, norm_center=center, chunk_size=cfg.chunk_size,
+            ).cpu()
+    return _split(out, lay.lengths)
+
+
+def _activation(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torch.Tensor]:
+    with torch.no_grad():
+        trace = engine.run(lay.batch, [Capture(cfg.activation, lay.positions, name="act")], logits=False)
+        valid = lay.valid.to(trace["act"].device)
+        acts = trace["act"].permute(0, 2, 1, 3)[valid]  # [N, L, d_ff]
+        flat = torch.stack([activation_scores(acts[:, l]) for l in range(acts.shape[1])], dim=1).cpu()
+    return _split(flat, lay.lengths)
+
+
+def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torch.Tensor]:
+    arch = engine.arch
+    with torch.no_grad():
+        clean = engine.run(lay.batch, [Capture("mlp_act", lay.positions, name="act")], logits=False)["act"]  # [B, L, P, F]
+    targets = lay.targets.to(clean.device)
+    valid = lay.valid.to(clean.device)
+    alphas = riemann_alphas(cfg.ig_steps)
+    groups = [list(range(arch.n_layers))] if cfg.ig_joint_layers else [[l] for l in range(arch.n_layers)]
+    grads = torch.zeros(cfg.ig_steps, *clean.shape, dtype=torch.float32)
+    was_training = engine.model.training
+    for group in groups:
+        for k, alpha in enumerate(alphas.tolist()):
+            edits = [Patch("mlp_act", l, lay.positions, (alpha * clean[:, l]).detach()) for l in group]
+            trace = engine.run(lay.batch, [Capture("mlp_act", lay.positions, group, name="g", keep_grad=True)],
+                               edits, logits=lay.positions, grad=True)
+            logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [B, P, V]
+            f = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)[valid].sum()
+            f.backward()
+            g = trace.grad("g").float().cpu()  # [B, len(group), P, F]
+            for gi, l in enumerate(group):
+                grads[k, :, l] = g[:, gi]
+            engine.model.zero_grad(set_to_none=True)
+    engine.model.train(was_training)
+    a = clean.float().cpu().permute(0, 2, 1, 3)[valid.cpu()]  # [N, L, F]
+    g = grads.permute(0, 1, 3, 2, 4)[:, valid.cpu()]  # [m, N, L, F]
+    n, L, F = a.shape
+    flat = integrated_gradient_scores(a.reshape(n, L * F), g.reshape(cfg.ig_steps, n, L * F)).reshape(n, L, F)
+    return _split(flat, lay.lengths)
+
+
+def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
+    with torch.no_grad():
+        trace = engine.run(lay.batch, [Capture(sae_set.point, lay.positions, sae_set.layers, name="x")], logits=False)
+        valid = lay.valid.to(trace["x"].device)
+        x = trace["x"].permute(0, 2, 1, 3)[valid].float().cpu()  # [N, L_sae, d_model]
+        flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
+    return _split(flat, lay.lengths)
+
+
+def token_scores(
+    engine: Engine, seqs: Sequence[ScoredSequence], cfg: KeyNeuronConfig = KeyNeuronConfig(),
+    sae_set: SAESet | None = None,
+) -> list[torch.Tensor]:
+    """Per-sample token-level scores ``[n_response_tokens, n_layers, width]`` from one batched pass.
+
+    Row ``j`` of a sample's scores belongs to position ``len(prompt) - 1 + j``, which
+    predicts response token ``j``. ``width`` is ``d_ff`` (neurons) or ``d_sae`` (features,
+    ``n_layers`` = the SAE layers).
+    """
+    cfg.validate()
+    lay = _layout(engine, seqs)
+    if cfg.score == "contribution":
+        return _contribution(engine, lay, cfg)
+    if cfg.score == "activation":
+        return _activation(engine, lay, cfg)
+    if cfg.score == "ig":
+        return _integrated_gradients(engine, lay, cfg)
+    if sae_set is None:
+        raise WhiteboxError("score 'sae' needs SAEs: pass --sae LAYER=PATH (train one with `mui train-sae`)")
+    return _sae(engine, lay, sae_set)
+
+
+def sample_key_mask(scores: torch.Tensor, cfg: KeyNeuronConfig = KeyNeuronConfig()) -> torch.Tensor:
+    """A sample's key set ``N(t)`` (eq. 3 / 6) as a bool ``[n_layers, width]`` mask.
+
+    ``response_level`` first sums the scores over the response (eq. 15). SAE features
+    use top-50 per layer by default (eq. 9) and never count inactive (zero) features.
+    """
+    s = scores.sum(dim=0, keepdim=True) if cfg.response_level else scores
+    if cfg.score == "sae":
+        method, value = cfg.threshold, cfg.threshold_value
+        if method == "top_fraction" and value is None:
+            method, value = "topk", DEFAULT_SAE_TOPK
+        return key_mask(s, method, value, unit=cfg.unit, ties=cfg.ties, min_score=0.0)
+    return key_mask(s, cfg.threshold, cfg.threshold_value, unit=cfg.unit, ties=cfg.ties)
+
+
+def key_masks(
+    engine: Engine, seqs: Sequence[ScoredSequence], cfg: KeyNeuronConfig = KeyNeuronConfig(),
+    sae_set: SAESet | None = None,
+) -> list[torch.Tensor]:
+    """Key sets of a batch of samples: :func:`token_scores` then :func:`sample_key_mask`."""
+    return [sample_key_mask(s, cfg) for s in token_scores(engine, seqs, cfg, sae_set)]
+
+
+def layer_rankings(scores: torch.Tensor, k_max: int, *, response_level: bool = False) -> torch.Tensor:
+    """Each layer's ``k_max`` best units of one sample, best first, ``[n_layers, k_max]``.
+
+    Units are ranked by their best score over the response (``unit="neuron"``), or by
+    the summed score with ``response_level``; ties by lower index. The layer top-k key
+    set for any ``k <= k_max`` is the first ``k`` columns (used by sec. 3.8 masking).
+    """
+    s = scores.sum(0) if response_level else scores.amax(0)  # [L, W]
+    k_max = min(k_max, s.shape[1])
+    return torch.argsort(-s, dim=1, stable=True)[:, :k_max]

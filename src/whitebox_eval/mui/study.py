@@ -1,0 +1,314 @@
+"""A MUI study: responses, key neurons, accuracy and MUI of one model on one task (paper 001 sec. 2-3).
+
+Per batch: build the prompts (App. A.6 format), get the responses (greedy generation or
+from the data), check them, then one teacher-forced pass over prompt + response gives
+every sample's key set (:mod:`whitebox_eval.mui.keyneurons`). The run folder streams one
+``samples.jsonl`` line per sample and one key-set part per batch, so ``--resume``
+continues an interrupted run; the per-sample key sets are kept
+(``arrays/key_sets.safetensors``), so the MUI of any subset is recomputed from the
+folder alone (:func:`load_key_sets`, :func:`subset_mui`).
+
+Results (``results.json``): accuracy, MUI (fraction and %), activated / total units,
+PUR (eq. 7, percent units), MUI of correct vs incorrect responses with a Mann-Whitney
+U test on equal-size random subsets of each (sec. 3.7), MUI per group (domain /
+category, sec. 3.6), and per-layer utilisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals import Engine
+from whitebox_eval.mui import responses as rsp
+from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
+from whitebox_eval.mui.utility_law import mann_whitney, performance_utilization_ratio
+from whitebox_eval.mui.utilization import KeySets, random_subset_mui
+from whitebox_eval.runs import RunFolder, progress
+
+KEY_SETS_FILE = "key_sets.safetensors"
+
+THRESHOLDS: dict[str, str] = {
+    "top-per-mille": "top_fraction", "top-fraction": "top_fraction", "topk": "topk",
+    "global-topk": "global_topk", "topscore": "topscore",
+}
+"""CLI threshold names -> App. A.4 functions (top-per-mille = top-fraction with 0.001)."""
+
+
+def threshold_setting(name: str, value: float | None) -> tuple[str, float | None]:
+    """``(method, value)`` for :func:`whitebox_eval.mui.thresholds.key_mask` from a CLI name."""
+    key = name.strip().lower().replace("_", "-")
+    if key not in THRESHOLDS:
+        raise WhiteboxError(f"unknown threshold {name!r}; choose {', '.join(THRESHOLDS)}")
+    if key == "top-per-mille":
+        if value is not None:
+            raise WhiteboxError("top-per-mille is fixed at 0.001; use --threshold top-fraction --threshold-value F for other fractions")
+        return "top_fraction", 1e-3
+    if key != "top-fraction" and value is None:
+        raise WhiteboxError(f"--threshold {key} needs --threshold-value (k for topk/global-topk, a ratio for topscore)")
+    return THRESHOLDS[key], value
+
+
+@dataclass
+class MUIConfig:
+    """Everything that determines a MUI study's numbers (written to config.yaml)."""
+
+    model: str = "smollm2-135m"
+    task: str = "arithmetic-gen"
+    score: str = "contribution"
+    activation: str = "mlp_act"
+    final_norm: str = "none"
+    response_level: bool = False
+    threshold: str = "top-per-mille"
+    threshold_value: float | None = None
+    unit: str = "neuron"
+    ties: str = "include"
+    ig_steps: int = 10
+    ig_joint_layers: bool = False
+    sae: tuple[str, ...] = ()
+    shots: str = "auto"
+    chat: str = "auto"
+    responses: str = "model"
+    max_new_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    n_options: int = 4
+    limit: int | None = 100
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def key_neuron_config(self) -> KeyNeuronConfig:
+        method, value = threshold_setting(self.threshold, self.threshold_value)
+        if self.score == "sae" and self.threshold == "top-per-mille":
+            method, value = "top_fraction", None  # the SAE default: top-50 per layer (eq. 9)
+        return KeyNeuronConfig(
+            score=self.score, activation=self.activation, final_norm=self.final_norm,
+            response_level=self.response_level, threshold=method, threshold_value=value, unit=self.unit,
+            ties=self.ties, ig_steps=self.ig_steps, ig_joint_layers=self.ig_joint_layers,
+        ).validate()
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["sae"] = list(self.sae)
+        d["stop"] = None if self.stop is None else list(self.stop)
+        d["_volatile"] = list(d.pop("volatile"))
+        d["suite"] = "mui"
+        return d
+
+
+@dataclass
+class PreparedTask:
+    """Items, prompt format and generation settings of one study."""
+
+    spec: rsp.TaskSpec
+    items: list[rsp.TaskItem]
+    fmt: rsp.PromptFormat
+    max_new_tokens: int
+    stops: tuple[str, ...]
+    given: dict[str, str] | None
+
+
+def prepare_task(cfg: MUIConfig, tokenizer) -> PreparedTask:
+    """Load the task's items and resolve prompt format, token budget, stop strings and given responses."""
+    spec = rsp.parse_task(cfg.task)
+    items = rsp.load_task_items(spec, limit=cfg.limit, seed=cfg.seed, n_options=cfg.n_options)
+    ids = [it.id for it in items]
+    if len(set(ids)) != len(ids):
+        raise WhiteboxError("item ids are not unique; every row needs its own id")
+    fmt = rsp.PromptFormat.resolve(tokenizer, cfg.shots, cfg.chat)
+    given = None
+    if cfg.responses == "gold":
+        given = {it.id: it.gold_response for it in items}
+    elif cfg.responses != "model":
+        given = rsp.load_responses_file(cfg.responses)
+        missing = [i for i in ids if i not in given]
+        if missing:
+            raise WhiteboxError(f"{cfg.responses} has no response for {len(missing)} item(s), e.g. {missing[:3]}")
+    max_new = cfg.max_new_tokens or rsp.DEFAULT_MAX_NEW_TOKENS[spec.name]
+    stops = tuple(cfg.stop) if cfg.stop is not None else rsp.DEFAULT_STOPS[spec.name]
+    return PreparedTask(spec, items, fmt, max_new, stops, given)
+
+
+def respond(lm, task: PreparedTask, items: list[rsp.TaskItem], *, edits=None, engine=None) -> tuple[list[list[int]], list[rsp.Response]]:
+    """Prompt ids and responses (generated, or given) for ``items``."""
+    prompts = [rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer)) for it in items]
+    if task.given is not None:
+        return prompts, [rsp.given_response(lm.tokenizer, task.given[it.id]) for it in items]
+    return prompts, rsp.generate_responses(lm, prompts, max_new_tokens=task.max_new_tokens, stops=task.stops,
+                                           edits=edits, engine=engine)
+
+
+def _unit_shape(lm, sae_set: SAESet | None) -> tuple[int, int, str]:
+    if sae_set is not None:
+        return len(sae_set.layers), sae_set.width, "feature"
+    return lm.arch.n_layers, lm.arch.d_ff, "neuron"
+
+
+def run_mui(
+    cfg: MUIConfig,
+    output: str | Path = "runs",
+    *,
+    run_id: str | None = None,
+    resume: bool = False,
+    loaded=None,
+    show_progress: bool | None = None,
+) -> RunFolder:
+    """Run (or resume) a MUI study and write its run folder; returns the folder."""
+    from whitebox_eval.models import load_model
+
+    kcfg = cfg.key_neuron_config()
+    if (cfg.score == "sae") != bool(cfg.sae):
+        raise WhiteboxError("--score sae needs --sae LAYER=PATH (and --sae is only used with --score sae)")
+    sae_set = load_sae_set(cfg.sae) if cfg.sae else None
+    folder_path = Path(output) / run_id if run_id else None
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    task = prepare_task(cfg, loaded.tokenizer)
+    if resume and folder_path is not None and folder_path.exists():
+        folder = RunFolder.open_for_resume(folder_path, cfg.to_dict())
+    else:
+        folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+    engine = Engine(loaded)
+    n_layers, width, kind = _unit_shape(loaded, sae_set)
+    parts = folder.path / "arrays" / "parts"
+    parts.mkdir(parents=True, exist_ok=True)
+    ids = [it.id for it in task.items]
+    index = {i: n for n, i in enumerate(ids)}
+    pending = folder.count_pending(ids)
+    folder.log(f"{len(ids)} items, {pending} pending, model {cfg.model}, prompt format {task.fmt}")
+    for chunk in progress(folder.iterate_pending(task.items, ids, cfg.batch_size),
+                          total=-(-pending // cfg.batch_size), desc="mui batches", enabled=show_progress):
+        items = [it for _, it in chunk]
+        prompts, responses = respond(loaded, task, items)
+        scorable = [j for j, r in enumerate(responses) if r.ids]
+        masks: dict[int, np.ndarray] = {}
+        if scorable:
+            seqs = [ScoredSequence(prompts[j], responses[j].ids) for j in scorable]
+            for j, m in zip(scorable, key_masks(engine, seqs, kcfg, sae_set)):
+                masks[j] = np.flatnonzero(m.numpy().reshape(-1)).astype(np.int64)
+        flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
+        offsets = np.zeros(len(items) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([f.size for f in flats])
+        np.savez(parts / f"{index[items[0].id]:08d}.npz", ids=np.array([it.id for it in items]),
+                 indices=np.concatenate(flats), offsets=offsets)
+        records = []
+        for j, it in enumerate(items):
+            r = responses[j]
+            records.append({
+                "id": it.id, "group": it.group, "gold": it.gold, "response": r.text,
+                "correct": bool(rsp.is_correct(it, r.text)), "n_prompt_tokens": len(prompts[j]),
+                "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
+            })
+        folder.append_samples(records)
+    return finalize(folder, task.items, n_layers, width, kind, cfg)
+
+
+def _read_parts(folder: RunFolder) -> dict[str, np.ndarray]:
+    """``{sample id: flat key indices}``; a later part wins if a batch was re-run after a crash."""
+    out: dict[str, np.ndarray] = {}
+    parts = sorted((folder.path / "arrays" / "parts").glob("*.npz"), key=lambda p: (p.stat().st_mtime, p.name))
+    for part in parts:
+        with np.load(part) as z:
+            offs = z["offsets"]
+            for n, sid in enumerate(z["ids"].tolist()):
+                out[str(sid)] = z["indices"][offs[n]:offs[n + 1]].astype(np.int64)
+    return out
+
+
+def _mw_correct_vs_incorrect(ks: KeySets, correct: np.ndarray, seed: int, draws: int = 20) -> dict | None:
+    """Sec. 3.7: MUI of equal-size random subsets of correct and of incorrect samples, compared by Mann-Whitney U."""
+    ok, bad = np.flatnonzero(correct), np.flatnonzero(~correct)
+    size = min(ok.size, bad.size) // 2
+    if size < 1:
+        return None
+    a = random_subset_mui(ks, size, draws=draws, seed=seed, pool=ok)
+    b = random_subset_mui(ks, size, draws=draws, seed=seed + 1, pool=bad)
+    res = mann_whitney(a, b)
+    return {"subset_size": int(size), "draws": draws, "mui_correct_mean": float(a.mean()),
+            "mui_incorrect_mean": float(b.mean()), "u": res.u, "p_value": res.p_value, "significant": res.significant}
+
+
+def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig) -> RunFolder:
+    """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
+    from whitebox_eval.mui.plots import plot_layer_utilization
+
+    samples = {str(s["id"]): s for s in folder.read_samples()}
+    flats = _read_parts(folder)
+    missing = [it.id for it in items if it.id not in samples or it.id not in flats]
+    if missing:
+        raise WhiteboxError(f"{len(missing)} samples are not finished yet; run again with --resume to finish them")
+    ks = KeySets(n_layers, width, kind)
+    for it in items:
+        ks._append_flat(flats[it.id], it.id)
+    ks.save(folder.path / "arrays" / KEY_SETS_FILE)
+    correct = np.array([bool(samples[it.id]["correct"]) for it in items])
+    folder.save_array("correct", correct.astype(np.int8))
+    acc = float(correct.mean())
+    mui = ks.mui()
+    layer = ks.layer_mui()
+    folder.save_array("layer_mui", layer)
+    results: dict = {
+        "n_items": len(items), "accuracy": acc, "accuracy_percent": 100 * acc, "mui": mui, "mui_percent": 100 * mui,
+        "n_activated": ks.n_activated(), "total_units": ks.total_units, "n_layers": n_layers, "width": width,
+        "kind": kind, "mean_key_units_per_sample": float(ks.counts().mean()),
+        "n_empty_responses": int(sum(1 for it in items if samples[it.id]["n_response_tokens"] == 0)),
+    }
+    if mui > 0:
+        results["pur"] = float(performance_utilization_ratio(100 * acc, 100 * mui))
+    if correct.any():
+        results["mui_correct_percent"] = 100 * ks.mui(correct)
+    if (~correct).any():
+        results["mui_incorrect_percent"] = 100 * ks.mui(~correct)
+    mw = _mw_correct_vs_incorrect(ks, correct, cfg.seed)
+    if mw is not None:
+        results["mann_whitney_correct_vs_incorrect"] = mw
+    groups: dict[str, list[int]] = {}
+    for n, it in enumerate(items):
+        groups.setdefault(it.group or "", []).append(n)
+    if len(groups) > 1:
+        results["by_group"] = {g: {"n": len(ix), "accuracy_percent": 100 * float(correct[ix].mean()),
+                                   "mui_percent": 100 * ks.mui(ix)} for g, ix in groups.items()}
+    results["headline"] = {"accuracy_percent": 100 * acc, "mui_percent": 100 * mui}
+    folder.save_results(results)
+    plot_layer_utilization(layer, folder.plot_path("layer_utilization"),
+                           title=f"{cfg.model} on {cfg.task}: MUI {100 * mui:.2f}%, accuracy {100 * acc:.1f}%")
+    return folder
+
+
+# ---------------------------------------------------------------- reading a finished run
+def load_key_sets(run: str | Path | RunFolder) -> KeySets:
+    """The per-sample key sets of a finished run folder."""
+    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
+    path = folder.path / "arrays" / KEY_SETS_FILE
+    if not path.is_file():
+        raise WhiteboxError(f"{folder.path} has no {KEY_SETS_FILE}: it is not a finished MUI run (rerun with --resume)")
+    return KeySets.load(path)
+
+
+def subset_mui(run: str | Path | RunFolder, keep: Callable[[dict], bool]) -> tuple[float, int]:
+    """MUI (fraction) and size of the samples of a run for which ``keep(sample_record)`` is true.
+
+    No model is run: the union is taken over the stored key sets (sec. 2.2, 3.6).
+    """
+    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
+    ks = load_key_sets(folder)
+    samples = {str(s["id"]): s for s in folder.read_samples()}
+    sel = np.array([bool(keep(samples[sid])) for sid in ks.sample_ids])
+    if not sel.any():
+        raise WhiteboxError("no sample matches the subset")
+    return ks.mui(sel), int(sel.sum())
+
+
+def run_point(run: str | Path | RunFolder) -> tuple[float, float]:
+    """``(accuracy %, MUI %)`` of a finished run, the point of sec. 3.2's plots."""
+    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
+    res = folder.load_results()
+    if folder.config.get("suite") != "mui":
+        raise WhiteboxError(f"{folder.path} is not a MUI run (suite {folder.config.get('suite')!r})")
+    return float(res["accuracy_percent"]), float(res["mui_percent"])
+

@@ -1,0 +1,78 @@
+"""Checkpoint comparison (Corollary 1), the Utility Law over runs, SAE training, and the CLI group."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from mui_testing import tiny_lm  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.mui.command import command  # noqa: E402
+from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, fit_runs, save_comparison  # noqa: E402
+from whitebox_eval.mui.sae import load_sae  # noqa: E402
+from whitebox_eval.mui.sae_training import train_sae_for_model  # noqa: E402
+from whitebox_eval.mui.study import MUIConfig  # noqa: E402
+from whitebox_eval.mui.utility_law import Direction, classify_direction  # noqa: E402
+from whitebox_eval.runs import RunFolder  # noqa: E402
+
+
+def _fake_run(root: Path, name: str, acc: float, mui: float) -> Path:
+    f = RunFolder.create(root, {"suite": "mui", "model": name, "task": "t"}, run_id=name)
+    f.save_results({"accuracy_percent": acc, "mui_percent": mui, "headline": {"accuracy_percent": acc}})
+    return f.path
+
+
+def test_fit_runs_recovers_the_law_and_skips_zero_accuracy(tmp_path):
+    a, b = -2.0, 12.0
+    runs = [_fake_run(tmp_path, f"m{p}", p, a * math.log(p) + b) for p in (10.0, 30.0, 60.0, 90.0)]
+    runs.append(_fake_run(tmp_path, "zero", 0.0, 5.0))
+    res = fit_runs(runs, tmp_path / "law.png")
+    assert res.fit.a == pytest.approx(a) and res.fit.b == pytest.approx(b) and res.fit.r2 == pytest.approx(1.0)
+    assert len(res.skipped) == 1 and (tmp_path / "law.png").is_file()
+    with pytest.raises(WhiteboxError, match="at least two"):
+        fit_runs(runs[:1])
+
+
+def test_compare_checkpoints_classifies_each_task(tmp_path):
+    before, after = tiny_lm("llama", seed=0), tiny_lm("llama", seed=1)
+    base = MUIConfig(model="x", task="ssd", limit=4, batch_size=4, max_new_tokens=3, threshold="topk", threshold_value=2)
+    rows = compare_checkpoints("tiny-a", "tiny-b", ["ssd", "arithmetic-gen:add1"], base, tmp_path,
+                               loaded_before=before, loaded_after=after)
+    assert [r.task for r in rows] == ["ssd", "arithmetic-gen:add1"]
+    for r in rows:
+        assert r.direction == classify_direction(r.before, r.after)
+        assert isinstance(r.direction, Direction)
+        assert r.before[1] != r.after[1]  # different weights, different key neurons
+    assert "direction" in comparison_table(rows)
+    folder = save_comparison(rows, tmp_path, before="tiny-a", after="tiny-b", run_id="cmp")
+    assert set(folder.load_results()["tasks"]) == {"ssd", "arithmetic-gen:add1"}
+    # repeating the comparison reuses the finished runs
+    again = compare_checkpoints("tiny-a", "tiny-b", ["ssd"], base, tmp_path, loaded_before=before, loaded_after=after)
+    assert again[0].before == rows[0].before
+
+
+def test_train_sae_for_a_tiny_model(tmp_path):
+    lm = tiny_lm("llama")
+    rep = train_sae_for_model(lm, 1, tmp_path / "sae", n_tokens=300, d_sae=16, k=4, steps=60, batch_size=64)
+    assert rep.final_mse < rep.initial_mse
+    sae = load_sae(tmp_path / "sae")
+    assert sae.activation == "topk" and sae.k == 4 and sae.d_in == lm.arch.d_model
+    assert sae.metadata["hook_layer"] == 1 and sae.metadata["hook_name"] == "blocks.1.hook_resid_post"
+
+
+def test_cli_help_and_errors():
+    runner = CliRunner()
+    r = runner.invoke(command, ["--help"])
+    assert r.exit_code == 0 and "top-per-mille" in r.output and "masking" in r.output
+    for sub in ("compare", "law", "masking", "train-sae", "subset"):
+        assert runner.invoke(command, [sub, "--help"]).exit_code == 0
+    r = runner.invoke(command, [])
+    assert isinstance(r.exception, WhiteboxError) and "--task" in str(r.exception)
+    r = runner.invoke(command, ["masking", "--ks", "a,b"])
+    assert isinstance(r.exception, WhiteboxError)

@@ -1,0 +1,123 @@
+"""Tasks, prompt formats, response cutting, generation and correctness checks of the MUI suite."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from mui_testing import CharTokenizer, tiny_lm  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.mui import responses as rsp  # noqa: E402
+
+
+def test_parse_task():
+    assert rsp.parse_task("ssd").name == "ssd"
+    assert rsp.parse_task("arithmetic-gen:add1,mul2").categories == ("add1", "mul2")
+    with pytest.raises(WhiteboxError, match="unknown task"):
+        rsp.parse_task("trivia")
+    with pytest.raises(WhiteboxError, match="not found"):
+        rsp.parse_task("gsm8k=/nonexistent/file.jsonl")
+
+
+def test_arithmetic_items_interleave_categories_and_check_numbers():
+    items = rsp.load_task_items("arithmetic-gen:add1,mul1", limit=4)
+    assert [it.group for it in items] == ["add1", "mul1", "add1", "mul1"]
+    it = items[0]
+    assert it.question.startswith("Question: What is the value of ")
+    assert rsp.is_correct(it, f" {it.gold}")
+    assert rsp.is_correct(it, f"{it.meta['expression']} = {it.gold}")  # restated expression
+    assert not rsp.is_correct(it, f" {int(it.gold) + 1}")
+    assert not rsp.is_correct(it, " I don't know")
+
+
+@pytest.mark.parametrize("text,want", [
+    ("B", "B"), ("B. turtle", "B"), ("(C) because", "C"), ("The correct answer is D.", "D"),
+    ("Answer: A", "A"), ("turtle", "B"), ("I think it is C.", "C"), ("no idea", None),
+])
+def test_choice_from_response(text, want):
+    assert rsp.choice_from_response(text, ["A", "B", "C", "D"], ["dog", "turtle", "cat", "fish"]) == want
+
+
+@pytest.mark.parametrize("text,want", [
+    ("She pays 3 + 4 = 7 dollars. #### 1,234", 1234.0), ("so the answer is $18.", 18.0),
+    ("First 5, then 12 and 9", 9.0), ("nothing", None), ("The answer is -3", -3.0),
+])
+def test_final_number(text, want):
+    assert rsp.final_number(text) == want
+
+
+def test_ssd_items_and_prompt_formats():
+    items = rsp.load_task_items("ssd", limit=3)
+    it = items[0]
+    assert it.labels == ["A", "B", "C", "D"] and it.answer_kind == "choice"
+    assert rsp.is_correct(it, f"{it.gold}. {it.options[it.labels.index(it.gold)]}")
+    base = rsp.PromptFormat.resolve(CharTokenizer())
+    assert base == rsp.PromptFormat(shots=1, chat=False)  # base model: one-shot (App. A.6)
+    text = rsp.build_prompt(it, "ssd", base)
+    assert text.startswith(rsp.DEMONSTRATIONS["ssd"][0]) and text.endswith(it.question + "\nAnswer:")
+    inst = rsp.PromptFormat.resolve(CharTokenizer(chat=True))
+    assert inst == rsp.PromptFormat(shots=0, chat=True)  # instruction-tuned: zero-shot, chat template
+    text = rsp.build_prompt(it, "ssd", inst, CharTokenizer(chat=True))
+    assert text == f"U: {it.question}\n{rsp.INSTRUCTIONS['ssd']}\nA:"
+    with pytest.raises(WhiteboxError, match="chat template"):
+        rsp.PromptFormat.resolve(CharTokenizer(), shots=0, chat="on")
+    with pytest.raises(WhiteboxError, match="shots"):
+        rsp.PromptFormat.resolve(CharTokenizer(), shots=3)
+
+
+def test_gsm8k_loader(tmp_path, shared_datasets):
+    items = rsp.load_task_items(f"gsm8k={shared_datasets / 'gsm8k' / 'test_sample.jsonl'}", limit=5)
+    assert len(items) == 5
+    assert items[0].gold == "18"
+    assert rsp.is_correct(items[0], items[0].gold_response)
+    assert "<<" not in items[0].gold_response
+
+
+def test_gsm8k_loader_rejects_rows_without_final_answer(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps({"question": "q", "answer": "no marker"}) + "\n")
+    with pytest.raises(WhiteboxError, match="####"):
+        rsp.load_task_items(f"gsm8k={p}")
+
+
+def test_mmlu_loader(shared_datasets):
+    items = rsp.load_task_items(f"mmlu={shared_datasets / 'mmlu' / 'dev'}", limit=6)
+    assert len(items) == 6
+    assert len({it.group for it in items}) > 1  # round-robin over subjects
+    assert all(rsp.is_correct(it, it.gold_response) for it in items)
+
+
+def test_cut_response_at_eos_and_stop_strings():
+    tok = CharTokenizer()
+    ids = tok.encode("42\nQuestion")
+    r = rsp.cut_response(tok, ids, ("\n",), {2})
+    assert r.text == "42" and r.ids == tok.encode("42") and r.stopped_by == "\n"
+    r = rsp.cut_response(tok, [*tok.encode("7"), 2, *tok.encode("9")], (), {2})
+    assert r.text == "7" and r.stopped_by == "eos"
+    r = rsp.cut_response(tok, tok.encode("12"), ("\n\n",), {2})
+    assert r.text == "12" and r.stopped_by is None
+
+
+def test_hf_generate_and_engine_decoder_agree_with_left_padding():
+    lm = tiny_lm("llama")
+    tok = lm.tokenizer
+    prompts = [tok.encode("Question: 12+3?\nAnswer:"), tok.encode("Q: 7*8?\nA:")]
+    a = rsp.generate_responses(lm, prompts, max_new_tokens=6, stops=("\n",))
+    b = rsp.generate_responses(lm, prompts, max_new_tokens=6, stops=("\n",), edits=[])
+    assert [r.ids for r in a] == [r.ids for r in b]
+    single = rsp.generate_responses(lm, prompts[1:], max_new_tokens=6, stops=("\n",))
+    assert single[0].ids == a[1].ids
+
+
+def test_responses_file(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps({"id": "x", "response": " 5"}) + "\n")
+    assert rsp.load_responses_file(p) == {"x": " 5"}
+    p.write_text(json.dumps({"id": "x"}) + "\n")
+    with pytest.raises(WhiteboxError, match="response"):
+        rsp.load_responses_file(p)
