@@ -217,8 +217,40 @@ def test_unknown_name_lists_known_ones(tmp_path):
 def test_missing_path_mentions_hub(tmp_path):
     with pytest.raises(WhiteboxError, match="does not exist.*Hugging Face"):
         load_mcq_dataset("arc", tmp_path / "cais-mmlu")
-    with pytest.raises(WhiteboxError, match="network"):
-        load_from_hub("cais/mmlu")
+
+
+def _fake_hub(rows_by_id, calls):
+    def load_dataset(dataset_id, config, split):
+        calls.append((dataset_id, config, split))
+        if dataset_id not in rows_by_id:
+            raise ConnectionError("no network")
+        return rows_by_id[dataset_id]
+    return load_dataset
+
+
+def test_hub_rows_are_exported_to_the_local_format_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path))
+    rows = {
+        "cais/mmlu": [{"question": "2+2?", "subject": "math", "choices": ["3", "4", "5", "6"], "answer": 1}],
+        "allenai/ai2_arc": [{"question": "Sky?", "choices": {"text": ["blue", "green"], "label": ["A", "B"]}, "answerKey": "A"}],
+        "mandarjoshi/trivia_qa": [{"question": "Capital of France?", "answer": {"value": "Paris", "aliases": ["Paris", "paris"]}},
+                                  {"question": "Capital of Italy?", "answer": {"value": "Rome", "aliases": ["Rome"]}},
+                                  {"question": "Capital of Spain?", "answer": {"value": "Madrid", "aliases": []}},
+                                  {"question": "Capital of Peru?", "answer": {"value": "Lima", "aliases": []}}],
+    }
+    calls = []
+    fake = _fake_hub(rows, calls)
+    mmlu = load_from_hub("mmlu", "cais/mmlu:all@test", load_dataset=fake)
+    assert mmlu[0].options == ["3", "4", "5", "6"] and mmlu[0].gold == 1
+    arc = load_from_hub("arc", "allenai/ai2_arc:ARC-Challenge", load_dataset=fake)
+    assert arc[0].options == ["blue", "green"] and arc[0].gold == 0 and arc[0].question.startswith("Sky?")
+    trivia = load_from_hub("triviaqa", "mandarjoshi/trivia_qa:rc.nocontext@validation", load_dataset=fake)
+    assert trivia[0].options[trivia[0].gold] == "Paris"
+    assert calls[0] == ("cais/mmlu", "all", "test") and calls[1][2] == "test"
+    load_from_hub("mmlu", "cais/mmlu:all@test", load_dataset=fake)  # second time: read from the export
+    assert len(calls) == 3
+    with pytest.raises(WhiteboxError, match="could not load 'nobody/nothing'"):
+        load_from_hub("hellaswag", "nobody/nothing", load_dataset=fake)
 
 
 def test_bad_policy_rejected(tmp_path):

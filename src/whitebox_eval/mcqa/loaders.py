@@ -580,18 +580,78 @@ def _existing(path: str | Path, *, file: bool = False) -> Path:
     if not p.exists():
         raise WhiteboxError(
             f"{path} does not exist; give a local file (or, for MMLU, a folder of subject CSVs). "
-            "Hugging Face dataset ids need network access and are not loaded offline "
-            "(see whitebox_eval.mcqa.loaders.load_from_hub)")
+            "or a Hugging Face dataset as hf:DATASET_ID[:CONFIG][@SPLIT] when online")
     if file and not p.is_file():
         raise WhiteboxError(f"{path} is a folder; this dataset is read from a single file")
     return p
 
 
-def load_from_hub(dataset_id: str, **kwargs: Any) -> MCQDataset:
-    """Placeholder for Hugging Face hub datasets: always raises WhiteboxError (offline)."""
-    raise WhiteboxError(
-        f"loading {dataset_id!r} from the Hugging Face hub needs network access, which this build "
-        "does not use; download the files once and pass their local path to load_mcq_dataset")
+#: Hub rows -> the published local format each loader reads (one JSON object per line,
+#: or for MMLU a headered CSV). Hub layouts: cais/mmlu, Rowan/hellaswag, allenai/ai2_arc,
+#: allenai/cosmos_qa, pminervini/HaluEval (dialogue), mandarjoshi/trivia_qa (rc.nocontext).
+def _hub_row(name: str, row: dict[str, Any]) -> dict[str, Any] | list[str]:
+    if name == "mmlu":
+        return [row["question"], *row["choices"], str(row["answer"])]
+    if name == "arc":
+        choices = row["choices"]
+        return {"query": f"Question: {row['question']}\nAnswer:", "choices": list(choices["text"]),
+                "gold": list(choices["label"]).index(row["answerKey"])}
+    if name == "triviaqa":
+        answer = row["answer"]
+        return {"context": row["question"], "answer": answer["value"], "aliases": list(answer.get("aliases", []))}
+    return dict(row)  # hellaswag, cosmosqa and halueval rows already have the file layout
+
+
+def hub_cache_dir() -> Path:
+    """Where hub datasets are exported in their local formats (under the model cache root)."""
+    from whitebox_eval.models.loading import cache_root
+
+    return cache_root() / "datasets"
+
+
+def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
+                  load_dataset: Callable[..., Any] | None = None) -> MCQDataset:
+    """Load ``name`` from the Hugging Face hub: ``spec`` is ``DATASET_ID[:CONFIG][@SPLIT]``.
+
+    The split is exported once to :func:`hub_cache_dir` in the dataset's published local
+    format and read by the same loader as a local file, so malformed rows are reported
+    with a file and line you can open. Needs the ``datasets`` package and network
+    access (``load_dataset`` can be injected for testing).
+    """
+    import csv as _csv
+
+    key = name.strip().lower()
+    if key not in LOADERS:
+        raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
+    ident, _, split = spec.partition("@")
+    dataset_id, _, config = ident.partition(":")
+    split = split or "test"
+    if load_dataset is None:
+        try:
+            from datasets import load_dataset
+        except ImportError:
+            raise WhiteboxError("loading from the Hugging Face hub needs the `datasets` package: pip install datasets") from None
+    target = hub_cache_dir() / f"{key}-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
+    target = target.with_suffix(".csv" if key == "mmlu" else ".jsonl")
+    if not target.is_file():
+        try:
+            rows = load_dataset(dataset_id, config or None, split=split)
+        except Exception as e:  # network, unknown id, unknown split: all end the same way for the user
+            raise WhiteboxError(f"could not load {dataset_id!r} ({config or 'default'}, {split}) from the hub: {e}. "
+                                "Offline, download the files and pass their local path") from e
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(target.suffix + ".partial")
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            if key == "mmlu":
+                writer = _csv.writer(f)
+                writer.writerow(["question", "A", "B", "C", "D", "answer"])
+                for row in rows:
+                    writer.writerow(_hub_row(key, row))
+            else:
+                for row in rows:
+                    f.write(json.dumps(_hub_row(key, row), ensure_ascii=False) + "\n")
+        tmp.replace(target)
+    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed)
 
 
 def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", limit: int | None = None,
@@ -600,7 +660,8 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
 
     Args:
         name: ``"mmlu"``, ``"hellaswag"``, ``"cosmosqa"``, ``"halueval"``, ``"arc"``, ``"triviaqa"``.
-        path: the file (or for MMLU a folder of subject CSVs).
+        path: the file (or for MMLU a folder of subject CSVs), or ``hf:DATASET_ID[:CONFIG][@SPLIT]``
+            for a Hugging Face hub dataset when online (see :func:`load_from_hub`).
         on_bad_row: ``"error"`` raises at the first malformed row (``file:line: problem``);
             ``"skip"`` drops such rows, lists them in the result's ``bad_rows`` and warns.
         limit: return only the first ``limit`` items.
@@ -611,4 +672,6 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
         raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
     if limit is not None and limit < 0:
         raise WhiteboxError(f"limit must be >= 0, got {limit}")
+    if isinstance(path, str) and path.startswith("hf:"):
+        return load_from_hub(key, path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed)
     return LOADERS[key](path, on_bad_row=on_bad_row, limit=limit, seed=seed)
