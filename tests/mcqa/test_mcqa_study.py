@@ -126,3 +126,17 @@ def test_formats_study_on_a_tiny_model(tiny_mcqa_model, tmp_path):
     a = generate(tiny_mcqa_model, ["What is 1 + 1?"], n_samples=2, temperature=1.0, max_new_tokens=4, seed=3)
     b = generate(tiny_mcqa_model, ["What is 1 + 1?"], n_samples=2, temperature=1.0, max_new_tokens=4, seed=3)
     assert a == b
+
+
+def test_samples_carry_the_chosen_heads_scores(tiny_mcqa_model, tmp_path):
+    cfg = MCQAConfig(model="tiny", limit=12, min_val_items=4, batch_size=4, methods=("baseline", "qk", "pride", "cloze"))
+    folder = run_mcqa(cfg, tmp_path, run_id="s", loaded=tiny_mcqa_model, show_progress=False)
+    res = folder.load_results()
+    qk = folder.load_array("qk")
+    samples = [json.loads(line) for line in (folder.path / "samples.jsonl").read_text().splitlines()]
+    layer, head = res["qk"]["best_head"]
+    for i, s in enumerate(samples):
+        assert s["qk_head"]["head"] == [layer, head]
+        np.testing.assert_allclose(s["qk_head"]["scores"], qk[i, layer, head, :6], rtol=1e-4, atol=1e-4)
+        assert len(s["cloze_loglik"]) == 4 and "pred_pride" in s
+    assert sum(s["split"] == "validation" for s in samples) == 4

@@ -305,6 +305,7 @@ def finalize(study: _Study) -> RunFolder:
     for key, arr in main.items():
         folder.save_array(key if key != "letter_logits" else "letter_logits", arr)
     selected: dict[str, hs.HeadSelection] = {}
+    pride_pred, cloze = None, None
     for method in HEAD_METHODS:
         if method not in main:
             continue
@@ -349,19 +350,42 @@ def finalize(study: _Study) -> RunFolder:
         n = study.n_essential
         res = pride(_softmax(main["letter_logits"][:, :n]), _softmax(est[:, :, :n]), split)
         headline["acc,pride"] = accuracy(res.predictions[test], gold[test])
+        pride_pred = res.predictions
         results["pride_prior"] = res.prior.tolist()
         dists["PriDe"] = np.pad(selection_bias(res.predictions[test], gold[test], n).prediction_distribution, (0, study.n_max - n))
     if "ablation" in cfg.methods and "qk" in selected:
         results["ablation"] = ablation_study(study, main, gold)
     if "cloze" in cfg.methods:
-        ll, norm = study.cloze_pass()
+        ll, norm = cloze = study.cloze_pass()
         headline["acc,cloze"] = accuracy(_argmax(ll)[test], gold[test])
         headline["acc_norm,cloze"] = accuracy(_argmax(norm)[test], gold[test])
+    folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
     plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                        letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
     results["headline"] = headline
     folder.save_results(results)
     return folder
+
+
+def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
+    """What samples.jsonl gains once heads are chosen: the best heads' scores and
+    predictions, PriDe's prediction and the options' log-likelihoods, per item."""
+    extras: dict = {}
+    val = set(int(i) for i in study.split.val)
+    for i, it in enumerate(study.items):
+        n = len(study.rendered[i].options)
+        e: dict = {"split": "validation" if i in val else "test"}
+        for method, sel in selected.items():
+            row = main[method][i, sel.layer, sel.head, :n]
+            e[f"{method}_head"] = {"head": [sel.layer, sel.head], "scores": [round(float(x), 5) for x in row],
+                                   "pred": int(np.argmax(row))}
+        if pride_pred is not None:
+            e["pred_pride"] = int(pride_pred[i])
+        if cloze is not None:
+            e["cloze_loglik"] = [round(float(x), 4) for x in cloze[0][i, : len(it.options)]]
+            e["cloze_loglik_norm"] = [round(float(x), 5) for x in cloze[1][i, : len(it.options)]]
+        extras[it.id] = e
+    return extras
 
 
 def ablation_study(study: _Study, main: dict[str, np.ndarray], gold: np.ndarray) -> dict:

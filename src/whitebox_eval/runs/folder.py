@@ -210,6 +210,15 @@ class RunFolder:
             os.fsync(f.fileno())
         done.update(batch_ids)
 
+    def annotate_samples(self, extra: Mapping[str | int, Mapping[str, Any]]) -> None:
+        """Add fields to finished samples (by id), e.g. scores known only once the run is
+        complete; the file is rewritten atomically, so an interruption loses nothing."""
+        lines = []
+        for sample in self.read_samples():
+            sample.update(plain_value(dict(extra.get(sample["id"], {}))))
+            lines.append(json.dumps(sample, ensure_ascii=False, allow_nan=False) + "\n")
+        _write_atomic(self.samples_path, "".join(lines))
+
     def read_samples(self) -> Iterator[dict[str, Any]]:
         """Yield the finished samples in the order written (a half-written tail is skipped)."""
         if not self.samples_path.is_file():
