@@ -191,3 +191,15 @@ def test_attention_rows_of_left_padded_examples_are_edited_in_unpadded_coordinat
     cells2[1, 4, 1] = True
     mixed = engine.run(batch_from_ids([IDS[0], short]), edits=[EditAttention(0, [2], cells2, mode="add", value=0.5)]).logits
     torch.testing.assert_close(mixed[1], alone[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "phi3", "gemma3"])
+def test_patching_the_gate_activation_to_zero_silences_the_whole_mlp(family):
+    """act(gate) = 0 makes act(gate) * up = 0: the same as masking every neuron."""
+    lm = tiny_loaded(family)
+    engine = Engine(lm)
+    batch = batch_from_ids(IDS)
+    zeros = torch.zeros(2, batch.seq_len, lm.arch.d_ff)
+    patched = engine.run(batch, edits=[Patch("mlp_gate_act", 1, "all", zeros)]).logits
+    masked = engine.run(batch, edits=[MaskNeurons(1, list(range(lm.arch.d_ff)))]).logits
+    torch.testing.assert_close(patched, masked, atol=1e-6, rtol=1e-6)

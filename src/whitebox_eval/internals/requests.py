@@ -37,7 +37,7 @@ CAPTURE_POINTS = (
     "q_proj", "k_proj", "q", "k", "q_rot", "k_rot", "v",
     "attn", "attn_full", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid",
 )
-PATCH_POINTS = ("q_proj", "k_proj", "q", "k", "v", "head_out", "mlp_act", "resid_pre", "resid")
+PATCH_POINTS = ("q_proj", "k_proj", "q", "k", "v", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid")
 
 
 @dataclass(frozen=True)
