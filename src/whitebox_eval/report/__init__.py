@@ -1,0 +1,14 @@
+"""The HTML report a person opens (issue 7) and run comparison.
+
+* ``markup``: escaping by default (``esc``, ``render``, ``join``);
+* ``rundata``: a run folder read for the report;
+* ``metrics``: results as rows (headline first), value formatting, deltas;
+* ``samples``: the sample viewer;
+* ``comparison``: several runs side by side, MUI directions;
+* ``page``: ``write_report`` (one self-contained ``report.html``);
+* ``command``: the ``whitebox-eval report`` and ``whitebox-eval compare`` commands.
+"""
+
+from whitebox_eval.report.page import write_report
+
+__all__ = ["write_report"]

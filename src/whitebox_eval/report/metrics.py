@@ -1,0 +1,79 @@
+"""Summary metrics as rows: the headline first, then every other result flattened."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+MAX_LIST_ITEMS = 24
+"""Longer lists are shown cut, with their length."""
+
+MAX_TEXT = 2000
+"""Longer text values are cut (with a note) in tables and the sample viewer."""
+
+
+def is_number(value: Any) -> bool:
+    """A real number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def format_value(value: Any, max_items: int = MAX_LIST_ITEMS) -> str:
+    """Plain text for a metric or field value: floats with 4 significant digits,
+    lists cut after ``max_items``, None as an em dash. (The caller escapes it.)"""
+    if value is None:
+        return "\u2014"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        return f"{value:.4g}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        shown = ", ".join(format_value(v, max_items) for v in value[:max_items])
+        more = f", \u2026 ({len(value)} items)" if len(value) > max_items else ""
+        return cut(f"[{shown}{more}]")
+    if isinstance(value, Mapping):
+        return cut(json.dumps(value, ensure_ascii=False, default=str))
+    return cut(str(value))
+
+
+def cut(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` shortened to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\u2026 [{len(text) - limit} more characters]"
+
+
+def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, leaf)`` pairs of nested mappings; lists stay whole leaves."""
+    if isinstance(value, Mapping) and value:
+        rows: list[tuple[str, Any]] = []
+        for key, inner in value.items():
+            rows.extend(flatten(inner, f"{prefix}{key}."))
+        return rows
+    return [(prefix.rstrip("."), value)]
+
+
+def metric_rows(results: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """``(headline rows, other rows)``: the headline in its stored order, then the rest
+    of ``results.json`` flattened to dotted keys (sorted as stored)."""
+    head = results.get("headline")
+    headline = list(head.items()) if isinstance(head, Mapping) else []
+    rest = flatten({k: v for k, v in results.items() if k != "headline"})
+    return headline, [(k, v) for k, v in rest if k]
+
+
+def delta(a: Any, b: Any) -> float | None:
+    """``b - a`` when both are finite numbers, else None."""
+    if is_number(a) and is_number(b) and math.isfinite(a) and math.isfinite(b):
+        return float(b) - float(a)
+    return None
+
+
+def format_delta(d: float | None) -> str:
+    """A signed delta (``+0.05``), or an empty string when there is none."""
+    return "" if d is None else f"{d:+.4g}"

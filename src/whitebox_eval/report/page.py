@@ -1,0 +1,216 @@
+"""``write_report``: one self-contained ``report.html`` for one or more run folders.
+
+The page needs no network: plots are embedded as base64 ``data:`` URIs, the style is
+inline, and there is no script at all (the sample viewer uses ``<details>``). A
+Content-Security-Policy in the page allows only inline style and ``data:`` images, so
+even text that escaped escaping could not run or load anything. All run text goes
+through :mod:`whitebox_eval.report.markup`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import whitebox_eval
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.report.comparison import headline_rows, mui_moves, skipped_mui_runs
+from whitebox_eval.report.markup import Markup, join, render
+from whitebox_eval.report.metrics import flatten, format_delta, format_value, metric_rows
+from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, IMAGE_TYPES, RunData, load_run
+from whitebox_eval.report.samples import plot_anchor, render_samples
+from whitebox_eval.report.style import CSP, STYLE
+
+REPORT_FILE = "report.html"
+
+
+def write_report(run_dirs: list[Path], out: Path | None = None, *,
+                 sample_cap: int = DEFAULT_SAMPLE_CAP) -> Path:
+    """Write the report of ``run_dirs`` to ``out`` and return its path.
+
+    ``out`` defaults to ``<first run>/report.html``; an existing folder gets
+    ``report.html`` inside it. With several runs the page starts with their headline
+    metrics side by side (deltas against the first run) and, for MUI runs of the same
+    task, the direction each moved. Raises :class:`WhiteboxError` for a path that is not
+    a run folder.
+    """
+    if not run_dirs:
+        raise WhiteboxError("give at least one run folder to report on")
+    runs = [load_run(Path(p), sample_cap) for p in run_dirs]
+    out = Path(out) if out is not None else runs[0].path / REPORT_FILE
+    if out.is_dir():
+        out = out / REPORT_FILE
+    _write_atomic(out, render_page(runs))
+    return out
+
+
+def render_page(runs: list[RunData]) -> str:
+    """The whole HTML document for ``runs``."""
+    title = "whitebox-eval report: " + ", ".join(r.run_id for r in runs)
+    nav = join(render("<li><a href=\"#{key}\">{id}</a> <span class=meta>{what}</span></li>",
+                      key=_run_key(i), id=r.run_id, what=_describe(r)) for i, r in enumerate(runs))
+    comparison = _comparison(runs) if len(runs) > 1 else Markup("")
+    sections = join(_run_section(i, r) for i, r in enumerate(runs))
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return render(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<title>{title}</title><style>{style}</style></head>\n<body>"
+        "<header><h1>whitebox-eval report</h1>"
+        "<p class=meta>{n} run(s); written {generated} by whitebox-eval {version}</p>"
+        "<ul class=nav>{nav}</ul></header>\n{comparison}{sections}</body></html>\n",
+        csp=CSP, title=title, style=Markup(STYLE), n=len(runs), generated=generated,
+        version=whitebox_eval.__version__, nav=nav, comparison=comparison, sections=sections)
+
+
+# ---------------------------------------------------------------------- several runs
+
+
+def _comparison(runs: list[RunData]) -> Markup:
+    head = join(render("<th>{id}</th>", id=r.run_id) for r in runs)
+    rows = []
+    for row in headline_rows(runs):
+        cells = []
+        for value, d in zip(row.values, row.deltas()):
+            shown = render("{v} <span class=delta>{d}</span>", v=format_value(value), d=format_delta(d)) \
+                if d is not None else render("{v}", v=format_value(value))
+            cells.append(render("<td>{c}</td>", c=shown))
+        rows.append(render("<tr><th>{m}</th>{cells}</tr>", m=row.metric, cells=join(cells)))
+    table = render("<table class=metrics><thead><tr><th>headline metric</th>{head}</tr></thead>"
+                   "<tbody>{rows}</tbody></table><p class=note>Deltas are against the first run.</p>",
+                   head=head, rows=join(rows)) if rows else \
+        render("<p class=note>None of these runs has headline metrics yet.</p>")
+    moves = mui_moves(runs)
+    mui = Markup("")
+    if moves:
+        mui_rows = join(render(
+            "<tr><td>{task}</td><td>{a}</td><td>{b}</td><td>{pa} / {ma}</td><td>{pb} / {mb}</td>"
+            "<td class=\"direction {d}\">{d}</td></tr>", task=m.task, a=m.before_run, b=m.after_run,
+            pa=format_value(m.before[0]), ma=format_value(m.before[1]), pb=format_value(m.after[0]),
+            mb=format_value(m.after[1]), d=m.direction) for m in moves)
+        mui = render("<h3>MUI: direction each task moved</h3><table class=metrics><thead><tr>"
+                     "<th>task</th><th>from</th><th>to</th><th>accuracy % / MUI % (from)</th>"
+                     "<th>accuracy % / MUI % (to)</th><th>direction</th></tr></thead><tbody>{rows}</tbody>"
+                     "</table><p class=note>Directions of paper 001 sec. 3.3: evolving (accuracy up, MUI "
+                     "down), accumulating (both up), coarsening (accuracy down, MUI up), collapsing "
+                     "(both down).</p>", rows=mui_rows)
+    notes = join(render("<li>{n}</li>", n=n) for n in skipped_mui_runs(runs))
+    if notes:
+        mui = render("{mui}<ul class=note>{notes}</ul>", mui=mui, notes=notes)
+    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{mui}</section>\n",
+                  table=table, mui=mui)
+
+
+# ---------------------------------------------------------------------- one run
+
+
+def _run_section(i: int, run: RunData) -> Markup:
+    key = _run_key(i)
+    plot_names = {p.stem for p in run.plots}
+    heatmaps = [p for p in run.plots if "head" in p.stem and not p.stem.startswith("rollout")]
+    attention = [p for p in run.plots if p.stem.startswith("rollout")]
+    others = [p for p in run.plots if p not in heatmaps and p not in attention]
+    parts = [
+        render("<h3>Summary metrics</h3>{m}", m=_metrics(run)),
+        _figures("Per-head heatmaps", heatmaps, key),
+        _figures("Attention maps (rollout with the reference mask)", attention, key),
+        _figures("Plots", others, key),
+        _unembedded(run),
+        render("<details open><summary><h3>Config</h3></summary>{t}</details>", t=_config(run.config)),
+        _arrays(run),
+        render("<h3>Samples</h3>{v}", v=render_samples(run.samples, run.n_samples, key, plot_names)),
+    ]
+    return render("<section class=run id=\"{key}\"><h2>{id}</h2><p class=meta>{what}</p>"
+                  "<p class=meta>{path}</p>{parts}</section>\n",
+                  key=key, id=run.run_id, what=_describe(run), path=str(run.path), parts=join(parts))
+
+
+def _metrics(run: RunData) -> Markup:
+    if run.results is None:
+        return render("<p class=note>No results.json yet: the run is in progress or was "
+                      "interrupted (finish it with --resume). Samples so far are below.</p>")
+    headline, rest = metric_rows(run.results)
+    head = join(render("<tr class=headline><th>{k}</th><td>{v}</td></tr>", k=k, v=format_value(v))
+                for k, v in headline)
+    table = render("<table class=metrics><tbody>{rows}</tbody></table>", rows=head) if headline else \
+        render("<p class=note>results.json has no headline metrics.</p>")
+    if not rest:
+        return table
+    rows = join(render("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=format_value(v)) for k, v in rest)
+    return render("{table}<details><summary>all results ({n} values)</summary>"
+                  "<table class=metrics><tbody>{rows}</tbody></table></details>",
+                  table=table, n=len(rest), rows=rows)
+
+
+def _config(config: dict[str, Any]) -> Markup:
+    rows = join(render("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=format_value(v, max_items=64))
+                for k, v in flatten(config) if k)
+    return render("<table class=config><tbody>{rows}</tbody></table>", rows=rows)
+
+
+def _figures(title: str, plots: list[Path], key: str) -> Markup:
+    if not plots:
+        return Markup("")
+    figures = join(render("<figure id=\"{anchor}\"><img src=\"{src}\" alt=\"{name}\">"
+                          "<figcaption>{name}</figcaption></figure>",
+                          anchor=plot_anchor(key, p.stem), src=_data_uri(p), name=p.name) for p in plots)
+    return render("<h3>{title}</h3><div class=figures>{figures}</div>", title=title, figures=figures)
+
+
+def _unembedded(run: RunData) -> Markup:
+    if not run.other_plot_files:
+        return Markup("")
+    names = join(render("<li>{n}</li>", n=p.name) for p in run.other_plot_files)
+    return render("<p class=note>Also in plots/ (not embedded; open them from the run folder):</p>"
+                  "<ul class=note>{names}</ul>", names=names)
+
+
+def _arrays(run: RunData) -> Markup:
+    if not run.arrays:
+        return Markup("")
+    rows = join(render("<tr><th>{n}</th><td>{s}</td><td>{d}</td></tr>", n=a.name,
+                       s="?" if a.shape is None else " \u00d7 ".join(map(str, a.shape)) or "scalar",
+                       d=a.dtype) for a in run.arrays)
+    return render("<details><summary><h3>Arrays</h3></summary><table class=config><thead><tr><th>"
+                  "arrays/*.npy</th><th>shape</th><th>dtype</th></tr></thead><tbody>{rows}</tbody>"
+                  "</table></details>", rows=rows)
+
+
+def _data_uri(path: Path) -> str:
+    mime = IMAGE_TYPES[path.suffix.lower()]
+    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+
+
+def _describe(run: RunData) -> str:
+    bits = [f"suite {run.suite or '?'}", f"model {run.model or '?'}", f"task {run.task or '?'}",
+            f"{run.n_samples} samples"]
+    if run.config.get("created"):
+        bits.append(f"started {run.config['created']}")
+    return " \u00b7 ".join(bits)
+
+
+def _run_key(i: int) -> str:
+    return f"run{i}"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise WhiteboxError(f"cannot write the report to {path} ({exc.strerror}); choose "
+                            "another --out") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,107 @@
+"""Fake run folders for the report tests, written with the real RunFolder.
+
+The MCQA fake carries hostile text (script tags, an ``onerror`` image, ``&amp;`` and
+quotes) in its prompt, options, config and results, so escaping is tested everywhere
+the page shows run text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from whitebox_eval.runs import RunFolder  # noqa: E402
+
+SCRIPT = "<script>document.title='pwned';alert(1)</script>"
+IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
+AMP = "fish &amp; chips"
+QUOTES = "she said \"hi\" & it's <b>bold</b>"
+HOSTILE = (SCRIPT, IMG, AMP, QUOTES)
+
+
+def save_plot(folder: RunFolder, name: str, red: bool = False) -> Path:
+    """A small PNG made with matplotlib (Agg); ``red`` fills it with pure red."""
+    fig, ax = plt.subplots(figsize=(4, 3), dpi=50)
+    if red:
+        fig.patch.set_facecolor((1.0, 0.0, 0.0))
+        ax.set_facecolor((1.0, 0.0, 0.0))
+        ax.set_axis_off()
+    else:
+        ax.imshow(np.arange(12).reshape(3, 4))
+        ax.set_title(name)
+    path = folder.plot_path(name)
+    fig.savefig(path, facecolor=fig.get_facecolor())
+    plt.close(fig)
+    return path
+
+
+def make_mcqa_run(root: Path, run_id: str = "hostile", n_samples: int = 3,
+                  headline: dict[str, Any] | None = None) -> RunFolder:
+    """An MCQA-like run whose config, results and samples hold hostile text."""
+    folder = RunFolder.create(root, {
+        "suite": "mcqa", "model": f"tiny {QUOTES}", "task": f"ssd {SCRIPT}", "seed": 0,
+        "note": AMP, "methods": ["baseline", IMG]}, run_id=run_id)
+    labels = ["A", "B", "C", "D"]
+    records = []
+    for i in range(n_samples):
+        records.append({
+            "id": f"item-{i}-{SCRIPT}", "gold": 3, "labels": labels,
+            "prompt": f"Question {i}: {SCRIPT} {IMG} {AMP} {QUOTES}",
+            "options": [SCRIPT, IMG, AMP, QUOTES],
+            "letter_logits": [1.0, 2.0, 0.5, 3.0], "pred_baseline": 3,
+            "qk_head": {"head": [3, 1], "scores": [0.1, 0.7, 0.1, 0.1], "pred": 1},
+            "attention_head": {"head": [2, 0], "scores": [0.2, 0.1, 0.1, 0.6], "pred": 3},
+            "split": "test", "extra": QUOTES})
+    folder.append_samples(records)
+    folder.save_results({
+        "headline": headline or {"acc,baseline": 0.75, "acc,qk_head": 0.5},
+        "zz_first_sorted": 1.0, "qk": {"best_head": [3, 1], "label": SCRIPT},
+        "lens_accuracy_per_layer": [0.1] * 30})
+    folder.save_array("qk", np.zeros((5, 4, 2, 4), dtype=np.float32))
+    save_plot(folder, "qk_head_accuracy", red=True)
+    save_plot(folder, "prediction_distribution")
+    return folder
+
+
+def make_mui_run(root: Path, run_id: str, task: str, accuracy_percent: float,
+                 mui_percent: float) -> RunFolder:
+    """A finished MUI run reduced to what the report reads."""
+    folder = RunFolder.create(root, {"suite": "mui", "model": run_id, "task": task}, run_id=run_id)
+    folder.append_samples([{"id": "a", "gold": "B", "response": "B. yes", "correct": True}])
+    folder.save_results({"headline": {"accuracy_percent": accuracy_percent, "mui_percent": mui_percent},
+                         "accuracy_percent": accuracy_percent, "mui_percent": mui_percent,
+                         "accuracy": accuracy_percent / 100, "mui": mui_percent / 100})
+    save_plot(folder, "layer_utilization")
+    return folder
+
+
+@pytest.fixture
+def mcqa_run(tmp_path: Path) -> Callable[..., RunFolder]:
+    """Factory: ``mcqa_run(run_id=..., n_samples=..., headline=...)`` under tmp_path/runs."""
+    return lambda **kw: make_mcqa_run(tmp_path / "runs", **kw)
+
+
+@pytest.fixture
+def mui_run(tmp_path: Path) -> Callable[..., RunFolder]:
+    """Factory: ``mui_run(run_id, task, accuracy_percent, mui_percent)`` under tmp_path/runs."""
+    return lambda *a, **kw: make_mui_run(tmp_path / "runs", *a, **kw)
+
+
+@pytest.fixture
+def payloads() -> dict[str, str]:
+    """The hostile strings the fake MCQA run carries, by name."""
+    return {"script": SCRIPT, "img": IMG, "amp": AMP, "quotes": QUOTES}
+
+
+@pytest.fixture
+def make_plot() -> Callable[..., Path]:
+    """``make_plot(folder, name, red=False)``: a small matplotlib PNG in the run's plots/."""
+    return save_plot

@@ -1,0 +1,156 @@
+"""The report in headless Chromium: no injected script runs, hostile text shows literally,
+tables and images render, and the console stays silent.
+
+Chromium (Debian package ``chromium``) is found on PATH. When it is missing the test
+installs it once with ``apt-get`` if it runs as root and ``CI=true`` or
+``WHITEBOX_INSTALL_BROWSER=1`` is set; otherwise, or when the install fails, the tests
+are skipped with the reason printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from whitebox_eval.report import write_report
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-extensions", "--enable-logging=stderr", "--v=0"]
+CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\]\s*(.*)")
+
+
+_INSTALL_OUTCOME: list[str] = []
+"""Why the one install attempt of this session did not give a browser (empty: not tried)."""
+
+
+def _find_browser() -> str | None:
+    return next((path for path in map(shutil.which, BROWSERS) if path), None)
+
+
+def _install_browser() -> str:
+    """Try ``apt-get install -y chromium`` once; return why it was not done or failed."""
+    wanted = os.environ.get("CI", "").lower() == "true" or os.environ.get("WHITEBOX_INSTALL_BROWSER") == "1"
+    if not wanted:
+        return "set WHITEBOX_INSTALL_BROWSER=1 (or CI=true) to let the test apt-get install chromium"
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "installing chromium needs root (apt-get install -y chromium)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"`{' '.join(command)}` failed: {exc}"
+        if done.returncode != 0:
+            return f"`{' '.join(command)}` failed: {done.stderr.strip()[-300:]}"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Path of a Chromium binary, installed once if allowed; skips (printing why) otherwise."""
+    path = _find_browser()
+    if path is None:
+        if not _INSTALL_OUTCOME:  # try the install once per session, whatever the scope
+            _INSTALL_OUTCOME.append(_install_browser())
+        why = _INSTALL_OUTCOME[0]
+        path = _find_browser()
+        if path is None:
+            reason = f"headless Chromium not available: {why or 'installed, but not found on PATH'}"
+            print(f"SKIPPED browser test: {reason}", file=sys.stderr)
+            pytest.skip(reason)
+    return path
+
+
+@dataclass
+class Page:
+    """What Chromium made of a page: the DOM after load and the console messages."""
+
+    dom: str
+    console: list[str]
+
+
+def _run(chromium: str, tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"  # a fresh one each launch
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *extra, url],
+                          capture_output=True, text=True, timeout=60)
+
+
+def load(chromium: str, tmp: Path, page: Path) -> Page:
+    """``--dump-dom`` of ``page``, with the console messages Chromium logged meanwhile."""
+    done = _run(chromium, tmp, page.resolve().as_uri(), "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    console = [m.group(1) for m in map(CONSOLE.search, done.stderr.splitlines()) if m]
+    return Page(done.stdout, console)
+
+
+def screenshot(chromium: str, tmp: Path, page: Path, out: Path) -> Path:
+    """A 1280x1600 screenshot of ``page``."""
+    done = _run(chromium, tmp, page.resolve().as_uri(), f"--screenshot={out}", "--window-size=1280,1600",
+                "--hide-scrollbars")
+    assert done.returncode == 0 and out.is_file(), done.stderr[-2000:]
+    return out
+
+
+def _title(dom: str) -> str:
+    match = re.search(r"<title>(.*?)</title>", dom, re.S)
+    assert match, dom[:500]
+    return match.group(1)
+
+
+def test_harness_sees_a_script_that_runs(chromium, tmp_path):
+    """Control: the checks below do notice a script running and a console error."""
+    page = tmp_path / "control.html"
+    page.write_text("<!DOCTYPE html><html><head><title>before</title></head><body><p>x</p>"
+                    "<script>document.title='pwned';document.body.setAttribute('data-pwned','1');"
+                    "console.error('boom')</script></body></html>", encoding="utf-8")
+    result = load(chromium, tmp_path, page)
+    assert _title(result.dom) == "pwned"
+    assert 'data-pwned="1"' in result.dom
+    assert any("boom" in line for line in result.console), result.console
+
+
+def test_report_in_chromium(chromium, mcqa_run, tmp_path):
+    run = mcqa_run(n_samples=3)
+    page = write_report([run.path], tmp_path / "report.html")
+    result = load(chromium, tmp_path, page)
+    dom = result.dom
+
+    # no injected script ran: the title is ours and nothing set data-pwned
+    assert _title(dom).startswith("whitebox-eval report: hostile")
+    assert "pwned" not in _title(dom) and "data-pwned=" not in dom
+    # the hostile text is text: no <script> or extra <img> elements were created
+    assert "<script" not in dom.lower()
+    assert dom.count("<img ") == 2
+    # ...and is shown literally (the DOM serialises text with < > & escaped)
+    assert "&lt;script&gt;document.title='pwned';alert(1)&lt;/script&gt;" in dom
+    assert "&lt;img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"&gt;" in dom
+    assert "fish &amp;amp; chips" in dom
+    assert "she said \"hi\" &amp; it's &lt;b&gt;bold&lt;/b&gt;" in dom
+    # tables and embedded images are in the rendered page
+    assert dom.count("<table") >= 4
+    assert len(re.findall(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]+"', dom)) == 2
+    # no console output at all: no errors, no blocked loads, no CSP violations
+    assert result.console == []
+
+
+def test_report_screenshot_shows_the_plot(chromium, mcqa_run, tmp_path):
+    """The red test heatmap is drawn: many pure-red pixels in the screenshot."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    page = write_report([mcqa_run().path], tmp_path / "report.html")
+    shot = screenshot(chromium, tmp_path, page, tmp_path / "report.png")
+    pixels = mpimg.imread(shot)[..., :3]
+    red = (pixels[..., 0] > 0.9) & (pixels[..., 1] < 0.1) & (pixels[..., 2] < 0.1)
+    assert red.sum() > 10_000, f"only {red.sum()} red pixels: the embedded PNG did not render"
+    if os.environ.get("WHITEBOX_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["WHITEBOX_KEEP_SCREENSHOT"])
