@@ -140,3 +140,13 @@ def test_samples_carry_the_chosen_heads_scores(tiny_mcqa_model, tmp_path):
         np.testing.assert_allclose(s["qk_head"]["scores"], qk[i, layer, head, :6], rtol=1e-4, atol=1e-4)
         assert len(s["cloze_loglik"]) == 4 and "pred_pride" in s
     assert sum(s["split"] == "validation" for s in samples) == 4
+
+
+def test_sampling_from_a_shared_prefill_equals_plain_generation(tiny_mcqa_model):
+    """n samples reuse one prefill per prompt; greedy decoding shows it changes nothing."""
+    from whitebox_eval.mcqa.generation import generate
+
+    prompts = ["Question: What is 12 + 30?\nAnswer:", "Options:\nA."]
+    one = generate(tiny_mcqa_model, prompts, n_samples=1, temperature=0.0, max_new_tokens=6, stop=None)
+    many = generate(tiny_mcqa_model, prompts, n_samples=3, temperature=0.0, max_new_tokens=6, stop=None)
+    assert many == [[o[0]] * 3 for o in one]

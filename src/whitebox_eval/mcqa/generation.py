@@ -36,17 +36,36 @@ def generate(
     sample = temperature > 0
     gen = torch.Generator(device="cpu").manual_seed(seed)
     torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    input_ids, mask, cache = batch.input_ids, batch.attention_mask, None
+    if n_samples > 1 and batch.seq_len > 1:
+        # Prefill every prompt once and copy its key/value cache to its samples, instead of
+        # letting generate() re-encode each prompt n_samples times (the dominant cost).
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        with torch.no_grad():
+            loaded.model(input_ids=input_ids[:, :-1], attention_mask=mask[:, :-1],
+                         position_ids=batch.position_ids[:, :-1], past_key_values=cache, use_cache=True)
+        for layer in cache.layers:
+            layer.keys = layer.keys.repeat_interleave(n_samples, dim=0)
+            layer.values = layer.values.repeat_interleave(n_samples, dim=0)
+        input_ids = input_ids.repeat_interleave(n_samples, dim=0)
+        mask = mask.repeat_interleave(n_samples, dim=0)
     with torch.no_grad():
         out = loaded.model.generate(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
+            input_ids=input_ids,
+            attention_mask=mask,
+            past_key_values=cache,
             max_new_tokens=max_new_tokens,
             do_sample=sample,
             temperature=temperature if sample else None,
             top_k=0 if sample else None,
             top_p=1.0 if sample else None,
-            num_return_sequences=n_samples,
+            num_return_sequences=1 if cache is not None else n_samples,
             pad_token_id=tok.pad_token_id,
+            # every sequence stops at its first line break; the batch stops when all have
+            stop_strings=[stop] if stop else None,
+            tokenizer=tok if stop else None,
         )
     texts = tok.batch_decode(out[:, batch.seq_len:], skip_special_tokens=True)
     if stop is not None:
