@@ -150,3 +150,23 @@ def test_sampling_from_a_shared_prefill_equals_plain_generation(tiny_mcqa_model)
     one = generate(tiny_mcqa_model, prompts, n_samples=1, temperature=0.0, max_new_tokens=6, stop=None)
     many = generate(tiny_mcqa_model, prompts, n_samples=3, temperature=0.0, max_new_tokens=6, stop=None)
     assert many == [[o[0]] * 3 for o in one]
+
+
+def test_content_mean_representative_averages_keys_and_attention(tiny_mcqa_model):
+    """QK with the mean key over an option's content tokens = mean of the per-token QK-scores."""
+    lm = tiny_mcqa_model
+    engine = Engine(lm)
+    item = make_ssd(3, 4, seed=7)[0]
+    item.options[1] = "two words here"  # a multi-token option
+    r = render_prompt(item)
+    t_mean = tokenize_prompt(lm.tokenizer, r, "content_mean")
+    groups = t_mean.representative_tokens()
+    assert len(groups[1]) > 1
+    s_mean = score_prompts(engine, [t_mean], len(groups))
+    for o, g in enumerate(groups):  # score each content token alone, then average by hand
+        single = tokenize_prompt(lm.tokenizer, r, "eol")
+        single.option_positions = list(g)
+        single.answer_ids = [single.answer_ids[0]] * len(g)  # letters are not under test here
+        s = score_prompts(engine, [single], len(g))
+        np.testing.assert_allclose(s_mean.qk[0, :, :, o], s.qk[0].mean(-1), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(s_mean.attention[0, :, :, o], s.attention[0].mean(-1), rtol=1e-4, atol=1e-6)

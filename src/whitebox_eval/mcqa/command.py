@@ -17,7 +17,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
 @click.option("--shots", default=0, show_default=True, help="demonstrations before each question (0-5)")
 @click.option("--limit", default=500, show_default=True, help="number of evaluated items")
-@click.option("--representative", default="eol", show_default=True, help="option token for head scores: label, label_sep, content_end, eol")
+@click.option("--representative", default="eol", show_default=True, help="option token(s) for head scores: label, label_sep, content_end, eol, content_mean (mean over the option text)")
 @click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
               help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
 @click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")

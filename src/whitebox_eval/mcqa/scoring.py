@@ -68,8 +68,18 @@ def score_prompts(
     else:
         batch = batch_from_ids([t.input_ids for t in toks], pad_id=pad).to(device)
     n_opts = [len(t.option_positions) for t in toks]
-    opt_pos = [t.option_positions + [t.option_positions[-1]] * (n_max - len(t.option_positions)) for t in toks]
     valid = torch.tensor([[o < n for o in range(n_max)] for n in n_opts])
+    # every option's representative tokens, flattened per item; weights[b, o, p] averages them
+    groups = [t.representative_tokens() for t in toks]
+    width = max(sum(len(g) for g in gs) for gs in groups)
+    opt_pos, weights = [], torch.zeros(len(toks), n_max, width)
+    for b, gs in enumerate(groups):
+        flat = [p for g in gs for p in g]
+        start = 0
+        for o, g in enumerate(gs):
+            weights[b, o, start:start + len(g)] = 1.0 / len(g)
+            start += len(g)
+        opt_pos.append(flat + [flat[-1]] * (width - len(flat)))
     captures = []
     if "qk" in scorers:
         captures += [Capture("q", "last"), Capture("k", opt_pos)]
@@ -85,14 +95,16 @@ def score_prompts(
         return x.float().cpu().masked_fill(~valid.view(shape), float("-inf")).numpy()
 
     out = PromptScores(letter_logits=masked(trace.logits.gather(1, answer_ids)))
+    w = weights.to(device)
     if "qk" in scorers:
         q = trace["q"][:, :, 0].float()  # [B, L, H, D]
-        k = trace["k"].float()[:, :, :, arch.kv_head_map]  # [B, L, n, H, D]
+        k = torch.einsum("bnp,blphd->blnhd", w, trace["k"].float())  # representative key per option
+        k = k[:, :, :, arch.kv_head_map]  # [B, L, n, H, D]
         out.qk = masked(torch.einsum("blhd,blnhd->blhn", q, k))
     if "attention" in scorers:
         rows = trace["attn"][:, :, :, 0]  # [B, L, H, S]
         idx = torch.tensor(opt_pos, device=rows.device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
-        out.attention = masked(rows.gather(-1, idx))
+        out.attention = masked(torch.einsum("blhp,bnp->blhn", rows.gather(-1, idx).float(), w))
     if "lens" in scorers:
         resid = trace["resid"][:, :, 0]  # [B, L, d]
         with torch.no_grad():

@@ -14,18 +14,26 @@ from dataclasses import dataclass
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mcqa.prompts import RenderedPrompt
 
-REPRESENTATIVES = ("label", "label_sep", "content_end", "eol")
+REPRESENTATIVES = ("label", "label_sep", "content_end", "eol", "content_mean")
 """Option-representative token variants (000 fig. 2a): the label (``A``), the period
-after it, the period after the content, and the end of line (default, sec. 6)."""
+after it, the period after the content, the end of line (default, sec. 6), and the
+mean over the option's content tokens (keys averaged for the QK-score, attention
+weights averaged for the Attention-score)."""
 
 
 @dataclass
 class TokenizedPrompt:
     input_ids: list[int]
     option_positions: list[int]
+    """One representative token per option (the first content token for ``content_mean``)."""
     answer_ids: list[int]
     prefix_tokens: int
     """Number of leading tokens that belong to the shared prefix (demonstrations)."""
+    option_tokens: list[list[int]] | None = None
+    """All tokens that represent each option (``content_mean``); None = option_positions."""
+
+    def representative_tokens(self) -> list[list[int]]:
+        return self.option_tokens or [[p] for p in self.option_positions]
 
 
 def _token_at(offsets: list[tuple[int, int]], char: int, what: str, item_id: str) -> int:
@@ -43,15 +51,22 @@ def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "
         raise WhiteboxError("a fast (Rust) tokenizer is needed for character offsets; load the model's tokenizer.json")
     enc = tokenizer(rendered.text, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
-    positions = []
+    positions, groups = [], []
     for opt in rendered.options:
+        if representative == "content_mean":
+            toks = sorted({_token_at(offsets, c, f"content of option {opt.index}", rendered.item_id)
+                           for c in range(opt.content.start, opt.content.end)})
+            groups.append(toks)
+            positions.append(toks[0])
+            continue
         span = getattr(opt, representative)
         if span is None:
             raise WhiteboxError(f"the {representative!r} token does not exist in format {rendered.fmt!r}; use --representative eol")
         char = span.start if representative != "content_end" else span.end - 1
         positions.append(_token_at(offsets, char, f"{representative} of option {opt.index}", rendered.item_id))
     prefix_tokens = sum(1 for s, e in offsets if e <= rendered.prefix_len and e > 0)
-    return TokenizedPrompt(ids, positions, answer_token_ids(tokenizer, rendered.text, rendered.answer_strings, ids), prefix_tokens)
+    return TokenizedPrompt(ids, positions, answer_token_ids(tokenizer, rendered.text, rendered.answer_strings, ids),
+                           prefix_tokens, groups or None)
 
 
 def answer_token_ids(tokenizer, prompt: str, answers: list[str], prompt_ids: list[int] | None = None) -> list[int]:
