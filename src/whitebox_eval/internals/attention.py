@@ -45,7 +45,8 @@ def attention_scores(query, key, mask, scaling, softcap=None) -> torch.Tensor:
     b, h, q_len, d = query.shape
     hkv, k_len = key.shape[1], key.shape[2]
     g = h // hkv
-    scores = torch.matmul(query.view(b, hkv, g, q_len, d), key.unsqueeze(2).transpose(-1, -2)).view(b, h, q_len, k_len)
+    # query heads of one kv group stacked as rows: no copy of the keys per query head
+    scores = torch.matmul(query.reshape(b, hkv, g * q_len, d), key.transpose(-1, -2)).view(b, h, q_len, k_len)
     scores = scores * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
@@ -61,7 +62,7 @@ def weighted_values(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """probs [B, H, Q, K] @ value [B, Hkv, K, D] -> output [B, Q, H, D] (the interface's layout)."""
     b, h, q_len, k_len = probs.shape
     hkv = value.shape[1]
-    out = torch.matmul(probs.view(b, hkv, h // hkv, q_len, k_len), value.unsqueeze(2)).view(b, h, q_len, -1)
+    out = torch.matmul(probs.reshape(b, hkv, (h // hkv) * q_len, k_len), value).view(b, h, q_len, -1)
     return out.transpose(1, 2).contiguous()
 
 
