@@ -17,7 +17,13 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="whitebox-eval")
-def cli() -> None:
+@click.option("--device", default="auto", show_default=True, metavar="DEVICE",
+              help="where models run: auto (the GPU when there is one), cpu, cuda, cuda:N, mps; "
+                   "under torchrun, cuda is each rank's own GPU")
+@click.option("--device-map", default=None, metavar="MAP",
+              help="split a model too large for one device over several (accelerate), e.g. auto; "
+                   "captures and edits follow each layer's device")
+def cli(device: str, device_map: str | None) -> None:
     """Evaluate language models from the inside.
 
     \b
@@ -29,7 +35,14 @@ def cli() -> None:
       whitebox-eval models                       bundled models and supported families
       whitebox-eval inspect --model smollm2-135m the architecture the engine sees
       whitebox-eval mcqa --model smollm2-135m --task ssd --limit 200
+
+    \b
+    Several processes share one study (data parallel; rank 0 merges the run folder):
+      torchrun --nproc-per-node 2 -m whitebox_eval mcqa --run-id ssd-dp --limit 200
     """
+    from whitebox_eval.models.loading import set_placement
+
+    set_placement(device, device_map)
 
 
 @cli.command()

@@ -78,7 +78,8 @@ class _Site:
 
 
 def _gather(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """x [B, S, ...] at padded positions [B, P] -> [B, P, ...]."""
+    """x [B, S, ...] at padded positions [B, P] -> [B, P, ...] (on x's device: layers may sit on several)."""
+    pos = pos.to(x.device)
     idx = pos.view(*pos.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
     return x.gather(1, idx)
 
@@ -148,7 +149,7 @@ class _Plan:
         return out
 
     def _apply_attention_edit(self, probs: torch.Tensor, e: EditAttention) -> None:
-        cells = self._padded_cells(e.cells)  # [B, S, S]
+        cells = self._padded_cells(e.cells).to(probs.device)  # [B, S, S]
         heads = list(e.heads)
         rows = cells.any(-1)  # [B, S]
         for h in heads:
@@ -158,7 +159,7 @@ class _Plan:
             elif e.mode == "add_above":
                 w += (cells & (w > e.threshold)).to(w.dtype) * e.value
             elif e.mode == "force":
-                target = cells.to(w.dtype) if e.pattern is None else self._padded_pattern(e.pattern).to(w.dtype) * cells
+                target = cells.to(w.dtype) if e.pattern is None else self._padded_pattern(e.pattern).to(w.device, w.dtype) * cells
                 target = target / target.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
                 w.copy_(torch.where(rows.unsqueeze(-1), target, w))
             elif e.mode == "copy_head":
@@ -293,7 +294,8 @@ class Engine:
             missing = [l for l in layers if l not in per_layer]
             if missing:
                 raise RuntimeError(f"capture {c.key} produced nothing for layers {missing}: the family description does not match the model")
-            trace.captures[c.key] = torch.stack([per_layer[l] for l in layers], dim=1)
+            # layers split over devices (device_map) hand their pieces over on the output's device
+            trace.captures[c.key] = torch.stack([per_layer[l].to(hidden.device) for l in layers], dim=1)
         return trace
 
     def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -350,7 +352,7 @@ class Engine:
 
             def scale_heads(v, heads=heads, rows=rows, scale=scale):  # v [B, S, H, D]
                 sub = v[:, :, heads]
-                v[:, :, heads] = torch.where(rows[..., None, None], sub * scale, sub)
+                v[:, :, heads] = torch.where(rows.to(v.device)[..., None, None], sub * scale, sub)
 
             self._site(plan, "head_out", layer).writes.append(scale_heads)
         elif isinstance(e, MaskNeurons):
@@ -360,8 +362,9 @@ class Engine:
             rows = self._row_mask(plan.batch, e.positions)
 
             def mask_neurons(v, neurons=neurons, rows=rows, value=e.value):  # v [B, S, d_ff]
+                neurons = neurons.to(v.device)
                 sel = v[:, :, neurons]
-                v[:, :, neurons] = torch.where(rows.unsqueeze(-1), torch.full_like(sel, value), sel)
+                v[:, :, neurons] = torch.where(rows.to(v.device).unsqueeze(-1), torch.full_like(sel, value), sel)
 
             self._site(plan, "mlp_act", layer).writes.append(mask_neurons)
         elif isinstance(e, EditAttention):
@@ -379,11 +382,11 @@ class Engine:
                 raise WhiteboxError(f"cannot patch {e.point!r}; patchable points: {', '.join(PATCH_POINTS)}")
             ppos = plan.batch.padded_positions(e.positions)
             heads = None if e.heads is None else [arch.check_head(h) for h in e.heads]
-            values = e.values.to(plan.batch.input_ids.device)
 
             def patch(v, ppos=ppos, values=values, heads=heads):
+                ppos = ppos.to(v.device)
                 idx = ppos.view(*ppos.shape, *([1] * (v.dim() - 2))).expand(-1, -1, *v.shape[2:])
-                new = values.to(v.dtype)
+                new = values.to(v.device, v.dtype)
                 if heads is not None:
                     cur = v.gather(1, idx).clone()
                     cur[:, :, heads] = new[:, :, heads]

@@ -155,7 +155,8 @@ class Trace:
         per_layer = self.grads.get(key)
         if not per_layer or len(per_layer) < len(self.layers[key]):
             raise RuntimeError(f"no gradient recorded for {key!r}: capture it with keep_grad=True, run with grad=True, then call backward()")
-        return torch.stack([per_layer[l] for l in self.layers[key]], dim=1)
+        device = self.captures[key].device  # like the capture: layers may sit on several devices
+        return torch.stack([per_layer[l].to(device) for l in self.layers[key]], dim=1)
 
     def __getitem__(self, key: str) -> torch.Tensor:
         return self.captures[key]

@@ -34,6 +34,11 @@ def mcqa(**kw) -> None:
     One forward pass per batch gives the letter logits, every head's QK-score (pre-RoPE
     query of the last token vs the key of each option's representative token) and its
     Attention-score. The best head is picked on a validation split and scored on the rest.
+
+    \b
+    Data parallel (each rank scores its blocks of batches; rank 0 merges one run folder,
+    equal to a single-process run):
+      torchrun --nproc-per-node 4 -m whitebox_eval --device cuda mcqa --limit 2500
     """
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
 
@@ -44,7 +49,8 @@ def mcqa(**kw) -> None:
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-    _print_mcqa_summary(folder)
+    if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
+        _print_mcqa_summary(folder)
 
 
 def _print_mcqa_summary(folder) -> None:

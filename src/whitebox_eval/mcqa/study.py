@@ -13,6 +13,10 @@ Passes over the data, each resumable on its own (``arrays/parts/<pass>/``):
   random heads of the same layer band (000 sec. 6, fig. 4).
 - ``cloze``: option texts scored as continuations (lm-eval acc / acc_norm).
 
+Under ``torchrun`` every pass is shared among the ranks (:mod:`whitebox_eval.runs.distributed`):
+each scores its blocks of batches, all read every part back, and rank 0 alone writes
+the merged samples, arrays, plots and results.
+
 The best head is chosen on a validation split (default 5%, never fewer than 50 items
 unless asked) and applied to the test split; PriDe estimates its prior on the same
 validation items, so every method is reported on the same test items.
@@ -37,6 +41,7 @@ from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs.distributed import World, world as current_world
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -106,10 +111,11 @@ class _Study:
     """Holds the prompts of one study and runs its passes into the run folder."""
 
     def __init__(self, cfg: MCQAConfig, folder: RunFolder, loaded: LoadedModel, items: list[MCQItem], demos: list[MCQItem],
-                 show_progress: bool | None):
+                 show_progress: bool | None, world: World = World()):
         self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
         self.engine = Engine(loaded)
-        self.show_progress = show_progress
+        self.world = world
+        self.show_progress = show_progress if world.main else False
         self.rendered = [self.render(it) for it in items]
         self.n_max = max(len(r.options) for r in self.rendered)
         self.n_essential = max(len(it.options) for it in items)
@@ -134,8 +140,8 @@ class _Study:
         for p in parts.glob("*.npz"):
             with np.load(p) as z:
                 done.update(int(i) for i in z["index"])
-        todo = [i for i in indices if i not in done]
         bs = self.cfg.batch_size
+        todo = self.world.shard([i for i in indices if i not in done], block=bs)
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc=f"mcqa {name}", enabled=self.show_progress):
             chunk = todo[start:start + bs]
             rendered = [prompts(i) for i in chunk]
@@ -145,6 +151,7 @@ class _Study:
             if on_batch is not None:  # before the part: a batch killed in between is re-run, never lost
                 on_batch(chunk, rendered, toks, scores)
             np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
+        self.world.barrier()  # every rank's parts are on disk before anyone reads them
         return self._collect(parts, indices)
 
     @staticmethod
@@ -180,7 +187,10 @@ class _Study:
                                 "pred_baseline": int(np.argmax(letters))})
             self.folder.append_samples(records)
 
-        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, on_batch=stream)
+        arrays = self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, on_batch=stream)
+        if self.world.main:
+            self.folder.merge_shards([it.id for it in self.items])
+        return arrays
 
     def perm_pass(self) -> tuple[dict[str, np.ndarray], list[list[int]]]:
         rng = random.Random(f"pa-{self.cfg.seed}")
@@ -216,8 +226,8 @@ class _Study:
         for p in parts.glob("*.npz"):
             with np.load(p) as z:
                 done.update(int(i) for i in z["index"])
-        todo = [i for i in range(len(self.items)) if i not in done]
         bs = max(1, self.cfg.batch_size // 2)
+        todo = self.world.shard([i for i in range(len(self.items)) if i not in done], block=bs)
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="mcqa cloze", enabled=self.show_progress):
             chunk = todo[start:start + bs]
             ctx, cont, owner = [], [], []
@@ -240,6 +250,7 @@ class _Study:
                     norm[row, j] = lp[k] / max(1, len((" " + o).encode()))
                     k += 1
             np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
+        self.world.barrier()
         arrays = self._collect(parts, range(len(self.items)))
         return arrays["loglik"], arrays["loglik_norm"]
 
@@ -278,9 +289,15 @@ def run_mcqa(
         raise WhiteboxError("the task produced no items")
     if len({it.id for it in items}) != len(items):
         raise WhiteboxError("item ids are not unique; every row needs its own id")
-    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
-    study = _Study(cfg, folder, loaded or load_model(cfg.model, dtype=cfg.dtype), items, demos, show_progress)
-    folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}")
+    ranks = current_world()
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume) if ranks.main else None
+    path = ranks.broadcast(str(folder.path) if ranks.main else None)
+    if ranks.distributed:  # the other ranks join the folder rank 0 made; each streams its own samples shard
+        folder = (folder or RunFolder.open(path)).for_rank(ranks.rank)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
+    folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"
+               + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     return finalize(study)
 
 
@@ -291,6 +308,7 @@ def finalize(study: _Study) -> RunFolder:
     from whitebox_eval.mcqa.metrics import accuracy, per_layer_accuracy, permutation_accuracy, selection_bias
 
     cfg, folder, items, split = study.cfg, study.folder, study.items, study.split
+    writer = study.world.main  # every rank runs the passes; rank 0 alone writes what follows from them
     main = study.main_pass()
     gold = np.array([it.gold for it in items])
     test = split.test
@@ -302,17 +320,17 @@ def finalize(study: _Study) -> RunFolder:
     results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
                                          "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
     dists = {"baseline": bias.prediction_distribution}
-    for key, arr in main.items():
-        folder.save_array(key if key != "letter_logits" else "letter_logits", arr)
+    for key, arr in main.items() if writer else ():
+        folder.save_array(key, arr)
     selected: dict[str, hs.HeadSelection] = {}
+    tables: dict[str, np.ndarray] = {}
     pride_pred, cloze = None, None
     for method in HEAD_METHODS:
         if method not in main:
             continue
         scores = np.where(np.isnan(main[method]), -np.inf, main[method])
         sel = selected[method] = hs.select_best_head(scores, gold, split=split)
-        table = hs.head_accuracy(scores, gold)
-        folder.save_array(f"{method}_head_accuracy", table)
+        table = tables[method] = hs.head_accuracy(scores, gold)
         results[method] = {"best_head": [sel.layer, sel.head], "val_accuracy": sel.val_accuracy, "test_accuracy": sel.test_accuracy,
                            "oracle_head": list(hs.best_head(table)), "oracle_accuracy": float(table.max())}
         headline[f"acc,{method}_head"] = sel.test_accuracy
@@ -321,13 +339,15 @@ def finalize(study: _Study) -> RunFolder:
         results[f"selection_bias,{method}_head"] = {"prediction_distribution": b.prediction_distribution.tolist(),
                                                    "recall": b.recall.tolist(), "recall_std": b.recall_std}
         dists[f"{method} head"] = b.prediction_distribution
-        plots.plot_head_accuracy_heatmap(table, folder.plot_path(f"{method}_head_accuracy"), best=(sel.layer, sel.head),
-                                         title=f"{method}-score accuracy per head ({cfg.model}, {cfg.task})")
+        if writer:
+            folder.save_array(f"{method}_head_accuracy", table)
+            plots.plot_head_accuracy_heatmap(table, folder.plot_path(f"{method}_head_accuracy"), best=(sel.layer, sel.head),
+                                             title=f"{method}-score accuracy per head ({cfg.model}, {cfg.task})")
     if "attention" in main:
         att = np.where(np.isfinite(main["attention"]), main["attention"], 0.0)
         score = hs.head_score(att[split.val])  # label-free: no gold needed (000 App. I)
         top = hs.rank_heads(score)[:5]
-        table = folder.load_array("attention_head_accuracy")
+        table = tables["attention"]
         results["head_score"] = {"top": [{"head": [l, h], "head_score": float(score[l, h]), "accuracy": float(table[l, h])} for l, h in top]}
         l0, h0 = top[0]
         headline["acc,head_score_head"] = accuracy(_argmax(main["attention"][test, l0, h0]), gold[test])
@@ -335,7 +355,8 @@ def finalize(study: _Study) -> RunFolder:
     if "lens" in main:
         curve = per_layer_accuracy(np.where(np.isnan(main["lens"]), -np.inf, main["lens"])[test], gold[test])
         results["lens_accuracy_per_layer"] = [float(x) for x in curve]
-        plots.plot_logit_lens_accuracy(np.asarray(curve), folder.plot_path("logit_lens_accuracy"), baseline=headline["acc,baseline"])
+        if writer:
+            plots.plot_logit_lens_accuracy(np.asarray(curve), folder.plot_path("logit_lens_accuracy"), baseline=headline["acc,baseline"])
     if "pa" in cfg.methods:
         perm, orders = study.perm_pass()
         pgold = np.array([o.index(it.gold) for o, it in zip(orders, items)])
@@ -359,11 +380,12 @@ def finalize(study: _Study) -> RunFolder:
         ll, norm = cloze = study.cloze_pass()
         headline["acc,cloze"] = accuracy(_argmax(ll)[test], gold[test])
         headline["acc_norm,cloze"] = accuracy(_argmax(norm)[test], gold[test])
-    folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
-    plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
-                                       letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
-    results["headline"] = headline
-    folder.save_results(results)
+    if writer:
+        folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
+        plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
+                                           letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
+        results["headline"] = headline
+        folder.save_results(results)
     return folder
 
 

@@ -41,7 +41,22 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go: the token embedding's device (with ``device_map``, its execution device)."""
+        placed = getattr(self.model, "hf_device_map", None)
+        if placed:
+            name = self.arch.family.embed
+            where = next((d for m, d in sorted(placed.items(), key=lambda kv: -len(kv[0]))
+                          if m == "" or name == m or name.startswith(m + ".")), None)
+            if where is not None:
+                return execution_device(where)
+        return self.arch.embed.weight.device
+
+
+def execution_device(where: int | str | torch.device) -> torch.device:
+    """The device a ``device_map`` entry computes on (offloaded "cpu"/"disk" entries run on the CPU)."""
+    if isinstance(where, int):
+        return torch.device("cuda", where)
+    return torch.device("cpu" if str(where) == "disk" else where)
 
     @property
     def name(self) -> str:
@@ -171,6 +186,35 @@ def _hub_unreachable_reason() -> str | None:
     return None
 
 
+@dataclass
+class Placement:
+    """Where :func:`load_model` puts a model when the caller does not say (CLI: the
+    ``--device`` / ``--device-map`` options before the sub-command)."""
+
+    device: str = "auto"
+    device_map: str | None = None
+
+
+PLACEMENT = Placement()
+
+
+def set_placement(device: str = "auto", device_map: str | None = None) -> None:
+    """Set this process's default placement (``device``: auto, cpu, cuda, cuda:N, mps;
+    ``device_map``: e.g. ``auto`` to split the layers over every visible GPU)."""
+    PLACEMENT.device, PLACEMENT.device_map = device, device_map
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``auto`` (or None) is the GPU when there is one, else the CPU; under torchrun
+    ``cuda`` means this rank's GPU (``LOCAL_RANK``)."""
+    device = PLACEMENT.device if device is None else device
+    if str(device) == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if str(device) == "cuda" and "LOCAL_RANK" in os.environ:
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+    return torch.device(device)
+
+
 def load_model(
     spec: str,
     *,
@@ -183,7 +227,10 @@ def load_model(
 ) -> LoadedModel:
     """Load ``spec`` (bundled name, folder, ``.gguf`` path or hub id) for the engine.
 
-    The model is put in eval mode. ``attn_implementation`` is what runs when the
+    ``device`` / ``device_map`` default to :data:`PLACEMENT` (``auto``: the GPU when
+    there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
+    several devices; the engine's captures and edits follow each layer's device. The
+    model is put in eval mode. ``attn_implementation`` is what runs when the
     engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
     families that soft-cap attention logits (gemma2), which SDPA cannot do.
     """
@@ -191,6 +238,7 @@ def load_model(
 
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    device_map = PLACEMENT.device_map if device_map is None else device_map
     is_hub = not Path(source).exists()
     if is_hub and (reason := _hub_unreachable_reason()):
         raise WhiteboxError(
@@ -219,8 +267,8 @@ def load_model(
         if "trust_remote_code" in str(e):
             raise WhiteboxError(f"{spec} needs custom modelling code; pass trust_remote_code=True (CLI: --trust-remote-code) if you trust it") from e
         raise WhiteboxError(f"could not load model from {source}: {e}") from e
-    if device is not None and device_map is None:
-        model.to(device)
+    if device_map is None:
+        model.to(resolve_device(device))
     model.eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token

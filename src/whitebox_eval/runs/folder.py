@@ -18,7 +18,7 @@ import os
 import platform
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -38,6 +38,7 @@ RESULTS_FILE = "results.json"
 LOG_FILE = "run.log"
 ARRAYS_DIR = "arrays"
 PLOTS_DIR = "plots"
+SHARDS_DIR = "shards"  # per-rank samples of a data-parallel run, merged by rank 0
 
 VOLATILE_KEY = "_volatile"
 """Config key listing keys that do not change the numbers (batch size, progress, paths)."""
@@ -75,9 +76,10 @@ class RunFolder:
     :meth:`open_for_resume` or :meth:`open` (read an existing run).
     """
 
-    def __init__(self, path: Path, config: dict[str, Any]) -> None:
+    def __init__(self, path: Path, config: dict[str, Any], shard: int | None = None) -> None:
         self.path = Path(path)
         self.config = config
+        self.shard = shard
         self._done_cache: set[str | int] | None = None
         self._tail_checked = False
 
@@ -91,6 +93,39 @@ class RunFolder:
     @property
     def samples_path(self) -> Path:
         return self.path / SAMPLES_FILE
+
+    @property
+    def append_path(self) -> Path:
+        """Where this process appends samples: ``samples.jsonl``, or its rank's shard file
+        (reading and annotating always use the merged ``samples.jsonl``)."""
+        if self.shard is None:
+            return self.samples_path
+        return self.path / SHARDS_DIR / f"rank{self.shard:03d}.samples.jsonl"
+
+    def for_rank(self, rank: int) -> RunFolder:
+        """The same run, appending samples to rank ``rank``'s shard file (data-parallel
+        runs; :meth:`merge_shards` folds the shards into ``samples.jsonl``)."""
+        return RunFolder(self.path, self.config, shard=rank)
+
+    def merge_shards(self, order: Sequence[str | int]) -> int:
+        """Fold every rank's shard file into ``samples.jsonl`` (atomically), samples in
+        the order of ``order`` (ids; any others after them), then delete the shards.
+        Returns the number of samples merged in."""
+        shards = sorted((self.path / SHARDS_DIR).glob("rank*.samples.jsonl"))
+        if not shards:
+            return 0
+        main = self.path / SAMPLES_FILE
+        samples = {s["id"]: s for p in [main, *shards] for s in _read_samples_file(p)}
+        rank = {i: k for k, i in enumerate(order)}
+        ordered = sorted(samples.values(), key=lambda s: (rank.get(s["id"], len(rank)), str(s["id"])))
+        _write_atomic(main, "".join(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n" for s in ordered))
+        merged = sum(1 for p in shards for _ in _read_samples_file(p))
+        for p in shards:
+            p.unlink()
+        if not any((self.path / SHARDS_DIR).iterdir()):
+            (self.path / SHARDS_DIR).rmdir()
+        self._done_cache = None
+        return merged
 
     # ------------------------------------------------------------------ creating
 
@@ -201,10 +236,10 @@ class RunFolder:
             lines.append(json.dumps(plain, ensure_ascii=False, allow_nan=False) + "\n")
         if not lines:
             return
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.append_path.parent.mkdir(parents=True, exist_ok=True)
         if not self._tail_checked:  # never glue a line onto a half-written one
             self._repair_samples_tail()
-        with open(self.samples_path, "a", encoding="utf-8") as f:
+        with open(self.append_path, "a", encoding="utf-8") as f:
             f.write("".join(lines))
             f.flush()
             os.fsync(f.fileno())
@@ -221,27 +256,12 @@ class RunFolder:
 
     def read_samples(self) -> Iterator[dict[str, Any]]:
         """Yield the finished samples in the order written (a half-written tail is skipped)."""
-        if not self.samples_path.is_file():
-            return
-        with open(self.samples_path, "rb") as f:
-            data = f.read()
-        lines = data.split(b"\n")
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                sample = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                if number == len(lines):  # last line with no newline: killed mid-write
-                    return
-                raise WhiteboxError(
-                    f"{self.samples_path} line {number} is not valid JSON ({exc}); the "
-                    "file was edited or corrupted: fix or delete that line") from None
-            yield sample
+        yield from _read_samples_file(self.samples_path)
 
     def done_ids(self) -> set[str | int]:
-        """Ids of the samples already in ``samples.jsonl`` (read from the file)."""
-        ids = {sample["id"] for sample in self.read_samples() if "id" in sample}
+        """Ids of the finished samples: ``samples.jsonl`` plus any rank's unmerged shard."""
+        files = [self.path / SAMPLES_FILE, *sorted((self.path / SHARDS_DIR).glob("rank*.samples.jsonl"))]
+        ids = {sample["id"] for p in files for sample in _read_samples_file(p) if "id" in sample}
         self._done_cache = set(ids)
         return ids
 
@@ -289,7 +309,7 @@ class RunFolder:
         Returns True when a fragment was dropped.
         """
         self._tail_checked = True
-        path = self.samples_path
+        path = self.append_path
         if not path.is_file():
             return False
         with open(path, "rb+") as f:
@@ -508,6 +528,27 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- files
+
+
+def _read_samples_file(path: Path) -> Iterator[dict[str, Any]]:
+    """The samples of one JSONL file in order; a half-written last line is skipped."""
+    if not path.is_file():
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            sample = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if number == len(lines):  # last line with no newline: killed mid-write
+                return
+            raise WhiteboxError(
+                f"{path} line {number} is not valid JSON ({exc}); the "
+                "file was edited or corrupted: fix or delete that line") from None
+        yield sample
 
 
 def _write_atomic(path: Path, text: str) -> None:

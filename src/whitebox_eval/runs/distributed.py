@@ -1,0 +1,80 @@
+"""Data-parallel runs over processes: ranks, shards by index, and the rank-0 merge.
+
+Launch any study with ``torchrun --nproc-per-node N -m whitebox_eval ...`` (or
+``accelerate launch -m whitebox_eval ...``). Each rank scores a disjoint shard of the
+examples, dealt in batch-sized blocks of consecutive indices so every batch is the
+batch a single process would have run; parts land in the shared run folder, each rank
+streams its own ``shards/rank<r>.samples.jsonl``, and rank 0 merges them into
+``samples.jsonl`` in example order and writes the results. Ranks talk only through
+the run folder and a few barriers (gloo, also when the models sit on GPUs), so several
+nodes work the same way when they share the run folder's file system.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Sequence, TypeVar
+
+T = TypeVar("T")
+
+#: how long a rank waits for the others at a barrier (a slow pass on another rank)
+BARRIER_TIMEOUT = timedelta(hours=6)
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the data-parallel ranks (size 1: a plain run)."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        """Rank 0 writes the merged samples, results, arrays and plots."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    def shard(self, indices: Sequence[T], block: int = 1) -> list[T]:
+        """This rank's share of ``indices``: blocks of ``block`` consecutive entries
+        dealt round-robin (block b goes to rank b mod size). Shards are disjoint and
+        together cover ``indices``; with ``block`` = the batch size each batch equals
+        the single-process batch."""
+        if block < 1:
+            raise ValueError(f"block must be >= 1, got {block}")
+        return [x for b in range(self.rank * block, len(indices), self.size * block) for x in indices[b:b + block]]
+
+    def barrier(self) -> None:
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (a picklable object)."""
+        if not self.distributed:
+            return value
+        import torch.distributed as dist
+
+        box = [value if self.main else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+def world() -> World:
+    """The current ranks, read from the launcher's environment (``WORLD_SIZE``, ``RANK``,
+    ``LOCAL_RANK``); the process group is started on first use (gloo: the ranks only
+    exchange a few small objects, the data goes through the run folder)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return World()
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", timeout=BARRIER_TIMEOUT)
+    return World(rank=dist.get_rank(), size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))

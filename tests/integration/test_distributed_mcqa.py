@@ -1,0 +1,57 @@
+"""torchrun with 2 CPU ranks (gloo) gives the same MCQA run folder as one process."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+STUDY = ["mcqa", "--model", "smollm2-135m", "--limit", "20", "--min-val-items", "8", "--batch-size", "4",
+         "--methods", "baseline,qk,attention,pa,pride"]
+
+
+def _close(a, b, path="") -> None:
+    """Equal structures; floats equal to 1e-4 (one rank runs 1 thread, one process 2)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(a, b, abs_tol=1e-4), f"{path}: {a} != {b}"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def test_two_rank_run_equals_one_process_run(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    one = subprocess.run([sys.executable, "-m", "whitebox_eval", *STUDY, "--output", str(tmp_path), "--run-id", "one"],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "whitebox_eval",
+                          *STUDY, "--output", str(tmp_path), "--run-id", "two"],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = tmp_path / "one", tmp_path / "two"
+    assert "rank 1 of 2" in (b / "run.log").read_text()  # both ranks worked on it
+    assert not (b / "shards").exists()  # rank 0 merged the shards away
+    _close(json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text()))
+    sa = [json.loads(line) for line in (a / "samples.jsonl").read_text().splitlines()]
+    sb = [json.loads(line) for line in (b / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in sb] == [s["id"] for s in sa]  # merged in example order
+    _close(sa, sb)
+    for name in ("letter_logits", "qk", "attention"):
+        np.testing.assert_allclose(np.load(b / "arrays" / f"{name}.npy"), np.load(a / "arrays" / f"{name}.npy"),
+                                   atol=1e-4, rtol=0, equal_nan=True)
+    assert sorted(p.name for p in (b / "plots").iterdir()) == sorted(p.name for p in (a / "plots").iterdir())
+    assert "run folder:" in two.stdout and two.stdout.count("run folder:") == 1  # rank 0 alone reports
