@@ -383,7 +383,7 @@ class Engine:
             ppos = plan.batch.padded_positions(e.positions)
             heads = None if e.heads is None else [arch.check_head(h) for h in e.heads]
 
-            def patch(v, ppos=ppos, values=values, heads=heads):
+            def patch(v, ppos=ppos, values=e.values, heads=heads):
                 ppos = ppos.to(v.device)
                 idx = ppos.view(*ppos.shape, *([1] * (v.dim() - 2))).expand(-1, -1, *v.shape[2:])
                 new = values.to(v.device, v.dtype)
