@@ -75,13 +75,7 @@ def test_hub_id_offline_names_the_offline_alternatives(monkeypatch):
 
 def test_local_safetensors_folder_loads_and_runs(tmp_path):
     folder = _save_tiny(tmp_path / "st", family="qwen3")
-    tok_dir = folder  # a tokenizer is required by load_model: build a tiny one offline
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {f"t{i}": i for i in range(64)}
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="t0", eos_token="t2").save_pretrained(tok_dir)
+    _tiny_tokenizer(folder)  # a tokenizer is required by load_model: build a tiny one offline
     lm = load_model(str(folder))
     assert lm.arch.family.name == "qwen3"
     engine = Engine(lm)
@@ -89,6 +83,40 @@ def test_local_safetensors_folder_loads_and_runs(tmp_path):
     assert batch.input_ids.tolist()[1][0] == lm.tokenizer.pad_token_id  # left padded
     t = engine.run(batch, [Capture("q")])
     assert t["q"].shape == (2, lm.arch.n_layers, 1, lm.arch.n_heads, lm.arch.head_dim)
+
+
+def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
+    """``whitebox-eval --device-map auto ...`` sets the default every study's load uses."""
+    from whitebox_eval.models import loading
+
+    folder = _save_tiny(tmp_path / "st")
+    _tiny_tokenizer(folder)
+    monkeypatch.setattr(loading, "PLACEMENT", loading.Placement())
+    plain = load_model(str(folder))
+    assert plain.device == torch.device("cuda" if torch.cuda.is_available() else "cpu")  # auto
+    assert not getattr(plain.model, "hf_device_map", None)
+    seen = []
+    original = tf.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(tf.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: seen.append(k.get("device_map")) or original(*a, **k))
+    loading.set_placement("cpu", "auto")
+    split = load_model(str(folder))
+    assert seen == ["auto"]  # accelerate placed the modules (all on the CPU here)
+    assert split.device == torch.device("cpu")
+    batch = Engine(split).batch(["t5 t9 t17"])
+    torch.testing.assert_close(Engine(split).run(batch).logits, Engine(plain).run(batch.to(plain.device)).logits.to("cpu"))
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert loading.resolve_device("cuda") == torch.device("cuda", 1)  # torchrun: each rank its own GPU
+    assert loading.resolve_device("cpu") == torch.device("cpu")
+
+
+def _tiny_tokenizer(folder: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"t{i}": i for i in range(64)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="t0", eos_token="t2").save_pretrained(folder)
 
 
 def test_out_of_range_requests_raise_the_project_error():
