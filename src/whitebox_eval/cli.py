@@ -15,6 +15,10 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 
+#: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
+DATA_PARALLEL_COMMANDS = {"mcqa"}
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="whitebox-eval")
 @click.option("--device", default="auto", show_default=True, metavar="DEVICE",
@@ -23,7 +27,8 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.option("--device-map", default=None, metavar="MAP",
               help="split a model too large for one device over several (accelerate), e.g. auto; "
                    "captures and edits follow each layer's device")
-def cli(device: str, device_map: str | None) -> None:
+@click.pass_context
+def cli(ctx: click.Context, device: str, device_map: str | None) -> None:
     """Evaluate language models from the inside.
 
     \b
@@ -40,8 +45,13 @@ def cli(device: str, device_map: str | None) -> None:
     Several processes share one study (data parallel; rank 0 merges the run folder):
       torchrun --nproc-per-node 2 -m whitebox_eval mcqa --run-id ssd-dp --limit 200
     """
+    import os
+
     from whitebox_eval.models.loading import set_placement
 
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and ctx.invoked_subcommand not in DATA_PARALLEL_COMMANDS:
+        raise WhiteboxError(f"'{ctx.invoked_subcommand}' does not share its work among torchrun ranks (only "
+                            f"{', '.join(sorted(DATA_PARALLEL_COMMANDS))} does): run it as one process")
     set_placement(device, device_map)
 
 

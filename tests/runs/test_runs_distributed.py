@@ -76,3 +76,13 @@ def test_a_torn_shard_line_is_dropped_before_the_rank_appends_again(tmp_path):
     again.append_samples([{"id": 2}])
     run.merge_shards([1, 2])
     assert [s["id"] for s in run.read_samples()] == [1, 2]
+
+
+def test_commands_that_do_not_shard_refuse_to_run_under_torchrun(monkeypatch, capsys):
+    from whitebox_eval.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as e:
+        main(["gar", "--limit", "1"])
+    assert e.value.code == 2
+    assert "'gar' does not share its work among torchrun ranks" in capsys.readouterr().err

@@ -158,9 +158,11 @@ class _Study:
     def _collect(parts: Path, indices: Sequence[int]) -> dict[str, np.ndarray]:
         where = {i: j for j, i in enumerate(indices)}
         out: dict[str, np.ndarray] = {}
+        filled: set[int] = set()
         for p in sorted(parts.glob("*.npz")):
             with np.load(p) as z:
                 rows = [where.get(int(i)) for i in z["index"]]
+                filled.update(r for r in rows if r is not None)
                 for key in z.files:
                     if key == "index":
                         continue
@@ -169,6 +171,11 @@ class _Study:
                     for src, dst in enumerate(rows):
                         if dst is not None:
                             out[key][dst] = z[key][src]
+        if len(filled) < len(where):
+            raise WhiteboxError(
+                f"{len(where) - len(filled)} of {len(where)} items have no scores in {parts}: under torchrun on several "
+                "nodes every node must write to the same run folder (a shared file system); copy the other nodes' "
+                "arrays/parts and shards here and rerun the same command with --resume to finish")
         return out
 
     def main_pass(self) -> dict[str, np.ndarray]:
