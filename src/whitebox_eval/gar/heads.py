@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.gar.roles import EncodedExample, Pattern, parse_pattern
+from whitebox_eval.gar.roles import EncodedExample, parse_pattern
 from whitebox_eval.gar.scoring import make_batch
 from whitebox_eval.internals import Batch, Capture, Engine, integrated_gradients, kl_divergence_metric
 

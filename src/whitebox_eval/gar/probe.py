@@ -23,7 +23,6 @@ in the GoT template a leading "The"/"A"/"An" is lower-cased and a final period d
 from __future__ import annotations
 
 import csv
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.jsonlines import json_objects
 from whitebox_eval.gar.heads import Head, max_activation
 from whitebox_eval.internals import Engine, batch_from_ids
 
@@ -115,21 +115,14 @@ def load_snli(path: str | Path, *, limit: int | None = None, seed: int = 0) -> l
     if not path.is_file():
         raise WhiteboxError(f"no SNLI file at {path}; give a .jsonl file with sentence1, sentence2, gold_label")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise WhiteboxError(f"{path}:{line}: not valid JSON ({e}); fix or remove the line") from None
-            missing = [k for k in ("sentence1", "sentence2", "gold_label") if k not in rec]
-            if missing:
-                raise WhiteboxError(f"{path}:{line}: missing {missing}; SNLI lines need sentence1, "
-                                    "sentence2 and gold_label")
-            if rec["gold_label"] in SNLI_LABELS:
-                rows.append(snli_statement(rec["sentence1"], rec["sentence2"],
-                                           SNLI_LABELS[rec["gold_label"]], f"{path.name}:{line}"))
+    for line, rec in json_objects(path):
+        missing = [k for k in ("sentence1", "sentence2", "gold_label") if k not in rec]
+        if missing:
+            raise WhiteboxError(f"{path}:{line}: missing {missing}; SNLI lines need sentence1, "
+                                "sentence2 and gold_label")
+        if rec["gold_label"] in SNLI_LABELS:
+            rows.append(snli_statement(rec["sentence1"], rec["sentence2"],
+                                       SNLI_LABELS[rec["gold_label"]], f"{path.name}:{line}"))
     if not rows:
         raise WhiteboxError(f"{path} has no entailment/contradiction pairs")
     return _subsample(rows, limit, seed)

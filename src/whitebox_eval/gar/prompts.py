@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.gar.schemas import Schema, load_schema
+from whitebox_eval.gar.schemas import Schema
 from whitebox_eval.gar.tasks import GARTask
 
 if TYPE_CHECKING:

@@ -35,7 +35,6 @@ from whitebox_eval.internals.requests import (
     ScaleHeads,
     Trace,
 )
-from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models.loading import LoadedModel
 
 PER_HEAD_POINTS = {"q_proj": "q", "k_proj": "kv", "q": "q", "k": "kv", "v": "kv", "head_out": "q"}

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.jsonlines import json_lines
 from whitebox_eval.mcqa.metrics import normalize_answer
 from whitebox_eval.mcqa.items import MCQItem
 
@@ -144,23 +145,9 @@ def _open_text(path: Path):
 
 
 def _read_jsonl(path: Path) -> Iterator[_Row]:
-    """One JSON object per non-blank line."""
-    with _open_text(path) as f:
-        try:
-            for lineno, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield _Row(path, lineno, _RowError(f"invalid JSON ({exc.msg} at column {exc.colno})"))
-                    continue
-                if not isinstance(data, dict):
-                    yield _Row(path, lineno, _RowError(f"expected a JSON object, found {type(data).__name__}"))
-                    continue
-                yield _Row(path, lineno, data)
-        except UnicodeDecodeError as exc:
-            raise WhiteboxError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8") from exc
+    """One JSON object per non-blank line; a malformed line becomes a row error."""
+    for lineno, data in json_lines(path):
+        yield _Row(path, lineno, _RowError(data) if isinstance(data, str) else data)
 
 
 def _read_csv(path: Path) -> Iterator[_Row]:

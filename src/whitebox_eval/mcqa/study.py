@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads

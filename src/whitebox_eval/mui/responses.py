@@ -45,6 +45,7 @@ from typing import Any, Literal
 import torch
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.jsonlines import json_objects
 
 AnswerKind = Literal["number", "final_number", "choice"]
 Shots = Literal["auto", 0, 1]
@@ -159,29 +160,22 @@ def _mcq_question(question: str, options: Sequence[str], labels: Sequence[str]) 
 
 def _gsm8k_items(path: Path, limit: int | None) -> list[TaskItem]:
     items: list[TaskItem] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise WhiteboxError(f"{path}:{line_no}: not valid JSON ({exc})") from None
-            q, a = row.get("question"), row.get("answer")
-            if not isinstance(q, str) or not isinstance(a, str) or "####" not in a:
-                raise WhiteboxError(f"{path}:{line_no}: a GSM8K row needs 'question' and an 'answer' ending in '#### N'")
-            gold = a.rsplit("####", 1)[1].strip().replace(",", "")
-            if final_number(f"#### {gold}") is None:
-                raise WhiteboxError(f"{path}:{line_no}: the answer after '####' is not a number: {gold!r}")
-            solution = re.sub(r"<<[^>]*>>", "", a.rsplit("####", 1)[0]).strip()
-            items.append(TaskItem(
-                id=str(row.get("id", f"gsm8k-{line_no}")), question=f"Question: {' '.join(q.split())}",
-                answer_kind="final_number", gold=gold,
-                gold_response=" " + " ".join(solution.split()) + f" The answer is {gold}.",
-                group="gsm8k",
-            ))
-            if limit is not None and len(items) >= limit:
-                break
+    for line_no, row in json_objects(path):
+        q, a = row.get("question"), row.get("answer")
+        if not isinstance(q, str) or not isinstance(a, str) or "####" not in a:
+            raise WhiteboxError(f"{path}:{line_no}: a GSM8K row needs 'question' and an 'answer' ending in '#### N'")
+        gold = a.rsplit("####", 1)[1].strip().replace(",", "")
+        if final_number(f"#### {gold}") is None:
+            raise WhiteboxError(f"{path}:{line_no}: the answer after '####' is not a number: {gold!r}")
+        solution = re.sub(r"<<[^>]*>>", "", a.rsplit("####", 1)[0]).strip()
+        items.append(TaskItem(
+            id=str(row.get("id", f"gsm8k-{line_no}")), question=f"Question: {' '.join(q.split())}",
+            answer_kind="final_number", gold=gold,
+            gold_response=" " + " ".join(solution.split()) + f" The answer is {gold}.",
+            group="gsm8k",
+        ))
+        if limit is not None and len(items) >= limit:
+            break
     if not items:
         raise WhiteboxError(f"{path} holds no GSM8K rows")
     return items

@@ -1,0 +1,46 @@
+"""JSON-lines data files (benchmarks in their published formats), read one way everywhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from whitebox_eval.errors import WhiteboxError
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """``(line number, object)`` per non-blank line; a malformed line gives
+    ``(line number, what is wrong)`` instead, so the caller decides to skip or stop.
+
+    A UTF-8 byte-order mark is accepted; a file that is not UTF-8 raises.
+    """
+    path = Path(path)
+    try:
+        f = path.open(encoding="utf-8-sig", newline="")
+    except OSError as exc:
+        raise WhiteboxError(f"cannot read {path}: {exc}") from exc
+    with f:
+        try:
+            for lineno, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield lineno, f"invalid JSON ({exc.msg} at column {exc.colno})"
+                    continue
+                if not isinstance(data, dict):
+                    yield lineno, f"expected a JSON object, found {type(data).__name__}"
+                    continue
+                yield lineno, data
+        except UnicodeDecodeError as exc:
+            raise WhiteboxError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8") from exc
+
+
+def json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Like :func:`json_lines`, but a malformed line stops with ``path:line: problem``."""
+    for lineno, data in json_lines(path):
+        if isinstance(data, str):
+            raise WhiteboxError(f"{path}:{lineno}: {data}; fix or remove the line")
+        yield lineno, data
