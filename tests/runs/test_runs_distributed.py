@@ -83,6 +83,10 @@ def test_commands_that_do_not_shard_refuse_to_run_under_torchrun(monkeypatch, ca
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit) as e:
-        main(["gar", "--limit", "1"])
+        main(["span", "--limit", "1"])
     assert e.value.code == 2
-    assert "'gar' does not share its work among torchrun ranks" in capsys.readouterr().err
+    assert "'span' does not share its work among torchrun ranks" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["gar", "--mode", "truth-heads", "--limit", "2"])
+    assert e.value.code == 2
+    assert "gar --mode truth-heads does not share its work" in capsys.readouterr().err

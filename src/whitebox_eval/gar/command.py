@@ -85,12 +85,16 @@ def command(**kw) -> None:
     from whitebox_eval.gar import study
 
     mode = kw["mode"]
+    if mode != "evaluate" and current_world_size() > 1:
+        raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
+                            "does): run it as one process")
     if mode == "evaluate":
         cfg = study.GARConfig(model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
                               batch_size=kw["batch_size"])
         folder = study.run_gar(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-        _print_evaluation(folder)
+        if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
+            _print_evaluation(folder)
     elif mode == "truth-heads":
         cfg = study.GARHeadsConfig(
             model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
@@ -116,6 +120,12 @@ def command(**kw) -> None:
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
+
+
+def current_world_size() -> int:
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def _print_evaluation(folder) -> None:

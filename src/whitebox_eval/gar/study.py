@@ -48,6 +48,7 @@ from whitebox_eval.gar.tasks import GARTask, enumerate_tasks, kr_tasks, parse_ta
 from whitebox_eval.internals import Engine, integrated_gradients, kl_divergence_metric
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs.distributed import create_run, world as current_world
 
 #: the three classification tasks of sec. 5 ("GendersOfPersons/=, r_retrieve/∈")
 PAPER_TRUTH_TASKS = (
@@ -205,19 +206,31 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
         raise WhiteboxError(f"unknown App. C rule {cfg.rule!r}; use one of {ev.RULES}")
     tasks = select_tasks(cfg.tasks, include_kr=cfg.include_kr)
     examples = task_examples(tasks, cfg.limit, cfg.seed)
-    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+    if cfg.batch_size < 1:
+        raise WhiteboxError(f"batch size must be >= 1 (got {cfg.batch_size})")
+    ranks = current_world()
+    folder = create_run(ranks, output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(loaded)
     encoded = encode_examples(examples, loaded.tokenizer)
     ids = [example_id(e) for e in examples]
+    if len(set(ids)) != len(ids):
+        raise WhiteboxError("two examples share an id; check the task list for duplicates")
+    done = folder.done_ids()
     order = sorted(range(len(examples)), key=lambda i: (encoded[i].n_tokens, i))  # less padding
-    pending = folder.count_pending(ids)
-    folder.log(f"{len(tasks)} tasks, {len(examples)} examples, {pending} pending, model {cfg.model}")
-    for chunk in progress(folder.iterate_pending(order, [ids[i] for i in order], cfg.batch_size),
-                          total=-(-pending // cfg.batch_size), desc="gar batches", enabled=show_progress):
-        idx = [i for _, i in chunk]
+    bs = cfg.batch_size
+    todo = ranks.shard([i for i in order if ids[i] not in done], block=bs)  # torchrun: this rank's blocks
+    folder.log(f"{len(tasks)} tasks, {len(examples)} examples, {len(todo)} pending, model {cfg.model}"
+               + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
+    for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="gar batches",
+                          enabled=show_progress if ranks.main else False):
+        idx = todo[start:start + bs]
         scores = score_batch(engine, [encoded[i] for i in idx], rule=cfg.rule)
         folder.append_samples([_score_record(examples[i], encoded[i], s) for i, s in zip(idx, scores)])
+    ranks.barrier()
+    if not ranks.main:
+        return folder
+    folder.merge_shards(ids)
     return finalize_gar(folder, examples, cfg.model)
 
 

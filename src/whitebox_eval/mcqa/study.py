@@ -40,7 +40,7 @@ from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
-from whitebox_eval.runs.distributed import World, world as current_world
+from whitebox_eval.runs.distributed import World, create_run, world as current_world
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -296,10 +296,7 @@ def run_mcqa(
     if len({it.id for it in items}) != len(items):
         raise WhiteboxError("item ids are not unique; every row needs its own id")
     ranks = current_world()
-    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume) if ranks.main else None
-    path = ranks.broadcast(str(folder.path) if ranks.main else None)
-    if ranks.distributed:  # the other ranks join the folder rank 0 made; each streams its own samples shard
-        folder = (folder or RunFolder.open(path)).for_rank(ranks.rank)
+    folder = create_run(ranks, output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"

@@ -1,4 +1,4 @@
-"""torchrun with 2 CPU ranks (gloo) gives the same MCQA run folder as one process."""
+"""torchrun with 2 CPU ranks (gloo) gives the same run folder as one process (MCQA, GAR)."""
 
 from __future__ import annotations
 
@@ -55,3 +55,21 @@ def test_two_rank_run_equals_one_process_run(tmp_path):
                                    atol=1e-4, rtol=0, equal_nan=True)
     assert sorted(p.name for p in (b / "plots").iterdir()) == sorted(p.name for p in (a / "plots").iterdir())
     assert "run folder:" in two.stdout and two.stdout.count("run folder:") == 1  # rank 0 alone reports
+
+
+def test_two_rank_gar_evaluation_equals_one_process(tmp_path):
+    study = ["gar", "--model", "smollm2-135m", "--tasks", "generation", "--limit", "1", "--batch-size", "8"]
+    runs = {}
+    for name, launch in (("one", []), ("two", ["-m", "torch.distributed.run", "--nproc-per-node", "2"])):
+        cmd = [sys.executable, *launch, "-m", "whitebox_eval", *study, "--output", str(tmp_path), "--run-id", name]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = done
+    a, b = tmp_path / "one", tmp_path / "two"
+    assert "rank 1 of 2" in (b / "run.log").read_text()
+    _close(json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text()))
+    sa = {s["id"]: s for s in map(json.loads, (a / "samples.jsonl").read_text().splitlines())}
+    sb = {s["id"]: s for s in map(json.loads, (b / "samples.jsonl").read_text().splitlines())}
+    assert len(sa) == 192 and sa.keys() == sb.keys()  # one example of each generation task
+    _close(sa, sb)
+    assert runs["two"].stdout.count("run folder:") == 1
