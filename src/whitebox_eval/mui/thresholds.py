@@ -91,6 +91,14 @@ def _check_k(k: int) -> int:
     return int(k)
 
 
+def _topk_args(scores, k: int, unit: str, ties: str) -> tuple[int, torch.Tensor]:
+    """The checks every top-k rule makes: ``k``, ``unit``, ``ties`` and the scores."""
+    k = _check_k(k)
+    _check_choice("unit", unit, ("neuron", "pair"))
+    _check_choice("ties", ties, ("include", "index"))
+    return k, _as_scores(scores)
+
+
 def layer_topk_mask(
     scores: torch.Tensor | np.ndarray,
     k: int,
@@ -100,10 +108,7 @@ def layer_topk_mask(
     min_score: float | None = None,
 ) -> torch.Tensor:
     """Layer-level top-k (App. A.4 eq. 10): per layer, the ``k`` highest-scoring units."""
-    k = _check_k(k)
-    _check_choice("unit", unit, ("neuron", "pair"))
-    _check_choice("ties", ties, ("include", "index"))
-    s = _as_scores(scores)
+    k, s = _topk_args(scores, k, unit, ties)
     n_pos, n_layers, width = s.shape
     if unit == "neuron":
         return _select_rows(s.amax(dim=0), k, ties, min_score)
@@ -147,10 +152,7 @@ def global_topk_mask(
     min_score: float | None = None,
 ) -> torch.Tensor:
     """Global top-k (App. A.4 eq. 11): the ``k`` highest-scoring units over all layers."""
-    k = _check_k(k)
-    _check_choice("unit", unit, ("neuron", "pair"))
-    _check_choice("ties", ties, ("include", "index"))
-    s = _as_scores(scores)
+    k, s = _topk_args(scores, k, unit, ties)
     n_pos, n_layers, width = s.shape
     if unit == "neuron":
         return _select_rows(s.amax(dim=0).reshape(1, -1), k, ties, min_score).reshape(n_layers, width)
