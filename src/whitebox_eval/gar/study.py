@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -143,31 +143,38 @@ def example_id(ex: GARExample) -> str:
 
 
 @dataclass
-class GARConfig:
-    """Everything that determines a GAR evaluation's numbers (written to config.yaml)."""
+class _GARRun:
+    """What every GAR mode's config holds (written to config.yaml with its ``mode``)."""
 
+    MODE: ClassVar[str] = ""
     model: str = "smollm2-135m"
-    tasks: str = "all"
-    limit: int | None = None
-    include_kr: bool = True
-    rule: str = "chance"
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        return config_dict(self, "gar", mode="evaluate")
+        return config_dict(self, "gar", mode=self.MODE)
 
 
 @dataclass
-class GARHeadsConfig:
+class GARConfig(_GARRun):
+    """Everything that determines a GAR evaluation's numbers (written to config.yaml)."""
+
+    tasks: str = "all"
+    limit: int | None = None
+    include_kr: bool = True
+    rule: str = "chance"
+
+    MODE: ClassVar[str] = "evaluate"
+
+
+@dataclass
+class GARHeadsConfig(_GARRun):
     """The True/False-head study (secs. 4-5, App. E)."""
 
-    model: str = "smollm2-135m"
     tasks: str = "truth"
     limit: int | None = None
-    seed: int = 0
     steps: int = 5
     n_candidates: int = 10
     n_true: int = 2
@@ -180,11 +187,8 @@ class GARHeadsConfig:
     probe_folds: int = 5
     rule: str = "chance"
     batch_size: int = 4
-    dtype: str = "float32"
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
-    def to_dict(self) -> dict:
-        return config_dict(self, "gar", mode="truth-heads")
+    MODE: ClassVar[str] = "truth-heads"
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -533,22 +537,16 @@ def run_probe_stage(folder: RunFolder, engine: Engine, path: str, heads: Sequenc
 
 
 @dataclass
-class GARInterveneConfig:
+class GARInterveneConfig(_GARRun):
     """Strong / weak / knock-out interventions on chosen heads (sec. 5, fig. 4)."""
 
-    model: str = "smollm2-135m"
     tasks: str = "truth"
     limit: int | None = None
     heads: str = ""
     pattern: str = "V->E"
     rule: str = "chance"
-    seed: int = 0
-    batch_size: int = 8
-    dtype: str = "float32"
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
-    def to_dict(self) -> dict:
-        return config_dict(self, "gar", mode="intervene")
+    MODE: ClassVar[str] = "intervene"
 
 
 def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, run_id: str | None = None,
@@ -619,21 +617,15 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
 
 
 @dataclass
-class GARProbeConfig:
+class GARProbeConfig(_GARRun):
     """App. E truth probe on chosen heads."""
 
-    model: str = "smollm2-135m"
     heads: str = ""
     probe_data: tuple[str, ...] = ()
     probe_limit: int | None = None
     probe_folds: int = 5
-    seed: int = 0
-    batch_size: int = 8
-    dtype: str = "float32"
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
-    def to_dict(self) -> dict:
-        return config_dict(self, "gar", mode="probe")
+    MODE: ClassVar[str] = "probe"
 
 
 def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: str | None = None,
