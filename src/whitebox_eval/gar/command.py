@@ -153,7 +153,9 @@ def _print_heads(folder) -> None:
         click.echo(f"True heads: {fmt(res['true_heads'])}   False heads: {fmt(res['false_heads'])}")
     for k, v in res.get("interventions", {}).items():
         click.echo(f"  {k:24s} accuracy {_pct(v['accuracy_before'])} -> {_pct(v['accuracy_after'])}"
-                   f"   argmax {_pct(v['argmax_before'])} -> {_pct(v['argmax_after'])}   (n={v['n']})")
+                   f"   argmax {_pct(v['argmax_before'])} -> {_pct(v['argmax_after'])}"
+                   f"   P(target) {v['mean_target_prob_before']:.4f} -> {v['mean_target_prob_after']:.4f}"
+                   f"   changed {v['predictions_changed']}/{v['n']}")
     for k, v in res.get("probes", {}).items():
         click.echo(f"  probe {k:18s} {_pct(v['accuracy_mean'])} ± {100 * v['accuracy_std']:.1f}"
                    f"   (chance {_pct(v['chance_majority'])}, n={v['n']})")
