@@ -14,6 +14,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import generate_task_examples
 from whitebox_eval.gar.roles import EncodedExample, encode_example, parse_pattern
 from whitebox_eval.gar.scoring import alternative_probs, score_examples, score_from_probs
+from whitebox_eval.internals import Engine
 from whitebox_eval.gar.study import (
     GARConfig,
     GARHeadsConfig,
@@ -179,3 +180,36 @@ def test_truth_heads_study_runs_end_to_end(tmp_path, tiny_real_vocab, shared_dat
     # a resumed finished run recomputes nothing and gives the same results
     again = run_gar_heads(cfg, tmp_path, run_id="heads", resume=True, loaded=tiny_real_vocab).load_results()
     assert again["interventions"] == res["interventions"] and again["true_heads"] == res["true_heads"]
+
+
+def test_shared_heads_worked_example():
+    from whitebox_eval.gar.study import shared_heads
+
+    got = shared_heads({"t1": [(1, 2), (3, 0)], "t2": [(3, 0), (1, 2), (0, 0)], "t3": [(3, 0)]})
+    assert got == [{"head": [3, 0], "n_tasks": 3, "tasks": ["t1", "t2", "t3"]},
+                   {"head": [1, 2], "n_tasks": 2, "tasks": ["t1", "t2"]}]  # (0, 0) is in one list only
+
+
+def test_attribute_mode_ranks_heads_per_task_and_resumes(tmp_path, tiny_real_vocab, monkeypatch):
+    from whitebox_eval.gar import heads as gar_heads
+    from whitebox_eval.gar.roles import encode_examples
+    from whitebox_eval.gar.study import GARAttributeConfig, run_gar_attribute, task_examples
+
+    tasks = "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c],GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate]"
+    cfg = GARAttributeConfig(model="tiny", tasks=tasks, limit=4, steps=2, top=3, batch_size=2)
+    folder = run_gar_attribute(cfg, tmp_path, run_id="attr", loaded=tiny_real_vocab)
+    res = folder.load_results()
+    per_task = folder.load_array("attribution_head_out_per_task")
+    assert per_task.shape == (2, 2, 4)
+    for k, task in enumerate(select_tasks(tasks, include_kr=False)):
+        t = res["tasks"][task.task_id]
+        assert t["baseline"] == ("pair" if task.g2c else "zero")
+        enc = encode_examples(task_examples([task], 4, 0), tiny_real_vocab.tokenizer)
+        direct = gar_heads.attribute_heads(Engine(tiny_real_vocab), enc, baseline=t["baseline"], steps=2, batch_size=2)
+        np.testing.assert_allclose(per_task[k], direct.head_out, rtol=1e-4, atol=1e-7)
+        order = np.argsort(-np.abs(per_task[k]), axis=None)[:3]
+        assert [x["head"] for x in t["top_heads"]] == [list(np.unravel_index(i, (2, 4))) for i in order]
+    assert (folder.path / "plots" / "attribution_per_task.png").is_file()
+    monkeypatch.setattr(gar_heads, "attribute_heads", lambda *a, **k: pytest.fail("recomputed a finished task"))
+    again = run_gar_attribute(cfg, tmp_path, run_id="attr", resume=True, loaded=tiny_real_vocab).load_results()
+    assert again["tasks"] == res["tasks"]

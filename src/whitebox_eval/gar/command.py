@@ -9,7 +9,7 @@ import click
 from whitebox_eval.errors import WhiteboxError
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-MODES = ("evaluate", "truth-heads", "intervene", "probe")
+MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
 
 
 def _pct(v) -> str:
@@ -23,7 +23,7 @@ def _pct(v) -> str:
 @click.option("--tasks", default=None,
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
-                   "Default: all (evaluate), truth (truth-heads, intervene)")
+                   "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
 @click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even for g2c)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
@@ -34,7 +34,8 @@ def _pct(v) -> str:
 @click.option("--pattern", default=None,
               help="attention pattern KEY->QUERY (QUERY attends to KEY): V->E, Q->E, A^->E, Q->A, ... "
                    "Default: Q->A (truth-heads), V->E (intervene)")
-@click.option("--steps", default=5, show_default=True, help="truth-heads: integrated-gradients steps")
+@click.option("--steps", default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
+@click.option("--top", default=10, show_default=True, help="attribute: heads kept per task")
 @click.option("--candidates", default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
 @click.option("--n-true", default=2, show_default=True, help="truth-heads: how many True heads to keep")
 @click.option("--n-false", default=2, show_default=True, help="truth-heads: how many False heads to keep")
@@ -59,6 +60,12 @@ def command(**kw) -> None:
       compositionality gap (sub-problem accuracy / n_r=2 accuracy).
         whitebox-eval gar --model smollm2-135m --tasks all --limit 2
         whitebox-eval gar --tasks 'GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate]'
+    \b
+    --mode attribute: rank every head per task by EAP-IG attribution (KL metric;
+      classification: the Yes/No partner is the corrupted input, generation: zero
+      input embeddings), keep the --top of each task, and list the heads several
+      tasks share (the reused core of the circuits, sec. 4); plots a tasks x heads map.
+        whitebox-eval gar --mode attribute --tasks 'truth,GendersOfPersons/same,KindsOfThings/kindOf×3' --limit 8
     \b
     --mode truth-heads: on classification tasks (default: the three of sec. 5), rank
       heads by EAP-IG attribution (KL metric; the Yes/No partner is the corrupted
@@ -88,7 +95,11 @@ def command(**kw) -> None:
     if mode != "evaluate" and current_world_size() > 1:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
-    if mode == "evaluate":
+    if mode == "attribute":
+        cfg = study.GARAttributeConfig(model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
+                                       steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=kw["batch_size"])
+        _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
+    elif mode == "evaluate":
         cfg = study.GARConfig(model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
                               batch_size=kw["batch_size"])
@@ -143,6 +154,18 @@ def _print_evaluation(folder) -> None:
         gap = r["compositionality_gap"]
         click.echo(f"  compositionality gap {'n/a' if gap is None else f'{gap:.2f}'}")
     click.echo(f"\nplots in {folder.path / 'plots'}")
+
+
+def _print_attribution(folder) -> None:
+    res = folder.load_results()
+    click.echo(f"\nrun folder: {folder.path}")
+    for task_id, t in res["tasks"].items():
+        heads = ", ".join(f"{x['head'][0]}.{x['head'][1]}" for x in t["top_heads"][:5])
+        click.echo(f"  {task_id:60s} ({t['baseline']}, n={t['n_examples']})  top: {heads}")
+    shared = res["shared_heads"]
+    click.echo("heads in the top lists of several tasks: "
+               + (", ".join(f"{s['head'][0]}.{s['head'][1]} ({s['n_tasks']})" for s in shared[:10]) or "none"))
+    click.echo(f"plots in {folder.path / 'plots'}")
 
 
 def _print_heads(folder) -> None:

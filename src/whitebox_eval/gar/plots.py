@@ -85,6 +85,26 @@ def plot_head_heatmap(values: np.ndarray, path: str | Path, title: str, marks: M
     return _save(fig, path)
 
 
+def plot_task_heads(values: np.ndarray, tasks: Sequence[str], heads: Sequence[Head], path: str | Path,
+                    title: str = "") -> Path:
+    """Tasks x heads map of |attribution| [T, L, H] at ``heads``, each task scaled to its
+    largest head: which heads each task's circuit uses, and which it shares (sec. 4)."""
+    plt = _plt()
+    cols = np.abs(np.stack([values[:, l, h] for l, h in heads], axis=1)) if heads else np.zeros((len(tasks), 0))
+    scale = np.abs(values).reshape(len(tasks), -1).max(1, keepdims=True)
+    cols = cols / np.where(scale > 0, scale, 1.0)
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(heads) + 4), max(3, 0.3 * len(tasks) + 1.5)))
+    im = ax.imshow(cols, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax, label="|attribution| / task max")
+    ax.set_xticks(range(len(heads)))
+    ax.set_xticklabels([f"{l}.{h}" for l, h in heads], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(tasks)))
+    ax.set_yticklabels(tasks, fontsize=7)
+    ax.set_xlabel("head (layer.head)")
+    ax.set_title(title or "attribution per task", fontsize=10)
+    return _save(fig, path)
+
+
 def plot_interventions(results: Mapping[str, Mapping[str, float]], path: str | Path, title: str = "") -> Path:
     """Accuracy before / after each intervention (figs. 4b, 5a)."""
     plt = _plt()

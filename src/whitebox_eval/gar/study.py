@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -643,4 +643,86 @@ def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: s
     probes = {Path(p).name: run_probe_stage(folder, engine, p, heads, cfg, show_progress) for p in cfg.probe_data}
     folder.save_results({"heads": [list(h) for h in heads], "probes": probes,
                          "headline": {f"probe,{k}": v["accuracy_mean"] for k, v in probes.items()}})
+    return folder
+
+
+# --------------------------------------------------------------------------- heads per task
+
+
+@dataclass
+class GARAttributeConfig(_GARRun):
+    """EAP-IG head ranking per task and the heads the tasks share (sec. 4)."""
+
+    MODE: ClassVar[str] = "attribute"
+    tasks: str = "truth"
+    limit: int | None = None
+    steps: int = 5
+    top: int = 10
+    batch_size: int = 4
+
+
+def attribution_baseline(task: GARTask) -> str:
+    """Classification tasks use each example's Yes/No partner as the corrupted input;
+    generation tasks have no partner, so they walk from zero input embeddings."""
+    return "pair" if task.g2c else "zero"
+
+
+def shared_heads(rankings: Mapping[str, Sequence[Head]]) -> list[dict]:
+    """Heads in the top lists of several tasks, most shared first: the reused core of
+    the task circuits (sec. 4: circuits compared across tasks)."""
+    count: dict[Head, list[str]] = defaultdict(list)
+    for task_id, heads in rankings.items():
+        for h in heads:
+            count[tuple(h)].append(task_id)
+    ordered = sorted(count.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [{"head": list(h), "n_tasks": len(ts), "tasks": ts} for h, ts in ordered if len(ts) > 1]
+
+
+def run_gar_attribute(cfg: GARAttributeConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                      resume: bool = False, loaded: LoadedModel | None = None,
+                      show_progress: bool | None = None) -> RunFolder:
+    """Rank heads per task by EAP-IG (KL metric) and list the heads several tasks share.
+
+    Resumable per task: each finished task is one sample (its top heads) and one array
+    part (mean head_out / q / k / v attribution [L, H] and MLP [L])."""
+    from whitebox_eval.gar import plots
+    from whitebox_eval.gar.heads import attribute_heads
+
+    if cfg.top < 1:
+        raise WhiteboxError(f"--top must be >= 1 (got {cfg.top})")
+    tasks = select_tasks(cfg.tasks, include_kr=False)
+    folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(loaded)
+    parts = folder.path / "arrays" / "parts" / "attribute"
+    parts.mkdir(parents=True, exist_ok=True)
+    ids = [t.task_id for t in tasks]
+    folder.log(f"attribute: {len(tasks)} tasks, model {cfg.model}")
+    for chunk in progress(folder.iterate_pending(list(range(len(tasks))), ids, 1), total=folder.count_pending(ids),
+                          desc="tasks", enabled=show_progress):
+        (task_id, k), = chunk
+        task = tasks[k]
+        encoded = encode_examples(task_examples([task], cfg.limit, cfg.seed), loaded.tokenizer)
+        attr = attribute_heads(engine, encoded, baseline=attribution_baseline(task), steps=cfg.steps,
+                               batch_size=cfg.batch_size)
+        np.savez(parts / f"{k:05d}.npz", head_out=attr.head_out, q=attr.q, k=attr.k, v=attr.v, mlp=attr.mlp)
+        top = attr.ranked_heads(cfg.top)
+        folder.append_samples([{"id": task_id, "baseline": attr.baseline, "n_examples": attr.n_examples,
+                                "skipped": attr.skipped,
+                                "top_heads": [{"head": list(h), "head_out": float(attr.head_out[h])} for h in top]}])
+    samples = {s["id"]: s for s in folder.read_samples()}
+    head_out = np.stack([np.load(parts / f"{k:05d}.npz")["head_out"] for k in range(len(tasks))])
+    folder.save_array("attribution_head_out_per_task", head_out)
+    rankings = {t: [tuple(x["head"]) for x in samples[t]["top_heads"]] for t in ids}
+    shared = shared_heads(rankings)
+    union = list(dict.fromkeys(h for t in ids for h in rankings[t]))
+    plots.plot_task_heads(head_out, ids, union, folder.plot_path("attribution_per_task"),
+                          title=f"|EAP-IG head_out attribution| per task, top {cfg.top} of each ({cfg.model})")
+    mean = head_out.mean(0)
+    plots.plot_head_heatmap(mean, folder.plot_path("attribution_mean"), f"mean EAP-IG head_out attribution ({cfg.model})",
+                            {"shared": [tuple(s["head"]) for s in shared[:10]]})
+    res = {"n_tasks": len(tasks), "tasks": {t: samples[t] for t in ids}, "shared_heads": shared,
+           "top": cfg.top, "headline": {"n_shared_heads": len(shared),
+                                        "max_tasks_sharing_a_head": max((s["n_tasks"] for s in shared), default=1)}}
+    folder.save_results(res)
     return folder
