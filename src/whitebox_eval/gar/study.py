@@ -220,7 +220,7 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
     ids = [example_id(e) for e in examples]
     if len(set(ids)) != len(ids):
         raise WhiteboxError("two examples share an id; check the task list for duplicates")
-    done = folder.done_ids()
+    done = ranks.broadcast(folder.done_ids() if ranks.main else None)  # one list for every rank to shard
     order = sorted(range(len(examples)), key=lambda i: (encoded[i].n_tokens, i))  # less padding
     bs = cfg.batch_size
     todo = ranks.shard([i for i in order if ids[i] not in done], block=bs)  # torchrun: this rank's blocks

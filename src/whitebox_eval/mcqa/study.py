@@ -139,6 +139,7 @@ class _Study:
         for p in parts.glob("*.npz"):
             with np.load(p) as z:
                 done.update(int(i) for i in z["index"])
+        done = self.world.broadcast(done)  # every rank shards the same list (another may already be writing)
         bs = self.cfg.batch_size
         todo = self.world.shard([i for i in indices if i not in done], block=bs)
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc=f"mcqa {name}", enabled=self.show_progress):
@@ -232,6 +233,7 @@ class _Study:
         for p in parts.glob("*.npz"):
             with np.load(p) as z:
                 done.update(int(i) for i in z["index"])
+        done = self.world.broadcast(done)
         bs = max(1, self.cfg.batch_size // 2)
         todo = self.world.shard([i for i in range(len(self.items)) if i not in done], block=bs)
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="mcqa cloze", enabled=self.show_progress):

@@ -56,7 +56,11 @@ class World:
             dist.barrier()
 
     def broadcast(self, value: Any) -> Any:
-        """Rank 0's ``value`` on every rank (a picklable object)."""
+        """Rank 0's ``value`` on every rank (a picklable object).
+
+        Use it for what every rank must agree on before sharding, e.g. the work already
+        done: read independently, a rank that starts late would see parts another rank
+        wrote meanwhile and shard a different list, leaving items to nobody."""
         if not self.distributed:
             return value
         import torch.distributed as dist
