@@ -1,7 +1,7 @@
 """Data-parallel runs over processes: ranks, shards by index, and the rank-0 merge.
 
-Launch any study with ``torchrun --nproc-per-node N -m whitebox_eval ...`` (or
-``accelerate launch -m whitebox_eval ...``). Each rank scores a disjoint shard of the
+Launch a study that shards (``mcqa``, ``gar --mode evaluate``) with
+``torchrun --nproc-per-node N -m whitebox_eval ...``. Each rank scores a disjoint shard of the
 examples, dealt in batch-sized blocks of consecutive indices so every batch is the
 batch a single process would have run; parts land in the shared run folder, each rank
 streams its own ``shards/rank<r>.samples.jsonl``, and rank 0 merges them into
