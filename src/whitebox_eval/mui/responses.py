@@ -35,7 +35,6 @@ the model produced; given responses are tokenized after the prompt.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -486,15 +485,8 @@ def load_responses_file(path: str | Path) -> dict[str, str]:
     if not p.is_file():
         raise WhiteboxError(f"responses file not found: {p}")
     out: dict[str, str] = {}
-    with open(p, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise WhiteboxError(f"{p}:{n}: not valid JSON ({exc})") from None
-            if "id" not in row or not isinstance(row.get("response"), str):
-                raise WhiteboxError(f"{p}:{n}: each line needs an 'id' and a string 'response'")
-            out[str(row["id"])] = row["response"]
+    for n, row in json_objects(p):
+        if "id" not in row or not isinstance(row.get("response"), str):
+            raise WhiteboxError(f"{p}:{n}: each line needs an 'id' and a string 'response'")
+        out[str(row["id"])] = row["response"]
     return out
