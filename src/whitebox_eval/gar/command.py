@@ -60,6 +60,7 @@ def command(**kw) -> None:
       compositionality gap (sub-problem accuracy / n_r=2 accuracy).
         whitebox-eval gar --model smollm2-135m --tasks all --limit 2
         whitebox-eval gar --tasks 'GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate]'
+        torchrun --nproc-per-node 4 -m whitebox_eval --device cuda gar --tasks all   # ranks share it
     \b
     --mode attribute: rank every head per task by EAP-IG attribution (KL metric;
       classification: the Yes/No partner is the corrupted input, generation: zero
