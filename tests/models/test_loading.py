@@ -78,6 +78,7 @@ def test_local_safetensors_folder_loads_and_runs(tmp_path):
     _tiny_tokenizer(folder)  # a tokenizer is required by load_model: build a tiny one offline
     lm = load_model(str(folder))
     assert lm.arch.family.name == "qwen3"
+    assert lm.name == str(folder)  # the spec it was loaded from
     engine = Engine(lm)
     batch = engine.batch(["t5 t9 t17", "t3 t4"])
     assert batch.input_ids.tolist()[1][0] == lm.tokenizer.pad_token_id  # left padded

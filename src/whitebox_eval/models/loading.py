@@ -51,16 +51,16 @@ class LoadedModel:
                 return execution_device(where)
         return self.arch.embed.weight.device
 
+    @property
+    def name(self) -> str:
+        return self.spec
+
 
 def execution_device(where: int | str | torch.device) -> torch.device:
     """The device a ``device_map`` entry computes on (offloaded "cpu"/"disk" entries run on the CPU)."""
     if isinstance(where, int):
         return torch.device("cuda", where)
     return torch.device("cpu" if str(where) == "disk" else where)
-
-    @property
-    def name(self) -> str:
-        return self.spec
 
 
 def cache_root() -> Path:
