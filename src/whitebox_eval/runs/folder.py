@@ -111,21 +111,24 @@ class RunFolder:
         """Fold every rank's shard file into ``samples.jsonl`` (atomically), samples in
         the order of ``order`` (ids; any others after them), then delete the shards.
         Returns the number of samples merged in."""
-        shards = sorted((self.path / SHARDS_DIR).glob("rank*.samples.jsonl"))
+        shards = self._shard_files()
         if not shards:
             return 0
-        main = self.path / SAMPLES_FILE
-        samples = {s["id"]: s for p in [main, *shards] for s in _read_samples_file(p)}
+        new = [s for p in shards for s in _read_samples_file(p)]
+        samples = {s["id"]: s for s in [*self.read_samples(), *new]}
         rank = {i: k for k, i in enumerate(order)}
         ordered = sorted(samples.values(), key=lambda s: (rank.get(s["id"], len(rank)), str(s["id"])))
-        _write_atomic(main, "".join(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n" for s in ordered))
-        merged = sum(1 for p in shards for _ in _read_samples_file(p))
+        _write_atomic(self.samples_path, "".join(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n" for s in ordered))
         for p in shards:
             p.unlink()
         if not any((self.path / SHARDS_DIR).iterdir()):
             (self.path / SHARDS_DIR).rmdir()
         self._done_cache = None
-        return merged
+        return len(new)
+
+    def _shard_files(self) -> list[Path]:
+        """The ranks' unmerged samples files, in rank order."""
+        return sorted((self.path / SHARDS_DIR).glob("rank*.samples.jsonl"))
 
     # ------------------------------------------------------------------ creating
 
@@ -260,7 +263,7 @@ class RunFolder:
 
     def done_ids(self) -> set[str | int]:
         """Ids of the finished samples: ``samples.jsonl`` plus any rank's unmerged shard."""
-        files = [self.path / SAMPLES_FILE, *sorted((self.path / SHARDS_DIR).glob("rank*.samples.jsonl"))]
+        files = [self.samples_path, *self._shard_files()]
         ids = {sample["id"] for p in files for sample in _read_samples_file(p) if "id" in sample}
         self._done_cache = set(ids)
         return ids
