@@ -45,11 +45,10 @@ def cli(ctx: click.Context, device: str, device_map: str | None) -> None:
     Several processes share one study (data parallel; rank 0 merges the run folder):
       torchrun --nproc-per-node 2 -m whitebox_eval mcqa --run-id ssd-dp --limit 200
     """
-    import os
-
     from whitebox_eval.models.loading import set_placement
+    from whitebox_eval.runs.distributed import launched_size
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and ctx.invoked_subcommand not in DATA_PARALLEL_COMMANDS:
+    if launched_size() > 1 and ctx.invoked_subcommand not in DATA_PARALLEL_COMMANDS:
         raise WhiteboxError(f"'{ctx.invoked_subcommand}' does not share its work among torchrun ranks (only "
                             f"{', '.join(sorted(DATA_PARALLEL_COMMANDS))} does): run it as one process")
     set_placement(device, device_map)

@@ -91,9 +91,10 @@ def command(**kw) -> None:
     (distractors), ^ = in the demonstration (A^), + = the next token.
     """
     from whitebox_eval.gar import study
+    from whitebox_eval.runs.distributed import launched_size
 
     mode = kw["mode"]
-    if mode != "evaluate" and current_world_size() > 1:
+    if mode != "evaluate" and launched_size() > 1:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
     if mode == "attribute":
@@ -132,12 +133,6 @@ def command(**kw) -> None:
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
-
-
-def current_world_size() -> int:
-    import os
-
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def _print_evaluation(folder) -> None:

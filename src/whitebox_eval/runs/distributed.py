@@ -70,12 +70,17 @@ class World:
         return box[0]
 
 
+def launched_size() -> int:
+    """How many ranks the launcher started (``WORLD_SIZE``; 1 without torchrun), read
+    without starting a process group."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def world() -> World:
     """The current ranks, read from the launcher's environment (``WORLD_SIZE``, ``RANK``,
     ``LOCAL_RANK``); the process group is started on first use (gloo: the ranks only
     exchange a few small objects, the data goes through the run folder)."""
-    size = int(os.environ.get("WORLD_SIZE", "1"))
-    if size <= 1:
+    if launched_size() <= 1:
         return World()
     import torch.distributed as dist
 
