@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.jsonlines import json_objects
+from whitebox_eval.datafiles import json_objects
 from whitebox_eval.gar.heads import Head, max_activation
 from whitebox_eval.internals import Engine, batch_from_ids
 

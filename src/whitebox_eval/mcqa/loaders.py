@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.jsonlines import json_lines
+from whitebox_eval.datafiles import json_lines, open_text
 from whitebox_eval.mcqa.metrics import normalize_answer
 from whitebox_eval.mcqa.items import MCQItem
 
@@ -137,13 +137,6 @@ def _strip_item_prefix(msg: str) -> str:
 # ----------------------------------------------------------------------------- readers
 
 
-def _open_text(path: Path):
-    try:
-        return path.open(encoding="utf-8-sig", newline="")
-    except OSError as exc:
-        raise WhiteboxError(f"cannot read {path}: {exc}") from exc
-
-
 def _read_jsonl(path: Path) -> Iterator[_Row]:
     """One JSON object per non-blank line; a malformed line becomes a row error."""
     for lineno, data in json_lines(path):
@@ -152,7 +145,7 @@ def _read_jsonl(path: Path) -> Iterator[_Row]:
 
 def _read_csv(path: Path) -> Iterator[_Row]:
     """CSV records (quoted fields may span lines); ``line`` is where each record starts."""
-    with _open_text(path) as f:
+    with open_text(path) as f:
         reader = csv.reader(f)
         start = 1
         try:

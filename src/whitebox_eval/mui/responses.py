@@ -44,7 +44,7 @@ from typing import Any, Literal
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.jsonlines import json_objects
+from whitebox_eval.datafiles import json_objects
 
 AnswerKind = Literal["number", "final_number", "choice"]
 Shots = Literal["auto", 0, 1]

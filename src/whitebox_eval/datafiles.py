@@ -1,12 +1,22 @@
-"""JSON-lines data files (benchmarks in their published formats), read one way everywhere."""
+"""Local data files (benchmarks in their published formats): opened and read one way everywhere."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TextIO
 
 from whitebox_eval.errors import WhiteboxError
+
+
+def open_text(path: str | Path) -> TextIO:
+    """Open a UTF-8 text file (a byte-order mark is accepted; newlines left to the reader,
+    as csv wants); a file that cannot be opened raises with the reason."""
+    path = Path(path)
+    try:
+        return path.open(encoding="utf-8-sig", newline="")
+    except OSError as exc:
+        raise WhiteboxError(f"cannot read {path}: {exc}") from exc
 
 
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
@@ -15,12 +25,7 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
     A UTF-8 byte-order mark is accepted; a file that is not UTF-8 raises.
     """
-    path = Path(path)
-    try:
-        f = path.open(encoding="utf-8-sig", newline="")
-    except OSError as exc:
-        raise WhiteboxError(f"cannot read {path}: {exc}") from exc
-    with f:
+    with open_text(path) as f:
         try:
             for lineno, line in enumerate(f, start=1):
                 if not line.strip():
