@@ -10,6 +10,7 @@ from whitebox_eval.attentionspan.finetune import FinetuneConfig
 from whitebox_eval.attentionspan.study import SPLIT_CHOICES, SpanConfig, run_span
 from whitebox_eval.attentionspan.tasks import TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.options import run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -80,9 +81,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--random-draws", default=3, show_default=True, help="draws of N random heads as control")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True, help="folder that receives the run folder")
-@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
-@click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@run_folder_options
 def command(**kw) -> None:
     """AttentionSpan (paper 003): algorithmic tasks with reference attention masks.
 

@@ -7,6 +7,7 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.options import run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -45,9 +46,7 @@ def _pct(v) -> str:
 @click.option("--folds", default=5, show_default=True, help="probe: cross-validation folds")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True, help="folder that receives the run folder")
-@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
-@click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@run_folder_options
 def command(**kw) -> None:
     """GAR: compositional relational reasoning, its evaluation and its heads (paper 002).
 

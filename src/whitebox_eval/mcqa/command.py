@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.runs.options import run_folder_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -25,9 +26,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True, help="folder that receives the run folder")
-@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
-@click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@run_folder_options
 def mcqa(**kw) -> None:
     """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
 
@@ -88,9 +87,7 @@ def _print_mcqa_summary(folder) -> None:
 @click.option("--n-bins", default=10, show_default=True, help="equal-size bins for the expected alignment error")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True)
-@click.option("--run-id", default=None)
-@click.option("--resume", is_flag=True)
+@run_folder_options
 def formats(**kw) -> None:
     """First-token probabilities vs free generation (paper 004).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.options import run_folder_options
 
 MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
 TASK_HELP = "arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | mmlu=PATH (CSV file or folder)"
@@ -181,9 +182,7 @@ def law(runs: tuple[str, ...], plot: str | None) -> None:
 @click.option("--limit", default=32, show_default=True, help="items per task")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-@click.option("--output", default="runs", show_default=True)
-@click.option("--run-id", default=None)
-@click.option("--resume", is_flag=True)
+@run_folder_options
 def masking(model, source_task, eval_tasks, ks, score, activation, random_draws, generate, max_new_tokens, shots, limit,
             batch_size, seed, output, run_id, resume) -> None:
     """Masking validation (sec. 3.8): mask X's key neurons for growing k; accuracy on X and Y vs random masks.
