@@ -134,14 +134,8 @@ class _Study:
                  scorers: Sequence[str], edits=(), on_batch=None) -> dict[str, np.ndarray]:
         """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable); return arrays [len(indices), ...]."""
         parts = self.folder.path / "arrays" / "parts" / name
-        parts.mkdir(parents=True, exist_ok=True)
-        done: set[int] = set()
-        for p in parts.glob("*.npz"):
-            with np.load(p) as z:
-                done.update(int(i) for i in z["index"])
-        done = self.world.broadcast(done)  # every rank shards the same list (another may already be writing)
         bs = self.cfg.batch_size
-        todo = self.world.shard([i for i in indices if i not in done], block=bs)
+        todo = self._pending(parts, indices, bs)
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc=f"mcqa {name}", enabled=self.show_progress):
             chunk = todo[start:start + bs]
             rendered = [prompts(i) for i in chunk]
@@ -153,6 +147,18 @@ class _Study:
             np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
         self.world.barrier()  # every rank's parts are on disk before anyone reads them
         return self._collect(parts, indices)
+
+    def _pending(self, parts: Path, indices: Sequence[int], batch_size: int) -> list[int]:
+        """This rank's share of ``indices`` that have no part in ``parts`` yet, in blocks
+        of ``batch_size``. Every rank shards rank 0's reading of the parts: read
+        independently, a late rank would see parts another has just written."""
+        parts.mkdir(parents=True, exist_ok=True)
+        done: set[int] = set()
+        for p in parts.glob("*.npz"):
+            with np.load(p) as z:
+                done.update(int(i) for i in z["index"])
+        done = self.world.broadcast(done)
+        return self.world.shard([i for i in indices if i not in done], block=batch_size)
 
     @staticmethod
     def _collect(parts: Path, indices: Sequence[int]) -> dict[str, np.ndarray]:
@@ -228,14 +234,8 @@ class _Study:
         """Summed and byte-length-normalised log-likelihood of each option text (lm-eval acc / acc_norm)."""
         tok = self.loaded.tokenizer
         parts = self.folder.path / "arrays" / "parts" / "cloze"
-        parts.mkdir(parents=True, exist_ok=True)
-        done = set()
-        for p in parts.glob("*.npz"):
-            with np.load(p) as z:
-                done.update(int(i) for i in z["index"])
-        done = self.world.broadcast(done)
         bs = max(1, self.cfg.batch_size // 2)
-        todo = self.world.shard([i for i in range(len(self.items)) if i not in done], block=bs)
+        todo = self._pending(parts, range(len(self.items)), bs)
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="mcqa cloze", enabled=self.show_progress):
             chunk = todo[start:start + bs]
             ctx, cont, owner = [], [], []
