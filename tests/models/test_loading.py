@@ -107,8 +107,14 @@ def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
     batch = Engine(split).batch(["t5 t9 t17"])
     torch.testing.assert_close(Engine(split).run(batch).logits, Engine(plain).run(batch.to(plain.device)).logits.to("cpu"))
     monkeypatch.setenv("LOCAL_RANK", "1")
-    assert loading.resolve_device("cuda") == torch.device("cuda", 1)  # torchrun: each rank its own GPU
+    assert loading.rank_device("cuda") == "cuda:1"  # torchrun: each rank its own GPU
+    assert loading.rank_device("cuda:0") == "cuda:0"  # an explicit GPU stays
     assert loading.resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(WhiteboxError, match="unknown device 'gpu0'"):
+        loading.set_placement("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(WhiteboxError, match="sees no CUDA GPU"):
+            loading.set_placement("cuda")
 
 
 def _tiny_tokenizer(folder: Path) -> None:

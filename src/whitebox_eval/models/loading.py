@@ -200,19 +200,36 @@ PLACEMENT = Placement()
 
 def set_placement(device: str = "auto", device_map: str | None = None) -> None:
     """Set this process's default placement (``device``: auto, cpu, cuda, cuda:N, mps;
-    ``device_map``: e.g. ``auto`` to split the layers over every visible GPU)."""
+    ``device_map``: e.g. ``auto`` to split the layers over every visible GPU). A device
+    this machine does not have is refused here, before any work starts."""
+    resolve_device(device)
     PLACEMENT.device, PLACEMENT.device_map = device, device_map
+
+
+def rank_device(device: str | torch.device) -> str:
+    """The device name this process means: ``auto`` -> cuda or cpu; under torchrun
+    ``cuda`` -> ``cuda:LOCAL_RANK`` (each rank its own GPU)."""
+    device = str(device)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+    return device
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``auto`` (or None) is the GPU when there is one, else the CPU; under torchrun
     ``cuda`` means this rank's GPU (``LOCAL_RANK``)."""
-    device = PLACEMENT.device if device is None else device
-    if str(device) == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if str(device) == "cuda" and "LOCAL_RANK" in os.environ:
-        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-    return torch.device(device)
+    device = rank_device(PLACEMENT.device if device is None else device)
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise WhiteboxError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise WhiteboxError(f"device {device!r} asked for, but this torch build sees no CUDA GPU; use --device cpu (or auto)")
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise WhiteboxError(f"device {device!r} asked for, but MPS is not available here; use --device cpu (or auto)")
+    return resolved
 
 
 def load_model(
