@@ -1,0 +1,400 @@
+"""Statistics every suite reports with: intervals, paired tests, controls.
+
+One module so that every headline number in every suite is computed, named and worded
+the same way:
+
+- **Intervals.** ``wilson`` for a proportion (accuracy-like metrics, counts of k/n);
+  ``bootstrap`` (percentile, over items, fixed seed) for a mean of continuous per-item
+  scores. Both are 95% by default.
+- **Paired tests** for "X beats Y on the same items": ``mcnemar`` (exact, two-sided
+  binomial on the discordant pairs) for two 0/1 vectors; ``paired_bootstrap`` for two
+  continuous vectors (difference of means, percentile interval, two-sided bootstrap p);
+  ``wilcoxon`` (signed-rank) on per-unit differences.
+- **Group tests**: ``permutation_test`` of group labels (difference of a statistic).
+- **Controls**: ``draws`` summarises random-control draws (mean, sd, every draw).
+
+Results go into ``results.json`` under lm-eval-style keys (``metric,filter``) built by
+``add_proportion`` / ``add_mean`` / ``add_paired``: ``acc,qk_head`` keeps the value, and
+beside it ``acc_ci,qk_head`` = [lo, hi], ``acc_n,qk_head``, ``acc_stderr,qk_head`` (lm-eval's
+sample standard error) and ``acc_ci_method,qk_head`` (``wilson`` or ``bootstrap``).
+``verdict`` words a paired test for the CLI summary and the report, so a reader is told
+in words when n is too small for the difference claimed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from whitebox_eval.errors import WhiteboxError
+
+LEVEL = 0.95
+BOOTSTRAP_RESAMPLES = 2000
+SEED = 0
+ALPHA = 0.05
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64).reshape(-1) if np.ndim(values) else None
+    if arr is None:
+        raise WhiteboxError(f"{name} must be a sequence of per-item values, not a scalar")
+    if arr.size == 0:
+        raise WhiteboxError(f"{name} is empty: an interval needs at least one item")
+    if not np.all(np.isfinite(arr)):
+        raise WhiteboxError(f"{name} holds NaN or infinite values ({int(np.sum(~np.isfinite(arr)))} of {arr.size})")
+    return arr
+
+
+def _binary(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
+    arr = _vector(values, name)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise WhiteboxError(f"{name} must hold 0/1 (wrong/right) per item")
+    return arr.astype(bool)
+
+
+def _level(level: float) -> float:
+    if not 0.0 < level < 1.0:
+        raise WhiteboxError(f"confidence level must be in (0, 1); got {level}")
+    return level
+
+
+def split_key(key: str) -> tuple[str, str | None]:
+    """``"acc,qk_head"`` -> (``"acc"``, ``"qk_head"``); ``"acc"`` -> (``"acc"``, None)."""
+    name, _, filt = key.partition(",")
+    return name, (filt or None)
+
+
+def derived_key(key: str, suffix: str) -> str:
+    """The key beside ``key`` for one of its statistics: ``("acc,qk", "ci")`` -> ``"acc_ci,qk"``."""
+    name, filt = split_key(key)
+    return f"{name}_{suffix}" + (f",{filt}" if filt else "")
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its interval: ``value`` in [``lo``, ``hi``] over ``n`` items."""
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+    method: str  # "wilson" | "bootstrap"
+    stderr: float
+    level: float = LEVEL
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.value:.4g} [{self.lo:.4g}, {self.hi:.4g}] (n={self.n}, {self.method})"
+
+
+def wilson(successes: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``successes / n`` (Wilson 1927).
+
+    Unlike the Wald interval it stays inside [0, 1] and is not degenerate at 0 or n.
+    """
+    _level(level)
+    if n <= 0:
+        raise WhiteboxError("a proportion's interval needs n >= 1 items")
+    if not 0 <= successes <= n:
+        raise WhiteboxError(f"successes must be in [0, n]; got {successes} of {n}")
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sample_stderr(values: Sequence[float] | np.ndarray) -> float:
+    """lm-eval's standard error of a mean: sample sd (ddof=1) / sqrt(n); 0.0 for n = 1."""
+    arr = _vector(values, "values")
+    if arr.size < 2:
+        return 0.0
+    return float(np.std(arr, ddof=1) / math.sqrt(arr.size))
+
+
+def proportion(correct: Sequence[float] | np.ndarray, level: float = LEVEL) -> Estimate:
+    """Accuracy of a 0/1 vector with its Wilson interval."""
+    arr = _binary(correct, "correct")
+    k, n = int(arr.sum()), int(arr.size)
+    lo, hi = wilson(k, n, level)
+    return Estimate(k / n, lo, hi, n, "wilson", sample_stderr(arr), level)
+
+
+def _bootstrap_indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n, size=(resamples, n))
+
+
+def bootstrap(
+    values: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    level: float = LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = SEED,
+) -> Estimate:
+    """Percentile bootstrap over items (fixed ``seed``) of ``statistic`` (default: the mean)."""
+    _level(level)
+    arr = _vector(values, "values")
+    if resamples < 100:
+        raise WhiteboxError(f"a bootstrap needs at least 100 resamples; got {resamples}")
+    if statistic is None:
+        value = float(arr.mean())
+        boots = arr[_bootstrap_indices(arr.size, resamples, seed)].mean(axis=1)
+    else:
+        value = float(statistic(arr))
+        boots = np.array([statistic(arr[idx]) for idx in _bootstrap_indices(arr.size, resamples, seed)])
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(value, float(lo), float(hi), int(arr.size), "bootstrap", sample_stderr(arr), level)
+
+
+# --------------------------------------------------------------------------- paired tests
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """X vs Y on the same items: ``diff`` = mean(X) - mean(Y), its interval and p-value.
+
+    For McNemar, ``b`` = items X got right and Y wrong, ``c`` = the reverse.
+    """
+
+    test: str  # "mcnemar_exact" | "paired_bootstrap" | "wilcoxon" | "permutation"
+    diff: float
+    lo: float
+    hi: float
+    p_value: float
+    n: int
+    b: int | None = None
+    c: int | None = None
+    alpha: float = ALPHA
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.p_value < self.alpha)
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["significant"] = self.significant
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def _paired(a, b, name_a: str, name_b: str, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    conv = _binary if binary else _vector
+    x, y = conv(a, name_a), conv(b, name_b)
+    if x.shape != y.shape:
+        raise WhiteboxError(f"a paired test needs the same items: {name_a} has {x.size}, {name_b} has {y.size}")
+    return x, y
+
+
+def _paired_diff_interval(x: np.ndarray, y: np.ndarray, level: float, resamples: int, seed: int):
+    d = x.astype(np.float64) - y.astype(np.float64)
+    boots = d[_bootstrap_indices(d.size, resamples, seed)].mean(axis=1)
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return d, boots, float(lo), float(hi)
+
+
+def mcnemar(
+    x_correct: Sequence[float] | np.ndarray,
+    y_correct: Sequence[float] | np.ndarray,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> PairedTest:
+    """Exact McNemar test of two 0/1 vectors on the same items (two-sided).
+
+    Under H0 the b + c discordant items fall to either side with probability 1/2, so
+    p = P(Binomial(b + c, 1/2) as or more extreme than b). The difference of accuracies
+    gets a paired percentile-bootstrap interval.
+    """
+    x, y = _paired(x_correct, y_correct, "x_correct", "y_correct", binary=True)
+    b = int(np.sum(x & ~y))
+    c = int(np.sum(~x & y))
+    if b + c == 0:
+        p = 1.0
+    else:
+        from scipy.stats import binomtest
+
+        p = float(binomtest(b, b + c, 0.5).pvalue)
+    _, _, lo, hi = _paired_diff_interval(x, y, _level(level), BOOTSTRAP_RESAMPLES, seed)
+    return PairedTest("mcnemar_exact", float(x.mean() - y.mean()), lo, hi, p, int(x.size), b, c)
+
+
+def paired_bootstrap(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    level: float = LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = SEED,
+) -> PairedTest:
+    """Paired bootstrap of mean(x - y) over items: percentile interval and two-sided p.
+
+    p = 2 * min(share of resampled mean differences <= 0, share >= 0), capped at 1
+    (the interval and the p-value come from the same resamples, so p < 1 - level exactly
+    when the interval excludes 0, up to resampling ties).
+    """
+    xa, ya = _paired(x, y, "x", "y", binary=False)
+    _level(level)
+    d, boots, lo, hi = _paired_diff_interval(xa, ya, level, resamples, seed)
+    if np.all(d == 0):
+        p = 1.0
+    else:
+        p = float(min(1.0, 2 * min(np.mean(boots <= 0), np.mean(boots >= 0))))
+        p = max(p, 1.0 / resamples)  # a bootstrap cannot resolve p below 1 / resamples
+    return PairedTest("paired_bootstrap", float(d.mean()), lo, hi, p, int(d.size))
+
+
+def wilcoxon(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> PairedTest:
+    """Wilcoxon signed-rank test on per-unit differences x - y (two-sided).
+
+    Zero differences are dropped (Wilcoxon's rule); all-zero differences give p = 1.
+    The interval is the paired bootstrap of the mean difference.
+    """
+    xa, ya = _paired(x, y, "x", "y", binary=False)
+    d, _, lo, hi = _paired_diff_interval(xa, ya, _level(level), BOOTSTRAP_RESAMPLES, seed)
+    if np.count_nonzero(d) == 0:
+        p = 1.0
+    else:
+        from scipy.stats import wilcoxon as _w
+
+        p = float(_w(d, zero_method="wilcox", alternative="two-sided").pvalue)
+    return PairedTest("wilcoxon", float(d.mean()), lo, hi, p, int(d.size))
+
+
+def permutation_test(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    permutations: int = BOOTSTRAP_RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> PairedTest:
+    """Two-group permutation test of statistic(x) - statistic(y) (default: means).
+
+    Group labels are shuffled ``permutations`` times (fixed seed); p = (1 + #|perm diff| >=
+    |observed|) / (1 + permutations). The interval is a percentile bootstrap of the
+    difference, resampling each group on its own. Refuses groups of fewer than 2.
+    """
+    xa, ya = _vector(x, "x"), _vector(y, "y")
+    if xa.size < 2 or ya.size < 2:
+        raise WhiteboxError(
+            f"groups too small to compare: {xa.size} vs {ya.size} (a permutation test needs >= 2 in each)"
+        )
+    stat = statistic or (lambda v: float(np.mean(v)))
+    observed = stat(xa) - stat(ya)
+    pooled = np.concatenate([xa, ya])
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(permutations):
+        perm = rng.permutation(pooled)
+        if abs(stat(perm[: xa.size]) - stat(perm[xa.size :])) >= abs(observed) - 1e-12:
+            hits += 1
+    p = (1 + hits) / (1 + permutations)
+    rng_b = np.random.default_rng(seed + 1)
+    boots = np.array(
+        [
+            stat(xa[rng_b.integers(0, xa.size, xa.size)]) - stat(ya[rng_b.integers(0, ya.size, ya.size)])
+            for _ in range(min(permutations, BOOTSTRAP_RESAMPLES))
+        ]
+    )
+    lo, hi = np.quantile(boots, [(1 - _level(level)) / 2, (1 + level) / 2])
+    return PairedTest("permutation", float(observed), float(lo), float(hi), float(p), int(xa.size + ya.size))
+
+
+# --------------------------------------------------------------------------- controls
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Random-control draws: mean, sample sd and every draw (never just the mean)."""
+
+    mean: float
+    sd: float
+    draws: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.draws)
+
+    def as_dict(self) -> dict:
+        return {"mean": self.mean, "sd": self.sd, "n": self.n, "draws": list(self.draws)}
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4g} ± {self.sd:.2g} (sd over {self.n} draws)"
+
+
+def draws(values: Sequence[float] | np.ndarray) -> Draws:
+    arr = _vector(values, "draws")
+    sd = float(np.std(arr, ddof=1)) if arr.size > 1 else 0.0
+    return Draws(float(arr.mean()), sd, tuple(float(v) for v in arr))
+
+
+# --------------------------------------------------------------------------- results.json
+
+
+def add_estimate(results: MutableMapping, key: str, est: Estimate) -> None:
+    """Write ``key`` and, beside it, its ``_ci``, ``_n``, ``_stderr`` and ``_ci_method``."""
+    results[key] = est.value
+    results[derived_key(key, "ci")] = [est.lo, est.hi]
+    results[derived_key(key, "n")] = est.n
+    results[derived_key(key, "stderr")] = est.stderr
+    results[derived_key(key, "ci_method")] = est.method
+
+
+def add_proportion(results: MutableMapping, key: str, correct, level: float = LEVEL) -> Estimate:
+    est = proportion(correct, level)
+    add_estimate(results, key, est)
+    return est
+
+
+def add_mean(results: MutableMapping, key: str, values, level: float = LEVEL, seed: int = SEED) -> Estimate:
+    est = bootstrap(values, level=level, seed=seed)
+    add_estimate(results, key, est)
+    return est
+
+
+def add_paired(results: MutableMapping, name: str, test: PairedTest) -> PairedTest:
+    """Record a paired comparison under ``results["paired_tests"][name]``."""
+    results.setdefault("paired_tests", {})[name] = test.as_dict()
+    return test
+
+
+# --------------------------------------------------------------------------- words
+
+
+def fmt_p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def verdict(test: PairedTest | Mapping, what: str = "the difference") -> str:
+    """One sentence for the summary: the difference, its interval, p, n, and what it means."""
+    t = test if isinstance(test, Mapping) else test.as_dict()
+    head = (
+        f"{what}: {t['diff']:+.4g} [{t['lo']:+.4g}, {t['hi']:+.4g}], {t['test']} {fmt_p(t['p_value'])}, n = {t['n']}"
+    )
+    if t["p_value"] < t.get("alpha", ALPHA):
+        return head + " -- significant at 0.05"
+    return head + " -- NOT significant: n is too small to tell this difference from chance"
+
+
+def overlap_note(a: Estimate, b: Estimate) -> str | None:
+    """Words when two intervals overlap (a difference the intervals cannot support)."""
+    if a.lo <= b.hi and b.lo <= a.hi:
+        return "the 95% intervals overlap"
+    return None

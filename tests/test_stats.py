@@ -1,0 +1,129 @@
+"""The shared statistics module against independent references (scipy, hand sums)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from whitebox_eval import stats
+from whitebox_eval.errors import WhiteboxError
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (3, 10), (10, 10), (81, 263), (250, 500), (1, 1)])
+def test_wilson_equals_scipy(k, n):
+    ref = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    lo, hi = stats.wilson(k, n)
+    assert lo == pytest.approx(ref.low, abs=1e-12)
+    assert hi == pytest.approx(ref.high, abs=1e-12)
+
+
+def test_proportion_records_n_method_and_lm_eval_stderr():
+    correct = [1, 0, 1, 1, 0, 1, 1, 1]
+    est = stats.proportion(correct)
+    assert est.value == 6 / 8 and est.n == 8 and est.method == "wilson"
+    # lm-eval: sample sd (ddof=1) / sqrt(n)
+    p = 6 / 8
+    assert est.stderr == pytest.approx(math.sqrt(p * (1 - p) * 8 / 7) / math.sqrt(8))
+    assert est.lo < est.value < est.hi
+
+
+def _mcnemar_by_hand(b: int, c: int) -> float:
+    m = b + c
+    k = min(b, c)
+    tail = sum(math.comb(m, i) for i in range(k + 1)) / 2**m
+    return min(1.0, 2 * tail)
+
+
+@pytest.mark.parametrize("b,c,same", [(10, 2, 30), (5, 5, 0), (0, 7, 3), (1, 0, 9), (40, 22, 100)])
+def test_mcnemar_exact_equals_binomial_tail(b, c, same):
+    x = np.array([1] * b + [0] * c + [1] * same + [0] * same)
+    y = np.array([0] * b + [1] * c + [1] * same + [0] * same)
+    t = stats.mcnemar(x, y)
+    assert (t.b, t.c, t.n) == (b, c, b + c + 2 * same)
+    assert t.p_value == pytest.approx(_mcnemar_by_hand(b, c), rel=1e-9)
+    assert t.diff == pytest.approx((b - c) / t.n)
+    assert t.lo <= t.diff <= t.hi
+
+
+def test_mcnemar_no_discordant_pairs_is_p_one():
+    t = stats.mcnemar([1, 0, 1], [1, 0, 1])
+    assert t.p_value == 1.0 and t.diff == 0.0 and not t.significant
+
+
+def test_paired_tests_refuse_unpaired_and_non_binary():
+    with pytest.raises(WhiteboxError, match="same items"):
+        stats.mcnemar([1, 0], [1, 0, 1])
+    with pytest.raises(WhiteboxError, match="0/1"):
+        stats.mcnemar([0.5, 1], [1, 0])
+    with pytest.raises(WhiteboxError, match="empty"):
+        stats.proportion([])
+
+
+def test_bootstrap_mean_interval_is_seeded_and_covers_the_mean():
+    rng = np.random.default_rng(1)
+    v = rng.normal(0.3, 1.0, 400)
+    a, b = stats.bootstrap(v), stats.bootstrap(v)
+    assert a == b
+    assert a.lo < v.mean() < a.hi
+    # percentile bootstrap of a mean ~ normal interval: half-width ~ 1.96 sd / sqrt(n)
+    half = 1.96 * v.std(ddof=1) / math.sqrt(v.size)
+    assert (a.hi - a.lo) / 2 == pytest.approx(half, rel=0.15)
+
+
+def test_paired_bootstrap_detects_a_shift_and_not_noise():
+    rng = np.random.default_rng(2)
+    base = rng.normal(0, 1, 300)
+    shifted = base + 0.5 + rng.normal(0, 0.1, 300)
+    t = stats.paired_bootstrap(shifted, base)
+    assert t.significant and t.lo > 0
+    same = stats.paired_bootstrap(base, base)
+    assert same.p_value == 1.0 and same.diff == 0.0
+
+
+def test_wilcoxon_equals_scipy():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.2, 1, 50), rng.normal(0, 1, 50)
+    t = stats.wilcoxon(x, y)
+    assert t.p_value == pytest.approx(sps.wilcoxon(x - y).pvalue)
+
+
+def test_permutation_test_matches_exhaustive_enumeration():
+    # 3 vs 3: C(6,3) = 20 relabellings, exhaustive p for |mean diff| >= observed
+    from itertools import combinations
+
+    x, y = np.array([5.0, 6.0, 7.0]), np.array([1.0, 2.0, 3.5])
+    pooled = np.concatenate([x, y])
+    obs = x.mean() - y.mean()
+    extreme = sum(
+        abs(pooled[list(c)].mean() - np.delete(pooled, list(c)).mean()) >= abs(obs) - 1e-12
+        for c in combinations(range(6), 3)
+    )
+    exact = extreme / 20
+    t = stats.permutation_test(x, y, permutations=4000)
+    assert t.p_value == pytest.approx(exact, abs=0.02)
+    with pytest.raises(WhiteboxError, match="too small"):
+        stats.permutation_test([1.0], [2.0, 3.0])
+
+
+def test_results_keys_beside_the_metric():
+    res: dict = {}
+    stats.add_proportion(res, "acc,qk_head", [1, 1, 0, 1])
+    assert res["acc,qk_head"] == 0.75
+    assert res["acc_n,qk_head"] == 4
+    assert res["acc_ci_method,qk_head"] == "wilson"
+    lo, hi = res["acc_ci,qk_head"]
+    assert 0 <= lo < 0.75 < hi <= 1
+    stats.add_mean(res, "p_correct", [0.1, 0.2, 0.4])
+    assert res["p_correct_ci_method"] == "bootstrap"
+    t = stats.add_paired(res, "qk_head_vs_baseline", stats.mcnemar([1, 1, 0, 1], [0, 1, 0, 0]))
+    assert res["paired_tests"]["qk_head_vs_baseline"]["b"] == 2
+    assert "NOT significant" in stats.verdict(t)
+
+
+def test_draws_report_every_draw():
+    d = stats.draws([0.1, 0.3, 0.2])
+    assert d.as_dict()["draws"] == [0.1, 0.3, 0.2]
+    assert d.sd == pytest.approx(0.1)
