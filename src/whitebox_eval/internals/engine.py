@@ -264,7 +264,8 @@ class Engine:
         for e in edits:
             self._plan_edit(plan, e)
         logit_pos = None
-        if logits is not False and logits is not None and not (isinstance(logits, str) and logits == "all"):
+        last_only = isinstance(logits, str) and logits == "last"
+        if logits is not False and logits is not None and not last_only and not (isinstance(logits, str) and logits == "all"):
             logit_pos = batch.padded(batch.positions(logits))
         mask, position_ids, cache = batch.attention_mask, batch.position_ids, None
         if prefix is not None:
@@ -283,10 +284,12 @@ class Engine:
             hidden = out.last_hidden_state
             if isinstance(logits, str) and logits == "all":
                 trace.logits = self.unembed(hidden)
+            elif last_only:
+                # left padding: every example ends in the last column. The same slice and the
+                # same product as the model's own forward with logits_to_keep=1 (bit-identical)
+                trace.logits = self.unembed(hidden[:, -1:, :])[:, 0]
             elif logit_pos is not None:
                 trace.logits = self.unembed(_gather(hidden, logit_pos))
-                if isinstance(logits, str) and logits == "last":
-                    trace.logits = trace.logits[:, 0]
         for c in captures:
             layers = trace.layers[c.key]
             per_layer = plan.results[c.key]
