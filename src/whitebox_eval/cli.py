@@ -19,7 +19,47 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 DATA_PARALLEL_COMMANDS = {"mcqa", "gar"}  # gar: --mode evaluate
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+#: the suites' commands, imported only when run (or their own --help asked for), so that
+#: ``whitebox-eval --help`` lists them without importing torch: name -> (module, attribute, short help)
+LAZY_COMMANDS = {
+    "mcqa": ("whitebox_eval.mcqa.command", "mcqa",
+             "MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head."),
+    "universal": ("whitebox_eval.mcqa.command", "universal", "Heads that select-and-copy across MCQA runs (000)."),
+    "formats": ("whitebox_eval.mcqa.command", "formats", "First-token probabilities vs free generation (paper 004)."),
+    "mui": ("whitebox_eval.mui.command", "command",
+            "Model Utilization Index (paper 001): how much of the model a task uses."),
+    "gar": ("whitebox_eval.gar.command", "command",
+            "GAR: compositional relational reasoning, its evaluation and its heads (paper 002)."),
+    "span": ("whitebox_eval.attentionspan.command", "command",
+             "AttentionSpan (paper 003): algorithmic tasks with reference attention masks."),
+    "report": ("whitebox_eval.report.command", "report", "Write one self-contained report.html for one or more run folders."),
+    "compare": ("whitebox_eval.report.command", "compare", "Print the headline metrics of two runs and their deltas (B - A)."),
+}
+
+
+class _LazyGroup(click.Group):
+    """Suites keep their command next to their code (``<suite>/command.py``); the group
+    imports one only when it is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY_COMMANDS]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS and name not in self.commands:
+            import importlib
+
+            module, attr, _ = LAZY_COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(formatter.width)) for name, cmd in self.commands.items() if not cmd.hidden]
+        rows += [(name, short) for name, (_, _, short) in LAZY_COMMANDS.items() if name not in self.commands]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="whitebox-eval")
 @click.option("--device", default="auto", show_default=True, metavar="DEVICE",
               help="where models run: auto (the GPU when there is one), cpu, cuda, cuda:N, mps; "
@@ -45,13 +85,15 @@ def cli(ctx: click.Context, device: str, device_map: str | None) -> None:
     Several processes share one study (data parallel; rank 0 merges the run folder):
       torchrun --nproc-per-node 2 -m whitebox_eval mcqa --run-id ssd-dp --limit 200
     """
-    from whitebox_eval.models.loading import set_placement
     from whitebox_eval.runs.distributed import launched_size
 
     if launched_size() > 1 and ctx.invoked_subcommand not in DATA_PARALLEL_COMMANDS:
         raise WhiteboxError(f"'{ctx.invoked_subcommand}' does not share its work among torchrun ranks (only "
                             f"{', '.join(sorted(DATA_PARALLEL_COMMANDS))} does): run it as one process")
-    set_placement(device, device_map)
+    if device != "auto" or device_map is not None:  # the defaults need no check (and no torch import)
+        from whitebox_eval.models.loading import set_placement
+
+        set_placement(device, device_map)
 
 
 @cli.command()
@@ -91,23 +133,6 @@ def runs(output: str) -> None:
     for r in list_runs(output):
         value = "" if r.headline_value is None else f"{r.headline}={r.headline_value:.3f}"
         click.echo(f"{r.id:60s} {r.suite or '':8s} {r.model or '':16s} {str(r.task or ''):14s} n={r.n_samples:<6d} {value}")
-
-
-def _add_suite_commands() -> None:
-    """Suites keep their command next to their code (``<suite>/command.py``)."""
-    from whitebox_eval.attentionspan.command import command as span
-    from whitebox_eval.gar.command import command as gar
-    from whitebox_eval.mcqa.command import formats, mcqa, universal
-    from whitebox_eval.mui.command import command as mui
-    from whitebox_eval.report.command import compare, report
-
-    suites = [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("mui", mui), ("gar", gar), ("span", span),
-              ("report", report), ("compare", compare)]
-    for name, command in suites:
-        cli.add_command(command, name)
-
-
-_add_suite_commands()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,9 +6,7 @@ import ast
 
 import click
 
-from whitebox_eval.attentionspan.finetune import FinetuneConfig
-from whitebox_eval.attentionspan.study import SPLIT_CHOICES, SpanConfig, run_span
-from whitebox_eval.attentionspan.tasks import TASKS, task_config
+from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.options import run_folder_options
 
@@ -107,6 +105,9 @@ def command(**kw) -> None:
     results.json, arrays/ (rollouts, key-head scores, losses), plots/ and checkpoints/.
     """
     task = kw["task"]
+    from whitebox_eval.attentionspan.finetune import FinetuneConfig  # torch: imported only to run
+    from whitebox_eval.attentionspan.study import SpanConfig, run_span
+
     cfg = SpanConfig(
         model=kw["model"], task=task, split=kw["split"], limit=kw["limit"],
         id_params=_parse_params(task, kw["id_params"], "--id-params"),

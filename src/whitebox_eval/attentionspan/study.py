@@ -50,14 +50,13 @@ from whitebox_eval.attentionspan.reinforcement import (
     find_key_heads,
     sweep_settings,
 )
-from whitebox_eval.attentionspan.tasks import TASKS, SpanExample, generate
+from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, SpanExample, generate
 from whitebox_eval.attentionspan.tokenization import TokenizedExample, tokenize_example
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
 
-SPLIT_CHOICES = ("id", "ood", "both")
 
 #: Short task instructions (App. D: "instruction prompt", wording not given in the paper).
 INSTRUCTIONS = {

@@ -35,6 +35,9 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 
+#: which splits a span study evaluates: in-distribution lengths, out-of-distribution, or both
+SPLIT_CHOICES = ("id", "ood", "both")
+
 #: 62 alphanumeric characters: App. F asks for "at least 50 unique characters".
 ALPHANUMERIC = string.ascii_uppercase + string.ascii_lowercase + string.digits
 

@@ -12,27 +12,11 @@ App. E truth probe in :mod:`.probe`, resumable run folders in :mod:`.study`, plo
 :mod:`.plots` and the ``whitebox-eval gar`` command in :mod:`.command`.
 """
 
-from whitebox_eval.gar.generator import (
-    GARExample,
-    LoopDraw,
-    generate_gar,
-    generate_task_examples,
-    sample_loop,
-)
-from whitebox_eval.gar.prompts import RoleSpans, answer_token_ids, token_spans
-from whitebox_eval.gar.schemas import Relation, Schema, load_schema, load_schemas
-from whitebox_eval.gar.tasks import (
-    GARTask,
-    RelationRef,
-    enumerate_tasks,
-    format_task_id,
-    kr_tasks,
-    parse_task_id,
-)
+from whitebox_eval.lazy import lazy_exports
 
-__all__ = [
-    "GARExample", "GARTask", "LoopDraw", "Relation", "RelationRef", "RoleSpans", "Schema",
-    "answer_token_ids", "enumerate_tasks", "format_task_id", "generate_gar",
-    "generate_task_examples", "kr_tasks", "load_schema", "load_schemas", "parse_task_id",
-    "sample_loop", "token_spans",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "whitebox_eval.gar.generator": ["GARExample", "LoopDraw", "generate_gar", "generate_task_examples", "sample_loop"],
+    "whitebox_eval.gar.prompts": ["RoleSpans", "answer_token_ids", "token_spans"],
+    "whitebox_eval.gar.schemas": ["Relation", "Schema", "load_schema", "load_schemas"],
+    "whitebox_eval.gar.tasks": ["GARTask", "RelationRef", "enumerate_tasks", "format_task_id", "kr_tasks", "parse_task_id"],
+})

@@ -1,7 +1,9 @@
 """Load and describe a model: bundled names, local folders, GGUF files, hub ids."""
 
-from whitebox_eval.models.architectures import FAMILIES, Architecture, Family, supported_model_types
-from whitebox_eval.models.bundled import BUNDLED, MODEL_SPEC_HELP
-from whitebox_eval.models.loading import LoadedModel, cache_root, load_model
+from whitebox_eval.lazy import lazy_exports
 
-__all__ = ["FAMILIES", "Architecture", "Family", "supported_model_types", "BUNDLED", "MODEL_SPEC_HELP", "LoadedModel", "cache_root", "load_model"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "whitebox_eval.models.architectures": ["FAMILIES", "Architecture", "Family", "supported_model_types"],
+    "whitebox_eval.models.bundled": ["BUNDLED", "MODEL_SPEC_HELP"],
+    "whitebox_eval.models.loading": ["LoadedModel", "cache_root", "load_model"],
+})

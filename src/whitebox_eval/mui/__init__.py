@@ -14,63 +14,12 @@ on the engine are imported from their modules, so importing this package stays l
 * ``mui.command``: the ``whitebox-eval mui`` command group.
 """
 
-from whitebox_eval.mui.neuron_scores import (
-    activation_scores,
-    effective_unembedding,
-    integrated_gradient_scores,
-    neuron_contribution_scores,
-    response_level_scores,
-    riemann_alphas,
-)
-from whitebox_eval.mui.sae import (
-    SAE,
-    feature_key_mask,
-    load_sae,
-    reconstruction_mse,
-    sae_feature_scores,
-    sae_feature_scores_by_layer,
-    save_sae,
-    train_topk_sae,
-)
-from whitebox_eval.mui.thresholds import (
-    global_topk_mask,
-    key_mask,
-    layer_top_fraction_mask,
-    layer_topk_mask,
-    top_fraction_k,
-    top_score_mask,
-)
-from whitebox_eval.mui.utility_law import (
-    Direction,
-    MannWhitneyResult,
-    RankCorrelation,
-    RankingAgreement,
-    UtilityLawFit,
-    classify_direction,
-    compare_rankings,
-    fit_utility_law,
-    mann_whitney,
-    performance_utilization_ratio,
-    rank_correlation,
-    rank_descending,
-    ranking_agreement,
-)
-from whitebox_eval.mui.utilization import (
-    KeySets,
-    matched_random_mask,
-    mui_by_group,
-    mui_from_masks,
-    random_subset_mui,
-)
+from whitebox_eval.lazy import lazy_exports
 
-__all__ = [
-    "SAE", "Direction", "KeySets", "MannWhitneyResult", "RankCorrelation", "RankingAgreement",
-    "UtilityLawFit", "activation_scores", "classify_direction", "compare_rankings", "effective_unembedding",
-    "feature_key_mask", "fit_utility_law", "global_topk_mask", "integrated_gradient_scores",
-    "key_mask", "layer_top_fraction_mask", "layer_topk_mask", "load_sae", "mann_whitney",
-    "matched_random_mask", "mui_by_group", "mui_from_masks", "neuron_contribution_scores",
-    "performance_utilization_ratio", "random_subset_mui", "rank_correlation", "rank_descending",
-    "ranking_agreement", "reconstruction_mse", "response_level_scores", "riemann_alphas",
-    "sae_feature_scores", "sae_feature_scores_by_layer", "save_sae", "top_fraction_k",
-    "top_score_mask", "train_topk_sae",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "whitebox_eval.mui.neuron_scores": ["activation_scores", "effective_unembedding", "integrated_gradient_scores", "neuron_contribution_scores", "response_level_scores", "riemann_alphas"],
+    "whitebox_eval.mui.sae": ["SAE", "feature_key_mask", "load_sae", "reconstruction_mse", "sae_feature_scores", "sae_feature_scores_by_layer", "save_sae", "train_topk_sae"],
+    "whitebox_eval.mui.thresholds": ["global_topk_mask", "key_mask", "layer_top_fraction_mask", "layer_topk_mask", "top_fraction_k", "top_score_mask"],
+    "whitebox_eval.mui.utility_law": ["Direction", "MannWhitneyResult", "RankCorrelation", "RankingAgreement", "UtilityLawFit", "classify_direction", "compare_rankings", "fit_utility_law", "mann_whitney", "performance_utilization_ratio", "rank_correlation", "rank_descending", "ranking_agreement"],
+    "whitebox_eval.mui.utilization": ["KeySets", "matched_random_mask", "mui_by_group", "mui_from_masks", "random_subset_mui"],
+})

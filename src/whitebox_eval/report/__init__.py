@@ -9,6 +9,8 @@
 * ``command``: the ``whitebox-eval report`` and ``whitebox-eval compare`` commands.
 """
 
-from whitebox_eval.report.page import write_report
+from whitebox_eval.lazy import lazy_exports
 
-__all__ = ["write_report"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "whitebox_eval.report.page": ["write_report"],
+})

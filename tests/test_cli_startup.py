@@ -1,0 +1,41 @@
+"""The command group starts without torch: --help of the group and of every command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from whitebox_eval.cli import LAZY_COMMANDS, cli
+
+COMMANDS = ["", *LAZY_COMMANDS, "runs", "models", "inspect"]
+
+PROBE = """
+import sys
+from whitebox_eval.cli import main
+try:
+    main({argv!r})
+except SystemExit as e:
+    assert e.code in (0, None), e.code
+heavy = sorted(m for m in ("torch", "transformers", "matplotlib") if m in sys.modules)
+print("HEAVY=" + ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_imports_no_torch(command):
+    argv = [command, "--help"] if command else ["--help"]
+    out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, check=True)
+    assert "Usage:" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY=", f"{argv}: {out.stdout.splitlines()[-1]}"
+
+
+@pytest.mark.parametrize("name", list(LAZY_COMMANDS))
+def test_lazy_listing_matches_the_command_help(name):
+    """The group lists a lazy command with stored words: they must start its own help."""
+    import click
+
+    cmd = cli.get_command(click.Context(cli), name)
+    stored = LAZY_COMMANDS[name][2].rstrip(".").split()
+    assert " ".join(cmd.help.split()).startswith(" ".join(stored[:4])), name
