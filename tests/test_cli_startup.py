@@ -39,3 +39,17 @@ def test_lazy_listing_matches_the_command_help(name):
     cmd = cli.get_command(click.Context(cli), name)
     stored = LAZY_COMMANDS[name][2].rstrip(".").split()
     assert " ".join(cmd.help.split()).startswith(" ".join(stored[:4])), name
+
+
+@pytest.mark.parametrize("package", ["models", "attentionspan", "internals", "mui", "gar", "report"])
+def test_lazy_exports_do_not_shadow_submodules(package):
+    """Importing a submodule sets the package attribute of its name, which would hide a lazy
+    export of the same name (``runs.progress`` the function vs the module): none may clash."""
+    import importlib
+    import pkgutil
+
+    pkg = importlib.import_module(f"whitebox_eval.{package}")
+    submodules = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
+    assert not submodules & set(pkg.__all__)
+    for name in pkg.__all__:
+        assert getattr(pkg, name) is not None

@@ -245,6 +245,41 @@ def test_progress_passes_items_through_and_can_be_forced(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
     assert list(progress(iter("ab"), total=2, desc="forced", enabled=True)) == ["a", "b"]
     assert "forced" in capsys.readouterr().err
-    monkeypatch.setattr("sys.stderr", io.StringIO())  # not a TTY: hidden by default
+    monkeypatch.setattr("sys.stderr", io.StringIO())  # not a TTY: plain lines, no bar
     assert list(progress([1], total=1, desc="auto")) == [1]
-    assert "auto" not in sys.stderr.getvalue()
+    assert sys.stderr.getvalue().splitlines()[-1].startswith("auto: 1/1 (100%)")
+    assert "\r" not in sys.stderr.getvalue()
+
+
+def test_progress_lines_every_tenth_and_every_minute_and_in_run_log(monkeypatch, tmp_path):
+    """Under nohup / CI / a redirect, a long loop says where it is: stderr and run.log."""
+    monkeypatch.setattr(sys.modules["whitebox_eval.runs.progress"], "_log_sink", None)  # restored after
+    monkeypatch.delenv("WHITEBOX_PROGRESS", raising=False)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    run = RunFolder.create(tmp_path, {"suite": "t"}, run_id="r")  # becomes the progress log
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    for _ in progress(range(20), desc="batches", clock=clock):
+        now[0] += 3.0  # 3 s per item: 10% = 2 items
+    lines = sys.stderr.getvalue().splitlines()
+    assert len(lines) == 10 and lines[0].startswith("batches: 2/20 (10%)")
+    assert lines[-1] == "batches: 20/20 (100%), 3 s/it, elapsed 1:00"
+    assert "ETA 0:54" in lines[0]
+    log = (run.path / "run.log").read_text()
+    assert "batches: 20/20 (100%)" in log and "batches: 2/20 (10%)" in log
+
+    sys.stderr.truncate(0), sys.stderr.seek(0)
+    for _ in progress(range(1000), desc="slow", clock=clock):
+        now[0] += 31.0  # a minute passes every 2 items: lines by time, before 10% is reached
+    lines = sys.stderr.getvalue().splitlines()
+    assert lines[0].startswith("slow: 2/1000 (0%)")
+
+
+def test_progress_env_override(monkeypatch):
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    monkeypatch.setenv("WHITEBOX_PROGRESS", "off")
+    assert list(progress(range(3), desc="quiet")) == [0, 1, 2]
+    assert sys.stderr.getvalue() == ""

@@ -1,10 +1,15 @@
 """Run infrastructure: the run folder, resume, progress."""
 
-from whitebox_eval.lazy import lazy_exports
+from whitebox_eval.runs.config import config_dict
+from whitebox_eval.runs.folder import (
+    RunFolder,
+    RunSummary,
+    config_differences,
+    default_run_id,
+    list_runs,
+)
+from whitebox_eval.runs.plain_values import plain_value
+from whitebox_eval.runs.progress import progress
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "whitebox_eval.runs.config": ["config_dict"],
-    "whitebox_eval.runs.folder": ["RunFolder", "RunSummary", "config_differences", "default_run_id", "list_runs"],
-    "whitebox_eval.runs.plain_values": ["plain_value"],
-    "whitebox_eval.runs.progress": ["progress"],
-})
+__all__ = ["config_dict", "RunFolder", "RunSummary", "config_differences", "default_run_id", "list_runs",
+           "plain_value", "progress"]

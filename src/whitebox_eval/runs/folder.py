@@ -31,6 +31,7 @@ import yaml
 import whitebox_eval
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.plain_values import plain_value
+from whitebox_eval.runs.progress import log_to as _progress_log_to
 
 CONFIG_FILE = "config.yaml"
 SAMPLES_FILE = "samples.jsonl"
@@ -168,6 +169,7 @@ class RunFolder:
         _write_atomic(path / CONFIG_FILE, _dump_yaml(stored))
         run = cls(path, stored)
         run.log(f"created run {path.name}")
+        _progress_log_to(run.log_progress)
         return run
 
     @classmethod
@@ -199,6 +201,7 @@ class RunFolder:
         run.log(f"resumed with {len(run.done_ids())} finished samples"
                 + ("; dropped a half-written last line" if repaired else "")
                 + (f"; command: {config['command']}" if config.get("command") else ""))
+        _progress_log_to(run.log_progress)
         return run
 
     @classmethod
@@ -389,6 +392,14 @@ class RunFolder:
         folder = self.path / PLOTS_DIR
         folder.mkdir(parents=True, exist_ok=True)
         return folder / (name if Path(name).suffix else f"{name}.png")
+
+    def log_progress(self, message: str) -> None:
+        """A progress line for ``run.log``; never recreates a folder that is gone, never raises."""
+        if self.path.is_dir():
+            try:
+                self.log(message)
+            except OSError:
+                pass
 
     def log(self, message: str) -> None:
         """Append ``<UTC time> <message>`` to ``run.log``."""
