@@ -1,16 +1,20 @@
-# Two entry points: `make demo` and `make test`. Both create .venv and install into it.
+# Entry points: `make demo`, `make test` (unit tests, minutes) and `make test-slow` (bundled
+# models and several processes; CI runs both). Each creates .venv and installs into it.
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test install clean-venv
+.PHONY: demo test test-slow install clean-venv
 
 demo: $(STAMP)
 	$(BIN)/whitebox-eval mcqa --model smollm2-135m --task ssd --limit 200 --min-val-items 50 --output runs
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow and not integration"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m "slow or integration"
 
 install: $(STAMP)
 

@@ -13,6 +13,7 @@ import click
 from whitebox_eval.errors import WhiteboxError
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.runs.options import dtype_option
 
 
 #: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
@@ -112,14 +113,16 @@ def models() -> None:
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--allow-pickle", is_flag=True, help="allow loading *.bin/*.pt pickle checkpoints (can run code)")
 @click.option("--trust-remote-code", is_flag=True, help="allow custom modelling code from the model folder")
-def inspect(model: str, allow_pickle: bool, trust_remote_code: bool) -> None:
+@dtype_option
+def inspect(model: str, allow_pickle: bool, trust_remote_code: bool, dtype: str) -> None:
     """Load a model and print what the engine sees: sizes, GQA map, modules."""
     from whitebox_eval.models import load_model
 
-    lm = load_model(model, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    lm = load_model(model, dtype=dtype, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
     a = lm.arch
     for k, v in a.describe().items():
         click.echo(f"{k:14s} {v}")
+    click.echo(f"{'dtype':14s} {str(lm.model.dtype).removeprefix('torch.')}")
     click.echo(f"{'kv_head_map':14s} {a.kv_head_map}")
     click.echo(f"{'source':14s} {lm.source}")
 

@@ -11,7 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.integration
+# several processes on a bundled model: minutes on 2 cores, so `make test-slow` (CI runs it).
+# No subprocess timeout: under load a run takes longer, and that must not fail it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STUDY = ["mcqa", "--model", "smollm2-135m", "--limit", "20", "--min-val-items", "8", "--batch-size", "4",
          "--methods", "baseline,qk,attention,pa,pride"]
@@ -36,11 +38,11 @@ def _close(a, b, path="") -> None:
 def test_two_rank_run_equals_one_process_run(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     one = subprocess.run([sys.executable, "-m", "whitebox_eval", *STUDY, "--output", str(tmp_path), "--run-id", "one"],
-                         capture_output=True, text=True, env=env, timeout=900)
+                         capture_output=True, text=True, env=env)
     assert one.returncode == 0, one.stderr[-3000:]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "whitebox_eval",
                           *STUDY, "--output", str(tmp_path), "--run-id", "two"],
-                         capture_output=True, text=True, env=env, timeout=900)
+                         capture_output=True, text=True, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = tmp_path / "one", tmp_path / "two"
     assert "rank 1 of 2" in (b / "run.log").read_text()  # both ranks worked on it
@@ -58,11 +60,12 @@ def test_two_rank_run_equals_one_process_run(tmp_path):
 
 
 def test_two_rank_gar_evaluation_equals_one_process(tmp_path):
-    study = ["gar", "--model", "smollm2-135m", "--tasks", "generation", "--limit", "1", "--batch-size", "8"]
+    # the three truth tasks (sec. 5), 6 examples each: several blocks of 4 for 2 ranks to share
+    study = ["gar", "--model", "smollm2-135m", "--tasks", "truth", "--limit", "6", "--batch-size", "4"]
     runs = {}
     for name, launch in (("one", []), ("two", ["-m", "torch.distributed.run", "--nproc-per-node", "2"])):
         cmd = [sys.executable, *launch, "-m", "whitebox_eval", *study, "--output", str(tmp_path), "--run-id", name]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
         runs[name] = done
     a, b = tmp_path / "one", tmp_path / "two"
@@ -70,6 +73,6 @@ def test_two_rank_gar_evaluation_equals_one_process(tmp_path):
     _close(json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text()))
     sa = {s["id"]: s for s in map(json.loads, (a / "samples.jsonl").read_text().splitlines())}
     sb = {s["id"]: s for s in map(json.loads, (b / "samples.jsonl").read_text().splitlines())}
-    assert len(sa) >= 192 and sa.keys() == sb.keys()  # one example of each generation task (+ sub-problems)
+    assert len(sa) >= 18 and sa.keys() == sb.keys()  # 3 tasks x 6 examples (+ sub-problems)
     _close(sa, sb)
     assert runs["two"].stdout.count("run folder:") == 1

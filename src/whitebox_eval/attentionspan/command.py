@@ -8,7 +8,7 @@ import click
 
 from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import run_folder_options
+from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -79,6 +79,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--random-draws", default=3, show_default=True, help="draws of N random heads as control")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@dtype_option
 @run_folder_options
 def command(**kw) -> None:
     """AttentionSpan (paper 003): algorithmic tasks with reference attention masks.
@@ -120,7 +121,7 @@ def command(**kw) -> None:
         reinforce=kw["reinforce"], key_samples=kw["key_samples"],
         heads=_ints(kw["heads"], "--heads"), values=_floats(kw["values"], "--values"),
         mode=kw["mode"], threshold=kw["threshold"], random_draws=kw["random_draws"],
-        seed=kw["seed"], batch_size=kw["batch_size"])
+        seed=kw["seed"], batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_span(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     print_summary(folder)
 

@@ -7,7 +7,7 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import run_folder_options
+from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -46,6 +46,7 @@ def _pct(v) -> str:
 @click.option("--folds", default=5, show_default=True, help="probe: cross-validation folds")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@dtype_option
 @run_folder_options
 def command(**kw) -> None:
     """GAR: compositional relational reasoning, its evaluation and its heads (paper 002).
@@ -96,12 +97,13 @@ def command(**kw) -> None:
     if mode != "evaluate" and launched_size() > 1:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
+    dtype = resolved_dtype(kw["dtype"], kw["model"])
     if mode == "attribute":
-        cfg = study.GARAttributeConfig(model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
+        cfg = study.GARAttributeConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=kw["batch_size"])
         _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
     elif mode == "evaluate":
-        cfg = study.GARConfig(model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
+        cfg = study.GARConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
                               batch_size=kw["batch_size"])
         folder = study.run_gar(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
@@ -109,6 +111,7 @@ def command(**kw) -> None:
             _print_evaluation(folder)
     elif mode == "truth-heads":
         cfg = study.GARHeadsConfig(
+            dtype=dtype,
             model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
             steps=kw["steps"], n_candidates=kw["candidates"], n_true=kw["n_true"], n_false=kw["n_false"],
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
@@ -119,7 +122,7 @@ def command(**kw) -> None:
     elif mode == "intervene":
         if not kw["heads"]:
             raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
-        cfg = study.GARInterveneConfig(model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
+        cfg = study.GARInterveneConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
                                        seed=kw["seed"], batch_size=kw["batch_size"])
         folder = study.run_gar_intervene(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
@@ -127,7 +130,7 @@ def command(**kw) -> None:
     else:
         if not kw["heads"] or not kw["probe_data"]:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
-        cfg = study.GARProbeConfig(model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
+        cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])

@@ -54,14 +54,22 @@ def attention_scores(query, key, mask, scaling, softcap=None) -> torch.Tensor:
 
 
 def attention_probs(query, key, mask, scaling, softcap=None) -> torch.Tensor:
-    """Post-softmax probabilities, computed as eager attention does (softmax in float32)."""
-    return torch.softmax(attention_scores(query, key, mask, scaling, softcap), dim=-1, dtype=torch.float32).to(query.dtype)
+    """Post-softmax probabilities in float32 (the softmax of eager attention, not rounded
+    back to a bf16/fp16 model's dtype: captured rows and edits keep full precision)."""
+    return torch.softmax(attention_scores(query, key, mask, scaling, softcap), dim=-1, dtype=torch.float32)
+
+
+def captured_probs(query, key, mask, scaling, softcap=None) -> torch.Tensor:
+    """Probabilities computed only to be read (not fed forward): the q.k products too run in
+    float32 whatever the model's dtype, so scores are not rounded to bf16 before the softmax."""
+    return attention_probs(query.float(), key.float(), mask.float(), scaling, softcap)
 
 
 def weighted_values(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """probs [B, H, Q, K] @ value [B, Hkv, K, D] -> output [B, Q, H, D] (the interface's layout)."""
     b, h, q_len, k_len = probs.shape
     hkv = value.shape[1]
+    probs = probs.to(value.dtype)  # as eager attention: float32 softmax, weights in the model's dtype
     out = torch.matmul(probs.reshape(b, hkv, (h // hkv) * q_len, k_len), value).view(b, h, q_len, -1)
     return out.transpose(1, 2).contiguous()
 

@@ -76,6 +76,12 @@ class _Site:
         self.writes: list[Callable[[torch.Tensor], None]] = []  # in-place edits on the canonical view
 
 
+def _full_precision(x: torch.Tensor) -> torch.Tensor:
+    """bf16/fp16 results handed out as float32, so every score computed from them (softmax,
+    log-likelihoods, q.k products, lens) accumulates in float32 whatever the weights are."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 def _gather(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """x [B, S, ...] at padded positions [B, P] -> [B, P, ...] (on x's device: layers may sit on several)."""
     pos = pos.to(x.device)
@@ -118,7 +124,7 @@ class _Plan:
                 out, weights = attn_impl.sdpa_attention_forward(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
             else:
                 out, weights = attn_impl._family_eager(module)(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
-            probs = attn_impl.attention_probs(query, key, amask, scaling, softcap) if layer in self.attn_full else None
+            probs = attn_impl.captured_probs(query, key, amask, scaling, softcap) if layer in self.attn_full else None
         for name in self.attn_full.get(layer, ()):
             self.results[name][layer] = self._unpad_full(probs)
         for name, pos in self.attn_rows.get(layer, ()):
@@ -127,7 +133,7 @@ class _Plan:
             else:  # only the requested query rows: [B, H, P, K], never the full matrix
                 q_rows = _gather(query.transpose(1, 2), pos).transpose(1, 2)
                 m_rows = _gather(amask.expand(query.shape[0], -1, -1, -1).transpose(1, 2), pos).transpose(1, 2)
-                rows = attn_impl.attention_probs(q_rows, key, m_rows, scaling, softcap)
+                rows = attn_impl.captured_probs(q_rows, key, m_rows, scaling, softcap)
             self.results[name][layer] = self.batch.unpad_keys(rows)
         return out, weights
 
@@ -290,6 +296,8 @@ class Engine:
                 trace.logits = self.unembed(hidden[:, -1:, :])[:, 0]
             elif logit_pos is not None:
                 trace.logits = self.unembed(_gather(hidden, logit_pos))
+            if trace.logits is not None:
+                trace.logits = _full_precision(trace.logits)
         for c in captures:
             layers = trace.layers[c.key]
             per_layer = plan.results[c.key]
@@ -297,7 +305,7 @@ class Engine:
             if missing:
                 raise RuntimeError(f"capture {c.key} produced nothing for layers {missing}: the family description does not match the model")
             # layers split over devices (device_map) hand their pieces over on the output's device
-            trace.captures[c.key] = torch.stack([per_layer[l].to(hidden.device) for l in layers], dim=1)
+            trace.captures[c.key] = _full_precision(torch.stack([per_layer[l].to(hidden.device) for l in layers], dim=1))
         return trace
 
     def unembed(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -21,15 +21,14 @@ def logit_lens(engine: Engine, resid: torch.Tensor, token_ids: torch.Tensor | li
     the full vocabulary is never materialised: returns [..., len(token_ids)]. Final
     logit soft-capping (gemma2/3) is applied as in the model's own head.
     """
-    normed = engine.arch.final_norm(resid)
-    if token_ids is None:
-        return engine.unembed(normed)
-    ids = torch.as_tensor(token_ids, dtype=torch.long, device=normed.device)
-    w = engine.arch.unembed_weight()[ids]  # [T, d_model]
-    logits = normed @ w.T
+    normed = engine.arch.final_norm(resid).float()  # the lens reads in float32, whatever the weights
+    w = engine.arch.unembed_weight()
     bias = getattr(engine.arch.unembed, "bias", None)
-    if bias is not None:
-        logits = logits + bias[ids]
+    if token_ids is not None:
+        ids = torch.as_tensor(token_ids, dtype=torch.long, device=w.device)
+        w, bias = w[ids], (None if bias is None else bias[ids])  # [T, d_model]
+    logits = torch.nn.functional.linear(normed, w.to(normed.device, torch.float32),
+                                        None if bias is None else bias.to(normed.device, torch.float32))
     cap = engine.arch.final_logit_softcap
     if cap is not None:
         logits = torch.tanh(logits / cap) * cap

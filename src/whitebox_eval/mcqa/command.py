@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.runs.options import run_folder_options
+from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -26,6 +26,7 @@ from whitebox_eval.runs.options import run_folder_options
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@dtype_option
 @run_folder_options
 def mcqa(**kw) -> None:
     """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
@@ -46,6 +47,7 @@ def mcqa(**kw) -> None:
         uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        dtype=resolved_dtype(kw["dtype"], kw["model"]),
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
@@ -87,6 +89,7 @@ def _print_mcqa_summary(folder) -> None:
 @click.option("--n-bins", default=10, show_default=True, help="equal-size bins for the expected alignment error")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@dtype_option
 @run_folder_options
 def formats(**kw) -> None:
     """First-token probabilities vs free generation (paper 004).
@@ -100,7 +103,7 @@ def formats(**kw) -> None:
 
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], n_samples=kw["n_samples"],
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
-                        batch_size=kw["batch_size"], seed=kw["seed"])
+                        batch_size=kw["batch_size"], seed=kw["seed"], dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}\nquestions: {res['n_items']}")

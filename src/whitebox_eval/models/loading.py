@@ -232,10 +232,34 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return resolved
 
 
+#: the weight dtypes a user can ask for (CLI ``--dtype``); ``auto`` is resolved by :func:`resolve_dtype`
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def resolve_dtype(dtype: str | torch.dtype, spec: str | None = None, device: str | torch.device | None = None) -> str:
+    """The weight dtype a run uses, by name. ``auto``: float32 on the CPU (bf16 matmuls are slow
+    there and gain nothing); on a GPU the checkpoint's own dtype (its config.json), float32
+    when it declares none. Scores are float32 whatever this is (the engine hands out float32)."""
+    if isinstance(dtype, torch.dtype):
+        dtype = str(dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        raise WhiteboxError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if dtype != "auto":
+        return dtype
+    if resolve_device(device).type == "cpu" or spec is None:
+        return "float32"
+    from transformers import AutoConfig
+
+    source, _ = resolve_source(spec)
+    declared = getattr(AutoConfig.from_pretrained(source), "dtype", None)
+    name = str(declared).removeprefix("torch.") if declared is not None else "float32"
+    return name if name in DTYPES else "float32"
+
+
 def load_model(
     spec: str,
     *,
-    dtype: str | torch.dtype = "float32",
+    dtype: str | torch.dtype = "auto",
     device: str | torch.device | None = None,
     device_map: str | dict | None = None,
     attn_implementation: str = "auto",
@@ -244,8 +268,9 @@ def load_model(
 ) -> LoadedModel:
     """Load ``spec`` (bundled name, folder, ``.gguf`` path or hub id) for the engine.
 
-    ``device`` / ``device_map`` default to :data:`PLACEMENT` (``auto``: the GPU when
-    there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
+    ``dtype``: ``auto`` (float32 on the CPU, the checkpoint's dtype on a GPU), ``float32``,
+    ``bfloat16`` or ``float16`` (see :func:`resolve_dtype`). ``device`` / ``device_map``
+    default to :data:`PLACEMENT` (``auto``: the GPU when there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
     several devices; the engine's captures and edits follow each layer's device. The
     model is put in eval mode. ``attn_implementation`` is what runs when the
     engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
@@ -254,7 +279,7 @@ def load_model(
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
-    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
     device_map = PLACEMENT.device_map if device_map is None else device_map
     is_hub = not Path(source).exists()
     if is_hub and (reason := _hub_unreachable_reason()):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import run_folder_options
+from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
 
 MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
 TASK_HELP = "arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | mmlu=PATH (CSV file or folder)"
@@ -45,7 +45,7 @@ def _study_options(f):
         click.option("--limit", default=100, show_default=True, help="number of items"),
         click.option("--batch-size", default=8, show_default=True),
         click.option("--seed", default=0, show_default=True),
-        click.option("--dtype", default="float32", show_default=True),
+        dtype_option,
         click.option("--output", default="runs", show_default=True, help="folder that receives run folders"),
     ]
     for o in reversed(opts):
@@ -62,7 +62,7 @@ def _config(model: str, task: str, kw: dict):
         unit=kw["unit"], ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
-        batch_size=kw["batch_size"], dtype=kw["dtype"],
+        batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
     )
 
 
@@ -182,9 +182,10 @@ def law(runs: tuple[str, ...], plot: str | None) -> None:
 @click.option("--limit", default=32, show_default=True, help="items per task")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@dtype_option
 @run_folder_options
 def masking(model, source_task, eval_tasks, ks, score, activation, random_draws, generate, max_new_tokens, shots, limit,
-            batch_size, seed, output, run_id, resume) -> None:
+            batch_size, seed, dtype, output, run_id, resume) -> None:
     """Masking validation (sec. 3.8): mask X's key neurons for growing k; accuracy on X and Y vs random masks.
 
     \b
@@ -201,7 +202,7 @@ def masking(model, source_task, eval_tasks, ks, score, activation, random_draws,
     cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
                         ks=k_list, score=score, activation=activation, random_draws=random_draws, generate=generate,
                         max_new_tokens=max_new_tokens, shots=shots,
-                        limit=limit, batch_size=batch_size, seed=seed)
+                        limit=limit, batch_size=batch_size, seed=seed, dtype=resolved_dtype(dtype, model))
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
@@ -225,7 +226,8 @@ def masking(model, source_task, eval_tasks, ks, score, activation, random_draws,
 @click.option("--steps", default=2000, show_default=True)
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed) -> None:
+@dtype_option
+def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed, dtype) -> None:
     """Train a TopK SAE on one layer's residual stream from model-generated text (CPU, minutes).
 
     Use it for feature MUI: whitebox-eval mui --task ssd --score sae --sae OUT
@@ -233,7 +235,7 @@ def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed) -> None:
     from whitebox_eval.models import load_model
     from whitebox_eval.mui.sae_training import train_sae_for_model
 
-    rep = train_sae_for_model(load_model(model), layer, out, n_tokens=tokens, d_sae=d_sae, k=k, steps=steps, lr=lr,
+    rep = train_sae_for_model(load_model(model, dtype=resolved_dtype(dtype, model)), layer, out, n_tokens=tokens, d_sae=d_sae, k=k, steps=steps, lr=lr,
                               seed=seed)
     click.echo(f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} tokens")
     click.echo(f"reconstruction MSE {rep.initial_mse:.4f} -> {rep.final_mse:.4f}, explained variance {rep.explained_variance:.3f}")
