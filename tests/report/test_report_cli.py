@@ -61,9 +61,12 @@ def test_compare_needs_finished_runs(mcqa_run, tmp_path):
 
 
 def test_registered_in_the_cli_and_user_errors_exit_2(tmp_path, capsys):
+    import click
+
     from whitebox_eval.cli import cli, main
 
-    assert cli.commands["report"] is report and cli.commands["compare"] is compare
+    ctx = click.Context(cli)
+    assert cli.get_command(ctx, "report") is report and cli.get_command(ctx, "compare") is compare
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(tmp_path)])
     assert exit_info.value.code == 2
