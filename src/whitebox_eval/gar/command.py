@@ -35,6 +35,14 @@ def _pct(v) -> str:
 @click.option("--pattern", default=None,
               help="attention pattern KEY->QUERY (QUERY attends to KEY): V->E, Q->E, A^->E, Q->A, ... "
                    "Default: Q->A (truth-heads), V->E (intervene)")
+@click.option("--edit-at", type=click.Choice(["read", "pattern", "both"]), default="read", show_default=True,
+              help="truth-heads/intervene: which attention row an edit changes: read = the last prompt token, "
+                   "where the answer is read; pattern = the pattern's attending role as sec. 5 states it "
+                   "(Q->A: the stated answer A, which a late head cannot pass on); both")
+@click.option("--select-fraction", default=0.5, show_default=True,
+              help="truth-heads: share of Yes/No pairs used to select heads; the rest is reported")
+@click.option("--random-draws", default=5, show_default=True,
+              help="truth-heads/probe: random head sets (same count and layer band) for the controls")
 @click.option("--steps", default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
 @click.option("--top", default=10, show_default=True, help="attribute: heads kept per task")
 @click.option("--candidates", default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
@@ -67,27 +75,34 @@ def command(**kw) -> None:
       tasks share (the reused core of the circuits, sec. 4); plots a tasks x heads map.
         whitebox-eval gar --mode attribute --tasks 'truth,GendersOfPersons/same,KindsOfThings/kindOf×3' --limit 8
     \b
-    --mode truth-heads: on classification tasks (default: the three of sec. 5), rank
-      heads by EAP-IG attribution (KL metric; the Yes/No partner is the corrupted
-      input), split the top --candidates into True heads (more active at the stated
-      answer A on true statements) and False heads, then score the True/False
-      intervention (Yes: force Q->A on True heads and knock out False heads; No: the
-      reverse), its inverse, and strong / weak / knock-out interventions on all of
-      them; with --probe-data, the App. E truth probe on their activations.
+    --mode truth-heads: on classification tasks (default: the three of sec. 5), split
+      the Yes/No pairs into a selection and a report split (--select-fraction). On
+      the selection split: rank heads by EAP-IG attribution (KL metric; the Yes/No
+      partner is the corrupted input) and split the top --candidates into True heads
+      (more active at the stated answer A on true statements) and False heads. On the
+      report split: the True/False intervention (Yes: force Q->A on True heads and
+      knock out False heads; No: the reverse), its inverse, strong / weak / knock-out
+      on all of them, and the True/False intervention on --random-draws random head
+      sets of the same count and layer band (the control); with --probe-data, the
+      App. E truth probe on their activations. The summary says when attributions
+      are too small to select anything.
         whitebox-eval gar --mode truth-heads --limit 8 \\
             --probe-data ../shared/datasets/geometry_of_truth/cities.csv
     \b
     --mode intervene: strong (force --pattern), weak (copy the best-matching other
-      head's row) and knock-out interventions on --heads; accuracy before/after and
-      the heads' matched attention weight on the pattern.
-        whitebox-eval gar --mode intervene --tasks generation --limit 2 --heads 20.3 --pattern V->E
+      head's row) and knock-out interventions on --heads, edited at --edit-at;
+      before/after: the paper's rule, argmax accuracy, mean P(target) and the mass on
+      the choices with 95% intervals, the paired change (McNemar, paired bootstrap)
+      and how many predictions flipped; the heads' matched attention on the pattern.
+        whitebox-eval gar --mode intervene --tasks generation --limit 2 --heads 20.3 --pattern 'V->E'
     \b
     --mode probe: App. E MLP probe (Linear-ReLU-Linear, Adam, 30 epochs, k-fold CV)
       on --heads' activations over the statement tokens, against chance.
         whitebox-eval gar --mode probe --heads 14.1,15.2 --probe-data cities.csv
 
     Patterns are KEY->QUERY: 'V->E' = END attends to V. Roles: Q K V A E NOT K' V'
-    (distractors), ^ = in the demonstration (A^), + = the next token.
+    (distractors), ^ = in the demonstration (A^), + = the next token. Quote a pattern
+    on the command line ('V->E'): unquoted, the shell reads > as a redirection.
     """
     from whitebox_eval.gar import study
     from whitebox_eval.runs.distributed import launched_size
@@ -112,6 +127,7 @@ def command(**kw) -> None:
             model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
             steps=kw["steps"], n_candidates=kw["candidates"], n_true=kw["n_true"], n_false=kw["n_false"],
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
+            edit_at=kw["edit_at"], select_fraction=kw["select_fraction"], random_draws=kw["random_draws"],
             probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
             rule=kw["rule"], batch_size=kw["batch_size"])
         folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
@@ -121,6 +137,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
         cfg = study.GARInterveneConfig(model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
+                                       edit_at=kw["edit_at"],
                                        seed=kw["seed"], batch_size=kw["batch_size"])
         folder = study.run_gar_intervene(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
@@ -129,6 +146,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
         cfg = study.GARProbeConfig(model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
+                                   random_draws=kw["random_draws"],
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
@@ -138,6 +156,9 @@ def _print_evaluation(folder) -> None:
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}")
     click.echo(f"examples: {res['n_examples']} in {res['n_tasks']} tasks")
+    click.echo("the paper's rule (App. C: P(target) > 1/#choices) beside metrics that can move on small models:")
+    for group, m in res.get("metrics", {}).items():
+        _print_metrics(group, m)
     for rule in ("appc", "argmax"):
         r = res[rule]
         click.echo(f"\n[{rule}] overall {_pct(r['overall'])}   generation {_pct(r['by_form'].get('generation'))}"
@@ -163,18 +184,62 @@ def _print_attribution(folder) -> None:
     click.echo(f"plots in {folder.path / 'plots'}")
 
 
+def _ci(m: dict, key: str, pct: bool = True) -> str:
+    """``value [lo, hi]`` of a stats key in ``m`` (percent for accuracies)."""
+    from whitebox_eval.stats import derived_key
+
+    if key not in m:
+        return "n/a"
+    lo, hi = m[derived_key(key, "ci")]
+    if pct:
+        return f"{100 * m[key]:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return f"{m[key]:.4f} [{lo:.4f}, {hi:.4f}]"
+
+
+def _print_metrics(label: str, m: dict) -> None:
+    click.echo(f"  {label:24s} paper's rule {_ci(m, 'acc,appc')}   argmax {_ci(m, 'acc,argmax')}   "
+               f"P(target) {_ci(m, 'p_target', False)}   mass on choices {_ci(m, 'choice_mass', False)}"
+               f"   (n={m.get('acc_n,appc', 0)})")
+
+
 def _print_heads(folder) -> None:
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}")
     if "true_heads" in res:
         fmt = lambda hs: ", ".join(f"{l}.{h}" for l, h in hs) or "none"  # noqa: E731
         click.echo(f"True heads: {fmt(res['true_heads'])}   False heads: {fmt(res['false_heads'])}")
-    for k, v in res.get("interventions", {}).items():
-        click.echo(f"  {k:24s} accuracy {_pct(v['accuracy_before'])} -> {_pct(v['accuracy_after'])}"
-                   f"   argmax {_pct(v['argmax_before'])} -> {_pct(v['argmax_after'])}"
-                   f"   P(target) {v['mean_target_prob_before']:.4f} -> {v['mean_target_prob_after']:.4f}"
-                   f"   changed {v['predictions_changed']}/{v['n']}")
+        split = res.get("split", {})
+        if not res.get("heads_given"):
+            sel = res.get("selection", {})
+            click.echo(f"selected on {len(split.get('selection', []))} examples "
+                       f"({sel.get('attribution_examples', 0)} in attribution, "
+                       f"{sel.get('unequal_length_dropped', 0)} dropped: Yes/No partner of another token length); "
+                       f"reported on {len(split.get('report', []))} other examples")
+            for w in sel.get("warnings", []):
+                click.echo(f"WARNING: {w}")
+    if "edit_at" in res and res.get("interventions"):
+        click.echo(f"edits at: {res['edit_positions']} (--edit-at {res['edit_at']})")
+    inter = res.get("interventions", {})
+    if inter:
+        first = next(iter(inter.values()))
+        _print_metrics("before", first["before"])
+    for k, v in inter.items():
+        _print_metrics(k, v["after"])
+        click.echo(f"  {'':24s} {v['effect']}")
+    ctl = res.get("random_heads_control", {}).get("comparison")
+    if ctl:
+        d = ctl["delta_p_target"]
+        r = d["random"]
+        click.echo(f"  random heads (same count, layers {res['random_heads_control']['layer_band']}): "
+                   f"change in P(target) {r['mean']:+.4f} ± {r['sd']:.4f} over {r['n']} draws "
+                   f"(each: {', '.join(f'{x:+.4f}' for x in r['draws'])}) vs selected {d['selected']:+.4f}; "
+                   f"flips {ctl['flips']['random']['mean']:.1f} vs {ctl['flips']['selected']}")
     for k, v in res.get("probes", {}).items():
-        click.echo(f"  probe {k:18s} {_pct(v['accuracy_mean'])} ± {100 * v['accuracy_std']:.1f}"
-                   f"   (chance {_pct(v['chance_majority'])}, n={v['n']})")
+        click.echo(f"  probe {k:18s} {_ci(v, 'acc')}   majority baseline {_ci(v, 'acc,majority')}"
+                   f"   (n={v['n']})")
+        if v.get("verdict"):
+            click.echo(f"  {'':24s} {v['verdict']}")
+        rc = v.get("random_heads")
+        if rc:
+            click.echo(f"  {'':24s} random heads: {100 * rc['mean']:.1f}% ± {100 * rc['sd']:.1f} over {rc['n']} draws")
     click.echo(f"plots in {folder.path / 'plots'}")

@@ -37,6 +37,7 @@ class ExampleScore:
     correct_argmax: bool
     prediction: str
     shared_first_token: bool
+    choice_mass: float = float("nan")  # total probability on the choices' distinct first tokens
 
     @property
     def target_prob(self) -> float:
@@ -46,7 +47,7 @@ class ExampleScore:
         return {"probs": {k: round(v, 6) for k, v in self.probs.items()},
                 "target_prob": round(self.target_prob, 6), "correct": self.correct,
                 "correct_argmax": self.correct_argmax, "prediction": self.prediction,
-                "shared_first_token": self.shared_first_token}
+                "shared_first_token": self.shared_first_token, "choice_mass": round(self.choice_mass, 6)}
 
 
 def score_from_probs(enc: EncodedExample, probs: dict[str, float], rule: str = "chance") -> ExampleScore:
@@ -64,7 +65,8 @@ def score_from_probs(enc: EncodedExample, probs: dict[str, float], rule: str = "
     return ExampleScore(probs=dict(probs), target=ex.target,
                         correct=appc_correct(target_p, [probs[a] for a in alts], rule),
                         correct_argmax=all(target_p > p for p in others), prediction=pred,
-                        shared_first_token=len(set(ids)) < len(ids))
+                        shared_first_token=len(set(ids)) < len(ids),
+                        choice_mass=float(sum({enc.answer_ids[a]: probs[a] for a in alts}.values())))
 
 
 def make_batch(engine: Engine, encoded: Sequence[EncodedExample]) -> Batch:
