@@ -177,7 +177,10 @@ def _print_attribution(folder) -> None:
     click.echo(f"\nrun folder: {folder.path}")
     for task_id, t in res["tasks"].items():
         heads = ", ".join(f"{x['head'][0]}.{x['head'][1]}" for x in t["top_heads"][:5])
-        click.echo(f"  {task_id:60s} ({t['baseline']}, n={t['n_examples']})  top: {heads}")
+        dropped = len(t.get("skipped") or [])
+        click.echo(f"  {task_id:60s} ({t['baseline']}, n={t['n_examples']}"
+                   + (f", {dropped} examples left out: Yes/No partner of another token length" if dropped else "")
+                   + f")  top: {heads}")
     shared = res["shared_heads"]
     click.echo("heads in the top lists of several tasks: "
                + (", ".join(f"{s['head'][0]}.{s['head'][1]} ({s['n_tasks']})" for s in shared[:10]) or "none"))
