@@ -85,3 +85,30 @@ def test_random_control_lists_every_draw():
     assert r["sd"] == pytest.approx(np.std([0.0, 0.05, -0.05, 0.3, 0.01], ddof=1))
     assert c["delta_p_target"]["selected"] == pytest.approx(0.2)
     assert c["delta_p_target"]["random_draws_at_least_selected"] == 1
+
+
+def test_error_class_of_the_top_token():
+    from whitebox_eval.gar.scoring import error_class
+
+    enc = _enc()  # target Yes (id 10), other choice No (id 11)
+    assert [error_class(enc, t) for t in (10, 11, 99)] == ["target", "other_candidate", "off_candidates"]
+
+
+def test_error_analysis_counts_app_c_classes_over_generation_errors():
+    from whitebox_eval.gar.evaluation import error_analysis
+
+    gen = generate_task_examples("GendersOfPersons/isA,KindsOfThings/kindOf×3", seed=0)[:6]
+    cls = generate_task_examples("GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]", seed=0)[:2]
+    classes = ["target", "other_candidate", "other_candidate", "off_candidates", "off_candidates", "off_candidates"]
+    tokens = [" a", " b", " c", " pet", " pet", " the"]
+    recs = {f"{e.task_id}#{e.index}": {"error_class": c, "top_token": t} for e, c, t in zip(gen, classes, tokens)}
+    recs.update({f"{e.task_id}#{e.index}": {"error_class": "off_candidates", "top_token": " x"} for e in cls})
+    out = error_analysis(gen + cls, recs)  # classification items are not part of App. C's analysis
+    assert out["n_generation"] == 6 and out["n_errors"] == 5
+    assert out["share,class2_wrong_candidate"] == pytest.approx(2 / 5)
+    assert out["share,class1or3_off_candidates"] == pytest.approx(3 / 5)
+    ci = binomtest(2, 5).proportion_ci(0.95, method="wilson")
+    assert out["share_ci,class2_wrong_candidate"] == pytest.approx([ci.low, ci.high], abs=1e-9)
+    assert out["off_candidate_tokens"] == [{"token": " pet", "count": 2}, {"token": " the", "count": 1}]
+    recs[f"{gen[0].task_id}#{gen[0].index}"] = {}
+    assert error_analysis(gen, recs) is None  # an old run without error classes

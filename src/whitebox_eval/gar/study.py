@@ -300,6 +300,7 @@ def gar_results(examples: Sequence[GARExample], samples: dict[str, dict]) -> dic
             groups["overall"].append(rec)
         groups["kr" if e.task.is_kr else ("classification" if e.task.g2c else "generation")].append(rec)
     res["metrics"] = {k: record_metrics(v) for k, v in groups.items()}  # with intervals (gar.metrics)
+    res["error_analysis"] = ev.error_analysis(examples, samples)
     gap = res["appc"]["compositionality_gap"]
     head: dict[str, Any] = {}
     overall = res["metrics"].get("overall", {})
