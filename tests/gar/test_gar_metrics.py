@@ -112,3 +112,25 @@ def test_error_analysis_counts_app_c_classes_over_generation_errors():
     assert out["off_candidate_tokens"] == [{"token": " pet", "count": 2}, {"token": " the", "count": 1}]
     recs[f"{gen[0].task_id}#{gen[0].index}"] = {}
     assert error_analysis(gen, recs) is None  # an old run without error classes
+
+
+def test_matched_gap_fig4a_by_hand():
+    from scipy.stats import permutation_test as sp_perm
+
+    from whitebox_eval.gar.metrics import matched_gap
+
+    easy = generate_task_examples("GendersOfPersons/same,CountriesOfCities/same×3", seed=0)[:4]  # n_r = 0
+    hard = generate_task_examples("GendersOfPersons/isA,KindsOfThings/kindOf×3", seed=0)[:3]  # n_r = 2
+    assert {e.task.n_r for e in easy} == {0} and {e.task.n_r for e in hard} == {2}
+    w = np.array([0.9, 0.8, 0.7, np.nan, 0.2, 0.4, 0.3])
+    out = matched_gap(easy + hard, w)
+    assert set(out) == {"A"}  # no negative task given
+    a = out["A"]
+    assert a["matched,easiest"] == pytest.approx(0.8) and a["matched_n,easiest"] == 3  # the NaN is left out
+    assert a["matched,hardest"] == pytest.approx(0.3)
+    gap = a["paired_tests"]["gap"]
+    assert gap["diff"] == pytest.approx(0.5)
+    ref = sp_perm(([0.9, 0.8, 0.7], [0.2, 0.4, 0.3]), lambda x, y: np.mean(x) - np.mean(y),
+                  permutation_type="independent", n_resamples=np.inf).pvalue
+    # 3 vs 3: the exact p is 2/20 = 0.1; the stats module's Monte Carlo p is close to it
+    assert ref == pytest.approx(0.1) and gap["p_value"] == pytest.approx(ref, abs=0.03)

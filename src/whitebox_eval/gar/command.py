@@ -244,6 +244,10 @@ def _print_heads(folder) -> None:
                    f"change in P(target) {r['mean']:+.4f} ± {r['sd']:.4f} over {r['n']} draws "
                    f"(each: {', '.join(f'{x:+.4f}' for x in r['draws'])}) vs selected {d['selected']:+.4f}; "
                    f"flips {ctl['flips']['random']['mean']:.1f} vs {ctl['flips']['selected']}")
+    for side, g in (res.get("matched_gap_fig4a") or {}).items():
+        click.echo(f"  matched attention (fig. 4a, {'affirmative' if side == 'A' else 'negative'}): "
+                   f"same,same {_ci(g, 'matched,easiest', False)}   other,other {_ci(g, 'matched,hardest', False)}"
+                   + (f"   {g['verdict']}" if g.get("verdict") else ""))
     for k, v in res.get("probes", {}).items():
         click.echo(f"  probe {k:18s} {_ci(v, 'acc')}   majority baseline {_ci(v, 'acc,majority')}"
                    f"   (n={v['n']})")

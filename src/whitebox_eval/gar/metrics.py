@@ -113,3 +113,32 @@ def random_control(selected: dict[str, Any], draws: Sequence[dict[str, Any]]) ->
     out["flips"] = {"selected": selected["predictions_changed"], "random": stats.draws(
         [d["predictions_changed"] for d in draws]).as_dict()}
     return out
+
+
+def matched_gap(examples: Sequence[Any], weights: np.ndarray) -> dict[str, Any]:
+    """Fig. 4a for one class of heads: its matched attention weight (``weights``, one value
+    per example: the class's mean over heads, NaN where the example lacks the pattern) on
+    the easiest generation tasks (n_r = 0: same, same) vs the hardest (n_r = 2: other,
+    other), separately for affirmative (A) and negative (N) tasks.  Each side gets a
+    bootstrap interval and the gap (easiest - hardest) a permutation test of the group
+    labels (the two groups hold different examples).  A side with fewer than two examples
+    is reported without a test."""
+    w = np.asarray(weights, dtype=np.float64)
+    out: dict[str, Any] = {}
+    for name, neg in (("A", False), ("N", True)):
+        groups = {}
+        for label, n_r in (("easiest", 0), ("hardest", 2)):
+            groups[label] = np.array([w[i] for i, e in enumerate(examples)
+                                      if not e.task.g2c and not e.task.is_kr and e.task.negate == neg
+                                      and e.task.n_r == n_r and np.isfinite(w[i])])
+        if not any(len(v) for v in groups.values()):
+            continue
+        side: dict[str, Any] = {}
+        for label, v in groups.items():
+            if len(v):
+                stats.add_mean(side, f"matched,{label}", v)
+        if all(len(v) >= 2 for v in groups.values()):
+            stats.add_paired(side, "gap", stats.permutation_test(groups["easiest"], groups["hardest"]))
+            side["verdict"] = stats.verdict(side["paired_tests"]["gap"], "matched weight easiest - hardest")
+        out[name] = side
+    return out

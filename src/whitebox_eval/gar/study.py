@@ -32,7 +32,7 @@ import torch
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar import evaluation as ev
-from whitebox_eval.gar.metrics import METRICS, record_metrics
+from whitebox_eval.gar.metrics import METRICS, matched_gap, record_metrics
 from whitebox_eval.gar.generator import GARExample, generate_task_examples
 from whitebox_eval.gar.heads import (
     Head,
@@ -816,6 +816,7 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
            "before": record_metrics([s.to_dict() for s in before]), "interventions": results,
            "matched_weight_of_heads": {f"{l}.{h}": float(mean_matched[l, h]) for l, h in heads},
            "best_matching_head": {"head": [int(best[0]), int(best[1])], "weight": float(mean_matched[best])},
+           "matched_gap_fig4a": matched_gap(examples, np.mean([matched[:, l, h] for l, h in heads], axis=0)),
            "headline": intervention_headline(res_before=before, interventions=results)}
     folder.save_results(res)
     return folder
