@@ -25,7 +25,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even for g2c)")
+@click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even when classification tasks are in: Yes/No pairs)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
@@ -33,7 +33,7 @@ def _pct(v) -> str:
 @click.option("--true-heads", default=None, help="truth-heads: use these True heads instead of finding them")
 @click.option("--false-heads", default=None, help="truth-heads: use these False heads instead of finding them")
 @click.option("--pattern", default=None,
-              help="attention pattern KEY->QUERY (QUERY attends to KEY): V->E, Q->E, A^->E, Q->A, ... "
+              help="attention pattern KEY->QUERY (QUERY attends to KEY), quoted: 'V->E', 'Q->E', 'A^->E', 'Q->A', ... "
                    "Default: Q->A (truth-heads), V->E (intervene)")
 @click.option("--edit-at", type=click.Choice(["read", "pattern", "both"]), default="read", show_default=True,
               help="truth-heads/intervene: which attention row an edit changes: read = the last prompt token, "
@@ -62,9 +62,12 @@ def command(**kw) -> None:
     --mode evaluate (default): score every example of --tasks from one forward pass
       per batch: the first-token probability of the target vs its alternatives at
       the last position (App. C: correct when above 1/3 for generation, 1/2 for Yes/No;
-      argmax accuracy too). results.json: accuracy by form, by difficulty (n_r x
-      negate), by syntactic variation, on knowledge-recall sub-problems, and the
-      compositionality gap (sub-problem accuracy / n_r=2 accuracy).
+      argmax accuracy too). Beside the paper's rule, with 95% intervals: argmax
+      accuracy among the choices, mean P(target) and the mass on the choices (a
+      small model puts little mass there). results.json: accuracy by form, by
+      difficulty (n_r x negate), by syntactic variation, on knowledge-recall
+      sub-problems, the compositionality gap (sub-problem accuracy / n_r=2
+      accuracy) and the App. C error analysis of the generation errors.
         whitebox-eval gar --model smollm2-135m --tasks all --limit 2
         whitebox-eval gar --tasks 'GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate]'
         torchrun --nproc-per-node 4 -m whitebox_eval --device cuda gar --tasks all   # ranks share it
@@ -96,8 +99,10 @@ def command(**kw) -> None:
       and how many predictions flipped; the heads' matched attention on the pattern.
         whitebox-eval gar --mode intervene --tasks generation --limit 2 --heads 20.3 --pattern 'V->E'
     \b
-    --mode probe: App. E MLP probe (Linear-ReLU-Linear, Adam, 30 epochs, k-fold CV)
-      on --heads' activations over the statement tokens, against chance.
+    --mode probe: App. E MLP probe (Linear-ReLU-Linear, Adam, 30 epochs, k-fold CV;
+      an SNLI file of >= 9,000 pairs gets App. E's 3,000/3,000/3,000 x 5 seeds) on
+      --heads' activations over the statement tokens: accuracy with a 95% interval,
+      against the majority baseline (paired test) and --random-draws random head sets.
         whitebox-eval gar --mode probe --heads 14.1,15.2 --probe-data cities.csv
 
     Patterns are KEY->QUERY: 'V->E' = END attends to V. Roles: Q K V A E NOT K' V'
