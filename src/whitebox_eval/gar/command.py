@@ -238,7 +238,9 @@ def _print_heads(folder) -> None:
     if inter:
         first = next(iter(inter.values()))
         _print_metrics("before", first["before"])
-    for k, v in inter.items():
+    first_keys = [k for k in ("true_false", "inverse_true_false") if k in inter]
+    for k in first_keys + sorted(k for k in inter if k not in first_keys):
+        v = inter[k]
         _print_metrics(k, v["after"])
         click.echo(f"  {'':24s} {v['effect']}")
     ctl = res.get("random_heads_control", {}).get("comparison")
