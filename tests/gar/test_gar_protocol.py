@@ -144,3 +144,18 @@ def test_intervene_run_reports_moving_metrics_and_the_summary_says_so(tmp_path, 
     assert f"{ko['predictions_changed']}/4 argmax predictions changed" in text or \
         "no argmax prediction changed (0/4)" in text
     assert "after - before" in text and "no effect" not in text
+
+
+def test_probe_mode_reports_interval_baseline_control_and_protocol(tmp_path, tiny_real_vocab, shared_datasets):
+    from whitebox_eval.gar.study import GARProbeConfig, run_gar_probe
+
+    snli = shared_datasets / "snli" / "snli_test_sample.jsonl"
+    cfg = GARProbeConfig(model="tiny", heads="1.0,1.3", probe_data=(str(snli),), probe_limit=60, random_draws=5)
+    res = run_gar_probe(cfg, tmp_path, run_id="p", loaded=tiny_real_vocab).load_results()
+    p = res["probes"]["snli_test_sample.jsonl"]
+    assert p["n"] == 60 and p["acc_ci_method"] == "wilson" and "acc,majority" in p
+    assert "9000" in p["protocol_note"] and p["protocol"] == "5-fold cross-validation"
+    assert p["random_heads"]["n"] == 5 and p["random_heads"]["layer_band"] == [1, 1]
+    for hs in p["random_heads"]["heads"]:
+        assert sorted(map(tuple, hs)) == [(1, 1), (1, 2)]  # the only other heads of the band
+    assert res["headline"]["probe,snli_test_sample.jsonl"] == p["acc"]
