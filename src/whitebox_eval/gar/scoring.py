@@ -113,7 +113,8 @@ def score_batch(engine: Engine, encoded: Sequence[EncodedExample], *,
     edits = edits_for(encoded, batch) if edits_for is not None else []
     trace = engine.run(batch, edits=edits)
     top = trace.logits.detach().float().argmax(-1).cpu().tolist()
-    return [dataclasses.replace(score_from_probs(e, p, rule), top_token=engine.tokenizer.decode([t]),
+    decode = getattr(engine.tokenizer, "decode", None)  # every HF tokenizer has it; test stubs may not
+    return [dataclasses.replace(score_from_probs(e, p, rule), top_token=decode([t]) if decode else f"<{t}>",
                                 error_class=error_class(e, t))
             for e, p, t in zip(encoded, alternative_probs(trace.logits, encoded), top)]
 
