@@ -8,12 +8,15 @@ position, App. C) and streamed to ``samples.jsonl``; ``results.json`` holds accu
 variation, on knowledge-recall sub-problems, and the compositionality gap; plots are
 fig. 2 and the accuracy by difficulty.
 
-Heads: on classification tasks, EAP-IG attribution (KL metric, Yes/No partner as the
-corrupted input) ranks heads; head activations at the stated answer split the top
-ones into True and False heads; the True/False intervention and its inverse are
-scored against the unedited model; strong and weak interventions on the True+False
-heads are scored too; optional truth probes on SNLI / GoT files use those heads'
-activations.  Every stage streams its own samples (``id`` prefixed by the stage), so
+Heads: the classification examples' Yes/No pairs are split into a selection and a
+report split (:func:`split_pairs`; the ids are in results.json).  On the selection
+split EAP-IG attribution (KL metric, Yes/No partner as the corrupted input) ranks
+heads and head activations at the stated answer split the top ones into True and
+False heads; on the report split the True/False intervention, its inverse, strong /
+weak / knock-out on the True+False heads, and the True/False intervention on random
+heads of the same count and layer band (the control) are scored against the unedited
+model (:mod:`whitebox_eval.gar.metrics`); optional truth probes on SNLI / GoT files
+use those heads' activations.  Every stage streams its own samples (``id`` prefixed by the stage), so
 ``--resume`` continues where a run stopped.
 """
 
