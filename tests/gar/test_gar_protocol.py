@@ -81,7 +81,7 @@ def test_selection_warnings_say_when_nothing_can_be_selected():
     assert selection_warnings(["No", "Yes"], [0.5, 0.2], 0, True) == []
 
 
-def test_truth_heads_select_and_report_on_disjoint_items(tmp_path, tiny_real_vocab):
+def test_truth_heads_select_and_report_on_disjoint_items(tmp_path, tiny_real_vocab, capsys):
     cfg = GARHeadsConfig(model="tiny", tasks=f"{G2C},{G2C2}", limit=8, steps=2, n_candidates=8, batch_size=4,
                          random_draws=5)
     folder = run_gar_heads(cfg, tmp_path, run_id="h", loaded=tiny_real_vocab)
@@ -104,6 +104,12 @@ def test_truth_heads_select_and_report_on_disjoint_items(tmp_path, tiny_real_voc
     assert "warnings" in res["selection"] and "first_token" in res
     conf = yaml.safe_load((folder.path / "config.yaml").read_text())
     assert conf["edit_at"] == "read" and "last prompt token" in conf["edit_positions"]
+    from whitebox_eval.gar import command
+    capsys.readouterr()
+    command._print_heads(folder)
+    text = capsys.readouterr().out
+    assert "reported on 8 other examples" in text and "random heads (same count" in text
+    assert text.index("true_false ") < text.index("knockout_Q->A")
 
 
 def test_intervene_run_reports_moving_metrics_and_the_summary_says_so(tmp_path, tiny_real_vocab, capsys):
@@ -146,12 +152,14 @@ def test_intervene_run_reports_moving_metrics_and_the_summary_says_so(tmp_path, 
     assert "after - before" in text and "no effect" not in text
 
 
-def test_probe_mode_reports_interval_baseline_control_and_protocol(tmp_path, tiny_real_vocab, shared_datasets):
+def test_probe_mode_reports_interval_baseline_control_and_protocol(tmp_path, tiny_real_vocab, shared_datasets,
+                                                                    capsys):
     from whitebox_eval.gar.study import GARProbeConfig, run_gar_probe
 
     snli = shared_datasets / "snli" / "snli_test_sample.jsonl"
     cfg = GARProbeConfig(model="tiny", heads="1.0,1.3", probe_data=(str(snli),), probe_limit=60, random_draws=5)
-    res = run_gar_probe(cfg, tmp_path, run_id="p", loaded=tiny_real_vocab).load_results()
+    folder = run_gar_probe(cfg, tmp_path, run_id="p", loaded=tiny_real_vocab)
+    res = folder.load_results()
     p = res["probes"]["snli_test_sample.jsonl"]
     assert p["n"] == 60 and p["acc_ci_method"] == "wilson" and "acc,majority" in p
     assert "9000" in p["protocol_note"] and p["protocol"] == "5-fold cross-validation"
@@ -159,3 +167,8 @@ def test_probe_mode_reports_interval_baseline_control_and_protocol(tmp_path, tin
     for hs in p["random_heads"]["heads"]:
         assert sorted(map(tuple, hs)) == [(1, 1), (1, 2)]  # the only other heads of the band
     assert res["headline"]["probe,snli_test_sample.jsonl"] == p["acc"]
+    from whitebox_eval.gar import command
+    capsys.readouterr()
+    command._print_heads(folder)
+    text = capsys.readouterr().out
+    assert "majority baseline" in text and "probe - majority baseline" in text and "random heads" in text

@@ -15,8 +15,10 @@ cross-validation (5 folds), each training fold split 3:1 into training and valid
 sets, keeping the epoch with the best validation accuracy (App. E).
 
 Choices where the paper is silent: folds are stratified by label; features are
-standardised with the training fold's mean and standard deviation; the reported
-chance level is the majority-class rate of each test fold (50% on balanced data);
+standardised with the training fold's mean and standard deviation; the baseline is
+the training part's majority label predicted for every held-out statement (paired
+test against the probe, :class:`ProbeResult`); accuracy is pooled over the held-out
+statements with a 95% interval, not the paper's mean +- sd over folds (kept too);
 in the GoT template a leading "The"/"A"/"An" is lower-cased and a final period dropped.
 """
 
