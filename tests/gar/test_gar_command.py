@@ -20,6 +20,7 @@ def test_help_teaches_every_mode():
     (["--mode", "intervene"], "--heads"),
     (["--mode", "probe", "--heads", "1.2"], "--probe-data"),
     (["--tasks", "GendersOfPersons/same,KindsOfThings/kindOf"], "×N_KV"),
+    (["--tasks", "classification", "--limit", "1"], "odd"),
 ])
 def test_user_errors_say_what_to_fix(args, message, tmp_path):
     with pytest.raises(WhiteboxError, match=message):

@@ -166,7 +166,7 @@ def test_knockout_zeroes_heads_at_the_attending_position_only(tiny):
     enc = _encoded()
     batch = make_batch(engine, enc)
     base = _head_out(engine, batch, [], 1)
-    t = _head_out(engine, batch, knockout_edits(enc, [(1, 2)], "Q"), 1)
+    t = _head_out(engine, batch, knockout_edits(enc, [(1, 2)], "K->Q", at="pattern"), 1)
     off = batch.offsets
     for b in range(2):
         q = SPANS[b].query[0] + off[b]
@@ -186,11 +186,11 @@ def test_true_false_intervention_uses_the_label(tiny):
     # by hand: Yes example = strong Q->A on the True head + knock-out of the False head
     yes = [enc[0]]
     b = make_batch(engine, yes)
-    edits = strong_edits(yes, b, true_h, parse_pattern("Q->A")) + knockout_edits(yes, false_h, "A")
+    edits = strong_edits(yes, b, true_h, parse_pattern("Q->A")) + knockout_edits(yes, false_h, "Q->A")
     p = torch.softmax(engine.run(b, edits=edits).logits.float(), -1)[0]
     assert tf[0].probs["Yes"] == pytest.approx(float(p[3]), abs=1e-6)
     b = make_batch(engine, [enc[1]])  # inverse on the No example: boost True, knock False
-    edits = strong_edits([enc[1]], b, true_h, parse_pattern("Q->A")) + knockout_edits([enc[1]], false_h, "A")
+    edits = strong_edits([enc[1]], b, true_h, parse_pattern("Q->A")) + knockout_edits([enc[1]], false_h, "Q->A")
     p = torch.softmax(engine.run(b, edits=edits).logits.float(), -1)[0]
     assert inv[1].probs["No"] == pytest.approx(float(p[4]), abs=1e-6)
     with pytest.raises(WhiteboxError):
@@ -219,3 +219,44 @@ def test_split_true_false_and_parse_heads():
     for bad in ("14", "a.b", ""):
         with pytest.raises(WhiteboxError):
             parse_heads(bad)
+
+
+def test_edit_rows_at_the_read_position_the_pattern_role_or_both(tiny):
+    from whitebox_eval.gar.interventions import edit_positions, edit_rows
+
+    enc = _encoded()[0]  # Q at 6, A at 8, E at 9
+    pat = parse_pattern("Q->A")
+    assert edit_rows(enc, pat, "pattern") == [(8, [6])]
+    assert edit_rows(enc, pat, "read") == [(9, [6])]
+    assert edit_rows(enc, pat, "both") == [(8, [6]), (9, [6])]
+    assert edit_positions([enc], "V->E", "both") == [[9]]  # E is the read position: one row
+    with pytest.raises(WhiteboxError):
+        edit_rows(enc, pat, "end")
+
+
+def test_knocking_out_heads_at_the_read_position_changes_the_output(tiny):
+    """Regression (issue 16): Q->A edits used to act at A only, where a last-layer head
+    cannot reach the output; at the read position (the default) they must change it."""
+    from whitebox_eval.gar.interventions import intervention_edits
+    from whitebox_eval.gar.scoring import score_examples
+
+    lm, engine = tiny
+    enc = _encoded()[:1]  # A (8) is before E (9)
+    last = lm.arch.n_layers - 1
+    every_head = [(l, h) for l in range(lm.arch.n_layers) for h in range(lm.arch.n_heads)]
+    last_layer = [(last, h) for h in range(lm.arch.n_heads)]
+    before = score_examples(engine, enc)[0].probs
+    for heads in (every_head, last_layer):
+        after = score_examples(engine, enc, edits_for=intervention_edits(engine, "knockout", heads, "Q->A"))[0].probs
+        assert max(abs(after[k] - before[k]) for k in before) > 1e-4
+    # the paper's literal position (A) cannot reach the output from the last layer: exactly unchanged
+    at_a = score_examples(engine, enc, edits_for=intervention_edits(engine, "knockout", last_layer, "Q->A",
+                                                                    at="pattern"))[0].probs
+    assert max(abs(at_a[k] - before[k]) for k in before) < 1e-6
+    # strong at the read position forces E's row onto Q (a hand check on the edited layer's output)
+    batch = make_batch(engine, enc)
+    base = _head_out(engine, batch, [], last)
+    t = _head_out(engine, batch, strong_edits(enc, batch, [(last, 0)], "Q->A"), last)
+    off = int(batch.offsets[0])
+    hand = base["v"][0, 0, off + 6, lm.arch.kv_head(0)]  # all weight on Q (token 6)
+    torch.testing.assert_close(t["head_out"][0, 0, off + 9, 0], hand, atol=1e-5, rtol=1e-5)

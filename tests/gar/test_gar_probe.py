@@ -100,3 +100,41 @@ def test_real_files_load(shared_datasets):
     sub = load_truth_statements(shared_datasets / "geometry_of_truth" / "sp_en_trans.csv", limit=50, seed=0)
     assert len(sub) == 50
     assert sub == load_truth_statements(shared_datasets / "geometry_of_truth" / "sp_en_trans.csv", limit=50, seed=0)
+
+
+def test_probe_reports_a_wilson_interval_and_the_majority_baseline():
+    from scipy.stats import binomtest
+
+    x, y = _blobs(120, sep=0.7, seed=4)
+    y[:20] = 0  # unbalance the labels a little
+    res = cross_validate_probe(x, y, ProbeConfig(seed=2))
+    d = res.to_dict()
+    assert len(res.correct) == 120  # every statement tested once
+    k = int(res.correct.sum())
+    ci = binomtest(k, 120).proportion_ci(0.95, method="wilson")
+    assert d["acc"] == pytest.approx(k / 120)
+    assert d["acc_ci"] == pytest.approx([ci.low, ci.high], abs=1e-9)
+    # pooled accuracy = fold accuracies weighted by fold size
+    sizes = [len(f) for f in stratified_folds(y, 5, 2)]
+    assert d["acc"] == pytest.approx(np.dot(res.fold_accuracies, sizes) / 120)
+    # each fold predicts its training part's majority label: stratified folds keep the overall majority
+    maj = int(np.bincount(y).argmax())
+    assert d["acc,majority"] == pytest.approx(np.mean(y == maj))
+    t = d["paired_tests"]["probe_vs_majority"]
+    assert t["test"] == "mcnemar_exact" and t["diff"] == pytest.approx(d["acc"] - d["acc,majority"])
+    assert "probe - majority baseline" in d["verdict"]
+
+
+def test_split_protocol_uses_disjoint_sets_and_several_seeds():
+    from whitebox_eval.gar.probe import split_probe
+
+    x, y = _blobs(330, sep=2.0, seed=5)
+    res = split_probe(x, y, ProbeConfig(seed=0), n_each=100, seeds=3)
+    assert len(res.correct) == 100 and len(res.fold_accuracies) == 3
+    assert set(np.round(res.correct * 3).astype(int)) <= {0, 1, 2, 3}  # share of 3 seeds
+    assert res.mean == pytest.approx(np.mean(res.fold_accuracies))
+    d = res.to_dict()
+    assert d["acc_ci_method"] == "bootstrap" and d["acc_ci"][0] <= d["acc"] <= d["acc_ci"][1]
+    assert res.mean > 0.9
+    with pytest.raises(WhiteboxError):
+        split_probe(x, y, n_each=200)

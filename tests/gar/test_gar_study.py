@@ -171,11 +171,19 @@ def test_truth_heads_study_runs_end_to_end(tmp_path, tiny_real_vocab, shared_dat
                          steps=2, n_candidates=6, probe_data=(str(got),), probe_limit=40, batch_size=4)
     folder = run_gar_heads(cfg, tmp_path, run_id="heads", loaded=tiny_real_vocab)
     res = folder.load_results()
-    assert res["n_examples"] == 6
+    assert res["n_examples"] == 6 and len(res["split"]["selection"]) + len(res["split"]["report"]) == 6
     assert len(res["true_heads"]) + len(res["false_heads"]) >= 1
     assert set(res["interventions"]) == {"true_false", "inverse_true_false", "strong_Q->A", "weak_Q->A",
                                          "knockout_Q->A"}
-    assert res["probes"]["sp_en_trans.csv"]["n"] == 40
+    probe = res["probes"]["sp_en_trans.csv"]
+    assert probe["n"] == 40 and probe["acc_ci"][0] <= probe["acc"] <= probe["acc_ci"][1]
+    assert "acc,majority" in probe and "probe_vs_majority" in probe["paired_tests"]
+    assert probe["protocol"] == "5-fold cross-validation" and probe["protocol_note"] is None  # a GoT file
+    rnd = probe["random_heads"]
+    chosen = {tuple(h) for h in res["true_heads"] + res["false_heads"]}
+    if rnd is not None:  # the tiny model's layer band may hold too few other heads
+        assert rnd["n"] == 5 and len(rnd["draws"]) == 5
+        assert all(len(hs) == len(chosen) and not chosen & {tuple(h) for h in hs} for hs in rnd["heads"])
     assert folder.load_array("attribution_head_out").shape == (2, 4)
     # a resumed finished run recomputes nothing and gives the same results
     again = run_gar_heads(cfg, tmp_path, run_id="heads", resume=True, loaded=tiny_real_vocab).load_results()

@@ -49,7 +49,7 @@ def _hand_ig_head(lm, family, layer, head, metric, steps):
             a_b = store["x"][..., head * D:(head + 1) * D].clone()
         total = torch.zeros_like(a_c)
         for k in range(1, steps + 1):
-            e = (e_b + k / steps * (e_c - e_b)).detach().requires_grad_(True)
+            e = (e_b + (k - 0.5) / steps * (e_c - e_b)).detach().requires_grad_(True)
             logits = model(inputs_embeds=e).logits[:, -1]
             metric(logits).sum().backward()
             total += store["x"].grad[..., head * D:(head + 1) * D]

@@ -25,7 +25,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even for g2c)")
+@click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even when classification tasks are in: Yes/No pairs)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
@@ -33,8 +33,16 @@ def _pct(v) -> str:
 @click.option("--true-heads", default=None, help="truth-heads: use these True heads instead of finding them")
 @click.option("--false-heads", default=None, help="truth-heads: use these False heads instead of finding them")
 @click.option("--pattern", default=None,
-              help="attention pattern KEY->QUERY (QUERY attends to KEY): V->E, Q->E, A^->E, Q->A, ... "
+              help="attention pattern KEY->QUERY (QUERY attends to KEY), quoted: 'V->E', 'Q->E', 'A^->E', 'Q->A', ... "
                    "Default: Q->A (truth-heads), V->E (intervene)")
+@click.option("--edit-at", type=click.Choice(["read", "pattern", "both"]), default="read", show_default=True,
+              help="truth-heads/intervene: which attention row an edit changes: read = the last prompt token, "
+                   "where the answer is read; pattern = the pattern's attending role as sec. 5 states it "
+                   "(Q->A: the stated answer A, which a late head cannot pass on); both")
+@click.option("--select-fraction", default=0.5, show_default=True,
+              help="truth-heads: share of Yes/No pairs used to select heads; the rest is reported")
+@click.option("--random-draws", default=5, show_default=True,
+              help="truth-heads/probe: random head sets (same count and layer band) for the controls")
 @click.option("--steps", default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
 @click.option("--top", default=10, show_default=True, help="attribute: heads kept per task")
 @click.option("--candidates", default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
@@ -55,9 +63,12 @@ def command(**kw) -> None:
     --mode evaluate (default): score every example of --tasks from one forward pass
       per batch: the first-token probability of the target vs its alternatives at
       the last position (App. C: correct when above 1/3 for generation, 1/2 for Yes/No;
-      argmax accuracy too). results.json: accuracy by form, by difficulty (n_r x
-      negate), by syntactic variation, on knowledge-recall sub-problems, and the
-      compositionality gap (sub-problem accuracy / n_r=2 accuracy).
+      argmax accuracy too). Beside the paper's rule, with 95% intervals: argmax
+      accuracy among the choices, mean P(target) and the mass on the choices (a
+      small model puts little mass there). results.json: accuracy by form, by
+      difficulty (n_r x negate), by syntactic variation, on knowledge-recall
+      sub-problems, the compositionality gap (sub-problem accuracy / n_r=2
+      accuracy) and the App. C error analysis of the generation errors.
         whitebox-eval gar --model smollm2-135m --tasks all --limit 2
         whitebox-eval gar --tasks 'GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate]'
         torchrun --nproc-per-node 4 -m whitebox_eval --device cuda gar --tasks all   # ranks share it
@@ -68,27 +79,36 @@ def command(**kw) -> None:
       tasks share (the reused core of the circuits, sec. 4); plots a tasks x heads map.
         whitebox-eval gar --mode attribute --tasks 'truth,GendersOfPersons/same,KindsOfThings/kindOf×3' --limit 8
     \b
-    --mode truth-heads: on classification tasks (default: the three of sec. 5), rank
-      heads by EAP-IG attribution (KL metric; the Yes/No partner is the corrupted
-      input), split the top --candidates into True heads (more active at the stated
-      answer A on true statements) and False heads, then score the True/False
-      intervention (Yes: force Q->A on True heads and knock out False heads; No: the
-      reverse), its inverse, and strong / weak / knock-out interventions on all of
-      them; with --probe-data, the App. E truth probe on their activations.
+    --mode truth-heads: on classification tasks (default: the three of sec. 5), split
+      the Yes/No pairs into a selection and a report split (--select-fraction). On
+      the selection split: rank heads by EAP-IG attribution (KL metric; the Yes/No
+      partner is the corrupted input) and split the top --candidates into True heads
+      (more active at the stated answer A on true statements) and False heads. On the
+      report split: the True/False intervention (Yes: force Q->A on True heads and
+      knock out False heads; No: the reverse), its inverse, strong / weak / knock-out
+      on all of them, and the True/False intervention on --random-draws random head
+      sets of the same count and layer band (the control); with --probe-data, the
+      App. E truth probe on their activations. The summary says when attributions
+      are too small to select anything.
         whitebox-eval gar --mode truth-heads --limit 8 \\
             --probe-data ../shared/datasets/geometry_of_truth/cities.csv
     \b
     --mode intervene: strong (force --pattern), weak (copy the best-matching other
-      head's row) and knock-out interventions on --heads; accuracy before/after and
-      the heads' matched attention weight on the pattern.
-        whitebox-eval gar --mode intervene --tasks generation --limit 2 --heads 20.3 --pattern V->E
+      head's row) and knock-out interventions on --heads, edited at --edit-at;
+      before/after: the paper's rule, argmax accuracy, mean P(target) and the mass on
+      the choices with 95% intervals, the paired change (McNemar, paired bootstrap)
+      and how many predictions flipped; the heads' matched attention on the pattern.
+        whitebox-eval gar --mode intervene --tasks generation --limit 2 --heads 20.3 --pattern 'V->E'
     \b
-    --mode probe: App. E MLP probe (Linear-ReLU-Linear, Adam, 30 epochs, k-fold CV)
-      on --heads' activations over the statement tokens, against chance.
+    --mode probe: App. E MLP probe (Linear-ReLU-Linear, Adam, 30 epochs, k-fold CV;
+      an SNLI file of >= 9,000 pairs gets App. E's 3,000/3,000/3,000 x 5 seeds) on
+      --heads' activations over the statement tokens: accuracy with a 95% interval,
+      against the majority baseline (paired test) and --random-draws random head sets.
         whitebox-eval gar --mode probe --heads 14.1,15.2 --probe-data cities.csv
 
     Patterns are KEY->QUERY: 'V->E' = END attends to V. Roles: Q K V A E NOT K' V'
-    (distractors), ^ = in the demonstration (A^), + = the next token.
+    (distractors), ^ = in the demonstration (A^), + = the next token. Quote a pattern
+    on the command line ('V->E'): unquoted, the shell reads > as a redirection.
     """
     from whitebox_eval.gar import study
     from whitebox_eval.runs.distributed import launched_size
@@ -115,6 +135,7 @@ def command(**kw) -> None:
             model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
             steps=kw["steps"], n_candidates=kw["candidates"], n_true=kw["n_true"], n_false=kw["n_false"],
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
+            edit_at=kw["edit_at"], select_fraction=kw["select_fraction"], random_draws=kw["random_draws"],
             probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
             rule=kw["rule"], batch_size=kw["batch_size"])
         folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
@@ -124,6 +145,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
         cfg = study.GARInterveneConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
+                                       edit_at=kw["edit_at"],
                                        seed=kw["seed"], batch_size=kw["batch_size"])
         folder = study.run_gar_intervene(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
@@ -132,6 +154,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
         cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
+                                   random_draws=kw["random_draws"],
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
@@ -141,6 +164,9 @@ def _print_evaluation(folder) -> None:
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}")
     click.echo(f"examples: {res['n_examples']} in {res['n_tasks']} tasks")
+    click.echo("the paper's rule (App. C: P(target) > 1/#choices) beside metrics that can move on small models:")
+    for group, m in res.get("metrics", {}).items():
+        _print_metrics(group, m)
     for rule in ("appc", "argmax"):
         r = res[rule]
         click.echo(f"\n[{rule}] overall {_pct(r['overall'])}   generation {_pct(r['by_form'].get('generation'))}"
@@ -151,6 +177,13 @@ def _print_evaluation(folder) -> None:
         click.echo("  syntactic       " + "  ".join(f"{k} {_pct(v)}" for k, v in r["by_syntactic_variation"].items()))
         gap = r["compositionality_gap"]
         click.echo(f"  compositionality gap {'n/a' if gap is None else f'{gap:.2f}'}")
+    ea = res.get("error_analysis")
+    if ea and ea.get("n_errors"):
+        click.echo(f"\nApp. C error analysis, {ea['n_errors']} of {ea['n_generation']} generation examples whose top "
+                   f"next token is not the target: wrong candidate (class 2) "
+                   f"{_ci(ea, 'share,class2_wrong_candidate')}, none of the candidates (class 1 or 3) "
+                   f"{_ci(ea, 'share,class1or3_off_candidates')}; most frequent such tokens: "
+                   + ", ".join(f"{t['token']!r} x{t['count']}" for t in ea.get("off_candidate_tokens", [])[:5]))
     click.echo(f"\nplots in {folder.path / 'plots'}")
 
 
@@ -159,11 +192,32 @@ def _print_attribution(folder) -> None:
     click.echo(f"\nrun folder: {folder.path}")
     for task_id, t in res["tasks"].items():
         heads = ", ".join(f"{x['head'][0]}.{x['head'][1]}" for x in t["top_heads"][:5])
-        click.echo(f"  {task_id:60s} ({t['baseline']}, n={t['n_examples']})  top: {heads}")
+        dropped = len(t.get("skipped") or [])
+        click.echo(f"  {task_id:60s} ({t['baseline']}, n={t['n_examples']}"
+                   + (f", {dropped} examples left out: Yes/No partner of another token length" if dropped else "")
+                   + f")  top: {heads}")
     shared = res["shared_heads"]
     click.echo("heads in the top lists of several tasks: "
                + (", ".join(f"{s['head'][0]}.{s['head'][1]} ({s['n_tasks']})" for s in shared[:10]) or "none"))
     click.echo(f"plots in {folder.path / 'plots'}")
+
+
+def _ci(m: dict, key: str, pct: bool = True) -> str:
+    """``value [lo, hi]`` of a stats key in ``m`` (percent for accuracies)."""
+    from whitebox_eval.stats import derived_key
+
+    if key not in m:
+        return "n/a"
+    lo, hi = m[derived_key(key, "ci")]
+    if pct:
+        return f"{100 * m[key]:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return f"{m[key]:.4f} [{lo:.4f}, {hi:.4f}]"
+
+
+def _print_metrics(label: str, m: dict) -> None:
+    click.echo(f"  {label:24s} paper's rule {_ci(m, 'acc,appc')}   argmax {_ci(m, 'acc,argmax')}   "
+               f"P(target) {_ci(m, 'p_target', False)}   mass on choices {_ci(m, 'choice_mass', False)}"
+               f"   (n={m.get('acc_n,appc', 0)})")
 
 
 def _print_heads(folder) -> None:
@@ -172,12 +226,44 @@ def _print_heads(folder) -> None:
     if "true_heads" in res:
         fmt = lambda hs: ", ".join(f"{l}.{h}" for l, h in hs) or "none"  # noqa: E731
         click.echo(f"True heads: {fmt(res['true_heads'])}   False heads: {fmt(res['false_heads'])}")
-    for k, v in res.get("interventions", {}).items():
-        click.echo(f"  {k:24s} accuracy {_pct(v['accuracy_before'])} -> {_pct(v['accuracy_after'])}"
-                   f"   argmax {_pct(v['argmax_before'])} -> {_pct(v['argmax_after'])}"
-                   f"   P(target) {v['mean_target_prob_before']:.4f} -> {v['mean_target_prob_after']:.4f}"
-                   f"   changed {v['predictions_changed']}/{v['n']}")
+        split = res.get("split", {})
+        if not res.get("heads_given"):
+            sel = res.get("selection", {})
+            click.echo(f"selected on {len(split.get('selection', []))} examples "
+                       f"({sel.get('attribution_examples', 0)} in attribution, "
+                       f"{sel.get('unequal_length_dropped', 0)} dropped: Yes/No partner of another token length); "
+                       f"reported on {len(split.get('report', []))} other examples")
+            for w in sel.get("warnings", []):
+                click.echo(f"WARNING: {w}")
+    if "edit_at" in res and res.get("interventions"):
+        click.echo(f"edits at: {res['edit_positions']} (--edit-at {res['edit_at']})")
+    inter = res.get("interventions", {})
+    if inter:
+        first = next(iter(inter.values()))
+        _print_metrics("before", first["before"])
+    first_keys = [k for k in ("true_false", "inverse_true_false") if k in inter]
+    for k in first_keys + sorted(k for k in inter if k not in first_keys):
+        v = inter[k]
+        _print_metrics(k, v["after"])
+        click.echo(f"  {'':24s} {v['effect']}")
+    ctl = res.get("random_heads_control", {}).get("comparison")
+    if ctl:
+        d = ctl["delta_p_target"]
+        r = d["random"]
+        click.echo(f"  random heads (same count, layers {res['random_heads_control']['layer_band']}): "
+                   f"change in P(target) {r['mean']:+.4f} ± {r['sd']:.4f} over {r['n']} draws "
+                   f"(each: {', '.join(f'{x:+.4f}' for x in r['draws'])}) vs selected {d['selected']:+.4f}; "
+                   f"flips {ctl['flips']['random']['mean']:.1f} vs {ctl['flips']['selected']}")
+    for side, g in (res.get("matched_gap_fig4a") or {}).items():
+        click.echo(f"  matched attention (fig. 4a, {'affirmative' if side == 'A' else 'negative'}): "
+                   f"same,same {_ci(g, 'matched,easiest', False)}   other,other {_ci(g, 'matched,hardest', False)}"
+                   + (f"   {g['verdict']}" if g.get("verdict") else ""))
     for k, v in res.get("probes", {}).items():
-        click.echo(f"  probe {k:18s} {_pct(v['accuracy_mean'])} ± {100 * v['accuracy_std']:.1f}"
-                   f"   (chance {_pct(v['chance_majority'])}, n={v['n']})")
+        click.echo(f"  probe {k:18s} {_ci(v, 'acc')}   majority baseline {_ci(v, 'acc,majority')}"
+                   f"   (n={v['n']})")
+        if v.get("verdict"):
+            click.echo(f"  {'':24s} {v['verdict']}")
+        rc = v.get("random_heads")
+        if rc:
+            click.echo(f"  {'':24s} random heads: {100 * rc['mean']:.1f}% ± {100 * rc['sd']:.1f} over {rc['n']} draws")
     click.echo(f"plots in {folder.path / 'plots'}")

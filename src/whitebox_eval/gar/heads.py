@@ -4,7 +4,11 @@
   row of the attention matrix) a head is *activated* when its largest weight goes to a
   token other than the first (the sink); its activation value is the largest weight to
   any token other than the first.  App. E subtracts the first token's weight to get
-  more distinctive features (``subtract_first=True``).
+  more distinctive features (``subtract_first=True``).  The paper's models (Vicuna)
+  start every prompt with ``<s>``; tokenizers that add no BOS (SmolLM2, GPT-2) make
+  the prompt's *first word* the excluded token.  We keep it excluded (such models use
+  their first token as the attention sink whatever it is) and the truth-heads run
+  records which case applies (``results.json`` ``first_token``).
 * Matched attention weight (sec. 5, fig. 4a): the weight the attending token of a
   pattern ``X->Y`` puts on X (summed over X's tokens), per head.
 * Attribution (sec. 4): integrated-gradients attribution patching (EAP-IG) with the KL

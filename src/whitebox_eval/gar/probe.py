@@ -15,8 +15,10 @@ cross-validation (5 folds), each training fold split 3:1 into training and valid
 sets, keeping the epoch with the best validation accuracy (App. E).
 
 Choices where the paper is silent: folds are stratified by label; features are
-standardised with the training fold's mean and standard deviation; the reported
-chance level is the majority-class rate of each test fold (50% on balanced data);
+standardised with the training fold's mean and standard deviation; the baseline is
+the training part's majority label predicted for every held-out statement (paired
+test against the probe, :class:`ProbeResult`); accuracy is pooled over the held-out
+statements with a 95% interval, not the paper's mean +- sd over folds (kept too);
 in the GoT template a leading "The"/"A"/"An" is lower-cased and a final period dropped.
 """
 
@@ -191,25 +193,54 @@ class ProbeConfig:
 
 @dataclass
 class ProbeResult:
-    """Cross-validated accuracy of the MLP probe and the chance level it must beat."""
+    """Held-out accuracy of the MLP probe against the majority baseline on the same statements.
 
+    ``correct`` holds one value per held-out statement: 0/1 under k-fold CV (each
+    statement is tested once, so the pooled accuracy gets a Wilson interval), or the
+    share of the seeds that got it right under the SNLI split protocol (bootstrap
+    interval over test statements).  ``majority_correct``: the training part's majority
+    label predicted for every held-out statement.  ``fold_accuracies`` (per fold, or per
+    seed) give the paper's mean +- sd (table 3), which is not an interval.
+    """
+
+    correct: np.ndarray
+    majority_correct: np.ndarray
     fold_accuracies: list[float]
-    chance: float
     n: int
     n_features: int
-    fold_chance: list[float] = field(default_factory=list)
+    protocol: str
 
     @property
     def mean(self) -> float:
-        return float(np.mean(self.fold_accuracies))
+        return float(np.mean(self.correct))
 
     @property
     def std(self) -> float:
         return float(np.std(self.fold_accuracies))
 
+    @property
+    def chance(self) -> float:
+        """The majority baseline's accuracy on the held-out statements."""
+        return float(np.mean(self.majority_correct))
+
     def to_dict(self) -> dict:
-        return {"accuracy_mean": self.mean, "accuracy_std": self.std, "fold_accuracies": self.fold_accuracies,
-                "chance_majority": self.chance, "n": self.n, "n_features": self.n_features}
+        from whitebox_eval import stats
+
+        out: dict = {"n": self.n, "n_tested": int(len(self.correct)), "n_features": self.n_features,
+                     "protocol": self.protocol, "fold_accuracies": list(self.fold_accuracies),
+                     "accuracy_mean": float(np.mean(self.fold_accuracies)), "accuracy_std": self.std}
+        binary = bool(np.all((self.correct == 0) | (self.correct == 1)))
+        if binary:
+            stats.add_proportion(out, "acc", self.correct)
+            test = stats.mcnemar(self.correct, self.majority_correct)
+        else:
+            stats.add_mean(out, "acc", self.correct)
+            test = stats.paired_bootstrap(self.correct, self.majority_correct)
+        stats.add_proportion(out, "acc,majority", self.majority_correct)
+        stats.add_paired(out, "probe_vs_majority", test)
+        out["verdict"] = stats.verdict(test, "probe - majority baseline")
+        out["chance_majority"] = out["acc,majority"]
+        return out
 
 
 def make_probe(n_features: int, hidden: int = 32, n_classes: int = 2) -> torch.nn.Module:
@@ -273,27 +304,64 @@ def stratified_folds(y: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
     return [np.array(sorted(f)) for f in folds]
 
 
-def cross_validate_probe(x: np.ndarray, y: np.ndarray, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
-    """App. E: k-fold CV, 3:1 train/validation split inside each training fold."""
+def _check_xy(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     if x.ndim != 2 or len(x) != len(y):
         raise WhiteboxError(f"features must be [N, F] with one label each (got {x.shape} and {len(y)} labels)")
     if len(np.unique(y)) < 2:
         raise WhiteboxError("the probe needs both true and false statements")
+    return x, y
+
+
+def _fit_predict(x: np.ndarray, y: np.ndarray, tr: np.ndarray, val: np.ndarray, test: np.ndarray,
+                 cfg: ProbeConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Train on ``tr`` (best epoch on ``val``), return (probe correct, majority correct) on ``test``."""
+    mu, sd = x[tr].mean(0), x[tr].std(0) + 1e-6
+    with _single_thread():
+        model = train_probe((x[tr] - mu) / sd, y[tr], (x[val] - mu) / sd, y[val], cfg, seed=seed)
+        with torch.no_grad():
+            pred = model(torch.as_tensor((x[test] - mu) / sd)).argmax(-1).numpy()
+    majority = int(np.bincount(y[tr], minlength=2).argmax())
+    return (pred == y[test]).astype(np.float64), (y[test] == majority).astype(np.float64)
+
+
+def cross_validate_probe(x: np.ndarray, y: np.ndarray, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
+    """App. E: k-fold CV, 3:1 train/validation split inside each training fold; every
+    statement is tested once (pooled accuracy with a Wilson interval)."""
+    x, y = _check_xy(x, y)
     if len(y) < 2 * cfg.folds:
         raise WhiteboxError(f"{len(y)} statements are too few for {cfg.folds}-fold cross-validation")
-    accs, chances = [], []
+    correct = np.zeros(len(y))
+    majority = np.zeros(len(y))
+    accs = []
     rng = np.random.default_rng(cfg.seed)
     for f, test in enumerate(stratified_folds(y, cfg.folds, cfg.seed)):
-        train = np.setdiff1d(np.arange(len(y)), test)
-        train = rng.permutation(train)
+        train = rng.permutation(np.setdiff1d(np.arange(len(y)), test))
         n_val = max(1, int(round(len(train) * cfg.val_fraction)))
-        val, tr = train[:n_val], train[n_val:]
-        mu, sd = x[tr].mean(0), x[tr].std(0) + 1e-6
-        with _single_thread():
-            model = train_probe((x[tr] - mu) / sd, y[tr], (x[val] - mu) / sd, y[val], cfg, seed=cfg.seed + f)
-        accs.append(_accuracy(model, torch.as_tensor((x[test] - mu) / sd), torch.as_tensor(y[test])))
-        counts = np.bincount(y[test], minlength=2)
-        chances.append(float(counts.max() / counts.sum()))
-    return ProbeResult(accs, float(np.mean(chances)), len(y), x.shape[1], chances)
+        c, m = _fit_predict(x, y, train[n_val:], train[:n_val], test, cfg, cfg.seed + f)
+        correct[test], majority[test] = c, m
+        accs.append(float(c.mean()))
+    return ProbeResult(correct, majority, accs, len(y), x.shape[1], f"{cfg.folds}-fold cross-validation")
+
+
+#: App. E's SNLI protocol: 3,000 training, 3,000 validation and 3,000 test statements, 5 seeds
+SNLI_SPLIT = 3000
+SNLI_SEEDS = 5
+
+
+def split_probe(x: np.ndarray, y: np.ndarray, cfg: ProbeConfig = ProbeConfig(), *, n_each: int = SNLI_SPLIT,
+                seeds: int = SNLI_SEEDS) -> ProbeResult:
+    """App. E SNLI protocol: disjoint random train / validation / test sets of ``n_each``
+    statements (drawn once with ``cfg.seed``; the paper samples them from SNLI's own three
+    splits), the probe trained ``seeds`` times with different seeds; per test statement the
+    share of seeds that classify it right (bootstrap interval over test statements)."""
+    x, y = _check_xy(x, y)
+    if len(y) < 3 * n_each:
+        raise WhiteboxError(f"the split protocol needs {3 * n_each} statements; the file has {len(y)}")
+    perm = np.random.default_rng(cfg.seed).permutation(len(y))
+    tr, val, test = perm[:n_each], perm[n_each:2 * n_each], perm[2 * n_each:3 * n_each]
+    runs = [_fit_predict(x, y, tr, val, test, cfg, cfg.seed + s) for s in range(seeds)]
+    correct = np.mean([c for c, _ in runs], axis=0)
+    return ProbeResult(correct, runs[0][1], [float(c.mean()) for c, _ in runs], len(y), x.shape[1],
+                       f"train/val/test {n_each}/{n_each}/{n_each}, {seeds} seeds (App. E, SNLI)")

@@ -13,6 +13,7 @@ intervention change the pass (see :mod:`whitebox_eval.gar.interventions`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -37,6 +38,9 @@ class ExampleScore:
     correct_argmax: bool
     prediction: str
     shared_first_token: bool
+    choice_mass: float = float("nan")  # total probability on the choices' distinct first tokens
+    top_token: str | None = None  # the model's most likely next token over the whole vocabulary
+    error_class: str | None = None  # :func:`error_class` of that token (App. C error analysis)
 
     @property
     def target_prob(self) -> float:
@@ -46,7 +50,8 @@ class ExampleScore:
         return {"probs": {k: round(v, 6) for k, v in self.probs.items()},
                 "target_prob": round(self.target_prob, 6), "correct": self.correct,
                 "correct_argmax": self.correct_argmax, "prediction": self.prediction,
-                "shared_first_token": self.shared_first_token}
+                "shared_first_token": self.shared_first_token, "choice_mass": round(self.choice_mass, 6),
+                **({"top_token": self.top_token, "error_class": self.error_class} if self.top_token is not None else {})}
 
 
 def score_from_probs(enc: EncodedExample, probs: dict[str, float], rule: str = "chance") -> ExampleScore:
@@ -64,7 +69,25 @@ def score_from_probs(enc: EncodedExample, probs: dict[str, float], rule: str = "
     return ExampleScore(probs=dict(probs), target=ex.target,
                         correct=appc_correct(target_p, [probs[a] for a in alts], rule),
                         correct_argmax=all(target_p > p for p in others), prediction=pred,
-                        shared_first_token=len(set(ids)) < len(ids))
+                        shared_first_token=len(set(ids)) < len(ids),
+                        choice_mass=float(sum({enc.answer_ids[a]: probs[a] for a in alts}.values())))
+
+
+ERROR_CLASSES = ("target", "other_candidate", "off_candidates")
+
+
+def error_class(enc: EncodedExample, top_id: int) -> str:
+    """App. C error analysis, automated on the model's top next token over the vocabulary:
+    ``target`` (the target's first token), ``other_candidate`` (another choice's first token:
+    the paper's class 2, r_retrieve applied to a wrong candidate V'), or ``off_candidates``
+    (none of the choices: the paper's class 1 (a synonym of the answer) or class 3 (an
+    irrelevant answer), which only reading the token can tell apart)."""
+    ex = enc.example
+    if top_id == enc.answer_ids[ex.target]:
+        return "target"
+    if any(top_id == enc.answer_ids[a] for a in ex.alternatives if a != ex.target):
+        return "other_candidate"
+    return "off_candidates"
 
 
 def make_batch(engine: Engine, encoded: Sequence[EncodedExample]) -> Batch:
@@ -89,7 +112,11 @@ def score_batch(engine: Engine, encoded: Sequence[EncodedExample], *,
     batch = make_batch(engine, encoded)
     edits = edits_for(encoded, batch) if edits_for is not None else []
     trace = engine.run(batch, edits=edits)
-    return [score_from_probs(e, p, rule) for e, p in zip(encoded, alternative_probs(trace.logits, encoded))]
+    top = trace.logits.detach().float().argmax(-1).cpu().tolist()
+    decode = getattr(engine.tokenizer, "decode", None)  # every HF tokenizer has it; test stubs may not
+    return [dataclasses.replace(score_from_probs(e, p, rule), top_token=decode([t]) if decode else f"<{t}>",
+                                error_class=error_class(e, t))
+            for e, p, t in zip(encoded, alternative_probs(trace.logits, encoded), top)]
 
 
 def score_examples(engine: Engine, encoded: Sequence[EncodedExample], *, batch_size: int = 8,

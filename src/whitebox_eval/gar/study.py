@@ -8,12 +8,15 @@ position, App. C) and streamed to ``samples.jsonl``; ``results.json`` holds accu
 variation, on knowledge-recall sub-problems, and the compositionality gap; plots are
 fig. 2 and the accuracy by difficulty.
 
-Heads: on classification tasks, EAP-IG attribution (KL metric, Yes/No partner as the
-corrupted input) ranks heads; head activations at the stated answer split the top
-ones into True and False heads; the True/False intervention and its inverse are
-scored against the unedited model; strong and weak interventions on the True+False
-heads are scored too; optional truth probes on SNLI / GoT files use those heads'
-activations.  Every stage streams its own samples (``id`` prefixed by the stage), so
+Heads: the classification examples' Yes/No pairs are split into a selection and a
+report split (:func:`split_pairs`; the ids are in results.json).  On the selection
+split EAP-IG attribution (KL metric, Yes/No partner as the corrupted input) ranks
+heads and head activations at the stated answer split the top ones into True and
+False heads; on the report split the True/False intervention, its inverse, strong /
+weak / knock-out on the True+False heads, and the True/False intervention on random
+heads of the same count and layer band (the control) are scored against the unedited
+model (:mod:`whitebox_eval.gar.metrics`); optional truth probes on SNLI / GoT files
+use those heads' activations.  Every stage streams its own samples (``id`` prefixed by the stage), so
 ``--resume`` continues where a run stopped.
 """
 
@@ -29,8 +32,10 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import torch
 
+from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar import evaluation as ev
+from whitebox_eval.gar.metrics import METRICS, matched_gap, record_metrics
 from whitebox_eval.gar.generator import GARExample, generate_task_examples
 from whitebox_eval.gar.heads import (
     Head,
@@ -128,6 +133,9 @@ def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> lis
     so a limited run is a subset of the full benchmark with the same seed."""
     if limit is not None and limit < 1:
         raise WhiteboxError(f"--limit must be >= 1 (got {limit})")
+    if limit is not None and limit % 2 and any(t.g2c for t in tasks):
+        raise WhiteboxError(f"--limit {limit} is odd: classification examples come in Yes/No pairs and an odd "
+                            f"limit would keep more Yes than No items; use an even --limit (e.g. {limit + 1})")
     out = []
     for t in tasks:
         exs = generate_task_examples(t, seed=seed)
@@ -154,7 +162,18 @@ class _GARRun:
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def to_dict(self) -> dict:
-        return config_dict(self, "gar", mode=self.MODE)
+        extra = {}
+        if hasattr(self, "edit_at"):
+            extra["edit_positions"] = EDIT_POSITIONS[getattr(self, "edit_at")]
+        return config_dict(self, "gar", mode=self.MODE, **extra)
+
+
+#: config.yaml's words for where interventions edit (``edit_at``; interventions module doc)
+EDIT_POSITIONS = {
+    "read": "the last prompt token E, where the answer's first-token probability is read",
+    "pattern": "the last token of the pattern's attending role (Q->A: the stated answer A), as sec. 5 states it",
+    "both": "the pattern's attending role and the last prompt token E",
+}
 
 
 @dataclass
@@ -182,6 +201,9 @@ class GARHeadsConfig(_GARRun):
     true_heads: str | None = None
     false_heads: str | None = None
     pattern: str = "Q->A"
+    edit_at: str = "read"
+    select_fraction: float = 0.5
+    random_draws: int = 5
     probe_data: tuple[str, ...] = ()
     probe_limit: int | None = None
     probe_folds: int = 5
@@ -274,12 +296,32 @@ def gar_results(examples: Sequence[GARExample], samples: dict[str, dict]) -> dic
     res["mean_target_prob"] = {k: float(np.mean(v)) for k, v in probs.items()}
     res["shared_first_token_examples"] = sum(bool(samples[example_id(e)].get("shared_first_token"))
                                              for e in examples)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for e in examples:
+        rec = samples[example_id(e)]
+        if not e.task.is_kr:
+            groups["overall"].append(rec)
+        groups["kr" if e.task.is_kr else ("classification" if e.task.g2c else "generation")].append(rec)
+    res["metrics"] = {k: record_metrics(v) for k, v in groups.items()}  # with intervals (gar.metrics)
+    res["error_analysis"] = ev.error_analysis(examples, samples)
     gap = res["appc"]["compositionality_gap"]
-    res["headline"] = {"acc,appc": res["appc"]["overall"], "acc,argmax": res["argmax"]["overall"],
-                       "acc,generation": res["appc"]["by_form"].get("generation"),
-                       "acc,classification": res["appc"]["by_form"].get("classification"),
-                       "compositionality_gap": gap}
+    head: dict[str, Any] = {}
+    overall = res["metrics"].get("overall", {})
+    for key in METRICS:  # the paper's rule first, then the metrics that can move on small models
+        if key in overall:
+            stats.add_estimate(head, key, _estimate(overall, key))
+    head.update({"acc,generation": res["appc"]["by_form"].get("generation"),
+                 "acc,classification": res["appc"]["by_form"].get("classification"),
+                 "compositionality_gap": gap})
+    res["headline"] = head
     return res
+
+
+def _estimate(metrics: Mapping[str, Any], key: str) -> stats.Estimate:
+    """The :class:`stats.Estimate` stored under ``key`` by ``stats.add_*``."""
+    lo, hi = metrics[stats.derived_key(key, "ci")]
+    return stats.Estimate(metrics[key], lo, hi, metrics[stats.derived_key(key, "n")],
+                          metrics[stats.derived_key(key, "ci_method")], metrics[stats.derived_key(key, "stderr")])
 
 
 def finalize_gar(folder: RunFolder, examples: Sequence[GARExample], model: str) -> RunFolder:
@@ -347,22 +389,104 @@ def _scores_from_samples(encoded: Sequence[EncodedExample], samples: dict[str, d
 # --------------------------------------------------------------------------- True/False-head study
 
 
+#: below this median KL(Yes prompt || No prompt) (nats) the corrupted input barely moves the
+#: output, so EAP-IG attributions are too small to rank heads (issue 16: SmolLM2 gives 1e-4..1e-2)
+MIN_PAIR_KL = 1e-3
+
+
+def split_pairs(examples: Sequence[GARExample], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Selection / report split of classification examples by Yes/No pair (both examples of
+    a loop on one side, so each side stays balanced and keeps attribution partners).
+
+    Within each task the pairs are shuffled (``seed``); pairs are then dealt by their rank
+    in that shuffle, task by task, and the first ``round(fraction * n_pairs)`` (at least
+    one, at most all but one) go to selection, so every task is spread over both sides."""
+    if not 0.0 < fraction < 1.0:
+        raise WhiteboxError(f"--select-fraction must be in (0, 1) (got {fraction})")
+    pairs: dict[tuple[str, int], list[int]] = {}
+    for i, e in enumerate(examples):
+        pairs.setdefault((e.task_id, e.index // 2), []).append(i)
+    if len(pairs) < 2:
+        raise WhiteboxError("selecting heads on one split and reporting on another needs at least two "
+                            "Yes/No pairs; raise --limit (or give --true-heads/--false-heads)")
+    rng = np.random.default_rng(seed)
+    by_task: dict[str, list[tuple[str, int]]] = {}
+    for key in pairs:
+        by_task.setdefault(key[0], []).append(key)
+    order = []
+    for t, (task, keys) in enumerate(by_task.items()):
+        for rank, j in enumerate(rng.permutation(len(keys))):
+            order.append((rank, t, keys[j]))
+    order.sort()
+    n_sel = min(len(order) - 1, max(1, int(round(fraction * len(order)))))
+    sel = sorted(i for _, _, k in order[:n_sel] for i in pairs[k])
+    rep = sorted(i for _, _, k in order[n_sel:] for i in pairs[k])
+    return sel, rep
+
+
+def random_head_draws(selected: Sequence[Head], n_layers_heads: tuple[int, int], draws: int,
+                      seed: int) -> tuple[tuple[int, int], list[list[Head]]]:
+    """``draws`` random sets of ``len(selected)`` heads from the selected heads' layer band
+    (lowest to highest selected layer), never a selected head; each set is drawn without
+    replacement.  Returns the band and the sets (empty when the band has too few heads)."""
+    if not selected:
+        return (0, -1), []
+    lo, hi = min(l for l, _ in selected), max(l for l, _ in selected)
+    pool = [(l, h) for l in range(lo, hi + 1) for h in range(n_layers_heads[1]) if (l, h) not in set(selected)]
+    if len(pool) < len(selected):
+        return (lo, hi), []
+    rng = np.random.default_rng(seed)
+    sets = []
+    for _ in range(draws):
+        idx = rng.choice(len(pool), size=len(selected), replace=False)
+        sets.append([pool[int(i)] for i in idx])
+    return (lo, hi), sets
+
+
+def selection_warnings(answers: Sequence[str], pair_kl: Sequence[float], n_unequal: int,
+                       candidates_found: bool) -> list[str]:
+    """Why heads selected on the selection split may mean nothing (shown in the summary)."""
+    out = []
+    if answers and len(set(answers)) == 1:
+        out.append(f"the model answers {answers[0]!r} to all {len(answers)} selection items, so Yes/No "
+                   "pairs barely differ in its output: attributions are too small to select True/False heads")
+    if len(pair_kl) and float(np.median(pair_kl)) < MIN_PAIR_KL:
+        out.append(f"median KL between the Yes and No prompts' outputs is {float(np.median(pair_kl)):.2g} nats "
+                   f"(< {MIN_PAIR_KL:g}): attributions are too small to rank heads reliably")
+    if n_unequal:
+        out.append(f"{n_unequal} selection examples were left out of attribution: their Yes/No partner "
+                   "tokenizes to a different length (EAP-IG needs token-aligned inputs)")
+    if not candidates_found:
+        out.append("no candidate head is more active on one label than the other: no True/False head selected")
+    return out
+
+
 def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: str | None = None,
                   resume: bool = False, loaded: LoadedModel | None = None,
                   show_progress: bool | None = None) -> RunFolder:
-    """Find True/False heads, intervene on them and probe truth with them (secs. 4-5, App. E)."""
+    """Find True/False heads on a selection split, then intervene on them (and on random
+    heads of the same count and layer band) on the disjoint report split, and probe
+    truth with them (secs. 4-5, App. E).  Heads given with ``true_heads``/``false_heads``
+    are not selected here, so every example is reported."""
     from whitebox_eval.gar import interventions as iv
     from whitebox_eval.gar import plots
     from whitebox_eval.gar.heads import parse_heads
+    from whitebox_eval.gar.metrics import random_control, score_metrics
 
     tasks = select_tasks(cfg.tasks, include_kr=False)
     if not all(t.g2c for t in tasks):
         raise WhiteboxError("the truth-heads study runs on classification tasks: give g2c task ids "
                             "or 'truth' / 'classification'")
+    iv.check_edit_at(cfg.edit_at)
+    if cfg.random_draws < 0:
+        raise WhiteboxError(f"--random-draws must be >= 0 (got {cfg.random_draws})")
     examples = task_examples(tasks, cfg.limit, cfg.seed)
-    if cfg.limit is not None and cfg.limit % 2:
-        raise WhiteboxError("--limit must be even for classification tasks (Yes/No pairs)")
     pat = parse_pattern(cfg.pattern)
+    have_given = cfg.true_heads is not None or cfg.false_heads is not None
+    if have_given:
+        sel_idx, rep_idx = [], list(range(len(examples)))
+    else:
+        sel_idx, rep_idx = split_pairs(examples, cfg.select_fraction, cfg.seed)
     folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(loaded)
@@ -370,7 +494,8 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
     encoded = encode_examples(examples, loaded.tokenizer)
     keys = [example_id(e) for e in examples]
     n = len(encoded)
-    folder.log(f"truth-heads: {len(tasks)} tasks, {n} examples, model {cfg.model}")
+    folder.log(f"truth-heads: {len(tasks)} tasks, {n} examples ({len(sel_idx)} selection, {len(rep_idx)} report), "
+               f"model {cfg.model}")
 
     # 1. baseline scores and activations at the stated answer (one pass for both)
     def base_fn(idx: list[int]):
@@ -391,15 +516,15 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
 
     _run_stage(folder, "base", keys, max(cfg.batch_size, 8), base_fn, show_progress)
     base_samples = _stage_samples(folder, "base")
-    before = _scores_from_samples(encoded, base_samples, keys, cfg.rule)
+    scores_all = _scores_from_samples(encoded, base_samples, keys, cfg.rule)
     arrs = _stage_arrays(folder, "base", n)
     activation, matched = arrs["activation"], arrs["matched"]
-    labels = [e.label or "" for e in examples]
-    yes = np.array([lab == "Yes" for lab in labels])
+    labels = np.array([e.label or "" for e in examples])
 
-    # 2. attribution (EAP-IG, KL metric, Yes/No partner as corrupted input)
+    # 2. attribution on the selection split (EAP-IG, KL metric, Yes/No partner as corrupted input)
     partners = pair_partner(encoded)
-    usable = [i for i in range(n) if i in partners and encoded[partners[i]].n_tokens == encoded[i].n_tokens]
+    usable = [i for i in sel_idx if i in partners and encoded[partners[i]].n_tokens == encoded[i].n_tokens]
+    n_unequal = len(sel_idx) - len(usable)
 
     def attr_fn(idx: list[int]):
         batch = make_batch(engine, [encoded[usable[i]] for i in idx])
@@ -412,22 +537,28 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
         recs = [{"kl_baseline": float(attr.metric_baseline[b])} for b in range(len(idx))]
         return recs, {p: v.numpy() for p, v in sc.items()}
 
-    have_given = cfg.true_heads is not None or cfg.false_heads is not None
     attribution = None
+    pair_kl: list[float] = []
     if usable:
         _run_stage(folder, "attr", [keys[i] for i in usable], cfg.batch_size, attr_fn, show_progress)
         a = _stage_arrays(folder, "attr", len(usable))
         attribution = HeadAttribution(head_out=a["head_out"].mean(0), q=a["q"].mean(0), k=a["k"].mean(0),
                                       v=a["v"].mean(0), mlp=a["mlp_act"].mean(0), per_example=a["head_out"],
                                       n_examples=len(usable), baseline="pair",
-                                      skipped=[keys[i] for i in range(n) if i not in set(usable)])
+                                      skipped=[keys[i] for i in sel_idx if i not in set(usable)])
+        attr_samples = _stage_samples(folder, "attr")
+        pair_kl = [float(attr_samples[keys[i]]["kl_baseline"]) for i in usable]
         for p in ("head_out", "q", "k", "v", "mlp"):
             folder.save_array(f"attribution_{p}", getattr(attribution, p))
     elif not have_given:
-        raise WhiteboxError("no Yes/No pair tokenizes to equal lengths, so attribution has no corrupted "
-                            "input; give --true-heads/--false-heads or other tasks")
+        raise WhiteboxError("no Yes/No pair of the selection split tokenizes to equal lengths, so attribution "
+                            "has no corrupted input; give --true-heads/--false-heads or other tasks")
 
-    gap = activation[yes].mean(0) - activation[~yes].mean(0)
+    sel = np.zeros(n, dtype=bool)
+    sel[sel_idx] = True
+    yes = labels == "Yes"
+    gap_rows = sel if sel.any() else np.ones(n, dtype=bool)  # given heads: the gap over every example
+    gap = activation[gap_rows & yes].mean(0) - activation[gap_rows & ~yes].mean(0)
     folder.save_array("activation_gap_yes_minus_no", gap)
     folder.save_array("activation_at_A", activation)
     folder.save_array("matched_QA", matched)
@@ -442,44 +573,69 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
     for l, h in true_heads + false_heads:
         arch.check_layer(l)
         arch.check_head(h)
+    warnings = [] if have_given else selection_warnings(
+        [scores_all[i].prediction for i in sel_idx], pair_kl, n_unequal, bool(true_heads or false_heads))
+    for w in warnings:
+        folder.log(f"warning: {w}")
     folder.log(f"True heads {format_heads(true_heads)}, False heads {format_heads(false_heads)}")
 
-    # 3. interventions, each a resumable stage of after-scores
+    # 3. interventions on the report split, each a resumable stage of after-scores
+    rep_keys = [keys[i] for i in rep_idx]
+    rep_enc = [encoded[i] for i in rep_idx]
+    before = [scores_all[i] for i in rep_idx]
+
     def intervention_stage(name: str, make: Callable[[list[EncodedExample]], list[ExampleScore]]) -> dict:
         def fn(idx: list[int]):
-            chunk = [encoded[i] for i in idx]
-            return [s.to_dict() for s in make(chunk)], {}
-        _run_stage(folder, name, keys, cfg.batch_size, fn, show_progress)
-        after = _scores_from_samples(encoded, _stage_samples(folder, name), keys, cfg.rule)
+            chunk = [rep_enc[i] for i in idx]
+            pos = iv.edit_positions(chunk, pat, cfg.edit_at)
+            return [{**s.to_dict(), "edit_positions": p} for s, p in zip(make(chunk), pos)], {}
+        _run_stage(folder, name, rep_keys, cfg.batch_size, fn, show_progress)
+        after = _scores_from_samples(rep_enc, _stage_samples(folder, name), rep_keys, cfg.rule)
         return iv.InterventionResult(name, before, after).summary()
+
+    def tf_stage(name: str, t_heads: Sequence[Head], f_heads: Sequence[Head], inverse: bool) -> dict:
+        return intervention_stage(name, lambda ch: iv.true_false_scores(
+            engine, ch, t_heads, f_heads, inverse=inverse, pattern=cfg.pattern, batch_size=cfg.batch_size,
+            rule=cfg.rule, at=cfg.edit_at))
 
     both = list(dict.fromkeys(true_heads + false_heads))
     interventions: dict[str, dict] = {}
+    control: dict[str, Any] = {}
     if both:
-        for name, stage, inverse in (("true_false", "tf", False), ("inverse_true_false", "inv", True)):
-            interventions[name] = intervention_stage(stage, lambda ch, inverse=inverse: iv.true_false_scores(
-                engine, ch, true_heads, false_heads, inverse=inverse, pattern=cfg.pattern,
-                batch_size=cfg.batch_size, rule=cfg.rule))
+        interventions["true_false"] = tf_stage("tf", true_heads, false_heads, False)
+        interventions["inverse_true_false"] = tf_stage("inv", true_heads, false_heads, True)
         for kind in iv.KINDS:
-            edits_for = iv.intervention_edits(engine, kind, both, pat)
+            edits_for = iv.intervention_edits(engine, kind, both, pat, cfg.edit_at)
             interventions[f"{kind}_{pat.text}"] = intervention_stage(kind, lambda ch, e=edits_for: score_examples(
                 engine, ch, batch_size=cfg.batch_size, rule=cfg.rule, edits_for=e))
+        # random heads of the same count and layer band: the True/False intervention's control
+        band, sets = random_head_draws(both, (arch.n_layers, arch.n_heads), cfg.random_draws, cfg.seed)
+        draws = []
+        for d, heads_d in enumerate(sets):
+            t_d, f_d = heads_d[:len(true_heads)], heads_d[len(true_heads):]
+            summ = tf_stage(f"rand{d}", t_d, f_d, False)
+            draws.append({"true_heads": [list(h) for h in t_d], "false_heads": [list(h) for h in f_d],
+                          "summary": summ})
+        control = {"layer_band": list(band), "n_heads": len(both), "draws": draws,
+                   "note": None if sets or cfg.random_draws == 0 else "the layer band has too few other heads"}
+        if draws:
+            control["comparison"] = random_control(interventions["true_false"], [d["summary"] for d in draws])
 
-    # 4. plots
+    # 4. plots (report split)
     if true_heads and false_heads:
-        t_act = np.mean([activation[:, l, h] for l, h in true_heads], axis=0)
-        f_act = np.mean([activation[:, l, h] for l, h in false_heads], axis=0)
-        plots.plot_true_false_scatter(t_act, f_act, labels, folder.plot_path("true_false_scatter"),
-                                      title=f"True vs False heads ({cfg.model})")
+        t_act = np.mean([activation[rep_idx, l, h] for l, h in true_heads], axis=0)
+        f_act = np.mean([activation[rep_idx, l, h] for l, h in false_heads], axis=0)
+        plots.plot_true_false_scatter(t_act, f_act, list(labels[rep_idx]), folder.plot_path("true_false_scatter"),
+                                      title=f"True vs False heads ({cfg.model}, report split)")
     if attribution is not None:
         plots.plot_head_heatmap(attribution.head_out, folder.plot_path("attribution_head_out"),
-                                f"EAP-IG (KL) head_out attribution ({cfg.model})",
+                                f"EAP-IG (KL) head_out attribution ({cfg.model}, selection split)",
                                 {"True": true_heads, "False": false_heads})
     plots.plot_head_heatmap(gap, folder.plot_path("activation_gap"),
                             "activation at A: mean(Yes) - mean(No)", {"True": true_heads, "False": false_heads})
     if interventions:
         plots.plot_interventions(interventions, folder.plot_path("interventions"),
-                                 title=f"interventions on True/False heads ({cfg.model})")
+                                 title=f"interventions on True/False heads ({cfg.model}, report split)")
 
     # 5. truth probes
     probes: dict[str, dict] = {}
@@ -490,47 +646,99 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
         "n_examples": n, "tasks": [t.task_id for t in tasks],
         "true_heads": [list(h) for h in true_heads], "false_heads": [list(h) for h in false_heads],
         "heads_given": have_given,
+        "split": {"selection": [keys[i] for i in sel_idx], "report": rep_keys,
+                  "fraction": None if have_given else cfg.select_fraction, "seed": cfg.seed,
+                  "unit": "Yes/No pair (both examples of a loop on one side)"},
+        "selection": {"n_examples": len(sel_idx), "attribution_examples": len(usable),
+                      "unequal_length_dropped": n_unequal,
+                      "answers": {a: sum(scores_all[i].prediction == a for i in sel_idx)
+                                  for a in sorted({scores_all[i].prediction for i in sel_idx})},
+                      "pair_kl": None if not pair_kl else {"median": float(np.median(pair_kl)),
+                                                          "min": float(np.min(pair_kl)),
+                                                          "max": float(np.max(pair_kl))},
+                      "max_abs_head_attribution": None if attribution is None
+                      else float(np.max(np.abs(attribution.head_out))),
+                      "warnings": warnings, "reliable": not warnings},
         "candidates": [{"head": list(h), "attribution": None if attribution is None else float(attribution.head_out[h]),
                         "activation_gap_yes_minus_no": float(gap[h]),
                         "mean_matched_QA": float(np.nanmean(matched[:, h[0], h[1]]))} for h in candidates],
         "attribution_examples": 0 if attribution is None else attribution.n_examples,
         "attribution_top_mlp_layers": [] if attribution is None else
         [int(i) for i in np.argsort(-np.abs(attribution.mlp))[:5]],
+        "pattern": pat.text, "edit_at": cfg.edit_at, "edit_positions": EDIT_POSITIONS[cfg.edit_at],
+        "report": {"n_examples": len(rep_idx), **score_metrics(before)},
         "accuracy_before": ev.accuracy([s.correct for s in before]),
         "argmax_before": ev.accuracy([s.correct_argmax for s in before]),
-        "interventions": interventions, "probes": probes,
+        "interventions": interventions, "random_heads_control": control, "probes": probes,
+        "first_token": first_token_note(loaded.tokenizer),
     }
-    head = {"acc,before": res["accuracy_before"]}
-    for k, v in interventions.items():
-        head[f"acc,{k}"] = v["accuracy_after"]
+    head = intervention_headline(before, interventions)
     for k, v in probes.items():
-        head[f"probe,{k}"] = v["accuracy_mean"]
+        head[f"probe,{k}"] = v["acc"]
     res["headline"] = head
     folder.save_results(res)
     return folder
 
 
+def first_token_note(tokenizer: Any) -> dict:
+    """Which token head activation treats as "the first" (sec. 5): a BOS the tokenizer adds,
+    or, for tokenizers that add none (SmolLM2), the prompt's own first word."""
+    ids = tokenizer("x", add_special_tokens=True)["input_ids"]
+    bos = getattr(tokenizer, "bos_token_id", None)
+    is_bos = bool(ids) and bos is not None and ids[0] == bos
+    return {"adds_bos": is_bos,
+            "note": "the first token is the BOS token" if is_bos else
+            "this tokenizer adds no BOS: the first token (excluded from head activation as the attention "
+            "sink) is the prompt's first word"}
+
+
 def run_probe_stage(folder: RunFolder, engine: Engine, path: str, heads: Sequence[Head],
                     cfg: "GARHeadsConfig | GARProbeConfig", show_progress: bool | None) -> dict:
-    """Features (streamed, resumable) then cross-validated MLP probe on one SNLI / GoT file."""
-    from whitebox_eval.gar.probe import ProbeConfig, cross_validate_probe, load_truth_statements, truth_features
+    """Features (streamed, resumable) then the App. E MLP probe on one SNLI / GoT file, with
+    its majority baseline and a random-heads control.
+
+    Features are taken for every head of the selected heads' layer band, so that the
+    control (``random_draws`` sets of as many random heads from that band, never a
+    selected one) reuses the same pass.  Protocol: an SNLI file with at least 9,000
+    entailment/contradiction pairs gets App. E's 3,000/3,000/3,000 split x 5 seeds;
+    anything else k-fold cross-validation (App. E's GoT protocol), and the result says which."""
+    from whitebox_eval.gar.probe import (SNLI_SPLIT, ProbeConfig, cross_validate_probe, load_truth_statements,
+                                         split_probe, truth_features)
 
     if not heads:
         raise WhiteboxError("the truth probe needs heads; none were found or given")
     statements = load_truth_statements(path, limit=cfg.probe_limit, seed=cfg.seed)
     stage = "probe-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem)
     keys = [f"{i}" for i in range(len(statements))]
+    lo, hi = min(l for l, _ in heads), max(l for l, _ in heads)
+    band = [(l, h) for l in range(lo, hi + 1) for h in range(engine.arch.n_heads)]
+    col = {h: i for i, h in enumerate(band)}
 
     def fn(idx: list[int]):
-        x = truth_features(engine, [statements[i] for i in idx], heads, batch_size=len(idx))
+        x = truth_features(engine, [statements[i] for i in idx], band, batch_size=len(idx))
         return [{"label": statements[i].label, "source": statements[i].source} for i in idx], {"features": x}
 
     _run_stage(folder, stage, keys, max(cfg.batch_size, 8), fn, show_progress)
-    x = _stage_arrays(folder, stage, len(statements))["features"]
+    x_band = _stage_arrays(folder, stage, len(statements))["features"]
     y = np.array([s.label for s in statements])
+    x = x_band[:, [col[h] for h in heads]]
     folder.save_array(f"{stage}_features", x)
-    result = cross_validate_probe(x, y, ProbeConfig(folds=cfg.probe_folds, seed=cfg.seed))
-    return {**result.to_dict(), "file": str(path), "heads": [list(h) for h in heads]}
+    pcfg = ProbeConfig(folds=cfg.probe_folds, seed=cfg.seed)
+    snli = Path(path).suffix.lower() in (".jsonl", ".json")
+    if snli and len(y) >= 3 * SNLI_SPLIT:
+        probe, note = (lambda xx: split_probe(xx, y, pcfg)), None
+    else:
+        probe = lambda xx: cross_validate_probe(xx, y, pcfg)  # noqa: E731
+        note = (f"App. E's SNLI protocol (3,000/3,000/3,000 x 5 seeds) needs {3 * SNLI_SPLIT} "
+                f"entailment/contradiction pairs; this file gives {len(y)}: cross-validation instead") if snli else None
+    result = probe(x).to_dict()
+    _, sets = random_head_draws(list(heads), (engine.arch.n_layers, engine.arch.n_heads),
+                                getattr(cfg, "random_draws", 5), cfg.seed)
+    draws = [probe(x_band[:, [col[h] for h in hs]]).to_dict()["acc"] for hs in sets]
+    control = None if not draws else {**stats.draws(draws).as_dict(), "layer_band": [lo, hi],
+                                      "heads": [[list(h) for h in hs] for hs in sets]}
+    return {**result, "file": str(path), "heads": [list(h) for h in heads], "protocol_note": note,
+            "random_heads": control}
 
 
 # --------------------------------------------------------------------------- chosen-head interventions
@@ -544,6 +752,7 @@ class GARInterveneConfig(_GARRun):
     limit: int | None = None
     heads: str = ""
     pattern: str = "V->E"
+    edit_at: str = "read"
     rule: str = "chance"
 
     MODE: ClassVar[str] = "intervene"
@@ -588,11 +797,13 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     folder.save_array(f"matched_{re.sub(r'[^A-Za-z0-9]+', '_', pat.text)}", matched)
     results: dict[str, dict] = {}
     for kind in iv.KINDS:
-        edits_for = iv.intervention_edits(engine, kind, heads, pat)
+        edits_for = iv.intervention_edits(engine, kind, heads, pat, cfg.edit_at)
 
         def fn(idx: list[int], e=edits_for):
-            return [s.to_dict() for s in score_batch(engine, [encoded[i] for i in idx], edits_for=e,
-                                                     rule=cfg.rule)], {}
+            chunk = [encoded[i] for i in idx]
+            pos = iv.edit_positions(chunk, pat, cfg.edit_at)
+            return [{**s.to_dict(), "edit_positions": p} for s, p in
+                    zip(score_batch(engine, chunk, edits_for=e, rule=cfg.rule), pos)], {}
 
         _run_stage(folder, kind, keys, cfg.batch_size, fn, show_progress)
         after = _scores_from_samples(encoded, _stage_samples(folder, kind), keys, cfg.rule)
@@ -604,13 +815,31 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     plots.plot_head_heatmap(mean_matched, folder.plot_path("matched_attention"),
                             f"mean matched attention on {pat.text}", {"intervened": heads})
     res = {"n_examples": len(keys), "tasks": [t.task_id for t in tasks], "heads": [list(h) for h in heads],
-           "pattern": pat.text, "interventions": results,
+           "pattern": pat.text, "edit_at": cfg.edit_at, "edit_positions": EDIT_POSITIONS[cfg.edit_at],
+           "before": record_metrics([s.to_dict() for s in before]), "interventions": results,
            "matched_weight_of_heads": {f"{l}.{h}": float(mean_matched[l, h]) for l, h in heads},
            "best_matching_head": {"head": [int(best[0]), int(best[1])], "weight": float(mean_matched[best])},
-           "headline": {"acc,before": results[f"strong_{pat.text}"]["accuracy_before"],
-                        **{f"acc,{k}": v["accuracy_after"] for k, v in results.items()}}}
+           "matched_gap_fig4a": matched_gap(examples, np.mean([matched[:, l, h] for l, h in heads], axis=0)),
+           "headline": intervention_headline(res_before=before, interventions=results)}
     folder.save_results(res)
     return folder
+
+
+def intervention_headline(res_before: Sequence[ExampleScore], interventions: Mapping[str, dict]) -> dict:
+    """Headline keys: before and after each intervention, the paper's rule (``acc``), argmax
+    accuracy (``acc_argmax``), mean P(target) (``p_target``), each with its interval, and the
+    number of flipped predictions (``flips``); filters name the condition."""
+    from whitebox_eval.gar.metrics import score_metrics
+
+    head: dict[str, Any] = {}
+    conds = [("before", score_metrics(res_before))] + [(k, v["after"]) for k, v in interventions.items()]
+    for cond, m in conds:
+        for key, name in (("acc,appc", "acc"), ("acc,argmax", "acc_argmax"), ("p_target", "p_target")):
+            if key in m:
+                stats.add_estimate(head, f"{name},{cond}", _estimate(m, key))
+    for k, v in interventions.items():
+        head[f"flips,{k}"] = v["predictions_changed"]
+    return head
 
 
 # --------------------------------------------------------------------------- probe only
@@ -624,6 +853,7 @@ class GARProbeConfig(_GARRun):
     probe_data: tuple[str, ...] = ()
     probe_limit: int | None = None
     probe_folds: int = 5
+    random_draws: int = 5
 
     MODE: ClassVar[str] = "probe"
 
@@ -642,7 +872,7 @@ def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: s
     engine = Engine(loaded)
     probes = {Path(p).name: run_probe_stage(folder, engine, p, heads, cfg, show_progress) for p in cfg.probe_data}
     folder.save_results({"heads": [list(h) for h in heads], "probes": probes,
-                         "headline": {f"probe,{k}": v["accuracy_mean"] for k, v in probes.items()}})
+                         "headline": {f"probe,{k}": v["acc"] for k, v in probes.items()}})
     return folder
 
 

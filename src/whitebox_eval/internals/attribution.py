@@ -5,10 +5,12 @@ patching" and a KL-divergence metric. As in EAP-IG, the *input embeddings* walk
 the straight path from the baseline input to the clean input in ``steps`` steps;
 at each step the gradient of the metric is read at every component at once, and
 
-    attribution(c) = (a_c(clean) - a_c(baseline)) . mean_k grad_c(baseline + k/m (clean - baseline))
+    attribution(c) = (a_c(clean) - a_c(baseline)) . mean_k grad_c(baseline + (k - 1/2)/m (clean - baseline))
 
 summed over the component's dimensions (head_dim for a head, nothing for a neuron)
-and over token positions. The baseline is a corrupted batch with the same token
+and over token positions. The steps are the midpoints k = 1..m of the path (the
+midpoint Riemann rule): with alpha = k/m the last step sits on the clean input, where
+a KL-to-clean metric has zero gradient, and one of the m steps would be wasted. The baseline is a corrupted batch with the same token
 layout, or zero embeddings. Points: any per-head point (``head_out`` = the head's
 output, ``q``/``k``/``v`` = its query/key/value inputs) and ``mlp_act`` (neurons).
 """
@@ -99,7 +101,7 @@ def integrated_gradients(
         base = engine.run(batch, caps, inputs_embeds=e_base)
     grads = {p: torch.zeros_like(clean[p]) for p in points}
     for k in range(1, steps + 1):
-        alpha = k / steps
+        alpha = (k - 0.5) / steps  # midpoints: no step on the clean input (module doc)
         e = (e_base + alpha * (e_clean - e_base)).detach().requires_grad_(True)
         trace = engine.run(batch, [Capture(p, "all", layer_list, keep_grad=True) for p in points], grad=True, inputs_embeds=e)
         metric(trace.logits).sum().backward()
