@@ -97,11 +97,11 @@ def _add_suite_commands() -> None:
     """Suites keep their command next to their code (``<suite>/command.py``)."""
     from whitebox_eval.attentionspan.command import command as span
     from whitebox_eval.gar.command import command as gar
-    from whitebox_eval.mcqa.command import formats, mcqa, universal
+    from whitebox_eval.mcqa.command import formats, formats_compare, mcqa, universal
     from whitebox_eval.mui.command import command as mui
     from whitebox_eval.report.command import compare, report
 
-    suites = [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("mui", mui), ("gar", gar), ("span", span),
+    suites = [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("formats-compare", formats_compare), ("mui", mui), ("gar", gar), ("span", span),
               ("report", report), ("compare", compare)]
     for name, command in suites:
         cli.add_command(command, name)
