@@ -16,7 +16,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 
 #: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
-DATA_PARALLEL_COMMANDS = {"mcqa", "gar"}  # gar: --mode evaluate
+DATA_PARALLEL_COMMANDS = {"mcqa", "gar", "formats"}  # gar: --mode evaluate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -291,3 +291,35 @@ def test_compare_runs_for_fig_6(tmp_path):
     r = CliRunner().invoke(cli, ["formats-compare", *map(str, dirs), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert out.exists() and "pearson r across 3 runs" in r.output
+
+
+# --------------------------------------------------------------------------- bundled model
+
+
+SMALL = ["formats", "--model", "smollm2-135m", "--task", "arithmetic:add2,mul2", "--limit", "4", "--n-samples", "3",
+         "--max-new-tokens", "6", "--n-bins", "2"]
+
+
+def _cli(args, tmp_path, run_id, torchrun=False):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}  # one thread everywhere: same bits
+    launcher = ["-m", "torch.distributed.run", "--nproc-per-node", "2"] if torchrun else []
+    r = subprocess.run([sys.executable, *launcher, "-m", "whitebox_eval", *args, "--output", str(tmp_path),
+                        "--run-id", run_id], capture_output=True, text=True, env=env, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+@pytest.mark.integration
+def test_bundled_model_samples_identical_for_batch_sizes_and_two_ranks(tmp_path):
+    one = _cli([*SMALL, "--batch-size", "1"], tmp_path, "one")
+    _cli([*SMALL, "--batch-size", "8"], tmp_path, "eight")
+    two = _cli([*SMALL, "--batch-size", "1"], tmp_path, "two", torchrun=True)
+    text = (tmp_path / "one" / "samples.jsonl").read_bytes()
+    assert (tmp_path / "eight" / "samples.jsonl").read_bytes() == text
+    assert (tmp_path / "two" / "samples.jsonl").read_bytes() == text
+    assert "rank 1 of 2" in (tmp_path / "two" / "run.log").read_text()
+    assert two.stdout.count("run folder:") == 1 and "5-shot" in one.stdout

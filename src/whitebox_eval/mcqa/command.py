@@ -101,8 +101,13 @@ def formats(**kw) -> None:
     the options listed (share of 20 sampled answers at T = 1 that are correct). Prints
     mean P(correct) per format with 95% intervals, their per-question correlation, the
     expected alignment error and the MCQ P(correct) split by free-generation P(correct).
-    Samples are seeded per (seed, question, format): any --batch-size or --resume gives
-    the same texts. Compare models (004 Fig. 6) with `whitebox-eval formats-compare`.
+    Samples are seeded per (seed, question, format): any --batch-size, rank count or
+    --resume gives the same texts. Compare models (004 Fig. 6) with `whitebox-eval
+    formats-compare`.
+
+    \b
+    Data parallel (rank 0 merges one run folder, equal to a single-process run):
+      torchrun --nproc-per-node 4 -m whitebox_eval --device cuda formats --limit 1000
     """
     from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
 
@@ -110,8 +115,9 @@ def formats(**kw) -> None:
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
                         extract=kw["extract"], batch_size=kw["batch_size"], seed=kw["seed"])
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-    for line in formats_summary(folder.load_results(), folder.path):
-        click.echo(line)
+    if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
+        for line in formats_summary(folder.load_results(), folder.path):
+            click.echo(line)
 
 
 def _ci(res: dict, key: str, pct: bool = True) -> str:

@@ -17,6 +17,8 @@ formats) from a pool disjoint from the evaluated questions, then (004 App. A.2):
 Each question is its own pass (one unpadded MCQ pass, one prefill per free format, see
 ``generation.py``) and samples from a stream seeded by (seed, question id, format), so
 every number and text is the same for any batch size, rank count or ``--resume``.
+Under ``torchrun`` the ranks share the questions in blocks of ``batch_size`` and rank 0
+merges their samples in question order (:mod:`whitebox_eval.runs.distributed`).
 
 The evaluated questions are a seeded sample stratified by category x gold position
 (``stratified_sample``), not the first N of a category-ordered suite. TriviaQA keeps
@@ -46,6 +48,8 @@ from whitebox_eval.mcqa.items import MCQItem
 from whitebox_eval.mcqa.prompts import render_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs.distributed import create_run
+from whitebox_eval.runs.distributed import world as current_world
 
 FORMATS = ("mcq", "free", "free_options")
 FREE_FORMATS = ("free", "free_options")
@@ -211,14 +215,18 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
         raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     data = load_format_items(cfg, loaded.tokenizer)
-    folder = RunFolder.create(output, {**cfg.to_dict(), **data.notes}, run_id=run_id, resume=resume)
+    ranks = current_world()
+    folder = create_run(ranks, output, {**cfg.to_dict(), **data.notes}, run_id=run_id, resume=resume)
+    folder.log(f"{len(data.items)} questions, {cfg.shots}-shot, model {cfg.model}"
+               + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     engine = Engine(loaded)
-    ids = [it.id for it in data.items]
-    pending = folder.count_pending(ids)
-    for chunk in progress(folder.iterate_pending(data.items, ids, cfg.batch_size), total=-(-pending // cfg.batch_size),
-                          desc="formats", enabled=show_progress):
+    done = ranks.broadcast(folder.done_ids())  # every rank shards rank 0's reading
+    todo = ranks.shard([it for it in data.items if it.id not in done], block=cfg.batch_size)
+    bs = cfg.batch_size
+    for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="formats",
+                          enabled=show_progress if ranks.main else False):
         records = []
-        for _, it in chunk:
+        for it in todo[start:start + bs]:
             mcq = mcq_probabilities(engine, it, data.demos)
             answer = answer_of(it, data.answer_type)
             gens = {f: sample_prompt(loaded, render_prompt(it, fmt=f, demos=data.demos).text, n_samples=cfg.n_samples,
@@ -232,7 +240,12 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                 "generations": gens,
             })
         folder.append_samples(records)
-    return finalize_formats(folder, cfg, data.answer_type)
+    ranks.barrier()
+    if ranks.main:
+        folder.merge_shards([it.id for it in data.items])
+        finalize_formats(folder, cfg, data.answer_type)
+    ranks.barrier()
+    return folder
 
 
 def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | None = None) -> RunFolder:
