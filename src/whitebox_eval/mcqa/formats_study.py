@@ -146,6 +146,8 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     from whitebox_eval.mcqa.loaders import load_mcq_dataset
 
     notes: dict = {}
+    if cfg.limit is not None and cfg.limit < 1:
+        raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
     if cfg.task.startswith("arithmetic"):
         kind = "arithmetic"
         cats = tuple(cfg.task.split(":", 1)[1].split(",")) if ":" in cfg.task else ARITHMETIC_CATEGORIES
