@@ -120,25 +120,26 @@ def formats(**kw) -> None:
             click.echo(line)
 
 
-def _ci(res: dict, key: str, pct: bool = True) -> str:
+def _ci(res: dict, key: str, fmt: str = "6.1%") -> str:
     from whitebox_eval.stats import derived_key
 
     v, (lo, hi) = res[key], res[derived_key(key, "ci")]
-    n = res[derived_key(key, "n")]
-    return f"{v:6.1%} [{lo:.1%}, {hi:.1%}] n={n}" if pct else f"{v:+.3f} [{lo:+.3f}, {hi:+.3f}] n={n}"
+    inner = fmt.lstrip("0123456789")
+    return f"{v:{fmt}} [{lo:{inner}}, {hi:{inner}}] n={res[derived_key(key, 'n')]}"
 
 
 def formats_summary(res: dict, path) -> list[str]:
     """The lines ``formats`` prints: every headline with its 95% interval and n."""
     from whitebox_eval.stats import derived_key, verdict
 
-    out = [f"\nrun folder: {path}", f"questions: {res['n_items']} ({res.get('selection')}), {res['shots']}-shot"]
+    out = [f"\nrun folder: {path}", f"questions: {res['n_items']} ({res.get('selection')}), {res['shots']}-shot, "
+                                      f"arithmetic answers read by --extract {res['extract']}"]
     out.append(f"  MCQ P(correct), renormalised over letters  {_ci(res, 'p_correct,renorm')}")
     out.append(f"  MCQ P(correct), raw next-token softmax     {_ci(res, 'p_correct,raw')}")
     out.append(f"  MCQ mass on the option letters             {_ci(res, 'letter_mass')}")
     out.append(f"  MCQ argmax accuracy (Wilson)               {_ci(res, 'acc,mcq')}")
     for f in ("free", "free_options"):
-        out.append(f"  P(correct) {f:13s} (extract {res['extract']:12s}) {_ci(res, f'p_correct,{f}')}"
+        out.append(f"  free generation P(correct), {f:16s}{_ci(res, f'p_correct,{f}')}"
                    f"  empty texts {res[f'empty_rate,{f}']:.0%}")
     for name, t in res.get("paired_tests", {}).items():
         out.append("  " + verdict(t, name.replace("_vs_", " - ")))
@@ -147,9 +148,9 @@ def formats_summary(res: dict, path) -> list[str]:
         if res.get(key) is None:
             out.append(f"  pearson {pair:20s} undefined ({res.get(derived_key(key, 'reason'), 'no variance')})")
         else:
-            out.append(f"  pearson {pair:20s} {_ci(res, key, pct=False)}")
+            out.append(f"  pearson {pair:20s} {_ci(res, key, '+.3f')}")
     for pair in ("mcq~free", "raw~free", "free_options~free"):
-        out.append(f"  alignment error {pair:17s} {_ci(res, f'alignment_error,{pair}', pct=False)}")
+        out.append(f"  alignment error {pair:17s} {_ci(res, f'alignment_error,{pair}', '.3f')}")
     for rule, row in (res.get("extraction") or {}).items():
         if rule != "paper":
             out.append(f"  extract {rule:12s}: P(correct) free {row['p_correct,free']:.1%}, free_options "
@@ -181,11 +182,15 @@ def formats_compare(run_dirs, out: str) -> None:
     from whitebox_eval.mcqa.plots import plot_alignment_vs_mcq
 
     cmp = compare_runs(list(run_dirs))
-    click.echo(f"{'model':24s} {'n':>5s}  {'MCQ P(correct) [95% CI]':26s} alignment error [95% CI]")
+    cols = (("p_correct,renorm", "MCQ P(correct)"), ("p_correct,free", "free P(correct)"),
+            ("alignment_error,mcq~free", "alignment error"))
+    click.echo(f"{'model':24s} {'n':>5s}  " + "  ".join(f"{name + ' [95% CI]':25s}" for _, name in cols))
     for r in cmp["runs"]:
-        (a, b), (c, d) = r["p_correct_ci,renorm"], r["alignment_error_ci,mcq~free"]
-        click.echo(f"{str(r['model']):24s} {r['n']:5d}  {r['p_correct,renorm']:.3f} [{a:.3f}, {b:.3f}]       "
-                   f"{r['alignment_error,mcq~free']:.3f} [{c:.3f}, {d:.3f}]")
+        cells = []
+        for key, _ in cols:
+            lo, hi = r[key.replace(",", "_ci,", 1)]
+            cells.append(f"{f'{r[key]:.3f} [{lo:.3f}, {hi:.3f}]':25s}")
+        click.echo(f"{str(r['model']):24s} {r['n']:5d}  " + "  ".join(cells))
     r = cmp["pearson"]
     click.echo(f"pearson r across {cmp['n_runs']} runs: " + (f"{r:+.3f}" if r is not None else f"undefined ({cmp['pearson_reason']})"))
     click.echo(f"plot: {plot_alignment_vs_mcq(cmp['runs'], out)}")

@@ -342,8 +342,8 @@ def _extraction_table(samples: list[dict], rules, extract_number) -> dict:
 def compare_runs(run_dirs: list[str | Path]) -> dict:
     """Alignment error vs MCQ P(correct) across formats runs of one task (004 Fig. 6).
 
-    One row per run (model, n, ``p_correct,renorm`` and ``alignment_error,mcq~free``
-    with their intervals) and the Pearson r across runs (undefined below 3 runs or
+    One row per run (model, n, ``p_correct,renorm``, ``p_correct,free`` (Fig. 7) and
+    ``alignment_error,mcq~free`` with their intervals) and the Pearson r across runs (undefined below 3 runs or
     without variance, with the reason). Refuses runs of different tasks or shot counts.
     """
     from whitebox_eval.mcqa.metrics import correlation_or_reason
@@ -361,8 +361,9 @@ def compare_runs(run_dirs: list[str | Path]) -> dict:
             raise WhiteboxError(f"{d} was written by an older formats study; rerun it")
         rows.append({"run": str(folder.path), "model": folder.config.get("model"), "task": folder.config.get("task"),
                      "shots": folder.config.get("shots", 0), "n": res["n_items"],
-                     **{k: res[k] for k in ("p_correct,renorm", "p_correct_ci,renorm",
-                                            "alignment_error,mcq~free", "alignment_error_ci,mcq~free")}})
+                     **{k: res[k] for k in ("p_correct,renorm", "p_correct_ci,renorm", "p_correct,free",
+                                            "p_correct_ci,free", "alignment_error,mcq~free",
+                                            "alignment_error_ci,mcq~free")}})
     for key in ("task", "shots"):
         values = sorted({str(r[key]) for r in rows})
         if len(values) > 1:
