@@ -156,6 +156,11 @@ def formats_summary(res: dict, path) -> list[str]:
             out.append(f"  extract {rule:12s}: P(correct) free {row['p_correct,free']:.1%}, free_options "
                        f"{row['p_correct,free_options']:.1%}; differs from the paper's rule on "
                        f"{row['disagree_with_paper,free']:.1%} / {row['disagree_with_paper,free_options']:.1%} of texts")
+    by_cat = res.get("p_correct_by_subject") or {}
+    if by_cat:
+        out.append("  P(correct) by category (004 Table 4):    mcq   free  free_options   n")
+        for cat, row in by_cat.items():
+            out.append(f"    {cat:34s} {row['mcq']:6.1%} {row['free']:6.1%} {row['free_options']:8.1%} {row.get('n', ''):>7}")
     table = res.get("mcq_by_free")
     if table:
         out.append("  MCQ P(correct) by free-generation P(correct) (004 Tables 2-3): share per MCQ P(correct) bin")
