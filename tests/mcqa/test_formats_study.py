@@ -323,3 +323,14 @@ def test_bundled_model_samples_identical_for_batch_sizes_and_two_ranks(tmp_path)
     assert (tmp_path / "two" / "samples.jsonl").read_bytes() == text
     assert "rank 1 of 2" in (tmp_path / "two" / "run.log").read_text()
     assert two.stdout.count("run folder:") == 1 and "5-shot" in one.stdout
+
+
+def test_impossible_settings_are_refused_before_the_model_loads(tmp_path):
+    from whitebox_eval.errors import WhiteboxError
+
+    # model "tiny" cannot load: the message proves the check came first
+    for bad, msg in ((dict(limit=0), "--limit must be"), (dict(extract="first"), "unknown --extract"),
+                     (dict(task="triviaqa=x.jsonl", extract="last-number"), "--extract applies"),
+                     (dict(n_samples=0), "--n-samples")):
+        with pytest.raises(WhiteboxError, match=msg):
+            fs.run_formats(_cfg(**bad), tmp_path)

@@ -133,6 +133,23 @@ def _take_demos(population: list[MCQItem], shots: int, seed: int) -> tuple[list[
     return demos, [it for it in population if it.question not in asked]
 
 
+def check_config(cfg: FormatsConfig) -> None:
+    """Refuse, before any model is loaded, settings that cannot run (one line each)."""
+    from whitebox_eval.mcqa.metrics import EXTRACTORS
+
+    if cfg.limit is not None and cfg.limit < 1:
+        raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
+    if cfg.extract not in EXTRACTORS:
+        raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
+    if cfg.task.startswith("triviaqa=") and cfg.extract != "paper":
+        raise WhiteboxError("--extract applies to arithmetic answers; TriviaQA is scored by the paper's exact match")
+    for name in ("n_samples", "max_new_tokens", "n_bins", "batch_size"):
+        if getattr(cfg, name) < 1:
+            raise WhiteboxError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(cfg, name)}")
+    if cfg.shots < 0 or cfg.temperature < 0:
+        raise WhiteboxError("--shots and --temperature must be >= 0")
+
+
 def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     """Evaluated questions, demonstrations and notes for config.yaml.
 
@@ -146,8 +163,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     from whitebox_eval.mcqa.loaders import load_mcq_dataset
 
     notes: dict = {}
-    if cfg.limit is not None and cfg.limit < 1:
-        raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
+    check_config(cfg)
     if cfg.task.startswith("arithmetic"):
         kind = "arithmetic"
         cats = tuple(cfg.task.split(":", 1)[1].split(",")) if ":" in cfg.task else ARITHMETIC_CATEGORIES
@@ -156,8 +172,6 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
         population, answer_type = make_arithmetic_suite(per, seed=cfg.seed, categories=cats, n_options=cfg.n_options), "number"
     elif cfg.task.startswith("triviaqa="):
         kind = "triviaqa"
-        if cfg.extract != "paper":
-            raise WhiteboxError("--extract applies to arithmetic answers; TriviaQA is scored by the paper's exact match")
         if tokenizer is None:
             raise WhiteboxError("the TriviaQA answer-length filter needs the model's tokenizer")
         n = cfg.limit or DEFAULT_LIMIT[kind]
@@ -211,10 +225,8 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem]) -> dict:
 def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
                 loaded: LoadedModel | None = None, show_progress: bool | None = None) -> RunFolder:
     from whitebox_eval.internals import Engine
-    from whitebox_eval.mcqa.metrics import EXTRACTORS
 
-    if cfg.extract not in EXTRACTORS:
-        raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
+    check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
