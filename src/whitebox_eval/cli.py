@@ -101,8 +101,8 @@ def _add_suite_commands() -> None:
     from whitebox_eval.mui.command import command as mui
     from whitebox_eval.report.command import compare, report
 
-    suites = [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("formats-compare", formats_compare), ("mui", mui), ("gar", gar), ("span", span),
-              ("report", report), ("compare", compare)]
+    suites = [("mcqa", mcqa), ("universal", universal), ("formats", formats), ("formats-compare", formats_compare),
+              ("mui", mui), ("gar", gar), ("span", span), ("report", report), ("compare", compare)]
     for name, command in suites:
         cli.add_command(command, name)
 
