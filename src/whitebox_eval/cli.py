@@ -17,7 +17,7 @@ from whitebox_eval.runs.options import dtype_option
 
 
 #: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
-DATA_PARALLEL_COMMANDS = {"mcqa", "gar"}  # gar: --mode evaluate
+DATA_PARALLEL_COMMANDS = {"mcqa", "gar", "formats"}  # gar: --mode evaluate
 
 
 #: the suites' commands, imported only when run (or their own --help asked for), so that
@@ -27,6 +27,8 @@ LAZY_COMMANDS = {
              "MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head."),
     "universal": ("whitebox_eval.mcqa.command", "universal", "Heads that select-and-copy across MCQA runs (000)."),
     "formats": ("whitebox_eval.mcqa.command", "formats", "First-token probabilities vs free generation (paper 004)."),
+    "formats-compare": ("whitebox_eval.mcqa.command", "formats_compare",
+                        "Alignment error vs MCQ performance across formats runs (004 Fig. 6)."),
     "mui": ("whitebox_eval.mui.command", "command",
             "Model Utilization Index (paper 001): how much of the model a task uses."),
     "gar": ("whitebox_eval.gar.command", "command",

@@ -114,9 +114,10 @@ def test_formats_study_on_a_tiny_model(tiny_mcqa_model, tmp_path):
     samples = [json.loads(line) for line in (folder.path / "samples.jsonl").read_text().splitlines()]
     # P(correct) in the MCQ format is the softmax of the letter logits at the gold letter
     engine = Engine(tiny_mcqa_model)
-    items = {it.id: it for it in __import__("whitebox_eval.mcqa.formats_study", fromlist=["x"]).load_format_items(cfg)[0]}
+    data = __import__("whitebox_eval.mcqa.formats_study", fromlist=["x"]).load_format_items(cfg)
+    items = {it.id: it for it in data.items}
     s = samples[0]
-    r = render_prompt(items[s["id"]], fmt="mcq_plain")
+    r = render_prompt(items[s["id"]], fmt="mcq_plain", demos=data.demos)  # 5-shot by default (004)
     t = tokenize_prompt(tiny_mcqa_model.tokenizer, r)
     logits = score_prompts(engine, [t], len(t.answer_ids), ["baseline"]).letter_logits[0].astype(np.float64)
     p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()

@@ -271,18 +271,39 @@ def first_number(text: str) -> int | float | None:
     decimal part; integral values come back as ``int``.
     """
     m = _NUMBER.search(text)
-    if m is None:
-        return None
-    s = m.group(0).replace("\u2212", "-").replace(",", "")
+    return None if m is None else _as_number(m.group(0))
+
+
+def _as_number(s: str) -> int | float:
+    s = s.replace("\u2212", "-").replace(",", "")
     if "." in s:
         v = float(s)
         return int(v) if v.is_integer() else v
     return int(s)
 
 
-def number_match(generation: str, gold: int | float) -> bool:
-    """Whether the first number of the generation equals the numeric gold answer."""
-    v = first_number(generation)
+#: Answer extraction rules for arithmetic: ``paper`` is 004 sec. 2.4.1 ("take the first
+#: number"); the stricter ones read "9 + 2 = 11" as 11: ``last-number`` takes the last
+#: number of the (one-line) answer, ``after-equals`` the first number after its last
+#: ``=`` (the paper's rule when there is no ``=``).
+EXTRACTORS = ("paper", "last-number", "after-equals")
+
+
+def extract_number(text: str, rule: str = "paper") -> int | float | None:
+    """The answer number of a generation under one of EXTRACTORS, or None."""
+    if rule == "paper":
+        return first_number(text)
+    if rule == "last-number":
+        found = _NUMBER.findall(text)
+        return _as_number(found[-1]) if found else None
+    if rule == "after-equals":
+        return first_number(text.rsplit("=", 1)[-1])
+    raise WhiteboxError(f"unknown answer extraction rule {rule!r}; choose one of {', '.join(EXTRACTORS)}")
+
+
+def number_match(generation: str, gold: int | float, rule: str = "paper") -> bool:
+    """Whether the extracted number (default: the first, 004 sec. 2.4.1) equals the gold."""
+    v = extract_number(generation, rule)
     return v is not None and v == gold
 
 
@@ -290,22 +311,94 @@ def fraction_correct(
     samples: Sequence[str],
     gold: str | Sequence[str] | int | float,
     answer_type: Literal["text", "number"] = "text",
+    extract: str = "paper",
+    truncate_gold: bool = False,
 ) -> float:
     """Share of the sampled generations that are correct (004 sec. 2.4: 20 samples at T=1).
 
-    ``text``: :func:`exact_match` against gold and aliases (TriviaQA);
-    ``number``: :func:`number_match` of the first number (arithmetic).
+    ``text``: :func:`exact_match` against gold and aliases (TriviaQA; ``truncate_gold``
+    normalises the gold like the generation); ``number``: :func:`number_match` of the
+    number ``extract`` reads (arithmetic; default the paper's first number).
     """
     if len(samples) == 0:
         raise WhiteboxError("fraction_correct needs at least one sampled generation")
     if answer_type == "text":
         if isinstance(gold, numbers.Real):
             raise WhiteboxError("answer_type='text' needs a string gold answer (or aliases)")
-        flags = [exact_match(s, gold) for s in samples]
+        flags = [exact_match(s, gold, truncate_gold=truncate_gold) for s in samples]
     elif answer_type == "number":
         if not isinstance(gold, numbers.Real) or isinstance(gold, bool):
             raise WhiteboxError("answer_type='number' needs a numeric gold answer")
-        flags = [number_match(s, gold) for s in samples]
+        flags = [number_match(s, gold, extract) for s in samples]
     else:
         raise WhiteboxError(f"answer_type must be 'text' or 'number'; got {answer_type!r}")
     return float(np.mean(flags))
+
+
+# ------------------------------------------------------------ paper 004: across items
+
+
+def correlation_or_reason(x: np.ndarray | Sequence[float], y: np.ndarray | Sequence[float],
+                          names: tuple[str, str] = ("x", "y")) -> tuple[float | None, str | None]:
+    """Pearson r (004 Table 1) or, when it is undefined, None and why ("no variance in free")."""
+    r = format_correlation(x, y)
+    if np.isfinite(r):
+        return r, None
+    flat = [n for n, v in zip(names, (x, y)) if np.ptp(np.asarray(v, dtype=np.float64)) == 0]
+    return None, "no variance in " + " and ".join(flat)
+
+
+def item_bootstrap(x: np.ndarray | Sequence[float], y: np.ndarray | Sequence[float], statistic,
+                   level: float = 0.95, resamples: int = 2000, seed: int = 0):
+    """Percentile bootstrap over items of a statistic of paired per-item values.
+
+    ``statistic(x, y)`` -> float (NaN where undefined, e.g. a resample with no variance).
+    Returns ``(stats.Estimate, undefined)``: the interval comes from the defined
+    resamples, ``undefined`` counts the others; ``stderr`` is the bootstrap sd. The
+    shared statistics module bootstraps one vector; this resamples item pairs.
+    """
+    from whitebox_eval import stats
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise WhiteboxError("need two 1-D arrays with one value per item")
+    value = float(statistic(a, b))
+    idx = np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))
+    boots = np.array([statistic(a[i], b[i]) for i in idx], dtype=np.float64)
+    ok = boots[np.isfinite(boots)]
+    if ok.size == 0 or not np.isfinite(value):
+        return None, int(resamples - ok.size)
+    lo, hi = np.quantile(ok, [(1 - level) / 2, (1 + level) / 2])
+    est = stats.Estimate(value, float(lo), float(hi), int(a.size), "bootstrap", float(np.std(ok, ddof=1)), level)
+    return est, int(resamples - ok.size)
+
+
+#: MCQ P(correct) bin edges for the distribution tables (004 Tables 2-3).
+TABLE_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def mcq_by_free_partition(mcq: np.ndarray | Sequence[float], free: np.ndarray | Sequence[float],
+                          threshold: float = 0.5, edges: Sequence[float] = TABLE_EDGES) -> dict:
+    """MCQ P(correct) distribution split by free-generation P(correct) (004 Tables 2-3).
+
+    Two partitions: questions with free P(correct) >= ``threshold`` and below it (the
+    tables' numbers did not survive in the paper's text; the split at 0.5 and the bins
+    are this library's). Each partition gives n, mean, median and the share of its
+    questions per MCQ P(correct) bin ``[e_i, e_{i+1})`` (the last bin includes 1).
+    """
+    m, f = np.asarray(mcq, dtype=np.float64), np.asarray(free, dtype=np.float64)
+    if m.shape != f.shape or m.ndim != 1:
+        raise WhiteboxError("mcq and free need one value per question")
+    e = np.asarray(edges, dtype=np.float64)
+    labels = [f"[{lo:.1f},{hi:.1f}{']' if i == len(e) - 2 else ')'}" for i, (lo, hi) in enumerate(zip(e[:-1], e[1:]))]
+    out = {"threshold": threshold, "bins": labels, "partitions": {}}
+    for name, mask in ((f"free>={threshold:g}", f >= threshold), (f"free<{threshold:g}", f < threshold)):
+        v = m[mask]
+        counts = np.histogram(v, bins=e)[0] if v.size else np.zeros(len(labels), dtype=int)
+        out["partitions"][name] = {
+            "n": int(v.size),
+            "mean": float(v.mean()) if v.size else None,
+            "median": float(np.median(v)) if v.size else None,
+            "share": [float(c / v.size) if v.size else None for c in counts],
+        }
+    return out

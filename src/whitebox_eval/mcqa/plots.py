@@ -182,3 +182,22 @@ def plot_logit_lens_accuracy(
     ax.set_title(title)
     ax.legend(fontsize="small")
     return _save(fig, path)
+
+
+def plot_alignment_vs_mcq(rows: Sequence[Mapping], path: str | Path,
+                          title: str = "Alignment error vs MCQ performance") -> Path:
+    """004 Fig. 6: one point per run (model), MCQ P(correct) vs expected alignment error,
+    each with its 95% interval; ``rows`` as :func:`formats_study.compare_runs` gives them."""
+    if not rows:
+        raise WhiteboxError("need at least one run to plot")
+    fig = Figure(figsize=(5, 4))
+    ax = fig.add_subplot()
+    for r in rows:
+        x, y = r["p_correct,renorm"], r["alignment_error,mcq~free"]
+        (xl, xh), (yl, yh) = r["p_correct_ci,renorm"], r["alignment_error_ci,mcq~free"]
+        ax.errorbar([x], [y], xerr=[[x - xl], [xh - x]], yerr=[[y - yl], [yh - y]], fmt="o", capsize=3)
+        ax.annotate(str(r["model"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    ax.set_xlabel("average MCQ P(correct)")
+    ax.set_ylabel("expected alignment error")
+    ax.set_title(title)
+    return _save(fig, path)
