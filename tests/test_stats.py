@@ -127,3 +127,14 @@ def test_draws_report_every_draw():
     d = stats.draws([0.1, 0.3, 0.2])
     assert d.as_dict()["draws"] == [0.1, 0.3, 0.2]
     assert d.sd == pytest.approx(0.1)
+
+
+def test_verdict_says_when_interval_and_exact_test_disagree():
+    # 5 discordant items all one way: exact p = 2 / 2**5 = 0.0625, bootstrap interval > 0
+    x = np.array([1] * 13 + [0] * 19)
+    y = np.array([1] * 8 + [0] * 24)
+    t = stats.mcnemar(x, y)
+    assert t.p_value == pytest.approx(0.0625)
+    assert t.lo > 0
+    assert "NOT significant by the test" in stats.verdict(t)
+    assert t.as_dict()["ci_method"] == "paired_bootstrap"

@@ -180,6 +180,9 @@ class PairedTest:
     b: int | None = None
     c: int | None = None
     alpha: float = ALPHA
+    #: how [lo, hi] was made. Significance is the test's p-value: with few discordant
+    #: items an exact McNemar p can exceed alpha while the bootstrap interval excludes 0
+    ci_method: str = "paired_bootstrap"
 
     @property
     def significant(self) -> bool:
@@ -314,7 +317,8 @@ def permutation_test(
         ]
     )
     lo, hi = np.quantile(boots, [(1 - _level(level)) / 2, (1 + level) / 2])
-    return PairedTest("permutation", float(observed), float(lo), float(hi), float(p), int(xa.size + ya.size))
+    return PairedTest("permutation", float(observed), float(lo), float(hi), float(p), int(xa.size + ya.size),
+                      ci_method="bootstrap_per_group")
 
 
 # --------------------------------------------------------------------------- controls
@@ -390,6 +394,8 @@ def verdict(test: PairedTest | Mapping, what: str = "the difference") -> str:
     )
     if t["p_value"] < t.get("alpha", ALPHA):
         return head + " -- significant at 0.05"
+    if t["lo"] > 0 or t["hi"] < 0:
+        return head + " -- NOT significant by the test (its interval excludes 0, but too few items differ)"
     return head + " -- NOT significant: n is too small to tell this difference from chance"
 
 
