@@ -276,7 +276,13 @@ def load_model(
     engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
     families that soft-cap attention logits (gemma2), which SDPA cannot do.
     """
+    import sys
+
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    if not sys.stderr.isatty():  # a log file gets our progress lines, not transformers' \r bars
+        hf_logging.disable_progress_bar()
 
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
     torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
