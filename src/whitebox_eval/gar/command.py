@@ -25,7 +25,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even for g2c)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="examples per task (first N of the 8 / 16; even for g2c)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
@@ -35,17 +35,18 @@ def _pct(v) -> str:
 @click.option("--pattern", default=None,
               help="attention pattern KEY->QUERY (QUERY attends to KEY): V->E, Q->E, A^->E, Q->A, ... "
                    "Default: Q->A (truth-heads), V->E (intervene)")
-@click.option("--steps", default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
-@click.option("--top", default=10, show_default=True, help="attribute: heads kept per task")
-@click.option("--candidates", default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
-@click.option("--n-true", default=2, show_default=True, help="truth-heads: how many True heads to keep")
-@click.option("--n-false", default=2, show_default=True, help="truth-heads: how many False heads to keep")
+@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="attribute: heads kept per task")
+@click.option("--candidates", type=click.IntRange(min=1), default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
+@click.option("--n-true", type=click.IntRange(min=0), default=2, show_default=True, help="truth-heads: how many True heads to keep")
+@click.option("--n-false", type=click.IntRange(min=0), default=2, show_default=True, help="truth-heads: how many False heads to keep")
 @click.option("--probe-data", multiple=True,
               help="truth-heads/probe: SNLI .jsonl or Geometry of Truth .csv (repeatable)")
-@click.option("--probe-limit", type=int, default=None, help="statements sampled from each probe file")
-@click.option("--folds", default=5, show_default=True, help="probe: cross-validation folds")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--probe-limit", type=click.IntRange(min=1), default=None, help="statements sampled from each probe file")
+@click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True, help="probe: cross-validation folds")
+@click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="truth-heads/probe: what to do with malformed rows of a --probe-data file")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @run_folder_options
 def command(**kw) -> None:
     """GAR: compositional relational reasoning, its evaluation and its heads (paper 002).
@@ -113,7 +114,7 @@ def command(**kw) -> None:
             steps=kw["steps"], n_candidates=kw["candidates"], n_true=kw["n_true"], n_false=kw["n_false"],
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
             probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
-            rule=kw["rule"], batch_size=kw["batch_size"])
+            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=kw["batch_size"])
         folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
     elif mode == "intervene":
@@ -128,7 +129,7 @@ def command(**kw) -> None:
         if not kw["heads"] or not kw["probe_data"]:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
         cfg = study.GARProbeConfig(model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
-                                   probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
+                                   probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"], on_bad_row=kw["on_bad_row"],
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
