@@ -644,6 +644,8 @@ def disk_error(exc: BaseException, folder: Path | None = None) -> WhiteboxError 
         return None
     if folder is None:
         folder = _ACTIVE[0] if _ACTIVE else Path(exc.filename).parent if exc.filename else None
+    elif _ACTIVE and Path(folder).is_relative_to(_ACTIVE[0]):
+        folder = _ACTIVE[0]  # name the run folder (what --resume continues), not a sub-folder
     where = f"cannot write to {folder}" if folder is not None else "cannot write the output"
     return WhiteboxError(
         f"{where}: {DISK_ERRNOS[exc.errno]} ({exc.strerror}); free space or fix the permissions "
