@@ -112,8 +112,9 @@ _add_suite_commands()
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors become one line on stderr and exit status 2."""
-    from whitebox_eval.runs.folder import disk_error, remove_unused_fresh_folders
+    from whitebox_eval.runs.folder import disk_error, remove_unused_fresh_folders, start_command
 
+    start_command()
     try:
         cli.main(args=argv, standalone_mode=False)
     except WhiteboxError as e:

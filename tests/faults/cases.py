@@ -73,6 +73,14 @@ CASES: list[Case] = [
     Case("gar probe: GoT latin-1", ["gar", "--mode", "probe", "--model", "{d}/tiny", "--heads", "0.0",
                                     "--probe-data", "{d}/got_latin1.csv", "--on-bad-row", "error",
                                     "--output", "{d}/runs"], "got_latin1.csv:3: not UTF-8 text (byte 0xFC)"),
+    Case("gar probe: SNLI null sentence (default --on-bad-row skip)",
+         ["gar", "--mode", "probe", "--model", "{d}/tiny", "--heads", "0.0,1.1", "--folds", "2",
+          "--probe-data", "{d}/snli_null.jsonl", "--output", "{d}/runs", "--run-id", "snli-skip"],
+         "skipped 1 malformed row(s)", code=0),
+    Case("gar probe: GoT latin-1 (default --on-bad-row skip)",
+         ["gar", "--mode", "probe", "--model", "{d}/tiny", "--heads", "0.0,1.1", "--folds", "2",
+          "--probe-data", "{d}/got_latin1.csv", "--output", "{d}/runs", "--run-id", "got-skip"],
+         "skipped 1 malformed row(s)", code=0),
     Case("gar probe: GoT binary", ["gar", "--mode", "probe", "--model", "{d}/tiny", "--heads", "0.0",
                                    "--probe-data", "{d}/got_binary.csv", "--output", "{d}/runs"],
          "got_binary.csv:1:"),
@@ -154,13 +162,13 @@ def build_fixtures(d: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     model = build_model_dir(d / "tiny")
     (d / "a_file.txt").write_text("not a folder\n")
-    lines = [{"sentence1": "A man plays a guitar.", "sentence2": "A man plays music.", "gold_label": "entailment"},
-             {"sentence1": "A dog runs.", "sentence2": "A cat sleeps.", "gold_label": "contradiction"},
-             {"sentence1": "A woman reads.", "sentence2": None, "gold_label": "entailment"},
-             {"sentence1": "Kids swim.", "sentence2": "Kids are in water.", "gold_label": "entailment"}]
+    lines = [{"sentence1": f"Person {i} plays a guitar.", "sentence2": f"Person {i} plays music." if i % 2 else
+              f"Person {i} sleeps.", "gold_label": "entailment" if i % 2 else "contradiction"} for i in range(13)]
+    lines[2]["sentence2"] = None  # line 3
     (d / "snli_null.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    (d / "got_latin1.csv").write_bytes("statement,label\nThe city of Paris is in France.,1\n"
-                                       "The city of Z\u00fcrich is in Spain.,0\n".encode("latin-1"))
+    rows = [f"The city of Town{i} is in Country{i if i % 2 else i + 1}.,{i % 2}" for i in range(12)]
+    rows.insert(1, "The city of Z\u00fcrich is in Spain.,0")  # line 3
+    (d / "got_latin1.csv").write_bytes(("statement,label\n" + "\n".join(rows) + "\n").encode("latin-1"))
     (d / "got_binary.csv").write_bytes(bytes(range(256)) * 8)
     weights = (model / "model.safetensors").read_bytes()
     for name, data in (("st_zero", b""), ("st_truncated", weights[: len(weights) // 2]),

@@ -38,9 +38,12 @@ def _parse_params(task: str, text: str, option: str) -> dict:
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise WhiteboxError(f"{option} takes a comma list of integers, e.g. 5,10,20; got {text!r}") from None
+        values = (0,)
+    if any(v < 1 for v in values):
+        raise WhiteboxError(f"{option} takes a comma list of positive integers, e.g. 5,10,20; got {text!r}")
+    return values
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:

@@ -213,6 +213,8 @@ class RunFolder:
         _ACTIVE[:] = [path]
         with writing(path):
             repaired = run._repair_samples_tail()
+            for tmp in path.rglob(".*.tmp"):  # temporary files of atomic writes a kill interrupted
+                tmp.unlink(missing_ok=True)
         run.log(f"resumed with {len(run.done_ids())} finished samples"
                 + ("; dropped a half-written last line" if repaired else "")
                 + (f"; command: {config['command']}" if config.get("command") else ""))
@@ -651,6 +653,13 @@ def disk_error(exc: BaseException, folder: Path | None = None) -> WhiteboxError 
         f"{where}: {DISK_ERRNOS[exc.errno]} ({exc.strerror}); free space or fix the permissions "
         "(or choose another --output), then rerun the same command with --resume: finished "
         "batches are kept")
+
+
+def start_command() -> None:
+    """Forget the run folders of earlier commands in this process (the CLI calls this
+    first, so :func:`remove_unused_fresh_folders` and :func:`disk_error` see only its own)."""
+    _FRESH.clear()
+    _ACTIVE.clear()
 
 
 def remove_unused_fresh_folders() -> list[Path]:
