@@ -158,3 +158,26 @@ def test_report_of_a_corrupted_results_json_shows_a_warning_and_the_rest(fixture
     page = out.read_text()
     assert "Warning: results.json is unreadable" in page
     assert "q1" in page and "qk_head_accuracy" in page  # samples and arrays still shown
+
+
+# ---------------------------------------------------------------------- OSError -> one line
+
+
+def test_disk_error_names_the_run_folder_or_the_file(tmp_path):
+    import errno
+
+    from whitebox_eval.runs import RunFolder
+    from whitebox_eval.runs.folder import disk_error, start_command
+
+    start_command()
+    assert disk_error(OSError(errno.ENOSPC, "No space left on device")).args[0].startswith(
+        "cannot write the output: the disk is full")
+    folder = RunFolder.create(tmp_path, {"suite": "t"}, run_id="r")
+    full = disk_error(OSError(errno.ENOSPC, "No space left on device"))
+    assert str(full).startswith(f"cannot write to {folder.path}: the disk is full") and "--resume" in str(full)
+    inner = disk_error(OSError(errno.EROFS, "Read-only file system"), folder.path / "arrays" / "parts" / "main")
+    assert str(inner).startswith(f"cannot write to {folder.path}: the file system is read-only")
+    denied = disk_error(PermissionError(errno.EACCES, "Permission denied", "/data/x.csv"))
+    assert str(denied).startswith("cannot access /data/x.csv: permission denied")
+    assert disk_error(FileNotFoundError(errno.ENOENT, "No such file")) is None
+    start_command()

@@ -644,6 +644,11 @@ def disk_error(exc: BaseException, folder: Path | None = None) -> WhiteboxError 
     ``folder`` defaults to the run folder this process writes (or the file's folder)."""
     if not isinstance(exc, OSError) or exc.errno not in DISK_ERRNOS:
         return None
+    if folder is None and exc.errno in (errno.EACCES, errno.EPERM):  # maybe a read: name the file
+        if not exc.filename:
+            return None
+        return WhiteboxError(f"cannot access {exc.filename}: permission denied; fix its permissions "
+                             "(or choose another path)")
     if folder is None:
         folder = _ACTIVE[0] if _ACTIVE else Path(exc.filename).parent if exc.filename else None
     elif _ACTIVE and Path(folder).is_relative_to(_ACTIVE[0]):
