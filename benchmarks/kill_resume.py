@@ -2,11 +2,12 @@
 
 1. An uninterrupted run (``--run-id whole``).
 2. The same command (``--run-id killed``) started ``--kills`` times, each time killed with
-   SIGKILL: odd attempts from outside at a random moment of the work left (uniform over
-   the uninterrupted run's time after model loading, scaled by the share of array parts
-   still missing), even attempts by the process itself in the middle of a random one of
-   the part writes left (half the ``.npz`` bytes written, then SIGKILL). Every start
-   after the first passes ``--resume``.
+   SIGKILL: odd attempts from outside at a random moment (uniform over the time the work
+   left should take, estimated from the uninterrupted run and the share of array parts
+   still missing, times 2 / (kills left + 1) so that later kills still find work), even
+   attempts by the process itself halfway through a random one of the next part writes
+   (half the ``.npz`` bytes written, then SIGKILL). Every start after the first passes
+   ``--resume``.
 3. One last ``--resume`` without a kill; then results.json, samples.jsonl and every
    ``arrays/*.npy`` must equal the uninterrupted run's byte for byte (same machine, one
    thread, so every batch is computed by the same kernels).
@@ -141,14 +142,15 @@ def main() -> None:
             log = killed / "run.log"
             before = len(log.read_text().splitlines()) if log.is_file() else 0
             remaining = n_parts - sum(1 for _ in (killed / "arrays" / "parts").rglob("*.npz"))
+            share = 2 / (ns.kills - i + 1)  # the work left is spread over the kills left (on average)
             if i % 2 == 1 and remaining > 0:
-                k = rng.randint(1, remaining)
+                k = rng.randint(1, max(1, min(remaining, round(remaining * share))))
                 proc = start(args, kill_part=k)
                 how = f"SIGKILL during its part write no. {k} of {remaining} left"
             else:  # a random moment of the work that is left (or of the final steps)
                 proc = start(args)
                 wait_loaded(proc, log, before)
-                delay = rng.uniform(0, work * max(remaining, 1) / n_parts)
+                delay = rng.uniform(0, work * max(remaining, 1) / n_parts * share)
                 try:
                     proc.wait(timeout=delay)
                 except subprocess.TimeoutExpired:
