@@ -212,7 +212,9 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
+        mask = os.umask(0)  # mkstemp makes it private; a report is for reading, as the umask allows
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
