@@ -142,17 +142,33 @@ def runs(output: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors become one line on stderr and exit status 2."""
+    from whitebox_eval.runs.folder import disk_error, remove_unused_fresh_folders, start_command
+
+    start_command()
     try:
         cli.main(args=argv, standalone_mode=False)
     except WhiteboxError as e:
+        remove_unused_fresh_folders()  # a usage error leaves no empty run folder behind
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as e:  # a bad option value: one line, before any work starts
+        remove_unused_fresh_folders()
+        where = e.ctx.command_path if e.ctx is not None else "whitebox-eval"
+        click.echo(f"error: {e.format_message()} (see '{where} --help')", err=True)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
+        remove_unused_fresh_folders()
         e.show()
         sys.exit(e.exit_code)
+    except OSError as e:  # disk full / read-only outside the run folder's own writes (plots, caches)
+        if (error := disk_error(e)) is None:
+            raise
+        remove_unused_fresh_folders()
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("interrupted: finished batches are saved; rerun with --resume to continue", err=True)
         sys.exit(130)

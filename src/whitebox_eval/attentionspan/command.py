@@ -36,9 +36,12 @@ def _parse_params(task: str, text: str, option: str) -> dict:
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise WhiteboxError(f"{option} takes a comma list of integers, e.g. 5,10,20; got {text!r}") from None
+        values = (0,)
+    if any(v < 1 for v in values):
+        raise WhiteboxError(f"{option} takes a comma list of positive integers, e.g. 5,10,20; got {text!r}")
+    return values
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -53,32 +56,32 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--task", type=click.Choice(sorted(TASKS)), default="string_reversal", show_default=True)
 @click.option("--split", type=click.Choice(SPLIT_CHOICES), default="ood", show_default=True,
               help="evaluate in-distribution, out-of-distribution (App. F) or both")
-@click.option("--limit", default=100, show_default=True, help="evaluated examples per split")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="evaluated examples per split")
 @click.option("--id-params", default="", help="override ID generator parameters, e.g. 'length=1-6'")
 @click.option("--ood-params", default="", help="override OOD generator parameters, e.g. 'length=7-12'")
 @click.option("--instruction", default=None, help="instruction line before each example (default: a short one per task; '' for none)")
-@click.option("--shots", default=0, show_default=True, help="ID demonstrations before each example (character-level, App. D)")
+@click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True, help="ID demonstrations before each example (character-level, App. D)")
 @click.option("--generation/--no-generation", default=False, show_default=True, help="also score free greedy generation")
 @click.option("--rollout/--no-rollout", default=True, show_default=True, help="attention rollout and reference attention scores (full attention matrices)")
 @click.option("--test", type=click.Choice(["welch", "mannwhitney"]), default="welch", show_default=True,
               help="significance test of reference attention, correct vs wrong tokens (table 2)")
-@click.option("--finetune", "finetune_examples", default=0, show_default=True,
+@click.option("--finetune", "finetune_examples", type=click.IntRange(min=0), default=0, show_default=True,
               help="fine-tune on this many fresh ID examples first (0: no), then evaluate again")
-@click.option("--lr", default=5e-6, show_default=True, help="fine-tuning learning rate (App. E)")
-@click.option("--weight-decay", default=0.2, show_default=True)
-@click.option("--train-batch-size", default=4, show_default=True)
-@click.option("--epochs", default=1, show_default=True)
-@click.option("--max-steps", default=None, type=int, help="stop fine-tuning after this many steps")
+@click.option("--lr", type=click.FloatRange(min=0.0, min_open=True), default=5e-6, show_default=True, help="fine-tuning learning rate (App. E)")
+@click.option("--weight-decay", type=click.FloatRange(min=0.0), default=0.2, show_default=True)
+@click.option("--train-batch-size", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--max-steps", default=None, type=click.IntRange(min=1), help="stop fine-tuning after this many steps")
 @click.option("--reinforce", is_flag=True, help="key heads from ID examples, then reinforce them on the OOD examples (App. G)")
-@click.option("--key-samples", default=30, show_default=True, help="ID examples used to rank heads")
+@click.option("--key-samples", type=click.IntRange(min=1), default=30, show_default=True, help="ID examples used to rank heads")
 @click.option("--heads", default="5,10,20", show_default=True, help="N values: reinforce the top-N key heads")
 @click.option("--values", default="0.3,1.0", show_default=True, help="C values added to post-softmax attention")
 @click.option("--mode", type=click.Choice(["standard", "conditional"]), default="standard", show_default=True,
               help="conditional: add C only where attention already exceeds --threshold")
-@click.option("--threshold", default=0.05, show_default=True, help="conditional mode: reinforce only cells whose attention exceeds this")
-@click.option("--random-draws", default=3, show_default=True, help="draws of N random heads as control")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--threshold", type=click.FloatRange(min=0.0), default=0.05, show_default=True, help="conditional mode: reinforce only cells whose attention exceeds this")
+@click.option("--random-draws", type=click.IntRange(min=1), default=3, show_default=True, help="draws of N random heads as control")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
 def command(**kw) -> None:

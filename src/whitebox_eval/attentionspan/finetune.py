@@ -162,6 +162,9 @@ def load_checkpoint_weights(lm, path: str | Path) -> None:
     if not file.is_file():
         raise WhiteboxError(f"no checkpoint weights at {file}; fine-tune again or give the "
                             "folder that save_checkpoint wrote")
+    from whitebox_eval.models.loading import check_safetensors
+
+    check_safetensors(file)
     state = load_file(str(file), device=str(next(lm.model.parameters()).device))
     missing, unexpected = lm.model.load_state_dict(state, strict=False)
     tied = {k for k in missing if k.endswith("lm_head.weight")} if getattr(

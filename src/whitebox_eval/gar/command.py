@@ -25,7 +25,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=int, default=None, help="examples per task (first N of the 8 / 16; even when classification tasks are in: Yes/No pairs)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="examples per task (first N of the 8 / 16; even when classification tasks are in: Yes/No pairs)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
@@ -39,21 +39,22 @@ def _pct(v) -> str:
               help="truth-heads/intervene: which attention row an edit changes: read = the last prompt token, "
                    "where the answer is read; pattern = the pattern's attending role as sec. 5 states it "
                    "(Q->A: the stated answer A, which a late head cannot pass on); both")
-@click.option("--select-fraction", default=0.5, show_default=True,
+@click.option("--select-fraction", type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True), default=0.5, show_default=True,
               help="truth-heads: share of Yes/No pairs used to select heads; the rest is reported")
-@click.option("--random-draws", default=5, show_default=True,
+@click.option("--random-draws", type=click.IntRange(min=1), default=5, show_default=True,
               help="truth-heads/probe: random head sets (same count and layer band) for the controls")
-@click.option("--steps", default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
-@click.option("--top", default=10, show_default=True, help="attribute: heads kept per task")
-@click.option("--candidates", default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
-@click.option("--n-true", default=2, show_default=True, help="truth-heads: how many True heads to keep")
-@click.option("--n-false", default=2, show_default=True, help="truth-heads: how many False heads to keep")
+@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="attribute: heads kept per task")
+@click.option("--candidates", type=click.IntRange(min=1), default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
+@click.option("--n-true", type=click.IntRange(min=0), default=2, show_default=True, help="truth-heads: how many True heads to keep")
+@click.option("--n-false", type=click.IntRange(min=0), default=2, show_default=True, help="truth-heads: how many False heads to keep")
 @click.option("--probe-data", multiple=True,
               help="truth-heads/probe: SNLI .jsonl or Geometry of Truth .csv (repeatable)")
-@click.option("--probe-limit", type=int, default=None, help="statements sampled from each probe file")
-@click.option("--folds", default=5, show_default=True, help="probe: cross-validation folds")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--probe-limit", type=click.IntRange(min=1), default=None, help="statements sampled from each probe file")
+@click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True, help="probe: cross-validation folds")
+@click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="truth-heads/probe: what to do with malformed rows of a --probe-data file")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
 def command(**kw) -> None:
@@ -137,7 +138,7 @@ def command(**kw) -> None:
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
             edit_at=kw["edit_at"], select_fraction=kw["select_fraction"], random_draws=kw["random_draws"],
             probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
-            rule=kw["rule"], batch_size=kw["batch_size"])
+            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=kw["batch_size"])
         folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
     elif mode == "intervene":
@@ -154,7 +155,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
         cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
-                                   random_draws=kw["random_draws"],
+                                   random_draws=kw["random_draws"], on_bad_row=kw["on_bad_row"],
                                    batch_size=kw["batch_size"])
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)

@@ -25,6 +25,7 @@ in the GoT template a leading "The"/"A"/"An" is lower-cased and a final period d
 from __future__ import annotations
 
 import csv
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.datafiles import json_objects
+from whitebox_eval.datafiles import json_lines
 from whitebox_eval.gar.heads import Head, max_activation
 from whitebox_eval.internals import Engine, batch_from_ids
 
@@ -87,56 +88,128 @@ def _subsample(rows: list[TruthStatement], limit: int | None, seed: int) -> list
     return [rows[i] for i in idx]
 
 
-def load_geometry_of_truth(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[TruthStatement]:
-    """Read a GoT CSV (columns ``statement`` and ``label`` in {0, 1}; others ignored)."""
+ON_BAD_ROW = ("error", "skip")
+
+
+class TruthStatements(list):
+    """The statements of one file, plus the malformed rows skipped (``bad_rows``, as
+    ``path:line: reason``) when loading with ``on_bad_row="skip"``."""
+
+    def __init__(self, rows=(), bad_rows=()) -> None:
+        super().__init__(rows)
+        self.bad_rows: list[str] = list(bad_rows)
+
+
+class _BadRows:
+    """``on_bad_row``: "error" stops at the first malformed row, "skip" drops and records it."""
+
+    def __init__(self, path: Path, on_bad_row: str) -> None:
+        if on_bad_row not in ON_BAD_ROW:
+            raise WhiteboxError(f"on_bad_row must be one of {list(ON_BAD_ROW)}, got {on_bad_row!r}")
+        self.path, self.policy, self.rows = path, on_bad_row, []
+
+    def __call__(self, line: int, reason: str) -> None:
+        where = f"{self.path}:{line}: {reason}"
+        if self.policy == "error":
+            raise WhiteboxError(f"{where}  (fix the row, or pass --on-bad-row skip to drop malformed rows)")
+        self.rows.append(where)
+
+    def finish(self, rows: list[TruthStatement], limit: int | None, seed: int, what: str) -> TruthStatements:
+        if not rows:
+            shown = f"; first problem: {self.rows[0]}" if self.rows else ""
+            raise WhiteboxError(f"{self.path} has no {what}{shown}")
+        if self.rows:
+            more = f" (and {len(self.rows) - 3} more)" if len(self.rows) > 3 else ""
+            warnings.warn(f"skipped {len(self.rows)} malformed row(s) of {self.path}: "
+                          + "; ".join(self.rows[:3]) + more, stacklevel=3)
+        return TruthStatements(_subsample(rows, limit, seed), self.rows)
+
+
+def _not_utf8(text: str) -> str | None:
+    """The first undecodable byte of text read with ``errors="surrogateescape"``, or None."""
+    bad = next((c for c in text if "\udc80" <= c <= "\udcff"), None)
+    return None if bad is None else f"not UTF-8 text (byte 0x{ord(bad) - 0xDC00:02X}); re-save the file as UTF-8"
+
+
+def load_geometry_of_truth(path: str | Path, *, limit: int | None = None, seed: int = 0,
+                           on_bad_row: str = "error") -> TruthStatements:
+    """Read a GoT CSV (columns ``statement`` and ``label`` in {0, 1}; others ignored).
+    A malformed row (bad label, empty statement, bytes that are not UTF-8) stops with
+    ``path:line`` or, with ``on_bad_row="skip"``, is dropped and listed in ``bad_rows``."""
     path = Path(path)
     if not path.is_file():
         raise WhiteboxError(f"no Geometry of Truth file at {path}; give a CSV with statement,label columns")
+    bad = _BadRows(path, on_bad_row)
     rows = []
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames is None or not {"statement", "label"} <= set(reader.fieldnames):
-            raise WhiteboxError(f"{path}: the header must have 'statement' and 'label' columns "
-                                f"(found {reader.fieldnames})")
-        for line, row in enumerate(reader, start=2):
-            lab = (row.get("label") or "").strip()
-            if lab not in ("0", "1", "True", "False", "true", "false"):
-                raise WhiteboxError(f"{path}:{line}: label {lab!r} is not 0/1 (or True/False); fix the row")
-            if not (row.get("statement") or "").strip():
-                raise WhiteboxError(f"{path}:{line}: empty statement; fix or remove the row")
-            rows.append(got_statement(row["statement"], int(lab in ("1", "True", "true")), f"{path.name}:{line}"))
-    if not rows:
-        raise WhiteboxError(f"{path} has no statements")
-    return _subsample(rows, limit, seed)
+        try:
+            fields = reader.fieldnames
+        except csv.Error as exc:
+            raise WhiteboxError(f"{path}:1: unreadable CSV header ({exc}); is it a text CSV file?") from None
+        if fields is None or not {"statement", "label"} <= set(fields):
+            shown = repr(fields)[:120]
+            raise WhiteboxError(f"{path}:1: the header must have 'statement' and 'label' columns "
+                                f"(found {shown}){'; ' + _not_utf8(str(fields)) if _not_utf8(str(fields)) else ''}")
+        start = reader.line_num + 1
+        try:
+            for row in reader:
+                line, start = start, reader.line_num + 1
+                lab = (row.get("label") or "").strip()
+                statement = row.get("statement") or ""
+                problem = _not_utf8(statement + lab)
+                if problem is None and lab not in ("0", "1", "True", "False", "true", "false"):
+                    problem = f"label {lab!r} is not 0/1 (or True/False)"
+                if problem is None and not statement.strip():
+                    problem = "empty statement"
+                if problem:
+                    bad(line, problem)
+                    continue
+                rows.append(got_statement(statement, int(lab in ("1", "True", "true")), f"{path.name}:{line}"))
+        except csv.Error as exc:
+            bad(start, f"unreadable CSV ({exc}); the rest of the file was not read")
+    return bad.finish(rows, limit, seed, "statements")
 
 
-def load_snli(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[TruthStatement]:
+def load_snli(path: str | Path, *, limit: int | None = None, seed: int = 0,
+              on_bad_row: str = "error") -> TruthStatements:
     """Read SNLI JSON lines (``sentence1``, ``sentence2``, ``gold_label``); neutral and
-    unlabeled (``-``) pairs are dropped, entailment = 1, contradiction = 0 (App. E)."""
+    unlabeled (``-``) pairs are dropped, entailment = 1, contradiction = 0 (App. E).
+    A malformed line (invalid JSON, a missing or null sentence) stops with ``path:line``
+    or, with ``on_bad_row="skip"``, is dropped and listed in ``bad_rows``."""
     path = Path(path)
     if not path.is_file():
         raise WhiteboxError(f"no SNLI file at {path}; give a .jsonl file with sentence1, sentence2, gold_label")
+    bad = _BadRows(path, on_bad_row)
     rows = []
-    for line, rec in json_objects(path):
+    for line, rec in json_lines(path):
+        if isinstance(rec, str):
+            bad(line, rec)
+            continue
         missing = [k for k in ("sentence1", "sentence2", "gold_label") if k not in rec]
         if missing:
-            raise WhiteboxError(f"{path}:{line}: missing {missing}; SNLI lines need sentence1, "
-                                "sentence2 and gold_label")
-        if rec["gold_label"] in SNLI_LABELS:
-            rows.append(snli_statement(rec["sentence1"], rec["sentence2"],
-                                       SNLI_LABELS[rec["gold_label"]], f"{path.name}:{line}"))
-    if not rows:
-        raise WhiteboxError(f"{path} has no entailment/contradiction pairs")
-    return _subsample(rows, limit, seed)
+            bad(line, f"missing {missing}; SNLI lines need sentence1, sentence2 and gold_label")
+            continue
+        if rec["gold_label"] not in SNLI_LABELS:
+            continue
+        wrong = [k for k in ("sentence1", "sentence2") if not isinstance(rec[k], str) or not rec[k].strip()]
+        if wrong:
+            bad(line, ", ".join(f"{k} is {'empty' if isinstance(rec[k], str) else repr(rec[k])}" for k in wrong)
+                + "; both sentences must be text")
+            continue
+        rows.append(snli_statement(rec["sentence1"], rec["sentence2"],
+                                   SNLI_LABELS[rec["gold_label"]], f"{path.name}:{line}"))
+    return bad.finish(rows, limit, seed, "entailment/contradiction pairs")
 
 
-def load_truth_statements(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[TruthStatement]:
+def load_truth_statements(path: str | Path, *, limit: int | None = None, seed: int = 0,
+                          on_bad_row: str = "error") -> TruthStatements:
     """By suffix: ``.csv`` = Geometry of Truth, ``.jsonl`` / ``.json`` = SNLI."""
     suffix = Path(path).suffix.lower()
     if suffix == ".csv":
-        return load_geometry_of_truth(path, limit=limit, seed=seed)
+        return load_geometry_of_truth(path, limit=limit, seed=seed, on_bad_row=on_bad_row)
     if suffix in (".jsonl", ".json"):
-        return load_snli(path, limit=limit, seed=seed)
+        return load_snli(path, limit=limit, seed=seed, on_bad_row=on_bad_row)
     raise WhiteboxError(f"cannot tell the format of {path}: use a Geometry of Truth .csv or an SNLI .jsonl")
 
 

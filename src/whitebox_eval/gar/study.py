@@ -54,6 +54,7 @@ from whitebox_eval.internals import Engine, integrated_gradients, kl_divergence_
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
 from whitebox_eval.runs.distributed import create_run, world as current_world
+from whitebox_eval.runs.parts import write_part
 
 #: the three classification tasks of sec. 5 ("GendersOfPersons/=, r_retrieve/∈")
 PAPER_TRUTH_TASKS = (
@@ -207,6 +208,7 @@ class GARHeadsConfig(_GARRun):
     probe_data: tuple[str, ...] = ()
     probe_limit: int | None = None
     probe_folds: int = 5
+    on_bad_row: str = "skip"
     rule: str = "chance"
     batch_size: int = 4
 
@@ -359,7 +361,7 @@ def _run_stage(folder: RunFolder, stage: str, keys: Sequence[str], batch_size: i
         idx = [i for _, i in chunk]
         records, arrays = fn(idx)
         if arrays:
-            np.savez(parts / f"{idx[0]:08d}.npz", index=np.array(idx), **arrays)
+            write_part(parts / f"{idx[0]:08d}.npz", index=np.array(idx), **arrays)
         folder.append_samples([{"id": sid, "stage": stage, **r} for (sid, _), r in zip(chunk, records)])
 
 
@@ -707,7 +709,9 @@ def run_probe_stage(folder: RunFolder, engine: Engine, path: str, heads: Sequenc
 
     if not heads:
         raise WhiteboxError("the truth probe needs heads; none were found or given")
-    statements = load_truth_statements(path, limit=cfg.probe_limit, seed=cfg.seed)
+    statements = load_truth_statements(path, limit=cfg.probe_limit, seed=cfg.seed, on_bad_row=cfg.on_bad_row)
+    if statements.bad_rows:
+        folder.log(f"skipped {len(statements.bad_rows)} malformed row(s): " + "; ".join(statements.bad_rows))
     stage = "probe-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem)
     keys = [f"{i}" for i in range(len(statements))]
     lo, hi = min(l for l, _ in heads), max(l for l, _ in heads)
@@ -854,6 +858,7 @@ class GARProbeConfig(_GARRun):
     probe_limit: int | None = None
     probe_folds: int = 5
     random_draws: int = 5
+    on_bad_row: str = "skip"
 
     MODE: ClassVar[str] = "probe"
 
@@ -935,7 +940,7 @@ def run_gar_attribute(cfg: GARAttributeConfig, output: str | Path = "runs", *, r
         encoded = encode_examples(task_examples([task], cfg.limit, cfg.seed), loaded.tokenizer)
         attr = attribute_heads(engine, encoded, baseline=attribution_baseline(task), steps=cfg.steps,
                                batch_size=cfg.batch_size)
-        np.savez(parts / f"{k:05d}.npz", head_out=attr.head_out, q=attr.q, k=attr.k, v=attr.v, mlp=attr.mlp)
+        write_part(parts / f"{k:05d}.npz", head_out=attr.head_out, q=attr.q, k=attr.k, v=attr.v, mlp=attr.mlp)
         top = attr.ranked_heads(cfg.top)
         folder.append_samples([{"id": task_id, "baseline": attr.baseline, "n_examples": attr.n_examples,
                                 "skipped": attr.skipped,

@@ -12,20 +12,20 @@ from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--task", default="ssd", show_default=True,
               help="ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, triviaqa")
-@click.option("--n-options", default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
+@click.option("--n-options", type=click.IntRange(min=2), default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
 @click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
-@click.option("--shots", default=0, show_default=True, help="demonstrations before each question (0-5)")
-@click.option("--limit", default=500, show_default=True, help="number of evaluated items")
+@click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True, help="demonstrations before each question (0-5)")
+@click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True, help="number of evaluated items")
 @click.option("--representative", default="eol", show_default=True, help="option token(s) for head scores: label, label_sep, content_end, eol, content_mean (mean over the option text)")
 @click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
               help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
-@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")
-@click.option("--min-val-items", default=50, show_default=True, help="smallest validation split for choosing the best head")
+@click.option("--ablation-k", type=click.IntRange(min=1), default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")
+@click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
 def mcqa(**kw) -> None:
@@ -82,18 +82,18 @@ def _print_mcqa_summary(folder) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--task", default="arithmetic", show_default=True, help="arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)")
-@click.option("--limit", type=int, default=None,
+@click.option("--limit", type=click.IntRange(min=1), default=None,
               help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 TriviaQA (004)]")
-@click.option("--shots", default=5, show_default=True, help="demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
-@click.option("--n-samples", default=20, show_default=True, help="free generations per question (004: 20)")
-@click.option("--temperature", default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
-@click.option("--max-new-tokens", default=16, show_default=True)
+@click.option("--shots", type=click.IntRange(min=0), default=5, show_default=True, help="demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
+@click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
+@click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
               help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
-@click.option("--n-bins", default=10, show_default=True, help="equal-size bins for the expected alignment error")
-@click.option("--batch-size", default=8, show_default=True,
+@click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="questions per step (samples.jsonl is written after each); results do not depend on it")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
 def formats(**kw) -> None:
@@ -208,8 +208,8 @@ def formats_compare(run_dirs, out: str) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("run_dirs", nargs=-1, required=True)
 @click.option("--method", type=click.Choice(["qk", "attention"]), default="qk", show_default=True)
-@click.option("--fraction", default=0.05, show_default=True, help="top fraction of heads per run (000 uses 1%-5%)")
-@click.option("--top", default=10, show_default=True, help="heads to list by minimum percentile")
+@click.option("--fraction", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.05, show_default=True, help="top fraction of heads per run (000 uses 1%-5%)")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="heads to list by minimum percentile")
 def universal(run_dirs, method: str, fraction: float, top: int) -> None:
     """Heads that select-and-copy across MCQA runs (000 sec. 6, App. D, E).
 

@@ -41,6 +41,7 @@ from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
 from whitebox_eval.runs.distributed import World, create_run, world as current_world
+from whitebox_eval.runs.parts import read_parts, write_part
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -144,7 +145,7 @@ class _Study:
             scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=None if edits else self.prefix).arrays()
             if on_batch is not None:  # before the part: a batch killed in between is re-run, never lost
                 on_batch(chunk, rendered, toks, scores)
-            np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
+            write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
         self.world.barrier()  # every rank's parts are on disk before anyone reads them
         return self._collect(parts, indices)
 
@@ -154,9 +155,8 @@ class _Study:
         independently, a late rank would see parts another has just written."""
         parts.mkdir(parents=True, exist_ok=True)
         done: set[int] = set()
-        for p in parts.glob("*.npz"):
-            with np.load(p) as z:
-                done.update(int(i) for i in z["index"])
+        for _, z in read_parts(parts, self.folder.log if self.world.main else None, set_aside=self.world.main):
+            done.update(int(i) for i in z["index"])
         done = self.world.broadcast(done)
         return self.world.shard([i for i in indices if i not in done], block=batch_size)
 
@@ -165,18 +165,17 @@ class _Study:
         where = {i: j for j, i in enumerate(indices)}
         out: dict[str, np.ndarray] = {}
         filled: set[int] = set()
-        for p in sorted(parts.glob("*.npz")):
-            with np.load(p) as z:
-                rows = [where.get(int(i)) for i in z["index"]]
-                filled.update(r for r in rows if r is not None)
-                for key in z.files:
-                    if key == "index":
-                        continue
-                    if key not in out:
-                        out[key] = np.full((len(indices), *z[key].shape[1:]), np.nan, dtype=np.float32)
-                    for src, dst in enumerate(rows):
-                        if dst is not None:
-                            out[key][dst] = z[key][src]
+        for _, z in read_parts(parts, set_aside=False):
+            rows = [where.get(int(i)) for i in z["index"]]
+            filled.update(r for r in rows if r is not None)
+            for key in z:
+                if key == "index":
+                    continue
+                if key not in out:
+                    out[key] = np.full((len(indices), *z[key].shape[1:]), np.nan, dtype=np.float32)
+                for src, dst in enumerate(rows):
+                    if dst is not None:
+                        out[key][dst] = z[key][src]
         if len(filled) < len(where):
             raise WhiteboxError(
                 f"{len(where) - len(filled)} of {len(where)} items have no scores in {parts}: under torchrun on several "
@@ -257,7 +256,7 @@ class _Study:
                     ll[row, j] = lp[k]
                     norm[row, j] = lp[k] / max(1, len((" " + o).encode()))
                     k += 1
-            np.savez(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
+            write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
         self.world.barrier()
         arrays = self._collect(parts, range(len(self.items)))
         return arrays["loglik"], arrays["loglik_norm"]

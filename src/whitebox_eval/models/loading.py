@@ -11,14 +11,18 @@ GGUF files are dequantized once by transformers and cached as safetensors under
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import pickle
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.architectures import Architecture
@@ -73,12 +77,38 @@ def cache_root() -> Path:
 
 
 def _gguf_cache_dir(gguf: Path) -> Path:
-    """A cache folder keyed by the file's name, size and a hash of its first MiB."""
+    """The cache folder of ``gguf``: keyed by the SHA-256 of the file's whole content, so a
+    different file under the same name (re-quantised, fine-tuned) never meets old weights."""
+    return cache_root() / "gguf" / f"{gguf.stem}-{gguf_sha256(gguf)[:16]}"
+
+
+def gguf_sha256(gguf: Path) -> str:
+    """SHA-256 of the whole file, computed once: the digest is recorded under the cache's
+    ``hashes/`` with the file's size, mtime and inode, and reused only while all three
+    are unchanged (otherwise the file is hashed again)."""
+    gguf = Path(gguf).resolve()
+    st = gguf.stat()
+    stamp = {"path": str(gguf), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+    record = cache_root() / "gguf" / "hashes" / f"{hashlib.sha256(str(gguf).encode()).hexdigest()[:24]}.json"
+    try:
+        known = json.loads(record.read_text(encoding="utf-8"))
+        if {k: known.get(k) for k in stamp} == stamp and len(str(known.get("sha256", ""))) == 64:
+            return str(known["sha256"])
+    except (OSError, ValueError):
+        pass
     h = hashlib.sha256()
     with gguf.open("rb") as f:
-        h.update(f.read(1 << 20))
-    h.update(str(gguf.stat().st_size).encode())
-    return cache_root() / "gguf" / f"{gguf.stem}-{h.hexdigest()[:12]}"
+        for block in iter(lambda: f.read(1 << 23), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    try:  # best effort: without the record the file is simply hashed again next time
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**stamp, "sha256": digest}) + "\n", encoding="utf-8")
+        os.replace(tmp, record)
+    except OSError:
+        pass
+    return digest
 
 
 def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
@@ -101,7 +131,7 @@ def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
-    (tmp / "SOURCE").write_text(str(gguf) + "\n")
+    (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
 
@@ -115,6 +145,41 @@ def _weights_kind(folder: Path) -> str:
     if any(n.endswith(".gguf") for n in names):
         return "gguf"
     return "none"
+
+
+def check_safetensors(path: Path | str) -> None:
+    """Refuse, in one line naming the file, a ``.safetensors`` file that is empty,
+    truncated or has a corrupted header (reads the header only)."""
+    path = Path(path)
+    size = path.stat().st_size
+    problem = None
+    if size < 8:
+        problem = "the file is empty" if size == 0 else f"only {size} bytes"
+    else:
+        with path.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if n > size - 8:
+                problem = f"truncated: the header alone should take {n} bytes, the file has {size}"
+            else:
+                try:
+                    header = json.loads(f.read(n))
+                    ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                    problem = "corrupted header"
+                else:
+                    need = 8 + n + max(ends, default=0)
+                    if need > size:
+                        problem = f"truncated: {size} bytes, the header promises {need}"
+    if problem:
+        raise WhiteboxError(f"{path} is not a readable safetensors file ({problem}); download or convert it again")
+
+
+def _refused_pickle_message(source: str, exc: Exception) -> str:
+    files = ", ".join(str(p) for p in sorted(Path(source).glob("*")) if p.name.endswith(PICKLE_SUFFIXES)) or source
+    what = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+    return (f"{files} holds Python objects beyond tensors" + (f" ({what.group(1)})" if what else "")
+            + ", which torch's weights-only loader refuses even with --allow-pickle (whitebox-eval never "
+            "runs arbitrary pickle code); re-save it as a plain state_dict of tensors, or as safetensors")
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -144,6 +209,8 @@ def resolve_source(spec: str, *, allow_pickle: bool = False) -> tuple[str, dict]
             raise WhiteboxError(f"{spec} is a folder but has no config.json: point at a Hugging Face model folder, a .gguf file, or a bundled name ({', '.join(BUNDLED)})")
         kind = _weights_kind(path)
         if kind == "safetensors":
+            for file in sorted(path.glob("*.safetensors")):
+                check_safetensors(file)
             return str(path), {"use_safetensors": True}
         if kind == "pickle":
             if not allow_pickle:
@@ -306,6 +373,10 @@ def load_model(
             device_map=device_map,
             **extra,
         )
+    except pickle.UnpicklingError as e:
+        raise WhiteboxError(_refused_pickle_message(source, e)) from None
+    except SafetensorError as e:
+        raise WhiteboxError(f"a .safetensors file of {source} is unreadable ({e}); download or convert it again") from None
     except (OSError, ValueError) as e:
         if is_hub:
             raise WhiteboxError(

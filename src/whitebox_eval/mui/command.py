@@ -27,11 +27,11 @@ def _study_options(f):
         click.option("--response-level", is_flag=True, help="sum scores over the response before thresholding (eq. 15)"),
         click.option("--threshold", default="top-per-mille", show_default=True,
                      help="top-per-mille (paper: 1 per mille of d_ff per layer) | top-fraction | topk | global-topk | topscore"),
-        click.option("--threshold-value", type=float, default=None,
+        click.option("--threshold-value", type=click.FloatRange(min=0.0, min_open=True), default=None,
                      help="fraction for top-fraction, k for topk/global-topk, ratio for topscore"),
         click.option("--unit", type=click.Choice(["neuron", "pair"]), default="neuron", show_default=True,
                      help="k counts unique neurons per layer per sample, or (position, neuron) pairs as eq. 8 literally"),
-        click.option("--ig-steps", default=10, show_default=True, help="Riemann steps m for --score ig"),
+        click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
         click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
         click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True,
@@ -40,11 +40,11 @@ def _study_options(f):
                      help="wrap zero-shot prompts in the tokenizer's chat template"),
         click.option("--responses", default="model", show_default=True,
                      help="model (greedy generation) | gold (the data's reference answer) | PATH (jsonl with id, response)"),
-        click.option("--max-new-tokens", type=int, default=None, help="generation budget (default per task: 24, gsm8k 256)"),
+        click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="generation budget (default per task: 24, gsm8k 256)"),
         click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line)"),
-        click.option("--limit", default=100, show_default=True, help="number of items"),
-        click.option("--batch-size", default=8, show_default=True),
-        click.option("--seed", default=0, show_default=True),
+        click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
+        click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
         dtype_option,
         click.option("--output", default="runs", show_default=True, help="folder that receives run folders"),
     ]
@@ -127,8 +127,8 @@ def _print_study(folder) -> None:
 @click.option("--before", required=True, help="checkpoint before training (" + MODEL_HELP + ")")
 @click.option("--after", required=True, help="checkpoint after training")
 @click.option("--task", "tasks", multiple=True, required=True, help=TASK_HELP + " (repeatable)")
-@click.option("--tol-performance", default=0.0, show_default=True, help="accuracy change (points) below which the move is undetermined")
-@click.option("--tol-mui", default=0.0, show_default=True, help="MUI change (points) below which the move is undetermined")
+@click.option("--tol-performance", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="accuracy change (points) below which the move is undetermined")
+@click.option("--tol-mui", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="MUI change (points) below which the move is undetermined")
 @_study_options
 def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: float, tol_mui: float, **kw) -> None:
     """Regression test (Corollary 1): direction of each task's (accuracy, MUI) move between two checkpoints.
@@ -173,15 +173,15 @@ def law(runs: tuple[str, ...], plot: str | None) -> None:
 @click.option("--ks", default="1,2,4,8,16", show_default=True, help="neurons per layer per sample to mask (comma list)")
 @click.option("--score", type=click.Choice(["contribution", "activation"]), default="contribution", show_default=True)
 @click.option("--activation", type=click.Choice(["mlp_act", "mlp_gate_act"]), default="mlp_act", show_default=True)
-@click.option("--random-draws", default=1, show_default=True, help="random-mask controls per k")
+@click.option("--random-draws", type=click.IntRange(min=1), default=1, show_default=True, help="random-mask controls per k")
 @click.option("--generate/--no-generate", default=True, show_default=True,
               help="measure accuracy by greedy generation under masking (slow on CPU); the gold-answer "
               "log-prob is always measured")
-@click.option("--max-new-tokens", type=int, default=None, help="generation budget per answer under masking")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="generation budget per answer under masking")
 @click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True)
-@click.option("--limit", default=32, show_default=True, help="items per task")
-@click.option("--batch-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=32, show_default=True, help="items per task")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
 def masking(model, source_task, eval_tasks, ks, score, activation, random_draws, generate, max_new_tokens, shots, limit,
@@ -218,14 +218,14 @@ def masking(model, source_task, eval_tasks, ks, score, activation, random_draws,
 
 @command.command("train-sae")
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--layer", type=int, required=True, help="block whose output residual stream (hook_resid_post) is encoded")
+@click.option("--layer", type=click.IntRange(min=0), required=True, help="block whose output residual stream (hook_resid_post) is encoded")
 @click.option("--out", required=True, help="folder for cfg.json + sae_weights.safetensors (SAELens layout)")
-@click.option("--tokens", default=8192, show_default=True, help="training tokens (generated by the model)")
-@click.option("--d-sae", default=2048, show_default=True, help="number of features")
-@click.option("--k", default=32, show_default=True, help="active features per token (TopK)")
-@click.option("--steps", default=2000, show_default=True)
-@click.option("--lr", default=1e-3, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True, help="training tokens (generated by the model)")
+@click.option("--d-sae", type=click.IntRange(min=1), default=2048, show_default=True, help="number of features")
+@click.option("--k", type=click.IntRange(min=1), default=32, show_default=True, help="active features per token (TopK)")
+@click.option("--steps", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0.0, min_open=True), default=1e-3, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed, dtype) -> None:
     """Train a TopK SAE on one layer's residual stream from model-generated text (CPU, minutes).

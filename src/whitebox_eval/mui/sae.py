@@ -177,6 +177,9 @@ def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
+        from whitebox_eval.models.loading import check_safetensors
+
+        check_safetensors(path)
         return load_file(str(path))
     if path.suffix == ".npz":
         with np.load(path) as z:

@@ -30,6 +30,7 @@ from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence
 from whitebox_eval.mui.utility_law import mann_whitney, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets, random_subset_mui
 from whitebox_eval.runs import RunFolder, progress
+from whitebox_eval.runs.parts import write_part
 
 KEY_SETS_FILE = "key_sets.safetensors"
 
@@ -194,7 +195,7 @@ def run_mui(
         flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([f.size for f in flats])
-        np.savez(parts / f"{index[items[0].id]:08d}.npz", ids=np.array([it.id for it in items]),
+        write_part(parts / f"{index[items[0].id]:08d}.npz", ids=np.array([it.id for it in items]),
                  indices=np.concatenate(flats), offsets=offsets)
         records = []
         for j, it in enumerate(items):

@@ -32,8 +32,14 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> Non
       whitebox-eval report runs/base runs/tuned --out compare.html
     """
     from whitebox_eval.report.page import write_report
+    from whitebox_eval.runs.folder import RunFolder
 
     path = write_report(list(run_dirs), out, sample_cap=sample_cap)
+    for run_dir in (d for d in run_dirs if (Path(d) / "results.json").is_file()):
+        try:  # a corrupted results.json is flagged on the page and named here
+            RunFolder.open(run_dir).load_results()
+        except WhiteboxError as error:
+            click.echo(f"warning: {error} (the report shows the rest of the run)", err=True)
     click.echo(f"wrote {path}")
 
 
@@ -48,6 +54,8 @@ def compare(run_a: Path, run_b: Path) -> None:
     """
     runs = [load_run(run_a, sample_cap=0), load_run(run_b, sample_cap=0)]
     for run in runs:
+        if run.results_error is not None:
+            raise WhiteboxError(run.results_error)
         if run.results is None:
             raise WhiteboxError(f"{run.path} has no results.json yet: the run did not finish; "
                                 "complete it with --resume before comparing")

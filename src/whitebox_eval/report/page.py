@@ -131,6 +131,10 @@ def _run_section(i: int, run: RunData) -> Markup:
 
 
 def _metrics(run: RunData) -> Markup:
+    if run.results_error is not None:
+        return render("<p class=\"note warning\"><strong>Warning: results.json is unreadable</strong> "
+                      "({e}). Its metrics are missing below; plots, arrays and samples are shown "
+                      "as found.</p>", e=run.results_error)
     if run.results is None:
         return render("<p class=note>No results.json yet: the run is in progress or was "
                       "interrupted (finish it with --resume). Samples so far are below.</p>")
@@ -208,7 +212,9 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
+        mask = os.umask(0)  # mkstemp makes it private; a report is for reading, as the umask allows
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -39,6 +39,7 @@ class RunData:
     plots: list[Path]
     other_plot_files: list[Path] = field(default_factory=list)
     arrays: list[ArrayInfo] = field(default_factory=list)
+    results_error: str | None = None  # why results.json could not be read (corrupted), shown on the page
 
     @property
     def run_id(self) -> str:
@@ -88,7 +89,12 @@ def load_run(path: Path | str, sample_cap: int = DEFAULT_SAMPLE_CAP) -> RunData:
                                 "give one or more of them, e.g. "
                                 f"{path / inside[0]}")
     folder = RunFolder.open(path)
-    results = folder.load_results() if (path / "results.json").is_file() else None
+    results, results_error = None, None
+    if (path / "results.json").is_file():
+        try:
+            results = folder.load_results()
+        except WhiteboxError as exc:  # corrupted: the rest of the run is still shown
+            results_error = str(exc)
     if results is not None and not isinstance(results, dict):
         raise WhiteboxError(f"{path / 'results.json'} does not hold a JSON object; restore it "
                             "or rerun the study with --resume")
@@ -101,7 +107,7 @@ def load_run(path: Path | str, sample_cap: int = DEFAULT_SAMPLE_CAP) -> RunData:
     plots, others = _plot_files(path / PLOTS_DIR)
     return RunData(path=path, config=folder.config, results=results, samples=samples,
                    n_samples=n, plots=plots, other_plot_files=others,
-                   arrays=_array_infos(path / ARRAYS_DIR))
+                   arrays=_array_infos(path / ARRAYS_DIR), results_error=results_error)
 
 
 def _plot_files(folder: Path) -> tuple[list[Path], list[Path]]:

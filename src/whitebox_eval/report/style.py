@@ -10,6 +10,7 @@ h2 { border-bottom: 2px solid #999; padding-bottom: .2em; margin-top: 2em; }
 h3 { margin: 1.2em 0 .4em; }
 summary h3 { display: inline; }
 .meta, .note { color: #666; font-size: .92em; }
+.note.warning { color: #a40000; }
 ul.nav { padding-left: 1.2em; }
 table { border-collapse: collapse; margin: .4em 0 .8em; }
 th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top; }

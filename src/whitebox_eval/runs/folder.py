@@ -12,12 +12,15 @@ Layout of ``<root>/<run-id>/``::
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
 import platform
 import re
-import tempfile
+import secrets
+import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,7 +54,14 @@ RECORDED_KEYS = ("run_id", "created", "whitebox_eval_version", "python_version",
 ALWAYS_VOLATILE = frozenset({VOLATILE_KEY, "command", *RECORDED_KEYS})
 """Keys never compared on resume: the command line differs by ``--resume`` itself."""
 
+DISK_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+               errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+               errno.EPERM: "permission denied"}
+"""OSError numbers that mean "this folder cannot be written": one line, exit 2, resumable."""
+
 _ABSENT = object()
+_FRESH: set[Path] = set()  # run folders this process created (removed again if left empty by an error)
+_ACTIVE: list[Path] = []  # the run folder this process writes (named when a write fails)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -144,6 +154,7 @@ class RunFolder:
         raises. ``resume=True`` on a folder that does not exist yet starts it fresh.
         """
         root = Path(root)
+        _check_output_root(root)
         created = datetime.now(UTC)
         if resume and run_id is None:
             raise WhiteboxError("--resume needs --run-id naming the run folder to continue "
@@ -163,11 +174,15 @@ class RunFolder:
                 f"{path} already holds results of an earlier run; pass --resume to "
                 "continue it, or choose another --output (finished work is never "
                 "overwritten)")
-        path.mkdir(parents=True, exist_ok=True)
         stored = _config_for_storage(config)
         stored.update(run_id=path.name, created=_iso(created), **_versions())
-        _write_atomic(path / CONFIG_FILE, _dump_yaml(stored))
+        with writing(path):
+            if not path.exists():
+                path.mkdir(parents=True)
+                _FRESH.add(path.resolve())
+            _write_atomic(path / CONFIG_FILE, _dump_yaml(stored))
         run = cls(path, stored)
+        _ACTIVE[:] = [path]
         run.log(f"created run {path.name}")
         _progress_log_to(run.log_progress)
         return run
@@ -197,7 +212,11 @@ class RunFolder:
                 f"results:\n{lines}\nUse a new --output (without --resume) to run with the "
                 "new settings, or repeat the original settings to continue this run.")
         run = cls(path, old)
-        repaired = run._repair_samples_tail()
+        _ACTIVE[:] = [path]
+        with writing(path):
+            repaired = run._repair_samples_tail()
+            for tmp in path.rglob(".*.tmp"):  # temporary files of atomic writes a kill interrupted
+                tmp.unlink(missing_ok=True)
         run.log(f"resumed with {len(run.done_ids())} finished samples"
                 + ("; dropped a half-written last line" if repaired else "")
                 + (f"; command: {config['command']}" if config.get("command") else ""))
@@ -242,10 +261,11 @@ class RunFolder:
             lines.append(json.dumps(plain, ensure_ascii=False, allow_nan=False) + "\n")
         if not lines:
             return
-        self.append_path.parent.mkdir(parents=True, exist_ok=True)
-        if not self._tail_checked:  # never glue a line onto a half-written one
-            self._repair_samples_tail()
-        with open(self.append_path, "a", encoding="utf-8") as f:
+        with writing(self.path):
+            self.append_path.parent.mkdir(parents=True, exist_ok=True)
+            if not self._tail_checked:  # never glue a line onto a half-written one
+                self._repair_samples_tail()
+        with writing(self.path), open(self.append_path, "a", encoding="utf-8") as f:
             f.write("".join(lines))
             f.flush()
             os.fsync(f.fileno())
@@ -361,7 +381,11 @@ class RunFolder:
         if not path.is_file():
             raise WhiteboxError(f"{self.path} has no {RESULTS_FILE} yet: the run did not "
                                 "finish; rerun it with --resume to complete it")
-        return json.loads(path.read_text(encoding="utf-8"))
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise WhiteboxError(f"{path} is corrupted (not valid JSON: {exc}); restore it, or rerun "
+                                "the study with --resume to write it again") from None
 
     def save_array(self, name: str, array: Any) -> Path:
         """Write a numpy array (or torch tensor) to ``arrays/<name>.npy`` atomically."""
@@ -370,9 +394,8 @@ class RunFolder:
         if data.dtype == object:
             raise TypeError(f"array {name!r} has dtype object; store numbers only")
         folder = self.path / ARRAYS_DIR
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.npy"
-        with _AtomicFile(path, "wb") as f:
+        with writing(self.path), _AtomicFile(path, "wb") as f:
             np.save(f, data, allow_pickle=False)
         return path
 
@@ -390,7 +413,8 @@ class RunFolder:
         """Where to save plot ``name`` (``plots/<name>``, ``.png`` added if no suffix)."""
         _check_name(name)
         folder = self.path / PLOTS_DIR
-        folder.mkdir(parents=True, exist_ok=True)
+        with writing(self.path):
+            folder.mkdir(parents=True, exist_ok=True)
         return folder / (name if Path(name).suffix else f"{name}.png")
 
     def log_progress(self, message: str) -> None:
@@ -403,9 +427,10 @@ class RunFolder:
 
     def log(self, message: str) -> None:
         """Append ``<UTC time> <message>`` to ``run.log``."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / LOG_FILE, "a", encoding="utf-8") as f:
-            f.write(f"{_iso(datetime.now(UTC))} {message}\n")
+        with writing(self.path):
+            self.path.mkdir(parents=True, exist_ok=True)
+            with open(self.path / LOG_FILE, "a", encoding="utf-8") as f:
+                f.write(f"{_iso(datetime.now(UTC))} {message}\n")
 
 
 # ---------------------------------------------------------------------- listing
@@ -566,21 +591,26 @@ def _read_samples_file(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    with _AtomicFile(path, "w") as f:
+    with writing(path.parent), _AtomicFile(path, "w") as f:
         f.write(text)
 
 
 class _AtomicFile:
-    """Write to a temporary file beside ``path``, fsync, then ``os.replace`` it in."""
+    """Write to a temporary file beside ``path``, fsync, then ``os.replace`` it in.
+
+    The temporary file is opened like any new file (mode 0666 less the umask, so a
+    colleague can read the run as the umask allows); on any failure it is removed and
+    ``path`` keeps its old content.
+    """
 
     def __init__(self, path: Path, mode: str) -> None:
-        self.path = path
+        self.path = Path(path)
         self.mode = mode
 
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
-                                        suffix=".tmp")
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         encoding = None if "b" in self.mode else "utf-8"
         self.file = os.fdopen(fd, self.mode, encoding=encoding)
         return self.file
@@ -590,12 +620,86 @@ class _AtomicFile:
             if exc_type is None:
                 self.file.flush()
                 os.fsync(self.file.fileno())
-        finally:
             self.file.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+                return
+        except BaseException:
+            self._discard()
+            raise
+        self._discard()
+
+    def _discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
             os.unlink(self.tmp)
+
+
+@contextlib.contextmanager
+def writing(folder: Path) -> Iterator[None]:
+    """Turn "disk full" / "read-only" / "permission denied" while writing under ``folder``
+    into one :class:`WhiteboxError` naming the folder (finished batches stay; --resume)."""
+    try:
+        yield
+    except OSError as exc:
+        error = disk_error(exc, folder)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def disk_error(exc: BaseException, folder: Path | None = None) -> WhiteboxError | None:
+    """The one-line error for an OSError that means the output cannot be written, or None.
+
+    ``folder`` defaults to the run folder this process writes (or the file's folder)."""
+    if not isinstance(exc, OSError) or exc.errno not in DISK_ERRNOS:
+        return None
+    if folder is None and exc.errno in (errno.EACCES, errno.EPERM):  # maybe a read: name the file
+        if not exc.filename:
+            return None
+        return WhiteboxError(f"cannot access {exc.filename}: permission denied; fix its permissions "
+                             "(or choose another path)")
+    if folder is None:
+        folder = _ACTIVE[0] if _ACTIVE else Path(exc.filename).parent if exc.filename else None
+    elif _ACTIVE and Path(folder).is_relative_to(_ACTIVE[0]):
+        folder = _ACTIVE[0]  # name the run folder (what --resume continues), not a sub-folder
+    where = f"cannot write to {folder}" if folder is not None else "cannot write the output"
+    return WhiteboxError(
+        f"{where}: {DISK_ERRNOS[exc.errno]} ({exc.strerror}); free space or fix the permissions "
+        "(or choose another --output), then rerun the same command with --resume: finished "
+        "batches are kept")
+
+
+def start_command() -> None:
+    """Forget the run folders of earlier commands in this process (the CLI calls this
+    first, so :func:`remove_unused_fresh_folders` and :func:`disk_error` see only its own)."""
+    _FRESH.clear()
+    _ACTIVE.clear()
+
+
+def remove_unused_fresh_folders() -> list[Path]:
+    """Delete the run folders this process created that hold nothing but ``config.yaml``
+    and ``run.log`` (called when a command fails, so a usage error leaves no empty run).
+    Returns the folders removed."""
+    removed = []
+    for path in sorted(_FRESH):
+        files = [p for p in path.rglob("*") if not p.is_dir()] if path.is_dir() else []
+        if path.is_dir() and all(p.parent == path and p.name in (CONFIG_FILE, LOG_FILE) for p in files):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        _FRESH.discard(path)
+    return removed
+
+
+def _check_output_root(root: Path) -> None:
+    """Refuse an ``--output`` that is (or lies inside) a file, before anything is created."""
+    for where in (root, *root.parents):
+        if where.exists():
+            if not where.is_dir():
+                raise WhiteboxError(f"--output {root}: {where} is a file, not a folder; give a folder "
+                                    "for the run folders (it is created if missing)")
+            return
 
 
 def _has_finished_work(path: Path) -> bool:
