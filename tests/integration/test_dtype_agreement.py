@@ -2,9 +2,10 @@
 
 bf16 keeps 8 significant bits (relative rounding 2^-8 = 0.4% per operation), and errors
 compound over 30 layers: ``benchmarks/dtype_agreement.py`` measured on 80 SSD items
-(SmolLM2) letter probabilities within 0.049, Attention-scores within 0.031, QK-scores
-within 2% of their largest magnitude, every baseline answer the same and the same best
-heads. The tolerances below are about 3x those measurements: a dtype path that rounds
+letter probabilities within 0.049 (SmolLM2) and 0.022 (Gemma), Attention-scores within
+0.031, QK-scores within 2% of their largest magnitude and the same best heads; baseline
+answers agree on 100% (SmolLM2) and 80% (Gemma, whose letter probabilities are nearly
+flat: the flips are near-ties). The tolerances below are about 3x those measurements: a dtype path that rounds
 scores to bf16 before a softmax, or misses a float32 accumulation, breaks them.
 """
 
@@ -41,6 +42,9 @@ def test_bf16_scores_agree_with_fp32(model, tmp_path):
     assert np.abs(a["attention"] - b["attention"])[fin].max() < 0.1
     q = np.isfinite(a["qk"])
     assert np.abs(a["qk"] - b["qk"])[q].max() < 0.06 * np.abs(a["qk"][q]).max()
-    pa = np.nanargmax(np.nan_to_num(a["letter_logits"], nan=-np.inf), -1)
-    pb = np.nanargmax(np.nan_to_num(b["letter_logits"], nan=-np.inf), -1)
-    assert np.mean(pa == pb) >= 0.85
+    # answers may flip only on near-ties: where fp32's top two letters are more than 2 x 0.15
+    # apart in probability, the bf16 perturbation (< 0.15 per letter, asserted above) cannot flip it
+    pa32, pb16 = _softmax(a["letter_logits"]), _softmax(b["letter_logits"])
+    top2 = np.sort(pa32, -1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 0.3
+    assert np.array_equal(pa32[clear].argmax(-1), pb16[clear].argmax(-1))
