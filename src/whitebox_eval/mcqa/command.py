@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import run_folder_options
 
@@ -52,29 +53,68 @@ def mcqa(**kw) -> None:
         _print_mcqa_summary(folder)
 
 
+PAIRED_WORDS = {"qk_head_vs_baseline": "QK head vs baseline", "attention_head_vs_baseline": "Attention head vs baseline",
+                "head_score_head_vs_baseline": "HeadScore head vs baseline", "pride_vs_baseline": "PriDe vs baseline",
+                "ablation_key_vs_random": "ablation: key heads vs random heads (mean over draws)",
+                "ablation_key_vs_unablated": "ablation: key heads zeroed vs nothing zeroed"}
+
+
 def _print_mcqa_summary(folder) -> None:
+    from whitebox_eval import stats
+    from whitebox_eval.report.metrics import estimate_rows
+
     res = folder.load_results()
+    n_ess = res.get("n_essential_options", res["n_options"])
     click.echo(f"\nrun folder: {folder.path}")
-    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}), options per item: {res['n_options']}")
-    for key, value in res["headline"].items():
-        click.echo(f"  {key:24s} {value:6.1%}")
+    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}); heads, PriDe's prior and "
+               "degenerate-head marks come from the validation items, every number below from the test items")
+    unc = res["n_options"] - n_ess
+    click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
+    click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
+    click.echo("test accuracy [95% interval] (n, interval method):")
+    for key, value, ci in estimate_rows(res["headline"], res):
+        if ci is None:
+            click.echo(f"  {key:28s} {value:6.1%}" if isinstance(value, (int, float)) else f"  {key:28s} {value}")
+        else:
+            click.echo(f"  {key:28s} {value:6.1%}  [{ci['lo']:.1%}, {ci['hi']:.1%}]  (n = {ci['n']}, {ci['method']})")
+    tests = res.get("paired_tests", {})
+    if tests:
+        click.echo("paired tests on the same test items (difference of accuracies):")
+    for name, words in PAIRED_WORDS.items():
+        if name in tests:
+            click.echo("  " + stats.verdict(tests[name], words))
+    draws = [t for name, t in tests.items() if name.startswith("ablation_key_vs_random_draw")]
+    if draws:
+        sig = sum(t["p_value"] < t.get("alpha", stats.ALPHA) for t in draws)
+        ps = ", ".join(f"{t['p_value']:.3g}" for t in draws)
+        click.echo(f"  ablation: key heads vs each random draw (McNemar): {sig} of {len(draws)} draws significant at 0.05 (p = {ps})")
     for method in ("qk", "attention"):
         if method not in res:
             continue
         r = res[method]
         click.echo(f"  best {method} head: layer {r['best_head'][0]} head {r['best_head'][1]} "
-                   f"(validation {r['val_accuracy']:.1%}, test {r['test_accuracy']:.1%})")
+                   f"(validation {r['val_accuracy']:.1%}, test {r['test_accuracy']:.1%}); "
+                   f"{r.get('n_degenerate_heads', 0)} degenerate heads (scores tied across options on most validation "
+                   "items: never ranked or selected)")
     if "qk" in res:
         table = folder.load_array("qk_head_accuracy")
-        click.echo("\nQK-score accuracy per head (%, rows = layers):")
+        try:
+            degenerate = folder.load_array("qk_degenerate_heads").astype(bool)
+        except (FileNotFoundError, KeyError, WhiteboxError):
+            degenerate = table != table  # older runs: none marked
+        click.echo("\nQK-score accuracy per head on all items (%, rows = layers; -- = degenerate):")
         click.echo("      " + " ".join(f"h{h:<3d}" for h in range(table.shape[1])))
         for layer, row in enumerate(table):
-            click.echo(f"  L{layer:<3d}" + " ".join(f"{100 * v:4.0f}" for v in row))
-        click.echo(f"(chance {100 / res['n_options']:.0f}%; heatmaps in {folder.path / 'plots'})")
+            click.echo(f"  L{layer:<3d}" + " ".join("  --" if degenerate[layer, h] else f"{100 * v:4.0f}" for h, v in enumerate(row)))
+        click.echo(f"(chance {100 / n_ess:.0f}% = 1 / {n_ess} essential options; heatmaps in {folder.path / 'plots'})")
     if "ablation" in res:
         a = res["ablation"]
-        click.echo(f"zeroing the top {a['k']} QK heads: accuracy {a['baseline_accuracy']:.1%} -> {a['top_accuracy']:.1%}; "
-                   f"{a['k']} random heads of layers {a['layer_band'][0]}-{a['layer_band'][1]}: -> {a['random_accuracy_mean']:.1%}")
+        ra = a.get("random_accuracy")
+        line = (f"zeroing the top {a['k']} validation QK heads: test accuracy {a['acc,unablated']:.1%} -> {a['acc,key_heads']:.1%}")
+        if ra:
+            line += (f"; {a['k']} random same-layer heads: -> {ra['mean']:.1%} ± {100 * ra['sd']:.1f} (sd over {ra['n']} draws: "
+                     + ", ".join(f"{x:.1%}" for x in ra["draws"]) + ")")
+        click.echo(line)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

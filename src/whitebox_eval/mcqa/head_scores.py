@@ -123,14 +123,14 @@ def option_predictions(scores: np.ndarray, seed: int = 0, rtol: float = TIE_RTOL
     """Predicted option per item and head: ``argmax_i S^{(l,h)}(d_i)`` (000 sec. 4).
 
     Works for QK-scores and Attention-scores (``a_{N,t_i}``) alike; input
-    ``[items, layers, heads, options]`` (or ``[items, options]``), output without the
+    ``[items, layers, heads, options]`` (or ``[items, options]``, ...), output without the
     option axis, int. Tied items (see :func:`tied_items`) get one of their tied options
     by the seeded order of :func:`tie_break_order` over the items of ``scores``: pass the
     full item array and slice the predictions, so a split sees the same draws.
     """
     arr = np.asarray(scores, dtype=np.float64)
-    if arr.ndim not in (2, 4) or arr.shape[0] == 0 or arr.shape[-1] == 0:
-        raise WhiteboxError(f"scores must be [items, layers, heads, options] or [items, options]; got shape {arr.shape}")
+    if arr.ndim < 2 or arr.shape[0] == 0 or arr.shape[-1] == 0:
+        raise WhiteboxError(f"scores must be [items, ..., options] (e.g. [items, layers, heads, options]); got shape {arr.shape}")
     pred = np.argmax(arr, axis=-1)
     tied = tied_items(arr, rtol)
     if not tied.any():
