@@ -91,12 +91,17 @@ def dev_demonstrations(task: str, shots: int, subjects: Sequence[str | None], on
     from whitebox_eval.mcqa.loaders import load_mcq_dataset
 
     where = mmlu_dev_location(task.split("=", 1)[1])
-    dev = load_mcq_dataset("mmlu", where, on_bad_row=on_bad_row)
+    wanted = sorted({s or "" for s in subjects})
+    files = [Path(where) / f"{s}_dev.csv" for s in wanted]
+    if not where.startswith("hf:") and all(f.is_file() for f in files):
+        dev = [it for f in files for it in load_mcq_dataset("mmlu", f, on_bad_row=on_bad_row)]  # only the subjects evaluated
+    else:  # one file for every subject (hub export, headered CSV with a subject column), or a file is missing
+        dev = list(load_mcq_dataset("mmlu", where, on_bad_row=on_bad_row))
     by_subject: dict[str, list[MCQItem]] = {}
     for it in dev:
         by_subject.setdefault(it.subject or "", []).append(it)
     chosen: dict[str, list[MCQItem]] = {}
-    for s in sorted({s or "" for s in subjects}):
+    for s in wanted:
         rows = by_subject.get(s, [])
         if len(rows) < shots:
             raise WhiteboxError(f"the MMLU dev split {where} has {len(rows)} rows of subject {s!r} but --shots {shots} "
