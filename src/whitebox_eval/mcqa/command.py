@@ -17,12 +17,15 @@ from whitebox_eval.runs.options import run_folder_options
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
 @click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
-@click.option("--shots", default=0, show_default=True, help="demonstrations before each question (0-5)")
+@click.option("--shots", default=0, show_default=True,
+              help="demonstrations before each question (0-5): for MMLU with a dev/ folder beside test/, the first K dev "
+                   "rows of the item's own subject; otherwise a seeded draw from the task's first 15 items, which are "
+                   "then never evaluated (config.yaml records the source and ids)")
 @click.option("--limit", default=500, show_default=True, help="number of evaluated items")
 @click.option("--representative", default="eol", show_default=True, help="option token(s) for head scores: label, label_sep, content_end, eol, content_mean (mean over the option text)")
 @click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
               help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
-@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")
+@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads of the same layers, never the key heads, 5 draws)")
 @click.option("--min-val-items", default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
 @click.option("--batch-size", default=8, show_default=True)
@@ -34,6 +37,8 @@ def mcqa(**kw) -> None:
     One forward pass per batch gives the letter logits, every head's QK-score (pre-RoPE
     query of the last token vs the key of each option's representative token) and its
     Attention-score. The best head is picked on a validation split and scored on the rest.
+    Every accuracy is printed with its 95% Wilson interval and n, and each method is
+    compared with the baseline on the same test items (exact McNemar test).
 
     \b
     Data parallel (each rank scores its blocks of batches; rank 0 merges one run folder,
@@ -174,13 +179,20 @@ def universal(run_dirs, method: str, fraction: float, top: int) -> None:
     from whitebox_eval.mcqa import head_scores as hs
     from whitebox_eval.runs import RunFolder
 
-    tables, by_shots, models = {}, {}, set()
+    tables, by_shots, models, n_degenerate = {}, {}, set(), {}
     for d in run_dirs:
         folder = RunFolder.open(d)
         try:
             table = folder.load_array(f"{method}_head_accuracy")
         except (FileNotFoundError, KeyError, WhiteboxError) as e:
             raise WhiteboxError(f"{d} has no {method} head accuracy table (was it an mcqa run with --methods {method}?)") from e
+        try:  # heads tied across options on most validation items are never ranked (runs since issue 11)
+            degenerate = folder.load_array(f"{method}_degenerate_heads").astype(bool)
+        except (FileNotFoundError, KeyError, WhiteboxError):
+            degenerate = np.zeros(table.shape, bool)
+        if degenerate.shape == table.shape and degenerate.any():
+            table = np.where(degenerate, -1.0, table)  # below every accuracy: never in a top fraction
+            n_degenerate[d] = int(degenerate.sum())
         tables[d] = table
         models.add(folder.config.get("model"))
         by_shots.setdefault(folder.config.get("shots", 0), {})[d] = table
@@ -188,6 +200,9 @@ def universal(run_dirs, method: str, fraction: float, top: int) -> None:
         raise WhiteboxError(f"the runs come from different models ({sorted(map(str, models))}); compare runs of one model")
     fmt = lambda heads: ", ".join(f"L{l}H{h}" for l, h in heads) or "(none)"
     click.echo(f"{len(tables)} runs of {models.pop()}, {method}-score, top {fraction:.0%} per run")
+    if n_degenerate:
+        click.echo("degenerate heads (ties on most validation items) ranked last: "
+                   + ", ".join(f"{d}: {n}" for d, n in n_degenerate.items()))
     click.echo(f"in the top of every run:      {fmt(hs.intersect_top_heads(tables, fraction))}")
     click.echo(f"universal over shot counts:   {fmt(hs.universal_heads(by_shots, fraction))}")
     mp = hs.min_percentile(tables)
