@@ -25,7 +25,9 @@ from whitebox_eval.runs.options import run_folder_options
 @click.option("--representative", default="eol", show_default=True, help="option token(s) for head scores: label, label_sep, content_end, eol, content_mean (mean over the option text)")
 @click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
               help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
-@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads of the same layers, never the key heads, 5 draws)")
+@click.option("--ablation-k", default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads of the same layers, never the key heads)")
+@click.option("--ablation-draws", default=5, show_default=True, type=click.IntRange(min=1),
+              help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
 @click.option("--batch-size", default=8, show_default=True)
@@ -51,7 +53,7 @@ def mcqa(**kw) -> None:
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
         uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
