@@ -9,8 +9,8 @@ Passes over the data, each resumable on its own (``arrays/parts/<pass>/``):
   Permutation Accuracy (000 sec. 5.3).
 - ``pride``: the estimation items under the cyclic permutations of the essential
   options (uncertainty options stay put), for PriDe (000 eq. 5).
-- ``ablate_*``: the test items with the top-k heads of a score zeroed, and with k
-  random heads of the same layer band (000 sec. 6, fig. 4).
+- ``ablate_*``: the test items with the top-k validation QK heads zeroed, and with k
+  random heads of the same layers (000 sec. 6, fig. 4; :mod:`whitebox_eval.mcqa.ablation`).
 - ``cloze``: option texts scored as continuations (lm-eval acc / acc_norm).
 
 Under ``torchrun`` every pass is shared among the ranks (:mod:`whitebox_eval.runs.distributed`):
@@ -18,8 +18,11 @@ each scores its blocks of batches, all read every part back, and rank 0 alone wr
 the merged samples, arrays, plots and results.
 
 The best head is chosen on a validation split (default 5%, never fewer than 50 items
-unless asked) and applied to the test split; PriDe estimates its prior on the same
-validation items, so every method is reported on the same test items.
+unless asked) and applied to the test split; PriDe estimates its prior, HeadScore ranks
+heads and degenerate heads are marked on the same validation items, so every method is
+reported on the same test items, each accuracy with its Wilson interval and each method
+against the baseline by an exact McNemar test (:mod:`whitebox_eval.stats`). results.json
+records the split's ids. Demonstrations come from :mod:`whitebox_eval.mcqa.demos`.
 """
 
 from __future__ import annotations
