@@ -25,6 +25,16 @@ def test_same_seed_same_data_other_seed_other_data():
     assert [x.question for x in a] != [x.question for x in make_ssd(200, 4, seed=8)]
 
 
+@pytest.mark.parametrize("n_options", [2, 4, 24])
+def test_a_smaller_set_is_a_prefix_of_a_larger_one(n_options):
+    """Regression: ids and contents changed with the item count (--limit)."""
+    small, large = make_ssd(100, n_options, seed=3), make_ssd(500, n_options, seed=3)
+    assert small == large[:100]
+    for n in (1, 7, 101):  # any prefix stays balanced up to one
+        counts = Counter(x.gold for x in make_ssd(n, n_options, seed=3))
+        assert max(counts.values()) - min(counts.get(g, 0) for g in range(n_options)) <= 1
+
+
 @pytest.mark.parametrize("n_options", [2, 4, 10, 24])
 def test_gold_is_the_asked_word_and_positions_balanced(n_options):
     items = make_ssd(240, n_options, seed=1)

@@ -36,3 +36,21 @@ def test_universal_refuses_runs_of_different_models(tmp_path):
     dirs = [_run(tmp_path, "A", t, model="x"), _run(tmp_path, "B", t, model="y")]
     res = CliRunner().invoke(universal, dirs)
     assert res.exit_code != 0 and "different models" in str(res.exception)
+
+
+def test_degenerate_heads_are_never_universal(tmp_path):
+    """A head whose scores tie on most items (marked by the study) is ranked last, whatever its accuracy."""
+    base = np.linspace(0.2, 0.3, 40).reshape(4, 10)
+    dirs = []
+    for name in ("A", "B"):
+        t = base.copy()
+        t[0, 0], t[2, 3] = 0.95, 0.9  # L0H0 looks best, but it is degenerate
+        path = _run(tmp_path, name, t)
+        marks = np.zeros((4, 10), bool)
+        marks[0, 0] = True
+        RunFolder.open(path).save_array("qk_degenerate_heads", marks)
+        dirs.append(path)
+    res = CliRunner().invoke(universal, [*dirs, "--fraction", "0.025", "--top", "1"])
+    assert res.exit_code == 0, res.output
+    assert "ranked last: " in res.output and "L0H0" not in res.output
+    assert res.output.splitlines()[2].endswith("L2H3")

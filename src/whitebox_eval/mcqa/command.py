@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
 
@@ -16,12 +17,17 @@ from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
 @click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
-@click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True, help="demonstrations before each question (0-5)")
+@click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True,
+              help="demonstrations before each question (0-5): for MMLU with a dev/ folder beside test/, the first K dev "
+                   "rows of the item's own subject; otherwise a seeded draw from the task's first 15 items, which are "
+                   "then never evaluated (config.yaml records the source and ids)")
 @click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True, help="number of evaluated items")
 @click.option("--representative", default="eol", show_default=True, help="option token(s) for head scores: label, label_sep, content_end, eol, content_mean (mean over the option text)")
 @click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
               help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
-@click.option("--ablation-k", type=click.IntRange(min=1), default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads, 5 draws)")
+@click.option("--ablation-k", type=click.IntRange(min=1), default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads of the same layers, never the key heads)")
+@click.option("--ablation-draws", default=5, show_default=True, type=click.IntRange(min=1),
+              help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
@@ -34,6 +40,8 @@ def mcqa(**kw) -> None:
     One forward pass per batch gives the letter logits, every head's QK-score (pre-RoPE
     query of the last token vs the key of each option's representative token) and its
     Attention-score. The best head is picked on a validation split and scored on the rest.
+    Every accuracy is printed with its 95% Wilson interval and n, and each method is
+    compared with the baseline on the same test items (exact McNemar test).
 
     \b
     Data parallel (each rank scores its blocks of batches; rank 0 merges one run folder,
@@ -46,7 +54,7 @@ def mcqa(**kw) -> None:
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
         uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]),
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
@@ -54,29 +62,68 @@ def mcqa(**kw) -> None:
         _print_mcqa_summary(folder)
 
 
+PAIRED_WORDS = {"qk_head_vs_baseline": "QK head vs baseline", "attention_head_vs_baseline": "Attention head vs baseline",
+                "head_score_head_vs_baseline": "HeadScore head vs baseline", "pride_vs_baseline": "PriDe vs baseline",
+                "ablation_key_vs_random": "ablation: key heads vs random heads (mean over draws)",
+                "ablation_key_vs_unablated": "ablation: key heads zeroed vs nothing zeroed"}
+
+
 def _print_mcqa_summary(folder) -> None:
+    from whitebox_eval import stats
+    from whitebox_eval.report.metrics import estimate_rows
+
     res = folder.load_results()
+    n_ess = res.get("n_essential_options", res["n_options"])
     click.echo(f"\nrun folder: {folder.path}")
-    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}), options per item: {res['n_options']}")
-    for key, value in res["headline"].items():
-        click.echo(f"  {key:24s} {value:6.1%}")
+    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}); heads, PriDe's prior and "
+               "degenerate-head marks come from the validation items, every number below from the test items")
+    unc = res["n_options"] - n_ess
+    click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
+    click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
+    click.echo("test accuracy [95% interval] (n, interval method):")
+    for key, value, ci in estimate_rows(res["headline"], res):
+        if ci is None:
+            click.echo(f"  {key:28s} {value:6.1%}" if isinstance(value, (int, float)) else f"  {key:28s} {value}")
+        else:
+            click.echo(f"  {key:28s} {value:6.1%}  [{ci['lo']:.1%}, {ci['hi']:.1%}]  (n = {ci['n']}, {ci['method']})")
+    tests = res.get("paired_tests", {})
+    if tests:
+        click.echo("paired tests on the same test items (difference of accuracies):")
+    for name, words in PAIRED_WORDS.items():
+        if name in tests:
+            click.echo("  " + stats.verdict(tests[name], words))
+    draws = [t for name, t in tests.items() if name.startswith("ablation_key_vs_random_draw")]
+    if draws:
+        sig = sum(t["p_value"] < t.get("alpha", stats.ALPHA) for t in draws)
+        ps = ", ".join(f"{t['p_value']:.3g}" for t in draws)
+        click.echo(f"  ablation: key heads vs each random draw (McNemar): {sig} of {len(draws)} draws significant at 0.05 (p = {ps})")
     for method in ("qk", "attention"):
         if method not in res:
             continue
         r = res[method]
         click.echo(f"  best {method} head: layer {r['best_head'][0]} head {r['best_head'][1]} "
-                   f"(validation {r['val_accuracy']:.1%}, test {r['test_accuracy']:.1%})")
+                   f"(validation {r['val_accuracy']:.1%}, test {r['test_accuracy']:.1%}); "
+                   f"{r.get('n_degenerate_heads', 0)} degenerate heads (scores tied across options on most validation "
+                   "items: never ranked or selected)")
     if "qk" in res:
         table = folder.load_array("qk_head_accuracy")
-        click.echo("\nQK-score accuracy per head (%, rows = layers):")
+        try:
+            degenerate = folder.load_array("qk_degenerate_heads").astype(bool)
+        except (FileNotFoundError, KeyError, WhiteboxError):
+            degenerate = table != table  # older runs: none marked
+        click.echo("\nQK-score accuracy per head on all items (%, rows = layers; -- = degenerate):")
         click.echo("      " + " ".join(f"h{h:<3d}" for h in range(table.shape[1])))
         for layer, row in enumerate(table):
-            click.echo(f"  L{layer:<3d}" + " ".join(f"{100 * v:4.0f}" for v in row))
-        click.echo(f"(chance {100 / res['n_options']:.0f}%; heatmaps in {folder.path / 'plots'})")
+            click.echo(f"  L{layer:<3d}" + " ".join("  --" if degenerate[layer, h] else f"{100 * v:4.0f}" for h, v in enumerate(row)))
+        click.echo(f"(chance {100 / n_ess:.0f}% = 1 / {n_ess} essential options; heatmaps in {folder.path / 'plots'})")
     if "ablation" in res:
         a = res["ablation"]
-        click.echo(f"zeroing the top {a['k']} QK heads: accuracy {a['baseline_accuracy']:.1%} -> {a['top_accuracy']:.1%}; "
-                   f"{a['k']} random heads of layers {a['layer_band'][0]}-{a['layer_band'][1]}: -> {a['random_accuracy_mean']:.1%}")
+        ra = a.get("random_accuracy")
+        line = (f"zeroing the top {a['k']} validation QK heads: test accuracy {a['acc,unablated']:.1%} -> {a['acc,key_heads']:.1%}")
+        if ra:
+            line += (f"; {a['k']} random same-layer heads: -> {ra['mean']:.1%} ± {100 * ra['sd']:.1f} (sd over {ra['n']} draws: "
+                     + ", ".join(f"{x:.1%}" for x in ra["draws"]) + ")")
+        click.echo(line)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -227,13 +274,20 @@ def universal(run_dirs, method: str, fraction: float, top: int) -> None:
     from whitebox_eval.mcqa import head_scores as hs
     from whitebox_eval.runs import RunFolder
 
-    tables, by_shots, models = {}, {}, set()
+    tables, by_shots, models, n_degenerate = {}, {}, set(), {}
     for d in run_dirs:
         folder = RunFolder.open(d)
         try:
             table = folder.load_array(f"{method}_head_accuracy")
         except (FileNotFoundError, KeyError, WhiteboxError) as e:
             raise WhiteboxError(f"{d} has no {method} head accuracy table (was it an mcqa run with --methods {method}?)") from e
+        try:  # heads tied across options on most validation items are never ranked (runs since issue 11)
+            degenerate = folder.load_array(f"{method}_degenerate_heads").astype(bool)
+        except (FileNotFoundError, KeyError, WhiteboxError):
+            degenerate = np.zeros(table.shape, bool)
+        if degenerate.shape == table.shape and degenerate.any():
+            table = np.where(degenerate, -1.0, table)  # below every accuracy: never in a top fraction
+            n_degenerate[d] = int(degenerate.sum())
         tables[d] = table
         models.add(folder.config.get("model"))
         by_shots.setdefault(folder.config.get("shots", 0), {})[d] = table
@@ -241,6 +295,9 @@ def universal(run_dirs, method: str, fraction: float, top: int) -> None:
         raise WhiteboxError(f"the runs come from different models ({sorted(map(str, models))}); compare runs of one model")
     fmt = lambda heads: ", ".join(f"L{l}H{h}" for l, h in heads) or "(none)"
     click.echo(f"{len(tables)} runs of {models.pop()}, {method}-score, top {fraction:.0%} per run")
+    if n_degenerate:
+        click.echo("degenerate heads (ties on most validation items) ranked last: "
+                   + ", ".join(f"{d}: {n}" for d, n in n_degenerate.items()))
     click.echo(f"in the top of every run:      {fmt(hs.intersect_top_heads(tables, fraction))}")
     click.echo(f"universal over shot counts:   {fmt(hs.universal_heads(by_shots, fraction))}")
     mp = hs.min_percentile(tables)

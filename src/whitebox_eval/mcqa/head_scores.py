@@ -9,7 +9,12 @@ Multiple-Choice QA".
 
 Tie conventions used throughout (the paper is silent unless noted):
 
-* an item's predicted option is the first maximal option (lowest option index);
+* an item whose top score is shared by several options (equal within
+  ``TIE_RTOL``) is *tied*; its predicted option is drawn among the tied options
+  with a seeded random order (:func:`tie_break_order`), never silently the first
+  option (taking the first made every constant head look like "always A");
+* a head tied on more than ``DEGENERATE_TIE_SHARE`` of the selection items is
+  *degenerate* (:func:`degenerate_heads`): it is reported, never ranked or selected;
 * among heads with equal accuracy the head in the lower layer wins, then the
   lower head index (000 sec. 5.3 states the lower-layer rule);
 * rankings of heads sort by value descending, then layer, then head ascending.
@@ -29,6 +34,13 @@ Head = tuple[int, int]
 
 DEFAULT_VAL_FRACTION = 0.05
 DEFAULT_MIN_VAL_ITEMS = 50
+
+TIE_RTOL = 1e-6
+"""Scores within this relative distance of an item's top score tie with it: about 8
+float32 ulps (eps 1.2e-7), below the rounding noise of the scores' float32 sums."""
+
+DEGENERATE_TIE_SHARE = 0.5
+"""A head tied on more than this share of the selection items is degenerate."""
 
 
 # --------------------------------------------------------------------------- checks
@@ -84,15 +96,62 @@ def qk_scores(queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.einsum("ilhd,ilhod->ilho", q, k)
 
 
-def option_predictions(scores: np.ndarray) -> np.ndarray:
+def tied_items(scores: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Whether several options share the top score, ``[...]`` bool for ``[..., options]``.
+
+    Equal within ``rtol`` of the top score's magnitude (exact equality when it is 0).
+    Padded ``-inf`` options never tie with a finite top; an all ``-inf`` row is tied.
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    top = arr.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        near = arr >= top - rtol * np.abs(top)
+    near |= arr == top  # -inf == -inf
+    return near.sum(axis=-1) > 1
+
+
+def tie_break_order(n_items: int, n_options: int, seed: int = 0) -> np.ndarray:
+    """Seeded random priority of each option per item, ``[items, options]``.
+
+    One priority per (item, option), shared by every head: slicing heads out of the full
+    array gives the same predictions as predicting on the full array.
+    """
+    return np.random.default_rng([seed, 11]).random((n_items, n_options))
+
+
+def option_predictions(scores: np.ndarray, seed: int = 0, rtol: float = TIE_RTOL) -> np.ndarray:
     """Predicted option per item and head: ``argmax_i S^{(l,h)}(d_i)`` (000 sec. 4).
 
     Works for QK-scores and Attention-scores (``a_{N,t_i}``) alike; input
-    ``[items, layers, heads, options]``, output ``[items, layers, heads]`` int.
-    Ties go to the lowest option index.
+    ``[items, layers, heads, options]`` (or ``[items, options]``, ...), output without the
+    option axis, int. Tied items (see :func:`tied_items`) get one of their tied options
+    by the seeded order of :func:`tie_break_order` over the items of ``scores``: pass the
+    full item array and slice the predictions, so a split sees the same draws.
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim < 2 or arr.shape[0] == 0 or arr.shape[-1] == 0:
+        raise WhiteboxError(f"scores must be [items, ..., options] (e.g. [items, layers, heads, options]); got shape {arr.shape}")
+    pred = np.argmax(arr, axis=-1)
+    tied = tied_items(arr, rtol)
+    if not tied.any():
+        return pred
+    top = arr.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        near = (arr >= top - rtol * np.abs(top)) | (arr == top)
+    prio = tie_break_order(arr.shape[0], arr.shape[-1], seed)
+    prio = prio.reshape((arr.shape[0],) + (1,) * (arr.ndim - 2) + (arr.shape[-1],))
+    drawn = np.argmax(np.where(near, prio, -1.0), axis=-1)
+    return np.where(tied, drawn, pred)
+
+
+def degenerate_heads(scores: np.ndarray, share: float = DEGENERATE_TIE_SHARE, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Heads whose scores tie across options on more than ``share`` of the items, ``[layers, heads]`` bool.
+
+    Such a head carries no choice (e.g. layer-0 QK-scores: the pre-RoPE key of the same
+    end-of-line token is identical for every option); its accuracy is the tie-break's.
     """
     arr = _as_scores(scores)
-    return np.argmax(arr, axis=-1)
+    return tied_items(arr, rtol).mean(axis=0) > share
 
 
 def qk_predictions(qk: np.ndarray) -> np.ndarray:
@@ -113,29 +172,36 @@ def option_probabilities(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def head_correct_counts(scores: np.ndarray, gold: np.ndarray | Sequence[int]) -> np.ndarray:
-    """Number of items each head answers correctly, ``[layers, heads]`` int."""
+def head_correct_counts(scores: np.ndarray, gold: np.ndarray | Sequence[int], seed: int = 0) -> np.ndarray:
+    """Number of items each head answers correctly, ``[layers, heads]`` int (ties: seeded draw)."""
     arr = _as_scores(scores)
     g = _as_gold(gold, arr.shape[0], arr.shape[3])
-    pred = np.argmax(arr, axis=-1)
+    pred = option_predictions(arr, seed)
     return (pred == g[:, None, None]).sum(axis=0)
 
 
-def head_accuracy(scores: np.ndarray, gold: np.ndarray | Sequence[int]) -> np.ndarray:
+def head_accuracy(scores: np.ndarray, gold: np.ndarray | Sequence[int], seed: int = 0) -> np.ndarray:
     """Per-head accuracy table ``[layers, heads]`` of the argmax prediction (000 sec. 4)."""
     arr = _as_scores(scores)
-    return head_correct_counts(arr, gold) / arr.shape[0]
+    return head_correct_counts(arr, gold, seed) / arr.shape[0]
 
 
-def rank_heads(table: np.ndarray, descending: bool = True) -> list[Head]:
-    """All heads of a ``[layers, heads]`` table sorted by value; ties: lower layer, then head."""
+def rank_heads(table: np.ndarray, descending: bool = True, exclude: np.ndarray | None = None) -> list[Head]:
+    """Heads of a ``[layers, heads]`` table sorted by value; ties: lower layer, then head.
+
+    Heads where ``exclude`` (``[layers, heads]`` bool, e.g. :func:`degenerate_heads`) is
+    true are left out of the ranking.
+    """
     t = np.asarray(table, dtype=np.float64)
     if t.ndim != 2:
         raise WhiteboxError(f"a head table must have shape [layers, heads]; got {t.shape}")
     layers, heads = np.indices(t.shape)
     key = -t if descending else t
     order = np.lexsort((heads.ravel(), layers.ravel(), key.ravel()))
-    return [(int(layers.ravel()[i]), int(heads.ravel()[i])) for i in order]
+    keep = np.ones(t.size, bool) if exclude is None else ~np.asarray(exclude, bool).ravel()
+    if keep.size != t.size:
+        raise WhiteboxError(f"exclude must have the table's shape {t.shape}")
+    return [(int(layers.ravel()[i]), int(heads.ravel()[i])) for i in order if keep[i]]
 
 
 def best_head(table: np.ndarray) -> Head:
@@ -195,10 +261,18 @@ class HeadSelection:
     test_accuracy_table: np.ndarray  # [layers, heads], for analysis only
     split: Split
     test_predictions: np.ndarray  # [len(split.test)] option index of the chosen head
+    degenerate: np.ndarray  # [layers, heads] bool: tied on most validation items, never selected
+    predictions: np.ndarray  # [items] the chosen head's prediction on every item (ties drawn)
+    correct: np.ndarray  # [items] 0/1: the chosen head is right on the item
 
     @property
     def head_id(self) -> Head:
         return (self.layer, self.head)
+
+    @property
+    def test_correct(self) -> np.ndarray:
+        """0/1 per test item (for intervals and paired tests)."""
+        return self.correct[self.split.test]
 
 
 def select_best_head(
@@ -213,6 +287,8 @@ def select_best_head(
 
     000 sec. 4 ("Choosing the predicting heads") and sec. 5.3: no aggregation over
     heads; equal validation accuracy goes to the lower layer (then lower head).
+    Degenerate heads (tied on most validation items, :func:`degenerate_heads`) are never
+    chosen. Tied items are drawn with ``seed`` (:func:`option_predictions`).
     ``scores`` are QK- or Attention-scores ``[items, layers, heads, options]``.
     Pass ``split`` to reuse a partition (e.g. the one PriDe estimates its prior on).
     """
@@ -222,12 +298,16 @@ def select_best_head(
         split = validation_split(arr.shape[0], val_fraction, min_val_items, seed)
     elif len(split.val) == 0 or len(split.test) == 0:
         raise WhiteboxError("the given split needs at least one validation and one test item")
-    val_counts = head_correct_counts(arr[split.val], g[split.val])
-    # integer counts make ties exact; rank_heads breaks them toward lower layer/head
-    layer, head = best_head(val_counts)
-    test_scores = arr[split.test]
-    test_counts = head_correct_counts(test_scores, g[split.test])
-    preds = np.argmax(test_scores[:, layer, head, :], axis=-1)
+    pred = option_predictions(arr, seed)  # on every item, then split: the same draws either way
+    correct = pred == g[:, None, None]
+    degenerate = degenerate_heads(arr[split.val])
+    val_counts = correct[split.val].sum(axis=0)
+    test_counts = correct[split.test].sum(axis=0)
+    ranked = rank_heads(val_counts, exclude=degenerate)  # integer counts make ties exact
+    if not ranked:
+        raise WhiteboxError("every head's scores tie across the options on most validation items; "
+                            "no head can be selected (try another --representative)")
+    layer, head = ranked[0]
     return HeadSelection(
         layer=layer,
         head=head,
@@ -236,14 +316,17 @@ def select_best_head(
         val_accuracy_table=val_counts / len(split.val),
         test_accuracy_table=test_counts / len(split.test),
         split=split,
-        test_predictions=preds,
+        test_predictions=pred[split.test, layer, head],
+        degenerate=degenerate,
+        predictions=pred[:, layer, head],
+        correct=correct[:, layer, head].astype(np.int64),
     )
 
 
 # --------------------------------------------------------------------------- App. I
 
 
-def head_score(attention: np.ndarray) -> np.ndarray:
+def head_score(attention: np.ndarray, seed: int = 0) -> np.ndarray:
     """Label-free HeadScore of 000 App. I, one value per head, ``[layers, heads]``.
 
     ``HeadScore = (1/|D| Σ_D Σ_{i=1..n} a_{N,t_i}) · (1/|D| Σ_D 1{argmax_i a_{N,t_i} ≠ î})``
@@ -255,11 +338,13 @@ def head_score(attention: np.ndarray) -> np.ndarray:
     top-attended option is not ``î``, i.e. ``1 - (count of î)/|D|``. (The printed
     formula drops the Σ in the right factor; the prose defines it as a frequency.)
     Which mode is ``î`` when two options tie for most frequent does not change the value.
+    Items whose attention ties across options count for a seeded random option
+    (:func:`option_predictions`); callers exclude :func:`degenerate_heads` from rankings.
     """
     arr = _as_scores(attention, "attention")
     n_items, n_options = arr.shape[0], arr.shape[3]
     mass = arr.sum(axis=-1).mean(axis=0)
-    picks = np.argmax(arr, axis=-1)  # [items, layers, heads]
+    picks = option_predictions(arr, seed)  # [items, layers, heads]; ties drawn, not "always the first"
     counts = np.stack([(picks == i).sum(axis=0) for i in range(n_options)], axis=-1)
     share_not_mode = 1.0 - counts.max(axis=-1) / n_items
     return mass * share_not_mode

@@ -9,8 +9,8 @@ Passes over the data, each resumable on its own (``arrays/parts/<pass>/``):
   Permutation Accuracy (000 sec. 5.3).
 - ``pride``: the estimation items under the cyclic permutations of the essential
   options (uncertainty options stay put), for PriDe (000 eq. 5).
-- ``ablate_*``: the test items with the top-k heads of a score zeroed, and with k
-  random heads of the same layer band (000 sec. 6, fig. 4).
+- ``ablate_*``: the test items with the top-k validation QK heads zeroed, and with k
+  random heads of the same layers (000 sec. 6, fig. 4; :mod:`whitebox_eval.mcqa.ablation`).
 - ``cloze``: option texts scored as continuations (lm-eval acc / acc_norm).
 
 Under ``torchrun`` every pass is shared among the ranks (:mod:`whitebox_eval.runs.distributed`):
@@ -18,8 +18,11 @@ each scores its blocks of batches, all read every part back, and rank 0 alone wr
 the merged samples, arrays, plots and results.
 
 The best head is chosen on a validation split (default 5%, never fewer than 50 items
-unless asked) and applied to the test split; PriDe estimates its prior on the same
-validation items, so every method is reported on the same test items.
+unless asked) and applied to the test split; PriDe estimates its prior, HeadScore ranks
+heads and degenerate heads are marked on the same validation items, so every method is
+reported on the same test items, each accuracy with its Wilson interval and each method
+against the baseline by an exact McNemar test (:mod:`whitebox_eval.stats`). results.json
+records the split's ids. Demonstrations come from :mod:`whitebox_eval.mcqa.demos`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.prompts import RenderedPrompt, render_prompt, select_demos, split_demo_pool
+from whitebox_eval.mcqa.demos import Demonstrations, plan_demonstrations
+from whitebox_eval.mcqa.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
@@ -83,8 +87,11 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     from whitebox_eval.mcqa.loaders import LOADERS, load_mcq_dataset
     from whitebox_eval.mcqa.synthetic import make_ssd
 
+    from whitebox_eval.mcqa.demos import POOL_SIZE, uses_dev_split
+
     n = cfg.limit if cfg.limit is not None else 2500
-    extra = 15 if cfg.shots > 0 else 0  # the demonstration pool comes off the front
+    # a held-out demonstration pool comes off the front (not with an MMLU dev split)
+    extra = POOL_SIZE if cfg.shots > 0 and not uses_dev_split(cfg.task, cfg.shots) else 0
     if cfg.task == "ssd":
         return make_ssd(n + extra, cfg.n_options, language=cfg.language, seed=cfg.seed)
     if cfg.task.startswith("arithmetic"):
@@ -110,7 +117,7 @@ def permutation_order(n: int, rng: random.Random) -> list[int]:
 class _Study:
     """Holds the prompts of one study and runs its passes into the run folder."""
 
-    def __init__(self, cfg: MCQAConfig, folder: RunFolder, loaded: LoadedModel, items: list[MCQItem], demos: list[MCQItem],
+    def __init__(self, cfg: MCQAConfig, folder: RunFolder, loaded: LoadedModel, items: list[MCQItem], demos: Demonstrations,
                  show_progress: bool | None, world: World = World()):
         self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
         self.engine = Engine(loaded)
@@ -120,12 +127,21 @@ class _Study:
         self.n_max = max(len(r.options) for r in self.rendered)
         self.n_essential = max(len(it.options) for it in items)
         self.split = hs.validation_split(len(items), cfg.val_fraction, cfg.min_val_items, cfg.seed)
-        self.prefix = None
-        if demos and cfg.prefix_cache:  # the demonstrations are the same for every item: cache them once
-            self.prefix = self.engine.prefix(loaded.tokenizer(self.rendered[0].prefix)["input_ids"])
+        self._prefixes: dict[str, object] = {}  # demonstrations text -> its cached key/values
 
     def render(self, item: MCQItem) -> RenderedPrompt:
-        return render_prompt(item, demos=self.demos, labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+        return render_prompt(item, demos=self.demos.for_item(item), labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+
+    def prefix_for(self, rendered: Sequence[RenderedPrompt]):
+        """The cached demonstrations shared by every prompt of a batch (one cache per subject
+        with dev demonstrations), or None (zero-shot, caching off, or mixed subjects)."""
+        texts = {r.prefix for r in rendered}
+        if not self.cfg.prefix_cache or len(texts) != 1 or not next(iter(texts)):
+            return None
+        text = texts.pop()
+        if text not in self._prefixes:
+            self._prefixes[text] = self.engine.prefix(self.loaded.tokenizer(text)["input_ids"])
+        return self._prefixes[text]
 
     def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
         return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative)
@@ -142,7 +158,8 @@ class _Study:
             rendered = [prompts(i) for i in chunk]
             toks = [self.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
-            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=None if edits else self.prefix).arrays()
+            prefix = None if edits else self.prefix_for(rendered)
+            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix).arrays()
             if on_batch is not None:  # before the part: a batch killed in between is re-run, never lost
                 on_batch(chunk, rendered, toks, scores)
             write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
@@ -286,18 +303,19 @@ def run_mcqa(
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     items = load_items(cfg)
-    demos: list[MCQItem] = []
-    if cfg.shots > 0:
-        pool, items = split_demo_pool(items)
-        demos = select_demos(pool, cfg.shots, seed=cfg.seed)
+    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row)
     if cfg.limit is not None:
         items = items[: cfg.limit]
     if not items:
         raise WhiteboxError("the task produced no items")
     if len({it.id for it in items}) != len(items):
         raise WhiteboxError("item ids are not unique; every row needs its own id")
+    if set(demos.ids()) & {it.id for it in items}:  # cannot happen by construction; a guard for new sources
+        raise WhiteboxError("a demonstration is also an evaluated item; report this as a bug")
     ranks = current_world()
-    folder = create_run(ranks, output, cfg.to_dict(), run_id=run_id, resume=resume)
+    config = cfg.to_dict()
+    config["demonstrations"] = demos.to_config()  # where they came from and their ids
+    folder = create_run(ranks, output, config, run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"
@@ -305,21 +323,48 @@ def run_mcqa(
     return finalize(study)
 
 
+SPLIT_RULE = ("heads (best QK / Attention head, HeadScore head, ablation's key heads), degenerate-head marks and "
+              "PriDe's prior are chosen on the validation items; every reported number is on the disjoint test items")
+
+
+def _correct(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    return (np.asarray(pred) == np.asarray(gold)).astype(np.int64)
+
+
 def finalize(study: _Study) -> RunFolder:
-    """Run the remaining passes, select heads, write results.json, arrays and plots."""
+    """Run the remaining passes, select heads, write results.json, arrays and plots.
+
+    Every headline accuracy gets a Wilson interval and its n (:mod:`whitebox_eval.stats`);
+    each method is compared with the baseline on the same test items by an exact McNemar
+    test (``results["paired_tests"]``).
+    """
+    from whitebox_eval import stats
     from whitebox_eval.mcqa import plots
     from whitebox_eval.mcqa.debiasing import pride
-    from whitebox_eval.mcqa.metrics import accuracy, per_layer_accuracy, permutation_accuracy, selection_bias
+    from whitebox_eval.mcqa.metrics import per_layer_accuracy, selection_bias
 
     cfg, folder, items, split = study.cfg, study.folder, study.items, study.split
     writer = study.world.main  # every rank runs the passes; rank 0 alone writes what follows from them
     main = study.main_pass()
     gold = np.array([it.gold for it in items])
     test = split.test
-    base_pred = _argmax(main["letter_logits"])
-    results: dict = {"n_items": len(items), "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max}
-    headline: dict[str, float] = {"acc,baseline": accuracy(base_pred[test], gold[test])}
-    results["acc,baseline_all"] = accuracy(base_pred, gold)
+    predict = lambda x: hs.option_predictions(np.nan_to_num(x, nan=-np.inf), cfg.seed)  # noqa: E731
+    base_pred = predict(main["letter_logits"])
+    correct: dict[str, np.ndarray] = {"baseline": _correct(base_pred[test], gold[test])}  # per test item
+    n_unc = study.n_max - study.n_essential
+    results: dict = {
+        "n_items": len(items), "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max,
+        "n_essential_options": study.n_essential, "chance": 1.0 / study.n_essential,
+        "chance_note": f"1 / {study.n_essential} essential options" + (f"; the {n_unc} uncertainty options are never gold" if n_unc else ""),
+        "split": {"rule": SPLIT_RULE, "seed": cfg.seed, "val_fraction": cfg.val_fraction, "min_val_items": cfg.min_val_items,
+                  "validation_ids": [items[i].id for i in split.val], "test_ids": [items[i].id for i in test]},
+        "tie_rule": (f"an item whose top score is shared by several options (relative tolerance {hs.TIE_RTOL:g}) gets a seeded "
+                     f"random one of them; a head tied on more than {hs.DEGENERATE_TIE_SHARE:.0%} of the validation items is "
+                     "degenerate: listed, never ranked or selected"),
+    }
+    headline: dict = {}
+    stats.add_proportion(headline, "acc,baseline", correct["baseline"])
+    stats.add_proportion(results, "acc,baseline_all", _correct(base_pred, gold))
     bias = selection_bias(base_pred[test], gold[test], study.n_max)
     results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
                                          "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
@@ -327,63 +372,82 @@ def finalize(study: _Study) -> RunFolder:
     for key, arr in main.items() if writer else ():
         folder.save_array(key, arr)
     selected: dict[str, hs.HeadSelection] = {}
-    tables: dict[str, np.ndarray] = {}
     pride_pred, cloze = None, None
     for method in HEAD_METHODS:
         if method not in main:
             continue
         scores = np.where(np.isnan(main[method]), -np.inf, main[method])
-        sel = selected[method] = hs.select_best_head(scores, gold, split=split)
-        table = tables[method] = hs.head_accuracy(scores, gold)
+        sel = selected[method] = hs.select_best_head(scores, gold, split=split, seed=cfg.seed)
+        table = hs.head_accuracy(scores, gold, cfg.seed)
+        ranked = hs.rank_heads(table, exclude=sel.degenerate)
+        degenerate = [[int(l), int(h)] for l, h in zip(*np.nonzero(sel.degenerate))]
         results[method] = {"best_head": [sel.layer, sel.head], "val_accuracy": sel.val_accuracy, "test_accuracy": sel.test_accuracy,
-                           "oracle_head": list(hs.best_head(table)), "oracle_accuracy": float(table.max())}
-        headline[f"acc,{method}_head"] = sel.test_accuracy
-        pred = sel.test_predictions
-        b = selection_bias(pred, gold[test], study.n_max)
+                           "oracle_head": list(ranked[0]), "oracle_accuracy": float(table[ranked[0]]),
+                           "oracle_note": "best head on all items, test included: for analysis, never a result",
+                           "n_degenerate_heads": len(degenerate), "degenerate_heads": degenerate}
+        correct[f"{method}_head"] = sel.test_correct
+        stats.add_proportion(headline, f"acc,{method}_head", sel.test_correct)
+        b = selection_bias(sel.test_predictions, gold[test], study.n_max)
         results[f"selection_bias,{method}_head"] = {"prediction_distribution": b.prediction_distribution.tolist(),
                                                    "recall": b.recall.tolist(), "recall_std": b.recall_std}
         dists[f"{method} head"] = b.prediction_distribution
         if writer:
             folder.save_array(f"{method}_head_accuracy", table)
-            plots.plot_head_accuracy_heatmap(table, folder.plot_path(f"{method}_head_accuracy"), best=(sel.layer, sel.head),
-                                             title=f"{method}-score accuracy per head ({cfg.model}, {cfg.task})")
+            folder.save_array(f"{method}_degenerate_heads", sel.degenerate)
+            plots.plot_head_accuracy_heatmap(np.where(sel.degenerate, np.nan, table), folder.plot_path(f"{method}_head_accuracy"),
+                                             best=(sel.layer, sel.head),
+                                             title=f"{method}-score accuracy per head ({cfg.model}, {cfg.task}; blank = degenerate)")
     if "attention" in main:
         att = np.where(np.isfinite(main["attention"]), main["attention"], 0.0)
-        score = hs.head_score(att[split.val])  # label-free: no gold needed (000 App. I)
-        top = hs.rank_heads(score)[:5]
-        table = tables["attention"]
-        results["head_score"] = {"top": [{"head": [l, h], "head_score": float(score[l, h]), "accuracy": float(table[l, h])} for l, h in top]}
+        score = hs.head_score(att[split.val], cfg.seed)  # label-free: no gold needed (000 App. I)
+        top = hs.rank_heads(score, exclude=selected["attention"].degenerate)[:5]
+        table = hs.head_accuracy(att, gold, cfg.seed)
+        results["head_score"] = {"top": [{"head": [l, h], "head_score": float(score[l, h]), "accuracy_all_items": float(table[l, h])}
+                                         for l, h in top], "selected_on": "validation (label-free)"}
         l0, h0 = top[0]
-        headline["acc,head_score_head"] = accuracy(_argmax(main["attention"][test, l0, h0]), gold[test])
-        headline["acc,head_score_qk"] = accuracy(_argmax(main["qk"][test, l0, h0]), gold[test]) if "qk" in main else float("nan")
+        correct["head_score_head"] = _correct(predict(main["attention"][:, l0, h0])[test], gold[test])
+        stats.add_proportion(headline, "acc,head_score_head", correct["head_score_head"])
+        if "qk" in main:
+            stats.add_proportion(headline, "acc,head_score_qk", _correct(predict(main["qk"][:, l0, h0])[test], gold[test]))
     if "lens" in main:
-        curve = per_layer_accuracy(np.where(np.isnan(main["lens"]), -np.inf, main["lens"])[test], gold[test])
+        lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])[test]
+        curve = per_layer_accuracy(lens, gold[test])
         results["lens_accuracy_per_layer"] = [float(x) for x in curve]
+        hits = (np.argmax(lens, axis=-1) == gold[test][:, None]).sum(axis=0)
+        results["lens_accuracy_per_layer_ci"] = [list(stats.wilson(int(k), len(test))) for k in hits]
         if writer:
             plots.plot_logit_lens_accuracy(np.asarray(curve), folder.plot_path("logit_lens_accuracy"), baseline=headline["acc,baseline"])
     if "pa" in cfg.methods:
+        # PA = (1/N) sum I_i I_i^p (000 sec. 5.3): right on the item and on its option-permuted copy
         perm, orders = study.perm_pass()
         pgold = np.array([o.index(it.gold) for o, it in zip(orders, items)])
-        headline["pa,baseline"] = permutation_accuracy(base_pred[test], gold[test], _argmax(perm["letter_logits"])[test], pgold[test])
+        stats.add_proportion(headline, "pa,baseline", correct["baseline"] * _correct(predict(perm["letter_logits"])[test], pgold[test]))
         for method, sel in selected.items():
-            pp = _argmax(perm[method][test, sel.layer, sel.head])
-            headline[f"pa,{method}_head"] = permutation_accuracy(sel.test_predictions, gold[test], pp, pgold[test])
+            pp = predict(perm[method][:, sel.layer, sel.head])[test]
+            stats.add_proportion(headline, f"pa,{method}_head", sel.test_correct * _correct(pp, pgold[test]))
     if "pride" in cfg.methods:
         # PriDe debiases among the essential options: the uncertainty options never move, so
         # their "prior" would only absorb their content (and dividing by it promotes them).
         est = study.pride_pass()
         n = study.n_essential
         res = pride(_softmax(main["letter_logits"][:, :n]), _softmax(est[:, :, :n]), split)
-        headline["acc,pride"] = accuracy(res.predictions[test], gold[test])
         pride_pred = res.predictions
+        correct["pride"] = _correct(res.predictions[test], gold[test])
+        stats.add_proportion(headline, "acc,pride", correct["pride"])
         results["pride_prior"] = res.prior.tolist()
+        results["pride_prior_estimated_on"] = "validation items (the same split the heads are chosen on)"
         dists["PriDe"] = np.pad(selection_bias(res.predictions[test], gold[test], n).prediction_distribution, (0, study.n_max - n))
+    for name in ("qk_head", "attention_head", "head_score_head", "pride"):
+        if name in correct:
+            stats.add_paired(results, f"{name}_vs_baseline", stats.mcnemar(correct[name], correct["baseline"]))
     if "ablation" in cfg.methods and "qk" in selected:
-        results["ablation"] = ablation_study(study, main, gold)
+        from whitebox_eval.mcqa.ablation import ablation_study
+
+        results["ablation"] = ablation_study(study, main, gold, selected["qk"].degenerate, headline, results)
     if "cloze" in cfg.methods:
         ll, norm = cloze = study.cloze_pass()
-        headline["acc,cloze"] = accuracy(_argmax(ll)[test], gold[test])
-        headline["acc_norm,cloze"] = accuracy(_argmax(norm)[test], gold[test])
+        stats.add_proportion(headline, "acc,cloze", _correct(_argmax(ll)[test], gold[test]))
+        stats.add_proportion(headline, "acc_norm,cloze", _correct(_argmax(norm)[test], gold[test]))
     if writer:
         folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
         plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
@@ -394,8 +458,9 @@ def finalize(study: _Study) -> RunFolder:
 
 
 def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
-    """What samples.jsonl gains once heads are chosen: the best heads' scores and
-    predictions, PriDe's prediction and the options' log-likelihoods, per item."""
+    """What samples.jsonl gains once heads are chosen: the best heads' scores (full float
+    precision: attention scores can be ~1e-7) and predictions (ties drawn as in the
+    accuracies), PriDe's prediction and the options' log-likelihoods, per item."""
     extras: dict = {}
     val = set(int(i) for i in study.split.val)
     for i, it in enumerate(study.items):
@@ -403,38 +468,12 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
         e: dict = {"split": "validation" if i in val else "test"}
         for method, sel in selected.items():
             row = main[method][i, sel.layer, sel.head, :n]
-            e[f"{method}_head"] = {"head": [sel.layer, sel.head], "scores": [round(float(x), 5) for x in row],
-                                   "pred": int(np.argmax(row))}
+            e[f"{method}_head"] = {"head": [sel.layer, sel.head], "scores": [float(x) for x in row],
+                                   "pred": int(sel.predictions[i]), "tied": bool(hs.tied_items(row[None])[0])}
         if pride_pred is not None:
             e["pred_pride"] = int(pride_pred[i])
         if cloze is not None:
-            e["cloze_loglik"] = [round(float(x), 4) for x in cloze[0][i, : len(it.options)]]
-            e["cloze_loglik_norm"] = [round(float(x), 5) for x in cloze[1][i, : len(it.options)]]
+            e["cloze_loglik"] = [float(x) for x in cloze[0][i, : len(it.options)]]
+            e["cloze_loglik_norm"] = [float(x) for x in cloze[1][i, : len(it.options)]]
         extras[it.id] = e
     return extras
-
-
-def ablation_study(study: _Study, main: dict[str, np.ndarray], gold: np.ndarray) -> dict:
-    """Zero the top-k heads by validation QK accuracy vs k random heads of the same layer band (000 sec. 6)."""
-    from whitebox_eval.mcqa.metrics import accuracy
-
-    cfg, split = study.cfg, study.split
-    k = cfg.ablation_k
-    scores = np.where(np.isnan(main["qk"]), -np.inf, main["qk"])
-    val_table = hs.head_accuracy(scores[split.val], gold[split.val])
-    top = hs.rank_heads(val_table)[:k]
-    lo, hi = min(l for l, _ in top), max(l for l, _ in top)
-    band = [(l, h) for l in range(lo, hi + 1) for h in range(study.engine.arch.n_heads) if (l, h) not in top]
-    base = accuracy(_argmax(main["letter_logits"][split.test]), gold[split.test])
-    out = {"k": k, "top_heads": [list(h) for h in top], "layer_band": [lo, hi], "baseline_accuracy": base}
-    out["top_accuracy"] = accuracy(_argmax(study.ablation_pass("ablate_top", top)), gold[split.test])
-    rng = random.Random(f"ablation-{cfg.seed}")
-    rand = []
-    for d in range(cfg.ablation_draws):
-        heads = rng.sample(band, min(k, len(band)))
-        rand.append(accuracy(_argmax(study.ablation_pass(f"ablate_random{d}", heads)), gold[split.test]))
-    out["random_accuracy_mean"] = float(np.mean(rand))
-    out["random_accuracies"] = rand
-    out["drop_top"] = base - out["top_accuracy"]
-    out["drop_random"] = base - out["random_accuracy_mean"]
-    return out

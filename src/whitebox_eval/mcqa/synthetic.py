@@ -10,8 +10,11 @@ French and Russian. Label set and uncertainty options are chosen when rendering
 Choices where the paper is silent (all parameters): words come from the bundled lists
 ``data/words_<lang>.txt`` (about 340 common words each); the question is translated for
 non-English languages (``translate_question``; the paper does not show its wording);
-gold positions are exactly balanced (each position gold ``n_items / n_options`` times,
-up to one) and assigned in a seeded random order.
+gold positions are balanced in consecutive blocks of ``n_options`` items (each block a
+seeded permutation of the positions, so any prefix has each position gold
+``n_items / n_options`` times, up to one). Items are one seeded sequence: ``make_ssd(100)``
+is the first 100 items of ``make_ssd(500)`` (same ids, same content), so a larger run
+contains a smaller one.
 """
 
 from __future__ import annotations
@@ -82,10 +85,13 @@ def make_ssd(n_items: int = 2500, n_options: int = 4, *, language: str = "en", s
         raise WhiteboxError(f"{n_options} options need at least {n_options} words; the list has {len(vocab)}")
     template = SSD_QUESTIONS[language if translate_question else "en"]
     rng = random.Random(f"ssd/{language}/{n_options}/{seed}")
-    golds = [i % n_options for i in range(n_items)]
-    rng.shuffle(golds)
     items = []
-    for i, gold in enumerate(golds):
+    block: list[int] = []
+    for i in range(n_items):
+        if not block:  # the next n_options items take every gold position once, in a seeded order
+            block = list(range(n_options))
+            rng.shuffle(block)
+        gold = block.pop()
         chosen = rng.sample(vocab, n_options)
         target = chosen[0]
         distractors = chosen[1:]

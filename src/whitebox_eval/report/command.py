@@ -8,7 +8,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.report.comparison import headline_rows, mui_moves
-from whitebox_eval.report.metrics import format_delta, format_value
+from whitebox_eval.report.metrics import format_delta, format_estimate, format_value
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, RunData, load_run
 
 
@@ -69,8 +69,8 @@ def compare_lines(a: RunData, b: RunData) -> list[str]:
              f"B: {b.run_id}  ({b.suite or '?'} / {b.model or '?'} / {b.task or '?'})", ""]
     rows = [("metric", "A", "B", "B - A")]
     for row in headline_rows([a, b]):
-        rows.append((row.metric, format_value(row.values[0]), format_value(row.values[1]),
-                     format_delta(row.deltas()[1])))
+        rows.append((row.metric, format_estimate(row.values[0], row.intervals[0]),
+                     format_estimate(row.values[1], row.intervals[1]), format_delta(row.deltas()[1])))
     if len(rows) == 1:
         return lines + ["neither run has headline metrics"]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]

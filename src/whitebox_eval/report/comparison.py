@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from whitebox_eval.report.metrics import delta
+from whitebox_eval.report.metrics import delta, estimate_rows
 from whitebox_eval.report.rundata import RunData
 
 
@@ -16,6 +16,11 @@ class HeadlineRow:
 
     metric: str
     values: list[Any]
+    intervals: list[dict | None] = None  # type: ignore[assignment]  # [lo, hi] etc. where the run wrote one
+
+    def __post_init__(self) -> None:
+        if self.intervals is None:
+            self.intervals = [None] * len(self.values)
 
     def deltas(self) -> list[float | None]:
         """Each run's value minus the first run's (None for the first and for non-numbers)."""
@@ -36,11 +41,14 @@ class MUIMove:
 
 
 def headline_rows(runs: list[RunData]) -> list[HeadlineRow]:
-    """Union of the runs' headline metrics, in order of first appearance."""
+    """Union of the runs' headline metrics, in order of first appearance; a metric's
+    interval keys (``acc_ci,x`` ...) are folded into its row's ``intervals``."""
     order: list[str] = []
-    for run in runs:
-        order.extend(k for k in run.headline if k not in order)
-    return [HeadlineRow(k, [run.headline.get(k) for run in runs]) for k in order]
+    per_run = [{k: (v, ci) for k, v, ci in estimate_rows(run.headline, run.results or {})} for run in runs]
+    for rows in per_run:
+        order.extend(k for k in rows if k not in order)
+    return [HeadlineRow(k, [rows.get(k, (None, None))[0] for rows in per_run],
+                        [rows.get(k, (None, None))[1] for rows in per_run]) for k in order]
 
 
 def mui_point(run: RunData) -> tuple[float, float] | None:

@@ -58,13 +58,85 @@ def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix.rstrip("."), value)]
 
 
+DERIVED_SUFFIXES = ("ci_method", "ci", "n", "stderr")
+"""What :func:`whitebox_eval.stats.add_estimate` writes beside ``name,filter``:
+``name_ci,filter`` = [lo, hi], ``name_n,filter``, ``name_stderr,filter``, ``name_ci_method,filter``."""
+
+PAIRED_TESTS = "paired_tests"
+"""The results.json key of :func:`whitebox_eval.stats.add_paired` (shown as its own table)."""
+
+
+def _with_suffix(key: str, suffix: str) -> str:
+    name, _, filt = key.partition(",")
+    return f"{name}_{suffix}" + (f",{filt}" if filt else "")
+
+
+def _is_pair(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and all(is_number(v) for v in value)
+
+
+def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[tuple[str, Any, dict | None]]:
+    """``(key, value, interval)`` for every metric of ``values``, in order.
+
+    A number ``name,filter`` with a ``name_ci,filter`` = [lo, hi] beside it (in ``values``
+    or, failing that, in one of ``also``, e.g. the top level of results.json for a
+    headline metric) gets ``interval`` = {lo, hi, n, method}; its ``_ci``, ``_n``,
+    ``_stderr`` and ``_ci_method`` keys are then not listed as rows of their own.
+    """
+    def lookup(key: str) -> Any:
+        for m in (values, *also):
+            if key in m:
+                return m[key]
+        return None
+
+    folded: set[str] = set()
+    intervals: dict[str, dict] = {}
+    for key, value in values.items():
+        ci = lookup(_with_suffix(key, "ci"))
+        if is_number(value) and _is_pair(ci):
+            intervals[key] = {"lo": float(ci[0]), "hi": float(ci[1]), "n": lookup(_with_suffix(key, "n")),
+                              "method": lookup(_with_suffix(key, "ci_method"))}
+            folded.update(_with_suffix(key, s) for s in DERIVED_SUFFIXES)
+    return [(k, v, intervals.get(k)) for k, v in values.items() if k not in folded]
+
+
+def format_estimate(value: Any, interval: Mapping[str, Any] | None) -> str:
+    """``0.4123 [0.3702, 0.4555] n=475 wilson``, or the plain value without an interval."""
+    if interval is None:
+        return format_value(value)
+    n = f" n={interval['n']}" if interval.get("n") is not None else ""
+    method = f" {interval['method']}" if interval.get("method") else ""
+    return f"{format_value(value)} [{format_value(interval['lo'])}, {format_value(interval['hi'])}]{n}{method}"
+
+
 def metric_rows(results: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """``(headline rows, other rows)``: the headline in its stored order, then the rest
-    of ``results.json`` flattened to dotted keys (sorted as stored)."""
+    of ``results.json`` flattened to dotted keys (sorted as stored). ``paired_tests`` is
+    left out (the report shows it as its own table)."""
     head = results.get("headline")
     headline = list(head.items()) if isinstance(head, Mapping) else []
-    rest = flatten({k: v for k, v in results.items() if k != "headline"})
+    rest = flatten({k: v for k, v in results.items() if k not in ("headline", PAIRED_TESTS)})
     return headline, [(k, v) for k, v in rest if k]
+
+
+def paired_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The paired tests of results.json as rows with a verdict in words.
+
+    ``verdict`` is "significant at <alpha>" or "NOT significant: n is too small to tell
+    this difference from chance" (p >= alpha), as :func:`whitebox_eval.stats.verdict` words it.
+    """
+    tests = results.get(PAIRED_TESTS)
+    if not isinstance(tests, Mapping):
+        return []
+    rows = []
+    for name, t in tests.items():
+        if not isinstance(t, Mapping) or not is_number(t.get("p_value")):
+            continue
+        alpha = t.get("alpha", 0.05)
+        significant = t["p_value"] < alpha
+        rows.append({"name": str(name), **t, "verdict": f"significant at {alpha:g}" if significant else
+                     "NOT significant: n is too small to tell this difference from chance"})
+    return rows
 
 
 def delta(a: Any, b: Any) -> float | None:

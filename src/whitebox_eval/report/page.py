@@ -20,7 +20,8 @@ import whitebox_eval
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.report.comparison import headline_rows, mui_moves, skipped_mui_runs
 from whitebox_eval.report.markup import Markup, join, render
-from whitebox_eval.report.metrics import flatten, format_delta, format_value, metric_rows
+from whitebox_eval.report.metrics import (estimate_rows, flatten, format_delta, format_estimate, format_value,
+                                          metric_rows, paired_rows)
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, IMAGE_TYPES, RunData, load_run
 from whitebox_eval.report.samples import plot_anchor, render_samples
 from whitebox_eval.report.style import CSP, STYLE
@@ -76,9 +77,9 @@ def _comparison(runs: list[RunData]) -> Markup:
     rows = []
     for row in headline_rows(runs):
         cells = []
-        for value, d in zip(row.values, row.deltas()):
-            shown = render("{v} <span class=delta>{d}</span>", v=format_value(value), d=format_delta(d)) \
-                if d is not None else render("{v}", v=format_value(value))
+        for value, ci, d in zip(row.values, row.intervals, row.deltas()):
+            shown = render("{v} <span class=delta>{d}</span>", v=format_estimate(value, ci), d=format_delta(d)) \
+                if d is not None else render("{v}", v=format_estimate(value, ci))
             cells.append(render("<td>{c}</td>", c=shown))
         rows.append(render("<tr><th>{m}</th>{cells}</tr>", m=row.metric, cells=join(cells)))
     table = render("<table class=metrics><thead><tr><th>headline metric</th>{head}</tr></thead>"
@@ -139,16 +140,40 @@ def _metrics(run: RunData) -> Markup:
         return render("<p class=note>No results.json yet: the run is in progress or was "
                       "interrupted (finish it with --resume). Samples so far are below.</p>")
     headline, rest = metric_rows(run.results)
-    head = join(render("<tr class=headline><th>{k}</th><td>{v}</td></tr>", k=k, v=format_value(v))
-                for k, v in headline)
-    table = render("<table class=metrics><tbody>{rows}</tbody></table>", rows=head) if headline else \
+    head_rows = estimate_rows(dict(headline), run.results)
+    rest_rows = estimate_rows(dict(rest))
+    head = join(render("<tr class=headline><th>{k}</th><td>{v}</td></tr>", k=k, v=format_estimate(v, ci))
+                for k, v, ci in head_rows)
+    note = render("<p class=note>[lo, hi]: 95% interval over the n items it was measured on "
+                  "(wilson: Wilson score interval; bootstrap: percentile bootstrap over items).</p>") \
+        if any(ci for _, _, ci in head_rows + rest_rows) else Markup("")
+    table = render("<table class=metrics><tbody>{rows}</tbody></table>{note}", rows=head, note=note) if headline else \
         render("<p class=note>results.json has no headline metrics.</p>")
-    if not rest:
+    table = render("{table}{paired}", table=table, paired=_paired_tests(run.results))
+    if not rest_rows:
         return table
-    rows = join(render("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=format_value(v)) for k, v in rest)
+    rows = join(render("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=format_estimate(v, ci)) for k, v, ci in rest_rows)
     return render("{table}<details><summary>all results ({n} values)</summary>"
                   "<table class=metrics><tbody>{rows}</tbody></table></details>",
-                  table=table, n=len(rest), rows=rows)
+                  table=table, n=len(rest_rows), rows=rows)
+
+
+def _paired_tests(results: dict[str, Any]) -> Markup:
+    rows = paired_rows(results)
+    if not rows:
+        return Markup("")
+    body = join(render(
+        "<tr><th>{name}</th><td>{test}</td><td>{diff} [{lo}, {hi}]</td><td>{p}</td><td>{n}</td><td>{bc}</td>"
+        "<td class=\"verdict {cls}\">{verdict}</td></tr>",
+        name=r["name"], test=r.get("test", ""), diff=format_delta(r.get("diff")), lo=format_delta(r.get("lo")),
+        hi=format_delta(r.get("hi")), p=format_value(r["p_value"]), n=format_value(r.get("n")),
+        bc="" if r.get("b") is None else f"{r['b']} / {r.get('c')}",
+        cls="ok" if r["verdict"].startswith("significant") else "plain", verdict=r["verdict"]) for r in rows)
+    return render("<h3>Paired tests (X vs Y on the same items)</h3><table class=metrics><thead><tr><th>comparison</th>"
+                  "<th>test</th><th>difference X - Y [95% interval]</th><th>p</th><th>n</th><th>b / c</th>"
+                  "<th>verdict</th></tr></thead><tbody>{body}</tbody></table><p class=note>b / c: items only X / only Y "
+                  "got right (McNemar). A difference whose p-value is not below 0.05 is not told apart from chance on "
+                  "this many items.</p>", body=body)
 
 
 def _config(config: dict[str, Any]) -> Markup:
