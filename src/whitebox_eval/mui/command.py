@@ -29,8 +29,16 @@ def _study_options(f):
                      help="top-per-mille (paper: 1 per mille of d_ff per layer) | top-fraction | topk | global-topk | topscore"),
         click.option("--threshold-value", type=float, default=None,
                      help="fraction for top-fraction, k for topk/global-topk, ratio for topscore"),
-        click.option("--unit", type=click.Choice(["neuron", "pair"]), default="neuron", show_default=True,
-                     help="k counts unique neurons per layer per sample, or (position, neuron) pairs as eq. 8 literally"),
+        click.option("--unit", type=click.Choice(["pair", "neuron"]), default="pair", show_default=True,
+                     help="pair (the paper's eq. 8/10): pool every (response token, neuron) pair of a layer and keep "
+                     "the neurons of the top-k pairs; neuron (not the paper's): rank neurons by their best score and "
+                     "keep exactly k per layer (gives a larger MUI)"),
+        click.option("--score-token", type=click.Choice(["next", "at"]), default="next", show_default=True,
+                     help="next (the paper's eq. 2): position p is scored against the token it predicts (p+1); "
+                     "at (authors' code): the response positions are scored against their own token"),
+        click.option("--reference-code-compat", is_flag=True,
+                     help="reproduce the authors' get_neuron.py: --activation mlp_gate_act --score-token at "
+                     "--unit pair --final-norm none (contribution/activation scores only)"),
         click.option("--ig-steps", default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
         click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
@@ -40,7 +48,9 @@ def _study_options(f):
                      help="wrap zero-shot prompts in the tokenizer's chat template"),
         click.option("--responses", default="model", show_default=True,
                      help="model (greedy generation) | gold (the data's reference answer) | PATH (jsonl with id, response)"),
-        click.option("--max-new-tokens", type=int, default=None, help="generation budget (default per task: 24, gsm8k 256)"),
+        click.option("--max-new-tokens", type=int, default=None,
+                     help="generation budget (default: the paper's 1024, App. A.6; answers stop earlier at EOS or "
+                     "the task's stop strings); responses that reach it are counted as truncated"),
         click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line)"),
         click.option("--limit", default=100, show_default=True, help="number of items"),
         click.option("--batch-size", default=8, show_default=True),
@@ -54,12 +64,23 @@ def _study_options(f):
 
 
 def _config(model: str, task: str, kw: dict):
-    from whitebox_eval.mui.study import MUIConfig
+    from whitebox_eval.mui.study import REFERENCE_CODE_SETTINGS, MUIConfig
 
+    if kw["reference_code_compat"]:
+        ctx = click.get_current_context()
+        given = [k for k in REFERENCE_CODE_SETTINGS
+                 if ctx.get_parameter_source(k) not in (None, click.core.ParameterSource.DEFAULT)
+                 and kw[k] != REFERENCE_CODE_SETTINGS[k]]
+        if given:
+            raise WhiteboxError("--reference-code-compat sets " + ", ".join(
+                f"--{k.replace('_', '-')} {v}" for k, v in REFERENCE_CODE_SETTINGS.items())
+                + "; drop " + ", ".join(f"--{k.replace('_', '-')} {kw[k]}" for k in given))
+        kw = {**kw, **REFERENCE_CODE_SETTINGS}
     return MUIConfig(
         model=model, task=task, score=kw["score"], activation=kw["activation"], final_norm=kw["final_norm"],
         response_level=kw["response_level"], threshold=kw["threshold"], threshold_value=kw["threshold_value"],
-        unit=kw["unit"], ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
+        unit=kw["unit"], score_token=kw["score_token"], reference_code_compat=kw["reference_code_compat"],
+        ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
         batch_size=kw["batch_size"], dtype=kw["dtype"],
@@ -77,13 +98,17 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
     """Model Utilization Index (paper 001): how much of the model a task uses.
 
     \b
-    For each item the model answers (greedy; zero-shot + chat template for
-    instruction-tuned models, one-shot for base models), the answer is checked, and one
-    teacher-forced pass over prompt + response scores every MLP neuron at the positions
-    that predict response tokens (position p scores the token at p+1, eq. 2). Each
-    layer's top 1 per mille of neurons (unique per sample) is the sample's key set;
-    MUI = |union of key sets| / (layers x d_ff). Written: accuracy, MUI, PUR, MUI of
-    correct vs incorrect answers (Mann-Whitney), MUI per category, per-sample key sets.
+    For each item the model answers (greedy, up to the paper's 1024 new tokens;
+    zero-shot + chat template for instruction-tuned models, one-shot for base models),
+    the answer is checked, and one teacher-forced pass over prompt + response scores
+    every MLP neuron at the positions that predict response tokens (position p scores
+    the token at p+1, eq. 2). The paper's key set (eq. 8/10, the default --unit pair):
+    per layer, pool all (response token, neuron) pairs of the sample and keep the
+    neurons of the top floor(1 per mille x d_ff) pairs. MUI = |union of key sets| /
+    (layers x d_ff). Written: accuracy and MUI with 95% intervals, the effective
+    threshold fraction, truncated responses, PUR, MUI of correct vs incorrect answers at
+    equal subset size (permutation test), MUI per category, per-sample key sets.
+    --reference-code-compat reproduces the authors' code instead (options below).
 
     \b
     Examples:
@@ -112,13 +137,30 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
 def _print_study(folder) -> None:
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
-    click.echo(f"items {res['n_items']}  accuracy {res['accuracy_percent']:.1f}%  MUI {res['mui_percent']:.3f}% "
+    h = res["headline"]
+    click.echo(f"items {res['n_items']}  accuracy {res['accuracy_percent']:.1f}% "
+               f"[{h['accuracy_ci_percent'][0]:.1f}, {h['accuracy_ci_percent'][1]:.1f}]  "
+               f"MUI {res['mui_percent']:.3f}% [{h['mui_ci_percent'][0]:.3f}, {h['mui_ci_percent'][1]:.3f}] "
                f"({res['n_activated']} of {res['total_units']} {res['kind']}s)  PUR {res.get('pur', float('nan')):.2f}")
+    th = res.get("threshold") or {}
+    if th.get("effective_fraction") is not None:
+        k = th.get("k_per_layer", th.get("k_total"))
+        click.echo(f"threshold {th['method']} ({th['unit']}{', the paper' + chr(39) + 's rule' if th.get('paper_rule') else ''}): "
+                   f"k = {k}, effective fraction {100 * th['effective_fraction']:.4f}%")
+    if res.get("n_truncated_responses"):
+        click.echo(f"WARNING: {res['n_truncated_responses']} of {res['n_items']} responses hit the "
+                   f"{res.get('max_new_tokens')}-token budget and are truncated (scored as given; raise --max-new-tokens)")
     if "mui_correct_percent" in res and "mui_incorrect_percent" in res:
-        click.echo(f"MUI correct {res['mui_correct_percent']:.3f}%  incorrect {res['mui_incorrect_percent']:.3f}%")
-    mw = res.get("mann_whitney_correct_vs_incorrect")
-    if mw:
-        click.echo(f"Mann-Whitney on {mw['draws']} subsets of {mw['subset_size']}: U={mw['u']:.1f} p={mw['p_value']:.3g}")
+        click.echo(f"MUI correct {res['mui_correct_percent']:.3f}% (n={res['n_correct']})  incorrect "
+                   f"{res['mui_incorrect_percent']:.3f}% (n={res['n_incorrect']}); unions grow with n")
+    ci = res.get("correct_vs_incorrect") or {}
+    if "refused" in ci:
+        click.echo(f"correct vs incorrect: not tested, {ci['refused']}")
+    elif ci:
+        verdict = "significant at 0.05" if ci["significant"] else "NOT significant"
+        click.echo(f"correct vs incorrect at equal size m={ci['subset_size']}: MUI difference "
+                   f"{ci['diff_percent']:+.4f} points [{ci['diff_ci_percent'][0]:+.4f}, {ci['diff_ci_percent'][1]:+.4f}], "
+                   f"permutation p = {ci['p_value']:.3g} -- {verdict}")
     for g, v in (res.get("by_group") or {}).items():
         click.echo(f"  {g:24s} n={v['n']:<4d} accuracy {v['accuracy_percent']:5.1f}%  MUI {v['mui_percent']:.3f}%")
 

@@ -147,7 +147,7 @@ def sae_feature_scores_by_layer(saes: Sequence[SAE], residuals: torch.Tensor, *,
 
 def feature_key_mask(
     feature_scores: torch.Tensor, method: ThresholdMethod = "topk", value: float | None = DEFAULT_SAE_TOPK,
-    *, unit: Unit = "neuron",
+    *, unit: Unit = "pair",
 ) -> torch.Tensor:
     """A sample's key features (eq. 6 / 9): default top-50 per layer; inactive (zero) features never count."""
     return key_mask(feature_scores, method, value, unit=unit, min_score=0.0)
