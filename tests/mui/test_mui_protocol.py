@@ -37,7 +37,7 @@ def _cfg(**kw) -> MUIConfig:
 def test_study_default_is_eq10_pooled_pairs(tmp_path):
     """Regression: the study's default key set is eq. 8/10 (pooled token-neuron pairs), recomputed here
     from the token scores with layer_topk_mask(unit="pair"); config.yaml says it is the paper's rule."""
-    cfg = _cfg(threshold="topk", threshold_value=3, responses="gold", task="arithmetic-gen:add2,mul2")
+    cfg = _cfg(threshold="topk", threshold_value=12, responses="gold", task="arithmetic-gen:add2,mul2")
     assert cfg.unit == "pair" and cfg.score_token == "next"
     lm = tiny_lm("llama")
     folder = run_mui(cfg, tmp_path, run_id="r", loaded=lm)
@@ -51,9 +51,9 @@ def test_study_default_is_eq10_pooled_pairs(tmp_path):
         prompt = rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer))
         resp = lm.tokenizer(samples[it.id]["response"])["input_ids"]
         s = token_scores(engine, [ScoredSequence(prompt, resp)], KeyNeuronConfig(score="contribution"))[0]
-        want = layer_topk_mask(s, 3, unit="pair").numpy()
+        want = layer_topk_mask(s, 12, unit="pair").numpy()
         assert np.array_equal(ks.mask(i), want)
-        n_differ += not np.array_equal(want, layer_topk_mask(s, 3, unit="neuron").numpy())
+        n_differ += not np.array_equal(want, layer_topk_mask(s, 12, unit="neuron").numpy())
         n_checked += 1
     assert n_checked == 6
     assert n_differ > 0  # the two rules really differ on these samples, so the check can fail
