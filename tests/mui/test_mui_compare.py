@@ -76,3 +76,62 @@ def test_cli_help_and_errors():
     assert isinstance(r.exception, WhiteboxError) and "--task" in str(r.exception)
     r = runner.invoke(command, ["masking", "--ks", "a,b"])
     assert isinstance(r.exception, WhiteboxError)
+
+
+def _run_with(root: Path, name: str, acc: float, mui: float, n: int = 24, **settings) -> Path:
+    cfg = {"suite": "mui", "model": name, "task": "t", **MUIConfig().to_dict(), **settings}
+    cfg["model"] = name
+    f = RunFolder.create(root, cfg, run_id=name)
+    f.save_results({"accuracy_percent": acc, "mui_percent": mui, "n_items": n})
+    return f.path
+
+
+def test_law_refuses_mixed_settings_in_one_line(tmp_path):
+    """Regression (issue 16): runs at thresholds 1 and 0.1 per mille, other units or other n were fitted together."""
+    a = _run_with(tmp_path, "a", 20.0, 3.0)
+    b = _run_with(tmp_path, "b", 40.0, 2.5, threshold="top-fraction", threshold_value=0.01)
+    c = _run_with(tmp_path, "c", 60.0, 2.0, unit="neuron", n=100)
+    with pytest.raises(WhiteboxError) as e:
+        fit_runs([a, b, c])
+    msg = str(e.value)
+    assert "\n" not in msg and "--allow-mixed" in msg
+    assert "threshold (top-per-mille vs top-fraction)" in msg and "threshold_value (None vs 0.01)" in msg
+    assert "unit (pair vs neuron)" in msg and "n (24 vs 100)" in msg
+    res = fit_runs([a, b, c], allow_mixed=True)
+    assert res.fit.n_points == 3 and len(res.mixed) == 4
+    r = CliRunner().invoke(command, ["law", str(a), str(b)])
+    assert isinstance(r.exception, WhiteboxError) and "threshold" in str(r.exception)
+
+
+def test_law_needs_three_runs_for_r2_and_reports_intervals(tmp_path):
+    """R^2 with two points is always 1: not reported. From 3 points, A and B get OLS t-intervals,
+    checked against scipy.stats.linregress's standard errors."""
+    from scipy import stats as sps
+
+    two = [_run_with(tmp_path, f"m{p}", p, m) for p, m in ((20.0, 3.0), (40.0, 2.2))]
+    res = fit_runs(two)
+    assert res.fit.r2 is None and res.fit.a_ci is None
+    out = CliRunner().invoke(command, ["law", *map(str, two)]).output
+    assert "R^2 and intervals need >= 3 runs" in out and "R^2 =" not in out
+    pts = ((10.0, 3.1), (20.0, 2.9), (45.0, 2.1), (80.0, 1.8))
+    runs = [_run_with(tmp_path, f"n{p}", p, m) for p, m in pts]
+    res = fit_runs(runs)
+    x = [math.log(p) for p, _ in pts]
+    y = [m for _, m in pts]
+    ref = sps.linregress(x, y)
+    t = sps.t.ppf(0.975, len(pts) - 2)
+    assert res.fit.a == pytest.approx(ref.slope) and res.fit.r2 == pytest.approx(ref.rvalue ** 2)
+    assert res.fit.a_ci == pytest.approx((ref.slope - t * ref.stderr, ref.slope + t * ref.stderr))
+    assert res.fit.b_ci == pytest.approx((ref.intercept - t * ref.intercept_stderr, ref.intercept + t * ref.intercept_stderr))
+
+
+def test_checkpoint_run_ids_differ_for_same_folder_names(tmp_path):
+    """Regression: /ckpts/base/model and /ckpts/tuned/model both gave run id mui-model-..."""
+    from whitebox_eval.mui.compare import checkpoint_run_id
+
+    (tmp_path / "base" / "model").mkdir(parents=True)
+    (tmp_path / "tuned" / "model").mkdir(parents=True)
+    a = checkpoint_run_id(str(tmp_path / "base" / "model"), "ssd", 10)
+    b = checkpoint_run_id(str(tmp_path / "tuned" / "model"), "ssd", 10)
+    assert a != b and a.startswith("mui-model-") and b.startswith("mui-model-")
+    assert checkpoint_run_id(str(tmp_path / "base" / "model"), "ssd", 10) == a  # stable, so runs are reused

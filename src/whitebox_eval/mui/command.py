@@ -194,16 +194,30 @@ def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: fl
 @command.command()
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--plot", default=None, help="PNG path for the MUI-vs-performance plot with the fitted curve")
-def law(runs: tuple[str, ...], plot: str | None) -> None:
-    """Fit the Utility Law MUI = A ln(P) + B (percent units, sec. 3.2) over finished MUI run folders."""
+@click.option("--allow-mixed", is_flag=True,
+              help="fit runs whose settings differ (threshold, unit, score, responses, budget, limit/n); "
+              "refused by default because their MUIs are not comparable")
+def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
+    """Fit the Utility Law MUI = A ln(P) + B (percent units, sec. 3.2) over finished MUI run folders.
+
+    The runs must share every MUI setting and n (a union grows with n); R^2 and the
+    95% intervals of A and B need at least 3 runs.
+    """
     from whitebox_eval.mui.compare import fit_runs
 
-    res = fit_runs(list(runs), plot)
+    res = fit_runs(list(runs), plot, allow_mixed=allow_mixed)
     for label, p, m in zip(res.labels, res.performance, res.mui):
         click.echo(f"  {label:50s} accuracy {p:5.1f}%  MUI {m:.3f}%")
     for s in res.skipped:
         click.echo(f"  skipped: {s}")
-    click.echo(f"MUI = {res.fit.a:.4f} ln(P) + {res.fit.b:.4f}   R^2 = {res.fit.r2:.3f}  ({res.fit.n_points} points)")
+    if res.mixed:
+        click.echo("WARNING: mixed settings (--allow-mixed): " + "; ".join(res.mixed))
+    f = res.fit
+    if f.r2 is None:
+        click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   ({f.n_points} points: R^2 and intervals need >= 3 runs)")
+    else:
+        click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   R^2 = {f.r2:.3f}  ({f.n_points} points)")
+        click.echo(f"  A 95% CI [{f.a_ci[0]:.4f}, {f.a_ci[1]:.4f}]  B 95% CI [{f.b_ci[0]:.4f}, {f.b_ci[1]:.4f}]")
     if plot:
         click.echo(f"plot: {plot}")
 

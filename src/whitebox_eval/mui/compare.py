@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,15 @@ def _slug(text: str) -> str:
     return s[-60:] or "run"
 
 
+def checkpoint_run_id(model: str, task: str, limit) -> str:
+    """Run id of one checkpoint's run: its folder's last name plus a hash of the full path, so
+    ``/ckpts/base/model`` and ``/ckpts/tuned/model`` never share a run folder."""
+    p = Path(model).expanduser()
+    full = str(p.resolve()) if p.exists() else model
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return _slug(f"mui-{p.name}-{digest}-{task.split('=')[0]}-{limit}")
+
+
 def compare_checkpoints(
     before: str, after: str, tasks: Sequence[str], base: MUIConfig, output: str | Path = "runs", *,
     tol_performance: float = 0.0, tol_mui: float = 0.0, loaded_before=None, loaded_after=None,
@@ -73,7 +83,7 @@ def compare_checkpoints(
             if models[which] is None:
                 models[which] = load_model(model, dtype=cfg.dtype)
             loaded = models[which]
-            run_id = _slug(f"mui-{Path(model).name}-{task.split('=')[0]}-{cfg.limit}")
+            run_id = checkpoint_run_id(model, task, cfg.limit)
             folder = run_mui(cfg, output, run_id=run_id, resume=True, loaded=loaded, show_progress=show_progress)
             points.append(run_point(folder))
             runs.append(str(folder.path))
@@ -111,6 +121,13 @@ def save_comparison(rows: Sequence[TaskComparison], output: str | Path, *, befor
     return folder
 
 
+LAW_SETTINGS: tuple[str, ...] = (
+    "score", "activation", "final_norm", "response_level", "threshold", "threshold_value", "unit", "score_token",
+    "ties", "ig_steps", "sae", "responses", "shots", "chat", "max_new_tokens", "limit",
+)
+"""config.yaml keys that change a run's MUI scale; runs fitted together must agree on them (and on n)."""
+
+
 @dataclass
 class LawFitResult:
     """The Utility Law fitted over runs, and the points that entered it."""
@@ -120,17 +137,55 @@ class LawFitResult:
     performance: list[float]
     mui: list[float]
     skipped: list[str]
+    mixed: list[str] = dataclasses.field(default_factory=list)
 
 
-def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labels: Sequence[str] | None = None) -> LawFitResult:
-    """Fit ``MUI = A ln(P) + B`` (percent units, sec. 3.2) over finished MUI runs; optionally plot it."""
+def _settings(folder: RunFolder) -> dict:
+    cfg = folder.config
+    out = {k: cfg.get(k, MUIConfig.defaults().get(k) if k != "unit" else "neuron") for k in LAW_SETTINGS}
+    out["n"] = folder.load_results().get("n_items")  # MUI is a union: it grows with n
+    return out
+
+
+def mixed_settings(folders: Sequence[RunFolder]) -> list[str]:
+    """``"name (a vs b)"`` for every setting that differs between the runs (runs before the
+    ``unit`` option existed used the unique-neuron rule)."""
+    rows = [_settings(f) for f in folders]
+    out = []
+    for key in rows[0]:
+        values = []
+        for r in rows:
+            v = r[key]
+            v = tuple(v) if isinstance(v, list) else v
+            if v not in values:
+                values.append(v)
+        if len(values) > 1:
+            out.append(f"{key} ({' vs '.join(str(v) for v in values)})")
+    return out
+
+
+def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labels: Sequence[str] | None = None,
+             allow_mixed: bool = False) -> LawFitResult:
+    """Fit ``MUI = A ln(P) + B`` (percent units, sec. 3.2) over finished MUI runs; optionally plot it.
+
+    Runs whose MUI settings differ (threshold, unit, score, responses, budget, limit / n,
+    ...) are not comparable and are refused unless ``allow_mixed``; R^2 and the intervals
+    of A and B need >= 3 runs.
+    """
     from whitebox_eval.mui.plots import plot_utility_law
 
     if labels is not None and len(labels) != len(runs):
         raise WhiteboxError(f"got {len(labels)} labels for {len(runs)} runs")
+    folders = [RunFolder.open(r) for r in runs]
+    for f in folders:
+        if f.config.get("suite") != "mui":
+            raise WhiteboxError(f"{f.path} is not a MUI run (suite {f.config.get('suite')!r})")
+    mixed = mixed_settings(folders) if len(folders) > 1 else []
+    if mixed and not allow_mixed:
+        raise WhiteboxError("these runs differ in " + "; ".join(mixed)
+                            + ": their MUIs are not comparable (rerun with equal settings, or pass --allow-mixed)")
     names, perf, mui, skipped = [], [], [], []
-    for n, run in enumerate(runs):
-        folder = RunFolder.open(run)
+    for n, folder in enumerate(folders):
         p, m = run_point(folder)
         label = labels[n] if labels is not None else f"{folder.config.get('model')} / {folder.config.get('task')}"
         if p <= 0:
@@ -145,4 +200,4 @@ def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labe
     fit = fit_utility_law(perf, mui)
     if plot is not None:
         plot_utility_law(perf, mui, plot, labels=names, fit=fit)
-    return LawFitResult(fit, names, perf, mui, skipped)
+    return LawFitResult(fit, names, perf, mui, skipped, mixed)
