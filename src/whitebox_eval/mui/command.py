@@ -226,28 +226,37 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--source-task", default="arithmetic-gen", show_default=True, help="task X whose key neurons are masked; " + TASK_HELP)
 @click.option("--eval-task", "eval_tasks", multiple=True, help="tasks measured under masking (repeatable; default X and ssd)")
-@click.option("--ks", default="1,2,4,8,16", show_default=True, help="neurons per layer per sample to mask (comma list)")
+@click.option("--ks", default="1,2,4,8,16", show_default=True, help="k of the per-sample key sets to mask (comma list)")
 @click.option("--score", type=click.Choice(["contribution", "activation"]), default="contribution", show_default=True)
 @click.option("--activation", type=click.Choice(["mlp_act", "mlp_gate_act"]), default="mlp_act", show_default=True)
-@click.option("--random-draws", default=1, show_default=True, help="random-mask controls per k")
+@click.option("--unit", type=click.Choice(["pair", "neuron"]), default="pair", show_default=True,
+              help="pair: neurons of the top-k pooled (token, neuron) pairs (the paper's eq. 8/10); neuron: k best neurons")
+@click.option("--target", type=click.Choice(["own", "gold"]), default="own", show_default=True,
+              help="answer scored by log-prob: the model's own unmasked greedy answer (its answer format, e.g. "
+              "'The answer is 11.'), or the data's bare gold answer")
+@click.option("--random-draws", default=5, show_default=True, help="random-mask controls per k (mean, sd, every draw)")
 @click.option("--generate/--no-generate", default=True, show_default=True,
-              help="measure accuracy by greedy generation under masking (slow on CPU); the gold-answer "
-              "log-prob is always measured")
-@click.option("--max-new-tokens", type=int, default=None, help="generation budget per answer under masking")
+              help="measure accuracy by greedy generation under masking (slow on CPU); the answer log-prob is "
+              "always measured")
+@click.option("--max-new-tokens", type=int, default=64, show_default=True,
+              help="generation budget per answer (own answers and generation under masks); truncations are counted")
 @click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True)
-@click.option("--limit", default=32, show_default=True, help="items per task")
+@click.option("--limit", default=32, show_default=True,
+              help="items per split: key neurons are selected on one split, every task is evaluated on a disjoint one")
 @click.option("--batch-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @run_folder_options
-def masking(model, source_task, eval_tasks, ks, score, activation, random_draws, generate, max_new_tokens, shots, limit,
-            batch_size, seed, output, run_id, resume) -> None:
-    """Masking validation (sec. 3.8): mask X's key neurons for growing k; accuracy on X and Y vs random masks.
+def masking(model, source_task, eval_tasks, ks, score, activation, unit, target, random_draws, generate, max_new_tokens,
+            shots, limit, batch_size, seed, output, run_id, resume) -> None:
+    """Masking validation (sec. 3.8): mask X's key neurons for growing k; X and Y vs random masks.
 
     \b
-    Key neurons of X: per sample, each layer's top-k neurons by eq. 2; union over samples.
-    Control: as many random neurons per layer, drawn outside the key set.
-    If the threshold is meaningful, key masking hurts more than random masking.
+    Key neurons come from a selection split of X's items; every task is measured on a
+    disjoint evaluation split (ids in splits.json). Per item: the log-prob of the
+    model's own unmasked answer (or gold) and, with --generate, accuracy. Key vs
+    random is a paired bootstrap over items (key minus the mean of the random draws).
     """
+    from whitebox_eval import stats
     from whitebox_eval.mui.masking import MaskingConfig, run_masking
 
     try:
@@ -255,20 +264,29 @@ def masking(model, source_task, eval_tasks, ks, score, activation, random_draws,
     except ValueError:
         raise WhiteboxError(f"--ks must be a comma list of integers, got {ks!r}") from None
     cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
-                        ks=k_list, score=score, activation=activation, random_draws=random_draws, generate=generate,
-                        max_new_tokens=max_new_tokens, shots=shots,
+                        ks=k_list, score=score, activation=activation, unit=unit, target=target,
+                        random_draws=random_draws, generate=generate, max_new_tokens=max_new_tokens, shots=shots,
                         limit=limit, batch_size=batch_size, seed=seed)
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
-    metrics = (["accuracy"] if generate else []) + ["gold_logprob"]
+    click.echo(f"key neurons from {res['splits']['selection'][source_task]} selection items of {source_task}; "
+               f"evaluation items disjoint: {res['splits_disjoint']}")
+    metrics = cfg.metrics
     for t, c in res["curves"].items():
-        click.echo(f"{t}: baseline " + "  ".join(f"{m} {c['baseline'][m]:.3f}" for m in metrics))
+        click.echo(f"{t} (n={c['n_items']} evaluation items): baseline "
+                   + "  ".join(f"{m} {c['baseline'][m]:.3f}" for m in metrics))
+        tg = res.get("targets", {}).get(t, {})
+        if tg.get("n_truncated"):
+            click.echo(f"  WARNING: {tg['n_truncated']} own answers hit the {max_new_tokens}-token budget")
         for key, rnd in zip(c["key"], c["random"]):
-            click.echo(f"  k={key['k']:<3d} masked {key['n_masked']:6d}  " + "  ".join(
-                f"{m}: key {key[m]:.3f} random {rnd[m]:.3f}" for m in metrics))
-        for m in metrics:
-            click.echo(f"  mean drop of {m}: key {c[f'mean_drop_key,{m}']:.3f}, random {c[f'mean_drop_random,{m}']:.3f}")
+            parts = []
+            for m in metrics:
+                d = rnd[f"{m},draws"]
+                parts.append(f"{m}: key {key[m]:.3f} random {d['mean']:.3f} (sd {d['sd']:.3f}, {d['n']} draws)")
+            click.echo(f"  k={key['k']:<3d} masked {key['n_masked']:6d}  " + "  ".join(parts))
+            for m in metrics:
+                click.echo("    " + stats.verdict(rnd[f"{m},key_minus_random"], f"{m} key minus random"))
 
 
 @command.command("train-sae")
