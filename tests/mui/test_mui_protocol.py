@@ -188,3 +188,60 @@ def test_study_reports_the_permutation_test_not_mann_whitney(tmp_path):
     res = folder.load_results()
     assert "mann_whitney_correct_vs_incorrect" not in res
     assert "refused" in res["correct_vs_incorrect"] or res["correct_vs_incorrect"]["test"] == "permutation of group labels"
+
+
+# ---------------------------------------------------------------- 7. SAE reconstruction quality
+def test_sae_run_reports_reconstruction_quality_and_warns_when_poor(tmp_path, capsys):
+    """A random (untrained) SAE reconstructs the residual stream badly: the run reports its explained
+    variance (recomputed here from hooked residuals at the scored positions) and dead features, and warns."""
+    from whitebox_eval.mui.sae import SAE, save_sae
+
+    lm = tiny_lm("llama")
+    d, f = lm.arch.d_model, 64
+    g = torch.Generator().manual_seed(0)
+    sae = SAE(torch.randn(d, f, generator=g) * 0.1, torch.zeros(f), torch.randn(f, d, generator=g) * 0.1,
+              torch.zeros(d), activation="topk", k=4)
+    sae.metadata.update({"hook_name": "blocks.1.hook_resid_post", "hook_layer": 1})
+    save_sae(sae, tmp_path / "sae")
+    cfg = _cfg(score="sae", sae=(str(tmp_path / "sae"),), responses="gold", threshold="topk", threshold_value=3)
+    folder = run_mui(cfg, tmp_path, run_id="s", loaded=lm)
+    res = folder.load_results()
+    q = res["sae_quality"]["1"]
+    # independent: residual leaving block 1 at every predicting position, by a plain hook
+    task = prepare_task(cfg, lm.tokenizer)
+    xs = []
+    for it in task.items:
+        prompt = rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer))
+        ids = prompt + lm.tokenizer(it.gold_response)["input_ids"]
+        got = {}
+        h = lm.arch.blocks[1].register_forward_hook(lambda m, a, o: got.__setitem__("h", (o[0] if isinstance(o, tuple) else o)[0]))
+        with torch.no_grad():
+            lm.model(input_ids=torch.tensor([ids]))
+        h.remove()
+        xs.append(got["h"][len(prompt) - 1:len(ids) - 1].float())
+    x = torch.cat(xs)
+    with torch.no_grad():
+        fx = sae.encode(x)
+        ev = 1 - float(((sae.decode(fx) - x) ** 2).sum() / ((x - x.mean(0)) ** 2).sum())
+    assert q["n_tokens"] == x.shape[0]
+    assert q["explained_variance"] == pytest.approx(ev, rel=1e-4, abs=1e-4)
+    assert q["n_dead"] == int(((fx > 0).sum(0) == 0).sum())
+    assert "poor SAE" in q["warning"]
+    assert any("poor SAE" in w for w in res["warnings"])
+    _print_study(folder)
+    assert "WARNING: layer 1: poor SAE" in capsys.readouterr().out
+
+
+def test_identical_key_sets_are_warned(tmp_path, monkeypatch):
+    """Regression: an SAE that gave every sample the same features raised no warning."""
+    from whitebox_eval.mui import study
+
+    lm = tiny_lm("llama")
+    def same(engine, seqs, cfg, sae_set=None):
+        m = torch.zeros(lm.arch.n_layers, lm.arch.d_ff, dtype=torch.bool)
+        m[:, 0] = True
+        return [m.clone() for _ in seqs]
+
+    monkeypatch.setattr(study, "key_masks", same)
+    folder = run_mui(_cfg(responses="gold"), tmp_path, run_id="same", loaded=lm)
+    assert any("same key set" in w for w in folder.load_results()["warnings"])

@@ -147,9 +147,12 @@ def _print_study(folder) -> None:
         k = th.get("k_per_layer", th.get("k_total"))
         click.echo(f"threshold {th['method']} ({th['unit']}{', the paper' + chr(39) + 's rule' if th.get('paper_rule') else ''}): "
                    f"k = {k}, effective fraction {100 * th['effective_fraction']:.4f}%")
-    if res.get("n_truncated_responses"):
-        click.echo(f"WARNING: {res['n_truncated_responses']} of {res['n_items']} responses hit the "
-                   f"{res.get('max_new_tokens')}-token budget and are truncated (scored as given; raise --max-new-tokens)")
+    for w in res.get("warnings") or []:
+        click.echo(f"WARNING: {w}")
+    for layer, q in (res.get("sae_quality") or {}).items():
+        if q.get("n_tokens"):
+            click.echo(f"SAE layer {layer}: explained variance {q['explained_variance']:.3f}, "
+                       f"{q['n_dead']} of {q['d_sae']} features never active on {q['n_tokens']} tokens")
     if "mui_correct_percent" in res and "mui_incorrect_percent" in res:
         click.echo(f"MUI correct {res['mui_correct_percent']:.3f}% (n={res['n_correct']})  incorrect "
                    f"{res['mui_incorrect_percent']:.3f}% (n={res['n_incorrect']}); unions grow with n")

@@ -59,7 +59,7 @@ from whitebox_eval.mui.neuron_scores import (
     neuron_contribution_scores,
     riemann_alphas,
 )
-from whitebox_eval.mui.sae import SAE, load_sae, sae_feature_scores
+from whitebox_eval.mui.sae import SAE, ReconstructionStats, load_sae, sae_feature_scores
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
 
 ScoreKind = Literal["contribution", "activation", "ig", "sae"]
@@ -111,6 +111,13 @@ class SAESet:
     saes: list[SAE]
     point: str = "resid"
     paths: list[str] = field(default_factory=list)
+    quality: list[ReconstructionStats] = field(default_factory=list)
+
+    def take_quality(self) -> list[ReconstructionStats]:
+        """Reconstruction statistics gathered since the last call (one per SAE), then reset."""
+        out = self.quality or [ReconstructionStats() for _ in self.saes]
+        self.quality = [ReconstructionStats() for _ in self.saes]
+        return out
 
     @property
     def width(self) -> int:
@@ -301,6 +308,10 @@ def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
         valid = lay.valid.to(trace["x"].device)
         x = trace["x"].permute(0, 2, 1, 3)[valid].float().cpu()  # [N, L_sae, d_model]
         flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
+        if not sae_set.quality:
+            sae_set.quality = [ReconstructionStats() for _ in sae_set.saes]
+        for i, s in enumerate(sae_set.saes):
+            sae_set.quality[i].update(s, x[:, i], flat[:, i])
     return _split(flat, lay.lengths)
 
 

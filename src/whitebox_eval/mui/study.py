@@ -26,12 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.mui import responses as rsp
-from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
-from whitebox_eval import stats
 from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary
+from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
+from whitebox_eval.mui.sae import ReconstructionStats
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
@@ -237,8 +238,14 @@ def run_mui(
         flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([f.size for f in flats])
+        extra = {}
+        if sae_set is not None:  # reconstruction quality of the tokens this batch encoded
+            for n, q in enumerate(sae_set.take_quality()):
+                if q.n:
+                    extra.update({f"sae{n}_n": np.array(q.n), f"sae{n}_sum_x": q.sum_x, f"sae{n}_sum_sq": np.array(q.sum_sq),
+                                  f"sae{n}_sse": np.array(q.sse), f"sae{n}_active": q.active})
         np.savez(parts / f"{index[items[0].id]:08d}.npz", ids=np.array([it.id for it in items]),
-                 indices=np.concatenate(flats), offsets=offsets)
+                 indices=np.concatenate(flats), offsets=offsets, **extra)
         records = []
         for j, it in enumerate(items):
             r = responses[j]
@@ -248,7 +255,20 @@ def run_mui(
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
             })
         folder.append_samples(records)
-    return finalize(folder, task.items, n_layers, width, kind, cfg)
+    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set)
+
+
+def _sae_quality(folder: RunFolder, sae_set: SAESet) -> dict:
+    """Per SAE layer: explained variance and dead features over every token the run encoded."""
+    total = [ReconstructionStats() for _ in sae_set.saes]
+    for part in (folder.path / "arrays" / "parts").glob("*.npz"):
+        with np.load(part) as z:
+            for n in range(len(total)):
+                if f"sae{n}_n" in z:
+                    total[n] = total[n].merge(ReconstructionStats(
+                        int(z[f"sae{n}_n"]), z[f"sae{n}_sum_x"], float(z[f"sae{n}_sum_sq"]), float(z[f"sae{n}_sse"]),
+                        z[f"sae{n}_active"]))
+    return {str(layer): q.summary() for layer, q in zip(sae_set.layers, total)}
 
 
 def _read_parts(folder: RunFolder) -> dict[str, np.ndarray]:
@@ -286,7 +306,8 @@ def samples_budget(cfg: MUIConfig) -> int:
     return cfg.max_new_tokens or rsp.DEFAULT_MAX_NEW_TOKENS[rsp.parse_task(cfg.task).name]
 
 
-def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig) -> RunFolder:
+def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
+             sae_set: SAESet | None = None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
     from whitebox_eval.mui.plots import plot_layer_utilization
 
@@ -340,6 +361,17 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
             by_group[g] = entry
         results["by_group"] = by_group
         results["by_group_note"] = "MUI is a union and grows with n: compare groups of equal n only"
+    warnings = []
+    if sae_set is not None:
+        results["sae_quality"] = _sae_quality(folder, sae_set)
+        warnings += [f"layer {l}: {q['warning']}" for l, q in results["sae_quality"].items() if "warning" in q]
+    scored = [i for i, it in enumerate(items) if samples[it.id]["n_response_tokens"] > 0]
+    if len(scored) > 1 and len({ks.flat_indices(i).tobytes() for i in scored}) == 1:
+        warnings.append(f"all {len(scored)} samples have the same key set: the scores do not tell samples apart")
+    if results["n_truncated_responses"]:
+        warnings.append(f"{results['n_truncated_responses']} of {len(items)} responses hit the "
+                        f"{results['max_new_tokens']}-token budget and are truncated")
+    results["warnings"] = warnings
     results["headline"] = {
         "accuracy_percent": 100 * acc, "accuracy_ci_percent": [100 * acc_est.lo, 100 * acc_est.hi],
         "mui_percent": 100 * mui, "mui_ci_percent": [100 * mui_est.lo, 100 * mui_est.hi], "n": len(items),
