@@ -245,3 +245,12 @@ def test_identical_key_sets_are_warned(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "key_masks", same)
     folder = run_mui(_cfg(responses="gold"), tmp_path, run_id="same", loaded=lm)
     assert any("same key set" in w for w in folder.load_results()["warnings"])
+
+
+def test_subset_command_prints_the_interval(tmp_path):
+    folder = run_mui(_cfg(responses="gold"), tmp_path, run_id="sub", loaded=tiny_lm("llama"))
+    out = CliRunner().invoke(command, ["subset", str(folder.path), "--group", "add1"]).output
+    ks = load_key_sets(folder)
+    idx = [i for i, s in enumerate(folder.read_samples()) if s["group"] == "add1"]
+    est = jackknife_mui(ks, idx)
+    assert out.startswith(f"{len(idx)} samples  MUI {100 * est.value:.3f}% [{100 * est.lo:.3f}, {100 * est.hi:.3f}]")

@@ -322,11 +322,25 @@ def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed) -> None:
 @click.option("--group", "groups", multiple=True, help="keep samples of this group/category (repeatable)")
 @click.option("--correct/--incorrect", default=None, help="keep only correct (or incorrect) responses")
 def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
-    """MUI of a subset of a finished run's samples, from the stored key sets (no model run; sec. 3.6-3.7)."""
-    from whitebox_eval.mui.study import subset_mui
+    """MUI of a subset of a finished run's samples, from the stored key sets (no model run; sec. 3.6-3.7).
+
+    MUI is a union and grows with n: compare subsets of equal size only.
+    """
+    import numpy as np
+
+    from whitebox_eval.mui.inference import jackknife_mui
+    from whitebox_eval.mui.study import load_key_sets
+    from whitebox_eval.runs import RunFolder
 
     def keep(s: dict) -> bool:
         return (not groups or s.get("group") in groups) and (correct is None or bool(s.get("correct")) == correct)
 
-    mui, n = subset_mui(run, keep)
-    click.echo(f"{n} samples  MUI {100 * mui:.3f}%")
+    folder = RunFolder.open(run)
+    ks = load_key_sets(folder)
+    samples = {str(s["id"]): s for s in folder.read_samples()}
+    sel = np.array([keep(samples[sid]) for sid in ks.sample_ids])
+    if not sel.any():
+        raise WhiteboxError("no sample matches the subset")
+    est = jackknife_mui(ks, sel)
+    click.echo(f"{est.n} samples  MUI {100 * est.value:.3f}% [{100 * est.lo:.3f}, {100 * est.hi:.3f}] "
+               "(95% jackknife; a union grows with n)")
