@@ -37,6 +37,13 @@ authors' ``get_neuron.py``) scores the response positions themselves against the
 *at* ``p`` (``projection[:, input_ids]`` over ``prompt_index:prompt_end_index``).
 Together with ``activation="mlp_gate_act"`` and ``unit="pair"`` this reproduces their code
 (``mui --reference-code-compat``).
+
+How far apart the two are (measured on SmolLM2-135M-Instruct, its 24 greedy
+arithmetic-gen answers at the 1024-token budget, eq. 2 contribution scores): key-set
+Jaccard, paper vs authors' code, per sample mean 0.12 (range 0.03-0.25) at the default
+k = 1 per layer and 0.11 (0.08-0.15) at k = 15; changing only the scored token gives
+0.21 / 0.28, only act(gate) 0.17 / 0.16. MUI: 0.571% (paper) vs 0.423% (authors) at
+k = 1; 5.20% vs 3.79% at k = 15, where the unique-neuron rule would give 6.94%.
 """
 
 from __future__ import annotations
