@@ -2,7 +2,8 @@
 
 This package namespace exports the model-independent math only: scores (eq. 2, 13-15),
 threshold functions (App. A.4), key sets and MUI (sec. 2.2), SAEs (eq. 4-6, 9), the
-Utility Law and its corollaries (sec. 3.2-3.7) and plots. The parts that run a model
+Utility Law and its corollaries (sec. 3.2-3.7), MUI's interval and the correct-vs-incorrect
+test (``mui.inference``) and plots. The parts that run a model
 on the engine are imported from their modules, so importing this package stays light:
 
 * ``mui.responses``: tasks, prompt formats (App. A.6), greedy responses, correctness;
@@ -14,6 +15,7 @@ on the engine are imported from their modules, so importing this package stays l
 * ``mui.command``: the ``whitebox-eval mui`` command group.
 """
 
+from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary
 from whitebox_eval.mui.neuron_scores import (
     activation_scores,
     effective_unembedding,
@@ -24,6 +26,7 @@ from whitebox_eval.mui.neuron_scores import (
 )
 from whitebox_eval.mui.sae import (
     SAE,
+    ReconstructionStats,
     feature_key_mask,
     load_sae,
     reconstruction_mse,
@@ -64,7 +67,8 @@ from whitebox_eval.mui.utilization import (
 )
 
 __all__ = [
-    "SAE", "Direction", "KeySets", "MannWhitneyResult", "RankCorrelation", "RankingAgreement",
+    "SAE", "Direction", "KeySets", "MannWhitneyResult", "RankCorrelation", "RankingAgreement", "ReconstructionStats",
+    "correct_vs_incorrect", "jackknife_mui", "threshold_summary",
     "UtilityLawFit", "activation_scores", "classify_direction", "compare_rankings", "effective_unembedding",
     "feature_key_mask", "fit_utility_law", "global_topk_mask", "integrated_gradient_scores",
     "key_mask", "layer_top_fraction_mask", "layer_topk_mask", "load_sae", "mann_whitney",
