@@ -135,3 +135,52 @@ def test_checkpoint_run_ids_differ_for_same_folder_names(tmp_path):
     b = checkpoint_run_id(str(tmp_path / "tuned" / "model"), "ssd", 10)
     assert a != b and a.startswith("mui-model-") and b.startswith("mui-model-")
     assert checkpoint_run_id(str(tmp_path / "base" / "model"), "ssd", 10) == a  # stable, so runs are reused
+
+
+def test_compare_reports_paired_tests_of_both_moves(tmp_path):
+    """Each task's accuracy move gets an exact McNemar and its MUI move a paired jackknife over the items,
+    recomputed here from the two run folders."""
+    from whitebox_eval import stats
+    from whitebox_eval.mui.inference import jackknife_mui_difference
+    from whitebox_eval.mui.study import load_key_sets
+
+    before, after = tiny_lm("llama", seed=0), tiny_lm("llama", seed=1)
+    base = MUIConfig(model="x", task="ssd", limit=6, batch_size=6, max_new_tokens=3)
+    rows = compare_checkpoints("tiny-a", "tiny-b", ["ssd"], base, tmp_path, loaded_before=before, loaded_after=after)
+    r = rows[0]
+    a, b = RunFolder.open(r.before_run), RunFolder.open(r.after_run)
+    ca = [s["correct"] for s in a.read_samples()]
+    cb = [s["correct"] for s in b.read_samples()]
+    assert r.accuracy_test["p_value"] == pytest.approx(stats.mcnemar(cb, ca).p_value)
+    want = jackknife_mui_difference(load_key_sets(a), load_key_sets(b))
+    assert r.mui_test["diff"] == pytest.approx(r.after[1] / 100 - r.before[1] / 100)
+    assert r.mui_test["lo"] == pytest.approx(want.lo)
+    assert len(r.verdicts()) == 2
+
+
+def test_jackknife_mui_difference_by_hand():
+    import numpy as np
+
+    from whitebox_eval.mui.inference import jackknife_mui_difference
+    from whitebox_eval.mui.utilization import KeySets
+
+    def ks(sets):
+        k = KeySets(1, 10, "neuron")
+        for i, s in enumerate(sets):
+            m = np.zeros((1, 10), dtype=bool)
+            m[0, sorted(s)] = True
+            k.add(m, f"s{i}")
+        return k
+
+    a = ks([{0}, {0}, {0, 1}])        # MUI 0.2; leave-one-out 0.2, 0.2, 0.1
+    b = ks([{2}, {3}, {4, 5}])        # MUI 0.4; leave-one-out 0.3, 0.3, 0.2
+    t = jackknife_mui_difference(a, b)
+    # the per-item differences of leave-one-out values are constant (0.1): se = 0, no item moves the difference
+    assert t.diff == pytest.approx(0.2)
+    assert t.lo == pytest.approx(0.2) and t.hi == pytest.approx(0.2)
+    assert t.p_value < 1e-6
+    c = ks([{2}, {3}, {4}])           # MUI 0.3; leave-one-out 0.2 each -> differences 0.0, 0.0, 0.1
+    t = jackknife_mui_difference(a, c)
+    loo = np.array([0.0, 0.0, 0.1])
+    se = math.sqrt(2 / 3 * ((loo - loo.mean()) ** 2).sum())
+    assert t.diff == pytest.approx(0.1) and (t.hi - t.lo) / 2 == pytest.approx(1.959963985 * se)

@@ -190,6 +190,9 @@ def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: fl
     base = _config(before, tasks[0], kw)
     rows = compare_checkpoints(before, after, tasks, base, kw["output"], tol_performance=tol_performance, tol_mui=tol_mui)
     click.echo(comparison_table(rows))
+    for r in rows:
+        for line in r.verdicts():
+            click.echo("  " + line)
     folder = save_comparison(rows, kw["output"], before=before, after=after)
     click.echo(f"\nresults and plot: {folder.path}")
 

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mui.study import MUIConfig, run_mui, run_point
+from whitebox_eval.mui.inference import jackknife_mui_difference
+from whitebox_eval.mui.study import MUIConfig, load_key_sets, run_mui, run_point
 from whitebox_eval.mui.utility_law import Direction, UtilityLawFit, classify_direction, fit_utility_law
 from whitebox_eval.runs import RunFolder
 
@@ -36,6 +38,20 @@ class TaskComparison:
     direction: Direction
     before_run: str
     after_run: str
+    accuracy_test: dict | None = None  # exact McNemar on the same items (after vs before)
+    mui_test: dict | None = None  # paired jackknife of MUI(after) - MUI(before), fractions
+
+    def verdicts(self) -> list[str]:
+        """Sentences for the summary: is each move larger than chance on these items?"""
+        out = []
+        if self.accuracy_test:
+            out.append(stats.verdict(self.accuracy_test, f"{self.task}: accuracy after minus before"))
+        if self.mui_test:
+            t = dict(self.mui_test)
+            for k in ("diff", "lo", "hi"):
+                t[k] = 100 * t[k]
+            out.append(stats.verdict(t, f"{self.task}: MUI after minus before (points)"))
+        return out
 
     @property
     def delta_performance(self) -> float:
@@ -88,8 +104,24 @@ def compare_checkpoints(
             points.append(run_point(folder))
             runs.append(str(folder.path))
         direction = classify_direction(points[0], points[1], tol_performance=tol_performance, tol_mui=tol_mui)
-        out.append(TaskComparison(task, points[0], points[1], direction, runs[0], runs[1]))
+        acc_test, mui_test = paired_tests(runs[0], runs[1])
+        out.append(TaskComparison(task, points[0], points[1], direction, runs[0], runs[1], acc_test, mui_test))
     return out
+
+
+def paired_tests(before_run: str | Path, after_run: str | Path) -> tuple[dict, dict]:
+    """Exact McNemar of the per-item correctness and the paired jackknife of MUI, after vs before.
+
+    Both runs hold the same items (same task, limit and seed), so the moves are paired by item.
+    """
+    a, b = RunFolder.open(before_run), RunFolder.open(after_run)
+    ka, kb = load_key_sets(a), load_key_sets(b)
+    ca = {str(s["id"]): bool(s["correct"]) for s in a.read_samples()}
+    cb = {str(s["id"]): bool(s["correct"]) for s in b.read_samples()}
+    if ka.sample_ids != kb.sample_ids:
+        raise WhiteboxError(f"{a.path} and {b.path} hold different items; compare runs of the same task, limit and seed")
+    acc = stats.mcnemar([cb[i] for i in kb.sample_ids], [ca[i] for i in ka.sample_ids])
+    return acc.as_dict(), jackknife_mui_difference(ka, kb).as_dict()
 
 
 def comparison_table(rows: Sequence[TaskComparison]) -> str:
@@ -112,7 +144,8 @@ def save_comparison(rows: Sequence[TaskComparison], output: str | Path, *, befor
         "before": before, "after": after,
         "tasks": {r.task: {"before": {"accuracy_percent": r.before[0], "mui_percent": r.before[1]},
                            "after": {"accuracy_percent": r.after[0], "mui_percent": r.after[1]},
-                           "direction": r.direction.value, "before_run": r.before_run, "after_run": r.after_run}
+                           "direction": r.direction.value, "before_run": r.before_run, "after_run": r.after_run,
+                           "paired_tests": {"accuracy_mcnemar": r.accuracy_test, "mui_jackknife": r.mui_test}}
                   for r in rows},
         "headline": {f"direction,{r.task}": r.direction.value for r in rows},
     })

@@ -44,6 +44,28 @@ def _union_size(flats: list[np.ndarray], idx) -> int:
     return int(np.unique(np.concatenate(parts)).size) if parts else 0
 
 
+def _leave_one_out(ks: KeySets, idx: list[int]) -> tuple[float, np.ndarray]:
+    """MUI of the samples ``idx`` and, for each, the MUI without it (only units unique to it drop)."""
+    flats = [ks._flat[i] for i in idx]
+    total = ks.total_units
+    allu = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
+    units, counts = np.unique(allu, return_counts=True)
+    once = set(units[counts == 1].tolist())
+    loo = np.array([(units.size - sum(1 for u in f.tolist() if u in once)) / total for f in flats])
+    return units.size / total, loo
+
+
+def _jackknife_se(loo: np.ndarray) -> float:
+    n = loo.size
+    return math.sqrt((n - 1) / n * float(((loo - loo.mean()) ** 2).sum()))
+
+
+def _z(level: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2))
+
+
 def jackknife_mui(ks: KeySets, samples=None, level: float = stats.LEVEL) -> stats.Estimate:
     """MUI of ``samples`` (all by default) with a delete-one jackknife interval.
 
@@ -54,20 +76,37 @@ def jackknife_mui(ks: KeySets, samples=None, level: float = stats.LEVEL) -> stat
     n = len(idx)
     if n == 0:
         raise WhiteboxError("cannot compute MUI of an empty set of samples")
-    flats = [ks._flat[i] for i in idx]
-    total = ks.total_units
-    allu = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
-    units, counts = np.unique(allu, return_counts=True)
-    theta = units.size / total
+    theta, loo = _leave_one_out(ks, idx)
     if n < 2:
         return stats.Estimate(theta, theta, theta, n, "jackknife", 0.0, level)
-    once = set(units[counts == 1].tolist())
-    loo = np.array([(units.size - sum(1 for u in f.tolist() if u in once)) / total for f in flats])
-    se = math.sqrt((n - 1) / n * float(((loo - loo.mean()) ** 2).sum()))
-    from scipy.stats import norm
-
-    z = float(norm.ppf(0.5 + level / 2))
+    se = _jackknife_se(loo)
+    z = _z(level)
     return stats.Estimate(theta, max(0.0, theta - z * se), min(1.0, theta + z * se), n, "jackknife", se, level)
+
+
+def jackknife_mui_difference(before: KeySets, after: KeySets, level: float = stats.LEVEL) -> stats.PairedTest:
+    """MUI(after) - MUI(before) on the same items (e.g. two checkpoints, Corollary 1), paired by item:
+    the delete-one jackknife drops item ``i`` from both runs; normal interval and two-sided p."""
+    if before.sample_ids != after.sample_ids:
+        raise WhiteboxError("the two runs must hold the same items in the same order to compare MUI item by item")
+    if (before.n_layers, before.width) != (after.n_layers, after.width):
+        raise WhiteboxError("the two runs' key sets have different shapes (layers x width); MUI is still comparable "
+                            "as a fraction, but not item by item")
+    idx = list(range(len(before)))
+    if len(idx) < 2:
+        raise WhiteboxError("a paired MUI comparison needs at least 2 items")
+    ta, la = _leave_one_out(before, idx)
+    tb, lb = _leave_one_out(after, idx)
+    diff = tb - ta
+    se = _jackknife_se(lb - la)
+    z = _z(level)
+    if se == 0:
+        p = 1.0 if diff == 0 else 0.0
+    else:
+        from scipy.stats import norm
+
+        p = float(2 * norm.sf(abs(diff) / se))
+    return stats.PairedTest("jackknife", float(diff), float(diff - z * se), float(diff + z * se), p, len(idx))
 
 
 def correct_vs_incorrect(
