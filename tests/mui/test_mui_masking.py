@@ -85,6 +85,10 @@ def test_key_neurons_are_selected_on_items_disjoint_from_the_evaluation(tmp_path
     sel = res["split_ids"]["selection"]["arithmetic-gen:add2"]
     ev = res["split_ids"]["evaluation"]["arithmetic-gen:add2"]
     assert len(sel) == 4 and len(ev) == 4 and not set(sel) & set(ev) and res["splits_disjoint"]
+    rows = list(folder.read_samples())
+    assert all(len(r["item_answer_logprob"]) == 4 for r in rows)  # every condition on the 4 evaluation items
+    src = res["source_answers"]  # a 3-token budget cuts random-model answers: counted, not silent
+    assert src["n_scored"] + src["n_empty"] == 4 and 0 <= src["n_truncated"] <= 4
 
 
 def test_default_random_draws_and_paired_test_against_a_hand_computation(tmp_path):

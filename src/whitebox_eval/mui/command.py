@@ -245,7 +245,8 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
               help="measure accuracy by greedy generation under masking (slow on CPU); the answer log-prob is "
               "always measured")
 @click.option("--max-new-tokens", type=int, default=64, show_default=True,
-              help="generation budget per answer (own answers and generation under masks); truncations are counted")
+              help="generation budget per answer (source answers, own answers, generation under masks); source "
+              "and own answers that reach it are counted")
 @click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True)
 @click.option("--limit", default=32, show_default=True,
               help="items per split: key neurons are selected on one split, every task is evaluated on a disjoint one")
@@ -278,6 +279,9 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
     click.echo(f"run folder: {folder.path}")
     click.echo(f"key neurons from {res['splits']['selection'][source_task]} selection items of {source_task}; "
                f"evaluation items disjoint: {res['splits_disjoint']}")
+    src = res.get("source_answers") or {}
+    if src.get("n_truncated"):
+        click.echo(f"WARNING: {src['n_truncated']} source answers hit the {max_new_tokens}-token budget")
     metrics = cfg.metrics
     for t, c in res["curves"].items():
         click.echo(f"{t} (n={c['n_items']} evaluation items): baseline "

@@ -153,8 +153,11 @@ def prepare_split(lm, cfg: MaskingConfig, task: str, which: str, responses: str 
 
 
 def source_rankings(lm, engine: Engine, cfg: MaskingConfig, show_progress: bool | None = None,
-                    task: PreparedTask | None = None) -> np.ndarray:
-    """Per-sample, per-layer neuron rankings on the source task's selection split, ``[n_samples, n_layers, max(ks)]``."""
+                    task: PreparedTask | None = None, counts: dict | None = None) -> np.ndarray:
+    """Per-sample, per-layer neuron rankings on the source task's selection split, ``[n_samples, n_layers, max(ks)]``.
+
+    ``counts`` (if given) receives ``n_truncated`` (answers that hit the budget) and ``n_empty``.
+    """
     task = task or prepare_split(lm, cfg, cfg.source_task, "selection", cfg.source_responses)
     kcfg = KeyNeuronConfig(score=cfg.score, activation=cfg.activation, final_norm=cfg.final_norm,
                            response_level=cfg.response_level, unit=cfg.unit).validate()
@@ -163,6 +166,9 @@ def source_rankings(lm, engine: Engine, cfg: MaskingConfig, show_progress: bool 
     chunks = [task.items[i:i + cfg.batch_size] for i in range(0, len(task.items), cfg.batch_size)]
     for items in progress(chunks, desc="source key neurons", enabled=show_progress):
         prompts, responses = respond(lm, task, items)
+        if counts is not None and task.given is None:
+            counts["n_truncated"] = counts.get("n_truncated", 0) + sum(r.stopped_by is None for r in responses)
+            counts["n_empty"] = counts.get("n_empty", 0) + sum(not r.ids for r in responses)
         seqs = [ScoredSequence(p, r.ids) for p, r in zip(prompts, responses) if r.ids]
         if seqs:
             for s in token_scores(engine, seqs, kcfg):
@@ -273,9 +279,12 @@ def run_masking(
     tasks = {t: prepare_split(loaded, cfg, t, "evaluation") for t in cfg.eval_tasks}
     rank_path = folder.path / "arrays" / "source_rankings.npy"
     rankings = folder.load_array("source_rankings") if rank_path.is_file() else None
+    source_path = folder.path / "source.json"
     if rankings is None or rankings.shape[2] < max(int(k) for k in cfg.ks):
-        rankings = source_rankings(loaded, engine, cfg, show_progress, task=selection)
+        counts: dict = {}
+        rankings = source_rankings(loaded, engine, cfg, show_progress, task=selection, counts=counts)
         folder.save_array("source_rankings", rankings)
+        source_path.write_text(json.dumps(counts))
     split_path = folder.path / "splits.json"
     splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
               "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
@@ -309,7 +318,8 @@ def run_masking(
         lp = answer_logprobs(loaded, engine, tasks[t], targets[t]["targets"], edits, cfg.batch_size)
         row.update(answer_logprob=float(lp.mean()), item_answer_logprob=lp.tolist())
         folder.append_samples([row])
-    return finalize_masking(folder, cfg, splits, targets)
+    source = json.loads(source_path.read_text()) if source_path.is_file() else None
+    return finalize_masking(folder, cfg, splits, targets, source)
 
 
 def _rows(rows: list[dict], t: str, kind: str, k: int) -> list[dict]:
@@ -320,7 +330,7 @@ def _rows(rows: list[dict], t: str, kind: str, k: int) -> list[dict]:
 
 
 def finalize_masking(folder: RunFolder, cfg: MaskingConfig, splits: dict | None = None,
-                     targets: dict | None = None) -> RunFolder:
+                     targets: dict | None = None, source: dict | None = None) -> RunFolder:
     """Curves per evaluation task (key vs random, every draw), paired tests, results.json and the plots."""
     from whitebox_eval.mui.plots import MaskingCurve, plot_masking_curves
 
@@ -333,6 +343,9 @@ def finalize_masking(folder: RunFolder, cfg: MaskingConfig, splits: dict | None 
         results["split_ids"] = splits
         results["splits_disjoint"] = not (set(splits["selection"][cfg.source_task])
                                           & set(splits["evaluation"].get(cfg.source_task, [])))
+    if source is not None:
+        results["source_answers"] = {"n_truncated": source.get("n_truncated", 0), "n_empty": source.get("n_empty", 0),
+                                     "n_scored": int(folder.load_array("source_rankings").shape[0])}
     if targets is not None:
         results["targets"] = {t: {"n_gold_fallback": v["n_gold_fallback"], "n_truncated": v["n_truncated"]}
                               for t, v in targets.items()}
