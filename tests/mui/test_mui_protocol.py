@@ -98,6 +98,7 @@ def test_truncated_responses_are_counted_and_warned(tmp_path, capsys):
     _print_study(folder)
     out = capsys.readouterr().out
     assert f"WARNING: {len(cut)} of 6 responses hit the 2-token budget" in out
+    assert f"responses truncated by the 2-token budget: {len(cut)} of 6" in out
 
 
 def test_given_responses_are_never_truncated(tmp_path):

@@ -147,6 +147,9 @@ def _print_study(folder) -> None:
         k = th.get("k_per_layer", th.get("k_total"))
         click.echo(f"threshold {th['method']} ({th['unit']}{', the paper' + chr(39) + 's rule' if th.get('paper_rule') else ''}): "
                    f"k = {k}, effective fraction {100 * th['effective_fraction']:.4f}%")
+    if "max_new_tokens" in res:
+        click.echo(f"responses truncated by the {res['max_new_tokens']}-token budget: "
+                   f"{res['n_truncated_responses']} of {res['n_items']}")
     for w in res.get("warnings") or []:
         click.echo(f"WARNING: {w}")
     for layer, q in (res.get("sae_quality") or {}).items():
