@@ -160,22 +160,46 @@ def test_correct_vs_incorrect_refuses_small_groups_and_identical_sets():
     assert "same key set" in res["refused"]
 
 
-def test_correct_vs_incorrect_compares_equal_size_subsets():
-    """Correct samples each use a new unit, incorrect ones all share unit 0: at m = 6 the correct union
-    has 6 units and the incorrect 1, whatever subsets are drawn; the permutation p is small. With
-    exchangeable labels the p-value is large."""
+def _brute_rarefied(sets: list[set[int]], r: int) -> float:
+    """Mean union size over every r-subset (itertools), the definition rarefaction computes exactly."""
+    from itertools import combinations
+
+    sizes = [len(set().union(*c)) for c in combinations(sets, r)]
+    return sum(sizes) / len(sizes)
+
+
+def test_rarefied_union_equals_the_mean_over_all_subsets():
+    from whitebox_eval.mui.inference import rarefied_union
+
+    rng = np.random.default_rng(0)
+    sets = [set(rng.choice(12, rng.integers(1, 5), replace=False).tolist()) for _ in range(7)]
+    flats = [np.array(sorted(s)) for s in sets]
+    for r in (1, 3, 6, 7):
+        assert rarefied_union(flats, r) == pytest.approx(_brute_rarefied(sets, r))
+
+
+def test_correct_vs_incorrect_compares_groups_at_the_same_size():
+    """Correct samples each use a new unit, incorrect ones all share unit 0. Rarefied to r = 6 - 1 = 5:
+    correct 6 * 5/6 = 5 units, incorrect 1 unit. Only the true labeling reaches that difference, so the
+    permutation p is (1 + 0) / (1 + 500). The interval is the delete-one jackknife, recomputed here by
+    brute force over subsets. Exchangeable labels give a large p."""
     width = 40
     sets = [{i + 1} for i in range(6)] + [{0}] * 10
     ks = _keysets(sets, width)
     correct = np.array([1] * 6 + [0] * 10, dtype=bool)
     res = correct_vs_incorrect(ks, correct, permutations=500)
-    assert res["subset_size"] == 6
-    assert res["mui_correct_at_m"] == pytest.approx(6 / width) and res["mui_incorrect_at_m"] == pytest.approx(1 / width)
-    assert res["diff"] == pytest.approx(5 / width)
-    assert res["p_value"] < 0.01 and res["significant"]
-    # the exact permutation p: only labelings putting all 6 distinct-unit samples in the "correct" group
-    # reach a difference of 5 units -> p = 1 / C(16, 6) (+1 smoothing over 500 permutations)
-    assert res["p_value"] == pytest.approx(1 / 501, abs=3 / 501)
+    assert res["subset_size"] == 5
+    assert res["mui_correct_at_r"] == pytest.approx(5 / width) and res["mui_incorrect_at_r"] == pytest.approx(1 / width)
+    assert res["diff"] == pytest.approx(4 / width)
+    assert res["p_value"] == pytest.approx(1 / 501) and res["significant"]
+    ok, bad = sets[:6], sets[6:]
+    a, b = _brute_rarefied(ok, 5), _brute_rarefied(bad, 5)
+    loo = [(_brute_rarefied(ok[:j] + ok[j + 1:], 5) - b) / width for j in range(6)]
+    loo += [(a - _brute_rarefied(bad[:j] + bad[j + 1:], 5)) / width for j in range(10)]
+    loo = np.array(loo)
+    se = math.sqrt((len(loo) - 1) / len(loo) * ((loo - loo.mean()) ** 2).sum())
+    assert res["diff_se"] == pytest.approx(se)
+    assert res["diff_ci"] == pytest.approx([4 / width - 1.959963985 * se, 4 / width + 1.959963985 * se])
     rng = np.random.default_rng(1)
     mixed = _keysets([set(rng.choice(width, 3, replace=False).tolist()) for _ in range(20)], width)
     res = correct_vs_incorrect(mixed, np.array([1, 0] * 10, dtype=bool), permutations=300)

@@ -164,7 +164,7 @@ def _print_study(folder) -> None:
         click.echo(f"correct vs incorrect: not tested, {ci['refused']}")
     elif ci:
         verdict = "significant at 0.05" if ci["significant"] else "NOT significant"
-        click.echo(f"correct vs incorrect at equal size m={ci['subset_size']}: MUI difference "
+        click.echo(f"correct vs incorrect, both rarefied to r={ci['subset_size']} samples: MUI difference "
                    f"{ci['diff_percent']:+.4f} points [{ci['diff_ci_percent'][0]:+.4f}, {ci['diff_ci_percent'][1]:+.4f}], "
                    f"permutation p = {ci['p_value']:.3g} -- {verdict}")
     for g, v in (res.get("by_group") or {}).items():

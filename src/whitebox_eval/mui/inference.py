@@ -10,14 +10,13 @@ grows with the number of samples. Two consequences shape what is here:
   has no jackknife, so it lives here.
 * **Correct vs incorrect (sec. 3.7)**: the paper compares equal numbers of correct and
   incorrect responses with a Mann-Whitney U test over re-drawn subsets; those draws are
-  not independent observations (pseudo-replication: p shrinks as draws grow). Here the
-  statistic is the MUI difference of equal-size subsets (size ``m`` = the smaller
-  group), averaged over a fixed set of subset draws, and its null distribution comes
-  from permuting the correct/incorrect labels of the samples
-  (:func:`whitebox_eval.stats.permutation_test`). The interval resamples each group
-  with replacement before drawing the subsets (duplicates make both unions a little
-  smaller; the difference is what is reported). Groups smaller than
-  :data:`MIN_GROUP` are not tested.
+  not independent observations (pseudo-replication: p shrinks as draws grow). Here both
+  groups are rarefied to the same size ``r`` (the exact expected MUI of ``r`` random
+  samples of the group, Hurlbert's rarefaction, so no subsets are drawn), the
+  difference's null distribution comes from permuting the correct/incorrect labels of
+  the samples (:func:`whitebox_eval.stats.permutation_test`), and its interval from a
+  delete-one jackknife (a with-replacement bootstrap would shrink the smaller group's
+  union more than the larger's). Groups smaller than :data:`MIN_GROUP` are not tested.
 """
 
 from __future__ import annotations
@@ -33,15 +32,7 @@ from whitebox_eval.mui.utilization import KeySets
 MIN_GROUP = 5
 """Fewest samples per group for the correct-vs-incorrect test (fewer cannot show a difference)."""
 
-SUBSET_DRAWS = 10
-"""Subset draws averaged inside the statistic (they reduce its noise; they are not observations)."""
-
 PERMUTATIONS = 1000
-
-
-def _union_size(flats: list[np.ndarray], idx) -> int:
-    parts = [flats[int(i)] for i in idx]
-    return int(np.unique(np.concatenate(parts)).size) if parts else 0
 
 
 def _leave_one_out(ks: KeySets, idx: list[int]) -> tuple[float, np.ndarray]:
@@ -109,11 +100,32 @@ def jackknife_mui_difference(before: KeySets, after: KeySets, level: float = sta
     return stats.PairedTest("jackknife", float(diff), float(diff - z * se), float(diff + z * se), p, len(idx))
 
 
+def rarefied_union(flats: list[np.ndarray], r: int) -> float:
+    """Expected number of distinct units in the union of ``r`` samples drawn without replacement
+    from ``flats`` (rarefaction, Hurlbert 1971): ``sum_u 1 - C(n - c_u, r) / C(n, r)`` where
+    ``c_u`` is the number of samples holding unit ``u``. Exact; no subsets are drawn."""
+    n = len(flats)
+    if not 1 <= r <= n:
+        raise WhiteboxError(f"rarefaction size must be in [1, {n}], got {r}")
+    if not flats:
+        return 0.0
+    _, c = np.unique(np.concatenate(flats), return_counts=True)
+    i = np.arange(r)
+    miss = np.clip(n - c[:, None] - i[None, :], 0, None) / (n - i)[None, :]
+    return float((1.0 - miss.prod(axis=1)).sum())
+
+
 def correct_vs_incorrect(
-    ks: KeySets, correct: np.ndarray, *, seed: int = 0, draws: int = SUBSET_DRAWS,
-    permutations: int = PERMUTATIONS, min_group: int = MIN_GROUP,
+    ks: KeySets, correct: np.ndarray, *, seed: int = 0, permutations: int = PERMUTATIONS,
+    min_group: int = MIN_GROUP, level: float = stats.LEVEL,
 ) -> dict:
     """Sec. 3.7 at equal subset size: MUI(correct) - MUI(incorrect), permutation p, interval.
+
+    Both groups are rarefied to the same size ``r = min(n_correct, n_incorrect) - 1``: the
+    statistic is the exact expected MUI of ``r`` samples of each group (:func:`rarefied_union`),
+    so a larger group does not get a larger union. p: permutation of the correct/incorrect
+    labels (:func:`whitebox_eval.stats.permutation_test`); interval: delete-one jackknife over
+    the samples (``r`` stays feasible when one sample leaves the smaller group), normal.
 
     Returns a dict for results.json; ``{"refused": reason}`` when the groups are too
     small or every sample has the same key set (then no subset MUI can differ).
@@ -123,9 +135,9 @@ def correct_vs_incorrect(
     if correct.shape != (len(ks),):
         raise WhiteboxError(f"correct must have one entry per sample ({len(ks)}), got {correct.shape}")
     ok, bad = np.flatnonzero(correct), np.flatnonzero(~correct)
-    m = int(min(ok.size, bad.size))
-    base = {"n_correct": int(ok.size), "n_incorrect": int(bad.size), "subset_size": m}
-    if m < min_group:
+    r = int(min(ok.size, bad.size)) - 1
+    base = {"n_correct": int(ok.size), "n_incorrect": int(bad.size), "subset_size": max(r, 0)}
+    if r + 1 < min_group:
         return {**base, "refused": f"groups too small to differ: {ok.size} correct vs {bad.size} incorrect "
                                    f"(the test needs >= {min_group} in each)"}
     flats = ks._flat
@@ -134,21 +146,25 @@ def correct_vs_incorrect(
     total = ks.total_units
 
     def statistic(v: np.ndarray) -> float:
-        rng = np.random.default_rng(seed)  # the same subset positions for every group and permutation
-        ids = v.astype(np.int64)
-        return float(np.mean([_union_size(flats, rng.choice(ids, size=m, replace=False)) for _ in range(draws)])) / total
+        return rarefied_union([flats[int(i)] for i in v], r) / total
 
     test = stats.permutation_test(ok.astype(float), bad.astype(float), statistic=statistic,
                                   permutations=permutations, seed=seed)
-    a, b = statistic(ok.astype(float)), statistic(bad.astype(float))
+    a, b = statistic(ok), statistic(bad)
+    loo = np.array([statistic(np.delete(ok, j)) - b for j in range(ok.size)]
+                   + [a - statistic(np.delete(bad, j)) for j in range(bad.size)])
+    se = _jackknife_se(loo)
+    z = _z(level)
+    diff = a - b
+    lo, hi = diff - z * se, diff + z * se
     return {
-        **base, "draws": draws, "permutations": permutations,
-        "mui_correct_at_m": a, "mui_incorrect_at_m": b,
-        "diff": test.diff, "diff_ci": [test.lo, test.hi],
-        "diff_percent": 100 * test.diff, "diff_ci_percent": [100 * test.lo, 100 * test.hi],
-        "relative_diff": test.diff / ((a + b) / 2) if a + b > 0 else 0.0,
+        **base, "permutations": permutations,
+        "mui_correct_at_r": a, "mui_incorrect_at_r": b,
+        "diff": diff, "diff_ci": [lo, hi], "diff_se": se, "ci_method": "jackknife",
+        "diff_percent": 100 * diff, "diff_ci_percent": [100 * lo, 100 * hi],
+        "relative_diff": diff / ((a + b) / 2) if a + b > 0 else 0.0,
         "p_value": test.p_value, "significant": test.significant, "test": "permutation of group labels",
-        "note": "MUI is a union and grows with n: groups are compared at the same subset size m",
+        "note": "MUI is a union and grows with n: both groups are rarefied to the same size r",
     }
 
 
