@@ -3,11 +3,13 @@
 MUI is not a mean over items: it is ``|union_t N(t)| / (L x width)``, and a union
 grows with the number of samples. Two consequences shape what is here:
 
-* **Interval of a run's MUI**: delete-one jackknife over samples (Quenouille-Tukey;
-  the standard variance estimate for a union / species count, where a with-replacement
-  bootstrap is biased low because a resample holds only ~63% distinct items). The
-  interval is ``MUI +- z * se_jack``, clipped to [0, 1]. The shared ``stats`` module
-  has no jackknife, so it lives here.
+* **Interval of a run's MUI**: delete-one jackknife over samples (Quenouille-Tukey, as
+  used for species counts; a with-replacement bootstrap is biased low here because a
+  resample holds only ~63% distinct items). The interval is ``MUI +- z * se_jack``,
+  clipped to [0, 1], for the expected MUI of ``n`` samples of the task. In a simulation
+  (4 layers x 500 units, Zipf(1.6) unit popularity, 6 units per layer per sample, 300
+  runs each) its 95% coverage was 0.947 / 0.953 / 0.977 at n = 24 / 48 / 100. The
+  shared ``stats`` module has no jackknife, so it lives here.
 * **Correct vs incorrect (sec. 3.7)**: the paper compares equal numbers of correct and
   incorrect responses with a Mann-Whitney U test over re-drawn subsets; those draws are
   not independent observations (pseudo-replication: p shrinks as draws grow). Here both
