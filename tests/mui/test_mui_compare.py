@@ -76,3 +76,111 @@ def test_cli_help_and_errors():
     assert isinstance(r.exception, WhiteboxError) and "--task" in str(r.exception)
     r = runner.invoke(command, ["masking", "--ks", "a,b"])
     assert isinstance(r.exception, WhiteboxError)
+
+
+def _run_with(root: Path, name: str, acc: float, mui: float, n: int = 24, **settings) -> Path:
+    cfg = {"suite": "mui", "model": name, "task": "t", **MUIConfig().to_dict(), **settings}
+    cfg["model"] = name
+    f = RunFolder.create(root, cfg, run_id=name)
+    f.save_results({"accuracy_percent": acc, "mui_percent": mui, "n_items": n})
+    return f.path
+
+
+def test_law_refuses_mixed_settings_in_one_line(tmp_path):
+    """Regression (issue 16): runs at thresholds 1 and 0.1 per mille, other units or other n were fitted together."""
+    a = _run_with(tmp_path, "a", 20.0, 3.0)
+    b = _run_with(tmp_path, "b", 40.0, 2.5, threshold="top-fraction", threshold_value=0.01)
+    c = _run_with(tmp_path, "c", 60.0, 2.0, unit="neuron", n=100)
+    with pytest.raises(WhiteboxError) as e:
+        fit_runs([a, b, c])
+    msg = str(e.value)
+    assert "\n" not in msg and "--allow-mixed" in msg
+    assert "threshold (top-per-mille vs top-fraction)" in msg and "threshold_value (None vs 0.01)" in msg
+    assert "unit (pair vs neuron)" in msg and "n (24 vs 100)" in msg
+    res = fit_runs([a, b, c], allow_mixed=True)
+    assert res.fit.n_points == 3 and len(res.mixed) == 4
+    r = CliRunner().invoke(command, ["law", str(a), str(b)])
+    assert isinstance(r.exception, WhiteboxError) and "threshold" in str(r.exception)
+
+
+def test_law_needs_three_runs_for_r2_and_reports_intervals(tmp_path):
+    """R^2 with two points is always 1: not reported. From 3 points, A and B get OLS t-intervals,
+    checked against scipy.stats.linregress's standard errors."""
+    from scipy import stats as sps
+
+    two = [_run_with(tmp_path, f"m{p}", p, m) for p, m in ((20.0, 3.0), (40.0, 2.2))]
+    res = fit_runs(two)
+    assert res.fit.r2 is None and res.fit.a_ci is None
+    out = CliRunner().invoke(command, ["law", *map(str, two)]).output
+    assert "R^2 and intervals need >= 3 runs" in out and "R^2 =" not in out
+    pts = ((10.0, 3.1), (20.0, 2.9), (45.0, 2.1), (80.0, 1.8))
+    runs = [_run_with(tmp_path, f"n{p}", p, m) for p, m in pts]
+    res = fit_runs(runs)
+    x = [math.log(p) for p, _ in pts]
+    y = [m for _, m in pts]
+    ref = sps.linregress(x, y)
+    t = sps.t.ppf(0.975, len(pts) - 2)
+    assert res.fit.a == pytest.approx(ref.slope) and res.fit.r2 == pytest.approx(ref.rvalue ** 2)
+    assert res.fit.a_ci == pytest.approx((ref.slope - t * ref.stderr, ref.slope + t * ref.stderr))
+    assert res.fit.b_ci == pytest.approx((ref.intercept - t * ref.intercept_stderr, ref.intercept + t * ref.intercept_stderr))
+
+
+def test_checkpoint_run_ids_differ_for_same_folder_names(tmp_path):
+    """Regression: /ckpts/base/model and /ckpts/tuned/model both gave run id mui-model-..."""
+    from whitebox_eval.mui.compare import checkpoint_run_id
+
+    (tmp_path / "base" / "model").mkdir(parents=True)
+    (tmp_path / "tuned" / "model").mkdir(parents=True)
+    a = checkpoint_run_id(str(tmp_path / "base" / "model"), "ssd", 10)
+    b = checkpoint_run_id(str(tmp_path / "tuned" / "model"), "ssd", 10)
+    assert a != b and a.startswith("mui-model-") and b.startswith("mui-model-")
+    assert checkpoint_run_id(str(tmp_path / "base" / "model"), "ssd", 10) == a  # stable, so runs are reused
+
+
+def test_compare_reports_paired_tests_of_both_moves(tmp_path):
+    """Each task's accuracy move gets an exact McNemar and its MUI move a paired jackknife over the items,
+    recomputed here from the two run folders."""
+    from whitebox_eval import stats
+    from whitebox_eval.mui.inference import jackknife_mui_difference
+    from whitebox_eval.mui.study import load_key_sets
+
+    before, after = tiny_lm("llama", seed=0), tiny_lm("llama", seed=1)
+    base = MUIConfig(model="x", task="ssd", limit=6, batch_size=6, max_new_tokens=3)
+    rows = compare_checkpoints("tiny-a", "tiny-b", ["ssd"], base, tmp_path, loaded_before=before, loaded_after=after)
+    r = rows[0]
+    a, b = RunFolder.open(r.before_run), RunFolder.open(r.after_run)
+    ca = [s["correct"] for s in a.read_samples()]
+    cb = [s["correct"] for s in b.read_samples()]
+    assert r.accuracy_test["p_value"] == pytest.approx(stats.mcnemar(cb, ca).p_value)
+    want = jackknife_mui_difference(load_key_sets(a), load_key_sets(b))
+    assert r.mui_test["diff"] == pytest.approx(r.after[1] / 100 - r.before[1] / 100)
+    assert r.mui_test["lo"] == pytest.approx(want.lo)
+    assert len(r.verdicts()) == 2
+
+
+def test_jackknife_mui_difference_by_hand():
+    import numpy as np
+
+    from whitebox_eval.mui.inference import jackknife_mui_difference
+    from whitebox_eval.mui.utilization import KeySets
+
+    def ks(sets):
+        k = KeySets(1, 10, "neuron")
+        for i, s in enumerate(sets):
+            m = np.zeros((1, 10), dtype=bool)
+            m[0, sorted(s)] = True
+            k.add(m, f"s{i}")
+        return k
+
+    a = ks([{0}, {0}, {0, 1}])        # MUI 0.2; leave-one-out 0.2, 0.2, 0.1
+    b = ks([{2}, {3}, {4, 5}])        # MUI 0.4; leave-one-out 0.3, 0.3, 0.2
+    t = jackknife_mui_difference(a, b)
+    # the per-item differences of leave-one-out values are constant (0.1): se = 0, no item moves the difference
+    assert t.diff == pytest.approx(0.2)
+    assert t.lo == pytest.approx(0.2) and t.hi == pytest.approx(0.2)
+    assert t.p_value < 1e-6
+    c = ks([{2}, {3}, {4}])           # MUI 0.3; leave-one-out 0.2 each -> differences 0.0, 0.0, 0.1
+    t = jackknife_mui_difference(a, c)
+    loo = np.array([0.0, 0.0, 0.1])
+    se = math.sqrt(2 / 3 * ((loo - loo.mean()) ** 2).sum())
+    assert t.diff == pytest.approx(0.1) and (t.hi - t.lo) / 2 == pytest.approx(1.959963985 * se)

@@ -203,7 +203,7 @@ def test_sample_key_mask_top_per_mille_and_rankings():
     want = torch.zeros(3, 40, dtype=torch.bool)
     want[torch.arange(3), best] = True
     assert torch.equal(mask, want)
-    ranks = layer_rankings(scores, 5)
+    ranks = layer_rankings(scores, 5, unit="neuron")
     assert ranks.shape == (3, 5)
     assert torch.equal(ranks[:, 0], best)
     top5 = torch.topk(scores.amax(0), 5, dim=1).indices
@@ -222,3 +222,47 @@ def test_batch_result_does_not_depend_on_batching():
     for a, b in zip(together, alone):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert np.isfinite(together[0].numpy()).all()
+
+
+def test_pair_rankings_give_the_eq10_key_set_for_every_k():
+    """layer_rankings(unit="pair") (the default, used by masking): the neurons of its first k columns
+    are layer_topk_mask(unit="pair", ties="index") for every k; a neuron may repeat."""
+    from whitebox_eval.mui.thresholds import layer_topk_mask
+
+    g = torch.Generator().manual_seed(4)
+    scores = torch.randn(6, 3, 40, generator=g)
+    scores[:, :, 7] += 10.0  # neuron 7 wins several positions: its pairs fill the top of the ranking
+    ranks = layer_rankings(scores, 12)
+    assert (ranks[:, :3] == 7).all()
+    for k in range(1, 13):
+        want = layer_topk_mask(scores, k, unit="pair", ties="index")
+        got = torch.zeros_like(want)
+        for l in range(3):
+            got[l, ranks[l, :k].unique()] = True
+        assert torch.equal(got, want), k
+
+
+def test_reference_code_compat_scores_the_token_at_p_with_act_gate():
+    """score_token="at" + mlp_gate_act = the authors' get_neuron.py: response positions p (prompt_index ..
+    prompt_end_index - 1), act_fn output at p times (W_down^T W_U)[:, input_ids[p]], computed here by hand
+    with a plain hook on act_fn of one unbatched sequence."""
+    lm = tiny_lm("llama")
+    cfg = KeyNeuronConfig(score="contribution", activation="mlp_gate_act", score_token="at")
+    got = token_scores(Engine(lm), SEQS, cfg)
+    w_u = lm.model.lm_head.weight.detach().float()
+    for seq, scores in zip(SEQS, got):
+        a = _reference_activations(lm, seq, "act")
+        n_p = len(seq.prompt_ids)
+        assert scores.shape[0] == len(seq.response_ids)
+        for j in range(len(seq.response_ids)):
+            p = n_p + j
+            for l in range(lm.arch.n_layers):
+                w_down = lm.arch.blocks[l].mlp.down_proj.weight.detach().float()
+                want = a[p, l] * (w_u[seq.ids[p]] @ w_down)
+                torch.testing.assert_close(scores[j, l], want, atol=1e-5, rtol=1e-4)
+
+
+def test_score_token_at_is_refused_for_ig_and_sae():
+    for score in ("ig", "sae"):
+        with pytest.raises(WhiteboxError, match="contribution or activation"):
+            KeyNeuronConfig(score=score, score_token="at").validate()

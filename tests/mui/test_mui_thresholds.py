@@ -31,8 +31,8 @@ def rows(*sets, width=4):
 
 def test_layer_topk_unique_neurons_with_ties():
     # layer 0: top-2 maxima 5 (n0), 4 (n1). layer 1: 2 (n2), then n0 and n1 tie at 1.
-    assert np.array_equal(layer_topk_mask(SCORES, 2).numpy(), rows({0, 1}, {0, 1, 2}))
-    assert np.array_equal(layer_topk_mask(SCORES, 2, ties="index").numpy(), rows({0, 1}, {0, 2}))
+    assert np.array_equal(layer_topk_mask(SCORES, 2, unit="neuron").numpy(), rows({0, 1}, {0, 1, 2}))
+    assert np.array_equal(layer_topk_mask(SCORES, 2, unit="neuron", ties="index").numpy(), rows({0, 1}, {0, 2}))
 
 
 def test_layer_topk_pairs_eq8():
@@ -44,18 +44,27 @@ def test_layer_topk_pairs_eq8():
     assert np.array_equal(got, rows({0}, {0, 2}))
 
 
+def test_default_unit_is_the_papers_pooled_pairs():
+    """Regression (issue 16): the default must be eq. 8 / 10's pooled (token, neuron) pairs, not
+    each neuron's best score. Layer 0's top-2 pairs are both neuron 0 (5 and 4.5)."""
+    assert np.array_equal(layer_topk_mask(SCORES, 2).numpy(), layer_topk_mask(SCORES, 2, unit="pair").numpy())
+    assert np.array_equal(layer_topk_mask(SCORES, 2).numpy(), rows({0}, {0, 1, 2}))
+    assert np.array_equal(key_mask(SCORES, "top_fraction", 0.5).numpy(), rows({0}, {0, 1, 2}))
+    assert np.array_equal(global_topk_mask(SCORES, 2).numpy(), rows({0}, set()))
+
+
 def test_layer_topk_k_larger_than_width_selects_all():
     assert layer_topk_mask(SCORES, 10).all()
 
 
 def test_global_topk():
     # all maxima: L0 [5,4,3,1], L1 [1,1,2,0]; top-3 = 5, 4, 3 -> all in layer 0
-    assert np.array_equal(global_topk_mask(SCORES, 3).numpy(), rows({0, 1, 2}, set()))
+    assert np.array_equal(global_topk_mask(SCORES, 3, unit="neuron").numpy(), rows({0, 1, 2}, set()))
     # top-4 adds 2 (L1 n2)
-    assert np.array_equal(global_topk_mask(SCORES, 4).numpy(), rows({0, 1, 2}, {2}))
+    assert np.array_equal(global_topk_mask(SCORES, 4, unit="neuron").numpy(), rows({0, 1, 2}, {2}))
     # 5th value is 1, shared by L0 n3, L1 n0, L1 n1: include all three, or the first by index (L0 n3)
-    assert np.array_equal(global_topk_mask(SCORES, 5).numpy(), rows({0, 1, 2, 3}, {0, 1, 2}))
-    assert np.array_equal(global_topk_mask(SCORES, 5, ties="index").numpy(), rows({0, 1, 2, 3}, {2}))
+    assert np.array_equal(global_topk_mask(SCORES, 5, unit="neuron").numpy(), rows({0, 1, 2, 3}, {0, 1, 2}))
+    assert np.array_equal(global_topk_mask(SCORES, 5, unit="neuron", ties="index").numpy(), rows({0, 1, 2, 3}, {2}))
     # pairs: the top-2 triples are 5 and 4.5, both layer 0 neuron 0
     assert np.array_equal(global_topk_mask(SCORES, 2, unit="pair").numpy(), rows({0}, set()))
 
@@ -78,9 +87,9 @@ def test_top_fraction_k_floor_like_the_paper():
 
 
 def test_top_fraction_mask_equals_topk_with_that_k():
-    assert np.array_equal(layer_top_fraction_mask(SCORES, 0.5).numpy(), rows({0, 1}, {0, 1, 2}))
+    assert np.array_equal(layer_top_fraction_mask(SCORES, 0.5, unit="neuron").numpy(), rows({0, 1}, {0, 1, 2}))
     big = torch.randn(3, 2, 3000, generator=torch.Generator().manual_seed(0))
-    m = layer_top_fraction_mask(big)  # k = 3 unique neurons per layer
+    m = layer_top_fraction_mask(big, unit="neuron")  # k = 3 unique neurons per layer
     assert m.sum(dim=1).tolist() == [3, 3]
 
 
@@ -95,7 +104,7 @@ def test_response_level_2d_input_and_dispatch():
     assert np.array_equal(key_mask(resp, "topk", 1).numpy(), rows({0}, {2}))
     assert np.array_equal(key_mask(SCORES, "global_topk", 3).numpy(), global_topk_mask(SCORES, 3).numpy())
     assert np.array_equal(key_mask(SCORES, "topscore", 0.6).numpy(), top_score_mask(SCORES, 0.6).numpy())
-    assert np.array_equal(key_mask(SCORES, "top_fraction", 0.5).numpy(), rows({0, 1}, {0, 1, 2}))
+    assert np.array_equal(key_mask(SCORES, "top_fraction", 0.5, unit="neuron").numpy(), rows({0, 1}, {0, 1, 2}))
 
 
 @pytest.mark.parametrize("call", [

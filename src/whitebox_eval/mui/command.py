@@ -29,8 +29,16 @@ def _study_options(f):
                      help="top-per-mille (paper: 1 per mille of d_ff per layer) | top-fraction | topk | global-topk | topscore"),
         click.option("--threshold-value", type=click.FloatRange(min=0.0, min_open=True), default=None,
                      help="fraction for top-fraction, k for topk/global-topk, ratio for topscore"),
-        click.option("--unit", type=click.Choice(["neuron", "pair"]), default="neuron", show_default=True,
-                     help="k counts unique neurons per layer per sample, or (position, neuron) pairs as eq. 8 literally"),
+        click.option("--unit", type=click.Choice(["pair", "neuron"]), default="pair", show_default=True,
+                     help="pair (the paper's eq. 8/10): pool every (response token, neuron) pair of a layer and keep "
+                     "the neurons of the top-k pairs; neuron (not the paper's): rank neurons by their best score and "
+                     "keep exactly k per layer (gives a larger MUI)"),
+        click.option("--score-token", type=click.Choice(["next", "at"]), default="next", show_default=True,
+                     help="next (the paper's eq. 2): position p is scored against the token it predicts (p+1); "
+                     "at (authors' code): the response positions are scored against their own token"),
+        click.option("--reference-code-compat", is_flag=True,
+                     help="reproduce the authors' get_neuron.py: --activation mlp_gate_act --score-token at "
+                     "--unit pair --final-norm none (contribution/activation scores only)"),
         click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
         click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
@@ -40,7 +48,9 @@ def _study_options(f):
                      help="wrap zero-shot prompts in the tokenizer's chat template"),
         click.option("--responses", default="model", show_default=True,
                      help="model (greedy generation) | gold (the data's reference answer) | PATH (jsonl with id, response)"),
-        click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="generation budget (default per task: 24, gsm8k 256)"),
+        click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
+                     help="generation budget (default: the paper's 1024, App. A.6; answers stop earlier at EOS or "
+                     "the task's stop strings); responses that reach it are counted as truncated"),
         click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line)"),
         click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
         click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True),
@@ -54,12 +64,23 @@ def _study_options(f):
 
 
 def _config(model: str, task: str, kw: dict):
-    from whitebox_eval.mui.study import MUIConfig
+    from whitebox_eval.mui.study import REFERENCE_CODE_SETTINGS, MUIConfig
 
+    if kw["reference_code_compat"]:
+        ctx = click.get_current_context()
+        given = [k for k in REFERENCE_CODE_SETTINGS
+                 if ctx.get_parameter_source(k) not in (None, click.core.ParameterSource.DEFAULT)
+                 and kw[k] != REFERENCE_CODE_SETTINGS[k]]
+        if given:
+            raise WhiteboxError("--reference-code-compat sets " + ", ".join(
+                f"--{k.replace('_', '-')} {v}" for k, v in REFERENCE_CODE_SETTINGS.items())
+                + "; drop " + ", ".join(f"--{k.replace('_', '-')} {kw[k]}" for k in given))
+        kw = {**kw, **REFERENCE_CODE_SETTINGS}
     return MUIConfig(
         model=model, task=task, score=kw["score"], activation=kw["activation"], final_norm=kw["final_norm"],
         response_level=kw["response_level"], threshold=kw["threshold"], threshold_value=kw["threshold_value"],
-        unit=kw["unit"], ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
+        unit=kw["unit"], score_token=kw["score_token"], reference_code_compat=kw["reference_code_compat"],
+        ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
         batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
@@ -77,13 +98,17 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
     """Model Utilization Index (paper 001): how much of the model a task uses.
 
     \b
-    For each item the model answers (greedy; zero-shot + chat template for
-    instruction-tuned models, one-shot for base models), the answer is checked, and one
-    teacher-forced pass over prompt + response scores every MLP neuron at the positions
-    that predict response tokens (position p scores the token at p+1, eq. 2). Each
-    layer's top 1 per mille of neurons (unique per sample) is the sample's key set;
-    MUI = |union of key sets| / (layers x d_ff). Written: accuracy, MUI, PUR, MUI of
-    correct vs incorrect answers (Mann-Whitney), MUI per category, per-sample key sets.
+    For each item the model answers (greedy, up to the paper's 1024 new tokens;
+    zero-shot + chat template for instruction-tuned models, one-shot for base models),
+    the answer is checked, and one teacher-forced pass over prompt + response scores
+    every MLP neuron at the positions that predict response tokens (position p scores
+    the token at p+1, eq. 2). The paper's key set (eq. 8/10, the default --unit pair):
+    per layer, pool all (response token, neuron) pairs of the sample and keep the
+    neurons of the top floor(1 per mille x d_ff) pairs. MUI = |union of key sets| /
+    (layers x d_ff). Written: accuracy and MUI with 95% intervals, the effective
+    threshold fraction, truncated responses, PUR, MUI of correct vs incorrect answers at
+    equal subset size (permutation test), MUI per category, per-sample key sets.
+    --reference-code-compat reproduces the authors' code instead (options below).
 
     \b
     Examples:
@@ -112,13 +137,36 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
 def _print_study(folder) -> None:
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
-    click.echo(f"items {res['n_items']}  accuracy {res['accuracy_percent']:.1f}%  MUI {res['mui_percent']:.3f}% "
+    h = res["headline"]
+    click.echo(f"items {res['n_items']}  accuracy {res['accuracy_percent']:.1f}% "
+               f"[{h['accuracy_ci_percent'][0]:.1f}, {h['accuracy_ci_percent'][1]:.1f}]  "
+               f"MUI {res['mui_percent']:.3f}% [{h['mui_ci_percent'][0]:.3f}, {h['mui_ci_percent'][1]:.3f}] "
                f"({res['n_activated']} of {res['total_units']} {res['kind']}s)  PUR {res.get('pur', float('nan')):.2f}")
+    th = res.get("threshold") or {}
+    if th.get("effective_fraction") is not None:
+        k = th.get("k_per_layer", th.get("k_total"))
+        click.echo(f"threshold {th['method']} ({th['unit']}{', the paper' + chr(39) + 's rule' if th.get('paper_rule') else ''}): "
+                   f"k = {k}, effective fraction {100 * th['effective_fraction']:.4f}%")
+    if "max_new_tokens" in res:
+        click.echo(f"responses truncated by the {res['max_new_tokens']}-token budget: "
+                   f"{res['n_truncated_responses']} of {res['n_items']}")
+    for w in res.get("warnings") or []:
+        click.echo(f"WARNING: {w}")
+    for layer, q in (res.get("sae_quality") or {}).items():
+        if q.get("n_tokens"):
+            click.echo(f"SAE layer {layer}: explained variance {q['explained_variance']:.3f}, "
+                       f"{q['n_dead']} of {q['d_sae']} features never active on {q['n_tokens']} tokens")
     if "mui_correct_percent" in res and "mui_incorrect_percent" in res:
-        click.echo(f"MUI correct {res['mui_correct_percent']:.3f}%  incorrect {res['mui_incorrect_percent']:.3f}%")
-    mw = res.get("mann_whitney_correct_vs_incorrect")
-    if mw:
-        click.echo(f"Mann-Whitney on {mw['draws']} subsets of {mw['subset_size']}: U={mw['u']:.1f} p={mw['p_value']:.3g}")
+        click.echo(f"MUI correct {res['mui_correct_percent']:.3f}% (n={res['n_correct']})  incorrect "
+                   f"{res['mui_incorrect_percent']:.3f}% (n={res['n_incorrect']}); unions grow with n")
+    ci = res.get("correct_vs_incorrect") or {}
+    if "refused" in ci:
+        click.echo(f"correct vs incorrect: not tested, {ci['refused']}")
+    elif ci:
+        verdict = "significant at 0.05" if ci["significant"] else "NOT significant"
+        click.echo(f"correct vs incorrect, both rarefied to r={ci['subset_size']} samples: MUI difference "
+                   f"{ci['diff_percent']:+.4f} points [{ci['diff_ci_percent'][0]:+.4f}, {ci['diff_ci_percent'][1]:+.4f}], "
+                   f"permutation p = {ci['p_value']:.3g} -- {verdict}")
     for g, v in (res.get("by_group") or {}).items():
         click.echo(f"  {g:24s} n={v['n']:<4d} accuracy {v['accuracy_percent']:5.1f}%  MUI {v['mui_percent']:.3f}%")
 
@@ -145,6 +193,9 @@ def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: fl
     base = _config(before, tasks[0], kw)
     rows = compare_checkpoints(before, after, tasks, base, kw["output"], tol_performance=tol_performance, tol_mui=tol_mui)
     click.echo(comparison_table(rows))
+    for r in rows:
+        for line in r.verdicts():
+            click.echo("  " + line)
     folder = save_comparison(rows, kw["output"], before=before, after=after)
     click.echo(f"\nresults and plot: {folder.path}")
 
@@ -152,16 +203,30 @@ def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: fl
 @command.command()
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--plot", default=None, help="PNG path for the MUI-vs-performance plot with the fitted curve")
-def law(runs: tuple[str, ...], plot: str | None) -> None:
-    """Fit the Utility Law MUI = A ln(P) + B (percent units, sec. 3.2) over finished MUI run folders."""
+@click.option("--allow-mixed", is_flag=True,
+              help="fit runs whose settings differ (threshold, unit, score, responses, budget, limit/n); "
+              "refused by default because their MUIs are not comparable")
+def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
+    """Fit the Utility Law MUI = A ln(P) + B (percent units, sec. 3.2) over finished MUI run folders.
+
+    The runs must share every MUI setting and n (a union grows with n); R^2 and the
+    95% intervals of A and B need at least 3 runs.
+    """
     from whitebox_eval.mui.compare import fit_runs
 
-    res = fit_runs(list(runs), plot)
+    res = fit_runs(list(runs), plot, allow_mixed=allow_mixed)
     for label, p, m in zip(res.labels, res.performance, res.mui):
         click.echo(f"  {label:50s} accuracy {p:5.1f}%  MUI {m:.3f}%")
     for s in res.skipped:
         click.echo(f"  skipped: {s}")
-    click.echo(f"MUI = {res.fit.a:.4f} ln(P) + {res.fit.b:.4f}   R^2 = {res.fit.r2:.3f}  ({res.fit.n_points} points)")
+    if res.mixed:
+        click.echo("WARNING: mixed settings (--allow-mixed): " + "; ".join(res.mixed))
+    f = res.fit
+    if f.r2 is None:
+        click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   ({f.n_points} points: R^2 and intervals need >= 3 runs)")
+    else:
+        click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   R^2 = {f.r2:.3f}  ({f.n_points} points)")
+        click.echo(f"  A 95% CI [{f.a_ci[0]:.4f}, {f.a_ci[1]:.4f}]  B 95% CI [{f.b_ci[0]:.4f}, {f.b_ci[1]:.4f}]")
     if plot:
         click.echo(f"plot: {plot}")
 
@@ -170,29 +235,39 @@ def law(runs: tuple[str, ...], plot: str | None) -> None:
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--source-task", default="arithmetic-gen", show_default=True, help="task X whose key neurons are masked; " + TASK_HELP)
 @click.option("--eval-task", "eval_tasks", multiple=True, help="tasks measured under masking (repeatable; default X and ssd)")
-@click.option("--ks", default="1,2,4,8,16", show_default=True, help="neurons per layer per sample to mask (comma list)")
+@click.option("--ks", default="1,2,4,8,16", show_default=True, help="k of the per-sample key sets to mask (comma list)")
 @click.option("--score", type=click.Choice(["contribution", "activation"]), default="contribution", show_default=True)
 @click.option("--activation", type=click.Choice(["mlp_act", "mlp_gate_act"]), default="mlp_act", show_default=True)
-@click.option("--random-draws", type=click.IntRange(min=1), default=1, show_default=True, help="random-mask controls per k")
+@click.option("--unit", type=click.Choice(["pair", "neuron"]), default="pair", show_default=True,
+              help="pair: neurons of the top-k pooled (token, neuron) pairs (the paper's eq. 8/10); neuron: k best neurons")
+@click.option("--target", type=click.Choice(["own", "gold"]), default="own", show_default=True,
+              help="answer scored by log-prob: the model's own unmasked greedy answer (its answer format, e.g. "
+              "'The answer is 11.'), or the data's bare gold answer")
+@click.option("--random-draws", type=click.IntRange(min=1), default=5, show_default=True, help="random-mask controls per k (mean, sd, every draw)")
 @click.option("--generate/--no-generate", default=True, show_default=True,
-              help="measure accuracy by greedy generation under masking (slow on CPU); the gold-answer "
-              "log-prob is always measured")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="generation budget per answer under masking")
+              help="measure accuracy by greedy generation under masking (slow on CPU); the answer log-prob is "
+              "always measured")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=64, show_default=True,
+              help="generation budget per answer (source answers, own answers, generation under masks); source "
+              "and own answers that reach it are counted")
 @click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), default=32, show_default=True, help="items per task")
+@click.option("--limit", type=click.IntRange(min=1), default=32, show_default=True,
+              help="items per split: key neurons are selected on one split, every task is evaluated on a disjoint one")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
-def masking(model, source_task, eval_tasks, ks, score, activation, random_draws, generate, max_new_tokens, shots, limit,
-            batch_size, seed, dtype, output, run_id, resume) -> None:
-    """Masking validation (sec. 3.8): mask X's key neurons for growing k; accuracy on X and Y vs random masks.
+def masking(model, source_task, eval_tasks, ks, score, activation, unit, target, random_draws, generate, max_new_tokens,
+            shots, limit, batch_size, seed, dtype, output, run_id, resume) -> None:
+    """Masking validation (sec. 3.8): mask X's key neurons for growing k; X and Y vs random masks.
 
     \b
-    Key neurons of X: per sample, each layer's top-k neurons by eq. 2; union over samples.
-    Control: as many random neurons per layer, drawn outside the key set.
-    If the threshold is meaningful, key masking hurts more than random masking.
+    Key neurons come from a selection split of X's items; every task is measured on a
+    disjoint evaluation split (ids in splits.json). Per item: the log-prob of the
+    model's own unmasked answer (or gold) and, with --generate, accuracy. Key vs
+    random is a paired bootstrap over items (key minus the mean of the random draws).
     """
+    from whitebox_eval import stats
     from whitebox_eval.mui.masking import MaskingConfig, run_masking
 
     try:
@@ -200,20 +275,32 @@ def masking(model, source_task, eval_tasks, ks, score, activation, random_draws,
     except ValueError:
         raise WhiteboxError(f"--ks must be a comma list of integers, got {ks!r}") from None
     cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
-                        ks=k_list, score=score, activation=activation, random_draws=random_draws, generate=generate,
-                        max_new_tokens=max_new_tokens, shots=shots,
+                        ks=k_list, score=score, activation=activation, unit=unit, target=target,
+                        random_draws=random_draws, generate=generate, max_new_tokens=max_new_tokens, shots=shots,
                         limit=limit, batch_size=batch_size, seed=seed, dtype=resolved_dtype(dtype, model))
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
-    metrics = (["accuracy"] if generate else []) + ["gold_logprob"]
+    click.echo(f"key neurons from {res['splits']['selection'][source_task]} selection items of {source_task}; "
+               f"evaluation items disjoint: {res['splits_disjoint']}")
+    src = res.get("source_answers") or {}
+    if src.get("n_truncated"):
+        click.echo(f"WARNING: {src['n_truncated']} source answers hit the {max_new_tokens}-token budget")
+    metrics = cfg.metrics
     for t, c in res["curves"].items():
-        click.echo(f"{t}: baseline " + "  ".join(f"{m} {c['baseline'][m]:.3f}" for m in metrics))
+        click.echo(f"{t} (n={c['n_items']} evaluation items): baseline "
+                   + "  ".join(f"{m} {c['baseline'][m]:.3f}" for m in metrics))
+        tg = res.get("targets", {}).get(t, {})
+        if tg.get("n_truncated"):
+            click.echo(f"  WARNING: {tg['n_truncated']} own answers hit the {max_new_tokens}-token budget")
         for key, rnd in zip(c["key"], c["random"]):
-            click.echo(f"  k={key['k']:<3d} masked {key['n_masked']:6d}  " + "  ".join(
-                f"{m}: key {key[m]:.3f} random {rnd[m]:.3f}" for m in metrics))
-        for m in metrics:
-            click.echo(f"  mean drop of {m}: key {c[f'mean_drop_key,{m}']:.3f}, random {c[f'mean_drop_random,{m}']:.3f}")
+            parts = []
+            for m in metrics:
+                d = rnd[f"{m},draws"]
+                parts.append(f"{m}: key {key[m]:.3f} random {d['mean']:.3f} (sd {d['sd']:.3f}, {d['n']} draws)")
+            click.echo(f"  k={key['k']:<3d} masked {key['n_masked']:6d}  " + "  ".join(parts))
+            for m in metrics:
+                click.echo("    " + stats.verdict(rnd[f"{m},key_minus_random"], f"{m} key minus random"))
 
 
 @command.command("train-sae")
@@ -247,11 +334,25 @@ def train_sae(model, layer, out, tokens, d_sae, k, steps, lr, seed, dtype) -> No
 @click.option("--group", "groups", multiple=True, help="keep samples of this group/category (repeatable)")
 @click.option("--correct/--incorrect", default=None, help="keep only correct (or incorrect) responses")
 def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
-    """MUI of a subset of a finished run's samples, from the stored key sets (no model run; sec. 3.6-3.7)."""
-    from whitebox_eval.mui.study import subset_mui
+    """MUI of a subset of a finished run's samples, from the stored key sets (no model run; sec. 3.6-3.7).
+
+    MUI is a union and grows with n: compare subsets of equal size only.
+    """
+    import numpy as np
+
+    from whitebox_eval.mui.inference import jackknife_mui
+    from whitebox_eval.mui.study import load_key_sets
+    from whitebox_eval.runs import RunFolder
 
     def keep(s: dict) -> bool:
         return (not groups or s.get("group") in groups) and (correct is None or bool(s.get("correct")) == correct)
 
-    mui, n = subset_mui(run, keep)
-    click.echo(f"{n} samples  MUI {100 * mui:.3f}%")
+    folder = RunFolder.open(run)
+    ks = load_key_sets(folder)
+    samples = {str(s["id"]): s for s in folder.read_samples()}
+    sel = np.array([keep(samples[sid]) for sid in ks.sample_ids])
+    if not sel.any():
+        raise WhiteboxError("no sample matches the subset")
+    est = jackknife_mui(ks, sel)
+    click.echo(f"{est.n} samples  MUI {100 * est.value:.3f}% [{100 * est.lo:.3f}, {100 * est.hi:.3f}] "
+               "(95% jackknife; a union grows with n)")

@@ -25,8 +25,25 @@ Scores (``KeyNeuronConfig.score``):
 thresholding. Activations are the input of the down projection (``mlp_act`` =
 ``act(gate) * up`` for gated MLPs, the natural reading of eq. 2's ``sigma(W_in x)``
 since that is what ``W_down`` multiplies); ``mlp_gate_act`` (``act(gate)`` alone) is what
-the authors' code hooked. Thresholds are App. A.4's (:mod:`whitebox_eval.mui.thresholds`),
-default top 1 per mille of ``d_ff`` unique neurons per layer per sample.
+the authors' code hooked. Thresholds are App. A.4's (:mod:`whitebox_eval.mui.thresholds`);
+the default is the paper's eq. 8 / 10: per layer, all (response token, neuron) pairs of
+the sample are pooled and the neurons of the top 1 per mille x ``d_ff`` pairs are kept
+(``unit="pair"``; ``unit="neuron"`` ranks neurons by their best score and keeps exactly
+``k`` per layer, which is not the paper's rule).
+
+``score_token`` (where the authors' code departs from eq. 2): ``"next"`` (the paper)
+scores position ``p`` against the token it predicts, ``y`` at ``p + 1``; ``"at"`` (the
+authors' ``get_neuron.py``) scores the response positions themselves against the token
+*at* ``p`` (``projection[:, input_ids]`` over ``prompt_index:prompt_end_index``).
+Together with ``activation="mlp_gate_act"`` and ``unit="pair"`` this reproduces their code
+(``mui --reference-code-compat``).
+
+How far apart the two are (measured on SmolLM2-135M-Instruct, its 24 greedy
+arithmetic-gen answers at the 1024-token budget, eq. 2 contribution scores): key-set
+Jaccard, paper vs authors' code, per sample mean 0.12 (range 0.03-0.25) at the default
+k = 1 per layer and 0.11 (0.08-0.15) at k = 15; changing only the scored token gives
+0.21 / 0.28, only act(gate) 0.17 / 0.16. MUI: 0.571% (paper) vs 0.423% (authors) at
+k = 1; 5.20% vs 3.79% at k = 15, where the unique-neuron rule would give 6.94%.
 """
 
 from __future__ import annotations
@@ -49,11 +66,12 @@ from whitebox_eval.mui.neuron_scores import (
     neuron_contribution_scores,
     riemann_alphas,
 )
-from whitebox_eval.mui.sae import SAE, load_sae, sae_feature_scores
+from whitebox_eval.mui.sae import SAE, ReconstructionStats, load_sae, sae_feature_scores
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
 
 ScoreKind = Literal["contribution", "activation", "ig", "sae"]
 ActivationPoint = Literal["mlp_act", "mlp_gate_act"]
+ScoreToken = Literal["next", "at"]
 SCORE_KINDS: tuple[str, ...] = ("contribution", "activation", "ig", "sae")
 
 
@@ -67,11 +85,12 @@ class KeyNeuronConfig:
     response_level: bool = False
     threshold: ThresholdMethod = "top_fraction"
     threshold_value: float | None = None
-    unit: Unit = "neuron"
+    unit: Unit = "pair"
     ties: Ties = "include"
     ig_steps: int = DEFAULT_IG_STEPS
     ig_joint_layers: bool = False
     chunk_size: int = 256
+    score_token: ScoreToken = "next"
 
     def validate(self) -> KeyNeuronConfig:
         if self.score not in SCORE_KINDS:
@@ -84,6 +103,10 @@ class KeyNeuronConfig:
             raise WhiteboxError(f"final_norm must be none, weight or full, got {self.final_norm!r}")
         if self.ig_steps < 1:
             raise WhiteboxError(f"ig_steps must be >= 1, got {self.ig_steps}")
+        if self.score_token not in ("next", "at"):
+            raise WhiteboxError(f"score_token must be next (eq. 2) or at (authors' code), got {self.score_token!r}")
+        if self.score_token == "at" and self.score not in ("contribution", "activation"):
+            raise WhiteboxError("scoring the token at p (authors' code) applies to --score contribution or activation only")
         return self
 
 
@@ -95,6 +118,13 @@ class SAESet:
     saes: list[SAE]
     point: str = "resid"
     paths: list[str] = field(default_factory=list)
+    quality: list[ReconstructionStats] = field(default_factory=list)
+
+    def take_quality(self) -> list[ReconstructionStats]:
+        """Reconstruction statistics gathered since the last call (one per SAE), then reset."""
+        out = self.quality or [ReconstructionStats() for _ in self.saes]
+        self.quality = [ReconstructionStats() for _ in self.saes]
+        return out
 
     @property
     def width(self) -> int:
@@ -158,6 +188,14 @@ def predicting_positions(n_prompt: int, n_response: int) -> list[int]:
     return list(range(n_prompt - 1, n_prompt - 1 + n_response))
 
 
+def scored_positions(n_prompt: int, n_response: int, score_token: ScoreToken = "next") -> list[int]:
+    """Scored positions: those predicting response tokens (``"next"``, eq. 2), or the
+    response tokens' own positions ``n_prompt .. n_prompt + n_response - 1`` (``"at"``,
+    the authors' code)."""
+    pos = predicting_positions(n_prompt, n_response)
+    return [p + 1 for p in pos] if score_token == "at" else pos
+
+
 @dataclass
 class _Layout:
     batch: object
@@ -171,13 +209,14 @@ class _Layout:
         return torch.arange(p)[None, :] < torch.tensor(self.lengths)[:, None]
 
 
-def _layout(engine: Engine, seqs: Sequence[ScoredSequence]) -> _Layout:
+def _layout(engine: Engine, seqs: Sequence[ScoredSequence], score_token: ScoreToken = "next") -> _Layout:
     if not seqs:
         raise WhiteboxError("no sequences to score")
-    pos = [predicting_positions(len(s.prompt_ids), len(s.response_ids)) for s in seqs]
+    pos = [scored_positions(len(s.prompt_ids), len(s.response_ids), score_token) for s in seqs]
     width = max(len(p) for p in pos)
     padded = [p + [p[-1]] * (width - len(p)) for p in pos]
-    targets = torch.tensor([[s.ids[q + 1] for q in row] for s, row in zip(seqs, padded)], dtype=torch.long)
+    shift = 0 if score_token == "at" else 1
+    targets = torch.tensor([[s.ids[q + shift] for q in row] for s, row in zip(seqs, padded)], dtype=torch.long)
     pad = engine.tokenizer.pad_token_id if getattr(engine.tokenizer, "pad_token_id", None) is not None else 0
     batch = batch_from_ids([s.ids for s in seqs], pad_id=pad).to(engine.loaded.device)
     return _Layout(batch, padded, [len(p) for p in pos], targets)
@@ -276,6 +315,10 @@ def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
         valid = lay.valid.to(trace["x"].device)
         x = trace["x"].permute(0, 2, 1, 3)[valid].float().cpu()  # [N, L_sae, d_model]
         flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
+        if not sae_set.quality:
+            sae_set.quality = [ReconstructionStats() for _ in sae_set.saes]
+        for i, s in enumerate(sae_set.saes):
+            sae_set.quality[i].update(s, x[:, i], flat[:, i])
     return _split(flat, lay.lengths)
 
 
@@ -286,11 +329,11 @@ def token_scores(
     """Per-sample token-level scores ``[n_response_tokens, n_layers, width]`` from one batched pass.
 
     Row ``j`` of a sample's scores belongs to position ``len(prompt) - 1 + j``, which
-    predicts response token ``j``. ``width`` is ``d_ff`` (neurons) or ``d_sae`` (features,
+    predicts response token ``j`` (with ``score_token="at"``: position ``len(prompt) + j``). ``width`` is ``d_ff`` (neurons) or ``d_sae`` (features,
     ``n_layers`` = the SAE layers).
     """
     cfg.validate()
-    lay = _layout(engine, seqs)
+    lay = _layout(engine, seqs, cfg.score_token)
     if cfg.score == "contribution":
         return _contribution(engine, lay, cfg)
     if cfg.score == "activation":
@@ -325,13 +368,26 @@ def key_masks(
     return [sample_key_mask(s, cfg) for s in token_scores(engine, seqs, cfg, sae_set)]
 
 
-def layer_rankings(scores: torch.Tensor, k_max: int, *, response_level: bool = False) -> torch.Tensor:
-    """Each layer's ``k_max`` best units of one sample, best first, ``[n_layers, k_max]``.
+def layer_rankings(scores: torch.Tensor, k_max: int, *, response_level: bool = False, unit: Unit = "pair") -> torch.Tensor:
+    """Each layer's ``k_max`` best entries of one sample, best first, as neuron indices ``[n_layers, k_max]``.
 
-    Units are ranked by their best score over the response (``unit="neuron"``), or by
-    the summed score with ``response_level``; ties by lower index. The layer top-k key
-    set for any ``k <= k_max`` is the first ``k`` columns (used by sec. 3.8 masking).
+    ``unit="pair"`` (eq. 8 / 10, the paper's): the (response token, neuron) pairs of a
+    layer are pooled and ranked; column ``r`` holds the neuron of the ``r``-th best pair,
+    so a neuron can repeat, and the layer top-k key set for any ``k <= k_max`` is the set
+    of neurons in the first ``k`` columns (at most ``k`` neurons; equal to
+    ``layer_topk_mask(unit="pair", ties="index")``). ``unit="neuron"``: unique neurons
+    ranked by their best score over the response (exactly ``k`` per layer). With
+    ``response_level`` the scores are summed over the response first (eq. 15), so both
+    units agree. Ties by lower index. Used by sec. 3.8 masking.
     """
-    s = scores.sum(0) if response_level else scores.amax(0)  # [L, W]
+    if response_level:
+        scores = scores.sum(0, keepdim=True)
+    n_pos, n_layers, width = scores.shape
+    if unit == "neuron":
+        s = scores.amax(0)  # [L, W]
+    elif unit == "pair":
+        s = scores.permute(1, 0, 2).reshape(n_layers, n_pos * width)  # position-major, as layer_topk_mask
+    else:
+        raise WhiteboxError(f"unit must be pair or neuron, got {unit!r}")
     k_max = min(k_max, s.shape[1])
-    return torch.argsort(-s, dim=1, stable=True)[:, :k_max]
+    return torch.argsort(-s, dim=1, stable=True)[:, :k_max] % width

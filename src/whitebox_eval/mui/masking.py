@@ -1,38 +1,63 @@
 """Masking validation of the key-neuron threshold (paper 001 sec. 3.8, fig. 11, 22-26).
 
-Key neurons are selected on a source task X: for every sample, each layer's top-``k``
-neurons (unique neurons ranked by their best eq. 2 score over the response, App. A.4
-layer-level top-k); the masked set for ``k`` is their union over the samples. For
-increasing ``k``, those neurons are set to zero (``MaskNeurons`` at every position,
-prompt included) while the model answers the items of X and of another task Y;
-accuracy is compared with masking as many random neurons, layer by layer, drawn from
-outside the key set (``matched_random_mask``). Masked responses are decoded greedily
-with the engine (one pass per new token), and so is the unmasked baseline (``k = 0``),
-so every point of a curve comes from the same decoder.
+Key neurons are selected on a source task X, on a *selection split* of its items that
+is disjoint from the items every evaluation uses (the paper does not say; selecting
+and evaluating on the same items would make the key set fit the evaluation). For every
+selection sample, each layer's key set at ``k`` is the paper's eq. 8/10 rule (the
+neurons of the top-``k`` pooled (response token, neuron) pairs; ``unit="neuron"``
+ranks neurons by their best score instead), and the masked set for ``k`` is the
+union over the samples. For increasing ``k`` those neurons are set to zero
+(``MaskNeurons`` at every position, prompt included) while the model answers the
+evaluation items of X and of another task Y; the control masks as many random
+neurons, layer by layer, drawn from outside the key set (``matched_random_mask``),
+``random_draws`` times (default 5; mean, sd and every draw are reported).
 
-Every (task, masking, k) condition is one line of ``samples.jsonl``, so an
-interrupted run resumes at the next condition; the per-sample rankings of X are
-saved (``arrays/source_rankings.npy``) and reused on resume.
+Per item, two metrics are measured under every mask:
+
+* ``answer_logprob``: the mean log-probability per token of a target answer,
+  teacher-forced. The target is the model's *own* unmasked greedy answer by default
+  (``target="own"``): an instruction-tuned model answers "The answer is 11.", and the
+  data's bare gold " 11" is improbable even unmasked (about -5.5 per token on
+  SmolLM2), so the own answer measures how much the mask disturbs what the model
+  really does on the item. ``target="gold"`` scores the data's reference answer.
+  Items whose own answer is empty fall back to the gold answer (counted).
+* ``accuracy`` (with ``generate``): greedy engine-decoded answers under the mask.
+
+Key vs random is a paired comparison on the same items: per item, the key-mask value
+minus the mean over the random draws, a paired bootstrap over items
+(:func:`whitebox_eval.stats.paired_bootstrap`) with its 95% interval.
+
+Every (task, masking, k, draw) condition is one line of ``samples.jsonl`` with the
+per-item values, so an interrupted run resumes at the next condition; the
+per-sample rankings of X (``arrays/source_rankings.npy``) and the own-answer targets
+(``targets.json``) are saved and reused on resume.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, MaskNeurons
 from whitebox_eval.mui import responses as rsp
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, layer_rankings, token_scores
-from whitebox_eval.mui.study import MUIConfig, prepare_task, respond
+from whitebox_eval.mui.study import MUIConfig, PreparedTask, prepare_task, respond
 from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, progress
 
 DEFAULT_KS: tuple[int, ...] = (1, 2, 4, 8, 16)
+DEFAULT_RANDOM_DRAWS = 5
+DEFAULT_MASKING_MAX_NEW_TOKENS = 64
+"""Budget of generation under masks (engine-decoded): short-answer tasks stop well before it;
+answers that reach it are counted (``n_truncated``)."""
+METRICS_ALL: tuple[str, ...] = ("accuracy", "answer_logprob")
 
 
 @dataclass
@@ -47,14 +72,16 @@ class MaskingConfig:
     activation: str = "mlp_act"
     final_norm: str = "none"
     response_level: bool = False
+    unit: str = "pair"
+    target: str = "own"
     shots: str = "auto"
     chat: str = "auto"
     source_responses: str = "model"
     limit: int | None = 32
     seed: int = 0
-    random_draws: int = 1
+    random_draws: int = DEFAULT_RANDOM_DRAWS
     generate: bool = True
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None = DEFAULT_MASKING_MAX_NEW_TOKENS
     batch_size: int = 8
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
@@ -76,38 +103,83 @@ class MaskingConfig:
             raise WhiteboxError("masking ranks neurons by --score contribution or activation")
         if self.random_draws < 1:
             raise WhiteboxError("random_draws must be >= 1")
+        if self.unit not in ("pair", "neuron"):
+            raise WhiteboxError(f"unit must be pair (the paper's) or neuron, got {self.unit!r}")
+        if self.target not in ("own", "gold"):
+            raise WhiteboxError(f"target must be own (the model's unmasked answer) or gold, got {self.target!r}")
+        if self.limit is None or self.limit < 1:
+            raise WhiteboxError("masking needs --limit >= 1 (items per split)")
         return self
+
+    @property
+    def metrics(self) -> list[str]:
+        return (["accuracy"] if self.generate else []) + ["answer_logprob"]
 
 
 def _study_cfg(cfg: MaskingConfig, task: str, responses: str = "model") -> MUIConfig:
     return MUIConfig(model=cfg.model, task=task, score=cfg.score, activation=cfg.activation,
                      final_norm=cfg.final_norm, shots=cfg.shots, chat=cfg.chat, responses=responses,
-                     max_new_tokens=cfg.max_new_tokens, limit=cfg.limit, seed=cfg.seed,
-                     batch_size=cfg.batch_size, dtype=cfg.dtype)
+                     max_new_tokens=cfg.max_new_tokens, limit=None if cfg.limit is None else 2 * cfg.limit,
+                     seed=cfg.seed, batch_size=cfg.batch_size, dtype=cfg.dtype, unit=cfg.unit)
 
 
-def source_rankings(lm, engine: Engine, cfg: MaskingConfig, show_progress: bool | None = None) -> np.ndarray:
-    """Per-sample, per-layer neuron rankings on the source task, ``[n_samples, n_layers, max(ks)]``."""
-    scfg = _study_cfg(cfg, cfg.source_task, cfg.source_responses)
-    task = prepare_task(scfg, lm.tokenizer)
+def split_items(items: list[rsp.TaskItem], limit: int, seed: int) -> tuple[list[rsp.TaskItem], list[rsp.TaskItem]]:
+    """Disjoint (selection, evaluation) splits of at most ``limit`` items each.
+
+    Items are deduplicated by question text first (generated tasks can repeat a
+    question under another id), then a seeded permutation assigns the first half to
+    selection and the second half to evaluation.
+    """
+    seen: set[str] = set()
+    unique = []
+    for it in items:
+        if it.question not in seen:
+            seen.add(it.question)
+            unique.append(it)
+    if len(unique) < 2:
+        raise WhiteboxError("masking needs at least 2 distinct items to split into selection and evaluation")
+    order = np.random.default_rng(seed).permutation(len(unique))
+    half = len(unique) // 2
+    sel = [unique[i] for i in order[:half]][:limit]
+    ev = [unique[i] for i in order[half:]][:limit]
+    return sel, ev
+
+
+def prepare_split(lm, cfg: MaskingConfig, task: str, which: str, responses: str = "model") -> PreparedTask:
+    """The selection (``which="selection"``) or evaluation split of ``task``."""
+    prepared = prepare_task(_study_cfg(cfg, task, responses), lm.tokenizer)
+    sel, ev = split_items(prepared.items, int(cfg.limit), cfg.seed)
+    return dataclasses.replace(prepared, items=sel if which == "selection" else ev)
+
+
+def source_rankings(lm, engine: Engine, cfg: MaskingConfig, show_progress: bool | None = None,
+                    task: PreparedTask | None = None, counts: dict | None = None) -> np.ndarray:
+    """Per-sample, per-layer neuron rankings on the source task's selection split, ``[n_samples, n_layers, max(ks)]``.
+
+    ``counts`` (if given) receives ``n_truncated`` (answers that hit the budget) and ``n_empty``.
+    """
+    task = task or prepare_split(lm, cfg, cfg.source_task, "selection", cfg.source_responses)
     kcfg = KeyNeuronConfig(score=cfg.score, activation=cfg.activation, final_norm=cfg.final_norm,
-                           response_level=cfg.response_level).validate()
+                           response_level=cfg.response_level, unit=cfg.unit).validate()
     k_max = max(int(k) for k in cfg.ks)
     out = []
     chunks = [task.items[i:i + cfg.batch_size] for i in range(0, len(task.items), cfg.batch_size)]
     for items in progress(chunks, desc="source key neurons", enabled=show_progress):
         prompts, responses = respond(lm, task, items)
+        if counts is not None and task.given is None:
+            counts["n_truncated"] = counts.get("n_truncated", 0) + sum(r.stopped_by is None for r in responses)
+            counts["n_empty"] = counts.get("n_empty", 0) + sum(not r.ids for r in responses)
         seqs = [ScoredSequence(p, r.ids) for p, r in zip(prompts, responses) if r.ids]
         if seqs:
             for s in token_scores(engine, seqs, kcfg):
-                out.append(layer_rankings(s, k_max, response_level=cfg.response_level).numpy())
+                out.append(layer_rankings(s, k_max, response_level=cfg.response_level, unit=cfg.unit).numpy())
     if not out:
         raise WhiteboxError("no source sample produced a response to score")
     return np.stack(out)
 
 
 def key_mask_for_k(rankings: np.ndarray, k: int, width: int) -> np.ndarray:
-    """Union over samples of each layer's top-``k`` neurons, a bool ``[n_layers, width]`` mask."""
+    """Union over samples of each layer's top-``k`` key set (the neurons in the first ``k`` ranking columns)."""
     if k > rankings.shape[2]:
         raise WhiteboxError(f"k={k} exceeds the stored ranking depth {rankings.shape[2]}")
     n, layers, _ = rankings.shape
@@ -132,35 +204,66 @@ def task_accuracy(lm, engine: Engine, task, edits: list, batch_size: int = 8) ->
     return float(np.mean(correct))
 
 
-def gold_logprob(lm, engine: Engine, task, edits: list, batch_size: int = 8) -> float:
-    """Mean log-probability per token of the gold responses, teacher-forced under ``edits``.
+def item_correct(lm, engine: Engine, task, edits: list) -> np.ndarray:
+    """Per-item correctness under ``edits``: :func:`task_accuracy` one item at a time."""
+    return np.array([task_accuracy(lm, engine, dataclasses.replace(task, items=[it]), edits, 1) for it in task.items])
+
+
+def answer_logprobs(lm, engine: Engine, task, targets: list[str], edits: list, batch_size: int = 8) -> np.ndarray:
+    """Per item, the mean log-probability per token of ``targets[i]``, teacher-forced under ``edits``.
 
     A smooth companion to accuracy (one pass per batch, no generation): masking that
     matters lowers it even when few answers flip.
     """
     from whitebox_eval.mui.keyneurons import _layout
 
-    total, count = 0.0, 0
+    if len(targets) != len(task.items):
+        raise WhiteboxError(f"need one target per item: {len(targets)} for {len(task.items)} items")
+    out: list[float] = []
     for i in range(0, len(task.items), batch_size):
         items = task.items[i:i + batch_size]
         prompts = [rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer))
                    for it in items]
-        seqs = [ScoredSequence(p, rsp.given_response(lm.tokenizer, it.gold_response).ids) for p, it in zip(prompts, items)]
+        seqs = [ScoredSequence(p, rsp.given_response(lm.tokenizer, t).ids) for p, t in zip(prompts, targets[i:i + batch_size])]
         lay = _layout(engine, seqs)
         with torch.no_grad():
             logits = engine.run(lay.batch, edits=edits, logits=lay.positions).logits.float()
         logp = torch.log_softmax(logits, -1).gather(-1, lay.targets.to(logits.device).unsqueeze(-1)).squeeze(-1)
-        valid = lay.valid.to(logp.device)
-        total += float(logp[valid].sum())
-        count += int(valid.sum())
-    return total / count
+        valid = lay.valid.to(logp.device).float()
+        out += ((logp * valid).sum(1) / valid.sum(1)).cpu().tolist()
+    return np.array(out)
+
+
+def gold_logprob(lm, engine: Engine, task, edits: list, batch_size: int = 8) -> float:
+    """Mean over items of the gold answers' per-token log-probability under ``edits``."""
+    return float(answer_logprobs(lm, engine, task, [it.gold_response for it in task.items], edits, batch_size).mean())
+
+
+def answer_targets(lm, cfg: MaskingConfig, task: PreparedTask) -> dict:
+    """The teacher-forced targets of the evaluation items: the model's own unmasked greedy answers
+    (``target="own"``; empty ones fall back to gold) or the gold answers."""
+    gold = [it.gold_response for it in task.items]
+    if cfg.target == "gold":
+        return {"targets": gold, "n_gold_fallback": 0, "n_truncated": 0}
+    texts, fallback, truncated = [], 0, 0
+    for i in range(0, len(task.items), cfg.batch_size):
+        items = task.items[i:i + cfg.batch_size]
+        _, responses = respond(lm, dataclasses.replace(task, given=None), items)
+        for it, r in zip(items, responses):
+            truncated += r.stopped_by is None
+            if r.text.strip():
+                texts.append(r.text)
+            else:
+                texts.append(it.gold_response)
+                fallback += 1
+    return {"targets": texts, "n_gold_fallback": fallback, "n_truncated": truncated}
 
 
 def run_masking(
     cfg: MaskingConfig, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
     loaded=None, show_progress: bool | None = None,
 ) -> RunFolder:
-    """Run (or resume) the masking validation; writes curves, results.json and the plot."""
+    """Run (or resume) the masking validation; writes curves, paired tests, results.json and the plots."""
     from whitebox_eval.models import load_model
 
     cfg.validate()
@@ -172,12 +275,26 @@ def run_masking(
         folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
     engine = Engine(loaded)
     width = loaded.arch.d_ff
+    selection = prepare_split(loaded, cfg, cfg.source_task, "selection", cfg.source_responses)
+    tasks = {t: prepare_split(loaded, cfg, t, "evaluation") for t in cfg.eval_tasks}
     rank_path = folder.path / "arrays" / "source_rankings.npy"
     rankings = folder.load_array("source_rankings") if rank_path.is_file() else None
+    source_path = folder.path / "source.json"
     if rankings is None or rankings.shape[2] < max(int(k) for k in cfg.ks):
-        rankings = source_rankings(loaded, engine, cfg, show_progress)
+        counts: dict = {}
+        rankings = source_rankings(loaded, engine, cfg, show_progress, task=selection, counts=counts)
         folder.save_array("source_rankings", rankings)
-    tasks = {t: prepare_task(_study_cfg(cfg, t), loaded.tokenizer) for t in cfg.eval_tasks}
+        source_path.write_text(json.dumps(counts))
+    split_path = folder.path / "splits.json"
+    splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
+              "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
+    split_path.write_text(json.dumps(splits, indent=1))
+    target_path = folder.path / "targets.json"
+    targets = json.loads(target_path.read_text()) if target_path.is_file() else {}
+    for t, task in tasks.items():
+        if t not in targets:
+            targets[t] = answer_targets(loaded, cfg, task)
+            target_path.write_text(json.dumps(targets, indent=1))
     conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
     for k in cfg.ks:
         for t in cfg.eval_tasks:
@@ -194,51 +311,81 @@ def run_masking(
             if kind == "random":
                 mask = matched_random_mask(mask, seed=cfg.seed + 1000 * d + k, per_layer=True, exclude_key=True)
         edits = mask_edits(mask)
-        acc = task_accuracy(loaded, engine, tasks[t], edits, cfg.batch_size) if cfg.generate else None
-        lp = gold_logprob(loaded, engine, tasks[t], edits, cfg.batch_size)
-        folder.append_samples([{"id": cid, "task": t, "masking": kind, "k": k, "draw": d,
-                                "n_masked": int(mask.sum()), "accuracy": acc, "gold_logprob": lp}])
-    return finalize_masking(folder, cfg)
+        row = {"id": cid, "task": t, "masking": kind, "k": k, "draw": d, "n_masked": int(mask.sum())}
+        if cfg.generate:
+            correct = item_correct(loaded, engine, tasks[t], edits)
+            row.update(accuracy=float(correct.mean()), item_accuracy=correct.astype(float).tolist())
+        lp = answer_logprobs(loaded, engine, tasks[t], targets[t]["targets"], edits, cfg.batch_size)
+        row.update(answer_logprob=float(lp.mean()), item_answer_logprob=lp.tolist())
+        folder.append_samples([row])
+    source = json.loads(source_path.read_text()) if source_path.is_file() else None
+    return finalize_masking(folder, cfg, splits, targets, source)
 
 
-def finalize_masking(folder: RunFolder, cfg: MaskingConfig) -> RunFolder:
-    """Curves per evaluation task (key vs random), results.json and the fig. 11-style plots."""
+def _rows(rows: list[dict], t: str, kind: str, k: int) -> list[dict]:
+    sel = sorted((r for r in rows if r["task"] == t and r["masking"] == kind and r["k"] == int(k)), key=lambda r: r["draw"])
+    if not sel:
+        raise WhiteboxError("the run is not finished; rerun with --resume")
+    return sel
+
+
+def finalize_masking(folder: RunFolder, cfg: MaskingConfig, splits: dict | None = None,
+                     targets: dict | None = None, source: dict | None = None) -> RunFolder:
+    """Curves per evaluation task (key vs random, every draw), paired tests, results.json and the plots."""
     from whitebox_eval.mui.plots import MaskingCurve, plot_masking_curves
 
     rows = list(folder.read_samples())
-    metrics = (["accuracy"] if cfg.generate else []) + ["gold_logprob"]
-    results: dict = {"source_task": cfg.source_task, "ks": list(cfg.ks), "curves": {}}
-    panels: dict[str, dict[str, list[MaskingCurve]]] = {m: {} for m in metrics}
+    metrics = cfg.metrics
+    results: dict = {"source_task": cfg.source_task, "ks": list(cfg.ks), "target": cfg.target, "unit": cfg.unit,
+                     "random_draws": cfg.random_draws, "curves": {}}
+    if splits is not None:
+        results["splits"] = {w: {t: len(v) for t, v in d.items()} for w, d in splits.items()}
+        results["split_ids"] = splits
+        results["splits_disjoint"] = not (set(splits["selection"][cfg.source_task])
+                                          & set(splits["evaluation"].get(cfg.source_task, [])))
+    if source is not None:
+        results["source_answers"] = {"n_truncated": source.get("n_truncated", 0), "n_empty": source.get("n_empty", 0),
+                                     "n_scored": int(folder.load_array("source_rankings").shape[0])}
+    if targets is not None:
+        results["targets"] = {t: {"n_gold_fallback": v["n_gold_fallback"], "n_truncated": v["n_truncated"]}
+                              for t, v in targets.items()}
+    panels: dict[str, list[MaskingCurve]] = {m: [] for m in metrics}
     for t in cfg.eval_tasks:
-        base = [r for r in rows if r["task"] == t and r["masking"] == "none"]
-        if not base:
-            raise WhiteboxError("the run is not finished; rerun with --resume")
-        entry: dict = {"baseline": {m: base[0][m] for m in metrics}, "key": [], "random": []}
-        for kind in ("key", "random"):
-            for k in cfg.ks:
-                sel = [r for r in rows if r["task"] == t and r["masking"] == kind and r["k"] == int(k)]
-                if not sel:
-                    raise WhiteboxError("the run is not finished; rerun with --resume")
-                entry[kind].append({"k": int(k), "n_masked": sel[0]["n_masked"],
-                                    **{m: float(np.mean([r[m] for r in sel])) for m in metrics}})
+        base = _rows(rows, t, "none", 0)[0]
+        entry: dict = {"baseline": {m: base[m] for m in metrics}, "n_items": len(base["item_answer_logprob"]),
+                       "key": [], "random": []}
+        for k in cfg.ks:
+            key = _rows(rows, t, "key", k)[0]
+            rnd = _rows(rows, t, "random", k)
+            entry["key"].append({"k": int(k), "n_masked": key["n_masked"], **{m: key[m] for m in metrics}})
+            r_entry = {"k": int(k), "n_masked": rnd[0]["n_masked"]}
+            for m in metrics:
+                dr = stats.draws([r[m] for r in rnd])
+                r_entry[m] = dr.mean
+                r_entry[f"{m},draws"] = dr.as_dict()
+                per_item_random = np.mean([r[f"item_{m}"] for r in rnd], axis=0)
+                test = stats.paired_bootstrap(np.asarray(key[f"item_{m}"]), per_item_random)
+                stats.add_paired(results, f"key_vs_random,{m},{t},k={k}", test)
+                r_entry[f"{m},key_minus_random"] = test.as_dict()
+            entry["random"].append(r_entry)
         for m in metrics:
             drop_key = entry["baseline"][m] - float(np.mean([p[m] for p in entry["key"]]))
             drop_rand = entry["baseline"][m] - float(np.mean([p[m] for p in entry["random"]]))
             entry[f"mean_drop_key,{m}"] = drop_key
             entry[f"mean_drop_random,{m}"] = drop_rand
-            entry[f"key_hurts_more,{m}"] = bool(drop_key > drop_rand)
             scale = 100.0 if m == "accuracy" else 1.0
-            panels[m].setdefault("curves", [])
             for kind in ("key", "random"):
-                panels[m]["curves"].append(MaskingCurve(
+                panels[m].append(MaskingCurve(
                     t + (" (random)" if kind == "random" else ""), [0] + [int(k) for k in cfg.ks],
                     [scale * entry["baseline"][m]] + [scale * p[m] for p in entry[kind]], random=kind == "random"))
         results["curves"][t] = entry
-    results["headline"] = {f"drop_key_minus_random,{m},{t}": results["curves"][t][f"mean_drop_key,{m}"]
-                           - results["curves"][t][f"mean_drop_random,{m}"] for m in metrics for t in cfg.eval_tasks}
+    results["headline"] = {
+        f"key_minus_random,{m},{t},k={k}": results["paired_tests"][f"key_vs_random,{m},{t},k={k}"]["diff"]
+        for m in metrics for t in cfg.eval_tasks for k in cfg.ks
+    }
     folder.save_results(results)
     for m in metrics:
-        plot_masking_curves({f"masked: {cfg.source_task} key neurons ({cfg.model})": panels[m]["curves"]},
+        plot_masking_curves({f"masked: {cfg.source_task} key neurons ({cfg.model})": panels[m]},
                             folder.plot_path(f"masking_{m}"), selected_k=1,
-                            y_label="Accuracy (%)" if m == "accuracy" else "gold answer log-prob per token")
+                            y_label="Accuracy (%)" if m == "accuracy" else f"{cfg.target} answer log-prob per token")
     return folder

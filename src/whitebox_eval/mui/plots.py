@@ -56,7 +56,8 @@ def plot_utility_law(
         lo, hi = max(p.min() * 0.9, 1e-6), p.max() * 1.05
         xs = np.linspace(lo, hi, 200)
         ax.plot(xs, fit.predict(xs), "--", color="gray",
-                label=f"MUI = {fit.a:.3f} ln(P) + {fit.b:.3f}  (R² = {fit.r2:.3f})")
+                label=f"MUI = {fit.a:.3f} ln(P) + {fit.b:.3f}  "
+                + (f"(R² = {fit.r2:.3f})" if fit.r2 is not None else f"({fit.n_points} points: no R²)"))
         ax.legend(fontsize=8)
     ax.set_xlabel(performance_label)
     ax.set_ylabel(mui_label)

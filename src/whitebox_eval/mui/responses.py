@@ -25,10 +25,13 @@ Tasks (``parse_task``):
 
 Choices where the paper is silent (all parameters): the one-line answer instruction
 appended to zero-shot questions; the one-shot demonstrations for arithmetic and SSD
-(App. C has none for them; GSM8K and MMLU use App. C's); the default token budgets
-(24 / 24 / 256 new tokens instead of App. A.6's 1024, for CPU); stop strings (a
-blank line or a new ``Question:`` always; the first line break for the short-answer
-tasks). Generated responses are kept as the generated token ids, cut before the
+(App. C has none for them; GSM8K and MMLU use App. C's); stop strings (a blank line
+or a new ``Question:`` always; the first line break for the short-answer tasks). The
+token budget is App. A.6's 1024 new tokens for every task: generation stops at EOS or
+a stop string, so the budget only caps runaway answers; a response that reaches it
+has ``stopped_by=None`` and is counted as truncated in the study's results.
+
+Generated responses are kept as the generated token ids, cut before the
 token that completes a stop string, so the teacher-forced pass scores exactly what
 the model produced; given responses are tokenized after the prompt.
 """
@@ -98,7 +101,10 @@ INSTRUCTIONS: dict[str, str] = {
 }
 """Zero-shot answer instruction per task (a choice; the paper does not print its prompts)."""
 
-DEFAULT_MAX_NEW_TOKENS: dict[str, int] = {"arithmetic-gen": 24, "ssd": 24, "mmlu": 24, "gsm8k": 256}
+PAPER_MAX_NEW_TOKENS = 1024
+"""App. A.6: "a maximum token length of 1024"."""
+
+DEFAULT_MAX_NEW_TOKENS: dict[str, int] = {t: PAPER_MAX_NEW_TOKENS for t in ("arithmetic-gen", "ssd", "mmlu", "gsm8k")}
 
 BASE_STOPS: tuple[str, ...] = ("\n\n", "\nQuestion:")
 DEFAULT_STOPS: dict[str, tuple[str, ...]] = {

@@ -117,6 +117,78 @@ def reconstruction_mse(sae: SAE, x: torch.Tensor) -> float:
         return float(((sae.reconstruct(x) - x.to(sae.w_dec.dtype)) ** 2).mean())
 
 
+POOR_EXPLAINED_VARIANCE = 0.8
+"""Below this share of the residual's variance an SAE's features describe the stream poorly
+(public SAEs such as Llama Scope / Gemma Scope reconstruct about 0.8-0.9 or more)."""
+
+POOR_DEAD_FRACTION = 0.5
+"""Above this share of never-active features most of the dictionary is unused."""
+
+
+@dataclass
+class ReconstructionStats:
+    """Running reconstruction quality of one SAE over the tokens it encoded in a run.
+
+    ``explained_variance = 1 - sum ||x - x_hat||^2 / sum ||x - mean x||^2`` and
+    ``dead_fraction`` = share of features never active (activation > 0) on those tokens.
+    """
+
+    n: int = 0
+    sum_x: np.ndarray | None = None
+    sum_sq: float = 0.0
+    sse: float = 0.0
+    active: np.ndarray | None = None
+
+    def update(self, sae: SAE, x: torch.Tensor, f: torch.Tensor | None = None) -> None:
+        """Add tokens ``x [n, d_in]``; ``f`` are their encodings when already computed."""
+        with torch.no_grad():
+            x = x.to(sae.w_dec.dtype)
+            f = sae.encode(x) if f is None else f.to(sae.w_dec.dtype)
+            err = sae.decode(f) - x
+            xd = x.double()
+            if self.sum_x is None:
+                self.sum_x = np.zeros(sae.d_in)
+                self.active = np.zeros(sae.d_sae, dtype=np.int64)
+            self.n += int(x.shape[0])
+            self.sum_x += xd.sum(0).cpu().numpy()
+            self.sum_sq += float((xd ** 2).sum())
+            self.sse += float((err.double() ** 2).sum())
+            self.active += (f > 0).sum(0).cpu().numpy().astype(np.int64)
+
+    def merge(self, other: ReconstructionStats) -> ReconstructionStats:
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return ReconstructionStats(other.n, other.sum_x.copy(), other.sum_sq, other.sse, other.active.copy())
+        return ReconstructionStats(self.n + other.n, self.sum_x + other.sum_x, self.sum_sq + other.sum_sq,
+                                   self.sse + other.sse, self.active + other.active)
+
+    @property
+    def explained_variance(self) -> float:
+        sst = self.sum_sq - float(self.sum_x @ self.sum_x) / self.n
+        return 1.0 - self.sse / sst if sst > 0 else float("nan")
+
+    @property
+    def dead_fraction(self) -> float:
+        return float((self.active == 0).mean())
+
+    def summary(self) -> dict:
+        """Numbers for results.json, with a warning when the SAE reconstructs poorly."""
+        if self.n == 0:
+            return {"n_tokens": 0}
+        ev, dead = self.explained_variance, self.dead_fraction
+        out = {"n_tokens": self.n, "explained_variance": ev, "mse": self.sse / (self.n * self.sum_x.size),
+               "dead_fraction": dead, "n_dead": int((self.active == 0).sum()), "d_sae": int(self.active.size)}
+        problems = []
+        if not ev >= POOR_EXPLAINED_VARIANCE:
+            problems.append(f"explained variance {ev:.3f} < {POOR_EXPLAINED_VARIANCE}")
+        if dead > POOR_DEAD_FRACTION:
+            problems.append(f"{100 * dead:.0f}% of features never active")
+        if problems:
+            out["warning"] = "poor SAE: " + ", ".join(problems) + "; feature MUI from it is unreliable"
+        return out
+
+
 # ---------------------------------------------------------------- feature scores
 def sae_feature_scores(sae: SAE, residual: torch.Tensor, *, chunk_size: int = 512) -> torch.Tensor:
     """Feature contribution score of eq. 5 for one layer: ``encode(x_p)``, ``[n_positions, d_sae]``.
@@ -147,7 +219,7 @@ def sae_feature_scores_by_layer(saes: Sequence[SAE], residuals: torch.Tensor, *,
 
 def feature_key_mask(
     feature_scores: torch.Tensor, method: ThresholdMethod = "topk", value: float | None = DEFAULT_SAE_TOPK,
-    *, unit: Unit = "neuron",
+    *, unit: Unit = "pair",
 ) -> torch.Tensor:
     """A sample's key features (eq. 6 / 9): default top-50 per layer; inactive (zero) features never count."""
     return key_mask(feature_scores, method, value, unit=unit, min_score=0.0)

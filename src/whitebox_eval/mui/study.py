@@ -9,9 +9,12 @@ continues an interrupted run; the per-sample key sets are kept
 folder alone (:func:`load_key_sets`, :func:`subset_mui`).
 
 Results (``results.json``): accuracy, MUI (fraction and %), activated / total units,
-PUR (eq. 7, percent units), MUI of correct vs incorrect responses with a Mann-Whitney
-U test on equal-size random subsets of each (sec. 3.7), MUI per group (domain /
-category, sec. 3.6), and per-layer utilisation.
+accuracy with its Wilson interval and MUI with a jackknife interval
+(:mod:`whitebox_eval.mui.inference`), the threshold's effective fraction of ``d_ff``,
+the number of responses truncated by the token budget, PUR (eq. 7, percent units), MUI
+of correct vs incorrect responses compared at equal subset size by a permutation test
+of the labels (sec. 3.7), MUI per group (domain / category, sec. 3.6), and per-layer
+utilisation.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
+from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.mui import responses as rsp
+from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
-from whitebox_eval.mui.utility_law import mann_whitney, performance_utilization_ratio
-from whitebox_eval.mui.utilization import KeySets, random_subset_mui
+from whitebox_eval.mui.sae import ReconstructionStats
+from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
+from whitebox_eval.mui.utility_law import performance_utilization_ratio
+from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, progress
 from whitebox_eval.runs.parts import write_part
 
@@ -55,6 +62,14 @@ def threshold_setting(name: str, value: float | None) -> tuple[str, float | None
     return THRESHOLDS[key], value
 
 
+REFERENCE_CODE_SETTINGS: dict[str, str] = {
+    "activation": "mlp_gate_act", "score_token": "at", "unit": "pair", "final_norm": "none",
+}
+"""What ``--reference-code-compat`` sets: the authors' ``get_neuron.py`` hooks ``act_fn`` (act(gate)
+only), scores the response tokens' own positions against the token *at* each position, pools
+(position, neuron) pairs per layer and uses the raw ``lm_head`` (no final norm)."""
+
+
 @dataclass
 class MUIConfig:
     """Everything that determines a MUI study's numbers (written to config.yaml)."""
@@ -67,8 +82,10 @@ class MUIConfig:
     response_level: bool = False
     threshold: str = "top-per-mille"
     threshold_value: float | None = None
-    unit: str = "neuron"
+    unit: str = "pair"
     ties: str = "include"
+    score_token: str = "next"
+    reference_code_compat: bool = False
     ig_steps: int = 10
     ig_joint_layers: bool = False
     sae: tuple[str, ...] = ()
@@ -84,6 +101,23 @@ class MUIConfig:
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
+    def __post_init__(self) -> None:
+        if self.reference_code_compat:
+            want = REFERENCE_CODE_SETTINGS
+            clash = {k: getattr(self, k) for k, v in want.items() if getattr(self, k) not in (v, MUIConfig.defaults()[k])}
+            if clash:
+                raise WhiteboxError("--reference-code-compat sets " + ", ".join(f"{k}={v}" for k, v in want.items())
+                                    + "; drop " + ", ".join(f"{k}={v}" for k, v in clash.items()))
+            if self.score not in ("contribution", "activation"):
+                raise WhiteboxError("--reference-code-compat reproduces the authors' get_neuron.py: "
+                                    "use --score contribution or activation")
+            for k, v in want.items():
+                setattr(self, k, v)
+
+    @staticmethod
+    def defaults() -> dict:
+        return {f.name: f.default for f in dataclasses.fields(MUIConfig)}
+
     def key_neuron_config(self) -> KeyNeuronConfig:
         method, value = threshold_setting(self.threshold, self.threshold_value)
         if self.score == "sae" and self.threshold == "top-per-mille":
@@ -91,7 +125,7 @@ class MUIConfig:
         return KeyNeuronConfig(
             score=self.score, activation=self.activation, final_norm=self.final_norm,
             response_level=self.response_level, threshold=method, threshold_value=value, unit=self.unit,
-            ties=self.ties, ig_steps=self.ig_steps, ig_joint_layers=self.ig_joint_layers,
+            ties=self.ties, ig_steps=self.ig_steps, ig_joint_layers=self.ig_joint_layers, score_token=self.score_token,
         ).validate()
 
     def to_dict(self) -> dict:
@@ -100,7 +134,17 @@ class MUIConfig:
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
         d["suite"] = "mui"
+        d["key_set_rule"] = self.key_set_rule()
         return d
+
+    def key_set_rule(self) -> str:
+        """Words for config.yaml: is this the paper's key-neuron rule?"""
+        if self.reference_code_compat:
+            return "authors' code (get_neuron.py): act(gate), token at p, pooled pairs; not eq. 2 as printed"
+        unit = ("pooled (response token, neuron) pairs, eq. 8/10 (the paper's)" if self.unit == "pair"
+                else "best score per neuron, exactly k per layer (not the paper's rule)")
+        token = "next token, eq. 2 (the paper's)" if self.score_token == "next" else "token at p (authors' code)"
+        return f"{unit}; scored against the {token}"
 
 
 @dataclass
@@ -195,8 +239,14 @@ def run_mui(
         flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([f.size for f in flats])
+        extra = {}
+        if sae_set is not None:  # reconstruction quality of the tokens this batch encoded
+            for n, q in enumerate(sae_set.take_quality()):
+                if q.n:
+                    extra.update({f"sae{n}_n": np.array(q.n), f"sae{n}_sum_x": q.sum_x, f"sae{n}_sum_sq": np.array(q.sum_sq),
+                                  f"sae{n}_sse": np.array(q.sse), f"sae{n}_active": q.active})
         write_part(parts / f"{index[items[0].id]:08d}.npz", ids=np.array([it.id for it in items]),
-                 indices=np.concatenate(flats), offsets=offsets)
+                 indices=np.concatenate(flats), offsets=offsets, **extra)
         records = []
         for j, it in enumerate(items):
             r = responses[j]
@@ -206,7 +256,20 @@ def run_mui(
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
             })
         folder.append_samples(records)
-    return finalize(folder, task.items, n_layers, width, kind, cfg)
+    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set)
+
+
+def _sae_quality(folder: RunFolder, sae_set: SAESet) -> dict:
+    """Per SAE layer: explained variance and dead features over every token the run encoded."""
+    total = [ReconstructionStats() for _ in sae_set.saes]
+    for part in (folder.path / "arrays" / "parts").glob("*.npz"):
+        with np.load(part) as z:
+            for n in range(len(total)):
+                if f"sae{n}_n" in z:
+                    total[n] = total[n].merge(ReconstructionStats(
+                        int(z[f"sae{n}_n"]), z[f"sae{n}_sum_x"], float(z[f"sae{n}_sum_sq"]), float(z[f"sae{n}_sse"]),
+                        z[f"sae{n}_active"]))
+    return {str(layer): q.summary() for layer, q in zip(sae_set.layers, total)}
 
 
 def _read_parts(folder: RunFolder) -> dict[str, np.ndarray]:
@@ -221,20 +284,31 @@ def _read_parts(folder: RunFolder) -> dict[str, np.ndarray]:
     return out
 
 
-def _mw_correct_vs_incorrect(ks: KeySets, correct: np.ndarray, seed: int, draws: int = 20) -> dict | None:
-    """Sec. 3.7: MUI of equal-size random subsets of correct and of incorrect samples, compared by Mann-Whitney U."""
-    ok, bad = np.flatnonzero(correct), np.flatnonzero(~correct)
-    size = min(ok.size, bad.size) // 2
-    if size < 1:
-        return None
-    a = random_subset_mui(ks, size, draws=draws, seed=seed, pool=ok)
-    b = random_subset_mui(ks, size, draws=draws, seed=seed + 1, pool=bad)
-    res = mann_whitney(a, b)
-    return {"subset_size": int(size), "draws": draws, "mui_correct_mean": float(a.mean()),
-            "mui_incorrect_mean": float(b.mean()), "u": res.u, "p_value": res.p_value, "significant": res.significant}
+def _threshold_summary(cfg: MUIConfig, width: int, n_layers: int) -> dict:
+    kcfg = cfg.key_neuron_config()
+    method, value = kcfg.threshold, kcfg.threshold_value
+    if cfg.score == "sae" and method == "top_fraction" and value is None:
+        method, value = "topk", DEFAULT_SAE_TOPK  # eq. 9
+    out = threshold_summary(method, value, width, n_layers, kcfg.unit)
+    out["paper_rule"] = kcfg.unit == "pair" and cfg.score_token == "next"
+    return out
 
 
-def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig) -> RunFolder:
+def _truncation(items: list[rsp.TaskItem], samples: dict, cfg: MUIConfig) -> dict:
+    """Generated responses that hit the token budget (``stopped_by`` None) instead of EOS / a stop string."""
+    if cfg.responses != "model":
+        return {"n_truncated_responses": 0, "truncated_ids": []}
+    ids = [it.id for it in items if samples[it.id].get("stopped_by") is None]
+    return {"n_truncated_responses": len(ids), "truncated_ids": ids, "max_new_tokens": samples_budget(cfg)}
+
+
+def samples_budget(cfg: MUIConfig) -> int:
+    """The generation budget the study used (``--max-new-tokens`` or the task's default)."""
+    return cfg.max_new_tokens or rsp.DEFAULT_MAX_NEW_TOKENS[rsp.parse_task(cfg.task).name]
+
+
+def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
+             sae_set: SAESet | None = None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
     from whitebox_eval.mui.plots import plot_layer_utilization
 
@@ -250,31 +324,59 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     correct = np.array([bool(samples[it.id]["correct"]) for it in items])
     folder.save_array("correct", correct.astype(np.int8))
     acc = float(correct.mean())
-    mui = ks.mui()
+    mui_est = jackknife_mui(ks)
+    mui = mui_est.value
     layer = ks.layer_mui()
     folder.save_array("layer_mui", layer)
-    results: dict = {
-        "n_items": len(items), "accuracy": acc, "accuracy_percent": 100 * acc, "mui": mui, "mui_percent": 100 * mui,
+    results: dict = {"n_items": len(items)}
+    acc_est = stats.add_proportion(results, "accuracy", correct)
+    stats.add_estimate(results, "mui", mui_est)
+    results.update({
+        "accuracy_percent": 100 * acc, "mui_percent": 100 * mui,
         "n_activated": ks.n_activated(), "total_units": ks.total_units, "n_layers": n_layers, "width": width,
         "kind": kind, "mean_key_units_per_sample": float(ks.counts().mean()),
         "n_empty_responses": int(sum(1 for it in items if samples[it.id]["n_response_tokens"] == 0)),
-    }
+        "threshold": _threshold_summary(cfg, width, n_layers),
+    })
+    results.update(_truncation(items, samples, cfg))
     if mui > 0:
         results["pur"] = float(performance_utilization_ratio(100 * acc, 100 * mui))
     if correct.any():
         results["mui_correct_percent"] = 100 * ks.mui(correct)
+        results["n_correct"] = int(correct.sum())
     if (~correct).any():
         results["mui_incorrect_percent"] = 100 * ks.mui(~correct)
-    mw = _mw_correct_vs_incorrect(ks, correct, cfg.seed)
-    if mw is not None:
-        results["mann_whitney_correct_vs_incorrect"] = mw
+        results["n_incorrect"] = int((~correct).sum())
+    results["correct_vs_incorrect"] = correct_vs_incorrect(ks, correct, seed=cfg.seed)
     groups: dict[str, list[int]] = {}
     for n, it in enumerate(items):
         groups.setdefault(it.group or "", []).append(n)
     if len(groups) > 1:
-        results["by_group"] = {g: {"n": len(ix), "accuracy_percent": 100 * float(correct[ix].mean()),
-                                   "mui_percent": 100 * ks.mui(ix)} for g, ix in groups.items()}
-    results["headline"] = {"accuracy_percent": 100 * acc, "mui_percent": 100 * mui}
+        by_group = {}
+        for g, ix in groups.items():
+            entry = {"n": len(ix), "accuracy_percent": 100 * float(correct[ix].mean()), "mui_percent": 100 * ks.mui(ix)}
+            a = stats.proportion(correct[ix])
+            entry["accuracy_ci_percent"] = [100 * a.lo, 100 * a.hi]
+            m = jackknife_mui(ks, ix)
+            entry["mui_ci_percent"] = [100 * m.lo, 100 * m.hi]
+            by_group[g] = entry
+        results["by_group"] = by_group
+        results["by_group_note"] = "MUI is a union and grows with n: compare groups of equal n only"
+    warnings = []
+    if sae_set is not None:
+        results["sae_quality"] = _sae_quality(folder, sae_set)
+        warnings += [f"layer {l}: {q['warning']}" for l, q in results["sae_quality"].items() if "warning" in q]
+    scored = [i for i, it in enumerate(items) if samples[it.id]["n_response_tokens"] > 0]
+    if len(scored) > 1 and len({ks.flat_indices(i).tobytes() for i in scored}) == 1:
+        warnings.append(f"all {len(scored)} samples have the same key set: the scores do not tell samples apart")
+    if results["n_truncated_responses"]:
+        warnings.append(f"{results['n_truncated_responses']} of {len(items)} responses hit the "
+                        f"{results['max_new_tokens']}-token budget and are truncated")
+    results["warnings"] = warnings
+    results["headline"] = {
+        "accuracy_percent": 100 * acc, "accuracy_ci_percent": [100 * acc_est.lo, 100 * acc_est.hi],
+        "mui_percent": 100 * mui, "mui_ci_percent": [100 * mui_est.lo, 100 * mui_est.hi], "n": len(items),
+    }
     folder.save_results(results)
     plot_layer_utilization(layer, folder.plot_path("layer_utilization"),
                            title=f"{cfg.model} on {cfg.task}: MUI {100 * mui:.2f}%, accuracy {100 * acc:.1f}%")

@@ -8,14 +8,14 @@ Output: a boolean ``[n_layers, width]`` mask, the sample's key set ``N(t)``
 
 What ``k`` counts (``unit``):
 
-* ``"neuron"`` (default): ``k`` unique units per layer per sample. Each unit is
-  ranked by its best score over the response positions, ``max_j f(i, l, y_j)``, and
-  the ``k`` best are kept, so a sample contributes exactly ``k`` units per layer
-  (more only with ties, see below).
-* ``"pair"``: eq. 8/10 literally, which is also what the authors' code does:
-  ``V_l`` pools the scores of all (position, unit) pairs of layer ``l`` and the
+* ``"pair"`` (default; the paper's eq. 8 / 10, also what the authors' code does):
+  ``V_l`` pools the scores of all (response token, unit) pairs of layer ``l`` and the
   threshold is its k-th largest value; the selected pairs are projected onto units,
   so a sample yields between 1 and ``k`` units per layer.
+* ``"neuron"`` (not the paper's): ``k`` unique units per layer per sample. Each unit
+  is ranked by its best score over the response positions, ``max_j f(i, l, y_j)``, and
+  the ``k`` best are kept, so a sample contributes exactly ``k`` units per layer
+  (more only with ties, see below); this inflates MUI against the paper's rule.
 
 Ties (``ties``): ``"include"`` (default) is eq. 10's ``f >= V^{topk}``: every value
 equal to the k-th largest is kept, so ties can give more than ``k``. ``"index"``
@@ -103,7 +103,7 @@ def layer_topk_mask(
     scores: torch.Tensor | np.ndarray,
     k: int,
     *,
-    unit: Unit = "neuron",
+    unit: Unit = "pair",
     ties: Ties = "include",
     min_score: float | None = None,
 ) -> torch.Tensor:
@@ -131,7 +131,7 @@ def layer_top_fraction_mask(
     scores: torch.Tensor | np.ndarray,
     fraction: float = DEFAULT_TOP_FRACTION,
     *,
-    unit: Unit = "neuron",
+    unit: Unit = "pair",
     ties: Ties = "include",
     min_score: float | None = None,
 ) -> torch.Tensor:
@@ -147,7 +147,7 @@ def global_topk_mask(
     scores: torch.Tensor | np.ndarray,
     k: int,
     *,
-    unit: Unit = "neuron",
+    unit: Unit = "pair",
     ties: Ties = "include",
     min_score: float | None = None,
 ) -> torch.Tensor:
@@ -191,7 +191,7 @@ def key_mask(
     method: ThresholdMethod = "top_fraction",
     value: float | None = None,
     *,
-    unit: Unit = "neuron",
+    unit: Unit = "pair",
     ties: Ties = "include",
     min_score: float | None = None,
 ) -> torch.Tensor:

@@ -9,6 +9,7 @@ Table 1's PUR values are ``P% / sqrt(MUI%)``. Pass percentages to reproduce them
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,14 +32,26 @@ def _vector(name: str, values: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- sec. 3.2
+MIN_POINTS_FOR_R2 = 3
+"""Two points always lie on the fitted curve (R^2 = 1 says nothing); R^2 and the intervals need >= 3."""
+
+
 @dataclass(frozen=True)
 class UtilityLawFit:
-    """``MUI = a ln(P) + b`` fitted by least squares, with its coefficient of determination."""
+    """``MUI = a ln(P) + b`` fitted by least squares, with R^2 and 95% intervals of ``a`` and ``b``.
+
+    ``r2``, ``a_ci`` and ``b_ci`` are None below :data:`MIN_POINTS_FOR_R2` points. The
+    intervals are the OLS t-intervals (``n - 2`` degrees of freedom), which assume
+    independent, normal residuals around the law.
+    """
 
     a: float
     b: float
-    r2: float
+    r2: float | None
     n_points: int
+    a_ci: tuple[float, float] | None = None
+    b_ci: tuple[float, float] | None = None
+    level: float = 0.95
 
     def predict(self, performance: float | Sequence[float] | np.ndarray) -> np.ndarray:
         """MUI predicted at ``performance``."""
@@ -54,11 +67,12 @@ class UtilityLawFit:
         return np.exp((np.asarray(mui, dtype=float) - self.b) / self.a)
 
 
-def fit_utility_law(performance: Sequence[float] | np.ndarray, mui: Sequence[float] | np.ndarray) -> UtilityLawFit:
+def fit_utility_law(performance: Sequence[float] | np.ndarray, mui: Sequence[float] | np.ndarray,
+                    level: float = 0.95) -> UtilityLawFit:
     """Fit the Utility Law ``MUI = A ln(P) + B`` (sec. 3.2) by ordinary least squares.
 
-    ``R^2 = 1 - SS_res / SS_tot`` of the fit in MUI units. Needs at least two distinct
-    performance values, all > 0.
+    ``R^2 = 1 - SS_res / SS_tot`` of the fit in MUI units, and t-intervals of A and B,
+    from 3 points on. Needs at least two distinct performance values, all > 0.
     """
     p = _vector("performance", performance)
     m = _vector("mui", mui)
@@ -71,10 +85,20 @@ def fit_utility_law(performance: Sequence[float] | np.ndarray, mui: Sequence[flo
         raise WhiteboxError("need at least two distinct performance values to fit the Utility Law")
     design = np.column_stack([x, np.ones_like(x)])
     (a, b), *_ = np.linalg.lstsq(design, m, rcond=None)
+    n = int(p.size)
+    if n < MIN_POINTS_FOR_R2:
+        return UtilityLawFit(a=float(a), b=float(b), r2=None, n_points=n, level=level)
     resid = m - (a * x + b)
+    ss_res = float((resid ** 2).sum())
     ss_tot = float(((m - m.mean()) ** 2).sum())
-    r2 = 1.0 - float((resid ** 2).sum()) / ss_tot if ss_tot > 0 else 1.0
-    return UtilityLawFit(a=float(a), b=float(b), r2=r2, n_points=int(p.size))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    sxx = float(((x - x.mean()) ** 2).sum())
+    s2 = ss_res / (n - 2)
+    se_a = math.sqrt(s2 / sxx)
+    se_b = math.sqrt(s2 * (1.0 / n + x.mean() ** 2 / sxx))
+    t = float(stats.t.ppf(0.5 + level / 2, n - 2))
+    return UtilityLawFit(a=float(a), b=float(b), r2=r2, n_points=n, a_ci=(float(a - t * se_a), float(a + t * se_a)),
+                         b_ci=(float(b - t * se_b), float(b + t * se_b)), level=level)
 
 
 # ---------------------------------------------------------------- sec. 3.3
