@@ -175,6 +175,10 @@ def test_shifted_reinforcement_edits_exactly_the_shifted_cells(tiny_span_lm):
     before, after = _full(engine, toks), _full(engine, toks, r.edits(toks))
     cells = shifted_reference_cells(toks, before.shape[-1])
     torch.testing.assert_close(after[:, 1, 2] - before[:, 1, 2], cells.float() * 0.4, rtol=0, atol=1e-6)
+    two = Reinforcement(((1, 2),), value=0.4, cells="shifted", shift=2)
+    edit = two.edits(toks)[0]
+    torch.testing.assert_close(edit.cells, shifted_reference_cells(toks, offset=2), rtol=0, atol=0)
+    assert not torch.equal(edit.cells, cells)
     with pytest.raises(WhiteboxError, match="cells"):
         Reinforcement(((0, 0),), 1.0, cells="elsewhere")
 

@@ -178,6 +178,8 @@ class Reinforcement:
     threshold: float = 0.0
     label: str = ""
     cells: str = "reference"
+    shift: int = 1
+    """Tokens by which ``cells="shifted"`` moves each reference column."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -189,7 +191,8 @@ class Reinforcement:
 
     def edits(self, tokenized: Sequence[TokenizedExample]) -> list[EditAttention]:
         """One :class:`EditAttention` per layer holding selected heads, for this batch."""
-        cells = CELLS[self.cells](tokenized)
+        cells = (shifted_reference_cells(tokenized, offset=self.shift) if self.cells == "shifted"
+                 else reference_cells(tokenized))
         per_layer: dict[int, list[int]] = defaultdict(list)
         for layer, head in self.heads:
             per_layer[int(layer)].append(int(head))

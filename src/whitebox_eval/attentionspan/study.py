@@ -340,7 +340,7 @@ def evaluation_settings(cfg: SpanConfig, heads: KeyHeads, n: int, c: float, n_la
     key = tuple(heads.top(n))
     r = lambda hs, source, d=None: Reinforcement(  # noqa: E731
         tuple(hs), c, cfg.mode, cfg.threshold, protocol.label(source, n, c, cfg.mode, d),
-        cells="shifted" if source == "shifted" else "reference")
+        cells="shifted" if source == "shifted" else "reference", shift=cfg.shift)
     out = [("key", None, r(key, "key")), ("shifted", None, r(key, "shifted"))]
     band = control_band(key, n_layers, n_heads)
     for d in range(cfg.random_draws):
