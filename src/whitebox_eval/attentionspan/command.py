@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.attentionspan.finetune import FinetuneConfig
+from whitebox_eval.attentionspan.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.attentionspan.study import SPLIT_CHOICES, SpanConfig, run_span
 from whitebox_eval.attentionspan.tasks import TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
@@ -150,14 +151,14 @@ def _num(value, fmt: str = ".4f") -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
-def _acc(block: dict, key: str = "accuracy") -> str:
-    """``45.0% [35.6%, 54.8%] n=100``: a proportion with its Wilson interval and n."""
+def _acc(block: dict, key: str = "accuracy", with_n: bool = True) -> str:
+    """``45.0% [35.6%, 54.8%] n=100``: a proportion with its interval and n."""
     if block.get(key) is None:
         return "n/a"
     ci = block.get(f"{key}_ci")
     interval = f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
     n = block.get(f"{key}_n")
-    return f"{block[key]:.1%}{interval}" + (f" n={n}" if n is not None else "")
+    return f"{block[key]:.1%}{interval}" + (f" n={n}" if with_n and n is not None else "")
 
 
 def print_summary(folder) -> None:
@@ -167,11 +168,12 @@ def print_summary(folder) -> None:
 
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}")
-    click.echo("  accuracy: exact match [95% Wilson interval], n examples; partial: mean share of right tokens")
+    click.echo("  acc: exact match [95% Wilson interval], n examples; partial: mean share of right "
+               "tokens [95% bootstrap interval]")
     for stage, s in res["stages"].items():
         if stage.split("/", 1)[0] in ("reinforce", "select", "generate"):
             continue
-        line = f"  {stage:16s} acc {_acc(s)}  partial {_pct(s.get('partial_accuracy'))}"
+        line = f"  {stage:16s} acc {_acc(s)}  partial {_acc(s, 'partial_accuracy', with_n=False)}"
         if s.get("generation_accuracy") is not None:
             line += f"  generated {_acc(s, 'generation_accuracy')}"
         click.echo(line)
@@ -204,12 +206,18 @@ def print_summary(folder) -> None:
             draws = ", ".join(f"{x:.1%}" for x in d["draws"])
             click.echo(f"    CONTROL random heads     {d['mean']:.1%} +- {d['sd']:.1%} (sd over {d['n']} draws, "
                        f"layers {rh['band'][0]}-{rh['band'][1]}, no key head): {draws}")
-        for name, t in res.get("paired_tests", {}).items():
-            click.echo("    " + stats.verdict(t, name))
+        tests = res.get("paired_tests", {})
+        click.echo("    paired tests on the evaluation items (teacher-forced accuracy):")
+        for name in (VS_NONE, VS_RANDOM, VS_SHIFTED, SHIFTED_VS_NONE):
+            if name in tests:
+                click.echo("      " + stats.verdict(tests[name], name))
         gen = rein.get("generation")
         if gen:
-            click.echo(f"  free generation under reinforcement (n={gen['n']}):  none "
-                       f"{_acc(gen['no_intervention'], 'generation_accuracy')}   reinforced "
-                       f"{_acc(gen['reinforced'], 'generation_accuracy')}   shifted "
-                       f"{_acc(gen['shifted_reference'], 'generation_accuracy')}")
+            click.echo("    free generation under the same reinforcement (whole-string accuracy):")
+            click.echo(f"      no intervention {_acc(gen['no_intervention'], 'generation_accuracy')}   "
+                       f"REINFORCED {_acc(gen['reinforced'], 'generation_accuracy', with_n=False)}   "
+                       f"CONTROL shifted {_acc(gen['shifted_reference'], 'generation_accuracy', with_n=False)}")
+            for name in (VS_NONE, VS_SHIFTED):
+                if f"generated: {name}" in tests:
+                    click.echo("      " + stats.verdict(tests[f"generated: {name}"], f"generated: {name}"))
     click.echo(f"plots in {folder.path / 'plots'}")

@@ -535,13 +535,6 @@ def _reinforcement_results(folder: RunFolder, cfg: SpanConfig, by_stage: dict[st
                       "chosen": {"n_heads": n, "value": c, "setting": key_label}},
         "evaluation": evaluation,
     }
-    if cfg.reinforce_generation:
-        out["generation"] = protocol.generation_report(
-            by_stage["generate/none"], by_stage[f"generate/{key_label}"],
-            by_stage[f"generate/{shifted_label}"], results)
-        for name, key in (("none", "generate/none"), ("reinforced", f"generate/{key_label}")):
-            stats.add_proportion(headline, f"acc_generated,ood_{name}",
-                                 protocol.exact_vector(by_stage[key], "generation_exact"))
     results["reinforcement"] = out
     stats.add_proportion(headline, "acc,ood_reinforced", protocol.exact_vector(recs[key_label]))
     stats.add_proportion(headline, "acc,ood_shifted_reference", protocol.exact_vector(recs[shifted_label]))
@@ -549,6 +542,14 @@ def _reinforcement_results(folder: RunFolder, cfg: SpanConfig, by_stage: dict[st
     headline["acc,ood_random_heads"] = rnd["mean"]
     headline["acc_sd,ood_random_heads"] = rnd["sd"]
     headline["acc_draws,ood_random_heads"] = rnd["draws"]
+    if cfg.reinforce_generation:
+        out["generation"] = protocol.generation_report(
+            by_stage["generate/none"], by_stage[f"generate/{key_label}"],
+            by_stage[f"generate/{shifted_label}"], results)
+        for name, stage in (("none", "generate/none"), ("reinforced", f"generate/{key_label}"),
+                            ("shifted_reference", f"generate/{shifted_label}")):
+            stats.add_proportion(headline, f"acc_generated,ood_{name}",
+                                 protocol.exact_vector(by_stage[stage], "generation_exact"))
     # fig. 2: OOD accuracy vs input length, evaluation split
     bins = _length_bins(np.array([r["input_length"] for r in base_recs]))
     centers = [(lo + hi) / 2 for lo, hi in bins]
