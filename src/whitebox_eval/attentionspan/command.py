@@ -187,6 +187,13 @@ def print_summary(folder) -> None:
             click.echo("    " + stats.verdict(within["test"], "within samples, correct - wrong ref-attn"))
         elif within is not None:
             click.echo("    within samples: no sample has both right and wrong tokens (no test)")
+        by_pos = s.get("by_position")
+        if by_pos:
+            tested = [r for r in by_pos if r["p_value"] is not None]
+            sig = [r for r in tested if r["p_value"] < 0.05]
+            higher = sum(r["mean_correct"] > r["mean_error"] for r in sig)
+            click.echo(f"    per answer position: {len(tested)} of {len(by_pos)} positions testable (>= 2 right "
+                       f"and 2 wrong tokens), {len(sig)} with p < 0.05 ({higher} of them: right > wrong)")
     if "finetune" in res:
         f = res["finetune"]
         click.echo(f"  fine-tuning: {f['steps']} steps, loss {f['loss_first']:.3f} -> {f['loss_last']:.3f}")
