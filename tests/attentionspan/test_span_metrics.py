@@ -199,3 +199,68 @@ def test_rank_key_heads():
     scores = np.array([[0.1, 0.5], [0.5, 0.2]])
     assert rank_key_heads(scores) == [(0, 1), (1, 0), (1, 1), (0, 0)]
     assert rank_key_heads(torch.tensor(scores), top_n=2) == [(0, 1), (1, 0)]
+
+
+# ------------------------------------------- issue 11: generation and table 2 within samples
+
+
+def test_generation_exact_is_whole_string_equality_not_a_prefix():
+    from whitebox_eval.attentionspan.metrics import generation_exact
+
+    # regression: characters after the target used to be ignored (prefix match)
+    assert not generation_exact("z.reverse()", "z")
+    assert generation_accuracy(["z.reverse()"], ["z"]) == 0.0
+    # the documented stop rule: cut at the first newline, strip whitespace
+    assert generation_exact(" cba\nmore text", "cba")
+    assert not generation_exact("cb", "cba")
+
+
+def test_summary_generation_accuracy_counts_trailing_characters_as_wrong():
+    from whitebox_eval.attentionspan.study import _stage_summary
+
+    # records as the study wrote them before the fix (per-character vectors, prefix verdict)
+    recs = [{"correct": [1], "exact": True, "partial": 1.0, "target": "z", "generated": "z.reverse()",
+             "generation_correct": [1], "generation_exact": True},
+            {"correct": [1, 1], "exact": True, "partial": 1.0, "target": "ab", "generated": "ab",
+             "generation_correct": [1, 1], "generation_exact": True}]
+    s = _stage_summary(recs, "welch")
+    assert s["generation_accuracy"] == 0.5  # was 1.0: "z.reverse()" matched "z" as a prefix
+    assert s["generation_accuracy_n"] == 2
+    assert s["generation_partial_accuracy"] == 1.0  # per character, the first one is right
+
+
+def test_within_sample_comparison_is_wilcoxon_on_per_sample_mean_differences():
+    from whitebox_eval.attentionspan.metrics import compare_within_samples
+
+    scores = [np.array([0.9, 0.7, 0.1]), np.array([0.6, 0.2, np.nan]), np.array([0.5, 0.5]),
+              np.array([0.8, 0.3, 0.4, 0.35]), np.array([0.3, 0.6])]
+    correct = [np.array([1, 1, 0]), np.array([1, 0, 0]), np.array([1, 1]),
+               np.array([1, 0, 1, 0]), np.array([0, 1])]
+    res = compare_within_samples(scores, [c.astype(bool) for c in correct])
+    # by hand: sample 0: 0.8 - 0.1; sample 1: 0.6 - 0.2 (NaN skipped); sample 2: no
+    # wrong token (skipped); sample 3: 0.6 - 0.325; sample 4: 0.6 - 0.3
+    diffs = [0.7, 0.4, 0.275, 0.3]
+    assert (res["n_samples"], res["n_skipped"]) == (4, 1)
+    assert res["mean_correct"] == pytest.approx(np.mean([0.8, 0.6, 0.6, 0.6]))
+    assert res["test"]["diff"] == pytest.approx(np.mean(diffs))
+    assert res["test"]["p_value"] == pytest.approx(stats.wilcoxon(diffs).pvalue)
+    assert res["test"]["test"] == "wilcoxon" and res["test"]["n"] == 4
+    none = compare_within_samples([np.array([0.5])], [np.array([True])])
+    assert none["n_samples"] == 0 and none["test"] is None
+
+
+def test_by_position_comparison_groups_tokens_at_the_same_answer_position():
+    from whitebox_eval.attentionspan.metrics import compare_by_position
+
+    scores = [np.array([0.9, 0.1, 0.3]), np.array([0.8, 0.2]), np.array([0.4, 0.6]),
+              np.array([0.5, 0.7, 0.2])]
+    correct = [np.array([1, 0, 1]), np.array([1, 1]), np.array([0, 1]), np.array([0, 0, 1])]
+    rows = compare_by_position(scores, [c.astype(bool) for c in correct])
+    assert [r["position"] for r in rows] == [0, 1, 2]
+    p0 = rows[0]  # correct: 0.9, 0.8; wrong: 0.4, 0.5
+    assert (p0["n_correct"], p0["n_error"]) == (2, 2)
+    assert p0["mean_correct"] == pytest.approx(0.85) and p0["mean_error"] == pytest.approx(0.45)
+    ref = stats.ttest_ind([0.9, 0.8], [0.4, 0.5], equal_var=False)
+    assert p0["p_value"] == pytest.approx(ref.pvalue)
+    p2 = rows[2]  # only the two 3-token samples, both right there
+    assert (p2["n_correct"], p2["n_error"]) == (2, 0) and math.isnan(p2["p_value"])

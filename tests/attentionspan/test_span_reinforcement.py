@@ -137,3 +137,71 @@ def test_reinforcement_rejects_bad_modes():
         Reinforcement(((0, 0),), 1.0, mode="sometimes")
     with pytest.raises(WhiteboxError, match="head"):
         Reinforcement((), 1.0)
+
+
+# ------------------------------------------------------------ issue 11: the controls
+
+
+def test_shifted_reference_cells_hand_worked(char_tokenizer):
+    from whitebox_eval.attentionspan.reinforcement import shifted_reference_cells
+
+    tok = tokenize_example(string_reversal_example("abc"), char_tokenizer)
+    # BOS a b c = c b a: rows 4,5,6 reference columns 3,2,1 -> the right neighbours 4,3,2
+    # ('=' for the first answer character, then the character answered one step before)
+    cells = shifted_reference_cells([tok], seq_len=8)[0]
+    expected = torch.zeros(8, 8, dtype=torch.bool)
+    expected[4, 4] = expected[5, 3] = expected[6, 2] = True
+    assert torch.equal(cells, expected)
+    assert not (cells & reference_cells([tok], seq_len=8)[0]).any()
+    # a row whose right neighbour is another reference of the same row shifts left;
+    # columns outside the data point are never used
+    va = tokenize_example(value_assignment_example([("a", "1"), ("b", "0")], "ba"), char_tokenizer)
+    ref = reference_cells([va])[0]
+    shifted = shifted_reference_cells([va])[0]
+    assert not (shifted & ref).any()
+    for row in va.prediction_positions[va.valid]:
+        cols = torch.nonzero(shifted[row]).flatten().tolist()
+        assert cols and all(va.context_start <= c <= row for c in cols)
+        for c in cols:
+            assert ref[row, c - 1] or ref[row, c + 1]  # every shifted cell neighbours a reference
+
+
+def test_shifted_reinforcement_edits_exactly_the_shifted_cells(tiny_span_lm):
+    from whitebox_eval.attentionspan.reinforcement import shifted_reference_cells
+
+    engine = Engine(tiny_span_lm)
+    toks = _examples(tiny_span_lm.tokenizer)
+    r = Reinforcement(((1, 2),), value=0.4, cells="shifted")
+    before, after = _full(engine, toks), _full(engine, toks, r.edits(toks))
+    cells = shifted_reference_cells(toks, before.shape[-1])
+    torch.testing.assert_close(after[:, 1, 2] - before[:, 1, 2], cells.float() * 0.4, rtol=0, atol=1e-6)
+    two = Reinforcement(((1, 2),), value=0.4, cells="shifted", shift=2)
+    edit = two.edits(toks)[0]
+    torch.testing.assert_close(edit.cells, shifted_reference_cells(toks, offset=2), rtol=0, atol=0)
+    assert not torch.equal(edit.cells, cells)
+    with pytest.raises(WhiteboxError, match="cells"):
+        Reinforcement(((0, 0),), 1.0, cells="elsewhere")
+
+
+def test_control_band_spans_the_key_layers_and_widens_until_enough_free_heads():
+    from whitebox_eval.attentionspan.reinforcement import control_band
+
+    assert control_band([(3, 0), (5, 1)], n_layers=10, n_heads=4) == (3, 5)
+    # layer 2 has 4 heads, all key heads: widen to 1..3
+    key = [(2, h) for h in range(4)]
+    assert control_band(key, n_layers=10, n_heads=4) == (1, 3)
+    assert control_band([(0, 0), (0, 1), (0, 2)], n_layers=3, n_heads=3) == (0, 1)
+    with pytest.raises(WhiteboxError, match="fewer heads"):
+        control_band([(l, h) for l in range(2) for h in range(2)][:3], n_layers=2, n_heads=2)
+
+
+def test_random_heads_in_band_never_hit_a_key_head():
+    from whitebox_eval.attentionspan.reinforcement import control_band
+
+    key = [(4, 1), (4, 2), (6, 0)]
+    band = control_band(key, 12, 3)
+    for seed in range(30):
+        drawn = random_heads(12, 3, 3, seed, exclude=key, layers=band)
+        assert len(set(drawn)) == 3
+        assert not set(drawn) & set(key)
+        assert all(4 <= l <= 6 for l, _ in drawn)

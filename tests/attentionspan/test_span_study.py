@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from whitebox_eval.attentionspan.command import _parse_params, command
+from whitebox_eval.attentionspan.command import _parse_params, command, print_summary
 from whitebox_eval.attentionspan.finetune import FinetuneConfig
 from whitebox_eval.attentionspan.study import SpanConfig, run_span
 from whitebox_eval.errors import WhiteboxError
@@ -19,7 +19,7 @@ def _cfg(**kw) -> SpanConfig:
                 id_params={"length": (2, 4)}, ood_params={"length": (5, 7)}, instruction="R:",
                 generation=True, finetune_examples=8,
                 finetune=FinetuneConfig(learning_rate=1e-3, batch_size=4),
-                reinforce=True, key_samples=3, heads=(1, 2), values=(0.5,), random_draws=2,
+                reinforce=True, key_samples=3, heads=(1, 2), values=(0.5,), random_draws=2, select_limit=4,
                 heatmaps=1, batch_size=2)
     base.update(kw)
     return SpanConfig(**base)
@@ -37,21 +37,18 @@ def test_study_writes_everything_and_resumes_to_the_same_numbers(make_span_lm, t
     folder = run_span(cfg, tmp_path, run_id="full", loaded=make_span_lm(seed=3), show_progress=False)
     res = folder.load_results()
     stages = _stages(folder)
+    chosen = res["reinforcement"]["selection"]["chosen"]
+    n = chosen["n_heads"]
     assert set(stages) == {"base/id", "base/ood", "finetuned/id", "finetuned/ood",
-                           "reinforce/key-top1-C0.5-standard", "reinforce/key-top2-C0.5-standard",
-                           "reinforce/random0-top1-C0.5-standard", "reinforce/random1-top1-C0.5-standard",
-                           "reinforce/random0-top2-C0.5-standard", "reinforce/random1-top2-C0.5-standard"}
-    assert all(n == 5 for n in stages.values())
-    assert {"acc,id", "acc,ood", "partial,ood", "acc,ood_reinforced", "acc,ood_random_heads"} <= set(res["headline"])
+                           "select/none", "select/key-top1-C0.5-standard", "select/key-top2-C0.5-standard",
+                           f"reinforce/key-top{n}-C0.5-standard", f"reinforce/shifted-top{n}-C0.5-standard",
+                           f"reinforce/random0-top{n}-C0.5-standard", f"reinforce/random1-top{n}-C0.5-standard"}
+    assert all(k == (4 if s.startswith("select/") else 5) for s, k in stages.items())
+    assert {"acc,id", "acc_ci,id", "acc,ood", "partial,ood", "acc,ood_reinforced", "acc_ci,ood_reinforced",
+            "acc,ood_shifted_reference", "acc,ood_random_heads", "acc_sd,ood_random_heads"} <= set(res["headline"])
     assert res["finetune"]["steps"] == 2
-    assert len(res["reinforcement"]["table"]) == 3
     assert res["stages"]["base/ood"]["correct_vs_error"]["test"] == "welch"
-    plots = {p.name for p in (folder.path / "plots").iterdir()}
-    assert {"rollout_base_id_0.png", "rollout_finetuned_ood_0.png", "ood_accuracy_vs_length.png",
-            "ood_partial_accuracy_vs_length.png"} <= plots
-    assert (folder.path / "checkpoints" / "final" / "model.safetensors").is_file()
-    assert folder.load_array("key_head_scores").shape == (3, 4)
-
+    assert "within_sample" in res["stages"]["base/ood"] and "by_position" in res["stages"]["base/ood"]
     # interrupt: keep the base stages and half of the fine-tuned ones, drop the rest
     lines = folder.samples_path.read_text().splitlines()
     keep = [l for l in lines if json.loads(l)["stage"].startswith("base/")]
@@ -95,3 +92,35 @@ def test_cli_help_teaches_the_modes():
     for word in ("--finetune", "--reinforce", "--heads", "--values", "--mode", "--split", "--resume"):
         assert word in out.output
     assert "whitebox-eval span" in out.output
+
+
+# ---------------------------------------------------------- issue 11 regressions
+
+
+def test_print_summary_survives_a_split_without_correct_tokens(make_span_lm, tmp_path, capsys):
+    # regression: mean_correct is NaN -> null in results.json -> None:.4f raised TypeError
+    cfg = SpanConfig(model="tiny", task="string_reversal", split="both", limit=3,
+                     id_params={"length": (2, 4)}, ood_params={"length": (5, 7)}, instruction="R:",
+                     generation=True, heatmaps=0, batch_size=3)
+    folder = run_span(cfg, tmp_path, run_id="g", loaded=make_span_lm(seed=5), show_progress=False)
+    res = folder.load_results()
+    cve = [s["correct_vs_error"] for s in res["stages"].values()]
+    assert any(c["mean_correct"] is None or c["mean_error"] is None for c in cve)  # the case
+    print_summary(folder)
+    out = capsys.readouterr().out
+    assert "n/a" in out and "per answer position" in out and "within samples" in out
+
+
+def test_id_params_keep_text_values_as_strings():
+    # regression: charset=123456789 was read as the integer 123456789 and rejected
+    assert _parse_params("string_reversal", "charset=123456789", "--id-params") == {"charset": "123456789"}
+    assert _parse_params("string_reversal", "length=5,charset=ab", "--id-params") == \
+        {"length": 5, "charset": "ab"}
+    assert _parse_params("value_assignment", "key_charset=01,n_pairs=3-4", "--id-params") == \
+        {"key_charset": "01", "n_pairs": (3, 4)}
+    with pytest.raises(WhiteboxError, match="integer or a range"):
+        _parse_params("string_reversal", "length=abc", "--id-params")
+    with pytest.raises(WhiteboxError, match="true or false"):
+        _parse_params("long_addition", "pad_with_zeros=1", "--id-params")
+    out = CliRunner().invoke(command, ["--model", "tiny-nonexistent", "--id-params", "lenght=3", "--limit", "1"])
+    assert out.exit_code != 0

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-import ast
-
 import click
 
+from whitebox_eval.attentionspan.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+
+
+def _parse_value(task: str, key: str, value: str, option: str):
+    """One parameter value, typed by the task's default for ``key``: integers and
+    ``LO-HI`` ranges for numeric parameters, true/false for flags, the text as given for
+    everything else (so ``charset=123456789`` stays the string of digits)."""
+    default = TASKS[task].defaults.get(key)
+    if isinstance(default, bool):
+        if value.lower() not in ("true", "false"):
+            raise WhiteboxError(f"{option}: {key} takes true or false; got {value!r}")
+        return value.lower() == "true"
+    if isinstance(default, (int, tuple)):
+        parts = [v.strip() for v in value.split("-", 1)] if "-" in value else [value]
+        if not all(v.isdigit() for v in parts):
+            raise WhiteboxError(f"{option}: {key} takes an integer or a range LO-HI (e.g. {key}=3 or "
+                                f"{key}=3-8); got {value!r}")
+        return (int(parts[0]), int(parts[1])) if len(parts) == 2 else int(parts[0])
+    return value
 
 
 def _parse_params(task: str, text: str, option: str) -> dict:
@@ -20,18 +37,9 @@ def _parse_params(task: str, text: str, option: str) -> dict:
         if "=" not in part:
             raise WhiteboxError(f"{option}: {part!r} is not KEY=VALUE (e.g. length=11-50)")
         key, value = (x.strip() for x in part.split("=", 1))
-        if "-" in value and all(v.strip().isdigit() for v in value.split("-", 1)):
-            lo, hi = value.split("-", 1)
-            out[key] = (int(lo), int(hi))
-        elif value.lower() in ("true", "false"):
-            out[key] = value.lower() == "true"
-        else:
-            try:
-                out[key] = ast.literal_eval(value)
-            except (ValueError, SyntaxError):
-                out[key] = value
+        out[key] = value
     task_config(task, "id", **out)  # unknown keys raise here, naming the valid ones
-    return out
+    return {k: _parse_value(task, k, v, option) for k, v in out.items()}
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
@@ -74,12 +82,19 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--max-steps", default=None, type=click.IntRange(min=1), help="stop fine-tuning after this many steps")
 @click.option("--reinforce", is_flag=True, help="key heads from ID examples, then reinforce them on the OOD examples (App. G)")
 @click.option("--key-samples", type=click.IntRange(min=1), default=30, show_default=True, help="ID examples used to rank heads")
+@click.option("--select-limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="OOD selection examples (disjoint from the --limit evaluated ones) on which N and C are chosen")
 @click.option("--heads", default="5,10,20", show_default=True, help="N values: reinforce the top-N key heads")
 @click.option("--values", default="0.3,1.0", show_default=True, help="C values added to post-softmax attention")
 @click.option("--mode", type=click.Choice(["standard", "conditional"]), default="standard", show_default=True,
               help="conditional: add C only where attention already exceeds --threshold")
 @click.option("--threshold", type=click.FloatRange(min=0.0), default=0.05, show_default=True, help="conditional mode: reinforce only cells whose attention exceeds this")
-@click.option("--random-draws", type=click.IntRange(min=1), default=3, show_default=True, help="draws of N random heads as control")
+@click.option("--random-draws", type=click.IntRange(min=2), default=5, show_default=True,
+              help="draws of N random non-key heads from the key heads' layer band (control)")
+@click.option("--shift", type=click.IntRange(min=1), default=1, show_default=True,
+              help="shifted-reference control: reinforce the cell this many tokens beside the reference")
+@click.option("--reinforce-generation/--no-reinforce-generation", default=False, show_default=True,
+              help="also generate freely under the chosen reinforcement and the shifted control (slow: one pass per token)")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
@@ -98,7 +113,10 @@ def command(**kw) -> None:
       whitebox-eval span --model smollm2-135m --task string_reversal --split both
     Fine-tune first on 1000 ID examples (App. E: AdamW, batch 4, 1 epoch), then evaluate:
       whitebox-eval span --task long_addition --split both --finetune 1000 --lr 5e-5
-    Reinforce the top-N key heads on OOD examples, vs N random heads (App. G):
+    Reinforce the top-N key heads on OOD examples (App. G): N and C are chosen on
+    --select-limit selection examples, then reported on the --limit evaluation examples
+    beside no intervention, N random non-key heads (--random-draws) and the same heads on
+    the shifted, wrong reference cell, with McNemar tests:
       whitebox-eval span --task string_reversal --split both --reinforce --heads 5,10 --values 0.3,1
     Evaluate a fine-tuned checkpoint written by an earlier run:
       whitebox-eval span --model runs/<run-id>/checkpoints/final --reinforce
@@ -124,33 +142,95 @@ def command(**kw) -> None:
         reinforce=kw["reinforce"], key_samples=kw["key_samples"],
         heads=_ints(kw["heads"], "--heads"), values=_floats(kw["values"], "--values"),
         mode=kw["mode"], threshold=kw["threshold"], random_draws=kw["random_draws"],
-        seed=kw["seed"], batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], kw["model"]))
+        select_limit=kw["select_limit"], shift=kw["shift"],
+        reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=kw["batch_size"],
+        dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_span(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     print_summary(folder)
 
 
+def _pct(value) -> str:
+    return "   n/a" if value is None else f"{value:6.1%}"
+
+
+def _num(value, fmt: str = ".4f") -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def _acc(block: dict, key: str = "accuracy", with_n: bool = True) -> str:
+    """``45.0% [35.6%, 54.8%] n=100``: a proportion with its interval and n."""
+    if block.get(key) is None:
+        return "n/a"
+    ci = block.get(f"{key}_ci")
+    interval = f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
+    n = block.get(f"{key}_n")
+    return f"{block[key]:.1%}{interval}" + (f" n={n}" if with_n and n is not None else "")
+
+
 def print_summary(folder) -> None:
-    """The run's table 1 / table 2 numbers and the reinforcement table."""
+    """Table 1 / table 2 numbers with intervals, and the reinforcement report with its
+    controls and paired-test verdicts."""
+    from whitebox_eval import stats
+
     res = folder.load_results()
     click.echo(f"\nrun folder: {folder.path}")
+    click.echo("  acc: exact match [95% Wilson interval], n examples; partial: mean share of right "
+               "tokens [95% bootstrap interval]")
     for stage, s in res["stages"].items():
-        if stage.startswith("reinforce/"):
+        if stage.split("/", 1)[0] in ("reinforce", "select", "generate"):
             continue
-        line = f"  {stage:16s} acc {s['accuracy']:6.1%}  partial {s['partial_accuracy']:6.1%}"
+        line = f"  {stage:16s} acc {_acc(s)}  partial {_acc(s, 'partial_accuracy', with_n=False)}"
         if s.get("generation_accuracy") is not None:
-            line += f"  generated {s['generation_accuracy']:6.1%}"
+            line += f"  generated {_acc(s, 'generation_accuracy')}"
+        click.echo(line)
         cve = s.get("correct_vs_error")
         if cve:
-            line += (f"  ref-attn correct {cve['mean_correct']:.4f} (n={cve['n_correct']}) vs error "
-                     f"{cve['mean_error']:.4f} (n={cve['n_error']}), p={cve['p_value']:.2g}")
-        click.echo(line)
+            click.echo(f"    ref-attn correct {_num(cve['mean_correct'])} (n={cve['n_correct']} tokens) vs wrong "
+                       f"{_num(cve['mean_error'])} (n={cve['n_error']}), pooled {cve['test']} "
+                       f"p={_num(cve['p_value'], '.2g')}")
+        within = s.get("within_sample")
+        if within and within.get("test"):
+            click.echo("    " + stats.verdict(within["test"], "within samples, correct - wrong ref-attn"))
+        elif within is not None:
+            click.echo("    within samples: no sample has both right and wrong tokens (no test)")
+        by_pos = s.get("by_position")
+        if by_pos:
+            tested = [r for r in by_pos if r["p_value"] is not None]
+            sig = [r for r in tested if r["p_value"] < 0.05]
+            higher = sum(r["mean_correct"] > r["mean_error"] for r in sig)
+            click.echo(f"    per answer position: {len(tested)} of {len(by_pos)} positions testable (>= 2 right "
+                       f"and 2 wrong tokens), {len(sig)} with p < 0.05 ({higher} of them: right > wrong)")
     if "finetune" in res:
         f = res["finetune"]
         click.echo(f"  fine-tuning: {f['steps']} steps, loss {f['loss_first']:.3f} -> {f['loss_last']:.3f}")
-    if "reinforcement" in res:
-        click.echo("  OOD reinforcement (accuracy / partial; random = mean over draws):")
-        for row in res["reinforcement"]["table"]:
-            rnd = row.get("random_accuracy_mean")
-            extra = "" if rnd is None else f"   random heads {rnd:6.1%}"
-            click.echo(f"    {row['setting']:28s} {row['accuracy']:6.1%} / {row['partial_accuracy']:6.1%}{extra}")
+    rein = res.get("reinforcement")
+    if rein:
+        p, ev = rein["protocol"], rein["evaluation"]
+        ch = rein["selection"]["chosen"]
+        click.echo(f"  reinforcement ({rein['mode']}): N={ch['n_heads']}, C={ch['value']:g} chosen on "
+                   f"{p['selection']['n']} OOD selection examples; reported on {p['evaluation']['n']} "
+                   f"disjoint OOD evaluation examples (key heads from {p['key_heads']['n']} ID examples)")
+        click.echo(f"    no intervention          {_acc(ev['no_intervention'])}")
+        click.echo(f"    REINFORCED key heads     {_acc(ev['reinforced'])}")
+        click.echo(f"    CONTROL shifted ref.     {_acc(ev['shifted_reference'])}   (same heads, wrong neighbouring cell)")
+        rh = ev.get("random_heads")
+        if rh:
+            d = rh["accuracy"]
+            draws = ", ".join(f"{x:.1%}" for x in d["draws"])
+            click.echo(f"    CONTROL random heads     {d['mean']:.1%} +- {d['sd']:.1%} (sd over {d['n']} draws, "
+                       f"layers {rh['band'][0]}-{rh['band'][1]}, no key head): {draws}")
+        tests = res.get("paired_tests", {})
+        click.echo("    paired tests on the evaluation items (teacher-forced accuracy):")
+        for name in (VS_NONE, VS_RANDOM, VS_SHIFTED, SHIFTED_VS_NONE):
+            if name in tests:
+                click.echo("      " + stats.verdict(tests[name], name))
+        gen = rein.get("generation")
+        if gen:
+            click.echo("    free generation under the same reinforcement (whole-string accuracy):")
+            click.echo(f"      no intervention {_acc(gen['no_intervention'], 'generation_accuracy')}   "
+                       f"REINFORCED {_acc(gen['reinforced'], 'generation_accuracy', with_n=False)}   "
+                       f"CONTROL shifted {_acc(gen['shifted_reference'], 'generation_accuracy', with_n=False)}")
+            for name in (VS_NONE, VS_SHIFTED):
+                if f"generated: {name}" in tests:
+                    click.echo("      " + stats.verdict(tests[f"generated: {name}"], f"generated: {name}"))
     click.echo(f"plots in {folder.path / 'plots'}")

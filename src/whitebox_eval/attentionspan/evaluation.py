@@ -24,9 +24,12 @@ import torch
 from whitebox_eval.attentionspan.metrics import (
     CorrectErrorComparison,
     attention_rollout,
+    compare_by_position,
     compare_correct_vs_error,
+    compare_within_samples,
     exact_match_accuracy,
     generation_correctness,
+    generation_exact,
     mean_reference_attention,
     partial_accuracy,
     reference_attention_scores,
@@ -248,8 +251,13 @@ def truncated(tok: TokenizedExample, length: int) -> TokenizedExample:
 
 def generation_scores(generated: Sequence[str], tokenized: Sequence[TokenizedExample]
                       ) -> list[np.ndarray]:
-    """Per-character correctness of generations against the targets (table 1, generated)."""
+    """Per-character correctness of generations against the targets (partial accuracy)."""
     return [generation_correctness(g, t.example.target) for g, t in zip(generated, tokenized)]
+
+
+def generation_verdicts(generated: Sequence[str], tokenized: Sequence[TokenizedExample]) -> list[bool]:
+    """Whole-string equality of generations and targets (table 1 accuracy, generated)."""
+    return [generation_exact(g, t.example.target) for g, t in zip(generated, tokenized)]
 
 
 # -------------------------------------------------------------------------- summary
@@ -257,7 +265,11 @@ def generation_scores(generated: Sequence[str], tokenized: Sequence[TokenizedExa
 
 @dataclass
 class SpanSummary:
-    """Table 1 / table 2 numbers for one set of scored examples."""
+    """Table 1 / table 2 numbers for one set of scored examples.
+
+    ``extra`` holds the intervals (``stats`` keys beside each accuracy: ``accuracy_ci``,
+    ``accuracy_n``, ...), the within-sample and per-position correct-vs-error tests.
+    """
 
     n_examples: int
     accuracy: float
@@ -278,15 +290,36 @@ class SpanSummary:
 
 def summarize(correct: Sequence[np.ndarray], *, rollout_scores: Sequence[np.ndarray] | None = None,
               generation_correct: Sequence[np.ndarray] | None = None,
+              generation_exact: Sequence[bool] | None = None,
               test: str = "welch") -> SpanSummary:
     """Accuracy, partial accuracy (table 1), mean reference attention (App. C) and the
-    correct-vs-error comparison of reference attention with its test (table 2)."""
-    summary = SpanSummary(n_examples=len(correct), accuracy=exact_match_accuracy(correct),
-                          partial_accuracy=partial_accuracy(correct))
+    correct-vs-error comparison of reference attention with its test (table 2).
+
+    Accuracies carry Wilson intervals, partial accuracy a bootstrap interval over
+    examples (``stats``). Free generation: ``generation_exact`` (whole-string equality,
+    :func:`~whitebox_eval.attentionspan.metrics.generation_exact`) gives its accuracy,
+    ``generation_correct`` (per character) its partial accuracy. The token-pooled test
+    of table 2 comes with a within-sample test (Wilcoxon on per-sample mean
+    differences) in ``within_sample`` and a per-position one in ``by_position``.
+    """
+    from whitebox_eval import stats
+
+    rows = [np.asarray(c, dtype=bool) for c in correct]
+    summary = SpanSummary(n_examples=len(rows), accuracy=exact_match_accuracy(rows),
+                          partial_accuracy=partial_accuracy(rows))
+    stats.add_proportion(summary.extra, "accuracy", [r.all() for r in rows])
+    stats.add_mean(summary.extra, "partial_accuracy", [r.mean() for r in rows])
+    if generation_exact is not None:
+        if len(generation_exact) != len(rows):
+            raise WhiteboxError(f"give one generation verdict per example: {len(generation_exact)} "
+                                f"for {len(rows)}")
+        summary.generation_accuracy = float(np.mean(generation_exact))
+        stats.add_proportion(summary.extra, "generation_accuracy", [bool(g) for g in generation_exact])
     if generation_correct is not None:
-        summary.generation_accuracy = exact_match_accuracy(generation_correct)
         summary.generation_partial_accuracy = partial_accuracy(generation_correct)
     if rollout_scores is not None:
         summary.reference_attention = mean_reference_attention(rollout_scores)
-        summary.correct_vs_error = compare_correct_vs_error(rollout_scores, correct, test=test)
+        summary.correct_vs_error = compare_correct_vs_error(rollout_scores, rows, test=test)
+        summary.extra["within_sample"] = compare_within_samples(rollout_scores, rows)
+        summary.extra["by_position"] = compare_by_position(rollout_scores, rows, test=test)
     return summary

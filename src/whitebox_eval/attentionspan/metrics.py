@@ -85,15 +85,25 @@ def generation_correctness(generated: str, target: str, *, stop: str | None = "\
     return np.array([k < len(gen) and gen[k] == c for k, c in enumerate(tgt)], dtype=bool)
 
 
+def generation_exact(generated: str, target: str, *, stop: str | None = "\n",
+                     strip: bool = True) -> bool:
+    """Whole-string equality of a free generation and its target (table 1, generated).
+
+    Stop rule: the generation (already cut at EOS by the generator) is cut at the
+    first ``stop`` string and, with ``strip``, both strings lose surrounding whitespace.
+    Anything generated after the target counts: ``"z.reverse()"`` is not ``"z"``.
+    """
+    return _clean_generation(generated, stop, strip) == (target.strip() if strip else target)
+
+
 def generation_accuracy(generated: Sequence[str], targets: Sequence[str], *,
                         stop: str | None = "\n", strip: bool = True) -> float:
-    """Share of free generations equal to their target (table 1 accuracy, generated)."""
+    """Share of free generations equal to their target (:func:`generation_exact`)."""
     if len(generated) != len(targets) or not targets:
         raise WhiteboxError(f"give one generation per target: {len(generated)} "
                             f"generations for {len(targets)} targets")
-    hits = [_clean_generation(g, stop, strip) == (t.strip() if strip else t)
-            for g, t in zip(generated, targets)]
-    return float(np.mean(hits))
+    return float(np.mean([generation_exact(g, t, stop=stop, strip=strip)
+                          for g, t in zip(generated, targets)]))
 
 
 # ---------------------------------------------------------------------------- rollout
@@ -166,6 +176,45 @@ class CorrectErrorComparison:
     test: str
 
 
+def _token_groups(scores: Sequence[np.ndarray], correct: Sequence[np.ndarray]
+                  ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per sample: (scores of correct tokens, scores of wrong tokens), NaN rows skipped,
+    each as a [T] array with NaN where the token is not in the group (position kept)."""
+    if len(scores) != len(correct):
+        raise WhiteboxError(f"give one correctness vector per score vector: {len(scores)} "
+                            f"vs {len(correct)}")
+    out = []
+    for s, c in zip(scores, correct):
+        s = np.asarray(s, dtype=np.float64)
+        c = np.asarray(c, dtype=bool)
+        if s.shape != c.shape:
+            raise WhiteboxError(f"scores {s.shape} and correctness {c.shape} differ in length")
+        keep = ~np.isnan(s)
+        out.append((np.where(keep & c, s, np.nan), np.where(keep & ~c, s, np.nan)))
+    return out
+
+
+def _two_groups(good: np.ndarray, bad: np.ndarray, test: str) -> CorrectErrorComparison:
+    if test not in ("welch", "mannwhitney"):
+        raise WhiteboxError(f"test must be 'welch' or 'mannwhitney'; got {test!r}")
+    statistic = p_value = float("nan")
+    if good.size >= 2 and bad.size >= 2:
+        if test == "welch":
+            res = stats.ttest_ind(good, bad, equal_var=False)
+        else:
+            res = stats.mannwhitneyu(good, bad, alternative="two-sided")
+        statistic, p_value = float(res.statistic), float(res.pvalue)
+    return CorrectErrorComparison(
+        mean_correct=float(good.mean()) if good.size else float("nan"),
+        mean_error=float(bad.mean()) if bad.size else float("nan"),
+        n_correct=int(good.size), n_error=int(bad.size),
+        statistic=statistic, p_value=p_value, test=test)
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    return values[~np.isnan(values)]
+
+
 def compare_correct_vs_error(scores: Sequence[np.ndarray], correct: Sequence[np.ndarray],
                              *, test: str = "welch") -> CorrectErrorComparison:
     """Compare attention scores of correct and wrong token predictions (table 2).
@@ -174,35 +223,58 @@ def compare_correct_vs_error(scores: Sequence[np.ndarray], correct: Sequence[np.
     correctness. The paper reports "a statistically significant shift" without naming
     the test; its released code uses Welch's unequal-variance t-test, the default here
     (two-sided). ``test="mannwhitney"`` gives the two-sided Mann-Whitney U test.
-    Statistic and p-value are NaN when a group has fewer than 2 tokens.
+    Statistic and p-value are NaN when a group has fewer than 2 tokens. Pooling treats
+    tokens of one sample as independent; :func:`compare_within_samples` does not.
     """
-    if len(scores) != len(correct):
-        raise WhiteboxError(f"give one correctness vector per score vector: {len(scores)} "
-                            f"vs {len(correct)}")
+    groups = _token_groups(scores, correct)
     if test not in ("welch", "mannwhitney"):
         raise WhiteboxError(f"test must be 'welch' or 'mannwhitney'; got {test!r}")
-    good, bad = [], []
-    for s, c in zip(scores, correct):
-        s = np.asarray(s, dtype=np.float64)
-        c = np.asarray(c, dtype=bool)
-        if s.shape != c.shape:
-            raise WhiteboxError(f"scores {s.shape} and correctness {c.shape} differ in length")
-        keep = ~np.isnan(s)
-        good.append(s[keep & c])
-        bad.append(s[keep & ~c])
-    good_arr, bad_arr = np.concatenate(good), np.concatenate(bad)
-    statistic = p_value = float("nan")
-    if good_arr.size >= 2 and bad_arr.size >= 2:
-        if test == "welch":
-            res = stats.ttest_ind(good_arr, bad_arr, equal_var=False)
-        else:
-            res = stats.mannwhitneyu(good_arr, bad_arr, alternative="two-sided")
-        statistic, p_value = float(res.statistic), float(res.pvalue)
-    return CorrectErrorComparison(
-        mean_correct=float(good_arr.mean()) if good_arr.size else float("nan"),
-        mean_error=float(bad_arr.mean()) if bad_arr.size else float("nan"),
-        n_correct=int(good_arr.size), n_error=int(bad_arr.size),
-        statistic=statistic, p_value=p_value, test=test)
+    good = np.concatenate([_present(g) for g, _ in groups]) if groups else np.array([])
+    bad = np.concatenate([_present(b) for _, b in groups]) if groups else np.array([])
+    return _two_groups(good, bad, test)
+
+
+def compare_within_samples(scores: Sequence[np.ndarray], correct: Sequence[np.ndarray]) -> dict:
+    """Table 2 within samples: per sample holding both correct and wrong tokens, the
+    mean reference attention of its correct tokens minus that of its wrong tokens;
+    Wilcoxon signed-rank test of those paired means (``stats.wilcoxon``).
+
+    Samples with only correct or only wrong tokens carry no within-sample contrast and
+    are skipped (counted in ``n_skipped``). ``test`` is None when no sample qualifies.
+    """
+    from whitebox_eval import stats as st
+
+    mc, me = [], []
+    for g, b in _token_groups(scores, correct):
+        g, b = _present(g), _present(b)
+        if g.size and b.size:
+            mc.append(float(g.mean()))
+            me.append(float(b.mean()))
+    out = {"n_samples": len(mc), "n_skipped": len(scores) - len(mc),
+           "mean_correct": float(np.mean(mc)) if mc else None,
+           "mean_error": float(np.mean(me)) if me else None, "test": None}
+    if mc:
+        out["test"] = st.wilcoxon(mc, me).as_dict()
+    return out
+
+
+def compare_by_position(scores: Sequence[np.ndarray], correct: Sequence[np.ndarray], *,
+                        test: str = "welch") -> list[dict]:
+    """Table 2 per target position ``t`` (0 = first answer token): correct vs wrong tokens
+    at the same position across samples, so answer length and distance from the
+    reference cannot drive the contrast when lengths differ. Positions where either
+    group is empty are listed with their counts (statistic and p NaN below 2 tokens).
+    """
+    groups = _token_groups(scores, correct)
+    width = max((len(g) for g, _ in groups), default=0)
+    out = []
+    for t in range(width):
+        good = _present(np.array([g[t] for g, _ in groups if t < len(g)]))
+        bad = _present(np.array([b[t] for _, b in groups if t < len(b)]))
+        if good.size + bad.size == 0:
+            continue
+        out.append({"position": t, **_two_groups(good, bad, test).__dict__})
+    return out
 
 
 # -------------------------------------------------------------------------- key heads

@@ -7,11 +7,17 @@
    heads only: add a constant C (0.3-2.0 in the paper) to the post-softmax attention at
    every reference cell (*standard*), or only at reference cells whose weight already
    exceeds a threshold (*conditional*). The edited weights are not re-normalised.
-3. Control: the same intervention on N heads drawn at random (several seeded draws).
+3. Controls (not in the paper; needed to tell a mechanism from an artefact):
+   *random heads*: the same intervention on N heads drawn at random from the key
+   heads' layer band, never a key head (:func:`control_band`, :func:`random_heads`);
+   *shifted reference*: the same key heads reinforced on the neighbouring, wrong cell
+   (:func:`shifted_reference_cells`). On string reversal the reference cell holds the
+   answer character, so adding attention there is an oracle pointer; if the shifted
+   cell helps as much, the gain is not evidence for the reference pattern.
 
-:func:`sweep_reinforcement` runs the grid of N x C on one set of OOD examples and
-reports teacher-forced accuracy, partial accuracy and, for comparison, the
-un-intervened baseline.
+:func:`sweep_reinforcement` runs the grid of N x C on one set of examples (used by the
+study on the selection split only; the study reports the chosen point on a disjoint
+evaluation split, see :mod:`whitebox_eval.attentionspan.protocol`).
 """
 
 from __future__ import annotations
@@ -71,15 +77,41 @@ def find_key_heads(engine: Engine, tokenized: Sequence[TokenizedExample], *,
 
 
 def random_heads(n_layers: int, n_heads: int, n: int, seed: int,
-                 exclude: Sequence[Head] = ()) -> list[Head]:
+                 exclude: Sequence[Head] = (), layers: tuple[int, int] | None = None) -> list[Head]:
     """``n`` distinct (layer, head) pairs drawn uniformly with ``seed`` (control of sec. 5.1).
 
-    ``exclude`` removes heads from the pool (e.g. the key heads themselves).
+    ``exclude`` removes heads from the pool (the key heads themselves); ``layers``
+    = (lo, hi) keeps only layers lo..hi inclusive (:func:`control_band`).
     """
-    pool = [(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in set(exclude)]
+    lo, hi = layers if layers is not None else (0, n_layers - 1)
+    banned = set(map(tuple, exclude))
+    pool = [(l, h) for l in range(lo, hi + 1) for h in range(n_heads) if (l, h) not in banned]
     if not 0 < n <= len(pool):
-        raise WhiteboxError(f"cannot draw {n} random heads from {len(pool)} available")
+        raise WhiteboxError(f"cannot draw {n} random heads from {len(pool)} available "
+                            f"(layers {lo}-{hi}, key heads excluded)")
     return sorted(random.Random(f"attentionspan/random-heads/{seed}").sample(pool, n))
+
+
+def control_band(key: Sequence[Head], n_layers: int, n_heads: int) -> tuple[int, int]:
+    """The layer band random-head controls are drawn from (inclusive).
+
+    It spans the layers of the ``key`` heads (min..max), widened by one layer on each
+    side (within the model) until it holds at least ``len(key)`` heads that are not
+    key heads. So a control sits as deep in the network as the heads it controls for,
+    and never shares a head with them.
+    """
+    if not key:
+        raise WhiteboxError("a control band needs at least one key head")
+    lo, hi = min(l for l, _ in key), max(l for l, _ in key)
+    banned = set(map(tuple, key))
+    while True:
+        free = sum((l, h) not in banned for l in range(lo, hi + 1) for h in range(n_heads))
+        if free >= len(key):
+            return lo, hi
+        if lo == 0 and hi == n_layers - 1:
+            raise WhiteboxError(f"the model has only {free} heads besides the {len(key)} key heads: "
+                                "reinforce fewer heads (--heads)")
+        lo, hi = max(0, lo - 1), min(n_layers - 1, hi + 1)
 
 
 # ----------------------------------------------------------------- the intervention
@@ -97,13 +129,47 @@ def reference_cells(tokenized: Sequence[TokenizedExample], seq_len: int | None =
     return cells
 
 
+def shifted_reference_cells(tokenized: Sequence[TokenizedExample], seq_len: int | None = None,
+                            offset: int = 1) -> torch.Tensor:
+    """The shifted-reference control's cells, like :func:`reference_cells` but each
+    reference column ``k`` of a row moved to its neighbour ``k + offset``.
+
+    The neighbour must lie in the data point and be visible to the query row
+    (``context_start <= k' <= row``) and must not be a reference cell of that row;
+    otherwise ``k - offset`` is tried, and a column with neither is dropped. On string
+    reversal the row predicting answer character ``i`` gets the input character one to
+    the right of the reference (the character answered one step earlier; ``=`` for
+    ``i = 0``): the same heads, the same C, the wrong cell.
+    """
+    if offset < 1:
+        raise WhiteboxError(f"the shift must be at least 1 token; got {offset}")
+    s = seq_len or max(t.seq_len for t in tokenized)
+    cells = torch.zeros(len(tokenized), s, s, dtype=torch.bool)
+    for i, tok in enumerate(tokenized):
+        for row, ref, ok in zip(tok.prediction_positions, tok.reference_mask, tok.valid):
+            if not ok or row >= s:
+                continue
+            cols = set(np.flatnonzero(ref[: s]).tolist())
+            for k in cols:
+                for cand in (k + offset, k - offset):
+                    if tok.context_start <= cand <= row and cand not in cols:
+                        cells[i, int(row), cand] = True
+                        break
+    return cells
+
+
+CELLS = {"reference": reference_cells, "shifted": shifted_reference_cells}
+
+
 @dataclass(frozen=True)
 class Reinforcement:
     """Add ``value`` (C) to the post-softmax attention of ``heads`` at reference cells.
 
     ``mode="standard"``: every reference cell (App. G, string reversal);
     ``mode="conditional"``: only where the weight already exceeds ``threshold``
-    (App. G, value assignment). Use :meth:`edits` as ``edits_for`` of the evaluation.
+    (App. G, value assignment). ``cells="shifted"`` moves every cell to its wrong
+    neighbour (:func:`shifted_reference_cells`, the control). Use :meth:`edits` as
+    ``edits_for`` of the evaluation.
     """
 
     heads: tuple[Head, ...]
@@ -111,16 +177,22 @@ class Reinforcement:
     mode: str = "standard"
     threshold: float = 0.0
     label: str = ""
+    cells: str = "reference"
+    shift: int = 1
+    """Tokens by which ``cells="shifted"`` moves each reference column."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise WhiteboxError(f"reinforcement mode must be one of {MODES}; got {self.mode!r}")
+        if self.cells not in CELLS:
+            raise WhiteboxError(f"reinforcement cells must be one of {sorted(CELLS)}; got {self.cells!r}")
         if not self.heads:
             raise WhiteboxError("reinforcement needs at least one head")
 
     def edits(self, tokenized: Sequence[TokenizedExample]) -> list[EditAttention]:
         """One :class:`EditAttention` per layer holding selected heads, for this batch."""
-        cells = reference_cells(tokenized)
+        cells = (shifted_reference_cells(tokenized, offset=self.shift) if self.cells == "shifted"
+                 else reference_cells(tokenized))
         per_layer: dict[int, list[int]] = defaultdict(list)
         for layer, head in self.heads:
             per_layer[int(layer)].append(int(head))
@@ -159,16 +231,19 @@ def sweep_settings(key_heads: KeyHeads, n_layers: int, n_heads_per_layer: int, *
     """The grid of sec. 5.1: baseline, top-N key heads x C, and random N heads x C.
 
     Returns ``(label, heads_from, seed, reinforcement)``; the baseline has ``None``.
-    Random draws exclude nothing (a random draw may hit a key head, as chance would).
+    Random draws never include the top-N key heads and come from their layer band
+    (:func:`control_band`).
     """
     settings: list[tuple[str, str, int | None, Reinforcement | None]] = [("baseline", "none", None, None)]
     for n in n_values:
         for c in c_values:
             label = f"key-top{n}-C{c:g}-{mode}"
-            settings.append((label, "key", None, Reinforcement(tuple(key_heads.top(n)), c, mode, threshold, label)))
+            key = key_heads.top(n)
+            settings.append((label, "key", None, Reinforcement(tuple(key), c, mode, threshold, label)))
+            band = control_band(key, n_layers, n_heads_per_layer)
             for d in range(random_draws):
                 draw_seed = seed * 1000 + d
-                heads = random_heads(n_layers, n_heads_per_layer, n, draw_seed)
+                heads = random_heads(n_layers, n_heads_per_layer, n, draw_seed, exclude=key, layers=band)
                 rlabel = f"random{d}-top{n}-C{c:g}-{mode}"
                 settings.append((rlabel, "random", draw_seed, Reinforcement(tuple(heads), c, mode, threshold, rlabel)))
     return settings
