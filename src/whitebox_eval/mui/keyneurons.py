@@ -41,6 +41,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, Patch, batch_from_ids
+from whitebox_eval.internals.attribution import frozen_parameters
 from whitebox_eval.mui.neuron_scores import (
     DEFAULT_IG_STEPS,
     FinalNorm,
@@ -249,20 +250,18 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
     alphas = riemann_alphas(cfg.ig_steps)
     groups = [list(range(arch.n_layers))] if cfg.ig_joint_layers else [[l] for l in range(arch.n_layers)]
     grads = torch.zeros(cfg.ig_steps, *clean.shape, dtype=torch.float32)
-    was_training = engine.model.training
-    for group in groups:
-        for k, alpha in enumerate(alphas.tolist()):
-            edits = [Patch("mlp_act", l, lay.positions, (alpha * clean[:, l]).detach()) for l in group]
-            trace = engine.run(lay.batch, [Capture("mlp_act", lay.positions, group, name="g", keep_grad=True)],
-                               edits, logits=lay.positions, grad=True)
-            logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [B, P, V]
-            f = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)[valid].sum()
-            f.backward()
-            g = trace.grad("g").float().cpu()  # [B, len(group), P, F]
-            for gi, l in enumerate(group):
-                grads[k, :, l] = g[:, gi]
-            engine.model.zero_grad(set_to_none=True)
-    engine.model.train(was_training)
+    # the patched activations are the only leaves that need a gradient: weights are frozen for the call,
+    # so no weight gradient is computed and layers below the patched ones build no graph
+    with frozen_parameters(engine.model):
+        for group in groups:
+            for k, alpha in enumerate(alphas.tolist()):
+                scaled = [(alpha * clean[:, l]).detach().requires_grad_(True) for l in group]  # [B, P, F] each
+                edits = [Patch("mlp_act", l, lay.positions, a) for l, a in zip(group, scaled)]
+                trace = engine.run(lay.batch, (), edits, logits=lay.positions, grad=True)
+                logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [B, P, V]
+                f = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)[valid].sum()
+                for l, g in zip(group, torch.autograd.grad(f, scaled)):
+                    grads[k, :, l] = g.float().cpu()
     a = clean.float().cpu().permute(0, 2, 1, 3)[valid.cpu()]  # [N, L, F]
     g = grads.permute(0, 1, 3, 2, 4)[:, valid.cpu()]  # [m, N, L, F]
     n, L, F = a.shape
