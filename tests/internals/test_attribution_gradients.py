@@ -73,3 +73,14 @@ def test_frozen_parameters_are_restored_after_an_error():
             raise RuntimeError("metric failed")
     frozen = [n for n, p in lm.model.named_parameters() if not p.requires_grad]
     assert frozen == ["lm_head.weight"] or (frozen == [] and lm.model.lm_head.weight is lm.model.model.embed_tokens.weight)
+
+
+def test_eap_ig_works_inside_no_grad():
+    """Callers often wrap evaluation in torch.no_grad(); the attribution still gets its gradients."""
+    engine = Engine(tiny_loaded("llama"))
+    metric = logit_difference_metric([10, 20], [11, 21])
+    batch, baseline = batch_from_ids(IDS), batch_from_ids(CORRUPT)
+    want = integrated_gradients(engine, batch, metric, steps=2, baseline=baseline).scores["head_out"]
+    with torch.no_grad():
+        got = integrated_gradients(engine, batch, metric, steps=2, baseline=baseline).scores["head_out"]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)  # the same computation

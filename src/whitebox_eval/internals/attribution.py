@@ -117,7 +117,7 @@ def integrated_gradients(
         clean = engine.run(batch, caps, inputs_embeds=e_clean)
         base = engine.run(batch, caps, inputs_embeds=e_base)
     grads = {p: torch.zeros_like(clean[p]) for p in points}
-    with frozen_parameters(engine.model):  # gradients reach the embeddings' path only, never the weights
+    with frozen_parameters(engine.model), torch.enable_grad():  # gradients reach the activations only, never the weights
         for k in range(1, steps + 1):
             alpha = k / steps
             e = (e_base + alpha * (e_clean - e_base)).detach().requires_grad_(True)

@@ -252,7 +252,7 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
     grads = torch.zeros(cfg.ig_steps, *clean.shape, dtype=torch.float32)
     # the patched activations are the only leaves that need a gradient: weights are frozen for the call,
     # so no weight gradient is computed and layers below the patched ones build no graph
-    with frozen_parameters(engine.model):
+    with frozen_parameters(engine.model), torch.enable_grad():
         for group in groups:
             for k, alpha in enumerate(alphas.tolist()):
                 scaled = [(alpha * clean[:, l]).detach().requires_grad_(True) for l in group]  # [B, P, F] each
