@@ -63,3 +63,17 @@ def test_ig_scores_equal_the_old_backward_path_without_weight_gradients(joint):
     torch.testing.assert_close(new, old, rtol=1e-5, atol=1e-7)
     assert not computed
     assert all(p.requires_grad and p.grad is None for p in lm.model.parameters())
+
+
+def test_ig_scores_do_not_depend_on_how_many_path_points_share_a_pass(monkeypatch):
+    """Path points batched as copies of the batch (all, 2 + 1, one at a time) give the same scores
+    (float32; the copies only change matmul shapes: rtol 1e-5)."""
+    engine = Engine(tiny_lm("llama"))
+    cfg = kn.KeyNeuronConfig(score="ig", ig_steps=3)
+    tokens = kn._layout(engine, SEQS).batch.input_ids.numel()
+    runs = []
+    for budget in (10**9, 2 * tokens, 1):
+        monkeypatch.setattr(kn, "IG_TOKENS_PER_PASS", budget)
+        runs.append(torch.cat(kn.token_scores(engine, SEQS, cfg)))
+    for other in runs[1:]:
+        torch.testing.assert_close(other, runs[0], rtol=1e-5, atol=1e-7)
