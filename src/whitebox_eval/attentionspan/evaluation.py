@@ -7,8 +7,8 @@
   the prediction positions (per-head reference scores; App. G key-head sums).
   Attention edits (:mod:`whitebox_eval.attentionspan.reinforcement`) ride on the same pass.
 * :func:`generate_greedy`: free generation with ``lm.model.generate`` (greedy).
-* :func:`generate_greedy_edited`: greedy generation through the engine, one pass per
-  new token, so attention edits apply while the model writes its own answer.
+* :func:`generate_greedy_edited`: greedy generation through the engine with its key/value
+  cache, so attention edits apply to each new row while the model writes its own answer.
 * :func:`summarize`: accuracies, mean reference attention and the correct-vs-error
   comparison with its significance test (table 2) over a list of scored examples.
 """
@@ -37,6 +37,7 @@ from whitebox_eval.attentionspan.metrics import (
 from whitebox_eval.attentionspan.tokenization import TokenizedExample
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Batch, Capture, Engine, batch_from_ids
+from whitebox_eval.internals.generation import generate
 from whitebox_eval.internals.requests import Edit
 
 EditsFor = Callable[[Sequence[TokenizedExample]], list[Edit]]
@@ -206,35 +207,18 @@ def generate_greedy_edited(engine: Engine, tokenized: Sequence[TokenizedExample]
                            extra_tokens: int = 2) -> list[str]:
     """Greedy generation through the engine with attention edits at every step (sec. 5.1).
 
-    One full pass per new token (no key/value cache, so each step re-applies the edits
-    to every earlier row as the teacher-forced pass does). ``edits_for`` receives the
-    examples cut to their current length, so reference cells beyond it vanish.
-    Generation stops at EOS per example; costly for long answers.
+    Uses the engine's key/value cache (:func:`whitebox_eval.internals.generation.generate`):
+    each step computes the new query row under ``edits_for`` of the examples cut to
+    their current length, so reference cells beyond it vanish; a row's cells must not
+    change once it is computed (refused otherwise). Stops at EOS per example.
     """
-    tok = engine.tokenizer
-    eos = getattr(tok, "eos_token_id", None)
-    seqs = [t.input_ids[: t.prompt_length].tolist() for t in tokenized]
-    done = [False] * len(seqs)
-    generated: list[list[int]] = [[] for _ in seqs]
-    n_new = max_new_tokens or _max_new(tokenized, extra_tokens)
-    pad = getattr(tok, "pad_token_id", None) or 0
-    for _ in range(n_new):
-        views = [truncated(t, len(s)) for t, s in zip(tokenized, seqs)]
-        batch = batch_from_ids(seqs, pad_id=pad).to(engine.loaded.device)
-        edits = list(edits_for(views)) if edits_for is not None else []
-        logits = engine.run(batch, edits=edits, logits="last").logits
-        nxt = logits.argmax(-1).cpu().tolist()
-        for i, t in enumerate(nxt):
-            if done[i]:
-                continue
-            if eos is not None and t == eos:
-                done[i] = True
-                continue
-            generated[i].append(int(t))
-            seqs[i].append(int(t))
-        if all(done):
-            break
-    return [_decode(tok, g) for g in generated]
+    eos = getattr(engine.tokenizer, "eos_token_id", None)
+    prompts = [t.input_ids[: t.prompt_length].tolist() for t in tokenized]
+    edits = () if edits_for is None else (
+        lambda lengths: edits_for([truncated(t, n) for t, n in zip(tokenized, lengths)]))
+    gens = generate(engine, prompts, max_new_tokens=max_new_tokens or _max_new(tokenized, extra_tokens),
+                    edits=edits, stop_ids=[] if eos is None else [eos])
+    return [_decode(engine.tokenizer, g.ids[:-1] if g.stop is not None else g.ids) for g in gens]
 
 
 def truncated(tok: TokenizedExample, length: int) -> TokenizedExample:

@@ -17,8 +17,9 @@ output, ``q``/``k``/``v`` = its query/key/value inputs) and ``mlp_act`` (neurons
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -44,6 +45,24 @@ class Attribution:
     metric_clean: torch.Tensor
     metric_baseline: torch.Tensor
     per_position: dict[str, torch.Tensor] | None = None
+
+
+@contextmanager
+def frozen_parameters(model: torch.nn.Module) -> Iterator[None]:
+    """Inside the block no parameter requires a gradient (restored after, even on error).
+
+    A backward pass then reaches only the activations asked for: no weight gradient is
+    computed or accumulated, and layers below the first one that needs a gradient build
+    no graph at all.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
 
 
 def kl_divergence_metric(clean_logits: torch.Tensor) -> Metric:
@@ -100,13 +119,14 @@ def integrated_gradients(
         clean = engine.run(batch, caps, inputs_embeds=e_clean)
         base = engine.run(batch, caps, inputs_embeds=e_base)
     grads = {p: torch.zeros_like(clean[p]) for p in points}
-    for k in range(1, steps + 1):
-        alpha = (k - 0.5) / steps  # midpoints: no step on the clean input (module doc)
-        e = (e_base + alpha * (e_clean - e_base)).detach().requires_grad_(True)
-        trace = engine.run(batch, [Capture(p, "all", layer_list, keep_grad=True) for p in points], grad=True, inputs_embeds=e)
-        metric(trace.logits).sum().backward()
-        for p in points:
-            grads[p] += trace.grad(p)
+    with frozen_parameters(engine.model), torch.enable_grad():  # gradients reach the activations only, never the weights
+        for k in range(1, steps + 1):
+            alpha = (k - 0.5) / steps  # midpoints: no step on the clean input (module doc)
+            e = (e_base + alpha * (e_clean - e_base)).detach().requires_grad_(True)
+            trace = engine.run(batch, [Capture(p, "all", layer_list, keep_grad=True) for p in points], grad=True, inputs_embeds=e)
+            torch.autograd.grad(metric(trace.logits).sum(), e)  # the keep_grad hooks record each component's gradient
+            for p in points:
+                grads[p] += trace.grad(p)
     scores, per_pos = {}, {}
     for p in points:
         contrib = (clean[p] - base[p]) * grads[p] / steps  # [B, L, S, ...]

@@ -53,6 +53,18 @@ class Batch:
         """This batch as the suffixes of examples that start with ``prefix_len`` cached tokens."""
         return Batch(self.input_ids, self.attention_mask, self.position_ids, self.lengths, prefix_len)
 
+    def append(self, tokens: torch.Tensor) -> "Batch":
+        """This batch with one more token per example (a [B] tensor) on the right, as in generation.
+
+        Offsets (left pads) stay the same, so a key/value cache of this batch stays valid.
+        """
+        tokens = tokens.to(self.input_ids.device, torch.long).view(-1, 1)
+        if tokens.shape[0] != self.size:
+            raise WhiteboxError(f"append needs one token per example ({self.size}), got {tokens.shape[0]}")
+        ones = torch.ones_like(tokens, dtype=self.attention_mask.dtype)
+        return Batch(torch.cat([self.input_ids, tokens], 1), torch.cat([self.attention_mask, ones], 1),
+                     torch.cat([self.position_ids, self.position_ids[:, -1:] + 1], 1), self.lengths + 1, self.prefix_len)
+
     @property
     def example_lengths(self) -> torch.Tensor:
         return self.lengths + self.prefix_len

@@ -92,8 +92,9 @@ def _gather(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 class _Plan:
     """Everything one pass has to do, indexed by layer; holds the results as they arrive."""
 
-    def __init__(self, engine: "Engine", batch: Batch):
+    def __init__(self, engine: "Engine", batch: Batch, past: int = 0):
         self.engine, self.arch, self.batch = engine, engine.arch, batch
+        self.past = past  # leading padded columns already in a key/value cache: this pass computes the rest
         self.results: dict[str, dict[int, torch.Tensor]] = defaultdict(dict)
         self.sites: dict[tuple, _Site] = {}
         self.rot: dict[int, list[tuple[str, str, torch.Tensor]]] = defaultdict(list)
@@ -101,6 +102,15 @@ class _Plan:
         self.attn_full: dict[int, list[str]] = defaultdict(list)
         self.attn_edits: dict[int, list[EditAttention]] = defaultdict(list)
         self.grads: dict[str, dict[int, torch.Tensor]] = {}
+
+    def computed(self, ppos: torch.Tensor, what: str) -> torch.Tensor:
+        """Padded positions [B, P] -> indices into the columns this pass computes (after a cache)."""
+        if self.past and bool((ppos < self.past).any()):
+            raise WhiteboxError(
+                f"{what} asks for a position already in the key/value cache (the first {self.past} padded "
+                "columns): only the tokens this pass computes can be read"
+            )
+        return ppos - self.past
 
     # ---- attention -----------------------------------------------------------
     def touches_attention(self, layer: int) -> bool:
@@ -146,11 +156,20 @@ class _Plan:
         b, s = self.batch.size, self.batch.seq_len
         if cells.dim() != 3 or cells.shape[0] != b or cells.shape[1] > s or cells.shape[2] > s:
             raise WhiteboxError(f"attention edit cells must be a bool tensor [batch={b}, <= {s}, <= {s}] in unpadded coordinates; got {tuple(cells.shape)}")
-        out = torch.zeros(b, s, s, dtype=torch.bool, device=self.batch.input_ids.device)
+        return self._padded_rows(cells.to(torch.bool))
+
+    def _padded_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Unpadded [B, Sq, Sk] cells or weights -> the rows this pass computes, padded: [B, S - past, S].
+
+        ``x`` may be smaller than the sequence (missing rows and columns are zero).
+        """
+        b, s, past = self.batch.size, self.batch.seq_len, self.past
+        out = torch.zeros(b, s - past, s, dtype=x.dtype, device=self.batch.input_ids.device)
         for i in range(b):
             o = int(self.batch.offsets[i])
-            n = s - o
-            out[i, o:, o:] = cells[i, :n, :n].to(out.device)
+            u0, u1, k1 = max(past - o, 0), min(s - o, x.shape[1]), min(s - o, x.shape[2])
+            if u1 > u0 and k1 > 0:
+                out[i, u0 + o - past:u1 + o - past, o:o + k1] = x[i, u0:u1, :k1].to(out.device)
         return out
 
     def _apply_attention_edit(self, probs: torch.Tensor, e: EditAttention) -> None:
@@ -174,12 +193,7 @@ class _Plan:
                 w.copy_(torch.where(rows.unsqueeze(-1), w / w.sum(-1, keepdim=True), w))
 
     def _padded_pattern(self, pattern: torch.Tensor) -> torch.Tensor:
-        b, s = self.batch.size, self.batch.seq_len
-        out = torch.zeros(b, s, s, dtype=pattern.dtype, device=self.batch.input_ids.device)
-        for i in range(b):
-            o = int(self.batch.offsets[i])
-            out[i, o:, o:] = pattern[i, : s - o, : s - o].to(out.device)
-        return out
+        return self._padded_rows(pattern)
 
 
 class Engine:
@@ -241,6 +255,7 @@ class Engine:
         grad: bool = False,
         inputs_embeds: torch.Tensor | None = None,
         prefix: Prefix | None = None,
+        cache=None,
     ) -> Trace:
         """One forward pass with ``captures`` and ``edits``.
 
@@ -251,8 +266,25 @@ class Engine:
         ``prefix``: a cached shared prefix; ``batch`` then holds the suffixes and
         positions still count from the prefix's first token. Edits act on the tokens
         this pass computes: the prefix stays as it was cached.
+        ``cache``: a key/value cache (:meth:`new_cache`) holding the first columns of this
+        same left-padded ``batch`` from earlier passes (generation: :mod:`.generation`).
+        The pass computes only the remaining columns and appends their keys/values to
+        the cache. Positions still address the whole batch; captures and logits must lie
+        in the computed columns (``"all"`` means all of those; ``inputs_embeds`` covers
+        them only); edits act on the computed rows, the cached ones stay as they were.
         """
         captures, edits = list(captures), list(edits)
+        past = 0
+        if cache is not None:
+            if prefix is not None:
+                raise WhiteboxError("a shared prefix and a generation cache cannot be combined in one pass")
+            past = int(cache.get_seq_length())
+            if past >= batch.seq_len:
+                raise WhiteboxError(f"the cache already holds {past} columns of a {batch.seq_len}-column batch: append the new tokens to the batch")
+            if past and cache.layers[0].keys.shape[0] != batch.size:
+                raise WhiteboxError(f"the cache holds {cache.layers[0].keys.shape[0]} examples but the batch has {batch.size}")
+            if past and any(c.point == "attn_full" for c in captures):
+                raise WhiteboxError("attn_full captures need every query row; they are not available after a cached pass")
         if prefix is not None:
             batch = batch.with_prefix(prefix.length)
             if not self.prefix_fits(prefix.length, batch.seq_len):
@@ -263,7 +295,7 @@ class Engine:
                 )
             if any(c.point == "attn_full" for c in captures) or any(isinstance(e, EditAttention) for e in edits):
                 raise WhiteboxError("attn_full captures and attention edits are not available with a cached prefix; run without it")
-        plan = _Plan(self, batch)
+        plan = _Plan(self, batch, past)
         trace = Trace(logits=None, grads=plan.grads)
         for c in captures:
             self._plan_capture(plan, c, trace)
@@ -272,15 +304,15 @@ class Engine:
         logit_pos = None
         last_only = isinstance(logits, str) and logits == "last"
         if logits is not False and logits is not None and not last_only and not (isinstance(logits, str) and logits == "all"):
-            logit_pos = batch.padded(batch.positions(logits))
-        mask, position_ids, cache = batch.attention_mask, batch.position_ids, None
+            logit_pos = plan.computed(batch.padded(batch.positions(logits)), "logits")
+        mask, position_ids, input_ids = batch.attention_mask, batch.position_ids[:, past:], batch.input_ids[:, past:]
         if prefix is not None:
             mask = torch.cat([torch.ones(batch.size, prefix.length, dtype=mask.dtype, device=mask.device), mask], dim=1)
             position_ids = position_ids + prefix.length
             cache = prefix.cache_for(batch.size)
         with self._installed(plan), torch.set_grad_enabled(grad):
             out = self.model.base_model(
-                input_ids=None if inputs_embeds is not None else batch.input_ids,
+                input_ids=None if inputs_embeds is not None else input_ids,
                 inputs_embeds=inputs_embeds,
                 attention_mask=mask,
                 position_ids=position_ids,
@@ -316,6 +348,16 @@ class Engine:
             logits = torch.tanh(logits / cap) * cap
         return logits
 
+    def new_cache(self):
+        """An empty key/value cache for :meth:`run` (``cache=``) that keeps every token.
+
+        Sliding windows are enforced by the attention mask, as in an uncached pass, so a
+        cached pass gives the same result as the uncached one at any length.
+        """
+        from transformers import DynamicCache
+
+        return DynamicCache()
+
     # ---- planning ---------------------------------------------------------------
     def _layers(self, layers: Sequence[int] | None) -> list[int]:
         if layers is None:
@@ -333,8 +375,12 @@ class Engine:
             for l in layers:
                 plan.attn_full[l].append(c.key)
             return
-        ppos = plan.batch.padded_positions(c.positions)
+        if isinstance(c.positions, str) and c.positions == "all":  # every computed column
+            ppos = torch.arange(plan.past, plan.batch.seq_len, device=plan.batch.input_ids.device).expand(plan.batch.size, -1)
+        else:
+            ppos = plan.batch.padded_positions(c.positions)
         trace.positions[c.key] = ppos - plan.batch.offsets.to(ppos.device).unsqueeze(1)
+        ppos = plan.computed(ppos, f"capture {c.key!r}")
         if c.keep_grad and c.point in ("attn", "q_rot", "k_rot"):
             raise WhiteboxError(f"keep_grad is not available for {c.point!r}; use q/k/v, head_out, mlp_act or resid points")
         for l in layers:
@@ -357,7 +403,7 @@ class Engine:
         layer = arch.check_layer(e.layer)
         if isinstance(e, ScaleHeads):
             heads = [arch.check_head(h) for h in e.heads]
-            rows = self._row_mask(plan.batch, e.positions)
+            rows = self._row_mask(plan, e.positions)
             scale = e.scale
 
             def scale_heads(v, heads=heads, rows=rows, scale=scale):  # v [B, S, H, D]
@@ -369,7 +415,7 @@ class Engine:
             neurons = torch.as_tensor(list(e.neurons), dtype=torch.long)
             if len(neurons) and (neurons.min() < 0 or neurons.max() >= arch.d_ff):
                 raise WhiteboxError(f"neuron index out of range: layer {layer} has {arch.d_ff} MLP neurons (0..{arch.d_ff - 1})")
-            rows = self._row_mask(plan.batch, e.positions)
+            rows = self._row_mask(plan, e.positions)
 
             def mask_neurons(v, neurons=neurons, rows=rows, value=e.value):  # v [B, S, d_ff]
                 neurons = neurons.to(v.device)
@@ -390,34 +436,37 @@ class Engine:
         elif isinstance(e, Patch):
             if e.point not in PATCH_POINTS:
                 raise WhiteboxError(f"cannot patch {e.point!r}; patchable points: {', '.join(PATCH_POINTS)}")
-            ppos = plan.batch.padded_positions(e.positions)
+            ppos = plan.batch.padded_positions(e.positions) - plan.past  # rows in the cache are not patched again
             heads = None if e.heads is None else [arch.check_head(h) for h in e.heads]
 
             def patch(v, ppos=ppos, values=e.values, heads=heads):
                 ppos = ppos.to(v.device)
-                idx = ppos.view(*ppos.shape, *([1] * (v.dim() - 2))).expand(-1, -1, *v.shape[2:])
-                new = values.to(v.device, v.dtype)
+                shape = (*ppos.shape, *v.shape[2:])
+                if tuple(values.shape) != shape:
+                    raise WhiteboxError(f"patch values for {e.point} must have shape {shape}, got {tuple(values.shape)}")
+                b, p = (ppos >= 0).nonzero(as_tuple=True)
+                rows = ppos[b, p]
+                new = values.to(v.device, v.dtype)[b, p]
                 if heads is not None:
-                    cur = v.gather(1, idx).clone()
-                    cur[:, :, heads] = new[:, :, heads]
+                    cur = v[b, rows].clone()
+                    cur[:, heads] = new[:, heads]
                     new = cur
-                if new.shape != idx.shape:
-                    raise WhiteboxError(f"patch values for {e.point} must have shape {tuple(idx.shape)}, got {tuple(new.shape)}")
-                v.scatter_(1, idx, new)
+                v[b, rows] = new
 
             self._site(plan, e.point, layer).writes.append(patch)
         else:
             raise WhiteboxError(f"unknown edit {e!r}")
 
-    def _row_mask(self, batch: Batch, positions: Positions) -> torch.Tensor:
-        """[B, S] bool of padded positions an edit applies to (None = all)."""
+    def _row_mask(self, plan: _Plan, positions: Positions) -> torch.Tensor:
+        """[B, S - past] bool: which computed rows an edit applies to (None = all)."""
+        batch = plan.batch
         b, s = batch.size, batch.seq_len
         device = batch.input_ids.device
         if positions is None:
-            return torch.ones(b, s, dtype=torch.bool, device=device)
+            return torch.ones(b, s - plan.past, dtype=torch.bool, device=device)
         mask = torch.zeros(b, s, dtype=torch.bool, device=device)
         mask.scatter_(1, batch.padded_positions(positions), True)
-        return mask
+        return mask[:, plan.past:]
 
     def _site(self, plan: _Plan, point: str, layer: int) -> _Site:
         """The hook site that exposes ``point`` of ``layer`` as a canonical view."""

@@ -16,7 +16,9 @@ Scores (``KeyNeuronConfig.score``):
   activations of one layer at all scored positions are scaled together by
   ``alpha_k`` (patched into the pass) and ``F = sum_j log p(y_j)`` is differentiated;
   one layer at a time (Dai et al.) or, with ``ig_joint_layers``, all layers on one
-  path (``m`` passes instead of ``m x n_layers``). ``F`` sums over the response, so the
+  path (``m`` passes instead of ``m x n_layers``; path points share a pass as copies of
+  the batch up to ``IG_TOKENS_PER_PASS`` tokens, and no weight gradient is computed).
+  ``F`` sums over the response, so the
   gradient at ``p`` also carries ``a_p``'s effect on later tokens (the authors
   differentiate the whole response's loss too).
 * ``sae`` (eq. 5): SAE feature activations of the residual stream at ``p``.
@@ -58,6 +60,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, Patch, batch_from_ids
+from whitebox_eval.internals.attribution import frozen_parameters
 from whitebox_eval.mui.neuron_scores import (
     DEFAULT_IG_STEPS,
     FinalNorm,
@@ -279,6 +282,18 @@ def _activation(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torc
     return _split(flat, lay.lengths)
 
 
+IG_TOKENS_PER_PASS = 2048
+"""Token budget of one integrated-gradients pass when path points are batched together."""
+
+
+def _repeat_batch(batch, c: int):
+    """``c`` copies of a batch stacked along the batch axis (copy-major)."""
+    if c == 1:
+        return batch
+    return type(batch)(batch.input_ids.repeat(c, 1), batch.attention_mask.repeat(c, 1), batch.position_ids.repeat(c, 1),
+                       batch.lengths.repeat(c), batch.prefix_len)
+
+
 def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torch.Tensor]:
     arch = engine.arch
     with torch.no_grad():
@@ -288,20 +303,26 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
     alphas = riemann_alphas(cfg.ig_steps)
     groups = [list(range(arch.n_layers))] if cfg.ig_joint_layers else [[l] for l in range(arch.n_layers)]
     grads = torch.zeros(cfg.ig_steps, *clean.shape, dtype=torch.float32)
-    was_training = engine.model.training
-    for group in groups:
-        for k, alpha in enumerate(alphas.tolist()):
-            edits = [Patch("mlp_act", l, lay.positions, (alpha * clean[:, l]).detach()) for l in group]
-            trace = engine.run(lay.batch, [Capture("mlp_act", lay.positions, group, name="g", keep_grad=True)],
-                               edits, logits=lay.positions, grad=True)
-            logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [B, P, V]
-            f = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)[valid].sum()
-            f.backward()
-            g = trace.grad("g").float().cpu()  # [B, len(group), P, F]
-            for gi, l in enumerate(group):
-                grads[k, :, l] = g[:, gi]
-            engine.model.zero_grad(set_to_none=True)
-    engine.model.train(was_training)
+    b = lay.batch.size
+    # several path points ride in one pass as copies of the batch (rows never interact), up to
+    # IG_TOKENS_PER_PASS tokens: never more than one unbatched pass when the batch alone is larger
+    per_pass = max(1, min(cfg.ig_steps, IG_TOKENS_PER_PASS // (b * lay.batch.seq_len)))
+    # the patched activations are the only leaves that need a gradient: weights are frozen for the call,
+    # so no weight gradient is computed and layers below the patched ones build no graph
+    with frozen_parameters(engine.model), torch.enable_grad():
+        for start in range(0, cfg.ig_steps, per_pass):
+            ks = list(range(start, min(start + per_pass, cfg.ig_steps)))
+            c = len(ks)
+            batch = _repeat_batch(lay.batch, c)
+            alpha = alphas[ks].to(clean.device, clean.dtype).repeat_interleave(b).view(-1, 1, 1)  # [c*B, 1, 1]
+            for group in groups:
+                scaled = [(alpha * clean[:, l].repeat(c, 1, 1)).detach().requires_grad_(True) for l in group]  # [c*B, P, F]
+                edits = [Patch("mlp_act", l, lay.positions * c, x) for l, x in zip(group, scaled)]
+                trace = engine.run(batch, (), edits, logits=lay.positions * c, grad=True)
+                logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [c*B, P, V]
+                f = logp.gather(-1, targets.repeat(c, 1).unsqueeze(-1)).squeeze(-1)[valid.repeat(c, 1)].sum()
+                for l, g in zip(group, torch.autograd.grad(f, scaled)):
+                    grads[ks, :, l] = g.float().cpu().view(c, b, *g.shape[1:])
     a = clean.float().cpu().permute(0, 2, 1, 3)[valid.cpu()]  # [N, L, F]
     g = grads.permute(0, 1, 3, 2, 4)[:, valid.cpu()]  # [m, N, L, F]
     n, L, F = a.shape

@@ -430,9 +430,9 @@ def generate_responses(
     """Greedy responses (``do_sample=False``, App. A.6) for a batch of prompt ids.
 
     Without ``edits`` this is Hugging Face ``generate`` with its KV cache. With
-    ``edits`` (e.g. ``MaskNeurons`` for sec. 3.8) each new token comes from one
-    :meth:`Engine.run` over the whole sequence so far (no cache; fine for short answers).
-    Generation stops early once every row has hit EOS or a stop string.
+    ``edits`` (e.g. ``MaskNeurons`` for sec. 3.8) the engine decodes with its own key/value
+    cache (:func:`whitebox_eval.internals.generation.generate`), the edits acting on
+    every new token. Each row stops at EOS or a stop string.
     """
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -459,21 +459,11 @@ def generate_responses(
         new = out[:, start:].cpu()
     else:
         from whitebox_eval.internals import Engine
+        from whitebox_eval.internals.generation import generate
 
-        engine = engine or Engine(lm)
-        seqs = [list(p) for p in prompts]
-        new_cols: list[torch.Tensor] = []
-        for _ in range(max_new_tokens):
-            b = batch_from_ids(seqs, pad_id=pad).to(lm.device)
-            with torch.no_grad():
-                logits = engine.run(b, edits=list(edits), logits="last").logits
-            nxt = logits.argmax(-1).cpu()
-            new_cols.append(nxt)
-            for s, t in zip(seqs, nxt.tolist()):
-                s.append(int(t))
-            if bool(_stop_done(tok, torch.stack(new_cols, 1), stops, eos).all()):
-                break
-        new = torch.stack(new_cols, 1)
+        gens = generate(engine or Engine(lm), [list(p) for p in prompts], max_new_tokens=max_new_tokens,
+                        edits=list(edits), stop_ids=sorted(eos), stop_strings=list(stops))
+        return [cut_response(tok, g.ids, stops, eos) for g in gens]
     return [cut_response(tok, row.tolist(), stops, eos) for row in new]
 
 

@@ -1,0 +1,277 @@
+"""Generation under edits, with the key/value cache (greedy or sampled, batched, left-padded).
+
+    gens = generate(engine, prompt_ids, max_new_tokens=64, edits=[MaskNeurons(3, [7, 9])])
+    gens[0].ids, gens[0].stop      # new token ids (ending with the stop token), why it stopped
+
+Each step is one :meth:`Engine.run` that computes only the new token's row and appends
+its keys/values to the cache (the first step computes the prompts). An edit acts on the
+rows a pass computes, so the cache is exact when every row's edit is settled once the
+row is computed, which holds for
+
+* ``ScaleHeads``, ``MaskNeurons`` and ``Patch`` at every position (``positions=None``)
+  or at absolute positions;
+* ``EditAttention`` whose cells (and pattern) on a query row never change once the row
+  exists: edits of the current query row, e.g. AttentionSpan reinforcement (003 sec. 5.1)
+  built per step by a callable ``edits(lengths)``.
+
+Edits that would act differently on rows already in the cache are refused with a
+:class:`WhiteboxError` at the step where it happens, never applied silently:
+positions counted from the end (``"last"``, negative), and attention cells or patterns
+of an earlier row that change, or that reach a key generated later. ``use_cache=False``
+runs the same loop re-computing the whole sequence for every token (re-applying every
+edit to every row): the reference the cache is tested against, and the way to run
+edits the cache refuses. Finished rows are fed the pad token (as Hugging Face
+``generate`` does) so the batch stays rectangular.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals.batching import Batch, batch_from_ids
+from whitebox_eval.internals.requests import Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
+
+EditsArg = Sequence[Edit] | Callable[[list[int]], Sequence[Edit]]
+"""A fixed list of edits, or a callable that builds them from every example's current
+length in tokens (prompt + generated so far), called once per step."""
+
+
+@dataclass
+class Generated:
+    """One example's continuation.
+
+    ``ids``: the new tokens, ending with the token that stopped generation (a stop id, or
+    the token that completed a stop string) when one did. ``stop``: that stop id or stop
+    string, or None when ``max_new_tokens`` ran out (a truncated answer).
+    """
+
+    ids: list[int]
+    stop: int | str | None
+
+    @property
+    def truncated(self) -> bool:
+        return self.stop is None
+
+
+def default_stop_ids(loaded) -> set[int]:
+    """The tokenizer's EOS and the model's generation-config EOS ids."""
+    out: set[int] = set()
+    eos = getattr(loaded.tokenizer, "eos_token_id", None)
+    if eos is not None:
+        out.add(int(eos))
+    gen = getattr(getattr(loaded.model, "generation_config", None), "eos_token_id", None)
+    if gen is not None:
+        out.update([int(gen)] if isinstance(gen, int) else [int(g) for g in gen])
+    return out
+
+
+def generate(
+    engine,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    edits: EditsArg = (),
+    stop_ids: Sequence[int] | None = None,
+    stop_strings: Sequence[str] = (),
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | Sequence[torch.Generator] | None = None,
+    use_cache: bool = True,
+) -> list[Generated]:
+    """Continue each prompt (token ids) under ``edits``, one token per step.
+
+    Greedy by default; ``do_sample`` draws from softmax(logits / ``temperature``) after
+    optional ``top_k`` / ``top_p`` (nucleus) filtering, with ``generator`` (one shared
+    stream, or one per prompt so that a prompt's sample does not depend on the batch).
+    A row stops at a token in ``stop_ids`` (default: :func:`default_stop_ids`) or once its
+    decoded continuation contains one of ``stop_strings``.
+    """
+    if max_new_tokens < 1:
+        raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise WhiteboxError("generation needs at least one prompt and no empty prompt")
+    tok = engine.tokenizer
+    stop_set = default_stop_ids(engine.loaded) if stop_ids is None else {int(t) for t in stop_ids}
+    stop_strings = [s for s in stop_strings if s]
+    if stop_strings and not hasattr(tok, "decode"):
+        raise WhiteboxError("stop strings need a tokenizer that can decode")
+    sampler = _Sampler(do_sample, temperature, top_k, top_p, generator, len(prompts))
+    pad = tok.pad_token_id if getattr(tok, "pad_token_id", None) is not None else 0
+    batch = batch_from_ids([list(p) for p in prompts], pad_id=pad).to(engine.loaded.device)
+    cache = engine.new_cache() if use_cache else None
+    guard = _CacheGuard() if use_cache else None
+    out = [Generated([], None) for _ in prompts]
+    done = torch.zeros(batch.size, dtype=torch.bool)
+    window = 4 * max((len(s) for s in stop_strings), default=0) + 8  # tokens that can hold a new stop string
+    for step in range(max_new_tokens):
+        if step:
+            batch = batch.append(torch.where(done, pad, nxt))
+        step_edits = list(edits(batch.lengths.tolist()) if callable(edits) else edits)
+        if guard is not None:
+            guard.check(step_edits, batch)
+        with torch.no_grad():
+            logits = engine.run(batch, edits=step_edits, logits="last", cache=cache).logits
+        nxt = sampler(logits, done)
+        for i, t in enumerate(nxt.tolist()):
+            if done[i]:
+                continue
+            g = out[i]
+            g.ids.append(t)
+            if t in stop_set:
+                g.stop = t
+            elif stop_strings:
+                text = tok.decode(g.ids[-window:])
+                g.stop = next((s for s in stop_strings if s in text), None)
+            done[i] = g.stop is not None
+        if bool(done.all()):
+            break
+    return out
+
+
+class _Sampler:
+    """Next tokens from last-position logits [B, V]: argmax, or a draw after temperature / top-k / top-p."""
+
+    def __init__(self, do_sample, temperature, top_k, top_p, generator, n):
+        if do_sample and not temperature > 0:
+            raise WhiteboxError(f"temperature must be > 0 when sampling (greedy is do_sample=False); got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise WhiteboxError(f"top_k must be >= 1, got {top_k}")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise WhiteboxError(f"top_p must be in (0, 1], got {top_p}")
+        if generator is not None and not isinstance(generator, torch.Generator) and len(generator) != n:
+            raise WhiteboxError(f"give one generator, or one per prompt ({n}); got {len(generator)}")
+        self.do_sample, self.temperature, self.top_k, self.top_p, self.generator = do_sample, temperature, top_k, top_p, generator
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        x = logits.float() / self.temperature
+        if self.top_k is not None and self.top_k < x.shape[-1]:
+            kth = x.topk(self.top_k, dim=-1).values[..., -1:]
+            x = x.masked_fill(x < kth, float("-inf"))
+        if self.top_p is not None and self.top_p < 1:
+            p, idx = torch.softmax(x, -1).sort(-1, descending=True)
+            drop = (p.cumsum(-1) - p) >= self.top_p  # mass before the token already reaches top_p; the top token stays
+            x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
+        return torch.softmax(x, -1)
+
+    def __call__(self, logits: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        if not self.do_sample:
+            return logits.argmax(-1).cpu()
+        probs = self.probs(logits)
+        g = self.generator
+        if g is None or isinstance(g, torch.Generator):
+            dev = probs.device if g is None else g.device
+            return torch.multinomial(probs.to(dev), 1, generator=g).view(-1).cpu()
+        out = torch.zeros(probs.shape[0], dtype=torch.long)
+        for i in (~done).nonzero().view(-1).tolist():  # a finished row draws nothing: each row's stream is its own
+            out[i] = int(torch.multinomial(probs[i].to(g[i].device), 1, generator=g[i]))
+        return out
+
+
+class _CacheGuard:
+    """Refuses edits whose effect on a row would change after the row went into the cache.
+
+    Called before every step with that step's edits and batch: rows ``< length - 1`` of
+    each example are cached from earlier steps (the first step caches the prompts).
+    """
+
+    def __init__(self):
+        self.prev: list[Edit] | None = None
+        self.prev_cells: list[tuple[torch.Tensor, torch.Tensor | None] | None] = []
+
+    def check(self, edits: list[Edit], batch: Batch) -> None:
+        for e in edits:
+            if not isinstance(e, EditAttention):
+                _check_absolute(e)
+        n = batch.example_lengths.cpu()
+        cells = [_attention_cells(e, n) if isinstance(e, EditAttention) else None for e in edits]
+        if self.prev is not None:
+            if len(edits) != len(self.prev) or not all(_same_edit(a, b) for a, b in zip(edits, self.prev)):
+                raise WhiteboxError(
+                    "the edits changed between generation steps; the cache keeps earlier tokens as they were "
+                    "computed, so give the same edits at every step (attention cells may only add rows) or use_cache=False"
+                )
+            old_rows = torch.arange(int(n.max()))[None, :] < (n - 1)[:, None]  # [B, S] rows already cached
+            for e, now, before in zip(edits, cells, self.prev_cells):
+                if now is not None and not _same_on_rows(now, before, old_rows):
+                    raise WhiteboxError(
+                        f"an attention edit of layer {e.layer} changes query rows already generated (or reaches keys "
+                        "generated after its row); the cache cannot re-run them: edit only each step's new row, "
+                        "or use_cache=False"
+                    )
+        self.prev, self.prev_cells = edits, cells
+
+
+def _check_absolute(e: Edit) -> None:
+    pos = e.positions
+    if pos is None or (isinstance(pos, str) and pos == "all"):
+        return
+    if isinstance(pos, str) or bool((torch.as_tensor(pos) < 0).any()):
+        raise WhiteboxError(
+            f"{type(e).__name__} at positions counted from the end ({pos!r}) moves to a new token at every step, "
+            "which the cache cannot re-apply to earlier ones: give absolute positions (or None = every token), or use_cache=False"
+        )
+
+
+def _same_edit(a: Edit, b: Edit) -> bool:
+    """Everything but the attention cells/pattern (compared row by row) must stay the same."""
+    if a is b:
+        return True
+    if _signature(a) != _signature(b):
+        return False
+    return not isinstance(a, Patch) or torch.equal(a.values.detach().cpu(), b.values.detach().cpu())
+
+
+def _signature(e: Edit) -> tuple:
+    if isinstance(e, EditAttention):
+        return ("attn", e.layer, tuple(e.heads), e.mode, e.value, e.threshold, e.source_head, e.renormalize, e.pattern is None)
+    pos = e.positions
+    pos = pos if pos is None or isinstance(pos, str) else tuple(torch.as_tensor(pos).reshape(-1).tolist())
+    if isinstance(e, ScaleHeads):
+        return ("scale", e.layer, tuple(e.heads), e.scale, pos)
+    if isinstance(e, MaskNeurons):
+        return ("mask", e.layer, tuple(int(x) for x in e.neurons), e.value, pos)
+    if isinstance(e, Patch):
+        return ("patch", e.point, e.layer, pos, None if e.heads is None else tuple(e.heads), tuple(e.values.shape))
+    return (type(e).__name__, id(e))
+
+
+def _attention_cells(e: EditAttention, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The cells (and pattern on them) that act in a sequence of ``lengths`` tokens: [B, S, S], S = max length."""
+    s = int(lengths.max())
+    c = e.cells.detach().to("cpu", torch.bool)
+    if c.dim() != 3 or c.shape[0] != len(lengths):
+        raise WhiteboxError(f"attention edit cells must be [batch={len(lengths)}, S, S]; got {tuple(c.shape)}")
+    inside = torch.arange(s)[None, :] < lengths[:, None]  # [B, S]
+    keep = inside[:, :, None] & inside[:, None, :]
+    cells = torch.zeros(len(lengths), s, s, dtype=torch.bool)
+    q, k = min(s, c.shape[1]), min(s, c.shape[2])
+    cells[:, :q, :k] = c[:, :q, :k]
+    cells &= keep
+    if e.pattern is None:
+        return cells, None
+    pattern = torch.zeros(cells.shape, dtype=torch.float64)
+    p = e.pattern.detach().cpu().double()
+    pattern[:, :min(s, p.shape[1]), :min(s, p.shape[2])] = p[:, :s, :s]
+    return cells, pattern * cells
+
+
+def _same_on_rows(now, before, old_rows: torch.Tensor) -> bool:
+    """Cells (and pattern) of the cached rows now equal what they were when those rows were computed."""
+    cells, pattern = now
+    b, s, _ = cells.shape
+    rows = old_rows[:, :, None]
+    prev_cells = torch.zeros_like(cells)
+    prev_cells[:, : before[0].shape[1], : before[0].shape[2]] = before[0]
+    if not torch.equal(cells & rows, prev_cells & rows):
+        return False
+    if pattern is None:
+        return True
+    prev_pattern = torch.zeros_like(pattern)
+    prev_pattern[:, : before[1].shape[1], : before[1].shape[2]] = before[1]
+    return torch.equal(pattern * rows, prev_pattern * rows)
