@@ -80,7 +80,7 @@ def _before_eap(engine, batch, metric, points, steps):
         base = engine.run(batch, caps, inputs_embeds=e_base)
     grads = {p: torch.zeros_like(clean[p]) for p in points}
     for k in range(1, steps + 1):
-        e = (e_base + k / steps * (e_clean - e_base)).detach().requires_grad_(True)
+        e = (e_base + (k - 0.5) / steps * (e_clean - e_base)).detach().requires_grad_(True)
         trace = engine.run(batch, [Capture(p, "all", layers, keep_grad=True) for p in points], grad=True, inputs_embeds=e)
         metric(trace.logits).sum().backward()
         for p in points:
