@@ -38,6 +38,9 @@ def test_config_round_trip_records_versions_and_command(tmp_path):
     assert stored["scale"] == 0.5 and stored["path"] == "a/b" and stored["shape"] == [2, 3]
     assert stored["whitebox_eval_version"] == whitebox_eval.__version__
     assert stored["torch_version"] == torch.__version__
+    import transformers
+
+    assert stored["transformers_version"] == transformers.__version__
     assert re.fullmatch(r"3\.\d+\.\d+.*", stored["python_version"])
     assert stored["command"] == CONFIG["command"]
     assert stored["run_id"] == "r1"
@@ -283,3 +286,17 @@ def test_progress_env_override(monkeypatch):
     monkeypatch.setenv("WHITEBOX_PROGRESS", "off")
     assert list(progress(range(3), desc="quiet")) == [0, 1, 2]
     assert sys.stderr.getvalue() == ""
+
+
+def test_config_records_the_git_commit_of_a_checkout(tmp_path):
+    """Two runs can be compared after the fact: the code's commit is in config.yaml."""
+    import subprocess
+
+    root = Path(whitebox_eval.__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        pytest.skip("whitebox-eval is not running from a git checkout here")
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    run = RunFolder.create(tmp_path, {"suite": "t"}, run_id="g")
+    stored = yaml.safe_load((run.path / "config.yaml").read_text())
+    assert stored["whitebox_eval_git_commit"].removesuffix("+dirty") == head
+    assert RunFolder.create(tmp_path, {"suite": "t"}, run_id="g", resume=True)  # never compared on resume

@@ -48,7 +48,7 @@ VOLATILE_KEY = "_volatile"
 """Config key listing keys that do not change the numbers (batch size, progress, paths)."""
 
 RECORDED_KEYS = ("run_id", "created", "whitebox_eval_version", "python_version",
-                 "torch_version")
+                 "torch_version", "transformers_version", "whitebox_eval_git_commit")
 """Keys the run folder adds to config.yaml itself; never compared on resume."""
 
 ALWAYS_VOLATILE = frozenset({VOLATILE_KEY, "command", *RECORDED_KEYS})
@@ -540,14 +540,41 @@ def _config_for_storage(config: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
-def _versions() -> dict[str, str]:
+def _package_version(name: str) -> str:
     try:
-        torch_version = metadata.version("torch")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
-        torch_version = "not installed"
-    return {"whitebox_eval_version": whitebox_eval.__version__,
-            "python_version": platform.python_version(),
-            "torch_version": torch_version}
+        return "not installed"
+
+
+def _git_commit() -> str | None:
+    """The commit of the whitebox-eval checkout running this (``+dirty`` with tracked
+    changes), or None when it is installed from a wheel or git is unavailable."""
+    import subprocess
+
+    root = Path(whitebox_eval.__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "") if head else None
+
+
+def _versions() -> dict[str, str]:
+    """What config.yaml records about the software that made the run (never compared on resume)."""
+    out = {"whitebox_eval_version": whitebox_eval.__version__,
+           "python_version": platform.python_version(),
+           "torch_version": _package_version("torch"),
+           "transformers_version": _package_version("transformers")}
+    commit = _git_commit()
+    if commit:
+        out["whitebox_eval_git_commit"] = commit
+    return out
 
 
 def _dump_yaml(config: Mapping[str, Any]) -> str:
