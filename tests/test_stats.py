@@ -138,3 +138,25 @@ def test_verdict_says_when_interval_and_exact_test_disagree():
     assert t.lo > 0
     assert "NOT significant by the test" in stats.verdict(t)
     assert t.as_dict()["ci_method"] == "paired_bootstrap"
+
+
+def test_bootstrap_pairs_resamples_item_pairs_and_counts_undefined_resamples():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=30)
+    y = x + rng.normal(size=30)
+    # mean difference: the same item resamples as the paired bootstrap, so the same interval
+    est, undefined = stats.bootstrap_pairs(x, y, lambda a, b: float(np.mean(a - b)))
+    ref = stats.paired_bootstrap(x, y)
+    assert undefined == 0 and est.n == 30
+    assert (est.lo, est.hi) == pytest.approx((ref.lo, ref.hi))
+    # Pearson r is undefined on a resample with no variance: counted, not in the interval
+    xs, ys = np.array([0.0, 0.0, 0.0, 1.0]), np.array([0.2, 0.1, 0.4, 0.9])
+
+    def r(a, b):
+        return float(np.corrcoef(a, b)[0, 1]) if np.ptp(a) and np.ptp(b) else float("nan")
+
+    est, undefined = stats.bootstrap_pairs(xs, ys, r, resamples=400)
+    idx = np.random.default_rng(stats.SEED).integers(0, 4, size=(400, 4))
+    assert undefined == sum(np.ptp(xs[i]) == 0 for i in idx)  # by hand: resamples without a 1
+    assert est.value == pytest.approx(np.corrcoef(xs, ys)[0, 1])
+    assert stats.bootstrap_pairs(np.zeros(3), ys[:3], r) == (None, stats.BOOTSTRAP_RESAMPLES)  # undefined on the data

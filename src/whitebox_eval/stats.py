@@ -161,6 +161,33 @@ def bootstrap(
     return Estimate(value, float(lo), float(hi), int(arr.size), "bootstrap", sample_stderr(arr), level)
 
 
+def bootstrap_pairs(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray], float],
+    level: float = LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = SEED,
+) -> tuple[Estimate | None, int]:
+    """Percentile bootstrap over items of ``statistic(x, y)`` (a correlation, an alignment
+    error): item pairs are resampled together. The statistic may be NaN on a resample
+    (no variance): the interval comes from the defined resamples, and the count of the
+    others is returned beside it; ``stderr`` is the bootstrap sd. ``(None, undefined)``
+    when the statistic is undefined on the data itself or on every resample."""
+    _level(level)
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise WhiteboxError("need two 1-D arrays with one value per item")
+    value = float(statistic(a, b))
+    boots = np.array([statistic(a[i], b[i]) for i in _bootstrap_indices(a.size, resamples, seed)], dtype=np.float64)
+    ok = boots[np.isfinite(boots)]
+    undefined = int(resamples - ok.size)
+    if ok.size == 0 or not np.isfinite(value):
+        return None, undefined
+    lo, hi = np.quantile(ok, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(value, float(lo), float(hi), int(a.size), "bootstrap", float(np.std(ok, ddof=1)), level), undefined
+
+
 # --------------------------------------------------------------------------- paired tests
 
 

@@ -270,7 +270,6 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
         extract_number,
         format_correlation,
         mcq_by_free_partition,
-        item_bootstrap,
     )
     from whitebox_eval.mcqa.plots import plot_alignment
 
@@ -300,12 +299,12 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
             results[key] = None
             results[stats.derived_key(key, "reason")] = reason
             continue
-        est, undefined = item_bootstrap(pc[a], pc[b], format_correlation)
+        est, undefined = stats.bootstrap_pairs(pc[a], pc[b], format_correlation)
         stats.add_estimate(results, key, est)
         if undefined:
             results[stats.derived_key(key, "undefined_resamples")] = undefined
     for name, x in (("mcq", mcq["p_renorm"]), ("raw", mcq["p_raw"]), ("free_options", pc["free_options"])):
-        est, _ = item_bootstrap(x, pc["free"], lambda a, b: expected_alignment_error(a, b, n_bins=cfg.n_bins).error)
+        est, _ = stats.bootstrap_pairs(x, pc["free"], lambda a, b: expected_alignment_error(a, b, n_bins=cfg.n_bins).error)
         stats.add_estimate(results, f"alignment_error,{name}~free", est)
     if answer_type == "number":
         results["extraction"] = _extraction_table(samples, EXTRACTORS, extract_number)

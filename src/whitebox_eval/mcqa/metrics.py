@@ -348,31 +348,6 @@ def correlation_or_reason(x: np.ndarray | Sequence[float], y: np.ndarray | Seque
     return None, "no variance in " + " and ".join(flat)
 
 
-def item_bootstrap(x: np.ndarray | Sequence[float], y: np.ndarray | Sequence[float], statistic,
-                   level: float = 0.95, resamples: int = 2000, seed: int = 0):
-    """Percentile bootstrap over items of a statistic of paired per-item values.
-
-    ``statistic(x, y)`` -> float (NaN where undefined, e.g. a resample with no variance).
-    Returns ``(stats.Estimate, undefined)``: the interval comes from the defined
-    resamples, ``undefined`` counts the others; ``stderr`` is the bootstrap sd. The
-    shared statistics module bootstraps one vector; this resamples item pairs.
-    """
-    from whitebox_eval import stats
-
-    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-        raise WhiteboxError("need two 1-D arrays with one value per item")
-    value = float(statistic(a, b))
-    idx = np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))
-    boots = np.array([statistic(a[i], b[i]) for i in idx], dtype=np.float64)
-    ok = boots[np.isfinite(boots)]
-    if ok.size == 0 or not np.isfinite(value):
-        return None, int(resamples - ok.size)
-    lo, hi = np.quantile(ok, [(1 - level) / 2, (1 + level) / 2])
-    est = stats.Estimate(value, float(lo), float(hi), int(a.size), "bootstrap", float(np.std(ok, ddof=1)), level)
-    return est, int(resamples - ok.size)
-
-
 #: MCQ P(correct) bin edges for the distribution tables (004 Tables 2-3).
 TABLE_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
