@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -265,10 +266,10 @@ class RunFolder:
             self.append_path.parent.mkdir(parents=True, exist_ok=True)
             if not self._tail_checked:  # never glue a line onto a half-written one
                 self._repair_samples_tail()
-        with writing(self.path), open(self.append_path, "a", encoding="utf-8") as f:
-            f.write("".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
+            with open(self.append_path, "a", encoding="utf-8") as f:
+                f.write("".join(lines))
+                f.flush()
+                os.fsync(f.fileno())
         done.update(batch_ids)
 
     def annotate_samples(self, extra: Mapping[str | int, Mapping[str, Any]]) -> None:
@@ -547,9 +548,11 @@ def _package_version(name: str) -> str:
         return "not installed"
 
 
+@functools.cache
 def _git_commit() -> str | None:
     """The commit of the whitebox-eval checkout running this (``+dirty`` with tracked
-    changes), or None when it is installed from a wheel or git is unavailable."""
+    changes), or None when it is installed from a wheel or git is unavailable. Asked once
+    per process: the code a process runs does not change under it."""
     import subprocess
 
     root = Path(whitebox_eval.__file__).resolve().parents[2]
