@@ -160,3 +160,15 @@ def test_bootstrap_pairs_resamples_item_pairs_and_counts_undefined_resamples():
     assert undefined == sum(np.ptp(xs[i]) == 0 for i in idx)  # by hand: resamples without a 1
     assert est.value == pytest.approx(np.corrcoef(xs, ys)[0, 1])
     assert stats.bootstrap_pairs(np.zeros(3), ys[:3], r) == (None, stats.BOOTSTRAP_RESAMPLES)  # undefined on the data
+
+
+def test_against_draws_is_the_bootstrap_vs_the_draw_mean_and_mcnemar_per_draw():
+    sel = np.array([1, 1, 1, 0, 1, 1, 0, 1])
+    draws = [np.array([0, 1, 0, 0, 1, 0, 0, 0]), np.array([1, 0, 0, 0, 0, 1, 0, 0])]
+    vs_mean, vs_each = stats.against_draws(sel, draws)
+    mean = (draws[0] + draws[1]) / 2  # by hand: the per-item share of draws right
+    assert vs_mean.diff == pytest.approx(sel.mean() - mean.mean())
+    assert vs_mean == stats.paired_bootstrap(sel.astype(float), mean)
+    assert [t.p_value for t in vs_each] == [_mcnemar_by_hand(4, 0), _mcnemar_by_hand(4, 0)]
+    with pytest.raises(WhiteboxError, match="at least one draw"):
+        stats.against_draws(sel, [])

@@ -348,6 +348,19 @@ def permutation_test(
                       ci_method="bootstrap_per_group")
 
 
+def against_draws(
+    selected: Sequence[float] | np.ndarray, draws: Sequence[Sequence[float] | np.ndarray], seed: int = SEED
+) -> tuple[PairedTest, list[PairedTest]]:
+    """Selected units (heads) vs random draws of as many, on the same items (0/1 per item):
+    a paired bootstrap of ``selected`` against the per-item mean over the draws, and an
+    exact McNemar test against each draw."""
+    if not len(draws):
+        raise WhiteboxError("a random control needs at least one draw")
+    per_item = np.mean([_binary(d, "draw").astype(np.float64) for d in draws], axis=0)
+    sel = _binary(selected, "selected").astype(np.float64)
+    return paired_bootstrap(sel, per_item, seed=seed), [mcnemar(selected, d, seed=seed) for d in draws]
+
+
 # --------------------------------------------------------------------------- controls
 
 

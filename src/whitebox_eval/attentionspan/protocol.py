@@ -98,20 +98,16 @@ def evaluation_report(base: Sequence[Mapping], key: Sequence[Mapping], shifted: 
     stats.add_paired(results, VS_SHIFTED, stats.mcnemar(k, s))
     stats.add_paired(results, SHIFTED_VS_NONE, stats.mcnemar(s, b))
     if randoms:
-        draws = []
-        per_item = np.zeros(n)
-        for seed, heads, recs in randoms:
-            r = exact_vector(recs)
-            per_item += r
-            draws.append({"seed": seed, "heads": [list(h) for h in heads], **accuracy_block(recs),
-                          "reinforced_vs_this_draw": stats.mcnemar(k, r).as_dict()})
-        per_item /= len(randoms)
+        vs_mean, vs_each = stats.against_draws(k, [exact_vector(recs) for _, _, recs in randoms])
+        draws = [{"seed": seed, "heads": [list(h) for h in heads], **accuracy_block(recs),
+                  "reinforced_vs_this_draw": test.as_dict()}
+                 for (seed, heads, recs), test in zip(randoms, vs_each)]
         report["random_heads"] = {
             "draws": draws,
             "accuracy": stats.draws([d["accuracy"] for d in draws]).as_dict(),
             "partial_accuracy": stats.draws([d["partial_accuracy"] for d in draws]).as_dict(),
         }
-        stats.add_paired(results, VS_RANDOM, stats.paired_bootstrap(k.astype(float), per_item))
+        stats.add_paired(results, VS_RANDOM, vs_mean)
     return report
 
 

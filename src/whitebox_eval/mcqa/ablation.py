@@ -83,8 +83,9 @@ def ablation_study(study, main: dict[str, np.ndarray], gold: np.ndarray, degener
         out["random_accuracy"] = stats.draws([d["accuracy"] for d in draws]).as_dict()
         out["drop_key"] = float(unablated.mean() - key_correct.mean())
         out["drop_random_mean"] = float(unablated.mean() - per_item.mean())
-        stats.add_paired(results, "ablation_key_vs_random", stats.paired_bootstrap(key_correct, per_item))
-        for d, c in enumerate(rand_correct):
-            stats.add_paired(results, f"ablation_key_vs_random_draw{d}", stats.mcnemar(key_correct, c))
+        vs_mean, vs_each = stats.against_draws(key_correct, rand_correct)
+        stats.add_paired(results, "ablation_key_vs_random", vs_mean)
+        for d, test in enumerate(vs_each):
+            stats.add_paired(results, f"ablation_key_vs_random_draw{d}", test)
     stats.add_paired(results, "ablation_key_vs_unablated", stats.mcnemar(key_correct, unablated))
     return out
