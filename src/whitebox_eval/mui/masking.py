@@ -194,19 +194,13 @@ def mask_edits(mask: np.ndarray) -> list[MaskNeurons]:
     return [MaskNeurons(l, np.flatnonzero(mask[l]).tolist()) for l in range(mask.shape[0]) if mask[l].any()]
 
 
-def task_accuracy(lm, engine: Engine, task, edits: list, batch_size: int = 8) -> float:
-    """Accuracy of greedy engine-decoded responses under ``edits`` on a prepared task."""
-    correct = []
-    for i in range(0, len(task.items), batch_size):
-        items = task.items[i:i + batch_size]
-        _, responses = respond(lm, dataclasses.replace(task, given=None), items, edits=edits, engine=engine)
-        correct += [rsp.is_correct(it, r.text) for it, r in zip(items, responses)]
-    return float(np.mean(correct))
-
-
 def item_correct(lm, engine: Engine, task, edits: list) -> np.ndarray:
-    """Per-item correctness under ``edits``: :func:`task_accuracy` one item at a time."""
-    return np.array([task_accuracy(lm, engine, dataclasses.replace(task, items=[it]), edits, 1) for it in task.items])
+    """Per-item correctness (1.0 / 0.0) of greedy engine-decoded responses under ``edits``.
+
+    One item per pass: unpadded, so an item's answer does not depend on the items beside it."""
+    generated = dataclasses.replace(task, given=None)
+    return np.array([float(rsp.is_correct(it, respond(lm, generated, [it], edits=edits, engine=engine)[1][0].text))
+                     for it in task.items])
 
 
 def answer_logprobs(lm, engine: Engine, task, targets: list[str], edits: list, batch_size: int = 8) -> np.ndarray:
