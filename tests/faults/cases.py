@@ -127,8 +127,8 @@ def tiny_tokenizer():
     import transformers as tf
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from whitebox_eval.mcqa.prompts import render_prompt
-    from whitebox_eval.mcqa.synthetic import make_ssd
+    from whitebox_eval.tasks.prompts import render_prompt
+    from whitebox_eval.tasks.ssd import make_ssd
 
     texts = [render_prompt(it).text + " A B C D E F 0 1 2 3 4 5 6 7 8 9 + = ?" for it in make_ssd(300, 4, seed=1)]
     tk = Tokenizer(models.BPE(unk_token="<unk>"))

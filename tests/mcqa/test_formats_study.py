@@ -13,9 +13,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from whitebox_eval.mcqa import formats_study as fs
 from whitebox_eval.mcqa import metrics as m
-from whitebox_eval.mcqa.arithmetic import make_arithmetic_suite
+from whitebox_eval.tasks.arithmetic import make_arithmetic_suite
 from whitebox_eval.mcqa.generation import pick_tokens, sample_prompt, stream_seed
-from whitebox_eval.mcqa.prompts import render_prompt
+from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models.loading import LoadedModel
 from whitebox_eval.runs import RunFolder

@@ -20,8 +20,8 @@ from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mcqa.ablation import random_band_heads  # noqa: E402
 from whitebox_eval.mcqa.command import _print_mcqa_summary  # noqa: E402
-from whitebox_eval.mcqa.demos import DEV_SOURCE, POOL_SOURCE, plan_demonstrations  # noqa: E402
-from whitebox_eval.mcqa.loaders import load_mcq_dataset  # noqa: E402
+from whitebox_eval.tasks.demos import DEV_SOURCE, POOL_SOURCE, plan_demonstrations  # noqa: E402
+from whitebox_eval.tasks import load_mcq_dataset  # noqa: E402
 from whitebox_eval.mcqa.study import MCQAConfig, load_items, run_mcqa  # noqa: E402
 
 ALL = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")

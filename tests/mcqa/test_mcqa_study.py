@@ -14,10 +14,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from whitebox_eval.internals import Engine  # noqa: E402
-from whitebox_eval.mcqa.prompts import render_prompt  # noqa: E402
+from whitebox_eval.tasks.prompts import render_prompt  # noqa: E402
 from whitebox_eval.mcqa.scoring import score_prompts  # noqa: E402
 from whitebox_eval.mcqa.study import MCQAConfig, load_items, run_mcqa  # noqa: E402
-from whitebox_eval.mcqa.synthetic import make_ssd  # noqa: E402
+from whitebox_eval.tasks.ssd import make_ssd  # noqa: E402
 from whitebox_eval.mcqa.tokens import tokenize_prompt  # noqa: E402
 from whitebox_eval.models.architectures import Architecture  # noqa: E402
 from whitebox_eval.models.loading import LoadedModel  # noqa: E402

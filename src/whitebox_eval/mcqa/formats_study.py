@@ -44,8 +44,8 @@ import numpy as np
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mcqa.generation import sample_prompt, stream_seed
-from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.prompts import render_prompt
+from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
 from whitebox_eval.runs.distributed import create_run
@@ -159,8 +159,8 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     has a dev split, so the demonstrations are a seeded pool of ``shots`` questions
     removed (with any question identical to one) from what is evaluated.
     """
-    from whitebox_eval.mcqa.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-    from whitebox_eval.mcqa.loaders import load_mcq_dataset
+    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
+    from whitebox_eval.tasks import load_mcq_dataset
 
     notes: dict = {}
     check_config(cfg)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numbers
 import re
-import string
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +17,7 @@ from typing import Literal
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks.answers import normalize_answer
 
 FREE_GENERATION_SAMPLES = 20  # 004 sec. 2.4: 20 samples per question ...
 FREE_GENERATION_TEMPERATURE = 1.0  # ... at T = 1
@@ -217,30 +216,12 @@ def expected_alignment_error(
 
 # ------------------------------------------------------------ paper 004: generation side
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
 _NUMBER = re.compile(r"[-\u2212]?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
 def truncate_answer(text: str) -> str:
     """Keep the generation up to the first ``.`` or newline (004 sec. 2.4.1)."""
     return re.split(r"[.\n]", text, maxsplit=1)[0]
-
-
-def _is_punctuation(ch: str) -> bool:
-    return ch in string.punctuation or unicodedata.category(ch).startswith("P")
-
-
-def normalize_answer(text: str) -> str:
-    """Lowercase, punctuation to spaces, drop articles a/an/the, collapse whitespace.
-
-    The TriviaQA evaluation normalisation that 004 sec. 2.4.1 follows (via Touvron et
-    al. 2023). Punctuation (ASCII and Unicode ``P*``) becomes a space, as in the
-    official TriviaQA script, so "rock-and-roll" matches "rock and roll".
-    """
-    t = text.lower().replace("_", " ")
-    t = "".join(" " if _is_punctuation(ch) else ch for ch in t)
-    t = _ARTICLES.sub(" ", t)
-    return " ".join(t.split())
 
 
 def normalize_generation(text: str) -> str:

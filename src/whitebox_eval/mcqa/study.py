@@ -22,7 +22,7 @@ unless asked) and applied to the test split; PriDe estimates its prior, HeadScor
 heads and degenerate heads are marked on the same validation items, so every method is
 reported on the same test items, each accuracy with its Wilson interval and each method
 against the baseline by an exact McNemar test (:mod:`whitebox_eval.stats`). results.json
-records the split's ids. Demonstrations come from :mod:`whitebox_eval.mcqa.demos`.
+records the split's ids. Demonstrations come from :mod:`whitebox_eval.tasks.demos`.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
 from whitebox_eval.mcqa import head_scores as hs
-from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.demos import Demonstrations, plan_demonstrations
-from whitebox_eval.mcqa.prompts import RenderedPrompt, render_prompt
+from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
+from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
@@ -83,11 +83,11 @@ class MCQAConfig:
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file."""
-    from whitebox_eval.mcqa.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-    from whitebox_eval.mcqa.loaders import LOADERS, load_mcq_dataset
-    from whitebox_eval.mcqa.synthetic import make_ssd
+    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
+    from whitebox_eval.tasks import LOADERS, load_mcq_dataset
+    from whitebox_eval.tasks.ssd import make_ssd
 
-    from whitebox_eval.mcqa.demos import POOL_SIZE, uses_dev_split
+    from whitebox_eval.tasks.demos import POOL_SIZE, uses_dev_split
 
     n = cfg.limit if cfg.limit is not None else 2500
     # a held-out demonstration pool comes off the front (not with an MMLU dev split)

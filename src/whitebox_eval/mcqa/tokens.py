@@ -1,7 +1,7 @@
 """From rendered prompts to token positions and answer-token ids.
 
 The option-representative token of 000 fig. 2a / sec. 6 is addressed by a character
-span in :class:`~whitebox_eval.mcqa.prompts.RenderedPrompt`; here it becomes the index
+span in :class:`~whitebox_eval.tasks.prompts.RenderedPrompt`; here it becomes the index
 of the token that contains that character, using the fast tokenizer's offsets.
 Answer tokens are taken from the context they appear in (``prompt + " A"``), since
 ``" A"`` after ``Answer:`` and ``A`` at the start of an option line tokenize differently.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.prompts import RenderedPrompt
+from whitebox_eval.tasks.prompts import RenderedPrompt
 
 REPRESENTATIVES = ("label", "label_sep", "content_end", "eol", "content_mean")
 """Option-representative token variants (000 fig. 2a): the label (``A``), the period

@@ -193,7 +193,7 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
         raise WhiteboxError(f"limit must be >= 1, got {limit}")
     n = 200 if limit is None else limit
     if spec.name == "arithmetic-gen":
-        from whitebox_eval.mcqa.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
+        from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
 
         cats = spec.categories or ARITHMETIC_CATEGORIES
         per = max(1, -(-n // len(cats)))
@@ -205,7 +205,7 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
                          gold=str(it.meta["answer"]), gold_response=f" {it.meta['answer']}",
                          group=it.subject, meta={"expression": it.meta["expression"]}) for it in ordered]
     if spec.name == "ssd":
-        from whitebox_eval.mcqa.synthetic import make_ssd
+        from whitebox_eval.tasks.ssd import make_ssd
 
         out = []
         for it in make_ssd(n, n_options, seed=seed):
@@ -216,7 +216,7 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
                                 labels=labels, options=list(it.options), group=it.subject))
         return out
     if spec.name == "mmlu":
-        from whitebox_eval.mcqa.loaders import load_mmlu
+        from whitebox_eval.tasks.mmlu import load_mmlu
 
         ds = load_mmlu(spec.path, on_bad_row="skip", limit=None)
         items = list(ds)

@@ -6,9 +6,11 @@ from collections import Counter
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.loaders import (
-    HALUEVAL_QUESTION, HELLASWAG_QUESTION, LOADERS, BadRow, MalformedRowsWarning, load_from_hub,
-    load_mcq_dataset)
+from whitebox_eval.tasks import LOADERS, load_mcq_dataset
+from whitebox_eval.tasks.halueval import HALUEVAL_QUESTION
+from whitebox_eval.tasks.hellaswag import HELLASWAG_QUESTION
+from whitebox_eval.tasks.hub import load_from_hub
+from whitebox_eval.tasks.rows import BadRow, MalformedRowsWarning
 
 
 # ----------------------------------------------------------------- real-format samples
@@ -85,7 +87,7 @@ def test_arc_sample_reports_real_duplicate(shared_datasets):
 
 
 def test_triviaqa_sample(shared_datasets):
-    from whitebox_eval.mcqa.loaders import _normalized
+    from whitebox_eval.tasks.answers import normalize_answer as _normalized
     path = shared_datasets / "triviaqa" / "triviaqa_sample.llmfoundry.jsonl"
     items = load_mcq_dataset("triviaqa", path, seed=0)
     assert len(items) == 300

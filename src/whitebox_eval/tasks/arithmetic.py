@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.items import MCQItem
+from whitebox_eval.tasks.items import MCQItem
 
 QUESTION_TEMPLATE = "What is the value of {expression}?"
 

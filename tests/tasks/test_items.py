@@ -3,7 +3,7 @@
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.items import MCQItem
+from whitebox_eval.tasks.items import MCQItem
 
 
 def _item(**kw):

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.items import MCQItem
+from whitebox_eval.tasks.items import MCQItem
 
 #: Label symbol sets (paper 000 sec. 5.1, App. H fig. 25-26: "ABCD", "$&#..", "ptgU"),
 #: plus digits and lower-case letters. Each has 26 labels: 24 essential + 2 uncertainty.

@@ -3,8 +3,8 @@
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.prompts import (
+from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.prompts import (
     LABEL_SETS, answer_strings, option_labels, render_prompt, select_demos, split_demo_pool)
 
 

@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.prompts import render_prompt
-from whitebox_eval.mcqa.synthetic import SSD_LANGUAGES, appendix_h_variants, load_words, make_ssd
+from whitebox_eval.tasks.prompts import render_prompt
+from whitebox_eval.tasks.ssd import SSD_LANGUAGES, appendix_h_variants, load_words, make_ssd
 
 
 def test_question_wording_is_listing_5():

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.prompts import select_demos, split_demo_pool
+from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
 
 POOL_SIZE = 15
 DEV_SOURCE, POOL_SOURCE = "dev_same_subject", "held_out_pool"
@@ -88,7 +88,7 @@ def uses_dev_split(task: str, shots: int) -> bool:
 
 def dev_demonstrations(task: str, shots: int, subjects: Sequence[str | None], on_bad_row: str = "skip") -> Demonstrations:
     """The first ``shots`` dev rows of every subject in ``subjects`` (MMLU dev split)."""
-    from whitebox_eval.mcqa.loaders import load_mcq_dataset
+    from whitebox_eval.tasks import load_mcq_dataset
 
     where = mmlu_dev_location(task.split("=", 1)[1])
     wanted = sorted({s or "" for s in subjects})

@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.arithmetic import (
+from whitebox_eval.tasks.arithmetic import (
     ARITHMETIC_CATEGORIES, evaluate, make_arithmetic, make_arithmetic_suite)
-from whitebox_eval.mcqa.prompts import render_prompt
+from whitebox_eval.tasks.prompts import render_prompt
 
 
 def test_categories_are_the_papers():

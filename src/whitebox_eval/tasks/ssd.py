@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mcqa.items import MCQItem
-from whitebox_eval.mcqa.prompts import LABEL_SETS
+from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.prompts import LABEL_SETS
 
 #: Question wording per language; English is the paper's Listing 5 literally.
 SSD_QUESTIONS: dict[str, str] = {
@@ -56,7 +56,7 @@ def load_words(language: str) -> list[str]:
     """The bundled word list for ``language`` (one word a line, in file order)."""
     if language not in SSD_QUESTIONS:
         raise WhiteboxError(f"no SSD word list for language {language!r}; choose one of {list(SSD_LANGUAGES)}")
-    text = resources.files("whitebox_eval.mcqa").joinpath("data", f"words_{language}.txt").read_text("utf-8")
+    text = resources.files("whitebox_eval.tasks").joinpath("data", f"words_{language}.txt").read_text("utf-8")
     return [w.strip() for w in text.splitlines() if w.strip()]
 
 

@@ -1,0 +1,75 @@
+"""Datasets, one module each: its source formats, splits, demonstration pool, prompt
+styles and metric choices (issue 15: lm-eval's one-place-per-task). The suites
+(``mcqa``, ``formats``, ``mui``) import their data from here and never from each other.
+
+=========  ===============================================================================
+name       accepted files (module)
+=========  ===============================================================================
+mmlu       hendrycks CSV without header ``question,A,B,C,D,answer-letter`` (one file per
+           subject, or a folder of them), or a headered CSV ``question,choice0..3,answer``
+           (answer 0-3 or a letter; ``A..D`` / ``option0..`` columns also accepted)
+hellaswag  original jsonl: ``ctx`` (or ``ctx_a`` + ``ctx_b``), ``endings``, ``label``
+cosmosqa   csv or jsonl: ``id, context, question, answer0..answer3, label``
+halueval   dialogue JSON lines: ``knowledge, dialogue_history, right_response,
+           hallucinated_response``
+arc        llm-foundry jsonl (``query, choices, gold``) or AI2 jsonl
+           (``question.stem``, ``question.choices[].text/label``, ``answerKey``)
+triviaqa   llm-foundry jsonl (``context, answer, aliases``) or rc-style jsonl
+           (``question``, ``answer.value``, ``answer.aliases``); optional distractors
+           under ``distractors`` / ``incorrect_answers``
+ssd        synthetic (:mod:`.ssd`, paper 000 sec. 5.1)
+arithmetic synthetic (:mod:`.arithmetic`, paper 004 sec. 2.3)
+=========  ===============================================================================
+
+Shared pieces: :mod:`.items` (the MCQItem record), :mod:`.rows` (readers and the
+bad-row policy), :mod:`.prompts` (the papers' prompt formats), :mod:`.demos` (where
+k-shot demonstrations come from), :mod:`.hub` (hub datasets when online).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks.arc import load_arc
+from whitebox_eval.tasks.cosmosqa import load_cosmosqa
+from whitebox_eval.tasks.halueval import load_halueval
+from whitebox_eval.tasks.hellaswag import load_hellaswag
+from whitebox_eval.tasks.mmlu import load_mmlu
+from whitebox_eval.tasks.rows import MCQDataset
+from whitebox_eval.tasks.triviaqa import load_triviaqa
+
+LOADERS: dict[str, Callable[..., MCQDataset]] = {
+    "mmlu": load_mmlu,
+    "hellaswag": load_hellaswag,
+    "cosmosqa": load_cosmosqa,
+    "halueval": load_halueval,
+    "arc": load_arc,
+    "triviaqa": load_triviaqa,
+}
+
+
+def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", limit: int | None = None,
+                     seed: int = 0) -> MCQDataset:
+    """Load a local MCQA dataset by name (one of LOADERS) into MCQItems.
+
+    Args:
+        name: ``"mmlu"``, ``"hellaswag"``, ``"cosmosqa"``, ``"halueval"``, ``"arc"``, ``"triviaqa"``.
+        path: the file (or for MMLU a folder of subject CSVs), or ``hf:DATASET_ID[:CONFIG][@SPLIT]``
+            for a Hugging Face hub dataset when online (see :func:`load_from_hub`).
+        on_bad_row: ``"error"`` raises at the first malformed row (``file:line: problem``);
+            ``"skip"`` drops such rows, lists them in the result's ``bad_rows`` and warns.
+        limit: return only the first ``limit`` items.
+        seed: seeds the options built by HaluEval and TriviaQA.
+    """
+    key = name.strip().lower()
+    if key not in LOADERS:
+        raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
+    if limit is not None and limit < 0:
+        raise WhiteboxError(f"limit must be >= 0, got {limit}")
+    if isinstance(path, str) and path.startswith("hf:"):
+        from whitebox_eval.tasks.hub import load_from_hub
+
+        return load_from_hub(key, path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed)
+    return LOADERS[key](path, on_bad_row=on_bad_row, limit=limit, seed=seed)

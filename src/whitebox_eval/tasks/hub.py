@@ -1,0 +1,78 @@
+"""Datasets from the Hugging Face hub, exported once to their published local format.
+
+Hub layouts: cais/mmlu, Rowan/hellaswag, allenai/ai2_arc, allenai/cosmos_qa,
+pminervini/HaluEval (dialogue), mandarjoshi/trivia_qa (rc.nocontext). Each dataset
+module that needs one has a ``hub_row(row)`` turning a hub row into its file layout;
+the others' hub rows already have it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks.rows import MCQDataset
+
+
+def hub_row(name: str, row: dict[str, Any]) -> dict[str, Any] | list[str]:
+    """``row`` of hub dataset ``name`` in the layout its local loader reads."""
+    convert = getattr(importlib.import_module(f"whitebox_eval.tasks.{name}"), "hub_row", None)
+    return convert(row) if convert else dict(row)
+
+
+def hub_cache_dir() -> Path:
+    """Where hub datasets are exported in their local formats (under the model cache root)."""
+    from whitebox_eval.models.loading import cache_root
+
+    return cache_root() / "datasets"
+
+
+def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
+                  load_dataset: Callable[..., Any] | None = None) -> MCQDataset:
+    """Load ``name`` from the Hugging Face hub: ``spec`` is ``DATASET_ID[:CONFIG][@SPLIT]``.
+
+    The split is exported once to :func:`hub_cache_dir` in the dataset's published local
+    format and read by the same loader as a local file, so malformed rows are reported
+    with a file and line you can open. Needs the ``datasets`` package and network
+    access (``load_dataset`` can be injected for testing).
+    """
+    import csv as _csv
+
+    from whitebox_eval.tasks import LOADERS
+
+    key = name.strip().lower()
+    if key not in LOADERS:
+        raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
+    ident, _, split = spec.partition("@")
+    dataset_id, _, config = ident.partition(":")
+    split = split or "test"
+    if load_dataset is None:
+        try:
+            from datasets import load_dataset
+        except ImportError:
+            raise WhiteboxError("loading from the Hugging Face hub needs the `datasets` package: pip install datasets") from None
+    target = hub_cache_dir() / f"{key}-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
+    target = target.with_suffix(".csv" if key == "mmlu" else ".jsonl")
+    if not target.is_file():
+        try:
+            rows = load_dataset(dataset_id, config or None, split=split)
+        except Exception as e:  # network, unknown id, unknown split: all end the same way for the user
+            raise WhiteboxError(f"could not load {dataset_id!r} ({config or 'default'}, {split}) from the hub: {e}. "
+                                "Offline, download the files and pass their local path") from e
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(target.suffix + ".partial")
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            if key == "mmlu":
+                writer = _csv.writer(f)
+                writer.writerow(["question", "A", "B", "C", "D", "answer"])
+                for row in rows:
+                    writer.writerow(hub_row(key, row))
+            else:
+                for row in rows:
+                    f.write(json.dumps(hub_row(key, row), ensure_ascii=False) + "\n")
+        tmp.replace(target)
+    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed)
