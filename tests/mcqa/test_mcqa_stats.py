@@ -37,22 +37,31 @@ def full_run(tiny_mcqa_model, tmp_path_factory):  # noqa: F811
     return run_mcqa(cfg, tmp_path_factory.mktemp("runs"), run_id="all", loaded=tiny_mcqa_model, show_progress=False)
 
 
-def test_every_headline_metric_has_a_wilson_interval_on_the_test_items(full_run):
+#: metrics that select nothing: reported over every evaluated item, as lm-eval does (issue 15, item 4)
+ALL_ITEMS = {"acc,baseline", "pa,baseline", "acc,cloze", "acc_norm,cloze"}
+
+
+def test_every_headline_metric_has_a_wilson_interval_and_its_n(full_run):
     res = full_run.load_results()
     head = res["headline"]
     metrics = [k for k in head if not k.split(",")[0].endswith(("_ci", "_n", "_stderr", "_ci_method"))]
-    assert {"acc,baseline", "acc,qk_head", "acc,attention_head", "acc,head_score_head", "acc,pride", "pa,baseline",
-            "acc,cloze", "acc_norm,cloze", "acc,ablation_key_heads", "acc,ablation_random_heads"} <= set(metrics)
+    assert {"acc,baseline", "acc,baseline_test", "acc,qk_head", "acc,attention_head", "acc,head_score_head", "acc,pride",
+            "pa,baseline", "acc,cloze", "acc_norm,cloze", "acc,ablation_key_heads", "acc,ablation_random_heads"} <= set(metrics)
+    assert res["n_test"] == 30 and res["n_items"] == res["n_evaluated"] == 40
     for key in metrics:
         name, filt = key.split(",", 1)
         lo, hi = head[f"{name}_ci,{filt}"]
-        assert lo <= head[key] <= hi and head[f"{name}_n,{filt}"] == res["n_test"] == 30
+        n = 40 if key in ALL_ITEMS else 30  # selecting methods (and the baseline beside them) on the test items
+        assert lo <= head[key] <= hi and head[f"{name}_n,{filt}"] == n, key
         if head[f"{name}_ci_method,{filt}"] == "wilson":  # the interval of k correct of n
-            k = round(head[key] * 30)
-            assert (lo, hi) == pytest.approx(stats.wilson(k, 30), abs=1e-12)
+            k = round(head[key] * n)
+            assert (lo, hi) == pytest.approx(stats.wilson(k, n), abs=1e-12)
     # the baseline recounted from samples.jsonl, independently of the study's arrays
-    test = [s for s in _samples(full_run) if s["split"] == "test"]
-    assert head["acc,baseline"] == pytest.approx(np.mean([s["pred_baseline"] == s["gold"] for s in test]))
+    samples = _samples(full_run)
+    test = [s for s in samples if s["split"] == "test"]
+    assert head["acc,baseline"] == pytest.approx(np.mean([s["pred_baseline"] == s["gold"] for s in samples]))
+    assert head["acc,baseline_test"] == pytest.approx(np.mean([s["pred_baseline"] == s["gold"] for s in test]))
+    assert head["acc,cloze"] == pytest.approx(np.mean([s["pred_cloze"] == s["gold"] for s in samples]))
 
 
 def test_paired_tests_count_the_discordant_test_items(full_run):
@@ -140,7 +149,7 @@ def test_chance_is_over_the_essential_options(full_run, capsys):
     res = full_run.load_results()
     assert res["n_options"] == 6 and res["n_essential_options"] == 4 and res["chance"] == 0.25
     assert "NOT significant" in out or "significant at 0.05" in out
-    assert "[" in out.split("acc,baseline", 1)[1].splitlines()[0]  # the interval beside the value
+    assert "[" in out.split("  acc,baseline ", 1)[1].splitlines()[0]  # the interval beside the value
     assert "degenerate" in out
 
 

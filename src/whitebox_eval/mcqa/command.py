@@ -21,10 +21,17 @@ from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_
               help="demonstrations before each question (0-5): for MMLU with a dev/ folder beside test/, the first K dev "
                    "rows of the item's own subject; otherwise a seeded draw from the task's first 15 items, which are "
                    "then never evaluated (config.yaml records the source and ids)")
-@click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True, help="number of evaluated items")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="evaluate only the first N items [default: every item of a file; 500 generated ssd/arithmetic items]; "
+                   "the summary says 'evaluated N of M items (--limit)'")
+@click.option("--prompt", type=click.Choice(["paper", "lm-eval"]), default="paper", show_default=True,
+              help="prompt text: paper = paper 000's MCQ format; lm-eval = lm-evaluation-harness 0.4.13's task text "
+                   "(mmlu: subject header, A.-D. lines, 'Answer:', letters scored as the next token; hellaswag, arc: "
+                   "cloze over the option texts, acc and acc_norm as lm-eval computes them)")
 @click.option("--representative", default="eol", show_default=True, help="option token(s) for head scores: label, label_sep, content_end, eol, content_mean (mean over the option text)")
-@click.option("--methods", default="baseline,qk,attention,lens,pride,pa", show_default=True,
-              help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, cloze")
+@click.option("--methods", default=None,
+              help="comma list of baseline, qk, attention, lens (logit lens), pride, pa (permutation accuracy), ablation, "
+                   "cloze [default: baseline,qk,attention,lens,pride,pa; cloze for hellaswag/arc with --prompt lm-eval]")
 @click.option("--ablation-k", type=click.IntRange(min=1), default=5, show_default=True, help="heads zeroed by the ablation method (vs as many random heads of the same layers, never the key heads)")
 @click.option("--ablation-draws", default=5, show_default=True, type=click.IntRange(min=1),
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
@@ -48,12 +55,13 @@ def mcqa(**kw) -> None:
     equal to a single-process run):
       torchrun --nproc-per-node 4 -m whitebox_eval --device cuda mcqa --limit 2500
     """
-    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+    from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa
 
+    methods = default_methods(kw["task"], kw["prompt"]) if kw["methods"] is None else kw["methods"].split(",")
     cfg = MCQAConfig(
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
-        uncertainty=kw["uncertainty"], language=kw["language"], shots=kw["shots"], limit=kw["limit"],
-        representative=kw["representative"], methods=tuple(m.strip() for m in kw["methods"].split(",") if m.strip()),
+        uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
+        representative=kw["representative"], methods=tuple(m.strip() for m in methods if m.strip()), prompt=kw["prompt"],
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]),
     )
@@ -65,7 +73,8 @@ def mcqa(**kw) -> None:
 PAIRED_WORDS = {"qk_head_vs_baseline": "QK head vs baseline", "attention_head_vs_baseline": "Attention head vs baseline",
                 "head_score_head_vs_baseline": "HeadScore head vs baseline", "pride_vs_baseline": "PriDe vs baseline",
                 "ablation_key_vs_random": "ablation: key heads vs random heads (mean over draws)",
-                "ablation_key_vs_unablated": "ablation: key heads zeroed vs nothing zeroed"}
+                "ablation_key_vs_unablated": "ablation: key heads zeroed vs nothing zeroed",
+                "cloze_vs_baseline": "cloze vs baseline (all items)"}
 
 
 def _print_mcqa_summary(folder) -> None:
@@ -75,12 +84,21 @@ def _print_mcqa_summary(folder) -> None:
     res = folder.load_results()
     n_ess = res.get("n_essential_options", res["n_options"])
     click.echo(f"\nrun folder: {folder.path}")
-    click.echo(f"items: {res['n_items']} (validation {res['n_val']}, test {res['n_test']}); heads, PriDe's prior and "
-               "degenerate-head marks come from the validation items, every number below from the test items")
+    n_total = res.get("n_total", res["n_items"])
+    if res["n_items"] < n_total:
+        click.echo(f"evaluated {res['n_items']} of {n_total} items (--limit)")
+    else:
+        click.echo(f"evaluated all {res['n_items']} items")
+    if res.get("prompt_style") == "lm-eval":
+        click.echo("prompt: lm-eval (lm-evaluation-harness 0.4.13's task text; acc/acc_norm as it computes them)")
+    if res["n_val"]:
+        click.echo(f"split: validation {res['n_val']}, test {res['n_test']}: heads, PriDe's prior and degenerate-head marks "
+                   "come from the validation items and those methods are reported on the test items; the baseline, cloze "
+                   "and lens on all items (acc,baseline_test: the baseline on the test items, as in the paired tests)")
     unc = res["n_options"] - n_ess
     click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
     click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
-    click.echo("test accuracy [95% interval] (n, interval method):")
+    click.echo("accuracy [95% interval] (n, interval method):")
     for key, value, ci in estimate_rows(res["headline"], res):
         if ci is None:
             click.echo(f"  {key:28s} {value:6.1%}" if isinstance(value, (int, float)) else f"  {key:28s} {value}")

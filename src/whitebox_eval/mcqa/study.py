@@ -39,6 +39,7 @@ from whitebox_eval.internals import Engine, ScaleHeads
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
+from whitebox_eval.tasks import lm_eval
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
@@ -50,6 +51,12 @@ from whitebox_eval.runs.parts import read_parts, write_part
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
 HEAD_METHODS = ("qk", "attention")
+#: methods that choose something (a head, a prior) on validation items: with any of them
+#: the items are split and those methods are reported on the test items only
+SELECTING_METHODS = ("qk", "attention", "pride", "ablation")
+#: methods that need the options listed in the prompt (every method but the cloze)
+LETTER_METHODS = tuple(m for m in METHODS if m != "cloze")
+SYNTHETIC_DEFAULT_LIMIT = 500  # ssd / arithmetic generate items: this many unless --limit says otherwise
 
 
 @dataclass
@@ -63,7 +70,8 @@ class MCQAConfig:
     uncertainty: bool = True
     language: str = "en"
     shots: int = 0
-    limit: int | None = 500
+    limit: int | None = None
+    prompt: str = "paper"
     representative: str = "eol"
     methods: tuple[str, ...] = DEFAULT_METHODS
     seed: int = 0
@@ -81,15 +89,24 @@ class MCQAConfig:
         return config_dict(self, "mcqa")
 
 
+def dataset_name(task: str) -> str:
+    """The dataset a task spec names: ``mmlu=PATH`` -> ``mmlu``, ``arithmetic:add1`` -> ``arithmetic``."""
+    return task.split("=", 1)[0].strip().lower() if "=" in task else task.split(":", 1)[0].strip().lower()
+
+
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
-    """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file."""
+    """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file.
+
+    A file gives all its items (``--limit`` is applied after the demonstration pool is
+    set aside, so the summary can say how many of how many were evaluated); a synthetic
+    task generates ``limit`` items (``SYNTHETIC_DEFAULT_LIMIT`` without one) plus the pool."""
     from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
     from whitebox_eval.tasks import LOADERS, load_mcq_dataset
     from whitebox_eval.tasks.ssd import make_ssd
 
     from whitebox_eval.tasks.demos import POOL_SIZE, uses_dev_split
 
-    n = cfg.limit if cfg.limit is not None else 2500
+    n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with an MMLU dev split)
     extra = POOL_SIZE if cfg.shots > 0 and not uses_dev_split(cfg.task, cfg.shots) else 0
     if cfg.task == "ssd":
@@ -100,7 +117,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
         return make_arithmetic_suite(per, seed=cfg.seed, categories=cats, n_options=cfg.n_options)[: n + extra]
     if "=" in cfg.task:
         name, path = cfg.task.split("=", 1)
-        return list(load_mcq_dataset(name, path, on_bad_row=cfg.on_bad_row, limit=None if cfg.limit is None else n + extra, seed=cfg.seed))
+        return list(load_mcq_dataset(name, path, on_bad_row=cfg.on_bad_row, seed=cfg.seed))
     raise WhiteboxError(
         f"unknown task {cfg.task!r}: use ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of {', '.join(sorted(LOADERS))}"
     )
@@ -123,14 +140,33 @@ class _Study:
         self.engine = Engine(loaded)
         self.world = world
         self.show_progress = show_progress if world.main else False
-        self.rendered = [self.render(it) for it in items]
-        self.n_max = max(len(r.options) for r in self.rendered)
+        self.dataset = dataset_name(cfg.task)
+        self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
+        self.rendered = [self.render(it) for it in items] if self.letters else []
         self.n_essential = max(len(it.options) for it in items)
-        self.split = hs.validation_split(len(items), cfg.val_fraction, cfg.min_val_items, cfg.seed)
+        self.n_max = max(len(r.options) for r in self.rendered) if self.rendered else self.n_essential
+        if any(m in SELECTING_METHODS for m in cfg.methods):
+            self.split = hs.validation_split(len(items), cfg.val_fraction, cfg.min_val_items, cfg.seed)
+        else:  # nothing is selected: every item is reported
+            self.split = hs.Split(val=np.arange(0), test=np.arange(len(items)))
         self._prefixes: dict[str, object] = {}  # demonstrations text -> its cached key/values
 
     def render(self, item: MCQItem) -> RenderedPrompt:
-        return render_prompt(item, demos=self.demos.for_item(item), labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+        demos = self.demos.for_item(item)
+        if self.cfg.prompt == lm_eval.LM_EVAL:
+            docs = [lm_eval.doc(self.dataset, d) for d in demos]
+            return lm_eval.render_letters(lm_eval.doc(self.dataset, item), docs, item.id)
+        return render_prompt(item, demos=demos, labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+
+    def cloze_request(self, item: MCQItem) -> tuple[str, list[str], list[str]]:
+        """(context, continuations, choices) of the cloze: lm-eval's text with ``--prompt
+        lm-eval``; otherwise ``[context\\n]Question: ..\\nAnswer:`` and ``" " + option``."""
+        if self.cfg.prompt == lm_eval.LM_EVAL:
+            query = lm_eval.doc(self.dataset, item)
+            docs = [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
+            return lm_eval.context(query, docs), lm_eval.continuations(query), query.choices
+        context = (f"{item.context}\n" if item.context else "") + f"Question: {item.question}\nAnswer:"
+        return context, [" " + o for o in item.options], list(item.options)
 
     def prefix_for(self, rendered: Sequence[RenderedPrompt]):
         """The cached demonstrations shared by every prompt of a batch (one cache per subject
@@ -178,7 +214,7 @@ class _Study:
         return self.world.shard([i for i in indices if i not in done], block=batch_size)
 
     @staticmethod
-    def _collect(parts: Path, indices: Sequence[int]) -> dict[str, np.ndarray]:
+    def _collect(parts: Path, indices: Sequence[int], dtype=np.float32) -> dict[str, np.ndarray]:
         where = {i: j for j, i in enumerate(indices)}
         out: dict[str, np.ndarray] = {}
         filled: set[int] = set()
@@ -189,7 +225,7 @@ class _Study:
                 if key == "index":
                     continue
                 if key not in out:
-                    out[key] = np.full((len(indices), *z[key].shape[1:]), np.nan, dtype=np.float32)
+                    out[key] = np.full((len(indices), *z[key].shape[1:]), np.nan, dtype=dtype)
                 for src, dst in enumerate(rows):
                     if dst is not None:
                         out[key][dst] = z[key][src]
@@ -247,35 +283,45 @@ class _Study:
         return self.run_pass(name, lambda i: self.rendered[i], test, ["baseline"], edits)["letter_logits"]
 
     def cloze_pass(self) -> tuple[np.ndarray, np.ndarray]:
-        """Summed and byte-length-normalised log-likelihood of each option text (lm-eval acc / acc_norm)."""
+        """Each choice's summed log-likelihood as a continuation, and that sum divided by the
+        choice's length in characters: lm-eval's acc / acc_norm inputs (:mod:`whitebox_eval.tasks.lm_eval`).
+        Log-likelihoods are kept in float64 so near-ties are decided as lm-eval decides them.
+        Without a main pass (a cloze-only study) it streams ``samples.jsonl`` itself."""
         tok = self.loaded.tokenizer
         parts = self.folder.path / "arrays" / "parts" / "cloze"
         bs = max(1, self.cfg.batch_size // 2)
         todo = self._pending(parts, range(len(self.items)), bs)
+        done = self.folder.done_ids() if not self.letters else set()
         for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="mcqa cloze", enabled=self.show_progress):
             chunk = todo[start:start + bs]
-            ctx, cont, owner = [], [], []
+            ctx, cont, requests = [], [], []
             for i in chunk:
-                it = self.items[i]
-                context = (f"{it.context}\n" if it.context else "") + f"Question: {it.question}\nAnswer:"
-                c_ids = tok(context)["input_ids"]
-                for o in it.options:
-                    full = tok(context + " " + o)["input_ids"]
+                context, continuations, choices = self.cloze_request(self.items[i])
+                requests.append((context, continuations, choices))
+                for c in continuations:
+                    c_ids, x_ids = lm_eval.encode_pair(tok, context, c)
                     ctx.append(c_ids)
-                    cont.append(full[len(c_ids):] if full[: len(c_ids)] == c_ids else tok(" " + o, add_special_tokens=False)["input_ids"])
-                    owner.append(i)
+                    cont.append(x_ids)
             lp = continuation_logprobs(self.engine, ctx, cont)
-            ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float32)
+            ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
-            k = 0
-            for row, i in enumerate(chunk):
-                for j, o in enumerate(self.items[i].options):
-                    ll[row, j] = lp[k]
-                    norm[row, j] = lp[k] / max(1, len((" " + o).encode()))
-                    k += 1
+            k, records = 0, []
+            for row, (i, (context, continuations, choices)) in enumerate(zip(chunk, requests)):
+                n = len(choices)
+                ll[row, :n] = lp[k:k + n]
+                norm[row, :n] = ll[row, :n] / lm_eval.choice_lengths(choices)
+                k += n
+                it = self.items[i]
+                if not self.letters and it.id not in done:
+                    records.append({"id": it.id, "gold": it.gold, "n_options": n, "prompt": context,
+                                    "continuations": continuations})
+            if records:
+                self.folder.append_samples(records)
             write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
         self.world.barrier()
-        arrays = self._collect(parts, range(len(self.items)))
+        if not self.letters and self.world.main:
+            self.folder.merge_shards([it.id for it in self.items])
+        arrays = self._collect(parts, range(len(self.items)), dtype=np.float64)
         return arrays["loglik"], arrays["loglik_norm"]
 
 
@@ -302,8 +348,10 @@ def run_mcqa(
     for m in cfg.methods:
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    check_prompt(cfg)
     items = load_items(cfg)
     demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row)
+    n_total = len(items)  # what the task offers for evaluation (a demonstration pool already removed)
     if cfg.limit is not None:
         items = items[: cfg.limit]
     if not items:
@@ -315,12 +363,39 @@ def run_mcqa(
     ranks = current_world()
     config = cfg.to_dict()
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
+    if cfg.prompt == lm_eval.LM_EVAL:
+        config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
+                                  "tasks": sorted({lm_eval.doc(dataset_name(cfg.task), it).task for it in items})}
     folder = create_run(ranks, output, config, run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
+    study.n_total = n_total
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     return finalize(study)
+
+
+def default_methods(task: str, prompt: str = "paper") -> tuple[str, ...]:
+    """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
+    ARC) with ``--prompt lm-eval`` show no options, so only the cloze applies."""
+    if prompt == lm_eval.LM_EVAL and dataset_name(task) in ("hellaswag", "arc"):
+        return ("cloze",)
+    return DEFAULT_METHODS
+
+
+def check_prompt(cfg: MCQAConfig) -> None:
+    """One-line errors for a prompt style the task lacks or methods it cannot run."""
+    name = dataset_name(cfg.task)
+    lm_eval.check_style(name, cfg.prompt)
+    if cfg.prompt != lm_eval.LM_EVAL:
+        return
+    letters = [m for m in cfg.methods if m in LETTER_METHODS]
+    if letters and default_methods(cfg.task, cfg.prompt) == ("cloze",):
+        raise WhiteboxError(f"lm-eval's {name} task scores the option texts as continuations and lists no options, so "
+                            f"{', '.join(letters)} cannot run with --prompt lm-eval; use --methods cloze "
+                            "(or --prompt paper for the letter methods)")
+    if cfg.labels != "letters":
+        raise WhiteboxError("--prompt lm-eval writes lm-eval's labels A, B, C, D; drop --labels")
 
 
 SPLIT_RULE = ("heads (best QK / Attention head, HeadScore head, ablation's key heads), degenerate-head marks and "
@@ -345,15 +420,21 @@ def finalize(study: _Study) -> RunFolder:
 
     cfg, folder, items, split = study.cfg, study.folder, study.items, study.split
     writer = study.world.main  # every rank runs the passes; rank 0 alone writes what follows from them
-    main = study.main_pass()
+    main = study.main_pass() if study.letters else {}
     gold = np.array([it.gold for it in items])
     test = split.test
+    selecting = len(split.val) > 0  # a head or prior is chosen: those methods report on the test items
     predict = lambda x: hs.option_predictions(np.nan_to_num(x, nan=-np.inf), cfg.seed)  # noqa: E731
-    base_pred = predict(main["letter_logits"])
-    correct: dict[str, np.ndarray] = {"baseline": _correct(base_pred[test], gold[test])}  # per test item
+    correct: dict[str, np.ndarray] = {}  # per test item, for the paired tests
     n_unc = study.n_max - study.n_essential
     results: dict = {
-        "n_items": len(items), "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max,
+        "n_items": len(items), "n_total": study.n_total, "n_evaluated": len(items), "limit": cfg.limit,
+        "prompt_style": cfg.prompt,
+        "reported_on": ("baseline, cloze, PA of the baseline and the logit lens: all evaluated items; "
+                        + ("methods that choose on validation items (heads, PriDe's prior): the test items, and "
+                           "acc,baseline_test is the baseline on those same items for the paired tests" if selecting
+                           else "nothing is selected, so there is no validation split")),
+        "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max,
         "n_essential_options": study.n_essential, "chance": 1.0 / study.n_essential,
         "chance_note": f"1 / {study.n_essential} essential options" + (f"; the {n_unc} uncertainty options are never gold" if n_unc else ""),
         "split": {"rule": SPLIT_RULE, "seed": cfg.seed, "val_fraction": cfg.val_fraction, "min_val_items": cfg.min_val_items,
@@ -363,12 +444,19 @@ def finalize(study: _Study) -> RunFolder:
                      "degenerate: listed, never ranked or selected"),
     }
     headline: dict = {}
-    stats.add_proportion(headline, "acc,baseline", correct["baseline"])
-    stats.add_proportion(results, "acc,baseline_all", _correct(base_pred, gold))
-    bias = selection_bias(base_pred[test], gold[test], study.n_max)
-    results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
-                                         "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
-    dists = {"baseline": bias.prediction_distribution}
+    dists: dict = {}
+    if study.letters:
+        # lm-eval's acc takes the first of tied letters; the paper style draws among ties (hs.TIE_RTOL)
+        base_pred = lm_eval.first_argmax(main["letter_logits"]) if cfg.prompt == lm_eval.LM_EVAL else predict(main["letter_logits"])
+        base_all = _correct(base_pred, gold)
+        correct["baseline"] = base_all[test]
+        stats.add_proportion(headline, "acc,baseline", base_all)
+        if selecting:
+            stats.add_proportion(headline, "acc,baseline_test", correct["baseline"])
+        bias = selection_bias(base_pred, gold, study.n_max)
+        results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
+                                             "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
+        dists["baseline"] = bias.prediction_distribution
     for key, arr in main.items() if writer else ():
         folder.save_array(key, arr)
     selected: dict[str, hs.HeadSelection] = {}
@@ -409,19 +497,19 @@ def finalize(study: _Study) -> RunFolder:
         stats.add_proportion(headline, "acc,head_score_head", correct["head_score_head"])
         if "qk" in main:
             stats.add_proportion(headline, "acc,head_score_qk", _correct(predict(main["qk"][:, l0, h0])[test], gold[test]))
-    if "lens" in main:
-        lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])[test]
-        curve = per_layer_accuracy(lens, gold[test])
+    if "lens" in main:  # nothing is chosen: every evaluated item
+        lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])
+        curve = per_layer_accuracy(lens, gold)
         results["lens_accuracy_per_layer"] = [float(x) for x in curve]
-        hits = (np.argmax(lens, axis=-1) == gold[test][:, None]).sum(axis=0)
-        results["lens_accuracy_per_layer_ci"] = [list(stats.wilson(int(k), len(test))) for k in hits]
+        hits = (np.argmax(lens, axis=-1) == gold[:, None]).sum(axis=0)
+        results["lens_accuracy_per_layer_ci"] = [list(stats.wilson(int(k), len(items))) for k in hits]
         if writer:
             plots.plot_logit_lens_accuracy(np.asarray(curve), folder.plot_path("logit_lens_accuracy"), baseline=headline["acc,baseline"])
     if "pa" in cfg.methods:
         # PA = (1/N) sum I_i I_i^p (000 sec. 5.3): right on the item and on its option-permuted copy
         perm, orders = study.perm_pass()
         pgold = np.array([o.index(it.gold) for o, it in zip(orders, items)])
-        stats.add_proportion(headline, "pa,baseline", correct["baseline"] * _correct(predict(perm["letter_logits"])[test], pgold[test]))
+        stats.add_proportion(headline, "pa,baseline", base_all * _correct(predict(perm["letter_logits"]), pgold))
         for method, sel in selected.items():
             pp = predict(perm[method][:, sel.layer, sel.head])[test]
             stats.add_proportion(headline, f"pa,{method}_head", sel.test_correct * _correct(pp, pgold[test]))
@@ -444,14 +532,17 @@ def finalize(study: _Study) -> RunFolder:
         from whitebox_eval.mcqa.ablation import ablation_study
 
         results["ablation"] = ablation_study(study, main, gold, selected["qk"].degenerate, headline, results)
-    if "cloze" in cfg.methods:
+    if "cloze" in cfg.methods:  # lm-eval's acc / acc_norm: first choice on ties, every evaluated item
         ll, norm = cloze = study.cloze_pass()
-        stats.add_proportion(headline, "acc,cloze", _correct(_argmax(ll)[test], gold[test]))
-        stats.add_proportion(headline, "acc_norm,cloze", _correct(_argmax(norm)[test], gold[test]))
+        stats.add_proportion(headline, "acc,cloze", _correct(lm_eval.first_argmax(ll), gold))
+        stats.add_proportion(headline, "acc_norm,cloze", _correct(lm_eval.first_argmax(norm), gold))
+        if "baseline" in correct:
+            stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(lm_eval.first_argmax(ll), gold), base_all))
     if writer:
         folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
-        plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
-                                           letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
+        if dists:
+            plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
+                                               letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
         results["headline"] = headline
         folder.save_results(results)
     return folder
@@ -464,8 +555,8 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
     extras: dict = {}
     val = set(int(i) for i in study.split.val)
     for i, it in enumerate(study.items):
-        n = len(study.rendered[i].options)
-        e: dict = {"split": "validation" if i in val else "test"}
+        n = len(study.rendered[i].options) if study.rendered else len(it.options)
+        e: dict = {"split": ("validation" if i in val else "test") if val else "all (nothing selected)"}
         for method, sel in selected.items():
             row = main[method][i, sel.layer, sel.head, :n]
             e[f"{method}_head"] = {"head": [sel.layer, sel.head], "scores": [float(x) for x in row],
@@ -475,5 +566,6 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
         if cloze is not None:
             e["cloze_loglik"] = [float(x) for x in cloze[0][i, : len(it.options)]]
             e["cloze_loglik_norm"] = [float(x) for x in cloze[1][i, : len(it.options)]]
+            e["pred_cloze"], e["pred_cloze_norm"] = int(lm_eval.first_argmax(cloze[0][i])), int(lm_eval.first_argmax(cloze[1][i]))
         extras[it.id] = e
     return extras

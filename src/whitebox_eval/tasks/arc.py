@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.lm_eval import LmEvalDoc
 from whitebox_eval.tasks.rows import (
     Collector, MCQDataset, Row, RowError, existing, int_label, read_jsonl, require, strip_cue, text_list)
 
@@ -38,7 +39,7 @@ def load_arc(path: str | Path, *, on_bad_row: str = "error", limit: int | None =
             ident = d.get("id", r.line)
         else:
             raise RowError("missing field 'query' (llm-foundry layout) or 'question' object (AI2 layout)")
-        return MCQItem(id=f"arc/{ident}", question=q, options=opts, gold=gold)
+        return MCQItem(id=f"arc/{ident}", question=q, options=opts, gold=gold, meta={"file": path.name})
 
     items = [i for r in read_jsonl(path) if (i := col.build(r, make)) is not None]
     return col.finish(items, "arc", path, limit)
@@ -49,3 +50,11 @@ def hub_row(row: dict) -> dict:
     choices = row["choices"]
     return {"query": f"Question: {row['question']}\nAnswer:", "choices": list(choices["text"]),
             "gold": list(choices["label"]).index(row["answerKey"])}
+
+
+def lm_eval_doc(item: MCQItem) -> LmEvalDoc:
+    """lm-eval's ``arc_challenge`` / ``arc_easy``: ``Question: {question}\\nAnswer:``, the
+    choice texts as continuations (cloze). The task name follows the file name."""
+    task = "arc_easy" if "easy" in str(item.meta.get("file", "")).lower() else "arc_challenge"
+    return LmEvalDoc(task=task, text=f"Question: {item.question}\nAnswer:", choices=list(item.options),
+                     gold=item.gold, output="cloze")

@@ -9,6 +9,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.items import MCQItem
+from whitebox_eval.tasks.lm_eval import LmEvalDoc
 from whitebox_eval.tasks.rows import (
     Collector, MCQDataset, Row, RowError, existing, letter_index, read_csv)
 
@@ -95,3 +96,19 @@ def load_mmlu(path: str | Path, *, on_bad_row: str = "error", limit: int | None 
 def hub_row(row: dict) -> list[str]:
     """A cais/mmlu row as a headered-CSV record ``question,A,B,C,D,answer`` (answer 0-3)."""
     return [row["question"], *row["choices"], str(row["answer"])]
+
+
+# ----------------------------------------------------------------------------- lm-eval style
+
+def description(subject: str | None) -> str:
+    """The header line of lm-eval's ``mmlu_<subject>`` tasks (and of the MMLU paper)."""
+    return f"The following are multiple choice questions (with answers) about {(subject or '').replace('_', ' ')}.\n\n"
+
+
+def lm_eval_doc(item: MCQItem) -> LmEvalDoc:
+    """lm-eval's ``mmlu_<subject>``: ``{question.strip()}\\nA. ..\\nD. ..\\nAnswer:``, choices
+    ``A``..``D`` scored as the next token (our letter baseline), acc only."""
+    letters = [chr(ord("A") + i) for i in range(len(item.options))]
+    text = item.question.strip() + "".join(f"\n{lab}. {opt}" for lab, opt in zip(letters, item.options)) + "\nAnswer:"
+    return LmEvalDoc(task=f"mmlu_{item.subject}", text=text, choices=letters, gold=item.gold, output="letters",
+                     description=description(item.subject), metrics=("acc",), options=tuple(item.options))

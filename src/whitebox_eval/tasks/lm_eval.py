@@ -1,0 +1,157 @@
+"""The ``lm-eval`` prompt style: lm-evaluation-harness 0.4.13's text for the tasks it has.
+
+A dataset module that lm-eval has a task for defines ``lm_eval_doc(item) -> LmEvalDoc``
+(its ``doc_to_text``, ``doc_to_choice``, ``doc_to_target`` and ``description``);
+:data:`STYLES` lists, per dataset, the prompt styles it offers.
+
+How lm-eval builds a multiple-choice request (``api/task.py`` ``fewshot_context`` and
+``build_qa_turn``, ``api/model.py`` ``_encode_pair``) and what we do the same way:
+
+- context = description + every demonstration as ``text + " " + answer + "\\n\\n"`` +
+  the query's text (target delimiter ``" "``, few-shot delimiter ``"\\n\\n"``);
+- each choice is the continuation ``" " + choice``; trailing whitespace of the context
+  moves to the continuation; context + continuation is tokenized as one string (the
+  tokenizer's default special tokens) and the continuation is what follows the
+  context's tokens;
+- ``acc`` = argmax of the summed log-likelihoods, ``acc_norm`` = argmax of the
+  log-likelihoods divided by the number of *characters* of each choice (without the
+  delimiter); ties go to the first choice (``np.argmax``).
+
+``letters`` tasks (MMLU) list the options in the prompt and score the choices ``A``..``D``
+as one next token: that is our baseline's letter logits, so the white-box scores (QK,
+attention, lens) come from the same pass. ``cloze`` tasks (HellaSwag, ARC) score the
+option texts as continuations and show no options in the prompt.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks.prompts import OptionSpans, RenderedPrompt, Span
+
+PAPER, LM_EVAL = "paper", "lm-eval"
+#: the prompt styles each dataset offers (``paper`` = papers 000/004's formats)
+STYLES: dict[str, tuple[str, ...]] = {
+    "mmlu": (PAPER, LM_EVAL), "hellaswag": (PAPER, LM_EVAL), "arc": (PAPER, LM_EVAL),
+    "cosmosqa": (PAPER,), "halueval": (PAPER,), "triviaqa": (PAPER,), "ssd": (PAPER,), "arithmetic": (PAPER,),
+}
+LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
+TARGET_DELIMITER, FEWSHOT_DELIMITER = " ", "\n\n"
+#: why each dataset without an lm-eval style has none
+NO_LM_EVAL_TASK = {
+    "cosmosqa": "lm-eval 0.4.13 has no CosmosQA task",
+    "halueval": "lm-eval's halueval tasks ask for a Yes/No judgment, not paper 000's four dialogue options",
+    "triviaqa": "lm-eval's triviaqa is free generation (use the formats command)",
+    "ssd": "synthetic (paper 000)", "arithmetic": "synthetic (paper 004)",
+}
+
+
+@dataclass(frozen=True)
+class LmEvalDoc:
+    """One item as lm-eval's task config turns it into text.
+
+    ``task``: lm-eval's task name (``mmlu_anatomy``, ``hellaswag``, ``arc_challenge``);
+    ``text``: ``doc_to_text``; ``choices``: ``doc_to_choice``; ``gold``: ``doc_to_target``
+    as an index; ``output``: ``"letters"`` (choices are option labels listed in the text
+    as ``\\n{label}. {option}`` lines) or ``"cloze"``; ``description``: the task's header;
+    ``metrics``: what lm-eval reports; ``options``: the listed texts (letters only).
+    """
+
+    task: str
+    text: str
+    choices: list[str]
+    gold: int
+    output: str
+    description: str = ""
+    metrics: tuple[str, ...] = field(default=("acc", "acc_norm"))
+    options: tuple[str, ...] = ()  # letters: the option texts listed after the labels
+
+    @property
+    def answer(self) -> str:
+        return self.choices[self.gold]
+
+
+def check_style(dataset: str, style: str) -> None:
+    """Raise a one-line error if ``dataset`` has no prompt style ``style``."""
+    styles = STYLES.get(dataset, (PAPER,))
+    if style not in (PAPER, LM_EVAL):
+        raise WhiteboxError(f"unknown --prompt style {style!r}; choose {PAPER} or {LM_EVAL}")
+    if style not in styles:
+        why = NO_LM_EVAL_TASK.get(dataset, "lm-eval has no task for it")
+        raise WhiteboxError(f"task {dataset} has prompt styles: {', '.join(styles)} ({why}); use --prompt {PAPER}")
+
+
+def doc(dataset: str, item) -> LmEvalDoc:
+    """``item`` as lm-eval's task for ``dataset`` sees it."""
+    check_style(dataset, LM_EVAL)
+    return importlib.import_module(f"whitebox_eval.tasks.{dataset}").lm_eval_doc(item)
+
+
+def context(query: LmEvalDoc, demos: Sequence[LmEvalDoc] = ()) -> str:
+    """lm-eval's plain-text context: description, demonstrations, the query's text."""
+    shots = "".join(d.text + TARGET_DELIMITER + d.answer + FEWSHOT_DELIMITER for d in demos)
+    return query.description + shots + query.text
+
+
+def continuations(query: LmEvalDoc) -> list[str]:
+    """What is scored after the context for each choice (target delimiter + choice)."""
+    return [TARGET_DELIMITER + c for c in query.choices]
+
+
+def encode_pair(tokenizer, context_text: str, continuation: str) -> tuple[list[int], list[int]]:
+    """lm-eval's ``_encode_pair`` for causal models: trailing whitespace of the context
+    moves to the continuation; the whole string is tokenized and the continuation is the
+    tokens after the context's own (``whole[len(context):]``, no prefix check)."""
+    n = len(context_text) - len(context_text.rstrip())
+    if n:
+        continuation, context_text = context_text[-n:] + continuation, context_text[:-n]
+    whole = tokenizer(context_text + continuation)["input_ids"]
+    ctx = tokenizer(context_text)["input_ids"]
+    return list(ctx), list(whole[len(ctx):])
+
+
+def choice_lengths(choices: Sequence[str]) -> np.ndarray:
+    """acc_norm's denominators: characters of each choice, without the target delimiter."""
+    return np.array([float(len(c)) for c in choices])
+
+
+def first_argmax(scores: np.ndarray) -> np.ndarray:
+    """Index of the largest score per row, the first one on ties (lm-eval's ``np.argmax``);
+    ``nan`` / ``-inf`` padding never wins over a real score."""
+    return np.argmax(np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-np.inf), axis=-1)
+
+
+def render_letters(query: LmEvalDoc, demos: Sequence[LmEvalDoc], item_id: str) -> RenderedPrompt:
+    """A ``letters`` request as a :class:`RenderedPrompt`, so the white-box scorers find
+    every option's tokens: the shared prefix is description + demonstrations, each option
+    line ``\\n{label}. {text}`` gives the label, ``.`` and content spans and its line end
+    (the next ``\\n``), and the answers are the continuations ``" A"``.. ``" D"``."""
+    if query.output != "letters":
+        raise WhiteboxError(f"lm-eval's {query.task} task scores option texts as continuations (a cloze task): "
+                            "only --methods cloze applies with --prompt lm-eval")
+    text = context(query, demos)
+    prefix_len = len(text) - len(query.text)
+    pos, spans = prefix_len, []
+    for i, (label, option) in enumerate(zip(query.choices, query.options)):
+        line = f"\n{label}. {option}"
+        at = text.find(line, pos)
+        if at < 0:
+            raise WhiteboxError(f"item {item_id}: option line {line!r} not found in lm-eval's text")
+        start = at + 1
+        content = Span(start + len(label) + 2, start + len(line) - 1)
+        eol_at = text.index("\n", content.end)
+        spans.append(OptionSpans(i, Span(start, start + len(label)), Span(start + len(label), start + len(label) + 1),
+                                 content, None, Span(eol_at, eol_at + 1), False))
+        pos = content.end
+    cue = text.rindex("Answer:")
+    first_line = re.match(r"[^\n]*", text[prefix_len:]).group(0)
+    return RenderedPrompt(text=text, prefix_len=prefix_len, fmt="lm-eval", item_id=item_id, labels=list(query.choices),
+                          answer_strings=continuations(query), options=spans, n_essential=len(query.choices),
+                          gold=query.gold, question=Span(prefix_len, prefix_len + len(first_line)), context=None,
+                          answer_cue=Span(cue, cue + len("Answer:")))
