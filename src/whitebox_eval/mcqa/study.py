@@ -40,6 +40,7 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
+from whitebox_eval.mcqa.chat import ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
@@ -75,6 +76,8 @@ class MCQAConfig:
     batch_size: int = 8
     dtype: str = "float32"
     prefix_cache: bool = True
+    demos_from: str | None = None
+    apply_chat_template: bool = False
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     def to_dict(self) -> dict:
@@ -84,14 +87,14 @@ class MCQAConfig:
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file."""
     from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-    from whitebox_eval.tasks import LOADERS, load_mcq_dataset
+    from whitebox_eval.tasks import LOADERS, lm_eval_name_hint, load_mcq_dataset
     from whitebox_eval.tasks.ssd import make_ssd
 
-    from whitebox_eval.tasks.demos import POOL_SIZE, uses_dev_split
+    from whitebox_eval.tasks.demos import POOL_SIZE, demo_source
 
     n = cfg.limit if cfg.limit is not None else 2500
-    # a held-out demonstration pool comes off the front (not with an MMLU dev split)
-    extra = POOL_SIZE if cfg.shots > 0 and not uses_dev_split(cfg.task, cfg.shots) else 0
+    # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
+    extra = POOL_SIZE if demo_source(cfg.task, cfg.shots, cfg.demos_from).takes_pool else 0
     if cfg.task == "ssd":
         return make_ssd(n + extra, cfg.n_options, language=cfg.language, seed=cfg.seed)
     if cfg.task.startswith("arithmetic"):
@@ -101,7 +104,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     if "=" in cfg.task:
         name, path = cfg.task.split("=", 1)
         return list(load_mcq_dataset(name, path, on_bad_row=cfg.on_bad_row, limit=None if cfg.limit is None else n + extra, seed=cfg.seed))
-    raise WhiteboxError(
+    raise WhiteboxError(lm_eval_name_hint(cfg.task) or
         f"unknown task {cfg.task!r}: use ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of {', '.join(sorted(LOADERS))}"
     )
 
@@ -123,6 +126,7 @@ class _Study:
         self.engine = Engine(loaded)
         self.world = world
         self.show_progress = show_progress if world.main else False
+        self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
         self.rendered = [self.render(it) for it in items]
         self.n_max = max(len(r.options) for r in self.rendered)
         self.n_essential = max(len(it.options) for it in items)
@@ -130,7 +134,13 @@ class _Study:
         self._prefixes: dict[str, object] = {}  # demonstrations text -> its cached key/values
 
     def render(self, item: MCQItem) -> RenderedPrompt:
-        return render_prompt(item, demos=self.demos.for_item(item), labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+        r = render_prompt(item, demos=self.demos.for_item(item), labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+        return self.chat.apply(r) if self.chat else r
+
+    def token_ids(self, text: str) -> list[int]:
+        """``text``'s ids; a chat-templated text gets no second BOS (:mod:`whitebox_eval.mcqa.chat`)."""
+        special = self.chat.add_special_tokens(text) if self.chat else True
+        return list(self.loaded.tokenizer(text, add_special_tokens=special)["input_ids"])
 
     def prefix_for(self, rendered: Sequence[RenderedPrompt]):
         """The cached demonstrations shared by every prompt of a batch (one cache per subject
@@ -140,11 +150,12 @@ class _Study:
             return None
         text = texts.pop()
         if text not in self._prefixes:
-            self._prefixes[text] = self.engine.prefix(self.loaded.tokenizer(text)["input_ids"])
+            self._prefixes[text] = self.engine.prefix(self.token_ids(text))
         return self._prefixes[text]
 
     def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
-        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative)
+        special = self.chat.add_special_tokens(r.text) if self.chat else True
+        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, special)
 
     # ---- passes ------------------------------------------------------------------
     def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
@@ -258,11 +269,12 @@ class _Study:
             for i in chunk:
                 it = self.items[i]
                 context = (f"{it.context}\n" if it.context else "") + f"Question: {it.question}\nAnswer:"
-                c_ids = tok(context)["input_ids"]
                 for o in it.options:
-                    full = tok(context + " " + o)["input_ids"]
+                    # under --apply-chat-template: lm-eval's templated context and delimiter-free option (mcqa/chat.py)
+                    c_text, o_text = self.chat.cloze(context, o) if self.chat else (context, " " + o)
+                    c_ids, full = self.token_ids(c_text), self.token_ids(c_text + o_text)
                     ctx.append(c_ids)
-                    cont.append(full[len(c_ids):] if full[: len(c_ids)] == c_ids else tok(" " + o, add_special_tokens=False)["input_ids"])
+                    cont.append(full[len(c_ids):] if full[: len(c_ids)] == c_ids else tok(o_text, add_special_tokens=False)["input_ids"])
                     owner.append(i)
             lp = continuation_logprobs(self.engine, ctx, cont)
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float32)
@@ -303,7 +315,7 @@ def run_mcqa(
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     items = load_items(cfg)
-    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row)
+    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from)
     if cfg.limit is not None:
         items = items[: cfg.limit]
     if not items:
