@@ -138,7 +138,7 @@ def sibling_split(name: str, path: str) -> tuple[str, str] | None:
     if word is None:
         return None
     for split in _DEMO_SPLITS[word.lower()]:
-        names = [_replace_split_word(p.name, split), p.name]
+        names = list(dict.fromkeys([_replace_split_word(p.name, split), p.name]))
         candidates = [p.parent / names[0]]
         if _last_split_word(p.parent.name):
             folder = p.parent.parent / _replace_split_word(p.parent.name, split)
@@ -155,7 +155,10 @@ def _last_split_word(name: str) -> str | None:
 
 
 def _replace_split_word(name: str, split: str) -> str:
-    m = list(_SPLIT_WORD.finditer(name))[-1]
+    found = list(_SPLIT_WORD.finditer(name))
+    if not found:
+        return name
+    m = found[-1]
     w = m.group(1)
     new = split.upper() if w.isupper() else split.capitalize() if w[0].isupper() else split
     return name[:m.start()] + new + name[m.end():]
