@@ -40,7 +40,7 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
-from whitebox_eval.mcqa.chat import ChatTemplate
+from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
@@ -327,6 +327,8 @@ def run_mcqa(
     ranks = current_world()
     config = cfg.to_dict()
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
+    if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
+        config["chat_template"] = {"rule": CHAT_RULE}
     folder = create_run(ranks, output, config, run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
@@ -464,6 +466,8 @@ def finalize(study: _Study) -> RunFolder:
         folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
         plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                            letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
+        if study.chat:  # the template the prompts went through (config.yaml: chat_template.rule)
+            results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": study.rendered[0].text}
         results["headline"] = headline
         folder.save_results(results)
     return folder
