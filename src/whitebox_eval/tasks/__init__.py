@@ -65,7 +65,7 @@ LM_EVAL_NAMES: dict[str, tuple[str, str]] = {
 def lm_eval_name_hint(spec: str) -> str | None:
     """The one-line fix for a task given as lm-eval names it (``hellaswag``, ``mmlu_anatomy``,
     ``arc_challenge=PATH``, ``mmlu,hellaswag``), or None when ``spec`` is not such a name."""
-    if "," in spec and "=" not in spec.split(",", 1)[0]:
+    if "," in spec and not {"=", ":"} & set(spec.split(",", 1)[0]):  # arithmetic:add1,mul2 is one task
         return (f"--task {spec!r} lists several tasks: one run evaluates one task; run the command once per task, "
                 "each with NAME=PATH")
     name, eq, path = spec.partition("=")
