@@ -135,6 +135,7 @@ def test_without_a_split_the_pool_comes_off_the_items(tmp_path):
     items = list(load_mcq_dataset("arc", test))
     demos, evaluated = plan_demonstrations(f"arc={test}", 3, items)
     assert demos.source == POOL_SOURCE and len(evaluated) == 5
+    assert demos.to_config()["note"] == f"no train/dev split found beside {test}; give one with --demos-from"
     _check_apart(demos, evaluated)
     with pytest.raises(WhiteboxError, match="--demos-from needs a NAME=PATH task"):
         demo_source("ssd", 2, demos_from=str(test))

@@ -47,8 +47,8 @@ class ChatTemplate:
 
     def __init__(self, tokenizer):
         if not getattr(tokenizer, "chat_template", None):
-            raise WhiteboxError("--apply-chat-template: this model's tokenizer has no chat template; drop the option "
-                                "(base models are evaluated on the plain prompt)")
+            raise WhiteboxError("--apply-chat-template: this model's tokenizer has no chat template "
+                                "(tokenizer.chat_template is empty); drop the option to score the plain prompt")
         self.tokenizer = tokenizer
         self.bos = getattr(tokenizer, "bos_token", None)
 

@@ -89,6 +89,8 @@ class Demonstrations:
         elif self.source == POOL_SOURCE:
             out["pool_size"] = POOL_SIZE
             out["ids"] = [d.id for d in self.shared]
+            if self.where:  # a file task: why no split was used
+                out["note"] = f"no train/dev split found beside {self.where}; give one with --demos-from"
         else:
             if self.split:
                 out["split"] = self.split
@@ -268,7 +270,8 @@ def plan_demonstrations(task: str, shots: int, items: list[MCQItem], seed: int =
         return Demonstrations(), items
     if src.kind == POOL_SOURCE:
         pool, rest = split_demo_pool(items, POOL_SIZE)
-        return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed)), rest
+        evaluated_file = task.split("=", 1)[1].strip() if "=" in task else None
+        return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed), where=evaluated_file), rest
     if src.kind == DEV_SOURCE:
         demos = dev_demonstrations(task, shots, [it.subject for it in items], on_bad_row, where=src.where)
     else:
