@@ -191,13 +191,16 @@ def test_mmlu_shots_come_from_the_same_subjects_dev_split(tmp_path):
 
 
 def test_mmlu_run_records_the_dev_demonstrations_in_config(tiny_mcqa_model, tmp_path):  # noqa: F811
+    """A 5-shot MMLU run's config lists the dev-split ids of each subject; none is evaluated."""
     test_dir = _mmlu_tree(tmp_path / "mmlu")
-    cfg = MCQAConfig(model="tiny", task=f"mmlu={test_dir}", shots=2, limit=12, min_val_items=4, batch_size=4,
+    cfg = MCQAConfig(model="tiny", task=f"mmlu={test_dir}", shots=5, limit=12, min_val_items=4, batch_size=4,
                      methods=("baseline", "qk", "attention"))
     folder = run_mcqa(cfg, tmp_path / "runs", run_id="m", loaded=tiny_mcqa_model, show_progress=False)
     conf = yaml.safe_load((folder.path / "config.yaml").read_text())["demonstrations"]
-    assert conf["source"] == DEV_SOURCE and conf["dev_split"] == str(tmp_path / "mmlu" / "dev")
-    assert conf["ids"] == {s: [f"mmlu/{s}/{s}_dev.csv:{i}" for i in (1, 2)] for s in ("astronomy", "marketing")}
+    assert conf["source"] == DEV_SOURCE and conf["dev_split"] == str(tmp_path / "mmlu" / "dev") and conf["shots"] == 5
+    assert conf["ids"] == {s: [f"mmlu/{s}/{s}_dev.csv:{i}" for i in range(1, 6)] for s in ("astronomy", "marketing")}
+    for s, ids in conf["ids"].items():  # every listed id is a row of that subject's dev file
+        assert set(ids) <= {it.id for it in load_mcq_dataset("mmlu", tmp_path / "mmlu" / "dev" / f"{s}_dev.csv")}
     evaluated = {s["id"] for s in _samples(folder)}
     assert len(evaluated) == 12 and not evaluated & {i for ids in conf["ids"].values() for i in ids}
     # one cached prefix per subject gives the scores of the full passes
@@ -214,6 +217,24 @@ def test_without_a_dev_split_a_held_out_pool_is_never_evaluated(tiny_mcqa_model,
     assert conf["source"] == POOL_SOURCE and len(conf["ids"]) == 3
     evaluated = {s["id"] for s in _samples(folder)}
     assert len(evaluated) == 12 and not evaluated & set(conf["ids"])
+
+
+def test_arc_run_takes_its_demonstrations_from_the_train_file_beside_it(tiny_mcqa_model, tmp_path):  # noqa: F811
+    """Issue 15 item 3: ARC's train split (AI2 naming) feeds the shots; config.yaml lists the ids and the file."""
+    for split, n in (("Test", 14), ("Train", 8)):
+        rows = [{"id": f"{split}-{i}", "answerKey": "ABCD"[i % 4],
+                 "question": {"stem": f"{split} q{i}?", "choices": [{"label": l, "text": f"{split} {l}{i}"} for l in "ABCD"]}}
+                for i in range(n)]
+        (tmp_path / f"ARC-Challenge-{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = MCQAConfig(model="tiny", task=f"arc={tmp_path / 'ARC-Challenge-Test.jsonl'}", shots=3, limit=14, min_val_items=4,
+                     batch_size=4, methods=("baseline",), uncertainty=False)
+    folder = run_mcqa(cfg, tmp_path / "runs", run_id="a", loaded=tiny_mcqa_model, show_progress=False)
+    conf = yaml.safe_load((folder.path / "config.yaml").read_text())["demonstrations"]
+    assert conf["source"] == "sibling_split" and conf["split"] == "train"
+    assert conf["file"] == str(tmp_path / "ARC-Challenge-Train.jsonl") and len(conf["ids"]) == 3
+    assert all(i.startswith("arc/Train-") for i in conf["ids"])
+    evaluated = {s["id"] for s in _samples(folder)}
+    assert len(evaluated) == 14 and not evaluated & set(conf["ids"])  # no pool came off the test items
 
 
 @pytest.mark.skipif(not Path("/work/shared/datasets/mmlu/dev").is_dir(), reason="the shared MMLU sample is not here")

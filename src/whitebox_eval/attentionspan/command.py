@@ -7,7 +7,8 @@ import click
 from whitebox_eval.attentionspan.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.runs.options import (
+    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -68,7 +69,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--id-params", default="", help="override ID generator parameters, e.g. 'length=1-6'")
 @click.option("--ood-params", default="", help="override OOD generator parameters, e.g. 'length=7-12'")
 @click.option("--instruction", default=None, help="instruction line before each example (default: a short one per task; '' for none)")
-@click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True, help="ID demonstrations before each example (character-level, App. D)")
+@shots_option(0, "ID demonstrations before each example (character-level, App. D)")
 @click.option("--generation/--no-generation", default=False, show_default=True, help="also score free greedy generation")
 @click.option("--rollout/--no-rollout", default=True, show_default=True, help="attention rollout and reference attention scores (full attention matrices)")
 @click.option("--test", type=click.Choice(["welch", "mannwhitney"]), default="welch", show_default=True,
@@ -95,7 +96,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
               help="shifted-reference control: reinforce the cell this many tokens beside the reference")
 @click.option("--reinforce-generation/--no-reinforce-generation", default=False, show_default=True,
               help="also generate freely under the chosen reinforcement and the shifted control (slow: one pass per token)")
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options

@@ -7,7 +7,7 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.runs.options import batch_size_option, dtype_option, resolved_dtype, run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -53,7 +53,7 @@ def _pct(v) -> str:
 @click.option("--probe-limit", type=click.IntRange(min=1), default=None, help="statements sampled from each probe file")
 @click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True, help="probe: cross-validation folds")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="truth-heads/probe: what to do with malformed rows of a --probe-data file")
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options

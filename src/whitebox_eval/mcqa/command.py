@@ -6,21 +6,32 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.runs.options import (
+    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option, task_option)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--task", default="ssd", show_default=True,
-              help="ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, triviaqa")
+@task_option("ssd", "ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, "
+             "triviaqa (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)")
 @click.option("--n-options", type=click.IntRange(min=2), default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
 @click.option("--language", default="en", show_default=True, help="ssd language: en, fr, it, ru")
-@click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True,
-              help="demonstrations before each question (0-5): for MMLU with a dev/ folder beside test/, the first K dev "
-                   "rows of the item's own subject; otherwise a seeded draw from the task's first 15 items, which are "
-                   "then never evaluated (config.yaml records the source and ids)")
+@shots_option(0, "demonstrations before each question: MMLU takes the first K rows of the item's own subject from "
+                 "the dev split (a dev/ folder beside test/, or --demos-from); other tasks a seeded draw of K from "
+                 "--demos-from, else from the train (or dev) split found beside the file (ARC-Challenge-Train.jsonl "
+                 "beside -Test.jsonl, hellaswag_train.jsonl beside hellaswag_val.jsonl, train.csv beside valid.csv, "
+                 "a train/ folder beside test/), else from the task's first 15 items, which are then never evaluated; "
+                 "config.yaml records the source, the file and the ids")
+@click.option("--demos-from", default=None, metavar="PATH",
+              help="file (MMLU: dev folder or file) in the task's own format to take the --shots demonstrations from; "
+                   "items equal to a demonstration are not evaluated")
+@click.option("--apply-chat-template", "--apply_chat_template", "apply_chat_template", is_flag=True,
+              help="wrap each prompt (demonstrations + question, ending 'Answer:') as the one user message of the "
+                   "tokenizer's chat template with add_generation_prompt=True, as lm-eval --apply_chat_template does "
+                   "(few-shot collapsed into one turn); the answer follows the generation prompt without the ' ' "
+                   "delimiter ('A', not ' A'; cloze options likewise); no special token is added twice")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="evaluate only the first N items [default: every item of a file; 500 generated ssd/arithmetic items]; "
                    "the summary says 'evaluated N of M items (--limit)'")
@@ -37,7 +48,7 @@ from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
@@ -63,7 +74,7 @@ def mcqa(**kw) -> None:
         uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(m.strip() for m in methods if m.strip()), prompt=kw["prompt"],
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
-        dtype=resolved_dtype(kw["dtype"], kw["model"]),
+        dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
@@ -146,18 +157,17 @@ def _print_mcqa_summary(folder) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--task", default="arithmetic", show_default=True, help="arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)")
+@task_option("arithmetic", "arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 TriviaQA (004)]")
-@click.option("--shots", type=click.IntRange(min=0), default=5, show_default=True, help="demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
+@shots_option(5, "demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
 @click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
               help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
 @click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
-              help="questions per step (samples.jsonl is written after each); results do not depend on it")
+@batch_size_option("questions per step (samples.jsonl is written after each); results do not depend on it")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options

@@ -180,7 +180,10 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
         notes["answer_filter"] = f"gold answer <= {MAX_ANSWER_TOKENS} tokens (004 sec. 2.3): kept {len(population)} of {len(rows)}"
         answer_type = "text"
     else:
-        raise WhiteboxError(f"unknown task {cfg.task!r} for the formats study: use arithmetic[:add1,mul2] or triviaqa=PATH")
+        from whitebox_eval.tasks import lm_eval_name_hint
+
+        raise WhiteboxError((lm_eval_name_hint(cfg.task) if cfg.task.startswith("triviaqa") else None)
+                            or f"unknown task {cfg.task!r} for the formats study: use arithmetic[:add1,mul2] or triviaqa=PATH")
     demos, pool = _take_demos(population, cfg.shots, cfg.seed)
     items = stratified_sample(pool, n, cfg.seed)
     notes["selection"] = (f"seeded sample stratified by category x gold position: {len(items)} of {len(pool)} questions"

@@ -41,6 +41,7 @@ from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import lm_eval
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
+from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
@@ -83,6 +84,8 @@ class MCQAConfig:
     batch_size: int = 8
     dtype: str = "float32"
     prefix_cache: bool = True
+    demos_from: str | None = None
+    apply_chat_template: bool = False
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     def to_dict(self) -> dict:
@@ -101,14 +104,14 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     set aside, so the summary can say how many of how many were evaluated); a synthetic
     task generates ``limit`` items (``SYNTHETIC_DEFAULT_LIMIT`` without one) plus the pool."""
     from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-    from whitebox_eval.tasks import LOADERS, load_mcq_dataset
+    from whitebox_eval.tasks import LOADERS, lm_eval_name_hint, load_mcq_dataset
     from whitebox_eval.tasks.ssd import make_ssd
 
-    from whitebox_eval.tasks.demos import POOL_SIZE, uses_dev_split
+    from whitebox_eval.tasks.demos import POOL_SIZE, demo_source
 
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
-    # a held-out demonstration pool comes off the front (not with an MMLU dev split)
-    extra = POOL_SIZE if cfg.shots > 0 and not uses_dev_split(cfg.task, cfg.shots) else 0
+    # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
+    extra = POOL_SIZE if demo_source(cfg.task, cfg.shots, cfg.demos_from).takes_pool else 0
     if cfg.task == "ssd":
         return make_ssd(n + extra, cfg.n_options, language=cfg.language, seed=cfg.seed)
     if cfg.task.startswith("arithmetic"):
@@ -118,7 +121,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     if "=" in cfg.task:
         name, path = cfg.task.split("=", 1)
         return list(load_mcq_dataset(name, path, on_bad_row=cfg.on_bad_row, seed=cfg.seed))
-    raise WhiteboxError(
+    raise WhiteboxError(lm_eval_name_hint(cfg.task) or
         f"unknown task {cfg.task!r}: use ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of {', '.join(sorted(LOADERS))}"
     )
 
@@ -142,6 +145,7 @@ class _Study:
         self.show_progress = show_progress if world.main else False
         self.dataset = dataset_name(cfg.task)
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
+        self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
         self.rendered = [self.render(it) for it in items] if self.letters else []
         self.n_essential = max(len(it.options) for it in items)
         self.n_max = max(len(r.options) for r in self.rendered) if self.rendered else self.n_essential
@@ -155,18 +159,32 @@ class _Study:
         demos = self.demos.for_item(item)
         if self.cfg.prompt == lm_eval.LM_EVAL:
             docs = [lm_eval.doc(self.dataset, d) for d in demos]
-            return lm_eval.render_letters(lm_eval.doc(self.dataset, item), docs, item.id)
-        return render_prompt(item, demos=demos, labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+            r = lm_eval.render_letters(lm_eval.doc(self.dataset, item), docs, item.id)
+        else:
+            r = render_prompt(item, demos=demos, labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+        return self.chat.apply(r) if self.chat else r
 
     def cloze_request(self, item: MCQItem) -> tuple[str, list[str], list[str]]:
         """(context, continuations, choices) of the cloze: lm-eval's text with ``--prompt
-        lm-eval``; otherwise ``[context\\n]Question: ..\\nAnswer:`` and ``" " + option``."""
+        lm-eval``; otherwise ``[context\\n]Question: ..\\nAnswer:`` and ``" " + option``. Under
+        ``--apply-chat-template`` the context is templated and the continuations are the
+        choices without the delimiter, after the template's trailing whitespace (:mod:`.chat`)."""
         if self.cfg.prompt == lm_eval.LM_EVAL:
             query = lm_eval.doc(self.dataset, item)
             docs = [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
-            return lm_eval.context(query, docs), lm_eval.continuations(query), query.choices
-        context = (f"{item.context}\n" if item.context else "") + f"Question: {item.question}\nAnswer:"
-        return context, [" " + o for o in item.options], list(item.options)
+            context, choices = lm_eval.context(query, docs), list(query.choices)
+        else:
+            context = (f"{item.context}\n" if item.context else "") + f"Question: {item.question}\nAnswer:"
+            choices = list(item.options)
+        if self.chat:
+            pairs = [self.chat.cloze(context, c) for c in choices]
+            return pairs[0][0], [x for _, x in pairs], choices
+        return context, [lm_eval.TARGET_DELIMITER + c for c in choices], choices
+
+    def token_ids(self, text: str) -> list[int]:
+        """``text``'s ids; a chat-templated text gets no second BOS (:mod:`whitebox_eval.mcqa.chat`)."""
+        special = self.chat.add_special_tokens(text) if self.chat else True
+        return list(self.loaded.tokenizer(text, add_special_tokens=special)["input_ids"])
 
     def prefix_for(self, rendered: Sequence[RenderedPrompt]):
         """The cached demonstrations shared by every prompt of a batch (one cache per subject
@@ -176,11 +194,12 @@ class _Study:
             return None
         text = texts.pop()
         if text not in self._prefixes:
-            self._prefixes[text] = self.engine.prefix(self.loaded.tokenizer(text)["input_ids"])
+            self._prefixes[text] = self.engine.prefix(self.token_ids(text))
         return self._prefixes[text]
 
     def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
-        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative)
+        special = self.chat.add_special_tokens(r.text) if self.chat else True
+        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, special)
 
     # ---- passes ------------------------------------------------------------------
     def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
@@ -287,7 +306,6 @@ class _Study:
         choice's length in characters: lm-eval's acc / acc_norm inputs (:mod:`whitebox_eval.tasks.lm_eval`).
         Log-likelihoods are kept in float64 so near-ties are decided as lm-eval decides them.
         Without a main pass (a cloze-only study) it streams ``samples.jsonl`` itself."""
-        tok = self.loaded.tokenizer
         parts = self.folder.path / "arrays" / "parts" / "cloze"
         bs = max(1, self.cfg.batch_size // 2)
         todo = self._pending(parts, range(len(self.items)), bs)
@@ -299,7 +317,7 @@ class _Study:
                 context, continuations, choices = self.cloze_request(self.items[i])
                 requests.append((context, continuations, choices))
                 for c in continuations:
-                    c_ids, x_ids = lm_eval.encode_pair(tok, context, c)
+                    c_ids, x_ids = lm_eval.encode_pair(self.token_ids, context, c)
                     ctx.append(c_ids)
                     cont.append(x_ids)
             lp = continuation_logprobs(self.engine, ctx, cont)
@@ -350,8 +368,8 @@ def run_mcqa(
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
     items = load_items(cfg)
-    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row)
-    n_total = len(items)  # what the task offers for evaluation (a demonstration pool already removed)
+    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from)
+    n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
     if cfg.limit is not None:
         items = items[: cfg.limit]
     if not items:
@@ -366,6 +384,8 @@ def run_mcqa(
     if cfg.prompt == lm_eval.LM_EVAL:
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
                                   "tasks": sorted({lm_eval.doc(dataset_name(cfg.task), it).task for it in items})}
+    if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
+        config["chat_template"] = {"rule": CHAT_RULE}
     folder = create_run(ranks, output, config, run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
@@ -543,6 +563,9 @@ def finalize(study: _Study) -> RunFolder:
         if dists:
             plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                                letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
+        if study.chat:  # the template the prompts went through (config.yaml: chat_template.rule)
+            example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0]
+            results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
         results["headline"] = headline
         folder.save_results(results)
     return folder

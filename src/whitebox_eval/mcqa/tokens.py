@@ -43,13 +43,17 @@ def _token_at(offsets: list[tuple[int, int]], char: int, what: str, item_id: str
     raise WhiteboxError(f"item {item_id}: no token covers the {what} (character {char}); the tokenizer dropped it")
 
 
-def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "eol") -> TokenizedPrompt:
-    """Token ids of the prompt, the representative token of every option, and answer ids."""
+def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "eol",
+                    add_special_tokens: bool = True) -> TokenizedPrompt:
+    """Token ids of the prompt, the representative token of every option, and answer ids.
+
+    ``add_special_tokens=False`` for a chat-templated text that already holds its special
+    tokens (:mod:`whitebox_eval.mcqa.chat`)."""
     if representative not in REPRESENTATIVES:
         raise WhiteboxError(f"unknown option-representative token {representative!r}; choose one of {', '.join(REPRESENTATIVES)}")
     if not getattr(tokenizer, "is_fast", False):
         raise WhiteboxError("a fast (Rust) tokenizer is needed for character offsets; load the model's tokenizer.json")
-    enc = tokenizer(rendered.text, return_offsets_mapping=True)
+    enc = tokenizer(rendered.text, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
     ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
     positions, groups = [], []
     for opt in rendered.options:
@@ -65,16 +69,18 @@ def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "
         char = span.start if representative != "content_end" else span.end - 1
         positions.append(_token_at(offsets, char, f"{representative} of option {opt.index}", rendered.item_id))
     prefix_tokens = sum(1 for s, e in offsets if e <= rendered.prefix_len and e > 0)
-    return TokenizedPrompt(ids, positions, answer_token_ids(tokenizer, rendered.text, rendered.answer_strings, ids),
-                           prefix_tokens, groups or None)
+    answers = answer_token_ids(tokenizer, rendered.text, rendered.answer_strings, ids, add_special_tokens)
+    return TokenizedPrompt(ids, positions, answers, prefix_tokens, groups or None)
 
 
-def answer_token_ids(tokenizer, prompt: str, answers: list[str], prompt_ids: list[int] | None = None) -> list[int]:
+def answer_token_ids(tokenizer, prompt: str, answers: list[str], prompt_ids: list[int] | None = None,
+                     add_special_tokens: bool = True) -> list[int]:
     """The single token each answer string adds after ``prompt`` (raises if not one token)."""
-    base = prompt_ids if prompt_ids is not None else tokenizer(prompt)["input_ids"]
+    special = {"add_special_tokens": add_special_tokens}
+    base = prompt_ids if prompt_ids is not None else tokenizer(prompt, **special)["input_ids"]
     out = []
     for a in answers:
-        full = tokenizer(prompt + a)["input_ids"]
+        full = tokenizer(prompt + a, **special)["input_ids"]
         extra = full[len(base):]
         if full[: len(base)] != base or len(extra) != 1:
             pieces = tokenizer.convert_ids_to_tokens(extra) if extra else []

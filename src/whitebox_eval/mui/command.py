@@ -8,7 +8,8 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.runs.options import (
+    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option, task_option)
 
 MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
 TASK_HELP = "arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | mmlu=PATH (CSV file or folder)"
@@ -42,8 +43,8 @@ def _study_options(f):
         click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
         click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
-        click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True,
-                     help="auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)"),
+        shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
+                     type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
                      help="wrap zero-shot prompts in the tokenizer's chat template"),
         click.option("--responses", default="model", show_default=True,
@@ -53,10 +54,11 @@ def _study_options(f):
                      "the task's stop strings); responses that reach it are counted as truncated"),
         click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line)"),
         click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
-        click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True),
+        batch_size_option(),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
         dtype_option,
-        click.option("--output", default="runs", show_default=True, help="folder that receives run folders"),
+        click.option("--output", "--output_path", "output", default="runs", show_default=True,
+                     help="folder that receives run folders (lm-eval: --output_path)"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -89,7 +91,7 @@ def _config(model: str, task: str, kw: dict):
 
 @click.group(name="mui", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--task", default=None, help=TASK_HELP)
+@task_option(None, TASK_HELP)
 @_study_options
 @click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
@@ -250,10 +252,10 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=64, show_default=True,
               help="generation budget per answer (source answers, own answers, generation under masks); source "
               "and own answers that reach it are counted")
-@click.option("--shots", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True)
+@shots_option("auto", "auto: zero-shot for instruction-tuned models, one-shot for base (App. A.6)", type=click.Choice(["auto", "0", "1"]))
 @click.option("--limit", type=click.IntRange(min=1), default=32, show_default=True,
               help="items per split: key neurons are selected on one split, every task is evaluated on a disjoint one")
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options

@@ -1,4 +1,8 @@
-"""The command-line options every study shares: its run folder and the model's dtype."""
+"""The command-line options every study shares: its run folder and the model's dtype, and
+the options lm-eval users type under lm-eval's spelling (issue 15 item 7): ``--tasks``,
+``--num_fewshot``, ``--batch_size`` and ``--output_path`` are aliases of ``--task``,
+``--shots``, ``--batch-size`` and ``--output`` (``--seed`` and ``--limit`` are spelled
+alike). Each helper returns a click decorator; ``--help`` lists both spellings."""
 
 from __future__ import annotations
 
@@ -8,12 +12,31 @@ import click
 def run_folder_options(f):
     """``--output``, ``--run-id`` and ``--resume`` (see :meth:`RunFolder.create`)."""
     for option in reversed([
-        click.option("--output", default="runs", show_default=True, help="folder that receives the run folder"),
+        click.option("--output", "--output_path", "output", default="runs", show_default=True,
+                     help="folder that receives the run folder (lm-eval: --output_path)"),
         click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)"),
         click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped"),
     ]):
         f = option(f)
     return f
+
+
+def task_option(default: str | None, help: str, **kw):
+    """``--task`` (alias ``--tasks``, lm-eval's spelling; one task spec, not a comma list of names)."""
+    return click.option("--task", "--tasks", "task", default=default, show_default=default is not None,
+                        help=help + " (lm-eval: --tasks, one task here)", **kw)
+
+
+def shots_option(default, help: str, type=None):
+    """``--shots`` (alias ``--num_fewshot``, lm-eval's spelling)."""
+    return click.option("--shots", "--num_fewshot", "shots", type=type or click.IntRange(min=0), default=default,
+                        show_default=True, help=help + " (lm-eval: --num_fewshot)")
+
+
+def batch_size_option(help: str | None = None, default: int = 8):
+    """``--batch-size`` (alias ``--batch_size``, lm-eval's spelling; a number, never ``auto``)."""
+    return click.option("--batch-size", "--batch_size", "batch_size", type=click.IntRange(min=1), default=default,
+                        show_default=True, help=((help + " ") if help else "") + "(lm-eval: --batch_size; no 'auto')")
 
 
 #: the choices of --dtype (models.loading.DTYPES; repeated here so --help imports no torch)

@@ -50,6 +50,38 @@ LOADERS: dict[str, Callable[..., MCQDataset]] = {
 }
 
 
+#: lm-eval task names -> (our dataset, the hub spec lm-eval reads when online)
+LM_EVAL_NAMES: dict[str, tuple[str, str]] = {
+    "mmlu": ("mmlu", "hf:cais/mmlu:all@test"),
+    "hellaswag": ("hellaswag", "hf:Rowan/hellaswag@validation"),
+    "arc_challenge": ("arc", "hf:allenai/ai2_arc:ARC-Challenge@test"),
+    "arc_easy": ("arc", "hf:allenai/ai2_arc:ARC-Easy@test"),
+    "cosmosqa": ("cosmosqa", "hf:allenai/cosmos_qa@validation"),
+    "triviaqa": ("triviaqa", "hf:mandarjoshi/trivia_qa:rc.nocontext@validation"),
+    "halueval": ("halueval", ""),
+}
+
+
+def lm_eval_name_hint(spec: str) -> str | None:
+    """The one-line fix for a task given as lm-eval names it (``hellaswag``, ``mmlu_anatomy``,
+    ``arc_challenge=PATH``, ``mmlu,hellaswag``), or None when ``spec`` is not such a name."""
+    if "," in spec and not {"=", ":"} & set(spec.split(",", 1)[0]):  # arithmetic:add1,mul2 is one task
+        return (f"--task {spec!r} lists several tasks: one run evaluates one task; run the command once per task, "
+                "each with NAME=PATH")
+    name, eq, path = spec.partition("=")
+    key = name.strip().lower()
+    subject = key[5:] if key.startswith("mmlu_") else None
+    ours, hub = LM_EVAL_NAMES.get("mmlu" if subject else key, (None, None))
+    if ours is None or (eq and key == ours):
+        return None
+    if subject:
+        hub = f"hf:cais/mmlu:{subject}@test"
+    if eq:
+        return f"{key!r} is lm-eval's task name; write --task {ours}={path}"
+    online = f", or {ours}={hub} when online" if hub else ""
+    return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}"
+
+
 def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", limit: int | None = None,
                      seed: int = 0) -> MCQDataset:
     """Load a local MCQA dataset by name (one of LOADERS) into MCQItems.
@@ -65,7 +97,7 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
     """
     key = name.strip().lower()
     if key not in LOADERS:
-        raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
+        raise WhiteboxError(lm_eval_name_hint(f"{name}={path}") or f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
     if limit is not None and limit < 0:
         raise WhiteboxError(f"limit must be >= 0, got {limit}")
     if isinstance(path, str) and path.startswith("hf:"):

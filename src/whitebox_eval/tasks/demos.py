@@ -1,20 +1,36 @@
-"""Where k-shot demonstrations come from, recorded in config.yaml.
+"""Where k-shot demonstrations come from, recorded in config.yaml (``demonstrations``).
 
-Two sources, never the evaluated items:
+Four sources, never the evaluated items:
 
 - ``dev_same_subject`` (MMLU with a ``dev`` split beside the evaluated one, the
-  hendrycks layout ``data/dev/<subject>_dev.csv`` next to ``data/test/``): each item's
-  demonstrations are the first k dev rows of its own subject, as in the MMLU paper's
-  ``evaluate.py`` (``dev_df[:k]``) and lm-eval's ``mmlu`` tasks (``fewshot_split: dev``,
-  ``sampler: first_n``). A hub spec ``hf:cais/mmlu:CONFIG@test`` uses its ``@dev`` split.
-- ``held_out_pool`` (every other task, and MMLU without a dev split): the first
-  ``POOL_SIZE`` items of the task are set aside as a pool that is never evaluated, and
-  the k demonstrations are a seeded draw from it (000 sec. 5.3: "the first fifteen
+  hendrycks layout ``data/dev/<subject>_dev.csv`` next to ``data/test/``, or given with
+  ``--demos-from``): each item's demonstrations are the first k dev rows of its own
+  subject, as in the MMLU paper's ``evaluate.py`` (``dev_df[:k]``) and lm-eval's
+  ``mmlu`` tasks (``fewshot_split: dev``, ``sampler: first_n``). A hub spec
+  ``hf:cais/mmlu:CONFIG@test`` uses its ``@dev`` split.
+- ``demos_file`` (``--demos-from PATH``, any other task): a file in the task's own format.
+- ``sibling_split`` (any other task): the train split found beside the evaluated file,
+  else its dev split (:func:`sibling_split`: ``ARC-Challenge-Train.jsonl`` beside
+  ``ARC-Challenge-Test.jsonl``, ``hellaswag_train.jsonl`` beside ``hellaswag_val.jsonl``,
+  ``train.csv`` beside ``valid.csv``, ``train/`` beside ``test/``; ``@train`` of a hub
+  spec of ARC, HellaSwag, CosmosQA), as lm-eval's ARC and HellaSwag tasks take theirs
+  from ``training_split``. For these two sources the k demonstrations are one seeded draw
+  from the whole file, the same for every item (lm-eval draws per item with its own
+  seeded sampler; we record ours rather than reproduce it).
+- ``held_out_pool`` (no split found, MMLU without a dev split, synthetic tasks): the
+  first ``POOL_SIZE`` items of the task are set aside as a pool that is never evaluated,
+  and the k demonstrations are a seeded draw from it (000 sec. 5.3: "the first fifteen
   validation entries"), the same for every item.
+
+With a file source an evaluated item equal to a demonstration (same context, question
+and options: e.g. ``--demos-from`` names the evaluated file) is not evaluated, and a
+demonstration whose id collides with a different evaluated item's (ids made from line
+numbers) is recorded as ``ID@FILE``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +40,16 @@ from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
 
 POOL_SIZE = 15
-DEV_SOURCE, POOL_SOURCE = "dev_same_subject", "held_out_pool"
+DEV_SOURCE, FILE_SOURCE, SPLIT_SOURCE, POOL_SOURCE = "dev_same_subject", "demos_file", "sibling_split", "held_out_pool"
 _EVAL_SPLITS = ("test", "val", "validation")
+#: the split names a file or folder may carry, and where demonstrations are looked for
+#: when evaluating each (train first, as lm-eval's ``training_split``; then dev)
+_DEMO_SPLITS = {"test": ("train", "dev", "val", "valid", "validation"), "val": ("train",), "valid": ("train",),
+                "validation": ("train",), "dev": ("train",)}
+_SPLIT_WORD = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(sorted(_DEMO_SPLITS, key=len, reverse=True)) + r")(?![A-Za-z0-9])",
+                         re.IGNORECASE)
+#: hub datasets with a train split (tasks/hub.py layouts)
+_HUB_TRAIN = ("arc", "hellaswag", "cosmosqa")
 
 
 @dataclass
@@ -36,7 +60,12 @@ class Demonstrations:
     shots: int = 0
     shared: list[MCQItem] = field(default_factory=list)
     by_subject: dict[str, list[MCQItem]] = field(default_factory=dict)
-    where: str | None = None  # the dev split's path or hub spec
+    where: str | None = None  # the dev split's / demonstrations file's path or hub spec
+    split: str | None = None  # sibling_split: which split (train, dev, ...)
+    given: bool = False  # where came from --demos-from
+    n_rows: int = 0  # rows of the file the shared draw was made from
+    seed: int = 0
+    removed: list[str] = field(default_factory=list)  # evaluated ids dropped for equalling a demonstration
 
     def for_item(self, item: MCQItem) -> list[MCQItem]:
         if self.source == DEV_SOURCE:
@@ -57,9 +86,22 @@ class Demonstrations:
         if self.source == DEV_SOURCE:
             out["dev_split"] = self.where
             out["ids"] = {s: [d.id for d in demos] for s, demos in sorted(self.by_subject.items())}
-        else:
+        elif self.source == POOL_SOURCE:
             out["pool_size"] = POOL_SIZE
             out["ids"] = [d.id for d in self.shared]
+            if self.where:  # a file task: why no split was used
+                out["note"] = f"no train/dev split found beside {self.where}; give one with --demos-from"
+        else:
+            if self.split:
+                out["split"] = self.split
+            out["file"] = self.where
+            out["draw"] = (f"seeded shuffle (seed {self.seed}) of the file's {self.n_rows} rows, the first {self.shots}; "
+                           "the same demonstrations for every item")
+            out["ids"] = [d.id for d in self.shared]
+        if self.given:
+            out["given_by"] = "--demos-from"
+        if self.removed:
+            out["removed_from_evaluated"] = list(self.removed)
         return out
 
 
@@ -78,22 +120,100 @@ def mmlu_dev_location(path: str) -> str | None:
     return None
 
 
-def uses_dev_split(task: str, shots: int) -> bool:
-    """Whether ``task`` takes its demonstrations from a dev split (no pool comes off the items)."""
-    if shots <= 0 or "=" not in task:
-        return False
-    name, path = task.split("=", 1)
-    return name.strip().lower() == "mmlu" and mmlu_dev_location(path) is not None
+def sibling_split(name: str, path: str) -> tuple[str, str] | None:
+    """``(split, location)`` of the train (else dev) split beside an evaluated file, or None.
+
+    The file's name (or its folder's) must carry a split word (test, val, valid,
+    validation, dev) delimited by non-alphanumerics; the same name with the word replaced
+    (same case style) is looked for in the same folder, then in the sibling folder named
+    after the split: ``ARC-Challenge-Test.jsonl`` -> ``ARC-Challenge-Train.jsonl``,
+    ``hellaswag_val.jsonl`` -> ``hellaswag_train.jsonl``, ``valid.csv`` -> ``train.csv``,
+    ``test/x.jsonl`` -> ``train/x.jsonl``. A hub spec of ARC, HellaSwag or CosmosQA gives ``@train``.
+    """
+    if path.startswith("hf:"):
+        ident, _, split = path.partition("@")
+        return ("train", f"{ident}@train") if name in _HUB_TRAIN and (split or "test") != "train" else None
+    p = Path(path)
+    if not p.is_file():
+        return None
+    word = _last_split_word(p.name) or _last_split_word(p.parent.name)
+    if word is None:
+        return None
+    for split in _DEMO_SPLITS[word.lower()]:
+        names = list(dict.fromkeys([_replace_split_word(p.name, split), p.name]))
+        candidates = [p.parent / names[0]]
+        if _last_split_word(p.parent.name):
+            folder = p.parent.parent / _replace_split_word(p.parent.name, split)
+            candidates += [folder / n for n in names]
+        for c in candidates:
+            if c.is_file() and c.resolve() != p.resolve():
+                return split, str(c)
+    return None
 
 
-def dev_demonstrations(task: str, shots: int, subjects: Sequence[str | None], on_bad_row: str = "skip") -> Demonstrations:
-    """The first ``shots`` dev rows of every subject in ``subjects`` (MMLU dev split)."""
+def _last_split_word(name: str) -> str | None:
+    found = list(_SPLIT_WORD.finditer(name))
+    return found[-1].group(1) if found else None
+
+
+def _replace_split_word(name: str, split: str) -> str:
+    found = list(_SPLIT_WORD.finditer(name))
+    if not found:
+        return name
+    m = found[-1]
+    w = m.group(1)
+    new = split.upper() if w.isupper() else split.capitalize() if w[0].isupper() else split
+    return name[:m.start()] + new + name[m.end():]
+
+
+@dataclass(frozen=True)
+class DemoSource:
+    """Where a study's demonstrations come from (decided before any item is loaded)."""
+
+    kind: str | None  # None: zero-shot
+    where: str | None = None
+    split: str | None = None
+    given: bool = False
+
+    @property
+    def takes_pool(self) -> bool:
+        """Whether the demonstrations come off the front of the items (load POOL_SIZE more)."""
+        return self.kind == POOL_SOURCE
+
+
+def demo_source(task: str, shots: int, demos_from: str | None = None) -> DemoSource:
+    """The source of ``task``'s demonstrations: ``--demos-from``, a dev/train split beside
+    the evaluated file, or the held-out pool (see the module docstring)."""
+    if shots <= 0:
+        return DemoSource(None)
+    if "=" not in task:
+        if demos_from:
+            from whitebox_eval.tasks import lm_eval_name_hint
+
+            raise WhiteboxError(lm_eval_name_hint(task) or f"--demos-from needs a NAME=PATH task (its file in the same "
+                                f"format); {task!r} is generated, its demonstrations come from a held-out pool")
+        return DemoSource(POOL_SOURCE)
+    name, path = (x.strip() for x in task.split("=", 1))
+    name = name.lower()
+    if name == "mmlu":
+        where = demos_from or mmlu_dev_location(path)
+        return DemoSource(DEV_SOURCE, where, "dev", given=bool(demos_from)) if where else DemoSource(POOL_SOURCE)
+    if demos_from:
+        return DemoSource(FILE_SOURCE, demos_from, given=True)
+    found = sibling_split(name, path)
+    return DemoSource(SPLIT_SOURCE, found[1], found[0]) if found else DemoSource(POOL_SOURCE)
+
+
+def dev_demonstrations(task: str, shots: int, subjects: Sequence[str | None], on_bad_row: str = "skip",
+                       where: str | None = None) -> Demonstrations:
+    """The first ``shots`` dev rows of every subject in ``subjects`` (MMLU dev split, by
+    default the one beside the evaluated path)."""
     from whitebox_eval.tasks import load_mcq_dataset
 
-    where = mmlu_dev_location(task.split("=", 1)[1])
+    where = where or mmlu_dev_location(task.split("=", 1)[1])
     wanted = sorted({s or "" for s in subjects})
     files = [Path(where) / f"{s}_dev.csv" for s in wanted]
-    if not where.startswith("hf:") and all(f.is_file() for f in files):
+    if not where.startswith("hf:") and Path(where).is_dir() and all(f.is_file() for f in files):
         dev = [it for f in files for it in load_mcq_dataset("mmlu", f, on_bad_row=on_bad_row)]  # only the subjects evaluated
     else:  # one file for every subject (hub export, headered CSV with a subject column), or a file is missing
         dev = list(load_mcq_dataset("mmlu", where, on_bad_row=on_bad_row))
@@ -110,12 +230,52 @@ def dev_demonstrations(task: str, shots: int, subjects: Sequence[str | None], on
     return Demonstrations(DEV_SOURCE, shots, by_subject=chosen, where=where)
 
 
+def file_demonstrations(name: str, where: str, shots: int, seed: int = 0, on_bad_row: str = "skip") -> Demonstrations:
+    """One seeded draw of ``shots`` rows from a whole file of task ``name`` (its train split
+    or ``--demos-from``), the same for every item."""
+    from whitebox_eval.tasks import load_mcq_dataset
+
+    rows = list(load_mcq_dataset(name, where, on_bad_row=on_bad_row, seed=seed))
+    if len(rows) < shots:
+        raise WhiteboxError(f"{where} has {len(rows)} usable rows but --shots {shots} needs {shots}; use fewer shots")
+    return Demonstrations(FILE_SOURCE, shots, shared=select_demos(rows, shots, seed=seed), where=where,
+                          n_rows=len(rows), seed=seed)
+
+
+def _content(it: MCQItem) -> tuple:
+    return ((it.context or "").strip(), it.question.strip(), tuple(o.strip() for o in it.options))
+
+
+def keep_apart(demos: Demonstrations, items: list[MCQItem]) -> list[MCQItem]:
+    """The items to evaluate: those equal to a demonstration dropped (recorded in
+    ``demos.removed``); a demonstration id equal to a different item's id becomes ``ID@FILE``."""
+    shown = demos.shared if demos.source != DEV_SOURCE else [d for ds in demos.by_subject.values() for d in ds]
+    same = {_content(d) for d in shown}
+    kept = [it for it in items if _content(it) not in same]
+    demos.removed = [it.id for it in items if _content(it) in same]
+    ids = {it.id for it in kept}
+    tag = (demos.where or "").rsplit("@", 1)[-1] if (demos.where or "").startswith("hf:") else Path(demos.where or "").name
+    for d in shown:
+        if d.id in ids:
+            d.id = f"{d.id}@{tag}"
+    return kept
+
+
 def plan_demonstrations(task: str, shots: int, items: list[MCQItem], seed: int = 0,
-                        on_bad_row: str = "skip") -> tuple[Demonstrations, list[MCQItem]]:
-    """``(demonstrations, items to evaluate)``; with a pool, the pool is removed from the items."""
-    if shots <= 0:
+                        on_bad_row: str = "skip", demos_from: str | None = None) -> tuple[Demonstrations, list[MCQItem]]:
+    """``(demonstrations, items to evaluate)``; with a pool, the pool is removed from the items,
+    with a file, items equal to a demonstration are (:func:`keep_apart`)."""
+    src = demo_source(task, shots, demos_from)
+    if src.kind is None:
         return Demonstrations(), items
-    if uses_dev_split(task, shots):
-        return dev_demonstrations(task, shots, [it.subject for it in items], on_bad_row), items
-    pool, rest = split_demo_pool(items, POOL_SIZE)
-    return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed)), rest
+    if src.kind == POOL_SOURCE:
+        pool, rest = split_demo_pool(items, POOL_SIZE)
+        evaluated_file = task.split("=", 1)[1].strip() if "=" in task else None
+        return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed), where=evaluated_file), rest
+    if src.kind == DEV_SOURCE:
+        demos = dev_demonstrations(task, shots, [it.subject for it in items], on_bad_row, where=src.where)
+    else:
+        demos = file_demonstrations(task.split("=", 1)[0].strip().lower(), src.where, shots, seed, on_bad_row)
+        demos.source, demos.split = src.kind, src.split
+    demos.given = src.given
+    return demos, keep_apart(demos, items)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,15 +104,16 @@ def continuations(query: LmEvalDoc) -> list[str]:
     return [TARGET_DELIMITER + c for c in query.choices]
 
 
-def encode_pair(tokenizer, context_text: str, continuation: str) -> tuple[list[int], list[int]]:
-    """lm-eval's ``_encode_pair`` for causal models: trailing whitespace of the context
-    moves to the continuation; the whole string is tokenized and the continuation is the
-    tokens after the context's own (``whole[len(context):]``, no prefix check)."""
+def encode_pair(encode: Callable[[str], list[int]], context_text: str, continuation: str) -> tuple[list[int], list[int]]:
+    """lm-eval's ``_encode_pair`` for causal models (``encode``: text -> token ids with the
+    tokenizer's special tokens): trailing whitespace of the context moves to the
+    continuation; the whole string is tokenized and the continuation is the tokens after
+    the context's own (``whole[len(context):]``, no prefix check)."""
     n = len(context_text) - len(context_text.rstrip())
     if n:
         continuation, context_text = context_text[-n:] + continuation, context_text[:-n]
-    whole = tokenizer(context_text + continuation)["input_ids"]
-    ctx = tokenizer(context_text)["input_ids"]
+    whole = encode(context_text + continuation)
+    ctx = encode(context_text)
     return list(ctx), list(whole[len(ctx):])
 
 
