@@ -31,7 +31,8 @@ def _hellaswag(path: Path, n: int = 6) -> Path:
 def _mmlu(folder: Path) -> Path:
     for split, n in (("test", 8), ("dev", 5)):
         (folder / split).mkdir(parents=True, exist_ok=True)
-        rows = [f"What is {i} plus {i}?,{2 * i},{2 * i + 1},{2 * i + 2},{2 * i + 3},{'ABCD'[i % 4]}" for i in range(n)]
+        what = "What is" if split == "test" else "Say"  # dev rows differ from test rows (identical ones are not evaluated)
+        rows = [f"{what} {i} plus {i}?,{2 * i},{2 * i + 1},{2 * i + 2},{2 * i + 3},{'ABCD'[i % 4]}" for i in range(n)]
         (folder / split / f"elementary_mathematics_{split}.csv").write_text("\n".join(rows) + "\n")
     return folder / "test"
 
@@ -85,7 +86,7 @@ def test_mmlu_letters_with_dev_demonstrations_and_white_box_scores(tiny_mcqa_mod
     res, samples = folder.load_results(), _samples(folder)
     assert (res["n_total"], res["n_evaluated"], res["n_val"], res["n_test"]) == (8, 6, 2, 4)
     head = "The following are multiple choice questions (with answers) about elementary mathematics.\n\n"
-    shots = "What is 0 plus 0?\nA. 0\nB. 1\nC. 2\nD. 3\nAnswer: A\n\nWhat is 1 plus 1?\nA. 2\nB. 3\nC. 4\nD. 5\nAnswer: B\n\n"
+    shots = "Say 0 plus 0?\nA. 0\nB. 1\nC. 2\nD. 3\nAnswer: A\n\nSay 1 plus 1?\nA. 2\nB. 3\nC. 4\nD. 5\nAnswer: B\n\n"
     for s in samples:
         i = int(s["id"].rsplit(":", 1)[1]) - 1
         prompt = head + shots + f"What is {i} plus {i}?\nA. {2 * i}\nB. {2 * i + 1}\nC. {2 * i + 2}\nD. {2 * i + 3}\nAnswer:"
