@@ -111,3 +111,16 @@ def test_lm_eval_style_refuses_what_it_cannot_run(tiny_mcqa_model, tmp_path):  #
     with pytest.raises(WhiteboxError, match="task ssd has prompt styles: paper"):
         run_mcqa(MCQAConfig(model="tiny", prompt="lm-eval"), tmp_path / "r", loaded=tiny_mcqa_model, show_progress=False)
     assert not (tmp_path / "r").exists()  # refused before a run folder was made
+
+
+def test_paper_style_cloze_shows_the_demonstrations_with_their_gold_text(tiny_mcqa_model, tmp_path):  # noqa: F811
+    cfg = MCQAConfig(model="tiny", task="ssd", shots=2, limit=4, methods=("cloze",), batch_size=4)
+    folder = run_mcqa(cfg, tmp_path / "runs", run_id="c", loaded=tiny_mcqa_model, show_progress=False)
+    demo_ids = yaml.safe_load((folder.path / "config.yaml").read_text())["demonstrations"]["ids"]
+    from whitebox_eval.tasks.ssd import make_ssd
+
+    pool = {it.id: it for it in make_ssd(4 + 15, 4, seed=0)}
+    shots = "".join(f"Question: {pool[i].question}\nAnswer: {pool[i].gold_text}\n\n" for i in demo_ids)
+    for s in _samples(folder):
+        assert s["prompt"] == shots + f"Question: {pool[s['id']].question}\nAnswer:"
+        assert s["continuations"] == [" " + o for o in pool[s["id"]].options]

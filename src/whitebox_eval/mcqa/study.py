@@ -166,16 +166,19 @@ class _Study:
 
     def cloze_request(self, item: MCQItem) -> tuple[str, list[str], list[str]]:
         """(context, continuations, choices) of the cloze: lm-eval's text with ``--prompt
-        lm-eval``; otherwise ``[context\\n]Question: ..\\nAnswer:`` and ``" " + option``. Under
+        lm-eval``; otherwise ``[context\\n]Question: ..\\nAnswer:`` and ``" " + option``, after the
+        demonstrations written the same way with their gold text and a blank line. Under
         ``--apply-chat-template`` the context is templated and the continuations are the
         choices without the delimiter, after the template's trailing whitespace (:mod:`.chat`)."""
         if self.cfg.prompt == lm_eval.LM_EVAL:
             query = lm_eval.doc(self.dataset, item)
             docs = [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
             context, choices = lm_eval.context(query, docs), list(query.choices)
-        else:
-            context = (f"{item.context}\n" if item.context else "") + f"Question: {item.question}\nAnswer:"
-            choices = list(item.options)
+        else:  # demonstrations as lm-eval lays them out: "...Answer: <gold text>\n\n" before the query
+            cue = lambda it: (f"{it.context}\n" if it.context else "") + f"Question: {it.question}\nAnswer:"  # noqa: E731
+            shots = "".join(cue(d) + lm_eval.TARGET_DELIMITER + d.gold_text + lm_eval.FEWSHOT_DELIMITER
+                            for d in self.demos.for_item(item))
+            context, choices = shots + cue(item), list(item.options)
         if self.chat:
             pairs = [self.chat.cloze(context, c) for c in choices]
             return pairs[0][0], [x for _, x in pairs], choices
