@@ -239,7 +239,8 @@ def main() -> None:
     ap.add_argument("--model-dir", help="HF folder of the bundled smollm2-135m (dequantized GGUF cache)")
     ap.add_argument("--project-python", default=os.environ.get("WHITEBOX_PYTHON", str(REPO / ".venv" / "bin" / "python")),
                     help="the project's Python, asked for the model folder when --model-dir is absent")
-    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--batch-size", type=int, default=1,
+                    help="lm-eval batch size (default 1, lm-eval's default: no padding; 8 moves log-likelihoods by up to ~1e-4)")
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "lm_eval_parity.json")
     ap.add_argument("--results-out", type=Path,
                     default=REPO / "tests" / "fixtures" / "lm_eval_results" / RESULTS_NAME)
