@@ -344,6 +344,7 @@ def main() -> None:
                             source="mmlu/test/<subject>_test.csv; demos mmlu/dev/<subject>_dev.csv",
                             split="test", num_fewshot=5, fewshot_split="dev", fewshot_sampler="first_n",
                             fewshot_dev_rows=[0, 1, 2, 3, 4],
+                            fewshot_docs=[d for s_ in MMLU_SUBJECTS for d in mmlu_dev[s_][:5]],
                             key="subject, row = 0-based row of mmlu/test/<subject>_test.csv"),
     }
     # the 5-shot demonstrations are the first five dev rows of the same subject, in order
