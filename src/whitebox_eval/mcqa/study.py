@@ -43,7 +43,10 @@ from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs.data_files import data_file_records
+from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, item_accuracy, sample_fields, task_name
 from whitebox_eval.runs.distributed import World, create_run, world as current_world
 from whitebox_eval.runs.parts import read_parts, write_part
 
@@ -213,7 +216,8 @@ class _Study:
                 letters = scores["letter_logits"][j, :n]
                 records.append({"id": self.items[i].id, "gold": r.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
                                 "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
-                                "pred_baseline": int(np.argmax(letters))})
+                                "pred_baseline": int(np.argmax(letters)),
+                                **sample_fields(self.items[i], r.text, i, r.answer_strings)})
             self.folder.append_samples(records)
 
         arrays = self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, on_batch=stream)
@@ -302,8 +306,9 @@ def run_mcqa(
     for m in cfg.methods:
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
-    items = load_items(cfg)
-    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row)
+    with recording() as read:  # every data file opened, for config.yaml's data_files
+        items = load_items(cfg)
+        demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row)
     if cfg.limit is not None:
         items = items[: cfg.limit]
     if not items:
@@ -315,6 +320,7 @@ def run_mcqa(
     ranks = current_world()
     config = cfg.to_dict()
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
+    config["data_files"] = data_file_records(read)  # path, sha256, bytes; --resume refuses changed data
     folder = create_run(ranks, output, config, run_id=run_id, resume=resume)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
@@ -453,6 +459,7 @@ def finalize(study: _Study) -> RunFolder:
         plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                            letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
         results["headline"] = headline
+        add_lm_eval_fields(results, folder.config, task_name(cfg.task))  # lm-eval's results-file blocks
         folder.save_results(results)
     return folder
 
@@ -463,6 +470,8 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
     accuracies), PriDe's prediction and the options' log-likelihoods, per item."""
     extras: dict = {}
     val = set(int(i) for i in study.split.val)
+    base_pred = hs.option_predictions(np.nan_to_num(main["letter_logits"], nan=-np.inf), study.cfg.seed)  # as finalize's
+    cloze_pred = (_argmax(cloze[0]), _argmax(cloze[1])) if cloze is not None else None  # as finalize's acc / acc_norm
     for i, it in enumerate(study.items):
         n = len(study.rendered[i].options)
         e: dict = {"split": "validation" if i in val else "test"}
@@ -475,5 +484,9 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
         if cloze is not None:
             e["cloze_loglik"] = [float(x) for x in cloze[0][i, : len(it.options)]]
             e["cloze_loglik_norm"] = [float(x) for x in cloze[1][i, : len(it.options)]]
+        # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses
+        e.update(item_accuracy(it.gold, {"baseline": base_pred[i], "pride": e.get("pred_pride"),
+                                         **{f"{m}_head": sel.predictions[i] for m, sel in selected.items()},
+                                         **({"acc,cloze": cloze_pred[0][i], "acc_norm,cloze": cloze_pred[1][i]} if cloze_pred else {})}))
         extras[it.id] = e
     return extras
