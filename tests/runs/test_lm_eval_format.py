@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from pathlib import Path
 from datetime import UTC, datetime
 
 import pytest
@@ -111,3 +112,19 @@ def test_sample_fields_of_an_item():
 def test_item_accuracy():
     assert item_accuracy(2, {"baseline": 2, "qk_head": 0, "pride": None, "acc_norm,cloze": 2}) == {
         "acc,baseline": 1.0, "acc,qk_head": 0.0, "acc_norm,cloze": 1.0}
+
+
+PARITY = Path(__file__).parents[1] / "fixtures" / "lm_eval_parity.json"
+
+
+def test_hashes_equal_those_of_real_lm_eval_samples():
+    """doc_hash / prompt_hash of 120 real lm-eval 0.4.13 --log_samples records (the parity
+    fixture of benchmarks/lm_eval_parity.py: HellaSwag, ARC-Challenge, MMLU 0- and 5-shot)."""
+    if not PARITY.is_file():
+        pytest.skip("tests/fixtures/lm_eval_parity.json (benchmarks/lm_eval_parity.py) is not in this checkout")
+    tasks = json.loads(PARITY.read_text(encoding="utf-8"))["tasks"]
+    items = [it for t in tasks.values() for it in t["items"]]
+    assert len(items) == 120
+    for it in items:
+        assert hash_string(it["context"]) == it["prompt_hash"]
+        assert doc_hash(it["doc"]) == it["doc_hash"]
