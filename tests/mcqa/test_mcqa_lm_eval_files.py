@@ -74,3 +74,18 @@ def test_resume_refuses_a_changed_data_file(tiny_mcqa_model, tmp_path):  # noqa:
     data.write_text("\n".join(lines[:-1] + [lines[-1].replace('"label": 3', '"label": 2')]) + "\n")
     with pytest.raises(WhiteboxError, match=r"data file .*hs\.jsonl changed since the run started"):
         run_mcqa(cfg, tmp_path / "runs", run_id="r", resume=True, loaded=tiny_mcqa_model, show_progress=False)
+
+
+def test_formats_run_records_its_data_and_lm_eval_blocks(tiny_mcqa_model, tmp_path):  # noqa: F811
+    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
+
+    cfg = FormatsConfig(model="tiny", task="arithmetic:add1", limit=3, shots=1, n_samples=2, max_new_tokens=3,
+                        n_bins=2, batch_size=3)
+    folder = run_formats(cfg, tmp_path, run_id="f", loaded=tiny_mcqa_model, show_progress=False)
+    assert folder.config["data_files"] == []  # synthetic: nothing read
+    res = folder.load_results()
+    entry = res["results"]["arithmetic"]
+    assert entry["p_correct,renorm"] == res["p_correct,renorm"]
+    assert entry["p_correct_stderr,renorm"] == res["p_correct_stderr,renorm"]
+    assert res["n-shot"] == {"arithmetic": 1} and res["n-samples"]["arithmetic"] == {"original": 3, "effective": 3}
+    assert res["higher_is_better"] == {"arithmetic": {"p_correct": True, "alignment_error": False}}

@@ -27,8 +27,8 @@ from typing import Any
 LM_EVAL_VERSION = "0.4.13"
 """The lm-eval release whose layout this module follows (checked against its source)."""
 
-HIGHER_IS_BETTER = {"acc": True, "acc_norm": True, "pa": True}
-"""Metric names whose direction is known; others get no ``higher_is_better`` entry."""
+HIGHER_IS_BETTER = {"acc": True, "acc_norm": True, "pa": True, "p_correct": True, "alignment_error": False}
+"""Metric names whose direction is known (alignment error: lower is better); others get no entry."""
 
 _DERIVED = ("_stderr", "_ci", "_n", "_ci_method")
 
