@@ -223,3 +223,11 @@ def test_three_runs_get_deltas_against_the_first(mcqa_run):
     assert header.split() == ["metric", "A", "B", "C", "B", "-", "A", "C", "-", "A"]
     row = next(x for x in lines if x.startswith("acc,baseline"))
     assert row.split() == ["acc,baseline", "0.5", "0.75", "0.25", "+0.25", "-0.25"]
+
+
+def test_rows_on_different_numbers_of_items_are_flagged(tmp_path):
+    run = _run(tmp_path / "runs", "hs", "hellaswag=/d/hs.jsonl", {"acc,cloze": [1] * 5 + [0] * 15})
+    lines = compare_lines(load_inputs([run.path, REAL]))
+    assert any(x == "note: hellaswag acc,cloze: A n=20, B n=30: not the same items, so the delta mixes model and "
+               "item differences" for x in lines)
+    assert not any("acc_norm,cloze: A" in x for x in lines)  # A has no acc_norm: nothing to flag

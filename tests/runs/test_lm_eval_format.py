@@ -55,7 +55,8 @@ def test_results_blocks_follow_lm_eval_layout():
     # lm-eval's mean_stderr: sample sd (ddof=1) / sqrt(n) = sqrt(p(1-p) n/(n-1)) / sqrt(n)
     assert entry["acc_stderr,baseline"] == pytest.approx(math.sqrt(0.6 * 0.4 * 10 / 9) / math.sqrt(10), rel=1e-12)
     assert entry["acc_norm,cloze"] == 0.5 and "acc_norm_stderr,cloze" in entry
-    assert not any(k.startswith(("acc_ci", "acc_n,", "selection_bias")) for k in entry)  # only estimates and stderrs
+    assert entry["sample_count"] == {"acc,baseline": 10, "acc_norm,cloze": 10}
+    assert not any(k.startswith(("acc_ci", "acc_n,", "acc_norm_n,", "selection_bias")) for k in entry)  # only estimates and stderrs
     assert out["n-samples"] == {"hellaswag": {"original": 10, "effective": 10}}
     assert out["n-shot"] == {"hellaswag": 0} and out["versions"] == {"hellaswag": None}
     assert out["higher_is_better"] == {"hellaswag": {"acc": True, "acc_norm": True}}

@@ -115,6 +115,19 @@ def build_columns(inputs: list[RunData | LMEvalFile]) -> tuple[list[Column], boo
     return columns, with_tasks
 
 
+def _differing_n(columns: list[Column], keys: list[tuple[str, str]]) -> list[str]:
+    """Rows whose inputs measured different numbers of items (so not the same items)."""
+    out = []
+    for key in keys:
+        ns = {c.label: c.rows[key][1]["n"] for c in columns
+              if key in c.rows and c.rows[key][1] and c.rows[key][1].get("n") is not None}
+        if len(set(ns.values())) > 1:
+            shown = ", ".join(f"{label} n={n}" for label, n in ns.items())
+            out.append(f"{' '.join(k for k in key if k)}: {shown}: not the same items, so the delta mixes "
+                       "model and item differences")
+    return out
+
+
 def _notes(columns: list[Column], with_tasks: bool) -> list[str]:
     notes = [n for c in columns for n in c.notes]
     if not with_tasks:
@@ -160,7 +173,7 @@ def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
-    notes = _notes(columns, with_tasks)
+    notes = _notes(columns, with_tasks) + _differing_n(columns, keys)
     if notes:
         lines += [""] + [f"note: {n}" for n in notes]
     runs = [c.run for c in columns if c.run is not None]

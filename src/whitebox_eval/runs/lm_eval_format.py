@@ -93,6 +93,19 @@ def _estimates(headline: Mapping[str, Any], results: Mapping[str, Any]) -> dict[
     return out
 
 
+def _metric_counts(headline: Mapping[str, Any], results: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str, int]:
+    """``{metric,filter: n}`` from the ``metric_n,filter`` keys beside each estimate."""
+    out = {}
+    for key in metrics:
+        name, _, filt = key.partition(",")
+        if name.endswith("_stderr"):
+            continue
+        n = headline.get(f"{name}_n,{filt}", results.get(f"{name}_n,{filt}"))
+        if isinstance(n, int) and not isinstance(n, bool):
+            out[key] = n
+    return out
+
+
 def _count(results: Mapping[str, Any], key: str, task: str) -> int | None:
     value = results.get(key)
     if isinstance(value, Mapping):
@@ -131,6 +144,9 @@ def lm_eval_fields(results: Mapping[str, Any], config: Mapping[str, Any], task: 
     if effective is not None:
         entry["sample_len"] = effective
     entry.update(metrics)
+    counts = _metric_counts(head if isinstance(head, Mapping) else {}, results, metrics)
+    if counts:  # lm-eval's per-metric counts (its groups write them): ours differ by method (test split)
+        entry["sample_count"] = counts
     names = sorted({k.partition(",")[0] for k in metrics if not k.partition(",")[0].endswith("_stderr")})
     shots = config.get("shots")
     task_config: dict[str, Any] = {"task": task, "output_type": "multiple_choice"}
