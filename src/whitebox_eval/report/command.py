@@ -44,7 +44,7 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> Non
 @click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 def compare(inputs: tuple[Path, ...]) -> None:
-    """Print headline metrics of runs and lm-eval results side by side, with deltas vs the first.
+    """Print the headline metrics of runs and lm-eval results files side by side, with deltas vs the first.
 
     \b
     Each INPUT is a run folder, an lm-eval results_*.json (from lm_eval --output_path),
