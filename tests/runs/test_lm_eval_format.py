@@ -77,6 +77,9 @@ def test_counts_prefer_n_total_and_n_evaluated_and_nothing_is_replaced():
     assert lm_eval_fields(res, CONFIG, "mmlu")["n-samples"] == {"mmlu": {"original": 14042, "effective": 10}}
     res = {**_results(), "n_total": {"mmlu": 57}, "n_evaluated": {"mmlu": 10}}
     assert lm_eval_fields(res, CONFIG, "mmlu")["n-samples"]["mmlu"] == {"original": 57, "effective": 10}
+    # a --limit run that does not say how many items the task has: no invented total
+    limited = lm_eval_fields(_results(), {**CONFIG, "limit": 10}, "mmlu")
+    assert "n-samples" not in limited and limited["results"]["mmlu"]["sample_len"] == 10
     mine = {**_results(), "config": "ours"}
     add_lm_eval_fields(mine, CONFIG, "hellaswag")
     assert mine["config"] == "ours" and "results" in mine and mine["headline"]["acc,baseline"] == 0.6

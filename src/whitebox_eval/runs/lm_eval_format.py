@@ -130,7 +130,8 @@ def lm_eval_fields(results: Mapping[str, Any], config: Mapping[str, Any], task: 
     ``results`` is our results.json (its ``headline`` holds ``metric,filter`` estimates;
     ``n_total`` / ``n_evaluated`` if present, else ``n_items``, give ``n-samples``),
     ``config`` our config.yaml (model, dtype, batch_size, seed, shots, limit, task,
-    versions, created). Merge the result into results.json: no key of ours is replaced.
+    versions, created). ``n-samples`` needs the task's total: ``n_total``, or
+    ``n_items`` when no ``limit`` cut the task; otherwise it is left out. Merge the result into results.json: no key of ours is replaced.
     """
     head = results.get("headline")
     metrics = _estimates(head if isinstance(head, Mapping) else {}, results)
@@ -138,8 +139,8 @@ def lm_eval_fields(results: Mapping[str, Any], config: Mapping[str, Any], task: 
     if effective is None:
         effective = _count(results, "n_items", task)
     original = _count(results, "n_total", task)
-    if original is None:
-        original = effective
+    if original is None and config.get("limit") is None:
+        original = effective  # nothing cut off: every item of the task was evaluated
     entry: dict[str, Any] = {"alias": task, "name": task}
     if effective is not None:
         entry["sample_len"] = effective
@@ -167,7 +168,7 @@ def lm_eval_fields(results: Mapping[str, Any], config: Mapping[str, Any], task: 
     }
     if isinstance(shots, int):
         out["n-shot"] = {task: shots}
-    if effective is not None:
+    if effective is not None and original is not None:  # a --limit run without n_total: the total is unknown
         out["n-samples"] = {task: {"original": original, "effective": effective}}
     run: dict[str, Any] = {}
     if config.get("model") is not None:
