@@ -231,3 +231,22 @@ def test_rows_on_different_numbers_of_items_are_flagged(tmp_path):
     assert any(x == "note: hellaswag acc,cloze: A n=20, B n=30: not the same items, so the delta mixes model and "
                "item differences" for x in lines)
     assert not any("acc_norm,cloze: A" in x for x in lines)  # A has no acc_norm: nothing to flag
+
+
+def test_mmlu_is_matched_on_the_subjects_the_run_evaluated(tmp_path):
+    subjects = {"marketing": [1, 0, 1], "virology": [0, 0, 1, 1], "anatomy": [1] * 9 + [0]}
+    lm = _write(tmp_path, _mmlu_file(subjects, group=True))
+    run = _run(tmp_path / "runs", "m", "mmlu=/data/mmlu/test", {"acc,baseline": [1] * 4 + [0] * 3})
+    run.append_samples([{"id": f"mmlu/{s}/{s}_test.csv:{i}", "doc": {"subject": s}}
+                        for s in ("marketing", "virology") for i in range(1, len(subjects[s]) + 1)])
+    lines = compare_lines(load_inputs([run.path, lm]))
+    row = _table(lines)[("mmlu", "acc,baseline")]
+    # not the group's 0.123: marketing + virology pooled, 4 of 7, the run's own subjects
+    assert "0.5714" in row.split("wilson")[1] and "n=7 normal-approx" in row and row.rstrip().endswith("+0")
+    assert any("mmlu = its 2 subject tasks the runs evaluated" in x for x in lines)
+    # a subject the file lacks: its own mmlu row, said so
+    other = _run(tmp_path / "runs", "o", "mmlu=/data/mmlu/test", {"acc,baseline": [1, 0]})
+    other.append_samples([{"id": "mmlu/astronomy/astronomy_test.csv:1"}, {"id": "mmlu/marketing/marketing_test.csv:1"}])
+    lines = compare_lines(load_inputs([other.path, lm]))
+    assert "0.123" in _table(lines)[("mmlu", "acc,baseline")]
+    assert any("lacks 1 subject(s) the runs evaluated (astronomy): its mmlu row covers other items" in x for x in lines)

@@ -18,9 +18,10 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.report.comparison import mui_moves
 from whitebox_eval.report.lm_eval_results import (
-    MAPPING_NOTE, LMEvalFile, find_results_files, lm_eval_rows, load_lm_eval_file)
+    MAPPING_NOTE, MMLU_SUBJECTS, LMEvalFile, find_results_files, lm_eval_rows, load_lm_eval_file)
 from whitebox_eval.report.metrics import delta, estimate_rows, format_delta, format_estimate, format_value
 from whitebox_eval.report.rundata import RunData, load_run
+from whitebox_eval.runs.folder import RunFolder
 from whitebox_eval.runs.lm_eval_format import task_name
 
 ARC_TASKS = ("arc_challenge", "arc_easy")
@@ -82,6 +83,19 @@ def run_task(run: RunData, lm_eval_tasks: set[str]) -> str:
     return name
 
 
+def mmlu_subjects(run: RunData) -> set[str] | None:
+    """The MMLU subjects a run evaluated (its samples' ``doc.subject``, or the subject in
+    the item id ``mmlu/<subject>/...``), or None when one is not an MMLU subject name."""
+    found: set[str] = set()
+    for s in RunFolder.open(run.path).read_samples():
+        doc = s.get("doc") if isinstance(s.get("doc"), dict) else {}
+        subject = doc.get("subject") or (str(s.get("id", "")).split("/")[1] if str(s.get("id", "")).count("/") >= 2 else None)
+        if subject not in MMLU_SUBJECTS:
+            return None
+        found.add(subject)
+    return found or None
+
+
 def _label(i: int) -> str:
     return chr(ord("A") + i) if i < 26 else f"#{i + 1}"
 
@@ -90,9 +104,14 @@ def build_columns(inputs: list[RunData | LMEvalFile]) -> tuple[list[Column], boo
     """The columns, and whether rows carry a task (an lm-eval file is among the inputs)."""
     lm_files = [x for x in inputs if isinstance(x, LMEvalFile)]
     with_tasks = bool(lm_files)
-    parsed = {id(f): lm_eval_rows(f) for f in lm_files}
-    lm_tasks = {task for rows, _ in parsed.values() for task, _ in rows}
-    run_tasks = {run_task(x, lm_tasks) for x in inputs if isinstance(x, RunData)}
+    lm_tasks = {task for f in lm_files for task, _ in lm_eval_rows(f)[0]}
+    runs = [x for x in inputs if isinstance(x, RunData)]
+    run_tasks = {run_task(x, lm_tasks) for x in runs}
+    subjects: set[str] | None = None
+    if lm_files and "mmlu" in run_tasks:  # lm-eval's MMLU over the subjects our runs evaluated
+        per_run = [mmlu_subjects(x) for x in runs if run_task(x, lm_tasks) == "mmlu"]
+        subjects = set().union(*per_run) if all(per_run) else None
+    parsed = {id(f): lm_eval_rows(f, subjects) for f in lm_files}
     columns: list[Column] = []
     for i, x in enumerate(inputs):
         label = _label(i)

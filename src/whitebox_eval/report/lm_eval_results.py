@@ -154,20 +154,42 @@ def pooled(values: list[float], stderrs: list[float], sizes: list[int]) -> tuple
     return mean, math.sqrt(var / total)
 
 
-def _mmlu(f: LMEvalFile) -> tuple[dict[str, tuple[float, dict | None]], str | None]:
-    """Our ``acc,baseline`` on MMLU from the group entry, or pooled from the subjects."""
+def _mmlu(f: LMEvalFile, subjects: set[str] | None = None) -> tuple[dict[str, tuple[float, dict | None]], str | None]:
+    """Our ``acc,baseline`` on MMLU: pooled over ``subjects`` (the subjects our runs
+    evaluated) when the file has each of them, else the group entry, else pooled over
+    every subject the file has."""
     res = f.results
     group = res.get("mmlu", {})
+    have = {t[5:] for t in res if t.startswith("mmlu_") and t[5:] in MMLU_SUBJECTS and _number(res[t].get("acc,none"))}
+    if subjects and subjects <= have and subjects != have:
+        rows, pool_note = _pool(f, sorted(f"mmlu_{s}" for s in subjects))
+        if not rows:
+            return rows, pool_note
+        if len(subjects) == 1:
+            return rows, f"{f.path.name}: mmlu = its mmlu_{next(iter(subjects))}, the one subject the runs evaluated"
+        return rows, (f"{f.path.name}: mmlu = its {len(subjects)} subject tasks the runs evaluated, pooled as "
+                      "lm-eval's group pools them (n-weighted mean, pooled stderr)")
+    note = None
+    if subjects and not subjects <= have:
+        missing = sorted(subjects - have)
+        note = (f"{f.path.name} lacks {len(missing)} subject(s) the runs evaluated ({', '.join(missing[:5])}"
+                f"{', ...' if len(missing) > 5 else ''}): its mmlu row covers other items")
     if _number(group.get("acc,none")):
         n = f.n("mmlu")
         if n is None:
             leaves = [t for t in res if t.startswith("mmlu_") and t[5:] in MMLU_SUBJECTS]
             ns = [f.n(t) for t in leaves]
             n = sum(ns) if leaves and None not in ns else None
-        return {"acc,baseline": _estimate(group["acc,none"], group.get("acc_stderr,none"), n)}, None
-    leaves = sorted(t for t in res if t.startswith("mmlu_") and t[5:] in MMLU_SUBJECTS and _number(res[t].get("acc,none")))
-    if not leaves:
+        return {"acc,baseline": _estimate(group["acc,none"], group.get("acc_stderr,none"), n)}, note
+    if not have:
         return {}, None
+    rows, pooled_note = _pool(f, sorted(f"mmlu_{s}" for s in have))
+    return rows, note or pooled_note
+
+
+def _pool(f: LMEvalFile, leaves: list[str]) -> tuple[dict[str, tuple[float, dict | None]], str | None]:
+    """The subject tasks ``leaves`` pooled as lm-eval's ``mmlu`` group pools them."""
+    res = f.results
     sizes = [f.n(t) for t in leaves]
     stderrs = [res[t].get("acc_stderr,none") for t in leaves]
     if None in sizes:
@@ -184,16 +206,17 @@ def _mmlu(f: LMEvalFile) -> tuple[dict[str, tuple[float, dict | None]], str | No
     return {"acc,baseline": _estimate(mean, se, sum(sizes))}, note
 
 
-def lm_eval_rows(f: LMEvalFile) -> tuple[dict[tuple[str, str], tuple[float, dict | None]], list[str]]:
+def lm_eval_rows(f: LMEvalFile, mmlu_subjects: set[str] | None = None
+                 ) -> tuple[dict[tuple[str, str], tuple[float, dict | None]], list[str]]:
     """``{(task, metric): (value, interval)}`` of a results file in our names, and notes.
 
     Tasks we know (:data:`CLOZE_TASKS`, MMLU) get our metric names; any other task keeps
     lm-eval's task and ``metric,filter`` names. MMLU's subject and category entries fold
-    into one ``mmlu`` row.
+    into one ``mmlu`` row (over ``mmlu_subjects`` when given and all present).
     """
     rows: dict[tuple[str, str], tuple[float, dict | None]] = {}
     notes: list[str] = []
-    mmlu, note = _mmlu(f)
+    mmlu, note = _mmlu(f, mmlu_subjects)
     rows.update({("mmlu", k): v for k, v in mmlu.items()})
     if note:
         notes.append(note)
