@@ -250,3 +250,22 @@ def test_mmlu_is_matched_on_the_subjects_the_run_evaluated(tmp_path):
     lines = compare_lines(load_inputs([other.path, lm]))
     assert "0.123" in _table(lines)[("mmlu", "acc,baseline")]
     assert any("lacks 1 subject(s) the runs evaluated (astronomy): its mmlu row covers other items" in x for x in lines)
+
+
+def test_real_mmlu_subject_results_pool_to_the_mean_over_their_items(tmp_path):
+    """lm-eval 0.4.13's own mmlu_<subject> blocks (the parity fixture, 10 items of each of 3
+    subjects): pooled, they give the mean of the 30 per-item acc values lm-eval logged."""
+    parity = FIXTURES / "lm_eval_parity.json"
+    if not parity.is_file():
+        pytest.skip("tests/fixtures/lm_eval_parity.json (benchmarks/lm_eval_parity.py) is not in this checkout")
+    block = json.loads(parity.read_text(encoding="utf-8"))["tasks"]["mmlu"]
+    data = {**block["raw"], "lm_eval_version": "0.4.13"}
+    rows, notes = lm_eval_rows(load_lm_eval_file(_write(tmp_path, data)))
+    value, ci = rows[("mmlu", "acc,baseline")]
+    acc = [it["acc"] for it in block["items"]]
+    assert value == pytest.approx(np.mean(acc), abs=1e-12) == pytest.approx(block["mean_over_items"]["acc"], abs=1e-12)
+    by_subject: dict[str, list[float]] = {}
+    for it in block["items"]:
+        by_subject.setdefault(it["key"]["subject"], []).append(it["acc"])
+    ss = sum(((np.array(x) - np.mean(x)) ** 2).sum() for x in by_subject.values())
+    assert ci["n"] == 30 and ci["stderr"] == pytest.approx(math.sqrt(ss / (30 - 3) / 30), rel=1e-12)
