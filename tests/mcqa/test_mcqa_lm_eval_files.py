@@ -50,11 +50,13 @@ def test_samples_results_and_config_carry_lm_eval_fields(tiny_mcqa_model, tmp_pa
         assert s["doc"]["context"] in s["prompt"] and s["continuations"] == [" " + x for x in s["labels"]]
         assert s["acc,baseline"] in (0.0, 1.0) and s["acc,cloze"] in (0.0, 1.0) and "acc,qk_head" in s
     res = run.load_results()
-    # per-item acc agrees with the headline on the same (test) items
+    # per-item acc agrees with the headline on the items it counts (the test split, or all items)
     test = set(res["split"]["test_ids"])
+    assert 0 < len(test) < N
     for key in ("acc,baseline", "acc,cloze", "acc_norm,cloze", "acc,qk_head"):
-        per_item = [s[key] for s in samples if s["id"] in test]
-        assert sum(per_item) / len(per_item) == pytest.approx(res["headline"][key], abs=1e-12)
+        n = res["headline"][key.replace(",", "_n,")]
+        per_item = [s[key] for s in samples if n == N or s["id"] in test]
+        assert len(per_item) == n and sum(per_item) / n == pytest.approx(res["headline"][key], abs=1e-12)
     # results.json: lm-eval's blocks beside ours
     entry = res["results"]["hellaswag"]
     for key in ("acc,baseline", "acc,cloze", "acc_norm,cloze"):
