@@ -269,3 +269,15 @@ def test_real_mmlu_subject_results_pool_to_the_mean_over_their_items(tmp_path):
         by_subject.setdefault(it["key"]["subject"], []).append(it["acc"])
     ss = sum(((np.array(x) - np.mean(x)) ** 2).sum() for x in by_subject.values())
     assert ci["n"] == 30 and ci["stderr"] == pytest.approx(math.sqrt(ss / (30 - 3) / 30), rel=1e-12)
+
+
+def test_cli_user_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    from whitebox_eval.cli import main
+
+    ours = tmp_path / "results.json"
+    ours.write_text(json.dumps({"headline": {"acc,baseline": 0.5}, "results": {}}))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(ours), str(REAL)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "is not an lm-eval results file" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

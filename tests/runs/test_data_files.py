@@ -84,3 +84,18 @@ def test_resume_refuses_changed_data(tmp_path):
     legacy = {k: v for k, v in config.items() if k != "data_files"}
     RunFolder.create(tmp_path / "runs", legacy, run_id="old")
     RunFolder.create(tmp_path / "runs", config, run_id="old", resume=True)
+
+
+def test_a_hub_dataset_records_its_exported_cache_file(tmp_path, monkeypatch):
+    from whitebox_eval.tasks.hub import load_from_hub
+
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))
+    rows = [{"question": "Sky?", "choices": {"text": ["blue", "green"], "label": ["A", "B"]}, "answerKey": "A"}]
+    with datafiles.recording() as read:
+        load_from_hub("arc", "allenai/ai2_arc:ARC-Challenge@test", load_dataset=lambda *a, **k: rows)
+    assert len(read) == 1 and read[0].parent == tmp_path / "cache" / "datasets" and read[0].suffix == ".jsonl"
+    rec = df.data_file_records(read)[0]
+    assert rec["sha256"] == hashlib.sha256(read[0].read_bytes()).hexdigest()
+    with datafiles.recording() as again:  # the second time the cache is read, not the hub: same file
+        load_from_hub("arc", "allenai/ai2_arc:ARC-Challenge@test", load_dataset=lambda *a, **k: [])
+    assert df.data_file_records(again) == [rec]
