@@ -24,9 +24,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-LM_EVAL_VERSION = "0.4.13"
-"""The lm-eval release whose layout this module follows (checked against its source)."""
-
 HIGHER_IS_BETTER = {"acc": True, "acc_norm": True, "pa": True, "p_correct": True, "alignment_error": False}
 """Metric names whose direction is known (alignment error: lower is better); others get no entry."""
 
