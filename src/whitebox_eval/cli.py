@@ -36,7 +36,7 @@ LAZY_COMMANDS = {
     "span": ("whitebox_eval.attentionspan.command", "command",
              "AttentionSpan (paper 003): algorithmic tasks with reference attention masks."),
     "report": ("whitebox_eval.report.command", "report", "Write one self-contained report.html for one or more run folders."),
-    "compare": ("whitebox_eval.report.command", "compare", "Print the headline metrics of two runs and their deltas (B - A)."),
+    "compare": ("whitebox_eval.report.command", "compare", "Print the headline metrics of runs and lm-eval results files side by side."),
 }
 
 

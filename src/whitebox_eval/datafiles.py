@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from whitebox_eval.errors import WhiteboxError
+
+_RECORDERS: list[list[Path]] = []  # open recording() blocks, innermost last
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Path]]:
+    """Collect every data file :func:`open_text` opens inside the block (in the order
+    first opened, each once), so a run can record what it read (config.yaml ``data_files``)."""
+    read: list[Path] = []
+    _RECORDERS.append(read)
+    try:
+        yield read
+    finally:
+        del _RECORDERS[next(i for i, r in enumerate(_RECORDERS) if r is read)]
 
 
 def open_text(path: str | Path) -> TextIO:
@@ -14,9 +29,13 @@ def open_text(path: str | Path) -> TextIO:
     as csv wants); a file that cannot be opened raises with the reason."""
     path = Path(path)
     try:
-        return path.open(encoding="utf-8-sig", newline="")
+        f = path.open(encoding="utf-8-sig", newline="")
     except OSError as exc:
         raise WhiteboxError(f"cannot read {path}: {exc}") from exc
+    for read in _RECORDERS:
+        if path not in read:
+            read.append(path)
+    return f
 
 
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | str]]:

@@ -48,7 +48,11 @@ from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.datafiles import recording
+from whitebox_eval.runs.data_files import data_file_records
 from whitebox_eval.runs.distributed import create_run
+from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
+from whitebox_eval.tasks import dataset_name
 from whitebox_eval.runs.distributed import world as current_world
 
 FORMATS = ("mcq", "free", "free_options")
@@ -231,9 +235,11 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
 
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    data = load_format_items(cfg, loaded.tokenizer)
+    with recording() as read:  # every data file opened, for config.yaml's data_files
+        data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
-    folder = create_run(ranks, output, {**cfg.to_dict(), **data.notes}, run_id=run_id, resume=resume)
+    folder = create_run(ranks, output, {**cfg.to_dict(), **data.notes, "data_files": data_file_records(read)},
+                        run_id=run_id, resume=resume)
     folder.log(f"{len(data.items)} questions, {cfg.shots}-shot, model {cfg.model}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     engine = Engine(loaded)
@@ -326,6 +332,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
         folder.save_array(f"p_correct_{f}", v)
     folder.save_array("p_correct_mcq_raw", mcq["p_raw"])
     plot_alignment(mcq["p_renorm"], pc["free"], folder.plot_path("alignment_mcq_vs_free"), n_bins=cfg.n_bins)
+    add_lm_eval_fields(results, folder.config, dataset_name(cfg.task))  # lm-eval's results-file blocks
     folder.save_results(results)
     return folder
 

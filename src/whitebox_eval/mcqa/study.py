@@ -39,13 +39,16 @@ from whitebox_eval.internals import Engine, ScaleHeads
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
-from whitebox_eval.tasks import lm_eval
+from whitebox_eval.tasks import dataset_name, lm_eval
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs.data_files import data_file_records
+from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy, sample_fields
 from whitebox_eval.runs.distributed import World, create_run, world as current_world
 from whitebox_eval.runs.parts import read_parts, write_part
 
@@ -90,11 +93,6 @@ class MCQAConfig:
 
     def to_dict(self) -> dict:
         return config_dict(self, "mcqa")
-
-
-def dataset_name(task: str) -> str:
-    """The dataset a task spec names: ``mmlu=PATH`` -> ``mmlu``, ``arithmetic:add1`` -> ``arithmetic``."""
-    return task.split("=", 1)[0].strip().lower() if "=" in task else task.split(":", 1)[0].strip().lower()
 
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
@@ -271,7 +269,8 @@ class _Study:
                 letters = scores["letter_logits"][j, :n]
                 records.append({"id": self.items[i].id, "gold": r.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
                                 "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
-                                "pred_baseline": int(np.argmax(letters))})
+                                "pred_baseline": int(np.argmax(letters)),
+                                **sample_fields(self.items[i], r.text, i, r.answer_strings)})
             self.folder.append_samples(records)
 
         arrays = self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, on_batch=stream)
@@ -334,8 +333,8 @@ class _Study:
                 k += n
                 it = self.items[i]
                 if not self.letters and it.id not in done:
-                    records.append({"id": it.id, "gold": it.gold, "n_options": n, "prompt": context,
-                                    "continuations": continuations})
+                    records.append({"id": it.id, "gold": it.gold, "n_options": n,
+                                    **sample_fields(it, context, i, continuations)})
             if records:
                 self.folder.append_samples(records)
             write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
@@ -370,8 +369,9 @@ def run_mcqa(
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
-    items = load_items(cfg)
-    demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from)
+    with recording() as read:  # every data file opened, for config.yaml's data_files
+        items = load_items(cfg)
+        demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
     if cfg.limit is not None:
         items = items[: cfg.limit]
@@ -383,6 +383,7 @@ def run_mcqa(
         raise WhiteboxError("a demonstration is also an evaluated item; report this as a bug")
     ranks = current_world()
     config = cfg.to_dict()
+    config["data_files"] = data_file_records(read)  # path, sha256, bytes; --resume refuses changed data
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
     if cfg.prompt == lm_eval.LM_EVAL:
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
@@ -562,7 +563,8 @@ def finalize(study: _Study) -> RunFolder:
         if "baseline" in correct:
             stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(lm_eval.first_argmax(ll), gold), base_all))
     if writer:
-        folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze))
+        folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze,
+                                                 base_pred if study.letters else None))
         if dists:
             plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                                letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
@@ -570,11 +572,12 @@ def finalize(study: _Study) -> RunFolder:
             example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0]
             results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
         results["headline"] = headline
+        add_lm_eval_fields(results, folder.config, dataset_name(cfg.task))  # lm-eval's results-file blocks
         folder.save_results(results)
     return folder
 
 
-def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
+def _per_item_extras(study: _Study, main, selected, pride_pred, cloze, base_pred=None) -> dict:
     """What samples.jsonl gains once heads are chosen: the best heads' scores (full float
     precision: attention scores can be ~1e-7) and predictions (ties drawn as in the
     accuracies), PriDe's prediction and the options' log-likelihoods, per item."""
@@ -593,5 +596,11 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze) -> dict:
             e["cloze_loglik"] = [float(x) for x in cloze[0][i, : len(it.options)]]
             e["cloze_loglik_norm"] = [float(x) for x in cloze[1][i, : len(it.options)]]
             e["pred_cloze"], e["pred_cloze_norm"] = int(lm_eval.first_argmax(cloze[0][i])), int(lm_eval.first_argmax(cloze[1][i]))
+            if study.rendered:  # the cloze read its own context, not the letter prompt of samples' "prompt"
+                e["cloze_prompt_hash"] = hash_string(study.cloze_request(it)[0])
+        # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses
+        e.update(item_accuracy(it.gold, {"baseline": None if base_pred is None else base_pred[i], "pride": e.get("pred_pride"),
+                                         **{f"{m}_head": sel.predictions[i] for m, sel in selected.items()},
+                                         "acc,cloze": e.get("pred_cloze"), "acc_norm,cloze": e.get("pred_cloze_norm")}))
         extras[it.id] = e
     return extras

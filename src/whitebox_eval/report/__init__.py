@@ -5,6 +5,8 @@
 * ``metrics``: results as rows (headline first), value formatting, deltas;
 * ``samples``: the sample viewer;
 * ``comparison``: several runs side by side, MUI directions;
+* ``lm_eval_results``: lm-eval results files read and mapped onto our tasks and metrics;
+* ``compare``: the ``compare`` table (run folders and lm-eval files as columns);
 * ``page``: ``write_report`` (one self-contained ``report.html``);
 * ``command``: the ``whitebox-eval report`` and ``whitebox-eval compare`` commands.
 """

@@ -7,9 +7,7 @@ from pathlib import Path
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.report.comparison import headline_rows, mui_moves
-from whitebox_eval.report.metrics import format_delta, format_estimate, format_value
-from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, RunData, load_run
+from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP
 
 
 @click.command()
@@ -44,43 +42,22 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> Non
 
 
 @click.command()
-@click.argument("run_a", type=click.Path(path_type=Path))
-@click.argument("run_b", type=click.Path(path_type=Path))
-def compare(run_a: Path, run_b: Path) -> None:
-    """Print the headline metrics of two runs and their deltas (B - A).
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+def compare(inputs: tuple[Path, ...]) -> None:
+    """Print the headline metrics of runs and lm-eval results files side by side, with deltas vs the first.
+
+    \b
+    Each INPUT is a run folder, an lm-eval results_*.json (from lm_eval --output_path),
+    or a folder holding such files (lm-eval nests them under a model-name folder).
+    With an lm-eval file, rows are (task, metric): lm-eval's hellaswag / arc_* acc and
+    acc_norm sit beside our acc,cloze / acc_norm,cloze, its mmlu acc beside our
+    acc,baseline, each with its interval and n.
 
     \b
       whitebox-eval compare runs/base runs/tuned
+      whitebox-eval compare runs/hs-lm-eval lm_eval_out/ runs/hs-paper
     """
-    runs = [load_run(run_a, sample_cap=0), load_run(run_b, sample_cap=0)]
-    for run in runs:
-        if run.results_error is not None:
-            raise WhiteboxError(run.results_error)
-        if run.results is None:
-            raise WhiteboxError(f"{run.path} has no results.json yet: the run did not finish; "
-                                "complete it with --resume before comparing")
-    for line in compare_lines(runs[0], runs[1]):
+    from whitebox_eval.report.compare import compare_lines, load_inputs
+
+    for line in compare_lines(load_inputs(list(inputs))):
         click.echo(line)
-
-
-def compare_lines(a: RunData, b: RunData) -> list[str]:
-    """The aligned table ``compare`` prints (plus MUI direction when both are MUI runs)."""
-    lines = [f"A: {a.run_id}  ({a.suite or '?'} / {a.model or '?'} / {a.task or '?'})",
-             f"B: {b.run_id}  ({b.suite or '?'} / {b.model or '?'} / {b.task or '?'})", ""]
-    rows = [("metric", "A", "B", "B - A")]
-    for row in headline_rows([a, b]):
-        rows.append((row.metric, format_estimate(row.values[0], row.intervals[0]),
-                     format_estimate(row.values[1], row.intervals[1]), format_delta(row.deltas()[1])))
-    if len(rows) == 1:
-        return lines + ["neither run has headline metrics"]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for n, r in enumerate(rows):
-        cells = [f"{r[0]:<{widths[0]}}", *(f"{v:>{w}}" for v, w in zip(r[1:], widths[1:]))]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    for move in mui_moves([a, b]):
-        lines += ["", f"MUI direction on {move.task}: {move.direction} (accuracy % / MUI %: "
-                      f"{format_value(move.before[0])} / {format_value(move.before[1])} -> "
-                      f"{format_value(move.after[0])} / {format_value(move.after[1])})"]
-    return lines

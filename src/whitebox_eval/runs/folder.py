@@ -34,6 +34,7 @@ import yaml
 
 import whitebox_eval
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.data_files import CONFIG_KEY as DATA_FILES_KEY, data_files_change
 from whitebox_eval.runs.plain_values import plain_value
 from whitebox_eval.runs.progress import log_to as _progress_log_to
 
@@ -203,7 +204,7 @@ class RunFolder:
                 "folder; drop --resume to start a new run there")
         old = _read_config(path)
         new = yaml.safe_load(_dump_yaml(_config_for_storage(config)))
-        volatile = ALWAYS_VOLATILE | set(_volatile_keys(old)) | set(_volatile_keys(new))
+        volatile = ALWAYS_VOLATILE | set(_volatile_keys(old)) | set(_volatile_keys(new)) | {DATA_FILES_KEY}
         differences = config_differences(old, new, volatile)
         if differences:
             lines = "\n".join(f"  {key}: {_show(a)} (this run) -> {_show(b)} (now)"
@@ -212,6 +213,10 @@ class RunFolder:
                 f"cannot resume {path}: its config differs in settings that change the "
                 f"results:\n{lines}\nUse a new --output (without --resume) to run with the "
                 "new settings, or repeat the original settings to continue this run.")
+        changed = data_files_change(old.get(DATA_FILES_KEY), new.get(DATA_FILES_KEY))
+        if changed:
+            raise WhiteboxError(f"cannot resume {path}: {changed}; restore it, or start a new run "
+                                "(without --resume) on the new data")
         run = cls(path, old)
         _ACTIVE[:] = [path]
         with writing(path):

@@ -40,6 +40,12 @@ from whitebox_eval.tasks.mmlu import load_mmlu
 from whitebox_eval.tasks.rows import MCQDataset
 from whitebox_eval.tasks.triviaqa import load_triviaqa
 
+def dataset_name(task: str) -> str:
+    """The dataset a task spec names: ``hellaswag=PATH`` -> ``hellaswag``,
+    ``arithmetic:add1,mul2`` -> ``arithmetic``, ``ssd`` -> ``ssd``."""
+    return (task.split("=", 1)[0] if "=" in task else task.split(":", 1)[0]).strip().lower()
+
+
 LOADERS: dict[str, Callable[..., MCQDataset]] = {
     "mmlu": load_mmlu,
     "hellaswag": load_hellaswag,
