@@ -151,9 +151,12 @@ def test_study_under_the_template_scores_the_templated_text_and_caches_correctly
     letters = [tok.convert_tokens_to_ids(x) for x in "ABCDEF"]
     np.testing.assert_allclose(first["letter_logits"], last[letters].numpy(), atol=1e-4)
     # cloze: log P("\n" + option | templated context without its last "\n"), summed, by hand
+    pool = {it.id: it for it in make_ssd(10 + 15, 4, seed=0)}
     item = make_ssd(10 + 15, 4, seed=0)[15]  # the first evaluated item (the pool of 15 comes off the front)
-    ctx = tok.apply_chat_template([{"role": "user", "content": f"Question: {item.question}\nAnswer:"}], tokenize=False,
-                                  add_generation_prompt=True)
+    # the cloze shows the demonstrations with their gold text, as lm-eval lays them out
+    shots = "".join(f"Question: {pool[i].question}\nAnswer: {pool[i].gold_text}\n\n" for i in conf["demonstrations"]["ids"])
+    ctx = tok.apply_chat_template([{"role": "user", "content": shots + f"Question: {item.question}\nAnswer:"}],
+                                  tokenize=False, add_generation_prompt=True)
     c_ids = tok(ctx[:-1])["input_ids"]
     want = []
     for o in item.options:
