@@ -72,3 +72,16 @@ def test_registered_in_the_cli_and_user_errors_exit_2(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "is not a run folder" in err and "Traceback" not in err
+
+
+def test_compare_rebases_a_row_that_the_first_input_lacks(mcqa_run):
+    a = mcqa_run(run_id="a", headline={"acc,x": 0.5})
+    b = mcqa_run(run_id="b", headline={"acc,y": 0.25})
+    c = mcqa_run(run_id="c", headline={"acc,y": 0.75, "acc,x": 0.25})
+    result = CliRunner().invoke(compare, [str(a.path), str(b.path), str(c.path)])
+    assert result.exit_code == 0, result.output
+    table = result.output.splitlines()[4:]
+    assert "B - first in row" in table[0] and "C - first in row" in table[0]
+    rows = {line.split()[0]: line.split() for line in table[2:]}
+    assert rows["acc,x"][-1] == "-0.25"  # C - A
+    assert rows["acc,y"][-1] == "+0.5" and rows["acc,y"][1] == "\u2014"  # C - B: A lacks the row, B is its first value

@@ -174,14 +174,20 @@ def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
         order = list(dict.fromkeys(t for t, _ in keys))
         keys.sort(key=lambda k: order.index(k[0]))
     lead = ["task", "metric"] if with_tasks else ["metric"]
-    header = lead + [c.label for c in columns] + [f"{c.label} - {columns[0].label}" for c in columns[1:]]
+    # deltas against column A; a row A lacks but two later inputs have is taken against the first of them
+    def _values(k):
+        return [c.rows.get(k, (None, None))[0] for c in columns]
+    rebased = any(v[0] is None and sum(x is not None for x in v) >= 2 for v in map(_values, keys))
+    ref = "first in row" if rebased else columns[0].label
+    header = lead + [c.label for c in columns] + [f"{c.label} - {ref}" for c in columns[1:]]
     table = [header]
     for key in keys:
         cells = [c.rows.get(key, (None, None)) for c in columns]
-        first = cells[0][0]
+        at = next((i for i, (v, _) in enumerate(cells) if v is not None), 0) if rebased else 0
+        first = cells[at][0]
         table.append(([key[0], key[1]] if with_tasks else [key[1]])
                      + [format_estimate(v, ci) for v, ci in cells]
-                     + [format_delta(delta(first, v)) for v, _ in cells[1:]])
+                     + [format_delta(delta(first, v)) if i > at else format_delta(None) for i, (v, _) in enumerate(cells) if i > 0])
     if len(table) == 1:
         return lines + ["no input has headline metrics"] + _notes(columns, with_tasks)
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
