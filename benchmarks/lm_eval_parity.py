@@ -241,6 +241,8 @@ def main() -> None:
                     help="the project's Python, asked for the model folder when --model-dir is absent")
     ap.add_argument("--batch-size", type=int, default=1,
                     help="lm-eval batch size (default 1, lm-eval's default: no padding; 8 moves log-likelihoods by up to ~1e-4)")
+    ap.add_argument("--n-items", type=int, default=N_ITEMS,
+                    help="items per task (a multiple of 3: MMLU takes n/3 per subject); the frozen fixture uses 30")
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "lm_eval_parity.json")
     ap.add_argument("--results-out", type=Path,
                     default=REPO / "tests" / "fixtures" / "lm_eval_results" / RESULTS_NAME)
@@ -266,9 +268,12 @@ def main() -> None:
     # --- local files in hub layout
     hs_file = one_file(ds / "hellaswag", "*.jsonl")
     arc_file = one_file(ds / "arc", "*.jsonl")
-    hs = hellaswag_rows(hs_file, N_ITEMS)
-    arc = arc_rows(arc_file, N_ITEMS)
-    mmlu_test = {s: mmlu_rows(ds / "mmlu" / "test" / f"{s}_test.csv", s, N_ITEMS // len(MMLU_SUBJECTS)) for s in MMLU_SUBJECTS}
+    n_items = args.n_items
+    if n_items % len(MMLU_SUBJECTS):
+        ap.error(f"--n-items must be a multiple of {len(MMLU_SUBJECTS)}")
+    hs = hellaswag_rows(hs_file, n_items)
+    arc = arc_rows(arc_file, n_items)
+    mmlu_test = {s: mmlu_rows(ds / "mmlu" / "test" / f"{s}_test.csv", s, n_items // len(MMLU_SUBJECTS)) for s in MMLU_SUBJECTS}
     mmlu_dev = {s: mmlu_rows(ds / "mmlu" / "dev" / f"{s}_dev.csv", s, None) for s in MMLU_SUBJECTS}
     source_files = [hs_file, arc_file] + [ds / "mmlu" / sp / f"{s}_{sp}.csv" for s in MMLU_SUBJECTS for sp in ("test", "dev")]
 
@@ -315,7 +320,7 @@ def main() -> None:
 
     def block(results, samples, names, key_of, has_norm, **extra):
         items = [it for n in names for it in sample_items(samples[n], has_norm, key_of(n))]
-        assert len(items) == N_ITEMS, (names, len(items))
+        assert len(items) == n_items, (names, len(items))
         out = {**extra, "lm_eval_tasks": {n: task_summary(results, n) for n in names},
                "metrics": ["acc", "acc_norm"] if has_norm else ["acc"]}
         out["mean_over_items"] = {m: sum(it[m] for it in items) / len(items) for m in out["metrics"]}
