@@ -25,6 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "faults"))
+from kill_resume import _content  # noqa: E402  (results.json without its start-time line)
 from cases import CASES, MCQA, build_fixtures, failing_fsync  # noqa: E402
 
 
@@ -82,7 +83,7 @@ def extra_rows(src: Path, d: Path) -> dict[str, tuple[str, str, str]]:
     part = sorted((torn / "arrays" / "parts" / "main").glob("*.npz"))[1]
     part.write_bytes(part.read_bytes()[:300])
     code, last = run(src, [*mcqa, "--run-id", "torn", "--resume"])
-    same = code == 0 and (torn / "results.json").read_bytes() == (whole / "results.json").read_bytes()
+    same = code == 0 and _content(torn / "results.json") == _content(whole / "results.json")
     out["torn arrays/parts/main part, then --resume"] = (str(code), last if code else
                                                          f"finished; results.json {'identical' if same else 'DIFFERENT'}", "-")
     out["GGUF edited 1 byte near the end"] = ("-", " ".join(stale_gguf_row(src, d)[:3]), "-")

@@ -99,10 +99,18 @@ def state(run: Path) -> str:
     return f"samples {n}, parts {parts}, results.json {'yes' if (run / 'results.json').is_file() else 'no'}"
 
 
+def _content(path: Path) -> bytes:
+    """The file's bytes; for results.json without lm-eval's ``date`` line (each run folder's start time)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    if path.name == "results.json":
+        lines = [line for line in lines if not line.lstrip().startswith(b'"date": ')]
+    return b"".join(lines)
+
+
 def compare(a: Path, b: Path) -> dict:
     files = ["results.json", "samples.jsonl"] + sorted(f"arrays/{p.name}" for p in (a / "arrays").glob("*.npy"))
     extra = sorted({f"arrays/{p.name}" for p in (b / "arrays").glob("*.npy")} - set(files))
-    return {"files_compared": len(files), "differ": [f for f in files if (a / f).read_bytes() != (b / f).read_bytes()],
+    return {"files_compared": len(files), "differ": [f for f in files if _content(a / f) != _content(b / f)],
             "only_in_killed": extra}
 
 
