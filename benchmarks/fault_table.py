@@ -15,7 +15,6 @@ the GGUF cache key after editing one byte near the end of the file.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess

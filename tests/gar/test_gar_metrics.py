@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import binomtest
 
 from whitebox_eval.gar.generator import generate_task_examples
-from whitebox_eval.gar.metrics import effect_sentence, intervention_summary, random_control, score_metrics
+from whitebox_eval.gar.metrics import intervention_summary, random_control, score_metrics
 from whitebox_eval.gar.prompts import RoleSpans
 from whitebox_eval.gar.roles import EncodedExample
 from whitebox_eval.gar.scoring import score_from_probs

@@ -12,7 +12,7 @@ import transformers as tf
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import generate_task_examples
-from whitebox_eval.gar.roles import EncodedExample, encode_example, parse_pattern
+from whitebox_eval.gar.roles import encode_example, parse_pattern
 from whitebox_eval.gar.scoring import alternative_probs, score_examples, score_from_probs
 from whitebox_eval.internals import Engine
 from whitebox_eval.gar.study import (

@@ -145,7 +145,6 @@ def test_report_in_chromium(chromium, mcqa_run, tmp_path):
 def test_report_screenshot_shows_the_plot(chromium, mcqa_run, tmp_path):
     """The red test heatmap is drawn: many pure-red pixels in the screenshot."""
     import matplotlib.image as mpimg
-    import numpy as np
 
     page = write_report([mcqa_run().path], tmp_path / "report.html")
     shot = screenshot(chromium, tmp_path, page, tmp_path / "report.png")

@@ -345,10 +345,6 @@ class _Study:
         return arrays["loglik"], arrays["loglik_norm"]
 
 
-def _argmax(x: np.ndarray) -> np.ndarray:
-    return np.argmax(np.nan_to_num(x, nan=-np.inf), axis=-1)
-
-
 def _softmax(x: np.ndarray) -> np.ndarray:
     x = np.nan_to_num(x, nan=-np.inf)
     e = np.exp(x - x.max(-1, keepdims=True))
