@@ -117,7 +117,7 @@ def _print_mcqa_summary(folder) -> None:
             click.echo(f"  {key:28s} {value:6.1%}  [{ci['lo']:.1%}, {ci['hi']:.1%}]  (n = {ci['n']}, {ci['method']})")
     tests = res.get("paired_tests", {})
     if tests:
-        click.echo("paired tests on the same test items (difference of accuracies):")
+        click.echo("paired tests on the same items (difference of accuracies; selecting methods: the test items):")
     for name, words in PAIRED_WORDS.items():
         if name in tests:
             click.echo("  " + stats.verdict(tests[name], words))
