@@ -5,8 +5,9 @@ which ran lm-eval 0.4.13 itself (its own task configs, prompts and metrics) on 3
 each of MMLU (0- and 5-shot), HellaSwag and ARC-Challenge with the bundled
 SmolLM2-135M in float32. The fixture carries every document, so this test rebuilds the
 data files from it (no ``../shared`` needed, no lm-eval installed), runs ``mcqa --prompt
-lm-eval`` on them and asks for the same prompts, log-likelihoods within 1e-4 and the
-same acc / acc_norm on every item.
+lm-eval`` on them and asks for the same prompts and continuations, log-likelihoods within
+1e-4 (plus 3e-5 of their size when this CPU's float32 kernels differ from the fixture's)
+and the same acc / acc_norm on every item but at most one near-tie.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from whitebox_eval.tasks.arc import hub_row as arc_hub_row
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "lm_eval_parity.json").read_text())
-TOL = 1e-4  # summed float32 log-probabilities of up to ~30 tokens, two different batchings
+TOL = 1e-4  # the issue's bound: our padded batches vs lm-eval's batch size 1 differ by <= 6.1e-5 on one machine
+# The fixture froze one CPU's float32 kernels; another CPU's (MKL's AVX2 path vs AVX-512, measured with
+# MKL_ENABLE_INSTRUCTIONS=AVX2) moves a summed log-likelihood by up to 1.0e-5 of its size (4.4e-4 at -44).
+RTOL = 3e-5
 
 
 @pytest.fixture(scope="module")
@@ -53,23 +57,32 @@ def _mmlu_files(root: Path, block: dict) -> Path:
     return root / "test"
 
 
+def _near_tie(scores: np.ndarray, ours: int, theirs: int, slack: np.ndarray) -> bool:
+    """Whether lm-eval's scores for our pick and its pick are within the tolerance of each other."""
+    return abs(scores[ours] - scores[theirs]) <= slack[ours] + slack[theirs]
+
+
 def _check(folder, block: dict, ids: list[str], metrics: tuple[str, ...]) -> None:
     samples = _samples(folder)
     assert len(samples) == len(ids) == 30
-    worst = 0.0
+    differing = {"acc": 0, "acc_norm": 0}
     for sid, ref in zip(ids, block["items"]):
         s = samples[sid]
-        assert s.get("prompt", ref["context"]) == ref["context"], sid
-        ours = np.array(s["cloze_loglik"])
-        worst = max(worst, float(np.abs(ours - np.array(ref["loglik"])).max()))
-        assert s["pred_cloze"] == int(np.argmax(ref["loglik"])), sid  # acc on this item
-        if "acc_norm" in metrics:
-            lengths = np.array([len(c) for c in ref["choices"]], float)
-            assert s["pred_cloze_norm"] == int(np.argmax(np.array(ref["loglik"]) / lengths)), sid
-    assert worst < TOL, f"largest log-likelihood difference {worst:.2e}"
+        assert s["prompt"] == ref["context"], sid
+        assert s["continuations"] == ref["continuations"], sid
+        ours, theirs = np.array(s["cloze_loglik"]), np.array(ref["loglik"])
+        slack = TOL + RTOL * np.abs(theirs)
+        np.testing.assert_array_less(np.abs(ours - theirs), slack, err_msg=sid)
+        lengths = np.array([len(c) for c in ref["choices"]], float)
+        for m, pred, scores, tol in (("acc", s["pred_cloze"], theirs, slack),
+                                     ("acc_norm", s["pred_cloze_norm"], theirs / lengths, slack / lengths)):
+            if m in metrics and pred != int(np.argmax(scores)):  # only a near-tie may go the other way
+                assert _near_tie(scores, pred, int(np.argmax(scores)), tol), (sid, m)
+                differing[m] += 1
+    assert max(differing.values()) <= 1, differing  # the issue's "at most one item, from a near-tie"
     head = folder.load_results()["headline"]
     for m in metrics:
-        assert head[f"{m},cloze"] == pytest.approx(block["mean_over_items"][m], abs=1e-12)
+        assert head[f"{m},cloze"] == pytest.approx(block["mean_over_items"][m], abs=differing[m] / 30 + 1e-12)
 
 
 @pytest.mark.parametrize("name", ["hellaswag", "arc_challenge"])
@@ -106,6 +119,7 @@ def test_mmlu_equals_lm_eval_and_the_letter_baseline_agrees(name, smollm, tmp_pa
         ids.append(f"mmlu/{subject}/{subject}_test.csv:{by_subject[subject]}")
     _check(folder, block, ids, ("acc",))
     samples = _samples(folder)
-    # the letter baseline reads the same next-token distribution: same answer on every item
-    assert [samples[i]["pred_baseline"] for i in ids] == [int(np.argmax(it["loglik"])) for it in block["items"]]
-    assert folder.load_results()["headline"]["acc,baseline"] == pytest.approx(block["mean_over_items"]["acc"], abs=1e-12)
+    # the letter baseline reads the same next-token distribution: the cloze's answer on every item
+    assert [samples[i]["pred_baseline"] for i in ids] == [samples[i]["pred_cloze"] for i in ids]
+    head = folder.load_results()["headline"]
+    assert head["acc,baseline"] == head["acc,cloze"]
