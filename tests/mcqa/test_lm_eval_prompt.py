@@ -96,6 +96,7 @@ def test_mmlu_letters_with_dev_demonstrations_and_white_box_scores(tiny_mcqa_mod
         assert s["pred_baseline"] == int(np.argmax(ref)) == s["pred_cloze"]
     assert res["headline"]["acc,baseline"] == pytest.approx(np.mean([s["pred_baseline"] == s["gold"] for s in samples]))
     assert res["headline"]["acc_n,baseline"] == 6 and res["headline"]["acc_n,qk_head"] == 4
+    assert "acc_norm,cloze" not in res["headline"]  # lm-eval's MMLU reports acc only
     _print_mcqa_summary(folder)
     out = capsys.readouterr().out
     assert "evaluated 6 of 8 items (--limit)" in out and "acc,baseline_test" in out

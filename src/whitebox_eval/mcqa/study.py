@@ -142,6 +142,7 @@ class _Study:
         self.world = world
         self.show_progress = show_progress if world.main else False
         self.dataset = dataset_name(cfg.task)
+        self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in lm_eval.doc(self.dataset, items[0]).metrics
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
         self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
         self.rendered = [self.render(it) for it in items] if self.letters else []
@@ -555,7 +556,8 @@ def finalize(study: _Study) -> RunFolder:
     if "cloze" in cfg.methods:  # lm-eval's acc / acc_norm: first choice on ties, every evaluated item
         ll, norm = cloze = study.cloze_pass()
         stats.add_proportion(headline, "acc,cloze", _correct(lm_eval.first_argmax(ll), gold))
-        stats.add_proportion(headline, "acc_norm,cloze", _correct(lm_eval.first_argmax(norm), gold))
+        if study.reports_acc_norm:  # lm-eval's MMLU reports acc only (its choices are one letter each)
+            stats.add_proportion(headline, "acc_norm,cloze", _correct(lm_eval.first_argmax(norm), gold))
         if "baseline" in correct:
             stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(lm_eval.first_argmax(ll), gold), base_all))
     if writer:
@@ -597,6 +599,7 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze, base_pred
         # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses
         e.update(item_accuracy(it.gold, {"baseline": None if base_pred is None else base_pred[i], "pride": e.get("pred_pride"),
                                          **{f"{m}_head": sel.predictions[i] for m, sel in selected.items()},
-                                         "acc,cloze": e.get("pred_cloze"), "acc_norm,cloze": e.get("pred_cloze_norm")}))
+                                         "acc,cloze": e.get("pred_cloze"),
+                                         "acc_norm,cloze": e.get("pred_cloze_norm") if study.reports_acc_norm else None}))
         extras[it.id] = e
     return extras
