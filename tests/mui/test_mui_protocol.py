@@ -279,3 +279,21 @@ def test_subset_command_prints_the_interval(tmp_path):
     idx = [i for i, s in enumerate(folder.read_samples()) if s["group"] == "add1"]
     est = jackknife_mui(ks, idx)
     assert out.startswith(f"{len(idx)} samples  MUI {100 * est.value:.3f}% [{100 * est.lo:.3f}, {100 * est.hi:.3f}]")
+
+
+def test_mui_records_and_checks_the_data_files_it_read(tmp_path):
+    """config.yaml lists every data file with its sha256 (issue 15, item 5); --resume refuses changed data."""
+    import hashlib
+
+    import yaml
+
+    data = tmp_path / "mmlu" / "astronomy_test.csv"
+    data.parent.mkdir()
+    data.write_text("".join(f"What is {i}?,a{i},b{i},c{i},d{i},B\n" for i in range(4)))
+    cfg = _cfg(task=f"mmlu={data}", responses="gold", limit=4)
+    folder = run_mui(cfg, tmp_path / "runs", run_id="d", loaded=tiny_lm("llama"))
+    rec = yaml.safe_load((folder.path / "config.yaml").read_text())["data_files"]
+    assert rec == [{"path": str(data), "sha256": hashlib.sha256(data.read_bytes()).hexdigest(), "bytes": data.stat().st_size}]
+    data.write_text(data.read_text().replace("What is 0?", "What is zero?"))
+    with pytest.raises(WhiteboxError, match="changed since the run started"):
+        run_mui(cfg, tmp_path / "runs", run_id="d", resume=True, loaded=tiny_lm("llama"))

@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from whitebox_eval.datafiles import recording
+from whitebox_eval.runs.data_files import data_file_records
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, MaskNeurons
@@ -263,14 +265,16 @@ def run_masking(
     cfg.validate()
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     folder_path = Path(output) / run_id if run_id else None
+    with recording() as read:  # every data file opened, for config.yaml's data_files
+        selection = prepare_split(loaded, cfg, cfg.source_task, "selection", cfg.source_responses)
+        tasks = {t: prepare_split(loaded, cfg, t, "evaluation") for t in cfg.eval_tasks}
+    config = {**cfg.to_dict(), "data_files": data_file_records(read)}  # --resume refuses changed data
     if resume and folder_path is not None and folder_path.exists():
-        folder = RunFolder.open_for_resume(folder_path, cfg.to_dict())
+        folder = RunFolder.open_for_resume(folder_path, config)
     else:
-        folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+        folder = RunFolder.create(output, config, run_id=run_id, resume=resume)
     engine = Engine(loaded)
     width = loaded.arch.d_ff
-    selection = prepare_split(loaded, cfg, cfg.source_task, "selection", cfg.source_responses)
-    tasks = {t: prepare_split(loaded, cfg, t, "evaluation") for t in cfg.eval_tasks}
     rank_path = folder.path / "arrays" / "source_rankings.npy"
     rankings = folder.load_array("source_rankings") if rank_path.is_file() else None
     source_path = folder.path / "source.json"

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from whitebox_eval.datafiles import recording
+from whitebox_eval.runs.data_files import data_file_records
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
@@ -213,11 +215,13 @@ def run_mui(
     sae_set = load_sae_set(cfg.sae) if cfg.sae else None
     folder_path = Path(output) / run_id if run_id else None
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    task = prepare_task(cfg, loaded.tokenizer)
+    with recording() as read:  # every data file opened, for config.yaml's data_files
+        task = prepare_task(cfg, loaded.tokenizer)
+    config = {**cfg.to_dict(), "data_files": data_file_records(read)}  # --resume refuses changed data
     if resume and folder_path is not None and folder_path.exists():
-        folder = RunFolder.open_for_resume(folder_path, cfg.to_dict())
+        folder = RunFolder.open_for_resume(folder_path, config)
     else:
-        folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+        folder = RunFolder.create(output, config, run_id=run_id, resume=resume)
     engine = Engine(loaded)
     n_layers, width, kind = _unit_shape(loaded, sae_set)
     parts = folder.path / "arrays" / "parts"
