@@ -2,9 +2,10 @@
 
 The lm-eval side is a JSON written by ``lm_eval_parity.py`` (its per-item contexts,
 log-likelihoods, acc and acc_norm; ``--n-items`` for more than the fixture's 30). Items
-are paired in order (both take the first N rows of the same file). Prints, per task:
-lm-eval's acc / acc_norm, ours, how many items predict differently, the largest
-log-likelihood difference and whether every prompt is identical.
+are paired in order: both take the first N rows of the same file, and a longer lm-eval
+block is cut to our N. Prints, per task: lm-eval's acc / acc_norm, ours, how many items
+predict differently, the largest log-likelihood difference and whether every prompt is
+identical.
 
     # lm-eval on the first 99 rows (its own venv), then ours on the same rows
     /path/to/lmeval-venv/bin/python benchmarks/lm_eval_parity.py --n-items 99 --out /tmp/lm99.json --results-out /tmp/r.json
@@ -25,8 +26,10 @@ import numpy as np
 def compare(block: dict, run: Path) -> dict:
     ours = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     head = json.loads((run / "results.json").read_text())["headline"]
-    if len(ours) != len(block["items"]):
-        raise SystemExit(f"{run}: {len(ours)} items, lm-eval block: {len(block['items'])}; use the same --limit")
+    if len(ours) > len(block["items"]):
+        raise SystemExit(f"{run}: {len(ours)} items, lm-eval block: {len(block['items'])}; run lm-eval on at least as many")
+    items = block["items"][:len(ours)]  # the first N rows of the same file
+    block = {**block, "items": items, "mean_over_items": {m: float(np.mean([it[m] for it in items])) for m in block["metrics"]}}
     worst, diff_acc, diff_norm, same_prompt = 0.0, 0, 0, True
     for o, r in zip(ours, block["items"]):
         ll = np.array(r["loglik"])
