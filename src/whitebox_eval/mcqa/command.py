@@ -57,9 +57,15 @@ def mcqa(**kw) -> None:
 
     One forward pass per batch gives the letter logits, every head's QK-score (pre-RoPE
     query of the last token vs the key of each option's representative token) and its
-    Attention-score. The best head is picked on a validation split and scored on the rest.
+    Attention-score. The best head is picked on a validation split and scored on the rest;
+    methods that pick nothing (baseline, cloze, lens) are scored on every evaluated item.
     Every accuracy is printed with its 95% Wilson interval and n, and each method is
-    compared with the baseline on the same test items (exact McNemar test).
+    compared with the baseline on the same items (exact McNemar test).
+
+    \b
+    lm-evaluation-harness's own prompts and metrics (compare with `whitebox-eval compare`):
+      whitebox-eval mcqa --task hellaswag=hellaswag_val.jsonl --prompt lm-eval --limit 100
+      whitebox-eval mcqa --task mmlu=data/test --prompt lm-eval --num_fewshot 5
 
     \b
     Data parallel (each rank scores its blocks of batches; rank 0 merges one run folder,
