@@ -83,3 +83,24 @@ def test_two_rank_gar_evaluation_equals_one_process(tmp_path):
     assert len(sa) >= 18 and sa.keys() == sb.keys()  # 3 tasks x 6 examples (+ sub-problems)
     _close(sa, sb)
     assert runs["two"].stdout.count("run folder:") == 1
+
+
+def test_two_rank_cloze_only_run_equals_one_process(tmp_path):
+    """A cloze-only study (lm-eval's HellaSwag prompt) streams samples from the cloze pass on every rank."""
+    rows = [{"ind": i, "activity_label": "Cooking", "ctx_a": f"A cook adds {i} eggs to a bowl.", "ctx_b": "she",
+             "endings": ["whisks them.", "paints the wall.", f"sings {i} songs.", "drives away."], "label": "0"}
+            for i in range(10)]
+    data = tmp_path / "hellaswag_val.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    study = ["mcqa", "--model", "smollm2-135m", "--task", f"hellaswag={data}", "--prompt", "lm-eval", "--batch-size", "4"]
+    for name, launch in (("one", []), ("two", ["-m", "torch.distributed.run", "--nproc-per-node", "2"])):
+        done = subprocess.run([sys.executable, *launch, "-m", "whitebox_eval", *study, "--output", str(tmp_path),
+                               "--run-id", name], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+    a, b = tmp_path / "one", tmp_path / "two"
+    assert "rank 1 of 2" in (b / "run.log").read_text() and not (b / "shards").exists()
+    _close(_results(a), _results(b))
+    sa = [json.loads(line) for line in (a / "samples.jsonl").read_text().splitlines()]
+    sb = [json.loads(line) for line in (b / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in sb] == [s["id"] for s in sa] == [f"hellaswag/{i}" for i in range(10)]
+    _close(sa, sb)
