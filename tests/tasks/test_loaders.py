@@ -243,7 +243,7 @@ def test_hub_rows_are_exported_to_the_local_format_and_cached(tmp_path, monkeypa
     calls = []
     fake = _fake_hub(rows, calls)
     mmlu = load_from_hub("mmlu", "cais/mmlu:all@test", load_dataset=fake)
-    assert mmlu[0].options == ["3", "4", "5", "6"] and mmlu[0].gold == 1
+    assert mmlu[0].options == ["3", "4", "5", "6"] and mmlu[0].gold == 1 and mmlu[0].subject == "math"
     arc = load_from_hub("arc", "allenai/ai2_arc:ARC-Challenge", load_dataset=fake)
     assert arc[0].options == ["blue", "green"] and arc[0].gold == 0 and arc[0].question.startswith("Sky?")
     trivia = load_from_hub("triviaqa", "mandarjoshi/trivia_qa:rc.nocontext@validation", load_dataset=fake)

@@ -55,7 +55,8 @@ def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int
             from datasets import load_dataset
         except ImportError:
             raise WhiteboxError("loading from the Hugging Face hub needs the `datasets` package: pip install datasets") from None
-    target = hub_cache_dir() / f"{key}-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
+    # "v2": MMLU exports carry the subject column (exports without it are not reused)
+    target = hub_cache_dir() / f"{key}-v2-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
     target = target.with_suffix(".csv" if key == "mmlu" else ".jsonl")
     if not target.is_file():
         try:
@@ -68,7 +69,9 @@ def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int
         with tmp.open("w", newline="", encoding="utf-8") as f:
             if key == "mmlu":
                 writer = _csv.writer(f)
-                writer.writerow(["question", "A", "B", "C", "D", "answer"])
+                from whitebox_eval.tasks.mmlu import HUB_HEADER
+
+                writer.writerow(HUB_HEADER)
                 for row in rows:
                     writer.writerow(hub_row(key, row))
             else:

@@ -82,7 +82,7 @@ def load_mmlu(path: str | Path, *, on_bad_row: str = "error", limit: int | None 
                     opts = [rec[j] for j in header["choices"]]
                     ans = rec[header["answer"]].strip()
                     gold = int(ans) if ans.isdigit() else letter_index(ans, len(opts))
-                    subj = rec[header["subject"]].strip() if header["subject"] is not None else subject
+                    subj = (rec[header["subject"]].strip() if header["subject"] is not None else "") or subject
                 return MCQItem(id=f"mmlu/{subj}/{r.path.name}:{r.line}", question=q.strip(),
                                options=[o.strip() for o in opts], gold=gold, subject=subj,
                                meta={"source": str(r.path), "line": r.line})
@@ -93,9 +93,13 @@ def load_mmlu(path: str | Path, *, on_bad_row: str = "error", limit: int | None 
     return col.finish(items, "mmlu", path, limit)
 
 
+HUB_HEADER = ["question", "A", "B", "C", "D", "answer", "subject"]
+
+
 def hub_row(row: dict) -> list[str]:
-    """A cais/mmlu row as a headered-CSV record ``question,A,B,C,D,answer`` (answer 0-3)."""
-    return [row["question"], *row["choices"], str(row["answer"])]
+    """A cais/mmlu row as a record under :data:`HUB_HEADER` (answer 0-3; the subject kept,
+    so the ``all`` config's items keep their subjects for dev demonstrations and headers)."""
+    return [row["question"], *row["choices"], str(row["answer"]), str(row.get("subject") or "")]
 
 
 # ----------------------------------------------------------------------------- lm-eval style
