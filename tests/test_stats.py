@@ -172,3 +172,12 @@ def test_against_draws_is_the_bootstrap_vs_the_draw_mean_and_mcnemar_per_draw():
     assert [t.p_value for t in vs_each] == [_mcnemar_by_hand(4, 0), _mcnemar_by_hand(4, 0)]
     with pytest.raises(WhiteboxError, match="at least one draw"):
         stats.against_draws(sel, [])
+
+
+def test_derived_keys_name_the_statistics_beside_an_estimate():
+    est = stats.proportion([1, 0, 1, 1])
+    out: dict = {}
+    stats.add_estimate(out, "acc,qk_head", est)
+    assert list(out) == ["acc,qk_head", "acc_ci,qk_head", "acc_n,qk_head", "acc_stderr,qk_head", "acc_ci_method,qk_head"]
+    assert [stats.is_derived(k) for k in out] == [False, True, True, True, True]
+    assert stats.derived_key("pa", "ci") == "pa_ci" and not stats.is_derived("n_items") and not stats.is_derived("pa")

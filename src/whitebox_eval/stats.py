@@ -70,10 +70,20 @@ def split_key(key: str) -> tuple[str, str | None]:
     return name, (filt or None)
 
 
+DERIVED_SUFFIXES = ("ci", "n", "stderr", "ci_method")
+"""What :func:`add_estimate` writes beside ``name,filter``: ``name_ci,filter`` = [lo, hi],
+``name_n,filter``, ``name_stderr,filter``, ``name_ci_method,filter``."""
+
+
 def derived_key(key: str, suffix: str) -> str:
     """The key beside ``key`` for one of its statistics: ``("acc,qk", "ci")`` -> ``"acc_ci,qk"``."""
     name, filt = split_key(key)
     return f"{name}_{suffix}" + (f",{filt}" if filt else "")
+
+
+def is_derived(key: str) -> bool:
+    """Whether ``key`` is one of the statistics beside an estimate (``acc_ci,qk``, ``acc_stderr,qk``, ...)."""
+    return split_key(key)[0].endswith(tuple("_" + s for s in DERIVED_SUFFIXES))
 
 
 # --------------------------------------------------------------------------- intervals

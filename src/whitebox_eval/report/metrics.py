@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from whitebox_eval.stats import DERIVED_SUFFIXES, derived_key
+
 MAX_LIST_ITEMS = 24
 """Longer lists are shown cut, with their length."""
 
@@ -58,17 +60,9 @@ def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix.rstrip("."), value)]
 
 
-DERIVED_SUFFIXES = ("ci_method", "ci", "n", "stderr")
-"""What :func:`whitebox_eval.stats.add_estimate` writes beside ``name,filter``:
-``name_ci,filter`` = [lo, hi], ``name_n,filter``, ``name_stderr,filter``, ``name_ci_method,filter``."""
 
 PAIRED_TESTS = "paired_tests"
 """The results.json key of :func:`whitebox_eval.stats.add_paired` (shown as its own table)."""
-
-
-def _with_suffix(key: str, suffix: str) -> str:
-    name, _, filt = key.partition(",")
-    return f"{name}_{suffix}" + (f",{filt}" if filt else "")
 
 
 def _is_pair(value: Any) -> bool:
@@ -92,11 +86,11 @@ def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[t
     folded: set[str] = set()
     intervals: dict[str, dict] = {}
     for key, value in values.items():
-        ci = lookup(_with_suffix(key, "ci"))
+        ci = lookup(derived_key(key, "ci"))
         if is_number(value) and _is_pair(ci):
-            intervals[key] = {"lo": float(ci[0]), "hi": float(ci[1]), "n": lookup(_with_suffix(key, "n")),
-                              "method": lookup(_with_suffix(key, "ci_method"))}
-            folded.update(_with_suffix(key, s) for s in DERIVED_SUFFIXES)
+            intervals[key] = {"lo": float(ci[0]), "hi": float(ci[1]), "n": lookup(derived_key(key, "n")),
+                              "method": lookup(derived_key(key, "ci_method"))}
+            folded.update(derived_key(key, s) for s in DERIVED_SUFFIXES)
     return [(k, v, intervals.get(k)) for k, v in values.items() if k not in folded]
 
 

@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from whitebox_eval.stats import derived_key, is_derived, split_key
+
 HIGHER_IS_BETTER = {"acc": True, "acc_norm": True, "pa": True, "p_correct": True, "alignment_error": False}
 """Metric names whose direction is known (alignment error: lower is better); others get no entry."""
-
-_DERIVED = ("_stderr", "_ci", "_n", "_ci_method")
 
 
 def hash_string(text: str) -> str:
@@ -73,10 +73,9 @@ def _estimates(headline: Mapping[str, Any], results: Mapping[str, Any]) -> dict[
     """``metric,filter`` values that carry a standard error, each followed by it."""
     out: dict[str, Any] = {}
     for key, value in headline.items():
-        name, sep, filt = key.partition(",")
-        if not sep or name.endswith(_DERIVED) or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if "," not in key or is_derived(key) or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        se_key = f"{name}_stderr,{filt}"
+        se_key = derived_key(key, "stderr")
         se = headline.get(se_key, results.get(se_key))
         if isinstance(se, (int, float)) and not isinstance(se, bool):
             out[key], out[se_key] = float(value), float(se)
@@ -87,10 +86,9 @@ def _metric_counts(headline: Mapping[str, Any], results: Mapping[str, Any], metr
     """``{metric,filter: n}`` from the ``metric_n,filter`` keys beside each estimate."""
     out = {}
     for key in metrics:
-        name, _, filt = key.partition(",")
-        if name.endswith("_stderr"):
+        if is_derived(key):
             continue
-        n = headline.get(f"{name}_n,{filt}", results.get(f"{name}_n,{filt}"))
+        n = headline.get(derived_key(key, "n"), results.get(derived_key(key, "n")))
         if isinstance(n, int) and not isinstance(n, bool):
             out[key] = n
     return out
@@ -138,7 +136,7 @@ def lm_eval_fields(results: Mapping[str, Any], config: Mapping[str, Any], task: 
     counts = _metric_counts(head if isinstance(head, Mapping) else {}, results, metrics)
     if counts:  # lm-eval's per-metric counts (its groups write them): ours differ by method (test split)
         entry["sample_count"] = counts
-    names = sorted({k.partition(",")[0] for k in metrics if not k.partition(",")[0].endswith("_stderr")})
+    names = sorted({split_key(k)[0] for k in metrics if not is_derived(k)})
     shots = config.get("shots")
     task_config: dict[str, Any] = {"task": task, "output_type": "multiple_choice"}
     spec = config.get("task")
