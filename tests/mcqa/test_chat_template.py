@@ -108,7 +108,7 @@ def test_bos_is_never_added_twice(chat_model, template):
 
 def test_cloze_continuation_is_the_option_without_delimiter_after_the_moved_whitespace(chat_model):
     tok = chat_model.tokenizer
-    context, cont = ChatTemplate(tok).cloze("Question: Capital of France?\nAnswer:", "Paris")
+    context, (cont,) = ChatTemplate(tok).cloze("Question: Capital of France?\nAnswer:", ["Paris"])
     full = tok.apply_chat_template([{"role": "user", "content": "Question: Capital of France?\nAnswer:"}], tokenize=False,
                                    add_generation_prompt=True)
     # lm-eval: (ctx, "" + choice), then _encode_pair moves ctx's trailing whitespace into the continuation

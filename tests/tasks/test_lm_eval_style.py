@@ -90,9 +90,9 @@ class _CharTokenizer:
 def test_encode_pair_moves_trailing_space_and_splits_the_whole_encoding():
     tok = _CharTokenizer()
     encode = lambda text: tok(text)["input_ids"]  # noqa: E731
-    ctx, cont = le.encode_pair(encode, "Answer: ", "B")  # the trailing space joins the continuation: " B" -> one token
+    ctx, (cont,) = le.encode_request(encode, "Answer: ", ["B"])  # the trailing space joins the continuation: " B" -> one token
     assert ctx == [ord(c) for c in "Answer:"] and cont == [1000 + ord("B")]
-    ctx, cont = le.encode_pair(encode, "ab", " cd")
+    ctx, (cont,) = le.encode_request(encode, "ab", [" cd"])
     assert ctx + cont == tok("ab cd")["input_ids"] and cont == [1000 + ord("c"), ord("d")]
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Sequence
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.prompts import OptionSpans, RenderedPrompt, Span
@@ -81,10 +82,10 @@ class ChatTemplate:
                                    answer_strings=[a.removeprefix(" ") for a in r.answer_strings],
                                    question=move(r.question), context=move(r.context), answer_cue=move(r.answer_cue))
 
-    def cloze(self, context: str, option: str) -> tuple[str, str]:
-        """``(context, continuation)`` of a cloze option as lm-eval scores them under the
-        template: the templated context's trailing whitespace moves to the continuation,
-        which is the option without the delimiter."""
+    def cloze(self, context: str, options: Sequence[str]) -> tuple[str, list[str]]:
+        """``(context, continuations)`` of a cloze item as lm-eval scores them under the
+        template: the templated context's trailing whitespace moves to every continuation,
+        which is the option without the delimiter. The template is applied once per item."""
         text, _ = self.wrap(context)
         core = text.rstrip()
-        return core, text[len(core):] + option
+        return core, [text[len(core):] + o for o in options]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -179,14 +179,17 @@ class _Study:
                             for d in self.demos.for_item(item))
             context, choices = shots + cue(item), list(item.options)
         if self.chat:
-            pairs = [self.chat.cloze(context, c) for c in choices]
-            return pairs[0][0], [x for _, x in pairs], choices
+            return (*self.chat.cloze(context, choices), choices)
         return context, [lm_eval.TARGET_DELIMITER + c for c in choices], choices
 
+    def special_tokens(self, text: str) -> bool:
+        """Whether tokenizing ``text`` adds special tokens: not to a chat-templated text that
+        already starts with BOS (:mod:`whitebox_eval.mcqa.chat`)."""
+        return self.chat.add_special_tokens(text) if self.chat else True
+
     def token_ids(self, text: str) -> list[int]:
-        """``text``'s ids; a chat-templated text gets no second BOS (:mod:`whitebox_eval.mcqa.chat`)."""
-        special = self.chat.add_special_tokens(text) if self.chat else True
-        return list(self.loaded.tokenizer(text, add_special_tokens=special)["input_ids"])
+        """``text``'s ids, special tokens as :meth:`special_tokens` says."""
+        return list(self.loaded.tokenizer(text, add_special_tokens=self.special_tokens(text))["input_ids"])
 
     def prefix_for(self, rendered: Sequence[RenderedPrompt]):
         """The cached demonstrations shared by every prompt of a batch (one cache per subject
@@ -200,8 +203,7 @@ class _Study:
         return self._prefixes[text]
 
     def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
-        special = self.chat.add_special_tokens(r.text) if self.chat else True
-        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, special)
+        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, self.special_tokens(r.text))
 
     # ---- passes ------------------------------------------------------------------
     def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
@@ -319,10 +321,9 @@ class _Study:
             for i in chunk:
                 context, continuations, choices = self.cloze_request(self.items[i])
                 requests.append((context, continuations, choices))
-                for c in continuations:
-                    c_ids, x_ids = lm_eval.encode_pair(self.token_ids, context, c)
-                    ctx.append(c_ids)
-                    cont.append(x_ids)
+                c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, continuations)
+                ctx += [c_ids] * len(x_ids)
+                cont += x_ids
             lp = continuation_logprobs(self.engine, ctx, cont)
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
@@ -344,6 +345,16 @@ class _Study:
             self.folder.merge_shards([it.id for it in self.items])
         arrays = self._collect(parts, range(len(self.items)), dtype=np.float64)
         return arrays["loglik"], arrays["loglik_norm"]
+
+
+class ClozeScores(NamedTuple):
+    """The cloze pass's per-option log-likelihoods (summed; per character) and lm-eval's
+    predictions from them (first choice on ties)."""
+
+    loglik: np.ndarray
+    loglik_norm: np.ndarray
+    pred: np.ndarray
+    pred_norm: np.ndarray
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -554,12 +565,13 @@ def finalize(study: _Study) -> RunFolder:
 
         results["ablation"] = ablation_study(study, main, gold, selected["qk"].degenerate, headline, results)
     if "cloze" in cfg.methods:  # lm-eval's acc / acc_norm: first choice on ties, every evaluated item
-        ll, norm = cloze = study.cloze_pass()
-        stats.add_proportion(headline, "acc,cloze", _correct(lm_eval.first_argmax(ll), gold))
+        ll, norm = study.cloze_pass()
+        cloze = ClozeScores(ll, norm, lm_eval.first_argmax(ll), lm_eval.first_argmax(norm))
+        stats.add_proportion(headline, "acc,cloze", _correct(cloze.pred, gold))
         if study.reports_acc_norm:  # lm-eval's MMLU reports acc only (its choices are one letter each)
-            stats.add_proportion(headline, "acc_norm,cloze", _correct(lm_eval.first_argmax(norm), gold))
+            stats.add_proportion(headline, "acc_norm,cloze", _correct(cloze.pred_norm, gold))
         if "baseline" in correct:
-            stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(lm_eval.first_argmax(ll), gold), base_all))
+            stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(cloze.pred, gold), base_all))
     if writer:
         folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze,
                                                  base_pred if study.letters else None))
@@ -591,9 +603,9 @@ def _per_item_extras(study: _Study, main, selected, pride_pred, cloze, base_pred
         if pride_pred is not None:
             e["pred_pride"] = int(pride_pred[i])
         if cloze is not None:
-            e["cloze_loglik"] = [float(x) for x in cloze[0][i, : len(it.options)]]
-            e["cloze_loglik_norm"] = [float(x) for x in cloze[1][i, : len(it.options)]]
-            e["pred_cloze"], e["pred_cloze_norm"] = int(lm_eval.first_argmax(cloze[0][i])), int(lm_eval.first_argmax(cloze[1][i]))
+            e["cloze_loglik"] = [float(x) for x in cloze.loglik[i, : len(it.options)]]
+            e["cloze_loglik_norm"] = [float(x) for x in cloze.loglik_norm[i, : len(it.options)]]
+            e["pred_cloze"], e["pred_cloze_norm"] = int(cloze.pred[i]), int(cloze.pred_norm[i])
             if study.rendered:  # the cloze read its own context, not the letter prompt of samples' "prompt"
                 e["cloze_prompt_hash"] = hash_string(study.cloze_request(it)[0])
         # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses

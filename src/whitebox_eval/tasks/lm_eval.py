@@ -5,7 +5,8 @@ A dataset module that lm-eval has a task for defines ``lm_eval_doc(item) -> LmEv
 :data:`STYLES` lists, per dataset, the prompt styles it offers.
 
 How lm-eval builds a multiple-choice request (``api/task.py`` ``fewshot_context`` and
-``build_qa_turn``, ``api/model.py`` ``_encode_pair``) and what we do the same way:
+``build_qa_turn``, ``api/model.py`` ``_encode_pair``) and what we do the same way
+(:func:`context`, :func:`encode_request`):
 
 - context = description + every demonstration as ``text + " " + answer + "\\n\\n"`` +
   the query's text (target delimiter ``" "``, few-shot delimiter ``"\\n\\n"``);
@@ -104,17 +105,17 @@ def continuations(query: LmEvalDoc) -> list[str]:
     return [TARGET_DELIMITER + c for c in query.choices]
 
 
-def encode_pair(encode: Callable[[str], list[int]], context_text: str, continuation: str) -> tuple[list[int], list[int]]:
-    """lm-eval's ``_encode_pair`` for causal models (``encode``: text -> token ids with the
-    tokenizer's special tokens): trailing whitespace of the context moves to the
-    continuation; the whole string is tokenized and the continuation is the tokens after
-    the context's own (``whole[len(context):]``, no prefix check)."""
+def encode_request(encode: Callable[[str], list[int]], context_text: str,
+                   continuations: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+    """lm-eval's ``_encode_pair`` for causal models, for every continuation of one context
+    (``encode``: text -> token ids with the tokenizer's special tokens): trailing
+    whitespace of the context moves to the continuation; context + continuation is
+    tokenized as one string and the continuation is the tokens after the context's own
+    (``whole[len(context):]``, no prefix check). The context is tokenized once."""
     n = len(context_text) - len(context_text.rstrip())
-    if n:
-        continuation, context_text = context_text[-n:] + continuation, context_text[:-n]
-    whole = encode(context_text + continuation)
-    ctx = encode(context_text)
-    return list(ctx), list(whole[len(ctx):])
+    moved, core = (context_text[-n:], context_text[:-n]) if n else ("", context_text)
+    ctx = encode(core)
+    return list(ctx), [list(encode(core + moved + c)[len(ctx):]) for c in continuations]
 
 
 def choice_lengths(choices: Sequence[str]) -> np.ndarray:
