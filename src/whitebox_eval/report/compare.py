@@ -6,7 +6,8 @@ run folders only, rows are metrics (as before); with an lm-eval file among the i
 rows are (task, metric), our run's task named as lm-eval names it (``hellaswag``,
 ``arc_challenge`` / ``arc_easy``, ``mmlu``), and an lm-eval file shows only the tasks
 of the runs beside it (all its tasks when no run folder is given). Deltas are each
-column minus column A.
+column minus column A; when some row lacks A but two later inputs have it, every row's
+deltas are taken against the first input that has the row (header "X - first in row").
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks import dataset_name
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
 
@@ -72,11 +73,15 @@ class Demonstrations:
             return self.by_subject[item.subject or ""]
         return self.shared
 
+    def shown(self) -> list[MCQItem]:
+        """Every demonstration (dev: over all subjects)."""
+        if self.source == DEV_SOURCE:
+            return [d for demos in self.by_subject.values() for d in demos]
+        return list(self.shared)
+
     def ids(self) -> list[str]:
         """Every demonstration id (dev: over all subjects)."""
-        if self.source == DEV_SOURCE:
-            return [d.id for demos in self.by_subject.values() for d in demos]
-        return [d.id for d in self.shared]
+        return [d.id for d in self.shown()]
 
     def to_config(self) -> dict:
         """What config.yaml records: the source, where it was read, the demonstration ids."""
@@ -193,8 +198,7 @@ def demo_source(task: str, shots: int, demos_from: str | None = None) -> DemoSou
             raise WhiteboxError(lm_eval_name_hint(task) or f"--demos-from needs a NAME=PATH task (its file in the same "
                                 f"format); {task!r} is generated, its demonstrations come from a held-out pool")
         return DemoSource(POOL_SOURCE)
-    name, path = (x.strip() for x in task.split("=", 1))
-    name = name.lower()
+    name, path = dataset_name(task), task.split("=", 1)[1].strip()
     if name == "mmlu":
         where = demos_from or mmlu_dev_location(path)
         return DemoSource(DEV_SOURCE, where, "dev", given=bool(demos_from)) if where else DemoSource(POOL_SOURCE)
@@ -249,7 +253,7 @@ def _content(it: MCQItem) -> tuple:
 def keep_apart(demos: Demonstrations, items: list[MCQItem]) -> list[MCQItem]:
     """The items to evaluate: those equal to a demonstration dropped (recorded in
     ``demos.removed``); a demonstration id equal to a different item's id becomes ``ID@FILE``."""
-    shown = demos.shared if demos.source != DEV_SOURCE else [d for ds in demos.by_subject.values() for d in ds]
+    shown = demos.shown()
     same = {_content(d) for d in shown}
     kept = [it for it in items if _content(it) not in same]
     demos.removed = [it.id for it in items if _content(it) in same]
@@ -275,7 +279,7 @@ def plan_demonstrations(task: str, shots: int, items: list[MCQItem], seed: int =
     if src.kind == DEV_SOURCE:
         demos = dev_demonstrations(task, shots, [it.subject for it in items], on_bad_row, where=src.where)
     else:
-        demos = file_demonstrations(task.split("=", 1)[0].strip().lower(), src.where, shots, seed, on_bad_row)
+        demos = file_demonstrations(dataset_name(task), src.where, shots, seed, on_bad_row)
         demos.source, demos.split = src.kind, src.split
     demos.given = src.given
     return demos, keep_apart(demos, items)
