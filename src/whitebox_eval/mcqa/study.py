@@ -410,7 +410,7 @@ def run_mcqa(
 def default_methods(task: str, prompt: str = "paper") -> tuple[str, ...]:
     """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
     ARC) with ``--prompt lm-eval`` show no options, so only the cloze applies."""
-    if prompt == lm_eval.LM_EVAL and dataset_name(task) in ("hellaswag", "arc"):
+    if prompt == lm_eval.LM_EVAL and lm_eval.LM_EVAL_OUTPUT.get(dataset_name(task)) == "cloze":
         return ("cloze",)
     return DEFAULT_METHODS
 

@@ -1,8 +1,8 @@
 """The ``lm-eval`` prompt style: lm-evaluation-harness 0.4.13's text for the tasks it has.
 
-A dataset module that lm-eval has a task for defines ``lm_eval_doc(item) -> LmEvalDoc``
-(its ``doc_to_text``, ``doc_to_choice``, ``doc_to_target`` and ``description``);
-:data:`STYLES` lists, per dataset, the prompt styles it offers.
+A dataset module that lm-eval has a task for (:data:`LM_EVAL_OUTPUT`) defines
+``lm_eval_doc(item) -> LmEvalDoc`` (its ``doc_to_text``, ``doc_to_choice``,
+``doc_to_target`` and ``description``).
 
 How lm-eval builds a multiple-choice request (``api/task.py`` ``fewshot_context`` and
 ``build_qa_turn``, ``api/model.py`` ``_encode_pair``) and what we do the same way
@@ -37,11 +37,10 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.prompts import OptionSpans, RenderedPrompt, Span
 
 PAPER, LM_EVAL = "paper", "lm-eval"
-#: the prompt styles each dataset offers (``paper`` = papers 000/004's formats)
-STYLES: dict[str, tuple[str, ...]] = {
-    "mmlu": (PAPER, LM_EVAL), "hellaswag": (PAPER, LM_EVAL), "arc": (PAPER, LM_EVAL),
-    "cosmosqa": (PAPER,), "halueval": (PAPER,), "triviaqa": (PAPER,), "ssd": (PAPER,), "arithmetic": (PAPER,),
-}
+#: the datasets lm-eval has a task for, and how that task scores an answer (``letters``:
+#: the option labels as the next token; ``cloze``: the option texts as continuations);
+#: every dataset offers the ``paper`` style (papers 000/004's formats), these also ``lm-eval``
+LM_EVAL_OUTPUT = {"mmlu": "letters", "hellaswag": "cloze", "arc": "cloze"}
 LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
 TARGET_DELIMITER, FEWSHOT_DELIMITER = " ", "\n\n"
 #: why each dataset without an lm-eval style has none
@@ -80,7 +79,7 @@ class LmEvalDoc:
 
 def check_style(dataset: str, style: str) -> None:
     """Raise a one-line error if ``dataset`` has no prompt style ``style``."""
-    styles = STYLES.get(dataset, (PAPER,))
+    styles = (PAPER, LM_EVAL) if dataset in LM_EVAL_OUTPUT else (PAPER,)
     if style not in (PAPER, LM_EVAL):
         raise WhiteboxError(f"unknown --prompt style {style!r}; choose {PAPER} or {LM_EVAL}")
     if style not in styles:
