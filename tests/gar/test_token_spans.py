@@ -8,7 +8,7 @@ from transformers import PreTrainedTokenizerFast
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import generate_task_examples
-from whitebox_eval.gar.prompts import answer_token_ids, token_spans
+from whitebox_eval.gar.roles import answer_token_ids, token_spans
 from whitebox_eval.gar.tasks import enumerate_tasks, kr_tasks
 
 

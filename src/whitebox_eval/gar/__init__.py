@@ -16,7 +16,8 @@ from whitebox_eval.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "whitebox_eval.gar.generator": ["GARExample", "LoopDraw", "generate_gar", "generate_task_examples", "sample_loop"],
-    "whitebox_eval.gar.prompts": ["RoleSpans", "answer_token_ids", "token_spans"],
+    "whitebox_eval.gar.prompts": ["RoleSpans"],
+    "whitebox_eval.gar.roles": ["EncodedExample", "answer_token_ids", "encode_examples", "parse_pattern", "token_spans"],
     "whitebox_eval.gar.schemas": ["Relation", "Schema", "load_schema", "load_schemas"],
     "whitebox_eval.gar.tasks": ["GARTask", "RelationRef", "enumerate_tasks", "format_task_id", "kr_tasks", "parse_task_id"],
 })

@@ -7,8 +7,8 @@ Russia."), the K-V pairs bracketed with ``< ... >``, the pairs called the "Premi
 "Answer with Yes or No." in classification tasks, and a one-shot demonstration.
 
 Every role is recorded as a *character* span of the final prompt while the text is
-built (never found by searching), and :func:`token_spans` maps the spans onto the
-tokens of any Hugging Face fast tokenizer through ``return_offsets_mapping``.
+built (never found by searching); :func:`whitebox_eval.gar.roles.token_spans` maps the
+spans onto the tokens of any Hugging Face fast tokenizer through ``return_offsets_mapping``.
 
 Templates (our wording where table 2 / App. B give none):
 
@@ -25,14 +25,11 @@ Templates (our wording where table 2 / App. B give none):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.schemas import Schema
 from whitebox_eval.gar.tasks import GARTask
-
-if TYPE_CHECKING:
-    from whitebox_eval.gar.generator import GARExample
 
 Span = tuple[int, int]
 
@@ -52,7 +49,7 @@ class RoleSpans:
     """Half-open ``(start, end)`` spans of the relational-loop roles in one example.
 
     Character offsets in :class:`GARExample.spans`, token indices after
-    :func:`token_spans`.  ``answer`` is None where the answer is not in the text (the
+    :func:`~whitebox_eval.gar.roles.token_spans`.  ``answer`` is None where the answer is not in the text (the
     generation target).  ``end`` is the position whose next-token prediction is the
     answer (the last prompt character / token).  ``negation`` covers "not".
     """
@@ -273,89 +270,3 @@ def candidate_line(schema: Schema, candidates: Sequence[str]) -> str:
         raise WhiteboxError("a candidate list needs at least one candidate")
     joined = cands[0] if len(cands) == 1 else ", ".join(cands[:-1]) + " and " + cands[-1]
     return f"{schema.candidates_intro} {joined}."
-
-
-def _offsets(prompt: str, tokenizer: Any, add_special_tokens: bool) -> list[tuple[int, int]]:
-    if not getattr(tokenizer, "is_fast", False):
-        raise WhiteboxError(
-            "token spans need a Hugging Face *fast* tokenizer (PreTrainedTokenizerFast) for "
-            "return_offsets_mapping; load it with AutoTokenizer.from_pretrained(..., use_fast=True)")
-    enc = tokenizer(prompt, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
-    return [tuple(o) for o in enc["offset_mapping"]]
-
-
-def _char_to_token_span(span: Span, offsets: Sequence[tuple[int, int]], prompt: str,
-                        role: str) -> Span:
-    s, e = span
-    idx = [i for i, (a, b) in enumerate(offsets) if b > a and a < e and b > s]
-    if not idx:
-        raise WhiteboxError(f"span {role} {prompt[s:e]!r} at characters {s}:{e} maps to no "
-                            "token; the tokenizer's offsets do not cover it")
-    if idx != list(range(idx[0], idx[-1] + 1)):
-        raise WhiteboxError(f"span {role} {prompt[s:e]!r} maps to non-contiguous tokens {idx}")
-    covered = set()
-    for i in idx:
-        a, b = offsets[i]
-        covered.update(range(max(a, s), min(b, e)))
-    gaps = [c for c in range(s, e) if c not in covered and not prompt[c].isspace()]
-    if gaps:
-        raise WhiteboxError(f"span {role} {prompt[s:e]!r}: characters {gaps} belong to no "
-                            "token; this tokenizer's offsets cannot be used")
-    return idx[0], idx[-1] + 1
-
-
-def token_spans(example: GARExample, tokenizer: Any, *, add_special_tokens: bool = True,
-                demo: bool = False) -> RoleSpans:
-    """Map the example's character spans to token index ranges (half-open).
-
-    Works with any fast tokenizer via ``return_offsets_mapping`` (the paper's reference
-    code relied on Llama's tokens).  Token indices count the special tokens the
-    tokenizer adds when ``add_special_tokens`` (e.g. BOS), as the model sees them.
-    ``end`` becomes the single last token of the prompt.  ``demo=True`` maps the
-    demonstration's spans instead.  Raises WhiteboxError when a span cannot be mapped.
-    """
-    offsets = _offsets(example.prompt, tokenizer, add_special_tokens)
-    spans = example.demo_spans if demo else example.spans
-
-    def conv(name: str, span: Span | None) -> Span | None:
-        return None if span is None else _char_to_token_span(span, offsets, example.prompt, name)
-
-    end = conv("END", spans.end)
-    assert end is not None
-    last = end[1] - 1
-    return RoleSpans(
-        end=(last, last + 1), query=conv("Q", spans.query), key=conv("K", spans.key),
-        value=conv("V", spans.value), answer=conv("A", spans.answer),
-        distractor_keys=tuple(conv(f"K'{i}", s) for i, s in enumerate(spans.distractor_keys, 1)),
-        distractor_values=tuple(conv(f"V'{i}", s)
-                                for i, s in enumerate(spans.distractor_values, 1)),
-        negation=conv("NOT", spans.negation))
-
-
-def answer_token_ids(example: GARExample, tokenizer: Any, *,
-                     add_special_tokens: bool = True) -> dict[str, int]:
-    """First token id of each alternative as it continues the prompt (App. C rule).
-
-    The prompt plus " " + alternative is tokenized together, so tokenizers that mark
-    word starts (SentencePiece "▁", byte-level "Ġ") give the in-context token.  Raises
-    WhiteboxError when the tokenizer merges the answer with the prompt's last token or
-    emits the separating space as a token of its own.
-    """
-    out: dict[str, int] = {}
-    n = len(example.prompt)
-    for alt in example.alternatives:
-        text = example.prompt + " " + alt
-        offsets = _offsets(text, tokenizer, add_special_tokens)
-        enc = tokenizer(text, add_special_tokens=add_special_tokens)
-        ids = enc["input_ids"]
-        first = next((i for i, (a, b) in enumerate(offsets) if b > a and b > n), None)
-        if first is None or offsets[first][0] < n:
-            raise WhiteboxError(f"the tokenizer merges the answer {alt!r} with the end of the "
-                                "prompt; its first answer token cannot be isolated")
-        a, b = offsets[first]
-        if not text[a:b].strip():
-            raise WhiteboxError(f"the tokenizer emits the space before {alt!r} as a token of its "
-                                "own, so the answer's first-token probability (App. C) is not "
-                                "defined; use a tokenizer with word-initial tokens")
-        out[alt] = int(ids[first])
-    return out
