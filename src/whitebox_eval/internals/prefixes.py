@@ -1,0 +1,84 @@
+"""The token prefix a batch of prompts shares, cached once (k-shot demonstrations).
+
+A shared prefix is found on the prompts' tokens, never by tokenizing the shared text
+alone: a BPE tokenizer merges across the end of that text differently once the rest
+of the prompt follows (lm-eval's ``"\\n\\n"`` after the last demonstration is one
+token at the end of a string, but two ``"\\n"`` tokens before the next question), so
+the tokens of the text alone need not begin the prompt's tokens, and a cache built
+from them would never be used.
+
+:func:`shared_prefix_length` is the one rule: the longest common token prefix of a
+batch, cut at a caller's ``limit`` (e.g. the end of the demonstrations as tokenized
+inside each prompt, so every batch of a subject finds the same prefix) and short of
+each prompt's last token (a pass computes at least one token per prompt). A prefix
+shorter than :data:`MIN_PREFIX_TOKENS` is not used. :class:`PrefixCache` keeps the
+key/values of the last few prefixes (:meth:`~whitebox_eval.internals.engine.Engine.prefix`)
+and hands out ``None`` where the engine could not use one (a sliding window shorter
+than prefix + suffix): the caller then runs the full prompts. Scores with and without
+a prefix are equal up to float rounding (different kernel shapes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from whitebox_eval.errors import WhiteboxError
+
+#: below this many shared tokens a prefix is not cached: it would save little compute and
+#: still change the scores' last bits (a 0-shot prompt's header alone stays uncached)
+MIN_PREFIX_TOKENS = 32
+#: prefixes kept at once (MMLU's dev demonstrations change with the subject: items come in
+#: subject order, so the last few suffice)
+KEEP_PREFIXES = 4
+
+
+def shared_prefix_length(seqs: Sequence[Sequence[int]], *, limit: int | None = None,
+                         min_tokens: int = MIN_PREFIX_TOKENS) -> int:
+    """Length of the longest common token prefix of ``seqs``, at most ``limit`` and leaving
+    every sequence at least one token after it; 0 if that is shorter than ``min_tokens``."""
+    if not seqs:
+        return 0
+    n = min(len(s) for s in seqs) - 1
+    if limit is not None:
+        n = min(n, limit)
+    first = seqs[0]
+    for s in seqs[1:]:
+        k = 0
+        while k < n and s[k] == first[k]:
+            k += 1
+        n = k
+        if n < min_tokens:
+            return 0
+    return n if n >= max(1, min_tokens) else 0
+
+
+class PrefixCache:
+    """Cached prefixes of one engine, keyed by their tokens (the :data:`KEEP_PREFIXES` most
+    recently used are kept)."""
+
+    def __init__(self, engine, *, min_tokens: int = MIN_PREFIX_TOKENS, keep: int = KEEP_PREFIXES):
+        self.engine, self.min_tokens, self.keep = engine, min_tokens, keep
+        self._cached: OrderedDict[tuple[int, ...], object] = OrderedDict()
+        self.computed = 0  # prefixes computed so far (a benchmark reads it)
+
+    def for_batch(self, seqs: Sequence[Sequence[int]], *, limit: int | None = None):
+        """The cached :class:`~whitebox_eval.internals.engine.Prefix` every sequence of
+        ``seqs`` starts with (:func:`shared_prefix_length`), or None: nothing long enough is
+        shared, or prefix + longest suffix would not fit the model's sliding window."""
+        n = shared_prefix_length(seqs, limit=limit, min_tokens=self.min_tokens)
+        if not n or not self.engine.prefix_fits(n, max(len(s) for s in seqs) - n):
+            return None
+        key = tuple(seqs[0][:n])
+        if key in self._cached:
+            self._cached.move_to_end(key)
+            return self._cached[key]
+        try:
+            prefix = self.engine.prefix(key)
+        except WhiteboxError:  # the model's cache keeps fewer tokens (sliding window): run in full
+            return None
+        self.computed += 1
+        self._cached[key] = prefix
+        while len(self._cached) > self.keep:
+            self._cached.popitem(last=False)
+        return prefix
