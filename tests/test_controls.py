@@ -10,7 +10,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from whitebox_eval.controls import RULES, Head, band, control_record, draw_seed, random_heads
+from whitebox_eval.controls import (
+    RULES,
+    Head,
+    band,
+    control_record,
+    draw_seed,
+    random_heads,
+)
 from whitebox_eval.errors import WhiteboxError
 
 # ------------------------------------------------------------------ frozen copies of the old draw code

@@ -4,7 +4,6 @@ demonstrations that are never evaluated, and the regressions of issue 11."""
 from __future__ import annotations
 
 import json
-import random
 import sys
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ from test_mcqa_study import tiny_mcqa_model  # noqa: E402,F401  (the module fixt
 
 from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
-from whitebox_eval.mcqa.ablation import random_band_heads  # noqa: E402
+from whitebox_eval.controls import RULES, random_heads  # noqa: E402
 from whitebox_eval.mcqa.command import _print_mcqa_summary  # noqa: E402
 from whitebox_eval.tasks.demos import DEV_SOURCE, POOL_SOURCE, plan_demonstrations  # noqa: E402
 from whitebox_eval.tasks import load_mcq_dataset  # noqa: E402
@@ -114,21 +113,28 @@ def test_ablation_random_heads_are_same_layer_never_key_and_every_draw_is_report
         assert len(heads) == len(set(heads)) == len(key)
         assert not set(heads) & set(key)
         assert sorted(l for l, _ in heads) == sorted(l for l, _ in key)  # 4 heads a layer: room in every layer
+    assert a["control"]["rule"] == "same-layers" and a["random_rule"] == RULES["same-layers"]
+    assert a["control"]["draws"] == [d["heads"] for d in a["random_draws"]]
     accs = [d["accuracy"] for d in a["random_draws"]]
     assert a["random_accuracy"]["draws"] == accs
     assert a["random_accuracy"]["mean"] == pytest.approx(np.mean(accs))
     assert a["random_accuracy"]["sd"] == pytest.approx(np.std(accs, ddof=1))
 
 
-def test_random_band_heads_take_the_nearest_layer_only_when_a_layer_is_full():
+def test_same_layer_draws_take_the_nearest_layer_only_when_a_layer_is_full():
     key = [(1, 0), (1, 1), (1, 2)]  # 3 heads a layer: layer 1 has none left
-    heads = random_band_heads(key, n_layers=3, n_heads=3, rng=random.Random(0))
+    heads = random_heads(key, (3, 3), 1, 0, "same-layers")[0]
     assert len(set(heads)) == 3 and not set(heads) & set(key)
     assert Counter(l for l, _ in heads) == Counter({0: 3})  # equal distance: the lower layer first, and it has room
     key = [(0, 0), (0, 1)]
-    assert sorted(l for l, _ in random_band_heads(key, 2, 4, random.Random(1))) == [0, 0]
-    with pytest.raises(WhiteboxError, match="ablation-k"):
-        random_band_heads([(0, 0), (0, 1)], n_layers=1, n_heads=3, rng=random.Random(0))
+    assert sorted(l for l, _ in random_heads(key, (2, 4), 1, 1, "same-layers")[0]) == [0, 0]
+
+
+def test_ablation_that_cannot_draw_names_ablation_k(tiny_mcqa_model, tmp_path):  # noqa: F811
+    cfg = MCQAConfig(model="tiny", limit=24, min_val_items=8, batch_size=8, methods=("baseline", "qk", "ablation"),
+                     ablation_k=12, ablation_draws=1)  # 3 layers x 4 heads: k > 6 key heads leave fewer others
+    with pytest.raises(WhiteboxError, match="use a smaller --ablation-k"):
+        run_mcqa(cfg, tmp_path, run_id="too-many", loaded=tiny_mcqa_model, show_progress=False)
 
 
 def test_samples_keep_head_scores_at_full_precision(full_run):

@@ -4,46 +4,26 @@ The key heads are the top ``k`` by QK-score accuracy on the validation items (de
 heads excluded); accuracy is measured on the test items with them zeroed, and with
 ``draws`` sets of ``k`` random heads zeroed instead.
 
-Random-head control (the paper does not define it; this library's rule): each draw
-takes, for every key head, one random head *of the same layer* that is not a key head
-and not already drawn, so a draw has the key heads' count and layer profile. Only when a
-layer has no such head left does the draw take the nearest layer that has one (lower
-layer first on equal distance). Key vs random is compared on the same test items: an
+Random-head control (the paper does not define it): the ``"same-layers"`` rule of
+:mod:`whitebox_eval.controls`, i.e. per key head one random non-key head of the same
+layer (the nearest layer only when that layer has none left), so a draw has the key
+heads' count and layer profile. Key vs random is compared on the same test items: an
 exact McNemar test per draw, and a paired bootstrap of the key heads' per-item
-correctness against the per-item mean over draws; the draws are reported one by one.
+correctness against the per-item mean over draws; the draws are reported one by one,
+and ``control`` (:func:`whitebox_eval.controls.control_record`) names the rule and
+lists every drawn head.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import MutableMapping, Sequence
+from collections.abc import MutableMapping
 
 import numpy as np
 
-from whitebox_eval import stats
-from whitebox_eval.errors import WhiteboxError
+from whitebox_eval import controls, stats
 from whitebox_eval.mcqa import head_scores as hs
 
-BAND_RULE = ("per key head, one random non-key head of the same layer (nearest layer, lower first, "
-             "only when that layer has none left); never a key head; as many heads as key heads")
-
-
-def random_band_heads(key: Sequence[hs.Head], n_layers: int, n_heads: int, rng: random.Random) -> list[hs.Head]:
-    """One random-head draw matched to ``key`` layer by layer (see the module rule)."""
-    taken = set(key)
-    out: list[hs.Head] = []
-    for layer, _ in sorted(key):
-        for near in sorted(range(n_layers), key=lambda x: (abs(x - layer), x)):
-            free = [h for h in range(n_heads) if (near, h) not in taken]
-            if free:
-                head = (near, rng.choice(free))
-                taken.add(head)
-                out.append(head)
-                break
-        else:
-            raise WhiteboxError(f"cannot draw {len(key)} random heads besides the key heads: the model has only "
-                                f"{n_layers * n_heads} heads; use a smaller --ablation-k")
-    return out
+RULE = "same-layers"
 
 
 def ablation_study(study, main: dict[str, np.ndarray], gold: np.ndarray, degenerate: np.ndarray,
@@ -61,19 +41,20 @@ def ablation_study(study, main: dict[str, np.ndarray], gold: np.ndarray, degener
     val_counts = (hs.option_predictions(scores, cfg.seed)[val] == gold[val][:, None, None]).sum(axis=0)
     key = hs.rank_heads(val_counts, exclude=degenerate)[: cfg.ablation_k]
     n_layers, n_heads = val_counts.shape
+    drawn = controls.random_heads(key, (n_layers, n_heads), cfg.ablation_draws, cfg.seed, RULE,
+                                  fix="use a smaller --ablation-k")
     g = gold[test]
     unablated = (predict(main["letter_logits"])[test] == g).astype(np.int64)
     key_correct = (predict(study.ablation_pass("ablate_top", key)) == g).astype(np.int64)
-    rng = random.Random(f"ablation-{cfg.seed}")
     draws, rand_correct = [], []
-    for d in range(cfg.ablation_draws):
-        heads = random_band_heads(key, n_layers, n_heads, rng)
+    for d, heads in enumerate(drawn):
         c = (predict(study.ablation_pass(f"ablate_random{d}", heads)) == g).astype(np.int64)
         rand_correct.append(c)
         est = stats.proportion(c)
         draws.append({"heads": [list(h) for h in heads], "accuracy": est.value, "accuracy_ci": [est.lo, est.hi]})
     out: dict = {"k": len(key), "key_heads": [list(h) for h in key], "key_heads_selected_on": "validation (QK accuracy)",
-                 "reported_on": "test", "random_rule": BAND_RULE, "random_draws": draws}
+                 "reported_on": "test", "random_rule": controls.RULES[RULE], "random_draws": draws,
+                 "control": controls.control_record(RULE, key, (n_layers, n_heads), cfg.seed, drawn)}
     stats.add_proportion(out, "acc,unablated", unablated)
     stats.add_proportion(headline, "acc,ablation_key_heads", key_correct)
     out["acc,key_heads"] = headline["acc,ablation_key_heads"]

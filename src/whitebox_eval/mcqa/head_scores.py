@@ -28,9 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
-
-Head = tuple[int, int]
 
 DEFAULT_VAL_FRACTION = 0.05
 DEFAULT_MIN_VAL_ITEMS = 50
