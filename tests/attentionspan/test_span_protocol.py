@@ -113,6 +113,9 @@ def test_study_chooses_n_and_c_on_the_selection_split_and_reports_on_a_disjoint_
         heads = [tuple(h) for h in d["heads"]]
         assert len(heads) == best[0] and not set(heads) & set(top)
         assert all(lo <= l <= hi for l, _ in heads)
+    control = ev["random_heads"]["control"]
+    assert control["rule"] == "widened-band" and control["band"] == [lo, hi]
+    assert control["draws"] == [d["heads"] for d in ev["random_heads"]["draws"]]
     assert set(res["paired_tests"]) >= {protocol.VS_NONE, protocol.VS_RANDOM, protocol.VS_SHIFTED,
                                         protocol.SHIFTED_VS_NONE}
     # generation under reinforcement, whole-string accuracy on the same items

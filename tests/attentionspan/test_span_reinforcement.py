@@ -11,12 +11,12 @@ from whitebox_eval.attentionspan.reinforcement import (
     Reinforcement,
     best_key_setting,
     find_key_heads,
-    random_heads,
     reference_cells,
     sweep_reinforcement,
 )
 from whitebox_eval.attentionspan.tasks import string_reversal_example, value_assignment_example
 from whitebox_eval.attentionspan.tokenization import tokenize_example
+from whitebox_eval.controls import band, random_heads
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, batch_from_ids
 
@@ -107,14 +107,15 @@ def test_key_heads_equal_brute_force_sum_over_reference_cells(tiny_span_lm):
 
 
 def test_random_heads_are_seeded_distinct_and_respect_exclusions():
-    a = random_heads(30, 9, 10, seed=3)
-    assert a == random_heads(30, 9, 10, seed=3)
-    assert a != random_heads(30, 9, 10, seed=4)
-    assert len(set(a)) == 10 and all(0 <= l < 30 and 0 <= h < 9 for l, h in a)
-    excl = random_heads(2, 2, 3, seed=0, exclude=[(0, 0)])
-    assert (0, 0) not in excl and len(excl) == 3
-    with pytest.raises(WhiteboxError):
-        random_heads(2, 2, 5, seed=0)
+    key = [(3, 0), (20, 4)]
+    a = random_heads(key, (30, 9), 2, 3, "widened-band")
+    assert a == random_heads(key, (30, 9), 2, 3, "widened-band")
+    assert a != random_heads(key, (30, 9), 2, 4, "widened-band")
+    for d in a:
+        assert len(set(d)) == 2 and not set(d) & set(key) and d == sorted(d)
+    assert random_heads([(0, 0)], (2, 2), 1, 0, "widened-band") == [[(0, 1)]]  # the band's only other head
+    with pytest.raises(WhiteboxError, match="reinforce fewer heads"):
+        random_heads([(0, 0), (0, 1), (1, 0)], (2, 2), 1, 0, "widened-band", fix="reinforce fewer heads (--heads)")
 
 
 def test_sweep_has_baseline_key_and_random_points(tiny_span_lm):
@@ -184,24 +185,20 @@ def test_shifted_reinforcement_edits_exactly_the_shifted_cells(tiny_span_lm):
 
 
 def test_control_band_spans_the_key_layers_and_widens_until_enough_free_heads():
-    from whitebox_eval.attentionspan.reinforcement import control_band
-
-    assert control_band([(3, 0), (5, 1)], n_layers=10, n_heads=4) == (3, 5)
+    assert band([(3, 0), (5, 1)], (10, 4), "widened-band") == (3, 5)
     # layer 2 has 4 heads, all key heads: widen to 1..3
     key = [(2, h) for h in range(4)]
-    assert control_band(key, n_layers=10, n_heads=4) == (1, 3)
-    assert control_band([(0, 0), (0, 1), (0, 2)], n_layers=3, n_heads=3) == (0, 1)
+    assert band(key, (10, 4), "widened-band") == (1, 3)
+    assert band([(0, 0), (0, 1), (0, 2)], (3, 3), "widened-band") == (0, 1)
     with pytest.raises(WhiteboxError, match="fewer heads"):
-        control_band([(l, h) for l in range(2) for h in range(2)][:3], n_layers=2, n_heads=2)
+        random_heads([(l, h) for l in range(2) for h in range(2)][:3], (2, 2), 1, 0, "widened-band",
+                     fix="reinforce fewer heads (--heads)")
 
 
 def test_random_heads_in_band_never_hit_a_key_head():
-    from whitebox_eval.attentionspan.reinforcement import control_band
-
     key = [(4, 1), (4, 2), (6, 0)]
-    band = control_band(key, 12, 3)
     for seed in range(30):
-        drawn = random_heads(12, 3, 3, seed, exclude=key, layers=band)
-        assert len(set(drawn)) == 3
-        assert not set(drawn) & set(key)
-        assert all(4 <= l <= 6 for l, _ in drawn)
+        for drawn in random_heads(key, (12, 3), 2, seed, "widened-band"):
+            assert len(set(drawn)) == 3
+            assert not set(drawn) & set(key)
+            assert all(4 <= l <= 6 for l, _ in drawn)

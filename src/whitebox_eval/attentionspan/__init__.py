@@ -7,7 +7,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "whitebox_eval.attentionspan.tasks": ["TASKS", "SpanExample", "generate", "task_config"],
     "whitebox_eval.attentionspan.tokenization": ["TokenizedExample", "tokenize_example"],
     "whitebox_eval.attentionspan.evaluation": ["ExampleScores", "SpanSummary", "evaluate_teacher_forced", "generate_greedy", "generate_greedy_edited", "summarize", "teacher_forced_pass"],
-    "whitebox_eval.attentionspan.reinforcement": ["KeyHeads", "Reinforcement", "control_band", "find_key_heads", "random_heads", "reference_cells", "shifted_reference_cells", "sweep_reinforcement"],
+    "whitebox_eval.attentionspan.reinforcement": ["KeyHeads", "Reinforcement", "find_key_heads", "reference_cells", "shifted_reference_cells", "sweep_reinforcement"],
     "whitebox_eval.attentionspan.finetune": ["FinetuneConfig", "load_checkpoint_weights", "save_checkpoint"],
     "whitebox_eval.attentionspan.study": ["SpanConfig", "run_span"],
 })

@@ -9,7 +9,8 @@
    exceeds a threshold (*conditional*). The edited weights are not re-normalised.
 3. Controls (not in the paper; needed to tell a mechanism from an artefact):
    *random heads*: the same intervention on N heads drawn at random from the key
-   heads' layer band, never a key head (:func:`control_band`, :func:`random_heads`);
+   heads' layer band, widened until it holds N non-key heads, never a key head (the
+   ``"widened-band"`` rule of :mod:`whitebox_eval.controls`);
    *shifted reference*: the same key heads reinforced on the neighbouring, wrong cell
    (:func:`shifted_reference_cells`). On string reversal the reference cell holds the
    answer character, so adding attention there is an oracle pointer; if the shifted
@@ -22,7 +23,6 @@ evaluation split, see :mod:`whitebox_eval.attentionspan.protocol`).
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,11 +37,14 @@ from whitebox_eval.attentionspan.evaluation import (
 )
 from whitebox_eval.attentionspan.metrics import exact_match_accuracy, partial_accuracy, rank_key_heads
 from whitebox_eval.attentionspan.tokenization import TokenizedExample
+from whitebox_eval.controls import Head, draw_seed, random_heads
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import EditAttention, Engine
 
 MODES = ("standard", "conditional")
-Head = tuple[int, int]
+CONTROL_RULE = "widened-band"
+"""The random-head control's rule (:mod:`whitebox_eval.controls`)."""
+FEWER_HEADS = "reinforce fewer heads (--heads)"
 
 
 # --------------------------------------------------------------------- key heads
@@ -74,44 +77,6 @@ def find_key_heads(engine: Engine, tokenized: Sequence[TokenizedExample], *,
         for s in teacher_forced_pass(engine, chunk, head_rows=True):
             total = s.head_reference_sum if total is None else total + s.head_reference_sum
     return KeyHeads(scores=total, ranking=rank_key_heads(total), n_samples=len(tokenized))
-
-
-def random_heads(n_layers: int, n_heads: int, n: int, seed: int,
-                 exclude: Sequence[Head] = (), layers: tuple[int, int] | None = None) -> list[Head]:
-    """``n`` distinct (layer, head) pairs drawn uniformly with ``seed`` (control of sec. 5.1).
-
-    ``exclude`` removes heads from the pool (the key heads themselves); ``layers``
-    = (lo, hi) keeps only layers lo..hi inclusive (:func:`control_band`).
-    """
-    lo, hi = layers if layers is not None else (0, n_layers - 1)
-    banned = set(map(tuple, exclude))
-    pool = [(l, h) for l in range(lo, hi + 1) for h in range(n_heads) if (l, h) not in banned]
-    if not 0 < n <= len(pool):
-        raise WhiteboxError(f"cannot draw {n} random heads from {len(pool)} available "
-                            f"(layers {lo}-{hi}, key heads excluded)")
-    return sorted(random.Random(f"attentionspan/random-heads/{seed}").sample(pool, n))
-
-
-def control_band(key: Sequence[Head], n_layers: int, n_heads: int) -> tuple[int, int]:
-    """The layer band random-head controls are drawn from (inclusive).
-
-    It spans the layers of the ``key`` heads (min..max), widened by one layer on each
-    side (within the model) until it holds at least ``len(key)`` heads that are not
-    key heads. So a control sits as deep in the network as the heads it controls for,
-    and never shares a head with them.
-    """
-    if not key:
-        raise WhiteboxError("a control band needs at least one key head")
-    lo, hi = min(l for l, _ in key), max(l for l, _ in key)
-    banned = set(map(tuple, key))
-    while True:
-        free = sum((l, h) not in banned for l in range(lo, hi + 1) for h in range(n_heads))
-        if free >= len(key):
-            return lo, hi
-        if lo == 0 and hi == n_layers - 1:
-            raise WhiteboxError(f"the model has only {free} heads besides the {len(key)} key heads: "
-                                "reinforce fewer heads (--heads)")
-        lo, hi = max(0, lo - 1), min(n_layers - 1, hi + 1)
 
 
 # ----------------------------------------------------------------- the intervention
@@ -231,21 +196,19 @@ def sweep_settings(key_heads: KeyHeads, n_layers: int, n_heads_per_layer: int, *
     """The grid of sec. 5.1: baseline, top-N key heads x C, and random N heads x C.
 
     Returns ``(label, heads_from, seed, reinforcement)``; the baseline has ``None``.
-    Random draws never include the top-N key heads and come from their layer band
-    (:func:`control_band`).
+    Random draws never include the top-N key heads (:data:`CONTROL_RULE`).
     """
     settings: list[tuple[str, str, int | None, Reinforcement | None]] = [("baseline", "none", None, None)]
     for n in n_values:
+        key = key_heads.top(n)
+        drawn = random_heads(key, (n_layers, n_heads_per_layer), random_draws, seed, CONTROL_RULE, fix=FEWER_HEADS)
         for c in c_values:
             label = f"key-top{n}-C{c:g}-{mode}"
-            key = key_heads.top(n)
             settings.append((label, "key", None, Reinforcement(tuple(key), c, mode, threshold, label)))
-            band = control_band(key, n_layers, n_heads_per_layer)
-            for d in range(random_draws):
-                draw_seed = seed * 1000 + d
-                heads = random_heads(n_layers, n_heads_per_layer, n, draw_seed, exclude=key, layers=band)
+            for d, heads in enumerate(drawn):
                 rlabel = f"random{d}-top{n}-C{c:g}-{mode}"
-                settings.append((rlabel, "random", draw_seed, Reinforcement(tuple(heads), c, mode, threshold, rlabel)))
+                settings.append((rlabel, "random", draw_seed(seed, d),
+                                 Reinforcement(tuple(heads), c, mode, threshold, rlabel)))
     return settings
 
 

@@ -55,16 +55,16 @@ from whitebox_eval.attentionspan.finetune import (
     load_checkpoint_weights,
 )
 from whitebox_eval.attentionspan.reinforcement import (
+    CONTROL_RULE,
+    FEWER_HEADS,
     MODES,
     KeyHeads,
     Reinforcement,
-    control_band,
     find_key_heads,
-    random_heads,
 )
 from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, SpanExample, generate
 from whitebox_eval.attentionspan.tokenization import TokenizedExample, tokenize_example
-from whitebox_eval import stats
+from whitebox_eval import controls, stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
@@ -341,11 +341,9 @@ def evaluation_settings(cfg: SpanConfig, heads: KeyHeads, n: int, c: float, n_la
         tuple(hs), c, cfg.mode, cfg.threshold, protocol.label(source, n, c, cfg.mode, d),
         cells="shifted" if source == "shifted" else "reference", shift=cfg.shift)
     out = [("key", None, r(key, "key")), ("shifted", None, r(key, "shifted"))]
-    band = control_band(key, n_layers, n_heads)
-    for d in range(cfg.random_draws):
-        seed = cfg.seed * 1000 + d
-        out.append(("random", seed, r(random_heads(n_layers, n_heads, n, seed, exclude=key, layers=band),
-                                      "random", d)))
+    drawn = controls.random_heads(key, (n_layers, n_heads), cfg.random_draws, cfg.seed, CONTROL_RULE, fix=FEWER_HEADS)
+    for d, hs in enumerate(drawn):
+        out.append(("random", controls.draw_seed(cfg.seed, d), r(hs, "random", d)))
     return out
 
 
@@ -519,9 +517,12 @@ def _reinforcement_results(folder: RunFolder, cfg: SpanConfig, by_stage: dict[st
     base_recs = by_stage[f"{phase}/ood"]
     randoms = [(seed, r.heads, recs[r.label]) for src, seed, r in settings if src == "random"]
     evaluation = protocol.evaluation_report(base_recs, recs[key_label], recs[shifted_label], randoms, results)
-    evaluation["random_heads"]["band"] = list(control_band(heads.top(n), n_layers, n_heads))
+    control = controls.control_record(CONTROL_RULE, heads.top(n), (n_layers, n_heads), cfg.seed,
+                                      [r.heads for src, _, r in settings if src == "random"])
+    evaluation["random_heads"]["band"] = control["band"]
     evaluation["random_heads"]["band_rule"] = ("layers of the key heads (min..max), widened by one "
                                                "on each side until it holds N non-key heads")
+    evaluation["random_heads"]["control"] = control
     out = {
         "mode": cfg.mode, "threshold": cfg.threshold, "shift": cfg.shift,
         "protocol": {
