@@ -87,15 +87,3 @@ def world() -> World:
     if not dist.is_initialized():
         dist.init_process_group("gloo", timeout=BARRIER_TIMEOUT)
     return World(rank=dist.get_rank(), size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def create_run(ranks: World, root, config, *, run_id: str | None = None, resume: bool = False):
-    """:meth:`RunFolder.create` on rank 0; the other ranks open the folder it made. Under
-    torchrun each rank gets a view that appends samples to its own shard."""
-    from whitebox_eval.runs.folder import RunFolder
-
-    folder = RunFolder.create(root, config, run_id=run_id, resume=resume) if ranks.main else None
-    path = ranks.broadcast(str(folder.path) if folder is not None else None)
-    if not ranks.distributed:
-        return folder
-    return (folder or RunFolder.open(path)).for_rank(ranks.rank)

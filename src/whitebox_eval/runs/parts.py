@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from whitebox_eval.runs.folder import _AtomicFile, writing
+from whitebox_eval.runs.atomic import AtomicFile, writing
 
 UNREADABLE_SUFFIX = ".unreadable"
 
@@ -22,7 +22,7 @@ UNREADABLE_SUFFIX = ".unreadable"
 def write_part(path: Path | str, **arrays: np.ndarray) -> Path:
     """Write ``arrays`` to the ``.npz`` file ``path`` atomically; returns ``path``."""
     path = Path(path)
-    with writing(path.parent), _AtomicFile(path, "wb") as f:
+    with writing(path.parent), AtomicFile(path, "wb") as f:
         np.savez(f, **arrays)
     return path
 
