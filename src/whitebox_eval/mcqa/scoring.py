@@ -113,14 +113,21 @@ def score_prompts(
     return out
 
 
-def continuation_logprobs(engine: Engine, contexts: Sequence[list[int]], continuations: Sequence[list[int]]) -> np.ndarray:
-    """Summed log-probability of each continuation given its context (lm-eval's loglikelihood)."""
+def continuation_logprobs(engine: Engine, contexts: Sequence[list[int]], continuations: Sequence[list[int]],
+                          prefix: Prefix | None = None) -> np.ndarray:
+    """Summed log-probability of each continuation given its context (lm-eval's loglikelihood).
+
+    With ``prefix`` (the cached tokens every context starts with, each context's last token
+    after it) only the tokens after it are computed."""
     ids = [c + x for c, x in zip(contexts, continuations)]
     width = max(len(x) for x in continuations)
     # position p predicts token p + 1: the continuation's tokens are predicted from len(c)-1 ... len(ids)-2
     pred_pos = [[len(c) - 1 + j for j in range(len(x))] + [len(c) - 1] * (width - len(x)) for c, x in zip(contexts, continuations)]
-    batch = batch_from_ids(ids, pad_id=engine.tokenizer.pad_token_id or 0).to(engine.loaded.device)
-    trace = engine.run(batch, logits=pred_pos)
+    skip = prefix.length if prefix is not None else 0
+    if skip and any(x[:skip] != prefix.ids or len(c) <= skip for x, c in zip(ids, contexts)):
+        raise ValueError("every context must start with the cached prefix and go on after it")
+    batch = batch_from_ids([x[skip:] for x in ids], pad_id=engine.tokenizer.pad_token_id or 0).to(engine.loaded.device)
+    trace = engine.run(batch, logits=pred_pos, prefix=prefix)
     logp = torch.log_softmax(trace.logits.float(), -1)  # [B, width, V]
     target = torch.tensor([x + [x[-1]] * (width - len(x)) for x in continuations], device=logp.device)
     tok_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
