@@ -2,7 +2,7 @@
 
 The option-representative token of 000 fig. 2a / sec. 6 is addressed by a character
 span in :class:`~whitebox_eval.tasks.prompts.RenderedPrompt`; here it becomes the index
-of the token that contains that character, using the fast tokenizer's offsets.
+of the token that contains that character (:mod:`whitebox_eval.tasks.token_spans`).
 Answer tokens are taken from the context they appear in (``prompt + " A"``), since
 ``" A"`` after ``Answer:`` and ``A`` at the start of an option line tokenize differently.
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.prompts import RenderedPrompt
+from whitebox_eval.tasks.token_spans import char_offsets, span_tokens
 
 REPRESENTATIVES = ("label", "label_sep", "content_end", "eol", "content_mean")
 """Option-representative token variants (000 fig. 2a): the label (``A``), the period
@@ -37,9 +38,9 @@ class TokenizedPrompt:
 
 
 def _token_at(offsets: list[tuple[int, int]], char: int, what: str, item_id: str) -> int:
-    for i, (start, end) in enumerate(offsets):
-        if start <= char < end:
-            return i
+    holding = span_tokens(offsets, char, char + 1)
+    if holding:
+        return holding[0]
     raise WhiteboxError(f"item {item_id}: no token covers the {what} (character {char}); the tokenizer dropped it")
 
 
@@ -51,10 +52,7 @@ def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "
     tokens (:mod:`whitebox_eval.mcqa.chat`)."""
     if representative not in REPRESENTATIVES:
         raise WhiteboxError(f"unknown option-representative token {representative!r}; choose one of {', '.join(REPRESENTATIVES)}")
-    if not getattr(tokenizer, "is_fast", False):
-        raise WhiteboxError("a fast (Rust) tokenizer is needed for character offsets; load the model's tokenizer.json")
-    enc = tokenizer(rendered.text, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
-    ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+    ids, offsets = char_offsets(tokenizer, rendered.text, add_special_tokens=add_special_tokens)
     positions, groups = [], []
     for opt in rendered.options:
         if representative == "content_mean":
