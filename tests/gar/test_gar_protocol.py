@@ -4,29 +4,16 @@ the intervention run's results and summary, on a tiny random llama with SmolLM2'
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from test_gar_study import tiny_real_vocab, tokenizer  # noqa: E402,F401  (fixtures)
-from whitebox_eval.errors import WhiteboxError  # noqa: E402
-from whitebox_eval.gar.study import (  # noqa: E402
-    GARConfig,
-    GARHeadsConfig,
-    GARInterveneConfig,
-    random_head_draws,
-    run_gar,
-    run_gar_heads,
-    run_gar_intervene,
-    select_tasks,
-    selection_warnings,
-    split_pairs,
-    task_examples,
-)
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.evaluate_study import GARConfig, run_gar
+from whitebox_eval.gar.intervene_study import GARInterveneConfig, run_gar_intervene
+from whitebox_eval.gar.selection import select_tasks, task_examples
+from whitebox_eval.gar.study_base import random_head_draws
+from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads, selection_warnings, split_pairs
 
 G2C = "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]"
 G2C2 = "GendersOfPersons/same,CountriesOfCities/inCountryOf×3 [g2c]"
@@ -153,7 +140,7 @@ def test_intervene_run_reports_moving_metrics_and_the_summary_says_so(tmp_path, 
 
 def test_probe_mode_reports_interval_baseline_control_and_protocol(tmp_path, tiny_real_vocab, shared_datasets,
                                                                     capsys):
-    from whitebox_eval.gar.study import GARProbeConfig, run_gar_probe
+    from whitebox_eval.gar.probe_study import GARProbeConfig, run_gar_probe
 
     snli = shared_datasets / "snli" / "snli_test_sample.jsonl"
     cfg = GARProbeConfig(model="tiny", heads="1.0,1.3", probe_data=(str(snli),), probe_limit=60, random_draws=5)

@@ -9,7 +9,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.interventions import intervention_edits
 from whitebox_eval.gar.roles import encode_examples
 from whitebox_eval.gar.scoring import score_examples
-from whitebox_eval.gar.study import select_tasks, task_examples
+from whitebox_eval.gar.selection import select_tasks, task_examples
 from whitebox_eval.internals import Engine
 
 pytestmark = pytest.mark.integration

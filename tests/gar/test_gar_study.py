@@ -4,53 +4,24 @@ on a tiny random llama that uses SmolLM2's real tokenizer (fast, no model weight
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 import torch
-import transformers as tf
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import generate_task_examples
 from whitebox_eval.gar.roles import encode_example, parse_pattern
 from whitebox_eval.gar.scoring import alternative_probs, score_examples, score_from_probs
 from whitebox_eval.internals import Engine
-from whitebox_eval.gar.study import (
-    GARConfig,
-    GARHeadsConfig,
-    run_gar,
-    run_gar_heads,
-    select_tasks,
-    split_task_list,
-)
-from whitebox_eval.models.architectures import Architecture
-from whitebox_eval.models.loading import LoadedModel
+from whitebox_eval.gar.evaluate_study import GARConfig, run_gar
+from whitebox_eval.gar.selection import select_tasks, split_task_list
+from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads
 
 TASKS = ("GendersOfPersons/same,CountriesOfCities/same×3,"
          "GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate],"
          "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c],KindsOfThings/kindOf×0")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from whitebox_eval.models import load_model
-    try:
-        return load_model("smollm2-135m").tokenizer
-    except WhiteboxError as e:  # pragma: no cover - bundled model not installed
-        pytest.skip(f"smollm2-135m not available: {e}")
-
-
-@pytest.fixture(scope="module")
-def tiny_real_vocab(tokenizer) -> LoadedModel:
-    torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=40, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
-                         pad_token_id=0, attn_implementation="sdpa")
-    model = tf.AutoModelForCausalLM.from_config(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.3)
-    return LoadedModel(model=model, tokenizer=tokenizer, arch=Architecture.of(model), spec="tiny", source="random")
 
 
 def test_score_from_probs_worked_example(tokenizer):
@@ -137,13 +108,16 @@ def test_evaluation_run_resumes_to_the_same_results(tmp_path, tiny_real_vocab):
     assert len(lines) == 16 and len({json.loads(l)["id"] for l in lines}) == 16
     assert (full.path / "plots" / "accuracy_by_difficulty.png").is_file()
     assert (full.path / "plots" / "gar_summary.png").is_file()
-    # interrupted run: 7 finished samples and half a line, no results
+    # interrupted run: the parts of the first 9 examples (batches 0, 3, 6), 7 sample lines and half a line
     part = tmp_path / "part"
-    part.mkdir()
-    (part / "config.yaml").write_text((full.path / "config.yaml").read_text())
+    shutil.copytree(full.path, part)
+    (part / "results.json").unlink()
+    shutil.rmtree(part / "plots")
+    for first in (9, 12, 15):
+        (part / "arrays" / "parts" / "evaluate" / f"{first:08d}.npz").unlink()
     (part / "samples.jsonl").write_text("\n".join(lines[:7]) + "\n" + lines[7][:25])
     calls = []
-    import whitebox_eval.gar.study as study
+    import whitebox_eval.gar.evaluate_study as study
     orig = study.score_batch
 
     def counting(engine, chunk, **kw):
@@ -156,7 +130,10 @@ def test_evaluation_run_resumes_to_the_same_results(tmp_path, tiny_real_vocab):
                           resume=True, loaded=tiny_real_vocab)
     finally:
         study.score_batch = orig
-    assert sum(calls) == 16 - 7  # only the missing examples were scored
+    assert sum(calls) == 16 - 9  # only the examples without a part were scored
+    resumed_lines = (resumed.path / "samples.jsonl").read_text().splitlines()
+    assert resumed_lines[:9] == lines[:9]  # lines 8-9 come back from their part, as written
+    assert [json.loads(l)["id"] for l in resumed_lines] == [json.loads(l)["id"] for l in lines]
     again = resumed.load_results()
     for key in ("appc", "argmax", "mean_target_prob"):
         assert json.dumps(again[key], sort_keys=True) == json.dumps(res[key], sort_keys=True)
@@ -191,7 +168,7 @@ def test_truth_heads_study_runs_end_to_end(tmp_path, tiny_real_vocab, shared_dat
 
 
 def test_shared_heads_worked_example():
-    from whitebox_eval.gar.study import shared_heads
+    from whitebox_eval.gar.attribute_study import shared_heads
 
     got = shared_heads({"t1": [(1, 2), (3, 0)], "t2": [(3, 0), (1, 2), (0, 0)], "t3": [(3, 0)]})
     assert got == [{"head": [3, 0], "n_tasks": 3, "tasks": ["t1", "t2", "t3"]},
@@ -201,7 +178,8 @@ def test_shared_heads_worked_example():
 def test_attribute_mode_ranks_heads_per_task_and_resumes(tmp_path, tiny_real_vocab, monkeypatch):
     from whitebox_eval.gar import heads as gar_heads
     from whitebox_eval.gar.roles import encode_examples
-    from whitebox_eval.gar.study import GARAttributeConfig, run_gar_attribute, task_examples
+    from whitebox_eval.gar.attribute_study import GARAttributeConfig, run_gar_attribute
+    from whitebox_eval.gar.selection import task_examples
 
     tasks = "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c],GendersOfPersons/isA,KindsOfThings/kindOf×3 [negate]"
     cfg = GARAttributeConfig(model="tiny", tasks=tasks, limit=4, steps=2, top=3, batch_size=2)

@@ -50,7 +50,7 @@ CASES = [
      ["--shots", "0", "--batch-size", "3", "--output", "o"], ["--num_fewshot", "0", "--batch_size", "3", "--output_path", "o"]),
     (span, "whitebox_eval.attentionspan.study", "run_span",
      ["--shots", "2", "--batch-size", "3", "--output", "o"], ["--num_fewshot", "2", "--batch_size", "3", "--output_path", "o"]),
-    (gar, "whitebox_eval.gar.study", "run_gar", ["--batch-size", "3", "--output", "o"], ["--batch_size", "3", "--output_path", "o"]),
+    (gar, "whitebox_eval.gar.evaluate_study", "run_gar", ["--batch-size", "3", "--output", "o"], ["--batch_size", "3", "--output_path", "o"]),
 ]
 
 

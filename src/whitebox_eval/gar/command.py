@@ -111,7 +111,6 @@ def command(**kw) -> None:
     (distractors), ^ = in the demonstration (A^), + = the next token. Quote a pattern
     on the command line ('V->E'): unquoted, the shell reads > as a redirection.
     """
-    from whitebox_eval.gar import study
     from whitebox_eval.runs.distributed import launched_size
 
     mode = kw["mode"]
@@ -120,10 +119,14 @@ def command(**kw) -> None:
                             "does): run it as one process")
     dtype = resolved_dtype(kw["dtype"], kw["model"])
     if mode == "attribute":
+        from whitebox_eval.gar import attribute_study as study
+
         cfg = study.GARAttributeConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=kw["batch_size"])
         _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
     elif mode == "evaluate":
+        from whitebox_eval.gar import evaluate_study as study
+
         cfg = study.GARConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
                               batch_size=kw["batch_size"])
@@ -131,6 +134,8 @@ def command(**kw) -> None:
         if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
             _print_evaluation(folder)
     elif mode == "truth-heads":
+        from whitebox_eval.gar import truth_heads as study
+
         cfg = study.GARHeadsConfig(
             dtype=dtype,
             model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
@@ -144,6 +149,8 @@ def command(**kw) -> None:
     elif mode == "intervene":
         if not kw["heads"]:
             raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
+        from whitebox_eval.gar import intervene_study as study
+
         cfg = study.GARInterveneConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
                                        edit_at=kw["edit_at"],
@@ -153,6 +160,8 @@ def command(**kw) -> None:
     else:
         if not kw["heads"] or not kw["probe_data"]:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
+        from whitebox_eval.gar import probe_study as study
+
         cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
                                    random_draws=kw["random_draws"], on_bad_row=kw["on_bad_row"],
@@ -205,14 +214,9 @@ def _print_attribution(folder) -> None:
 
 def _ci(m: dict, key: str, pct: bool = True) -> str:
     """``value [lo, hi]`` of a stats key in ``m`` (percent for accuracies)."""
-    from whitebox_eval.stats import derived_key
+    from whitebox_eval.runs.estimates import describe
 
-    if key not in m:
-        return "n/a"
-    lo, hi = m[derived_key(key, "ci")]
-    if pct:
-        return f"{100 * m[key]:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
-    return f"{m[key]:.4f} [{lo:.4f}, {hi:.4f}]"
+    return describe(m, key, ".1%" if pct else ".4f", n=False)
 
 
 def _print_metrics(label: str, m: dict) -> None:

@@ -24,17 +24,17 @@ Positions passed to the engine-level functions are in unpadded token coordinates
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.roles import EncodedExample, parse_pattern
 from whitebox_eval.gar.scoring import make_batch
 from whitebox_eval.internals import Batch, Capture, Engine, integrated_gradients, kl_divergence_metric
 
-Head = tuple[int, int]
 
 # --------------------------------------------------------------------------- pure tensor math
 
@@ -157,6 +157,18 @@ def matched_attention(engine: Engine, encoded: Sequence[EncodedExample],
     return MatchedAttention([p.text for p in pats], out, [e.example.task_id for e in encoded])
 
 
+def first_token_note(tokenizer: Any) -> dict:
+    """Which token head activation treats as "the first" (sec. 5): a BOS the tokenizer adds,
+    or, for tokenizers that add none (SmolLM2), the prompt's own first word."""
+    ids = tokenizer("x", add_special_tokens=True)["input_ids"]
+    bos = getattr(tokenizer, "bos_token_id", None)
+    is_bos = bool(ids) and bos is not None and ids[0] == bos
+    return {"adds_bos": is_bos,
+            "note": "the first token is the BOS token" if is_bos else
+            "this tokenizer adds no BOS: the first token (excluded from head activation as the attention "
+            "sink) is the prompt's first word"}
+
+
 # --------------------------------------------------------------------------- attribution
 
 
@@ -184,8 +196,8 @@ class HeadAttribution:
     def ranked_heads(self, top: int | None = None) -> list[Head]:
         """Heads by decreasing |head_out attribution|."""
         flat = np.argsort(-np.abs(self.head_out), axis=None)
-        heads = [tuple(int(x) for x in np.unravel_index(i, self.head_out.shape)) for i in flat]
-        return heads[:top] if top else heads  # type: ignore[return-value]
+        heads = [Head(*(int(x) for x in np.unravel_index(i, self.head_out.shape))) for i in flat]
+        return heads[:top] if top else heads
 
 
 def pair_partner(encoded: Sequence[EncodedExample]) -> dict[int, int]:
@@ -339,16 +351,8 @@ def find_true_false_heads(engine: Engine, encoded: Sequence[EncodedExample], *,
 
 
 def parse_heads(text: str) -> list[Head]:
-    """``"14.18,14.46"`` (layer.head, the paper's notation) -> [(14, 18), (14, 46)]."""
-    heads = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        bits = part.split(".")
-        if len(bits) != 2 or not all(b.strip().isdigit() for b in bits):
-            raise WhiteboxError(f"cannot read head {part!r}: write LAYER.HEAD, e.g. 14.18")
-        heads.append((int(bits[0]), int(bits[1])))
+    """``"14.18,14.46"`` (layer.head, the paper's notation) -> [Head(14, 18), Head(14, 46)]."""
+    heads = [Head.parse(part) for part in text.split(",") if part.strip()]
     if not heads:
         raise WhiteboxError("no heads given: write them as LAYER.HEAD[,LAYER.HEAD...]")
     return heads

@@ -38,10 +38,11 @@ from typing import Sequence
 
 import torch
 
+from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.evaluation import accuracy
 from whitebox_eval.gar.metrics import intervention_summary
-from whitebox_eval.gar.heads import Head, attention_rows, matched_weight_from_rows
+from whitebox_eval.gar.heads import attention_rows, matched_weight_from_rows
 from whitebox_eval.gar.roles import EncodedExample, Pattern, parse_pattern
 from whitebox_eval.gar.scoring import EditsFor, ExampleScore, score_examples
 from whitebox_eval.internals import Batch, EditAttention, Engine, ScaleHeads, cells_from_pairs

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from whitebox_eval.gar.heads import Head
+from whitebox_eval.controls import Head
 
 
 def _plt():

@@ -25,7 +25,6 @@ in the GoT template a leading "The"/"A"/"An" is lower-cased and a final period d
 from __future__ import annotations
 
 import csv
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +33,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from whitebox_eval.controls import Head
+from whitebox_eval.datafiles import json_lines, open_text
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.datafiles import json_lines
-from whitebox_eval.gar.heads import Head, max_activation
+from whitebox_eval.gar.heads import max_activation
 from whitebox_eval.internals import Engine, batch_from_ids
+from whitebox_eval.tasks.rows import Collector
 
 SNLI_LABELS = {"entailment": 1, "contradiction": 0}
 GOT_TEMPLATE = ("Please answer with Yes or No. Is it true that ", "? Answer:")
@@ -88,9 +89,6 @@ def _subsample(rows: list[TruthStatement], limit: int | None, seed: int) -> list
     return [rows[i] for i in idx]
 
 
-ON_BAD_ROW = ("error", "skip")
-
-
 class TruthStatements(list):
     """The statements of one file, plus the malformed rows skipped (``bad_rows``, as
     ``path:line: reason``) when loading with ``on_bad_row="skip"``."""
@@ -100,29 +98,14 @@ class TruthStatements(list):
         self.bad_rows: list[str] = list(bad_rows)
 
 
-class _BadRows:
-    """``on_bad_row``: "error" stops at the first malformed row, "skip" drops and records it."""
-
-    def __init__(self, path: Path, on_bad_row: str) -> None:
-        if on_bad_row not in ON_BAD_ROW:
-            raise WhiteboxError(f"on_bad_row must be one of {list(ON_BAD_ROW)}, got {on_bad_row!r}")
-        self.path, self.policy, self.rows = path, on_bad_row, []
-
-    def __call__(self, line: int, reason: str) -> None:
-        where = f"{self.path}:{line}: {reason}"
-        if self.policy == "error":
-            raise WhiteboxError(f"{where}  (fix the row, or pass --on-bad-row skip to drop malformed rows)")
-        self.rows.append(where)
-
-    def finish(self, rows: list[TruthStatement], limit: int | None, seed: int, what: str) -> TruthStatements:
-        if not rows:
-            shown = f"; first problem: {self.rows[0]}" if self.rows else ""
-            raise WhiteboxError(f"{self.path} has no {what}{shown}")
-        if self.rows:
-            more = f" (and {len(self.rows) - 3} more)" if len(self.rows) > 3 else ""
-            warnings.warn(f"skipped {len(self.rows)} malformed row(s) of {self.path}: "
-                          + "; ".join(self.rows[:3]) + more, stacklevel=3)
-        return TruthStatements(_subsample(rows, limit, seed), self.rows)
+def _finish(bad: Collector, path: Path, rows: list[TruthStatement], limit: int | None, seed: int,
+            what: str) -> TruthStatements:
+    """The loaded statements (``limit`` of them drawn with ``seed``); none at all raises."""
+    if not rows:
+        shown = f"; first problem: {bad.bad[0]}" if bad.bad else ""
+        raise WhiteboxError(f"{path} has no {what}{shown}")
+    kept = list(bad.finish(rows, what, path, None))  # warns once when rows were skipped
+    return TruthStatements(_subsample(kept, limit, seed), [str(b) for b in bad.bad])
 
 
 def _not_utf8(text: str) -> str | None:
@@ -139,9 +122,10 @@ def load_geometry_of_truth(path: str | Path, *, limit: int | None = None, seed: 
     path = Path(path)
     if not path.is_file():
         raise WhiteboxError(f"no Geometry of Truth file at {path}; give a CSV with statement,label columns")
-    bad = _BadRows(path, on_bad_row)
+    bad = Collector(on_bad_row)
     rows = []
-    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
+    with open_text(path) as f:
+        f.reconfigure(errors="surrogateescape")  # a byte that is not UTF-8 is a bad row, not a bad file
         reader = csv.DictReader(f)
         try:
             fields = reader.fieldnames
@@ -163,12 +147,12 @@ def load_geometry_of_truth(path: str | Path, *, limit: int | None = None, seed: 
                 if problem is None and not statement.strip():
                     problem = "empty statement"
                 if problem:
-                    bad(line, problem)
+                    bad.report(path, line, problem)
                     continue
                 rows.append(got_statement(statement, int(lab in ("1", "True", "true")), f"{path.name}:{line}"))
         except csv.Error as exc:
-            bad(start, f"unreadable CSV ({exc}); the rest of the file was not read")
-    return bad.finish(rows, limit, seed, "statements")
+            bad.report(path, start, f"unreadable CSV ({exc}); the rest of the file was not read")
+    return _finish(bad, path, rows, limit, seed, "statements")
 
 
 def load_snli(path: str | Path, *, limit: int | None = None, seed: int = 0,
@@ -180,26 +164,26 @@ def load_snli(path: str | Path, *, limit: int | None = None, seed: int = 0,
     path = Path(path)
     if not path.is_file():
         raise WhiteboxError(f"no SNLI file at {path}; give a .jsonl file with sentence1, sentence2, gold_label")
-    bad = _BadRows(path, on_bad_row)
+    bad = Collector(on_bad_row)
     rows = []
     for line, rec in json_lines(path):
         if isinstance(rec, str):
-            bad(line, rec)
+            bad.report(path, line, rec)
             continue
         missing = [k for k in ("sentence1", "sentence2", "gold_label") if k not in rec]
         if missing:
-            bad(line, f"missing {missing}; SNLI lines need sentence1, sentence2 and gold_label")
+            bad.report(path, line, f"missing {missing}; SNLI lines need sentence1, sentence2 and gold_label")
             continue
         if rec["gold_label"] not in SNLI_LABELS:
             continue
         wrong = [k for k in ("sentence1", "sentence2") if not isinstance(rec[k], str) or not rec[k].strip()]
         if wrong:
-            bad(line, ", ".join(f"{k} is {'empty' if isinstance(rec[k], str) else repr(rec[k])}" for k in wrong)
-                + "; both sentences must be text")
+            what = ", ".join(f"{k} is {'empty' if isinstance(rec[k], str) else repr(rec[k])}" for k in wrong)
+            bad.report(path, line, what + "; both sentences must be text")
             continue
         rows.append(snli_statement(rec["sentence1"], rec["sentence2"],
                                    SNLI_LABELS[rec["gold_label"]], f"{path.name}:{line}"))
-    return bad.finish(rows, limit, seed, "entailment/contradiction pairs")
+    return _finish(bad, path, rows, limit, seed, "entailment/contradiction pairs")
 
 
 def load_truth_statements(path: str | Path, *, limit: int | None = None, seed: int = 0,

@@ -1,0 +1,117 @@
+"""The App. E truth probe (paper 002 sec. 5, table 3) as a study of its own on chosen
+heads, and the probe stage the truth-heads study runs on the heads it found.
+
+Probe files are read before the run folder is opened, inside
+:func:`whitebox_eval.datafiles.recording`, so config.yaml's ``data_files`` holds their
+sha256 and ``--resume`` refuses a file that changed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from whitebox_eval import controls, stats
+from whitebox_eval.controls import Head
+from whitebox_eval.datafiles import recording
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.probe import TruthStatements, load_truth_statements
+from whitebox_eval.gar.study_base import CONTROL_RULE, GARRun, open_gar_run, random_head_draws, run_stage
+from whitebox_eval.internals import Engine
+from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.runs import RunFolder
+
+
+@dataclass
+class GARProbeConfig(GARRun):
+    """App. E truth probe on chosen heads."""
+
+    heads: str = ""
+    probe_data: tuple[str, ...] = ()
+    probe_limit: int | None = None
+    probe_folds: int = 5
+    random_draws: int = 5
+    on_bad_row: str = "skip"
+
+    MODE: ClassVar[str] = "probe"
+
+
+def load_probe_files(paths: Sequence[str], *, limit: int | None, seed: int,
+                     on_bad_row: str) -> tuple[dict[str, TruthStatements], list[Path]]:
+    """The statements of every probe file (by path as given) and the files read, for
+    config.yaml's ``data_files``."""
+    with recording() as read:
+        statements = {p: load_truth_statements(p, limit=limit, seed=seed, on_bad_row=on_bad_row) for p in paths}
+    return statements, read
+
+
+def run_probe_stage(folder: RunFolder, engine: Engine, path: str, statements: TruthStatements,
+                    heads: Sequence[Head], cfg: GARRun, show_progress: bool | None) -> dict:
+    """Features (streamed, resumable) then the App. E MLP probe on one SNLI / GoT file, with
+    its majority baseline and a random-heads control.
+
+    Features are taken for every head of the selected heads' layer band, so that the
+    control (``cfg.random_draws`` sets of as many random heads from that band, never a
+    selected one) reuses the same pass.  Protocol: an SNLI file with at least 9,000
+    entailment/contradiction pairs gets App. E's 3,000/3,000/3,000 split x 5 seeds;
+    anything else k-fold cross-validation (App. E's GoT protocol), and the result says which."""
+    from whitebox_eval.gar.probe import SNLI_SPLIT, ProbeConfig, cross_validate_probe, split_probe, truth_features
+
+    if not heads:
+        raise WhiteboxError("the truth probe needs heads; none were found or given")
+    if statements.bad_rows:
+        folder.log(f"skipped {len(statements.bad_rows)} malformed row(s): " + "; ".join(statements.bad_rows))
+    stage = "probe-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem)
+    keys = [f"{i}" for i in range(len(statements))]
+    lo, hi = min(l for l, _ in heads), max(l for l, _ in heads)
+    band = [(l, h) for l in range(lo, hi + 1) for h in range(engine.arch.n_heads)]
+    col = {h: i for i, h in enumerate(band)}
+
+    def score_features(idx: list[int]):
+        x = truth_features(engine, [statements[i] for i in idx], band, batch_size=len(idx))
+        return [{"label": statements[i].label, "source": statements[i].source} for i in idx], {"features": x}
+
+    x_band = run_stage(folder, stage, keys, max(cfg.batch_size, 8), score_features, show_progress).arrays["features"]
+    y = np.array([s.label for s in statements])
+    x = x_band[:, [col[h] for h in heads]]
+    folder.save_array(f"{stage}_features", x)
+    pcfg = ProbeConfig(folds=cfg.probe_folds, seed=cfg.seed)
+    snli = Path(path).suffix.lower() in (".jsonl", ".json")
+    if snli and len(y) >= 3 * SNLI_SPLIT:
+        probe, note = (lambda xx: split_probe(xx, y, pcfg)), None
+    else:
+        probe = lambda xx: cross_validate_probe(xx, y, pcfg)  # noqa: E731
+        note = (f"App. E's SNLI protocol (3,000/3,000/3,000 x 5 seeds) needs {3 * SNLI_SPLIT} "
+                f"entailment/contradiction pairs; this file gives {len(y)}: cross-validation instead") if snli else None
+    result = probe(x).to_dict()
+    _, sets = random_head_draws(heads, engine.arch, cfg.random_draws, cfg.seed)
+    draws = [probe(x_band[:, [col[h] for h in hs]]).to_dict()["acc"] for hs in sets]
+    control = None if not draws else {
+        **stats.draws(draws).as_dict(), "layer_band": [lo, hi], "heads": [[list(h) for h in hs] for hs in sets],
+        "control": controls.control_record(CONTROL_RULE, heads, engine.arch, cfg.seed, sets)}
+    return {**result, "file": str(path), "heads": [list(h) for h in heads], "protocol_note": note,
+            "random_heads": control}
+
+
+def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                  resume: bool = False, loaded: LoadedModel | None = None,
+                  show_progress: bool | None = None) -> RunFolder:
+    """Cross-validated truth probe on ``cfg.heads``' activations for each probe file."""
+    from whitebox_eval.gar.heads import parse_heads
+
+    heads = parse_heads(cfg.heads)
+    if not cfg.probe_data:
+        raise WhiteboxError("give at least one --probe-data file (SNLI .jsonl or Geometry of Truth .csv)")
+    statements, read = load_probe_files(cfg.probe_data, limit=cfg.probe_limit, seed=cfg.seed,
+                                        on_bad_row=cfg.on_bad_row)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read)
+    loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    engine = Engine(loaded)
+    probes = {Path(p).name: run_probe_stage(folder, engine, p, statements[p], heads, cfg, show_progress)
+              for p in cfg.probe_data}
+    folder.save_results({"heads": [list(h) for h in heads], "probes": probes,
+                         "headline": {f"probe,{k}": v["acc"] for k, v in probes.items()}})
+    return folder

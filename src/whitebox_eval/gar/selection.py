@@ -1,0 +1,100 @@
+"""Which GAR tasks and examples a run covers (paper 002 sec. 2): task lists as written
+on the command line, the named selections, and the first N examples of each task."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.generator import GARExample, generate_task_examples
+from whitebox_eval.gar.tasks import GARTask, enumerate_tasks, kr_tasks, parse_task_id
+
+#: the three classification tasks of sec. 5 ("GendersOfPersons/=, r_retrieve/∈")
+PAPER_TRUTH_TASKS = (
+    "GendersOfPersons/same,CountriesOfCities/inCountryOf×3 [g2c]",
+    "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]",
+    "GendersOfPersons/same,UsagesOfThings/usedFor×3 [g2c]",
+)
+SELECTORS = ("all", "generation", "classification", "kr", "truth")
+
+
+def split_task_list(text: str) -> list[str]:
+    """Split ``ID[,ID...]`` where ids themselves hold commas (``A/r,B/s×3 [negate,g2c]``):
+    commas inside brackets never split, and an id ends at the piece holding ``×N``."""
+    pieces, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch in ",;" and depth == 0:
+            pieces.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    pieces.append(cur)
+    ids, acc = [], []
+    for p in (p.strip() for p in pieces):
+        if not p:
+            continue
+        if p in SELECTORS and not acc:
+            ids.append(p)
+            continue
+        acc.append(p)
+        if re.search(r"[×x]\s*\d+", p):
+            ids.append(",".join(acc))
+            acc = []
+    if acc:
+        raise WhiteboxError(f"cannot read task list {text!r}: {','.join(acc)!r} has no ×N_KV; "
+                            "write ids like 'GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]' "
+                            f"or one of {', '.join(SELECTORS)}")
+    return ids
+
+
+def select_tasks(spec: str | Sequence[str], *, include_kr: bool = True) -> list[GARTask]:
+    """``all`` (384 tasks + knowledge-recall sub-problems when ``include_kr``),
+    ``generation``, ``classification``, ``kr``, ``truth`` (the three tasks of sec. 5) or ids."""
+    items = split_task_list(spec) if isinstance(spec, str) else list(spec)
+    out: list[GARTask] = []
+    for it in items:
+        if it == "all":
+            out += enumerate_tasks() + (kr_tasks() if include_kr else [])
+        elif it == "generation":
+            out += [t for t in enumerate_tasks() if not t.g2c]
+        elif it == "classification":
+            out += [t for t in enumerate_tasks() if t.g2c]
+        elif it == "kr":
+            out += kr_tasks()
+        elif it == "truth":
+            out += [parse_task_id(t) for t in PAPER_TRUTH_TASKS]
+        else:
+            out.append(parse_task_id(it))
+    seen, uniq = set(), []
+    for t in out:
+        if t.task_id not in seen:
+            seen.add(t.task_id)
+            uniq.append(t)
+    if not uniq:
+        raise WhiteboxError("no GAR task selected")
+    return uniq
+
+
+def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> list[GARExample]:
+    """The first ``limit`` examples of each task's default set (8 generation, 16 classification),
+    so a limited run is a subset of the full benchmark with the same seed."""
+    if limit is not None and limit < 1:
+        raise WhiteboxError(f"--limit must be >= 1 (got {limit})")
+    if limit is not None and limit % 2 and any(t.g2c for t in tasks):
+        raise WhiteboxError(f"--limit {limit} is odd: classification examples come in Yes/No pairs and an odd "
+                            f"limit would keep more Yes than No items; use an even --limit (e.g. {limit + 1})")
+    out = []
+    for t in tasks:
+        exs = generate_task_examples(t, seed=seed)
+        out += exs if limit is None else exs[:limit]
+    return out
+
+
+def example_id(ex: GARExample) -> str:
+    """The sample id of an example: ``<task id>#<index>``."""
+    return f"{ex.task_id}#{ex.index}"
