@@ -429,6 +429,15 @@ def add_paired(results: MutableMapping, name: str, test: PairedTest) -> PairedTe
     return test
 
 
+def add_difference(results: MutableMapping, key: str, test: PairedTest | Mapping) -> None:
+    """Write a paired test's difference as an estimate: ``key`` = diff, ``_ci``, ``_n``, ``_ci_method``."""
+    t = test if isinstance(test, Mapping) else test.as_dict()
+    results[key] = t["diff"]
+    results[derived_key(key, "ci")] = [t["lo"], t["hi"]]
+    results[derived_key(key, "n")] = t["n"]
+    results[derived_key(key, "ci_method")] = t.get("ci_method", t["test"])
+
+
 # --------------------------------------------------------------------------- words
 
 

@@ -24,7 +24,7 @@ from whitebox_eval.runs import RunFolder  # noqa: E402
 
 def _fake_run(root: Path, name: str, acc: float, mui: float) -> Path:
     f = RunFolder.create(root, {"suite": "mui", "model": name, "task": "t"}, run_id=name)
-    f.save_results({"accuracy_percent": acc, "mui_percent": mui, "headline": {"accuracy_percent": acc}})
+    f.save_results({"accuracy": acc / 100, "mui": mui / 100, "headline": {"accuracy": acc / 100}})
     return f.path
 
 
@@ -82,7 +82,7 @@ def _run_with(root: Path, name: str, acc: float, mui: float, n: int = 24, **sett
     cfg = {"suite": "mui", "model": name, "task": "t", **MUIConfig().to_dict(), **settings}
     cfg["model"] = name
     f = RunFolder.create(root, cfg, run_id=name)
-    f.save_results({"accuracy_percent": acc, "mui_percent": mui, "n_items": n})
+    f.save_results({"accuracy": acc / 100, "mui": mui / 100, "n_items": n})
     return f.path
 
 

@@ -127,7 +127,7 @@ def test_results_carry_intervals_and_effective_fraction(tmp_path):
     assert res["accuracy_n"] == 8 and res["mui_n"] == 8 and res["mui_ci_method"] == "jackknife"
     lo, hi = res["mui_ci"]
     assert lo <= res["mui"] <= hi
-    assert res["headline"]["mui_ci_percent"] == pytest.approx([100 * lo, 100 * hi])
+    assert res["headline"]["mui_ci"] == [lo, hi] and res["headline"]["accuracy_ci"] == res["accuracy_ci"]
 
 
 def _keysets(sets: list[set[int]], width: int = 10) -> KeySets:
@@ -278,7 +278,7 @@ def test_subset_command_prints_the_interval(tmp_path):
     ks = load_key_sets(folder)
     idx = [i for i, s in enumerate(folder.read_samples()) if s["group"] == "add1"]
     est = jackknife_mui(ks, idx)
-    assert out.startswith(f"{len(idx)} samples  MUI {100 * est.value:.3f}% [{100 * est.lo:.3f}, {100 * est.hi:.3f}]")
+    assert out.startswith(f"{len(idx)} samples  MUI {est.value:.3%} [{est.lo:.3%}, {est.hi:.3%}]")
 
 
 def test_mui_records_and_checks_the_data_files_it_read(tmp_path):

@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from whitebox_eval import stats  # noqa: E402
+from whitebox_eval.mui.study import moves_declaration  # noqa: E402
 from whitebox_eval.runs import RunFolder  # noqa: E402
 
 SCRIPT = "<script>document.title='pwned';alert(1)</script>"
@@ -71,15 +73,33 @@ def make_mcqa_run(root: Path, run_id: str = "hostile", n_samples: int = 3,
     return folder
 
 
-def make_mui_run(root: Path, run_id: str, task: str, accuracy_percent: float,
-                 mui_percent: float) -> RunFolder:
-    """A finished MUI run reduced to what the report reads."""
+def make_mui_run(root: Path, run_id: str, task: str, accuracy: float, mui: float) -> RunFolder:
+    """A finished MUI run reduced to what the report reads: accuracy and MUI (fractions) with
+    intervals over 10 items, and the suite's own ``moves`` declaration."""
     folder = RunFolder.create(root, {"suite": "mui", "model": run_id, "task": task}, run_id=run_id)
     folder.append_samples([{"id": "a", "gold": "B", "response": "B. yes", "correct": True}])
-    folder.save_results({"headline": {"accuracy_percent": accuracy_percent, "mui_percent": mui_percent},
-                         "accuracy_percent": accuracy_percent, "mui_percent": mui_percent,
-                         "accuracy": accuracy_percent / 100, "mui": mui_percent / 100})
+    head: dict = {}
+    stats.add_estimate(head, "accuracy", stats.Estimate(accuracy, max(0.0, accuracy - 0.25),
+                                                        min(1.0, accuracy + 0.25), 10, "wilson", 0.1))
+    stats.add_estimate(head, "mui", stats.Estimate(mui, mui / 2, 2 * mui, 10, "jackknife", mui / 4))
+    folder.save_results({**head, "n_items": 10, "moves": moves_declaration(), "headline": head})
     save_plot(folder, "layer_utilization")
+    return folder
+
+
+def make_old_mui_run(root: Path, run_id: str = "old") -> RunFolder:
+    """A MUI run as results.json was written before the estimates contract: percent values,
+    ``*_ci_percent`` beside them in the headline, no ``moves``."""
+    folder = RunFolder.create(root, {"suite": "mui", "model": run_id, "task": "ssd"}, run_id=run_id)
+    folder.append_samples([{"id": "a", "gold": "B", "response": "B. yes", "correct": True}])
+    folder.save_results({
+        "n_items": 8, "accuracy": 0.125, "accuracy_ci": [0.0224, 0.4709], "accuracy_n": 8,
+        "accuracy_stderr": 0.125, "accuracy_ci_method": "wilson", "accuracy_percent": 12.5, "mui_percent": 0.2279,
+        "mui": 0.002279, "mui_ci": [0.002022, 0.002535], "mui_n": 8, "mui_ci_method": "jackknife",
+        "mui_correct_percent": 0.0651, "by_group": {"add1": {"n": 1, "accuracy_percent": 100.0,
+                                                             "accuracy_ci_percent": [20.65, 100.0]}},
+        "headline": {"accuracy_percent": 12.5, "accuracy_ci_percent": [2.24, 47.09], "mui_percent": 0.2279,
+                     "mui_ci_percent": [0.2022, 0.2535], "n": 8}})
     return folder
 
 
@@ -91,8 +111,14 @@ def mcqa_run(tmp_path: Path) -> Callable[..., RunFolder]:
 
 @pytest.fixture
 def mui_run(tmp_path: Path) -> Callable[..., RunFolder]:
-    """Factory: ``mui_run(run_id, task, accuracy_percent, mui_percent)`` under tmp_path/runs."""
+    """Factory: ``mui_run(run_id, task, accuracy, mui)`` (fractions) under tmp_path/runs."""
     return lambda *a, **kw: make_mui_run(tmp_path / "runs", *a, **kw)
+
+
+@pytest.fixture
+def old_mui_run(tmp_path: Path) -> Callable[..., RunFolder]:
+    """Factory: ``old_mui_run(run_id)``, a MUI run in the older percent layout, under tmp_path/runs."""
+    return lambda *a, **kw: make_old_mui_run(tmp_path / "runs", *a, **kw)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from whitebox_eval.report.command import compare, report
 
 def test_report_writes_next_to_the_first_run_by_default(mcqa_run, mui_run):
     a = mcqa_run(run_id="a")
-    result = CliRunner().invoke(report, [str(a.path), str(mui_run("m", "ssd", 1.0, 1.0).path)])
+    result = CliRunner().invoke(report, [str(a.path), str(mui_run("m", "ssd", 0.01, 0.01).path)])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == f"wrote {a.path / 'report.html'}"
     assert "Runs side by side" in (a.path / "report.html").read_text(encoding="utf-8")
@@ -45,10 +45,10 @@ def test_compare_prints_an_aligned_delta_table(mcqa_run):
 
 
 def test_compare_mui_runs_names_the_direction(mui_run):
-    a, b = mui_run("base", "ssd", 50.0, 2.0), mui_run("tuned", "ssd", 60.0, 3.0)
+    a, b = mui_run("base", "ssd", 0.5, 0.02), mui_run("tuned", "ssd", 0.625, 0.03)
     result = CliRunner().invoke(compare, [str(a.path), str(b.path)])
     assert result.exit_code == 0, result.output
-    assert "MUI direction on ssd: accumulating" in result.output
+    assert "direction on ssd: accumulating (accuracy / mui: 0.5 / 0.02 -> 0.625 / 0.03)" in result.output
 
 
 def test_compare_needs_finished_runs(mcqa_run, tmp_path):

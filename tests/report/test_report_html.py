@@ -102,26 +102,29 @@ def test_sections_headline_first_heatmaps_and_samples(mcqa_run, tmp_path):
 
 
 def test_several_runs_side_by_side_with_mui_directions(mui_run, tmp_path):
-    a = mui_run("base", "ssd", 50.0, 2.0)
-    b = mui_run("tuned", "ssd", 60.0, 1.0)
-    c = mui_run("worse", "ssd", 40.0, 1.5)
-    d = mui_run("other", "mmlu", 70.0, 3.0)
+    a = mui_run("base", "ssd", 0.5, 0.02)
+    b = mui_run("tuned", "ssd", 0.75, 0.01)
+    c = mui_run("worse", "ssd", 0.25, 0.015)
+    d = mui_run("other", "mmlu", 0.875, 0.03)
     html = write_report([a.path, b.path, c.path, d.path], tmp_path / "r.html").read_text(encoding="utf-8")
     side = _text_between(html, "<section id=\"comparison\">", "</section>")
     assert "<th>base</th><th>tuned</th><th>worse</th><th>other</th>" in side
-    assert "<th>accuracy_percent</th><td>50 </td>" not in side  # the first run has no delta
-    assert "<td>60 <span class=delta>+10</span></td>" in side
-    assert "<td>1 <span class=delta>-1</span></td>" in side
-    rows = re.findall(r"<tr><td>ssd</td><td>base</td><td>(\w+)</td>.*?class=\"direction (\w+)\"", side)
+    # each metric is one row, its interval beside the value; the first run has no delta
+    assert "<tr><th>accuracy</th><td>0.5 [0.25, 0.75] n=10 wilson</td>" in side
+    assert "<td>0.75 [0.5, 1] n=10 wilson <span class=delta>+0.25</span></td>" in side
+    assert "<td>0.01 [0.005, 0.02] n=10 jackknife <span class=delta>-0.01</span></td>" in side
+    assert "accuracy_ci" not in side and "mui_n" not in side
+    rows = re.findall(r"<tr><td>ssd</td><td>base</td><td>(\w+)</td>.*?class=direction>(\w+)<", side)
     assert rows == [("tuned", "evolving"), ("worse", "collapsing")]
+    assert "<th>accuracy / mui (from)</th>" in side and "paper 001 sec. 3.3" in side
     assert "other: task mmlu differs" in side
     assert html.count("<section class=run") == 4
 
 
 def test_mcqa_and_mui_runs_give_no_direction(mcqa_run, mui_run, tmp_path):
-    html = write_report([mui_run("m", "ssd", 10.0, 1.0).path, mcqa_run().path],
+    html = write_report([mui_run("m", "ssd", 0.1, 0.01).path, mcqa_run().path],
                         tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "direction each task moved" not in html
+    assert "Direction each task moved" not in html
     assert "Runs side by side" in html
 
 

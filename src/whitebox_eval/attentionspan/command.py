@@ -160,12 +160,9 @@ def _num(value, fmt: str = ".4f") -> str:
 
 def _acc(block: dict, key: str = "accuracy", with_n: bool = True) -> str:
     """``45.0% [35.6%, 54.8%] n=100``: a proportion with its interval and n."""
-    if block.get(key) is None:
-        return "n/a"
-    ci = block.get(f"{key}_ci")
-    interval = f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
-    n = block.get(f"{key}_n")
-    return f"{block[key]:.1%}{interval}" + (f" n={n}" if with_n and n is not None else "")
+    from whitebox_eval.runs.estimates import describe
+
+    return describe(block, key, ".1%", n=with_n)
 
 
 def print_summary(folder) -> None:

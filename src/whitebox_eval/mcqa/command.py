@@ -96,7 +96,7 @@ PAIRED_WORDS = {"qk_head_vs_baseline": "QK head vs baseline", "attention_head_vs
 
 def _print_mcqa_summary(folder) -> None:
     from whitebox_eval import stats
-    from whitebox_eval.report.metrics import estimate_rows
+    from whitebox_eval.runs.estimates import headline_lines
 
     res = folder.load_results()
     n_ess = res.get("n_essential_options", res["n_options"])
@@ -115,12 +115,9 @@ def _print_mcqa_summary(folder) -> None:
     unc = res["n_options"] - n_ess
     click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
     click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
-    click.echo("accuracy [95% interval] (n, interval method):")
-    for key, value, ci in estimate_rows(res["headline"], res):
-        if ci is None:
-            click.echo(f"  {key:28s} {value:6.1%}" if isinstance(value, (int, float)) else f"  {key:28s} {value}")
-        else:
-            click.echo(f"  {key:28s} {value:6.1%}  [{ci['lo']:.1%}, {ci['hi']:.1%}]  (n = {ci['n']}, {ci['method']})")
+    click.echo("accuracy [95% interval] n=items interval method:")
+    for line in headline_lines(res, "6.1%"):
+        click.echo(line)
     tests = res.get("paired_tests", {})
     if tests:
         click.echo("paired tests on the same items (difference of accuracies; selecting methods: the test items):")
@@ -205,26 +202,19 @@ def formats(**kw) -> None:
             click.echo(line)
 
 
-def _ci(res: dict, key: str, fmt: str = "6.1%") -> str:
-    from whitebox_eval.stats import derived_key
-
-    v, (lo, hi) = res[key], res[derived_key(key, "ci")]
-    inner = fmt.lstrip("0123456789")
-    return f"{v:{fmt}} [{lo:{inner}}, {hi:{inner}}] n={res[derived_key(key, 'n')]}"
-
-
 def formats_summary(res: dict, path) -> list[str]:
     """The lines ``formats`` prints: every headline with its 95% interval and n."""
+    from whitebox_eval.runs.estimates import describe
     from whitebox_eval.stats import derived_key, verdict
 
     out = [f"\nrun folder: {path}", f"questions: {res['n_items']} ({res.get('selection')}), {res['shots']}-shot, "
                                       f"arithmetic answers read by --extract {res['extract']}"]
-    out.append(f"  MCQ P(correct), renormalised over letters  {_ci(res, 'p_correct,renorm')}")
-    out.append(f"  MCQ P(correct), raw next-token softmax     {_ci(res, 'p_correct,raw')}")
-    out.append(f"  MCQ mass on the option letters             {_ci(res, 'letter_mass')}")
-    out.append(f"  MCQ argmax accuracy (Wilson)               {_ci(res, 'acc,mcq')}")
+    out.append(f"  MCQ P(correct), renormalised over letters  {describe(res, 'p_correct,renorm', '6.1%')}")
+    out.append(f"  MCQ P(correct), raw next-token softmax     {describe(res, 'p_correct,raw', '6.1%')}")
+    out.append(f"  MCQ mass on the option letters             {describe(res, 'letter_mass', '6.1%')}")
+    out.append(f"  MCQ argmax accuracy (Wilson)               {describe(res, 'acc,mcq', '6.1%')}")
     for f in ("free", "free_options"):
-        out.append(f"  free generation P(correct), {f:16s}{_ci(res, f'p_correct,{f}')}"
+        out.append(f"  free generation P(correct), {f:16s}{describe(res, f'p_correct,{f}', '6.1%')}"
                    f"  empty texts {res[f'empty_rate,{f}']:.0%}")
     for name, t in res.get("paired_tests", {}).items():
         out.append("  " + verdict(t, name.replace("_vs_", " - ")))
@@ -233,9 +223,9 @@ def formats_summary(res: dict, path) -> list[str]:
         if res.get(key) is None:
             out.append(f"  pearson {pair:20s} undefined ({res.get(derived_key(key, 'reason'), 'no variance')})")
         else:
-            out.append(f"  pearson {pair:20s} {_ci(res, key, '+.3f')}")
+            out.append(f"  pearson {pair:20s} {describe(res, key, '+.3f')}")
     for pair in ("mcq~free", "raw~free", "free_options~free"):
-        out.append(f"  alignment error {pair:17s} {_ci(res, f'alignment_error,{pair}', '.3f')}")
+        out.append(f"  alignment error {pair:17s} {describe(res, f'alignment_error,{pair}', '.3f')}")
     for rule, row in (res.get("extraction") or {}).items():
         if rule != "paper":
             out.append(f"  extract {rule:12s}: P(correct) free {row['p_correct,free']:.1%}, free_options "
@@ -270,16 +260,14 @@ def formats_compare(run_dirs, out: str) -> None:
     """
     from whitebox_eval.mcqa.formats_study import compare_runs
     from whitebox_eval.mcqa.plots import plot_alignment_vs_mcq
+    from whitebox_eval.runs.estimates import describe
 
     cmp = compare_runs(list(run_dirs))
     cols = (("p_correct,renorm", "MCQ P(correct)"), ("p_correct,free", "free P(correct)"),
             ("alignment_error,mcq~free", "alignment error"))
     click.echo(f"{'model':24s} {'n':>5s}  " + "  ".join(f"{name + ' [95% CI]':25s}" for _, name in cols))
     for r in cmp["runs"]:
-        cells = []
-        for key, _ in cols:
-            lo, hi = r[key.replace(",", "_ci,", 1)]
-            cells.append(f"{f'{r[key]:.3f} [{lo:.3f}, {hi:.3f}]':25s}")
+        cells = [f"{describe(r, key, '.3f', n=False):25s}" for key, _ in cols]
         click.echo(f"{str(r['model']):24s} {r['n']:5d}  " + "  ".join(cells))
     r = cmp["pearson"]
     click.echo(f"pearson r across {cmp['n_runs']} runs: " + (f"{r:+.3f}" if r is not None else f"undefined ({cmp['pearson_reason']})"))

@@ -137,12 +137,12 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
 
 
 def _print_study(folder) -> None:
+    from whitebox_eval.runs.estimates import describe
+
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
-    h = res["headline"]
-    click.echo(f"items {res['n_items']}  accuracy {res['accuracy_percent']:.1f}% "
-               f"[{h['accuracy_ci_percent'][0]:.1f}, {h['accuracy_ci_percent'][1]:.1f}]  "
-               f"MUI {res['mui_percent']:.3f}% [{h['mui_ci_percent'][0]:.3f}, {h['mui_ci_percent'][1]:.3f}] "
+    click.echo(f"items {res['n_items']}  accuracy {describe(res, 'accuracy', '.1%', n=False)}  "
+               f"MUI {describe(res, 'mui', '.3%', n=False)} "
                f"({res['n_activated']} of {res['total_units']} {res['kind']}s)  PUR {res.get('pur', float('nan')):.2f}")
     th = res.get("threshold") or {}
     if th.get("effective_fraction") is not None:
@@ -158,19 +158,20 @@ def _print_study(folder) -> None:
         if q.get("n_tokens"):
             click.echo(f"SAE layer {layer}: explained variance {q['explained_variance']:.3f}, "
                        f"{q['n_dead']} of {q['d_sae']} features never active on {q['n_tokens']} tokens")
-    if "mui_correct_percent" in res and "mui_incorrect_percent" in res:
-        click.echo(f"MUI correct {res['mui_correct_percent']:.3f}% (n={res['n_correct']})  incorrect "
-                   f"{res['mui_incorrect_percent']:.3f}% (n={res['n_incorrect']}); unions grow with n")
+    if "mui,correct" in res and "mui,incorrect" in res:
+        click.echo(f"MUI correct {describe(res, 'mui,correct', '.3%')}  incorrect "
+                   f"{describe(res, 'mui,incorrect', '.3%')}; unions grow with n")
     ci = res.get("correct_vs_incorrect") or {}
     if "refused" in ci:
         click.echo(f"correct vs incorrect: not tested, {ci['refused']}")
     elif ci:
         verdict = "significant at 0.05" if ci["significant"] else "NOT significant"
         click.echo(f"correct vs incorrect, both rarefied to r={ci['subset_size']} samples: MUI difference "
-                   f"{ci['diff_percent']:+.4f} points [{ci['diff_ci_percent'][0]:+.4f}, {ci['diff_ci_percent'][1]:+.4f}], "
+                   f"{describe(ci, 'diff', '+.4%')} (percentage points), "
                    f"permutation p = {ci['p_value']:.3g} -- {verdict}")
     for g, v in (res.get("by_group") or {}).items():
-        click.echo(f"  {g:24s} n={v['n']:<4d} accuracy {v['accuracy_percent']:5.1f}%  MUI {v['mui_percent']:.3f}%")
+        click.echo(f"  {g:24s} n={v['n']:<4d} accuracy {describe(v, 'accuracy', '6.1%', n=False)}  "
+                   f"MUI {describe(v, 'mui', '.3%', n=False)}")
 
 
 @command.command()
@@ -215,6 +216,7 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
     95% intervals of A and B need at least 3 runs.
     """
     from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.runs.estimates import format_estimate
 
     res = fit_runs(list(runs), plot, allow_mixed=allow_mixed)
     for label, p, m in zip(res.labels, res.performance, res.mui):
@@ -228,7 +230,8 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
         click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   ({f.n_points} points: R^2 and intervals need >= 3 runs)")
     else:
         click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   R^2 = {f.r2:.3f}  ({f.n_points} points)")
-        click.echo(f"  A 95% CI [{f.a_ci[0]:.4f}, {f.a_ci[1]:.4f}]  B 95% CI [{f.b_ci[0]:.4f}, {f.b_ci[1]:.4f}]")
+        a, b = ({"lo": lo, "hi": hi, "method": "t-interval"} for lo, hi in (f.a_ci, f.b_ci))
+        click.echo(f"  A {format_estimate(f.a, a, '.4f')}  B {format_estimate(f.b, b, '.4f')} (95%)")
     if plot:
         click.echo(f"plot: {plot}")
 
@@ -345,6 +348,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     from whitebox_eval.mui.inference import jackknife_mui
     from whitebox_eval.mui.study import load_key_sets
     from whitebox_eval.runs import RunFolder
+    from whitebox_eval.runs.estimates import format_estimate
 
     def keep(s: dict) -> bool:
         return (not groups or s.get("group") in groups) and (correct is None or bool(s.get("correct")) == correct)
@@ -356,5 +360,5 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     if not sel.any():
         raise WhiteboxError("no sample matches the subset")
     est = jackknife_mui(ks, sel)
-    click.echo(f"{est.n} samples  MUI {100 * est.value:.3f}% [{100 * est.lo:.3f}, {100 * est.hi:.3f}] "
+    click.echo(f"{est.n} samples  MUI {format_estimate(est, spec='.3%', n=False, method=False)} "
                "(95% jackknife; a union grows with n)")

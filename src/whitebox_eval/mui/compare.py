@@ -133,6 +133,13 @@ def comparison_table(rows: Sequence[TaskComparison]) -> str:
     return "\n".join(lines)
 
 
+def _estimates(run: str | Path) -> dict:
+    """A run's accuracy and MUI (fractions) with their intervals, as its results.json holds them."""
+    res = RunFolder.open(run).load_results()
+    keys = [k for name in ("accuracy", "mui") for k in (name, *(stats.derived_key(name, s) for s in stats.DERIVED_SUFFIXES))]
+    return {k: res[k] for k in keys if k in res}
+
+
 def save_comparison(rows: Sequence[TaskComparison], output: str | Path, *, before: str, after: str,
                     run_id: str | None = None) -> RunFolder:
     """Write a ``mui-compare`` run folder: results.json with every move and the arrow plot."""
@@ -140,14 +147,20 @@ def save_comparison(rows: Sequence[TaskComparison], output: str | Path, *, befor
 
     folder = RunFolder.create(output, {"suite": "mui-compare", "model": after, "before": before,
                                        "task": ",".join(r.task for r in rows)}, run_id=run_id)
+    head: dict = {}  # per task: the direction, and the changes (fractions) with their paired intervals
+    for r in rows:
+        head[f"direction,{r.task}"] = r.direction.value
+        if r.accuracy_test:
+            stats.add_difference(head, f"accuracy_change,{r.task}", r.accuracy_test)
+        if r.mui_test:
+            stats.add_difference(head, f"mui_change,{r.task}", r.mui_test)
     folder.save_results({
         "before": before, "after": after,
-        "tasks": {r.task: {"before": {"accuracy_percent": r.before[0], "mui_percent": r.before[1]},
-                           "after": {"accuracy_percent": r.after[0], "mui_percent": r.after[1]},
+        "tasks": {r.task: {"before": _estimates(r.before_run), "after": _estimates(r.after_run),
                            "direction": r.direction.value, "before_run": r.before_run, "after_run": r.after_run,
                            "paired_tests": {"accuracy_mcnemar": r.accuracy_test, "mui_jackknife": r.mui_test}}
                   for r in rows},
-        "headline": {f"direction,{r.task}": r.direction.value for r in rows},
+        "headline": head,
     })
     plot_directions({r.task: (r.before, r.after, r.direction.value) for r in rows}, folder.plot_path("directions"),
                     title=f"{Path(before).name} -> {Path(after).name}")

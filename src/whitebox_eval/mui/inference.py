@@ -99,7 +99,8 @@ def jackknife_mui_difference(before: KeySets, after: KeySets, level: float = sta
         from scipy.stats import norm
 
         p = float(2 * norm.sf(abs(diff) / se))
-    return stats.PairedTest("jackknife", float(diff), float(diff - z * se), float(diff + z * se), p, len(idx))
+    return stats.PairedTest("jackknife", float(diff), float(diff - z * se), float(diff + z * se), p, len(idx),
+                            ci_method="jackknife")
 
 
 def rarefied_union(flats: list[np.ndarray], r: int) -> float:

@@ -377,10 +377,13 @@ def finalize_masking(folder: RunFolder, cfg: MaskingConfig, splits: dict | None 
                     t + (" (random)" if kind == "random" else ""), [0] + [int(k) for k in cfg.ks],
                     [scale * entry["baseline"][m]] + [scale * p[m] for p in entry[kind]], random=kind == "random"))
         results["curves"][t] = entry
-    results["headline"] = {
-        f"key_minus_random,{m},{t},k={k}": results["paired_tests"][f"key_vs_random,{m},{t},k={k}"]["diff"]
-        for m in metrics for t in cfg.eval_tasks for k in cfg.ks
-    }
+    head: dict = {}  # each key-minus-random difference with its paired-bootstrap interval and n
+    for m in metrics:
+        for t in cfg.eval_tasks:
+            for k in cfg.ks:
+                stats.add_difference(head, f"key_minus_random,{m},{t},k={k}",
+                                     results["paired_tests"][f"key_vs_random,{m},{t},k={k}"])
+    results["headline"] = head
     folder.save_results(results)
     for m in metrics:
         plot_masking_curves({f"masked: {cfg.source_task} key neurons ({cfg.model})": panels[m]},

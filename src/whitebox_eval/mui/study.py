@@ -8,9 +8,9 @@ continues an interrupted run; the per-sample key sets are kept
 (``arrays/key_sets.safetensors``), so the MUI of any subset is recomputed from the
 folder alone (:func:`load_key_sets`, :func:`subset_mui`).
 
-Results (``results.json``): accuracy, MUI (fraction and %), activated / total units,
-accuracy with its Wilson interval and MUI with a jackknife interval
-(:mod:`whitebox_eval.mui.inference`), the threshold's effective fraction of ``d_ff``,
+Results (``results.json``, fractions with ``_ci`` / ``_n`` / ``_ci_method`` beside them as
+:mod:`whitebox_eval.stats` writes them): accuracy with its Wilson interval and MUI with a
+jackknife interval (:mod:`whitebox_eval.mui.inference`), activated / total units, the threshold's effective fraction of ``d_ff``,
 the number of responses truncated by the token budget, PUR (eq. 7, percent units), MUI
 of correct vs incorrect responses compared at equal subset size by a permutation test
 of the labels (sec. 3.7), MUI per group (domain / category, sec. 3.6), and per-layer
@@ -36,7 +36,7 @@ from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, thr
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
 from whitebox_eval.mui.sae import ReconstructionStats
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
-from whitebox_eval.mui.utility_law import performance_utilization_ratio
+from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, progress
 from whitebox_eval.runs.parts import write_part
@@ -311,6 +311,16 @@ def samples_budget(cfg: MUIConfig) -> int:
     return cfg.max_new_tokens or rsp.DEFAULT_MAX_NEW_TOKENS[rsp.parse_task(cfg.task).name]
 
 
+def moves_declaration() -> dict:
+    """How ``compare`` and the report name a move between two runs of one task (sec. 3.3):
+    the signs of the accuracy and MUI changes, named by :func:`classify_direction`."""
+    sign = {"up": 1.0, "down": -1.0}
+    names = {f"{a},{m}": classify_direction((0.0, 0.0), (sign[a], sign[m])).value for a in sign for m in sign}
+    return {"axes": ["accuracy", "mui"], "names": {**names, "unchanged": Direction.UNDETERMINED.value},
+            "note": "directions of paper 001 sec. 3.3: evolving (accuracy up, MUI down), accumulating (both up), "
+                    "coarsening (accuracy down, MUI up), collapsing (both down)"}
+
+
 def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
              sae_set: SAESet | None = None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
@@ -333,10 +343,11 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     layer = ks.layer_mui()
     folder.save_array("layer_mui", layer)
     results: dict = {"n_items": len(items)}
-    acc_est = stats.add_proportion(results, "accuracy", correct)
-    stats.add_estimate(results, "mui", mui_est)
+    head: dict = {}  # accuracy and MUI as fractions with their intervals (the stats contract)
+    stats.add_proportion(head, "accuracy", correct)
+    stats.add_estimate(head, "mui", mui_est)
+    results.update(head)
     results.update({
-        "accuracy_percent": 100 * acc, "mui_percent": 100 * mui,
         "n_activated": ks.n_activated(), "total_units": ks.total_units, "n_layers": n_layers, "width": width,
         "kind": kind, "mean_key_units_per_sample": float(ks.counts().mean()),
         "n_empty_responses": int(sum(1 for it in items if samples[it.id]["n_response_tokens"] == 0)),
@@ -346,10 +357,10 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     if mui > 0:
         results["pur"] = float(performance_utilization_ratio(100 * acc, 100 * mui))
     if correct.any():
-        results["mui_correct_percent"] = 100 * ks.mui(correct)
+        stats.add_estimate(results, "mui,correct", jackknife_mui(ks, correct))
         results["n_correct"] = int(correct.sum())
     if (~correct).any():
-        results["mui_incorrect_percent"] = 100 * ks.mui(~correct)
+        stats.add_estimate(results, "mui,incorrect", jackknife_mui(ks, ~correct))
         results["n_incorrect"] = int((~correct).sum())
     results["correct_vs_incorrect"] = correct_vs_incorrect(ks, correct, seed=cfg.seed)
     groups: dict[str, list[int]] = {}
@@ -358,11 +369,9 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     if len(groups) > 1:
         by_group = {}
         for g, ix in groups.items():
-            entry = {"n": len(ix), "accuracy_percent": 100 * float(correct[ix].mean()), "mui_percent": 100 * ks.mui(ix)}
-            a = stats.proportion(correct[ix])
-            entry["accuracy_ci_percent"] = [100 * a.lo, 100 * a.hi]
-            m = jackknife_mui(ks, ix)
-            entry["mui_ci_percent"] = [100 * m.lo, 100 * m.hi]
+            entry = {"n": len(ix)}
+            stats.add_proportion(entry, "accuracy", correct[ix])
+            stats.add_estimate(entry, "mui", jackknife_mui(ks, ix))
             by_group[g] = entry
         results["by_group"] = by_group
         results["by_group_note"] = "MUI is a union and grows with n: compare groups of equal n only"
@@ -377,10 +386,8 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
         warnings.append(f"{results['n_truncated_responses']} of {len(items)} responses hit the "
                         f"{results['max_new_tokens']}-token budget and are truncated")
     results["warnings"] = warnings
-    results["headline"] = {
-        "accuracy_percent": 100 * acc, "accuracy_ci_percent": [100 * acc_est.lo, 100 * acc_est.hi],
-        "mui_percent": 100 * mui, "mui_ci_percent": [100 * mui_est.lo, 100 * mui_est.hi], "n": len(items),
-    }
+    results["moves"] = moves_declaration()
+    results["headline"] = head
     folder.save_results(results)
     plot_layer_utilization(layer, folder.plot_path("layer_utilization"),
                            title=f"{cfg.model} on {cfg.task}: MUI {100 * mui:.2f}%, accuracy {100 * acc:.1f}%")
@@ -412,10 +419,11 @@ def subset_mui(run: str | Path | RunFolder, keep: Callable[[dict], bool]) -> tup
 
 
 def run_point(run: str | Path | RunFolder) -> tuple[float, float]:
-    """``(accuracy %, MUI %)`` of a finished run, the point of sec. 3.2's plots."""
+    """``(accuracy %, MUI %)`` of a finished run, the point of sec. 3.2's plots (results.json
+    holds fractions: ``accuracy``, ``mui``)."""
     folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
     res = folder.load_results()
     if folder.config.get("suite") != "mui":
         raise WhiteboxError(f"{folder.path} is not a MUI run (suite {folder.config.get('suite')!r})")
-    return float(res["accuracy_percent"]), float(res["mui_percent"])
+    return 100 * float(res["accuracy"]), 100 * float(res["mui"])
 

@@ -1,10 +1,11 @@
-"""The HTML report a person opens (issue 7) and run comparison.
+"""The HTML report a person opens, and run comparison.
 
 * ``markup``: escaping by default (``esc``, ``render``, ``join``);
 * ``rundata``: a run folder read for the report;
-* ``metrics``: results as rows (headline first), value formatting, deltas;
+* ``metrics``: results as rows (headline first), value formatting, deltas (estimates and
+  their intervals are read by :mod:`whitebox_eval.runs.estimates`);
 * ``samples``: the sample viewer;
-* ``comparison``: several runs side by side, MUI directions;
+* ``comparison``: several runs side by side, the direction each moved (results.json ``moves``);
 * ``lm_eval_results``: lm-eval results files read and mapped onto our tasks and metrics;
 * ``compare``: the ``compare`` table (run folders and lm-eval files as columns);
 * ``page``: ``write_report`` (one self-contained ``report.html``);

@@ -23,7 +23,8 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> Non
     \b
     The page works offline (plots embedded): config, summary metrics (headline first),
     every plot and per-head heatmap, and a sample viewer. With several runs: headline
-    metrics side by side, and for MUI runs of the same task the direction each moved.
+    metrics side by side, and for runs of one task whose results.json names its moves
+    (e.g. the directions of paper 001 sec. 3.3) the direction each moved.
 
     \b
       whitebox-eval report runs/20260101-120000-mcqa-smollm2-135m-ssd

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.report.comparison import mui_moves
+from whitebox_eval.report.comparison import moves
 from whitebox_eval.report.lm_eval_results import (
     MAPPING_NOTE, MMLU_SUBJECTS, LMEvalFile, find_results_files, lm_eval_rows, load_lm_eval_file)
-from whitebox_eval.report.metrics import delta, estimate_rows, format_delta, format_estimate, format_value
+from whitebox_eval.report.metrics import delta, format_cell, format_delta, format_value
 from whitebox_eval.report.rundata import RunData, load_run
+from whitebox_eval.runs.estimates import estimate_rows
 from whitebox_eval.runs.folder import RunFolder
 from whitebox_eval.tasks import dataset_name
 
@@ -164,8 +165,8 @@ def _notes(columns: list[Column], with_tasks: bool) -> list[str]:
 
 
 def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
-    """The aligned table ``compare`` prints, then notes (and MUI directions when the
-    first run and later ones are MUI runs of one task)."""
+    """The aligned table ``compare`` prints, then notes (and the direction each later run
+    moved from the first, for runs of one task whose results.json names moves)."""
     columns, with_tasks = build_columns(inputs)
     lines = [f"{c.label}: {c.title}" for c in columns] + [""]
     keys: list[tuple[str, str]] = []
@@ -187,7 +188,7 @@ def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
         at = next((i for i, (v, _) in enumerate(cells) if v is not None), 0) if rebased else 0
         first = cells[at][0]
         table.append(([key[0], key[1]] if with_tasks else [key[1]])
-                     + [format_estimate(v, ci) for v, ci in cells]
+                     + [format_cell(v, ci) for v, ci in cells]
                      + [format_delta(delta(first, v)) if i > at else format_delta(None) for i, (v, _) in enumerate(cells) if i > 0])
     if len(table) == 1:
         return lines + ["no input has headline metrics"] + _notes(columns, with_tasks)
@@ -204,8 +205,8 @@ def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
         lines += [""] + [f"note: {n}" for n in notes]
     runs = [c.run for c in columns if c.run is not None]
     if len(runs) == len(columns):
-        for move in mui_moves(runs):
-            lines += ["", f"MUI direction on {move.task}: {move.direction} (accuracy % / MUI %: "
+        for move in moves(runs):
+            lines += ["", f"direction on {move.task}: {move.direction} ({move.axes[0]} / {move.axes[1]}: "
                           f"{format_value(move.before[0])} / {format_value(move.before[1])} -> "
                           f"{format_value(move.after[0])} / {format_value(move.after[1])})"]
     return lines

@@ -1,13 +1,26 @@
-"""Runs side by side: headline metrics with deltas, and for MUI runs the direction each
-task moved (paper 001 sec. 3.3), each run against the first."""
+"""Runs side by side: headline metrics with deltas, and the direction each run moved from the
+first, for runs whose results.json says how such a move is named (``moves``).
+
+``moves`` is part of the results contract, written by the suite that defines directions:
+``{"axes": [x, y], "names": {"up,down": ..., "up,up": ..., "down,up": ..., "down,down": ...,
+"unchanged": ...}, "note": ...}``. ``x`` and ``y`` are estimates of the run (headline or
+top-level keys); a later run of the same task with the same ``moves`` moved from the first
+run's point to its own, and the signs of the two changes name the move (``unchanged`` when
+either does not change). The report knows no suite: all it needs is in results.json.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from whitebox_eval.report.metrics import delta, estimate_rows
+from whitebox_eval.report.metrics import delta
 from whitebox_eval.report.rundata import RunData
+from whitebox_eval.runs.estimates import estimate_rows, is_number
+
+MOVES = "moves"
+"""The results.json key that declares how moves between runs of one task are named."""
 
 
 @dataclass
@@ -29,15 +42,17 @@ class HeadlineRow:
 
 
 @dataclass
-class MUIMove:
-    """How a MUI task moved from the first run to another run of the same task."""
+class Move:
+    """How one task moved from the first run to another run of the same task."""
 
     task: str
     before_run: str
     after_run: str
+    axes: tuple[str, str]
     before: tuple[float, float]
     after: tuple[float, float]
     direction: str
+    note: str | None = None
 
 
 def headline_rows(runs: list[RunData]) -> list[HeadlineRow]:
@@ -51,52 +66,66 @@ def headline_rows(runs: list[RunData]) -> list[HeadlineRow]:
                         [rows.get(k, (None, None))[1] for rows in per_run]) for k in order]
 
 
-def mui_point(run: RunData) -> tuple[float, float] | None:
-    """``(accuracy %, MUI %)`` of a finished MUI run, or None for other runs."""
-    results = run.results or {}
-    if run.suite != "mui":
-        return None
-    for acc_key, mui_key, scale in (("accuracy_percent", "mui_percent", 1.0), ("accuracy", "mui", 100.0)):
-        acc, mui = results.get(acc_key), results.get(mui_key)
-        if isinstance(acc, (int, float)) and isinstance(mui, (int, float)) \
-                and not isinstance(acc, bool) and not isinstance(mui, bool):
-            return float(acc) * scale, float(mui) * scale
+def move_spec(run: RunData) -> Mapping[str, Any] | None:
+    """The run's ``moves`` declaration, or None when it has none (or a malformed one)."""
+    spec = (run.results or {}).get(MOVES)
+    if isinstance(spec, Mapping) and isinstance(spec.get("axes"), list) and len(spec["axes"]) == 2 \
+            and isinstance(spec.get("names"), Mapping):
+        return spec
     return None
 
 
-def mui_moves(runs: list[RunData]) -> list[MUIMove]:
-    """Direction from the first run to each later MUI run of the same task (both MUI runs)."""
+def _point(run: RunData, axes: tuple[str, str]) -> tuple[float, float] | None:
+    results = run.results or {}
+    values = [run.headline.get(a, results.get(a)) for a in axes]
+    return (float(values[0]), float(values[1])) if all(is_number(v) for v in values) else None
+
+
+def direction(spec: Mapping[str, Any], before: tuple[float, float], after: tuple[float, float]) -> str:
+    """The name ``spec`` gives the move ``before -> after`` (by the signs of its two changes)."""
+    dx, dy = after[0] - before[0], after[1] - before[1]
+    if dx == 0 or dy == 0:
+        return str(spec["names"].get("unchanged", "unchanged"))
+    key = f"{'up' if dx > 0 else 'down'},{'up' if dy > 0 else 'down'}"
+    return str(spec["names"].get(key, key))
+
+
+def moves(runs: list[RunData]) -> list[Move]:
+    """The move from the first run to each later run of the same task with the same ``moves``."""
     if len(runs) < 2:
         return []
     first = runs[0]
-    before = mui_point(first)
+    spec = move_spec(first)
+    if spec is None:
+        return []
+    axes = (str(spec["axes"][0]), str(spec["axes"][1]))
+    before = _point(first, axes)
     if before is None:
         return []
-    from whitebox_eval.mui.utility_law import classify_direction  # light: numpy + scipy
-
-    moves = []
+    out = []
     for run in runs[1:]:
-        after = mui_point(run)
-        if after is None or run.task != first.task:
+        after = _point(run, axes)
+        if move_spec(run) != spec or run.task != first.task or after is None:
             continue
-        moves.append(MUIMove(task=str(first.task), before_run=first.run_id, after_run=run.run_id,
-                             before=before, after=after,
-                             direction=classify_direction(before, after).value))
-    return moves
+        out.append(Move(str(first.task), first.run_id, run.run_id, axes, before, after,
+                        direction(spec, before, after), spec.get("note")))
+    return out
 
 
-def skipped_mui_runs(runs: list[RunData]) -> list[str]:
-    """Why later MUI runs got no direction (another task, or no results yet)."""
-    if len(runs) < 2 or runs[0].suite != "mui":
+def skipped_moves(runs: list[RunData]) -> list[str]:
+    """Why later runs that name moves as the first run does got no direction."""
+    spec = move_spec(runs[0]) if len(runs) >= 2 else None
+    if spec is None:
         return []
-    notes = []
     first = runs[0]
+    axes = (str(spec["axes"][0]), str(spec["axes"][1]))
+    notes = []
     for run in runs[1:]:
-        if run.suite != "mui":
+        if move_spec(run) != spec:
             continue
         if run.task != first.task:
             notes.append(f"{run.run_id}: task {run.task} differs from {first.run_id}'s task "
                          f"{first.task}; directions compare the same task only")
-        elif mui_point(run) is None or mui_point(first) is None:
-            notes.append(f"{run.run_id}: no accuracy/MUI results yet on one side")
+        elif _point(run, axes) is None or _point(first, axes) is None:
+            notes.append(f"{run.run_id}: no {axes[0]} / {axes[1]} results yet on one side")
     return notes

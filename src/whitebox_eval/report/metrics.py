@@ -1,4 +1,7 @@
-"""Summary metrics as rows: the headline first, then every other result flattened."""
+"""Summary metrics as rows: the headline first, then every other result flattened.
+
+Estimates (a value with its interval) are read by :mod:`whitebox_eval.runs.estimates`;
+this module shows every other value."""
 
 from __future__ import annotations
 
@@ -7,18 +10,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from whitebox_eval.stats import DERIVED_SUFFIXES, derived_key
+from whitebox_eval.runs.estimates import format_estimate, is_number
 
 MAX_LIST_ITEMS = 24
 """Longer lists are shown cut, with their length."""
 
 MAX_TEXT = 2000
 """Longer text values are cut (with a note) in tables and the sample viewer."""
-
-
-def is_number(value: Any) -> bool:
-    """A real number (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def format_value(value: Any, max_items: int = MAX_LIST_ITEMS) -> str:
@@ -60,47 +58,14 @@ def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix.rstrip("."), value)]
 
 
-
 PAIRED_TESTS = "paired_tests"
 """The results.json key of :func:`whitebox_eval.stats.add_paired` (shown as its own table)."""
 
 
-def _is_pair(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and len(value) == 2 and all(is_number(v) for v in value)
-
-
-def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[tuple[str, Any, dict | None]]:
-    """``(key, value, interval)`` for every metric of ``values``, in order.
-
-    A number ``name,filter`` with a ``name_ci,filter`` = [lo, hi] beside it (in ``values``
-    or, failing that, in one of ``also``, e.g. the top level of results.json for a
-    headline metric) gets ``interval`` = {lo, hi, n, method}; its ``_ci``, ``_n``,
-    ``_stderr`` and ``_ci_method`` keys are then not listed as rows of their own.
-    """
-    def lookup(key: str) -> Any:
-        for m in (values, *also):
-            if key in m:
-                return m[key]
-        return None
-
-    folded: set[str] = set()
-    intervals: dict[str, dict] = {}
-    for key, value in values.items():
-        ci = lookup(derived_key(key, "ci"))
-        if is_number(value) and _is_pair(ci):
-            intervals[key] = {"lo": float(ci[0]), "hi": float(ci[1]), "n": lookup(derived_key(key, "n")),
-                              "method": lookup(derived_key(key, "ci_method"))}
-            folded.update(derived_key(key, s) for s in DERIVED_SUFFIXES)
-    return [(k, v, intervals.get(k)) for k, v in values.items() if k not in folded]
-
-
-def format_estimate(value: Any, interval: Mapping[str, Any] | None) -> str:
-    """``0.4123 [0.3702, 0.4555] n=475 wilson``, or the plain value without an interval."""
-    if interval is None:
-        return format_value(value)
-    n = f" n={interval['n']}" if interval.get("n") is not None else ""
-    method = f" {interval['method']}" if interval.get("method") else ""
-    return f"{format_value(value)} [{format_value(interval['lo'])}, {format_value(interval['hi'])}]{n}{method}"
+def format_cell(value: Any, ci: Mapping[str, Any] | None) -> str:
+    """A table cell: an estimate with its interval on one line (:func:`format_estimate`),
+    or any other value as :func:`format_value` shows it."""
+    return format_estimate(value, ci) if ci is not None else format_value(value)
 
 
 def metric_rows(results: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:

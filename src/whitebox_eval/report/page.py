@@ -18,13 +18,13 @@ from typing import Any
 
 import whitebox_eval
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.report.comparison import headline_rows, mui_moves, skipped_mui_runs
+from whitebox_eval.report.comparison import headline_rows, moves, skipped_moves
 from whitebox_eval.report.markup import Markup, join, render
-from whitebox_eval.report.metrics import (estimate_rows, flatten, format_delta, format_estimate, format_value,
-                                          metric_rows, paired_rows)
+from whitebox_eval.report.metrics import flatten, format_cell, format_delta, format_value, metric_rows, paired_rows
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, IMAGE_TYPES, RunData, load_run
 from whitebox_eval.report.samples import plot_anchor, render_samples
 from whitebox_eval.report.style import CSP, STYLE
+from whitebox_eval.runs.estimates import estimate_rows
 
 REPORT_FILE = "report.html"
 
@@ -35,8 +35,8 @@ def write_report(run_dirs: list[Path], out: Path | None = None, *,
 
     ``out`` defaults to ``<first run>/report.html``; an existing folder gets
     ``report.html`` inside it. With several runs the page starts with their headline
-    metrics side by side (deltas against the first run) and, for MUI runs of the same
-    task, the direction each moved. Raises :class:`WhiteboxError` for a path that is not
+    metrics side by side (deltas against the first run) and, for runs of the same task
+    whose results.json names moves (``moves``), the direction each moved. Raises :class:`WhiteboxError` for a path that is not
     a run folder.
     """
     if not run_dirs:
@@ -78,33 +78,39 @@ def _comparison(runs: list[RunData]) -> Markup:
     for row in headline_rows(runs):
         cells = []
         for value, ci, d in zip(row.values, row.intervals, row.deltas()):
-            shown = render("{v} <span class=delta>{d}</span>", v=format_estimate(value, ci), d=format_delta(d)) \
-                if d is not None else render("{v}", v=format_estimate(value, ci))
+            shown = render("{v} <span class=delta>{d}</span>", v=format_cell(value, ci), d=format_delta(d)) \
+                if d is not None else render("{v}", v=format_cell(value, ci))
             cells.append(render("<td>{c}</td>", c=shown))
         rows.append(render("<tr><th>{m}</th>{cells}</tr>", m=row.metric, cells=join(cells)))
     table = render("<table class=metrics><thead><tr><th>headline metric</th>{head}</tr></thead>"
                    "<tbody>{rows}</tbody></table><p class=note>Deltas are against the first run.</p>",
                    head=head, rows=join(rows)) if rows else \
         render("<p class=note>None of these runs has headline metrics yet.</p>")
-    moves = mui_moves(runs)
-    mui = Markup("")
-    if moves:
-        mui_rows = join(render(
-            "<tr><td>{task}</td><td>{a}</td><td>{b}</td><td>{pa} / {ma}</td><td>{pb} / {mb}</td>"
-            "<td class=\"direction {d}\">{d}</td></tr>", task=m.task, a=m.before_run, b=m.after_run,
-            pa=format_value(m.before[0]), ma=format_value(m.before[1]), pb=format_value(m.after[0]),
-            mb=format_value(m.after[1]), d=m.direction) for m in moves)
-        mui = render("<h3>MUI: direction each task moved</h3><table class=metrics><thead><tr>"
-                     "<th>task</th><th>from</th><th>to</th><th>accuracy % / MUI % (from)</th>"
-                     "<th>accuracy % / MUI % (to)</th><th>direction</th></tr></thead><tbody>{rows}</tbody>"
-                     "</table><p class=note>Directions of paper 001 sec. 3.3: evolving (accuracy up, MUI "
-                     "down), accumulating (both up), coarsening (accuracy down, MUI up), collapsing "
-                     "(both down).</p>", rows=mui_rows)
-    notes = join(render("<li>{n}</li>", n=n) for n in skipped_mui_runs(runs))
+    directions = _directions(runs)
+    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{directions}</section>\n",
+                  table=table, directions=directions)
+
+
+def _directions(runs: list[RunData]) -> Markup:
+    """The direction each later run moved from the first (runs that declare ``moves``)."""
+    found = moves(runs)
+    out = Markup("")
+    if found:
+        x, y = found[0].axes
+        rows = join(render(
+            "<tr><td>{task}</td><td>{a}</td><td>{b}</td><td>{xa} / {ya}</td><td>{xb} / {yb}</td>"
+            "<td class=direction>{d}</td></tr>", task=m.task, a=m.before_run, b=m.after_run,
+            xa=format_value(m.before[0]), ya=format_value(m.before[1]), xb=format_value(m.after[0]),
+            yb=format_value(m.after[1]), d=m.direction) for m in found)
+        note = render("<p class=note>{n}</p>", n=found[0].note) if found[0].note else Markup("")
+        out = render("<h3>Direction each task moved</h3><table class=metrics><thead><tr>"
+                     "<th>task</th><th>from</th><th>to</th><th>{x} / {y} (from)</th><th>{x} / {y} (to)</th>"
+                     "<th>direction</th></tr></thead><tbody>{rows}</tbody></table>{note}",
+                     x=x, y=y, rows=rows, note=note)
+    notes = join(render("<li>{n}</li>", n=n) for n in skipped_moves(runs))
     if notes:
-        mui = render("{mui}<ul class=note>{notes}</ul>", mui=mui, notes=notes)
-    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{mui}</section>\n",
-                  table=table, mui=mui)
+        out = render("{out}<ul class=note>{notes}</ul>", out=out, notes=notes)
+    return out
 
 
 # ---------------------------------------------------------------------- one run
@@ -142,7 +148,7 @@ def _metrics(run: RunData) -> Markup:
     headline, rest = metric_rows(run.results)
     head_rows = estimate_rows(dict(headline), run.results)
     rest_rows = estimate_rows(dict(rest))
-    head = join(render("<tr class=headline><th>{k}</th><td>{v}</td></tr>", k=k, v=format_estimate(v, ci))
+    head = join(render("<tr class=headline><th>{k}</th><td>{v}</td></tr>", k=k, v=format_cell(v, ci))
                 for k, v, ci in head_rows)
     note = render("<p class=note>[lo, hi]: 95% interval over the n items it was measured on "
                   "(wilson: Wilson score interval; bootstrap: percentile bootstrap over items).</p>") \
@@ -152,7 +158,7 @@ def _metrics(run: RunData) -> Markup:
     table = render("{table}{paired}", table=table, paired=_paired_tests(run.results))
     if not rest_rows:
         return table
-    rows = join(render("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=format_estimate(v, ci)) for k, v, ci in rest_rows)
+    rows = join(render("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=format_cell(v, ci)) for k, v, ci in rest_rows)
     return render("{table}<details><summary>all results ({n} values)</summary>"
                   "<table class=metrics><tbody>{rows}</tbody></table></details>",
                   table=table, n=len(rest_rows), rows=rows)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from whitebox_eval.report.markup import Markup, join, render
-from whitebox_eval.report.metrics import cut, format_value, is_number
+from whitebox_eval.report.metrics import cut, format_value
+from whitebox_eval.runs.estimates import is_number
 
 TEXT_KEYS = ("prompt", "question", "context", "input", "text")
 OPTION_KEYS = ("options", "choices", "alternatives")

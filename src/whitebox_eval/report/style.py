@@ -20,8 +20,7 @@ table.metrics td, table.scores td { font-family: ui-monospace, monospace; text-a
 tr.headline th, tr.headline td { font-weight: bold; }
 td, th { max-width: 60em; overflow-wrap: anywhere; }
 .delta { color: #555; font-size: .9em; }
-.direction.evolving { background: #dff0d8; } .direction.accumulating { background: #d9edf7; }
-.direction.coarsening { background: #fcf8e3; } .direction.collapsing { background: #f2dede; }
+.direction { font-weight: bold; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 figure { margin: 0; border: 1px solid #ddd; padding: .4em; max-width: 100%; }
 figure img { max-width: 560px; width: 100%; height: auto; display: block; }
