@@ -1,0 +1,56 @@
+"""Each suite from Python (whitebox_eval.studies): the same run folder as the command, read back."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "faults"))
+from cases import build_fixtures  # noqa: E402
+
+from whitebox_eval import studies  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    return str(build_fixtures(tmp_path_factory.mktemp("api")) / "tiny")
+
+
+def test_mcqa_from_python_equals_the_command(tiny, tmp_path):
+    from whitebox_eval.cli import main
+
+    main(["mcqa", "--model", tiny, "--limit", "8", "--min-val-items", "2", "--batch-size", "4",
+          "--methods", "baseline,qk", "--output", str(tmp_path), "--run-id", "cli"])
+    r = studies.mcqa(tmp_path, run_id="py", model=tiny, limit=8, min_val_items=2, batch_size=4,
+                     methods=["baseline", "qk"], show_progress=False)
+    cli = studies.read(tmp_path / "cli")
+    assert r.folder == tmp_path / "py"
+    assert [s["id"] for s in r.samples] == [s["id"] for s in cli.samples] and len(r.samples) == 8
+    assert r.samples == cli.samples
+    assert r.headline == cli.headline and r.headline
+    assert set(r.arrays) == set(cli.arrays) and len(r.arrays) > 0
+    for name in r.arrays:
+        np.testing.assert_array_equal(r.arrays[name], cli.arrays[name])
+    with pytest.raises(KeyError, match="the run has"):
+        r.arrays["no_such_array"]
+
+
+def test_every_suite_runs_from_python(tiny, tmp_path):
+    runs = {
+        "formats": studies.formats(tmp_path, model=tiny, limit=4, shots=1, n_samples=2, max_new_tokens=3, n_bins=2,
+                                   show_progress=False),
+        "mui": studies.mui(tmp_path, model=tiny, task="arithmetic-gen", limit=4, max_new_tokens=3, show_progress=False),
+        "span": studies.span(tmp_path, model=tiny, task="string_reversal", split="id", limit=4, show_progress=False),
+    }
+    for suite, r in runs.items():
+        assert r.config["suite"] in (suite, f"{suite}-study"), r.config["suite"]
+        assert r.samples and r.results, suite
+
+
+def test_unknown_setting_is_one_line(tmp_path):
+    with pytest.raises(WhiteboxError, match="unknown setting.*limt.*the settings are"):
+        studies.mcqa(tmp_path, limt=3)
