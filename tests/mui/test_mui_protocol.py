@@ -198,7 +198,7 @@ def test_correct_vs_incorrect_compares_groups_at_the_same_size():
     loo += [(a - _brute_rarefied(bad[:j] + bad[j + 1:], 5)) / width for j in range(10)]
     loo = np.array(loo)
     se = math.sqrt((len(loo) - 1) / len(loo) * ((loo - loo.mean()) ** 2).sum())
-    assert res["diff_se"] == pytest.approx(se)
+    assert res["diff_stderr"] == pytest.approx(se) and res["diff_ci_method"] == "jackknife"
     assert res["diff_ci"] == pytest.approx([4 / width - 1.959963985 * se, 4 / width + 1.959963985 * se])
     rng = np.random.default_rng(1)
     mixed = _keysets([set(rng.choice(width, 3, replace=False).tolist()) for _ in range(20)], width)

@@ -132,7 +132,7 @@ def correct_vs_incorrect(
 
     Returns a dict for results.json; ``{"refused": reason}`` when the groups are too
     small or every sample has the same key set (then no subset MUI can differ).
-    Values are fractions; ``diff_percent`` etc. are in percentage points.
+    Values are fractions; ``diff`` has ``diff_ci``, ``diff_stderr`` and ``diff_ci_method`` beside it.
     """
     correct = np.asarray(correct, dtype=bool)
     if correct.shape != (len(ks),):
@@ -163,8 +163,7 @@ def correct_vs_incorrect(
     return {
         **base, "permutations": permutations,
         "mui_correct_at_r": a, "mui_incorrect_at_r": b,
-        "diff": diff, "diff_ci": [lo, hi], "diff_se": se, "ci_method": "jackknife",
-        "diff_percent": 100 * diff, "diff_ci_percent": [100 * lo, 100 * hi],
+        "diff": diff, "diff_ci": [lo, hi], "diff_stderr": se, "diff_ci_method": "jackknife",
         "relative_diff": diff / ((a + b) / 2) if a + b > 0 else 0.0,
         "p_value": test.p_value, "significant": test.significant, "test": "permutation of group labels",
         "note": "MUI is a union and grows with n: both groups are rarefied to the same size r",
