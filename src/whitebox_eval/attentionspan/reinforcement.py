@@ -231,13 +231,13 @@ def sweep_reinforcement(engine: Engine, ood: Sequence[TokenizedExample], key_hea
     ``c_values`` (sec. 5.1, fig. 2)."""
     arch = engine.arch
     out = []
-    for label, source, draw_seed, r in sweep_settings(
+    for label, source, setting_seed, r in sweep_settings(
             key_heads, arch.n_layers, arch.n_heads, n_values=n_values, c_values=c_values,
             mode=mode, threshold=threshold, random_draws=random_draws, seed=seed):
         scores = evaluate_setting(engine, ood, r, batch_size=batch_size)
         correct = [s.correct for s in scores]
         out.append(SweepPoint(label, source, len(r.heads) if r else 0, r.value if r else 0.0,
-                              r.mode if r else "none", r.threshold if r else 0.0, draw_seed,
+                              r.mode if r else "none", r.threshold if r else 0.0, setting_seed,
                               exact_match_accuracy(correct), partial_accuracy(correct), correct))
     return out
 
