@@ -71,16 +71,22 @@ def test_a_mui_run_shows_accuracy_and_mui_each_with_its_interval_on_one_row(tmp_
 
 
 def test_a_run_written_the_older_way_is_still_read(old_mui_run, mui_run, tmp_path):
+    """The older percent headline is read as the same estimates in fractions, so old and new
+    runs line up row by row."""
     old = old_mui_run("old")
     html = write_report([old.path], tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "<tr class=headline><th>accuracy_percent</th><td>12.5 [2.24, 47.09]</td></tr>" in html
-    assert "<tr class=headline><th>mui_percent</th><td>0.2279 [0.2022, 0.2535]</td></tr>" in html
-    assert "<th>accuracy_ci_percent</th>" not in html
-    assert "<th>by_group.add1.accuracy_percent</th><td>100 [20.65, 100]</td>" in html
+    assert "<tr class=headline><th>accuracy</th><td>0.125 [0.0224, 0.4709] n=8</td></tr>" in html
+    assert "<tr class=headline><th>mui</th><td>0.002279 [0.002022, 0.002535] n=8</td></tr>" in html
+    assert not re.search(r"<tr class=headline><th>((accuracy|mui)_(ci_)?percent|n)</th>", html)
+    assert "<th>by_group.add1.accuracy_ci_percent</th>" not in html
+    assert "<th>by_group.add1.accuracy</th><td>1 [0.2065, 1]</td>" in html
     new = mui_run("new", "ssd", 0.25, 0.002)
     out = CliRunner().invoke(compare, [str(old.path), str(new.path)])
     assert out.exit_code == 0, out.output
-    assert "accuracy_percent" in out.output and "direction on" not in out.output  # old runs declare no moves
+    rows = {line.split()[0]: line.split() for line in out.output.splitlines() if line.split()}
+    assert rows["accuracy"][1:5] == ["0.125", "[0.0224,", "0.4709]", "n=8"] and rows["accuracy"][-1] == "+0.125"
+    assert rows["mui"][-1] == "-0.000279"
+    assert "direction on" not in out.output  # older runs declare no moves
 
 
 def _imports(path: Path) -> set[str]:

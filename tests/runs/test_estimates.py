@@ -35,14 +35,18 @@ def test_estimate_rows_fold_every_derived_key_into_its_metric():
     assert [k for k, _, _ in estimate_rows({"x": 1.0, "x_n": 3})] == ["x", "x_n"]
 
 
-def test_older_percent_pairs_are_read_as_one_estimate():
-    """Runs written before the contract hold ``name_percent`` beside ``name_ci_percent``."""
-    head = {"accuracy_percent": 12.5, "accuracy_ci_percent": [2.2, 47.1], "mui_percent": 0.23, "n": 8}
+def test_older_percent_pairs_are_read_as_one_estimate_in_fractions():
+    """Runs written before the contract hold ``name_percent`` beside ``name_ci_percent`` (and ``n``)."""
+    head = {"accuracy_percent": 12.5, "accuracy_ci_percent": [2.5, 47.5], "mui_percent": 0.25, "n": 8}
     rows = estimate_rows(head)
-    assert [k for k, _, _ in rows] == ["accuracy_percent", "mui_percent", "n"]
-    assert rows[0][2] == {"lo": 2.2, "hi": 47.1, "n": None, "method": None}
-    assert rows[1][2] is None
-    assert format_estimate(rows[0][1], rows[0][2]) == "12.5 [2.2, 47.1]"
+    assert [k for k, _, _ in rows] == ["accuracy", "mui_percent"]  # n went into the interval
+    assert rows[0][1:] == (0.125, {"lo": 0.025, "hi": 0.475, "n": 8, "method": None})
+    assert rows[1][2] is None  # no interval beside it: left as it is
+    assert format_estimate(rows[0][1], rows[0][2], ".1%") == "12.5% [2.5%, 47.5%] n=8"
+    # never renamed onto a key the mapping already has, and without n the n row stays
+    both = {"accuracy": 0.1, "accuracy_percent": 10.0, "accuracy_ci_percent": [1.0, 20.0], "n": 3}
+    assert [k for k, _, _ in estimate_rows(both)] == ["accuracy", "accuracy_percent", "accuracy_ci_percent", "n"]
+    assert [k for k, _, _ in estimate_rows({"x_percent": 1.0, "x_ci_percent": [0.5, 2.0]})] == ["x"]
 
 
 def test_format_estimate_one_line_with_a_spec():

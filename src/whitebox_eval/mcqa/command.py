@@ -115,7 +115,7 @@ def _print_mcqa_summary(folder) -> None:
     unc = res["n_options"] - n_ess
     click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
     click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
-    click.echo("accuracy [95% interval] n=items interval method:")
+    click.echo("accuracy [95% interval] n=<items> <interval method>:")
     for line in headline_lines(res, "6.1%"):
         click.echo(line)
     tests = res.get("paired_tests", {})

@@ -8,7 +8,8 @@ summary, ``report.html`` and ``compare`` read estimates with :func:`estimate_row
 are always shown together, on one row, the same way.
 
 Runs written before every suite followed this contract may hold ``<name>_percent`` with
-``<name>_ci_percent`` beside it (percent units): :func:`interval` reads that pair too.
+``<name>_ci_percent`` beside it (and the items in ``n``): :func:`estimate_rows` reads such a
+pair as the estimate ``<name>`` in fractions, so older and newer runs line up row by row.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from whitebox_eval.stats import DERIVED_SUFFIXES, Estimate, derived_key
 
 LEGACY_PERCENT = "_percent"
-"""Suffix of the percent values older runs wrote; their interval is ``<name>_ci_percent``."""
+"""Suffix of the percent values older runs wrote; their interval is ``<name>_ci_percent``, their n ``n``."""
 
 
 def is_number(value: Any) -> bool:
@@ -54,11 +55,19 @@ def interval(key: str, *where: Mapping[str, Any]) -> dict | None:
     if _is_pair(ci):
         return {"lo": float(ci[0]), "hi": float(ci[1]), "n": _lookup(derived_key(key, "n"), where),
                 "method": _lookup(derived_key(key, "ci_method"), where)}
-    legacy = _legacy_ci_key(key)
-    ci = _lookup(legacy, where) if legacy else None
-    if _is_pair(ci):
-        return {"lo": float(ci[0]), "hi": float(ci[1]), "n": None, "method": None}
     return None
+
+
+def _legacy_row(key: str, value: Any, values: Mapping[str, Any]) -> tuple[str, float, dict] | None:
+    """An older ``<name>_percent`` with ``<name>_ci_percent`` beside it, as ``<name>`` in fractions."""
+    legacy = _legacy_ci_key(key)
+    ci = values.get(legacy) if legacy else None
+    name, _, filt = key.partition(",")
+    name = name[: -len(LEGACY_PERCENT)] + (f",{filt}" if filt else "")
+    if not _is_pair(ci) or name in values:
+        return None
+    n = values.get("n") if is_number(values.get("n")) else None
+    return name, value / 100, {"lo": ci[0] / 100, "hi": ci[1] / 100, "n": n, "method": None}
 
 
 def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[tuple[str, Any, dict | None]]:
@@ -66,21 +75,24 @@ def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[t
 
     A number whose ``_ci`` = [lo, hi] is beside it (in ``values`` or, failing that, in one of
     ``also``, e.g. the top level of results.json for a headline metric) gets its
-    :func:`interval`; its ``_ci``, ``_n``, ``_stderr`` and ``_ci_method`` keys (or the older
-    ``_ci_percent``) are then not rows of their own.
+    :func:`interval`; its ``_ci``, ``_n``, ``_stderr`` and ``_ci_method`` keys are then not
+    rows of their own. An older ``<name>_percent`` / ``<name>_ci_percent`` pair is the row
+    ``<name>`` in fractions (its n from ``n`` beside it).
     """
     where = (values, *also)
     folded: set[str] = set()
-    intervals: dict[str, dict] = {}
+    rows: dict[str, tuple[str, Any, dict | None]] = {}
     for key, value in values.items():
-        found = interval(key, *where) if is_number(value) else None
+        if not is_number(value):
+            continue
+        found = interval(key, *where)
         if found is not None:
-            intervals[key] = found
+            rows[key] = (key, value, found)
             folded.update(derived_key(key, s) for s in DERIVED_SUFFIXES)
-            legacy = _legacy_ci_key(key)
-            if legacy:
-                folded.add(legacy)
-    return [(k, v, intervals.get(k)) for k, v in values.items() if k not in folded]
+        elif (old := _legacy_row(key, value, values)) is not None:
+            rows[key] = old
+            folded.update({_legacy_ci_key(key), *(["n"] if old[2]["n"] is not None else [])})
+    return [rows.get(k, (k, v, None)) for k, v in values.items() if k not in folded]
 
 
 def format_number(value: Any, spec: str | None = None) -> str:
