@@ -153,6 +153,7 @@ def test_probe_mode_reports_interval_baseline_control_and_protocol(tmp_path, tin
     for hs in p["random_heads"]["heads"]:
         assert sorted(map(tuple, hs)) == [(1, 1), (1, 2)]  # the only other heads of the band
     assert res["headline"]["probe,snli_test_sample.jsonl"] == p["acc"]
+    assert res["headline"]["probe_ci,snli_test_sample.jsonl"] == p["acc_ci"]  # the interval beside it
     from whitebox_eval.gar import command
     capsys.readouterr()
     command._print_heads(folder)

@@ -112,6 +112,10 @@ def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: s
     engine = Engine(loaded)
     probes = {Path(p).name: run_probe_stage(folder, engine, p, statements[p], heads, cfg, show_progress)
               for p in cfg.probe_data}
-    folder.save_results({"heads": [list(h) for h in heads], "probes": probes,
-                         "headline": {f"probe,{k}": v["acc"] for k, v in probes.items()}})
+    head: dict = {}  # each probe's accuracy with its interval beside it (the stats contract)
+    for k, v in probes.items():
+        head[f"probe,{k}"] = v["acc"]
+        head.update({stats.derived_key(f"probe,{k}", s): v[stats.derived_key("acc", s)]
+                     for s in stats.DERIVED_SUFFIXES if stats.derived_key("acc", s) in v})
+    folder.save_results({"heads": [list(h) for h in heads], "probes": probes, "headline": head})
     return folder
