@@ -151,7 +151,8 @@ def _metrics(run: RunData) -> Markup:
     head = join(render("<tr class=headline><th>{k}</th><td>{v}</td></tr>", k=k, v=format_cell(v, ci))
                 for k, v, ci in head_rows)
     note = render("<p class=note>[lo, hi]: 95% interval over the n items it was measured on "
-                  "(wilson: Wilson score interval; bootstrap: percentile bootstrap over items).</p>") \
+                  "(wilson: Wilson score interval; bootstrap: percentile bootstrap over items; jackknife: "
+                  "delete-one jackknife over items; paired_bootstrap: of the per-item differences).</p>") \
         if any(ci for _, _, ci in head_rows + rest_rows) else Markup("")
     table = render("<table class=metrics><tbody>{rows}</tbody></table>{note}", rows=head, note=note) if headline else \
         render("<p class=note>results.json has no headline metrics.</p>")
