@@ -79,7 +79,7 @@ def test_a_run_written_the_older_way_is_still_read(old_mui_run, mui_run, tmp_pat
     assert "<tr class=headline><th>mui</th><td>0.002279 [0.002022, 0.002535] n=8</td></tr>" in html
     assert not re.search(r"<tr class=headline><th>((accuracy|mui)_(ci_)?percent|n)</th>", html)
     assert "<th>by_group.add1.accuracy_ci_percent</th>" not in html
-    assert "<th>by_group.add1.accuracy</th><td>1 [0.2065, 1]</td>" in html
+    assert "<th>by_group.add1.accuracy</th><td>1 [0.2065, 1] n=1</td>" in html  # n from its group
     new = mui_run("new", "ssd", 0.25, 0.002)
     out = CliRunner().invoke(compare, [str(old.path), str(new.path)])
     assert out.exit_code == 0, out.output

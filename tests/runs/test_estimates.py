@@ -47,6 +47,8 @@ def test_older_percent_pairs_are_read_as_one_estimate_in_fractions():
     both = {"accuracy": 0.1, "accuracy_percent": 10.0, "accuracy_ci_percent": [1.0, 20.0], "n": 3}
     assert [k for k, _, _ in estimate_rows(both)] == ["accuracy", "accuracy_percent", "accuracy_ci_percent", "n"]
     assert [k for k, _, _ in estimate_rows({"x_percent": 1.0, "x_ci_percent": [0.5, 2.0]})] == ["x"]
+    flat = {"n": 99, "g.a.acc_percent": 50.0, "g.a.acc_ci_percent": [10.0, 90.0], "g.a.n": 2}  # report's dotted rows
+    assert estimate_rows(flat) == [("n", 99, None), ("g.a.acc", 0.5, {"lo": 0.1, "hi": 0.9, "n": 2, "method": None})]
 
 
 def test_format_estimate_one_line_with_a_spec():

@@ -66,8 +66,14 @@ def _legacy_row(key: str, value: Any, values: Mapping[str, Any]) -> tuple[str, f
     name = name[: -len(LEGACY_PERCENT)] + (f",{filt}" if filt else "")
     if not _is_pair(ci) or name in values:
         return None
-    n = values.get("n") if is_number(values.get("n")) else None
-    return name, value / 100, {"lo": ci[0] / 100, "hi": ci[1] / 100, "n": n, "method": None}
+    n = values.get(_n_key(key))
+    return name, value / 100, {"lo": ci[0] / 100, "hi": ci[1] / 100, "n": n if is_number(n) else None, "method": None}
+
+
+def _n_key(key: str) -> str:
+    """The ``n`` beside ``key`` (``by_group.a.accuracy_percent`` -> ``by_group.a.n``)."""
+    parent = key.partition(",")[0].rpartition(".")[0]
+    return f"{parent}.n" if parent else "n"
 
 
 def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[tuple[str, Any, dict | None]]:
@@ -91,7 +97,7 @@ def estimate_rows(values: Mapping[str, Any], *also: Mapping[str, Any]) -> list[t
             folded.update(derived_key(key, s) for s in DERIVED_SUFFIXES)
         elif (old := _legacy_row(key, value, values)) is not None:
             rows[key] = old
-            folded.update({_legacy_ci_key(key), *(["n"] if old[2]["n"] is not None else [])})
+            folded.update({_legacy_ci_key(key), *([_n_key(key)] if old[2]["n"] is not None else [])})
     return [rows.get(k, (k, v, None)) for k, v in values.items() if k not in folded]
 
 
