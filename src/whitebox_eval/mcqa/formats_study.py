@@ -213,15 +213,20 @@ def score_free(texts: list[str], answer, answer_type: str, extract: str = "paper
     return fraction_correct(texts, answer, answer_type, extract=extract, truncate_gold=answer_type == "text")
 
 
-def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem]) -> dict:
-    """P(gold letter) raw and renormalised over the letters, the letters' mass, argmax letter."""
+def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None) -> dict:
+    """P(gold letter) raw and renormalised over the letters, the letters' mass, argmax letter.
+
+    ``prefixes`` (a :class:`~whitebox_eval.internals.prefixes.PrefixCache`): the
+    demonstrations' key/values, computed once for every question."""
     import torch
 
     from whitebox_eval.internals import batch_from_ids
     from whitebox_eval.mcqa.tokens import tokenize_prompt
 
     t = tokenize_prompt(engine.tokenizer, render_prompt(item, fmt="mcq_plain", demos=demos), "eol")
-    logits = engine.run(batch_from_ids([t.input_ids]).to(engine.loaded.device)).logits[0].double().cpu()
+    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None else None
+    skip = prefix.length if prefix is not None else 0
+    logits = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), prefix=prefix).logits[0].double().cpu()
     logp = torch.log_softmax(logits, -1)[t.answer_ids]
     raw = logp.exp()
     renorm = torch.softmax(logits[t.answer_ids], -1)
@@ -232,6 +237,7 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem]) -> dict:
 def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
                 loaded: LoadedModel | None = None, show_progress: bool | None = None) -> RunFolder:
     from whitebox_eval.internals import Engine
+    from whitebox_eval.internals.prefixes import PrefixCache
 
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
@@ -243,6 +249,7 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     folder.log(f"{len(data.items)} questions, {cfg.shots}-shot, model {cfg.model}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     engine = Engine(loaded)
+    prefixes = PrefixCache(engine)  # the demonstrations of every MCQ prompt
     done = ranks.broadcast(folder.done_ids())  # every rank shards rank 0's reading
     todo = ranks.shard([it for it in data.items if it.id not in done], block=cfg.batch_size)
     bs = cfg.batch_size
@@ -250,7 +257,7 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                           enabled=show_progress if ranks.main else False):
         records = []
         for it in todo[start:start + bs]:
-            mcq = mcq_probabilities(engine, it, data.demos)
+            mcq = mcq_probabilities(engine, it, data.demos, prefixes)
             answer = answer_of(it, data.answer_type)
             gens = {f: sample_prompt(loaded, render_prompt(it, fmt=f, demos=data.demos).text, n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,

@@ -36,6 +36,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
+from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
@@ -152,7 +153,7 @@ class _Study:
             self.split = hs.validation_split(len(items), cfg.val_fraction, cfg.min_val_items, cfg.seed)
         else:  # nothing is selected: every item is reported
             self.split = hs.Split(val=np.arange(0), test=np.arange(len(items)))
-        self._prefixes: dict[str, object] = {}  # demonstrations text -> its cached key/values
+        self._prefixes = PrefixCache(self.engine)  # the demonstrations' key/values, found on tokens
 
     def render(self, item: MCQItem) -> RenderedPrompt:
         demos = self.demos.for_item(item)
@@ -191,16 +192,11 @@ class _Study:
         """``text``'s ids, special tokens as :meth:`special_tokens` says."""
         return list(self.loaded.tokenizer(text, add_special_tokens=self.special_tokens(text))["input_ids"])
 
-    def prefix_for(self, rendered: Sequence[RenderedPrompt]):
-        """The cached demonstrations shared by every prompt of a batch (one cache per subject
-        with dev demonstrations), or None (zero-shot, caching off, or mixed subjects)."""
-        texts = {r.prefix for r in rendered}
-        if not self.cfg.prefix_cache or len(texts) != 1 or not next(iter(texts)):
-            return None
-        text = texts.pop()
-        if text not in self._prefixes:
-            self._prefixes[text] = self.engine.prefix(self.token_ids(text))
-        return self._prefixes[text]
+    def prefix_for(self, ids: Sequence[Sequence[int]], limit: int):
+        """The cached key/values of the tokens every sequence of a batch starts with, at most
+        ``limit`` of them (:mod:`whitebox_eval.internals.prefixes`), or None (caching off,
+        zero-shot, mixed subjects, a sliding window too short)."""
+        return self._prefixes.for_batch(ids, limit=limit) if self.cfg.prefix_cache else None
 
     def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
         return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, self.special_tokens(r.text))
@@ -217,7 +213,7 @@ class _Study:
             rendered = [prompts(i) for i in chunk]
             toks = [self.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
-            prefix = None if edits else self.prefix_for(rendered)
+            prefix = None if edits else self.prefix_for([t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
             scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix).arrays()
             if on_batch is not None:  # before the part: a batch killed in between is re-run, never lost
                 on_batch(chunk, rendered, toks, scores)
@@ -324,7 +320,8 @@ class _Study:
                 c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, continuations)
                 ctx += [c_ids] * len(x_ids)
                 cont += x_ids
-            lp = continuation_logprobs(self.engine, ctx, cont)
+            # every option's context starts with the demonstrations; the context's last token is scored
+            lp = continuation_logprobs(self.engine, ctx, cont, prefix=self.prefix_for(ctx, min(len(c) for c in ctx) - 1))
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
             k, records = 0, []
