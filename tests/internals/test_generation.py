@@ -7,6 +7,7 @@ random tiny model, so an argmax (or a seeded draw) cannot flip unless the cache 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -113,16 +114,111 @@ def test_top_k_one_and_tiny_top_p_are_greedy():
     assert _ids(generate(engine, PROMPTS, max_new_tokens=N_NEW, stop_ids=[], do_sample=True, top_p=1e-6, generator=g)) == greedy
 
 
-def test_one_generator_per_prompt_makes_a_sample_independent_of_the_batch():
+def test_per_prompt_seeds_make_a_sample_independent_of_the_batch():
     engine = Engine(tiny_loaded("llama"))
 
     def gens(prompts, seeds):
-        return generate(engine, prompts, max_new_tokens=N_NEW, stop_ids=[3], do_sample=True,
-                        generator=[torch.Generator().manual_seed(s) for s in seeds])
+        return generate(engine, prompts, max_new_tokens=N_NEW, stop_ids=[3], do_sample=True, seeds=seeds, n_samples=2)
 
     together = gens(PROMPTS, [10, 11, 12])
-    alone = [gens([p], [s])[0] for p, s in zip(PROMPTS, [10, 11, 12])]
+    alone = [g for p, s in zip(PROMPTS, [10, 11, 12]) for g in gens([p], [s])]
     assert _ids(together) == _ids(alone)
+    assert _ids(gens(PROMPTS, [10, 11, 13]))[:4] == _ids(together)[:4] != _ids(gens(PROMPTS, [13, 11, 12]))[:4]
+
+
+def _seeded_by_hand(lm, prompt, seed, n, temperature, max_new_tokens, stop_ids):
+    """Reference: each of the n samples decoded alone, re-running the plain model on its whole
+    sequence per token; sample s takes the float64 inverse CDF at U[t, s] of its prompt's table."""
+    u = np.random.default_rng(seed).random((max_new_tokens, n))
+    out = []
+    for s in range(n):
+        ids, new = list(prompt), []
+        for t in range(max_new_tokens):
+            with torch.no_grad():
+                logits = lm.model(input_ids=torch.tensor([ids])).logits[0, -1]
+            cdf = np.cumsum(torch.softmax(logits.double() / temperature, -1).numpy())
+            nxt = int(min(np.searchsorted(cdf, u[t, s] * cdf[-1], side="right"), len(cdf) - 1))
+            new.append(nxt)
+            ids.append(nxt)
+            if nxt in stop_ids:
+                break
+        out.append(new)
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3", "gpt2"])
+def test_n_samples_from_one_prefill_equal_n_separate_seeded_runs(family):
+    lm = tiny_loaded(family)
+    engine = Engine(lm)
+    n, seeds = 4, [21, 22]
+    prompts = PROMPTS[:2]
+    kw = dict(max_new_tokens=N_NEW, do_sample=True, temperature=1.3, seeds=seeds, n_samples=n)
+    free = [set(x) for x in _ids(generate(engine, prompts, **kw, stop_ids=[]))]
+    stop = max(set().union(*free), key=lambda t: (0 < sum(t in x for x in free) < len(free), t))  # some rows stop
+    kw["stop_ids"] = [stop]
+    prefilled = generate(engine, prompts, **kw)
+    assert len(prefilled) == len(prompts) * n
+    # the uncached reference computes every row (prompt repeated n times) from scratch at every step
+    assert _ids(prefilled) == _ids(generate(engine, prompts, **kw, use_cache=False))
+    by_hand = [g for p, s in zip(prompts, seeds) for g in _seeded_by_hand(lm, p, s, n, 1.3, N_NEW, {stop})]
+    assert _ids(prefilled) == by_hand
+    assert len({tuple(x) for x in by_hand}) > 2  # the samples differ: each row reads its own column of U
+    assert any(g.stop == stop for g in prefilled) and any(g.truncated for g in prefilled)
+
+
+def test_shared_generator_draws_what_hugging_face_generate_samples():
+    lm = tiny_loaded("llama")
+    batch = batch_from_ids(PROMPTS)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        hf = lm.model.generate(input_ids=batch.input_ids, attention_mask=batch.attention_mask, max_new_tokens=N_NEW,
+                               do_sample=True, temperature=1.0, top_k=None, top_p=None, pad_token_id=0, eos_token_id=None)
+    ours = generate(Engine(lm), PROMPTS, max_new_tokens=N_NEW, stop_ids=[], do_sample=True,
+                    generator=torch.Generator().manual_seed(7))
+    assert _ids(ours) == hf[:, batch.seq_len:].tolist()
+
+
+class _EosTok:
+    """A tokenizer with an EOS (2) and no pad token."""
+
+    pad_token_id = None
+    eos_token_id = 2
+
+
+def test_stop_ids_are_the_tokenizer_eos_and_the_generation_config_eos_ids():
+    lm = tiny_loaded("llama")
+    lm.tokenizer = _EosTok()
+    plain = _ids(generate(Engine(lm), PROMPTS, max_new_tokens=N_NEW, stop_ids=[]))
+    extra = plain[1][2]  # e.g. an instruct model's end-of-turn token, listed by its generation config only
+    lm.model.generation_config.eos_token_id = [2, extra]
+    assert lm.stop_ids == tuple(sorted({2, extra}))
+    assert lm.pad_id == 2  # no pad token: the EOS pads
+    lm.model.generation_config.eos_token_id = extra
+    assert lm.stop_ids == tuple(sorted({2, extra}))
+    gens = generate(Engine(lm), PROMPTS, max_new_tokens=N_NEW)  # the default is the model's rule
+    for g, full in zip(gens, plain):
+        cut = next((i + 1 for i, t in enumerate(full) if t in (2, extra)), len(full))
+        assert g.ids == full[:cut]
+    assert gens[1].stop in (2, extra) and gens[1].content_ids == gens[1].ids[:-1]
+    lm.model.generation_config.eos_token_id = None
+    lm.tokenizer = type("NoSpecial", (), {"pad_token_id": None, "eos_token_id": None})()
+    assert lm.stop_ids == () and lm.pad_id == 0
+
+
+def test_greedy_generation_with_stop_ids_equals_hugging_face_generate():
+    """Left-padded batch, rows stopping at different steps (HF pads them, we stop them)."""
+    lm = tiny_loaded("qwen2")
+    batch = batch_from_ids(PROMPTS)
+    plain = _ids(generate(Engine(lm), PROMPTS, max_new_tokens=N_NEW, stop_ids=[]))
+    stop = plain[0][3]
+    lm.model.generation_config.eos_token_id = stop
+    with torch.no_grad():
+        hf = lm.model.generate(input_ids=batch.input_ids, attention_mask=batch.attention_mask, max_new_tokens=N_NEW,
+                               do_sample=False, pad_token_id=0)[:, batch.seq_len:].tolist()
+    gens = generate(Engine(lm), PROMPTS, max_new_tokens=N_NEW)
+    assert any(g.stop == stop for g in gens)
+    for g, h in zip(gens, hf):
+        assert g.ids == h[:len(g.ids)] and (g.truncated or all(t == 0 for t in h[len(g.ids):]))
 
 
 class _CharTok:
@@ -189,7 +285,10 @@ def test_edits_the_cache_cannot_reproduce_are_refused(edits, match):
 def test_generation_arguments_are_checked():
     engine = Engine(tiny_loaded("llama"))
     for kwargs, match in [({"max_new_tokens": 0}, "max_new_tokens"), ({"do_sample": True, "temperature": 0.0}, "temperature"),
-                          ({"do_sample": True, "top_p": 0.0}, "top_p"), ({"do_sample": True, "generator": [torch.Generator()]}, "one per prompt")]:
+                          ({"do_sample": True, "top_p": 0.0}, "top_p"), ({"do_sample": True, "seeds": [1]}, "one seed per prompt"),
+                          ({"do_sample": True, "generator": [torch.Generator()]}, "for one stream per prompt give seeds"),
+                          ({"seeds": [1, 2, 3]}, "need do_sample"), ({"n_samples": 0}, "n_samples"),
+                          ({"n_samples": 2, "edits": [MaskNeurons(0, [1])]}, "take no edits")]:
         with pytest.raises(WhiteboxError, match=match):
             generate(engine, PROMPTS, **{"max_new_tokens": 2, **kwargs})
     with pytest.raises(WhiteboxError, match="empty prompt"):

@@ -1,4 +1,5 @@
-"""Generation under edits, with the key/value cache (greedy or sampled, batched, left-padded).
+"""The one decoder: generation under edits, with the key/value cache (greedy or sampled,
+batched, left-padded). Every suite generates through :func:`generate`.
 
     gens = generate(engine, prompt_ids, max_new_tokens=64, edits=[MaskNeurons(3, [7, 9])])
     gens[0].ids, gens[0].stop      # new token ids (ending with the stop token), why it stopped
@@ -22,6 +23,10 @@ runs the same loop re-computing the whole sequence for every token (re-applying 
 edit to every row): the reference the cache is tested against, and the way to run
 edits the cache refuses. Finished rows are fed the pad token (as Hugging Face
 ``generate`` does) so the batch stays rectangular.
+
+Sampling draws from one shared torch stream (Hugging Face ``generate``'s draws) or from
+one seeded stream per prompt (texts that do not depend on the batch), and several
+samples of a prompt share its one prefill (paper 004's n continuations per question).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
@@ -56,17 +62,10 @@ class Generated:
     def truncated(self) -> bool:
         return self.stop is None
 
-
-def default_stop_ids(loaded) -> set[int]:
-    """The tokenizer's EOS and the model's generation-config EOS ids."""
-    out: set[int] = set()
-    eos = getattr(loaded.tokenizer, "eos_token_id", None)
-    if eos is not None:
-        out.add(int(eos))
-    gen = getattr(getattr(loaded.model, "generation_config", None), "eos_token_id", None)
-    if gen is not None:
-        out.update([int(gen)] if isinstance(gen, int) else [int(g) for g in gen])
-    return out
+    @property
+    def content_ids(self) -> list[int]:
+        """``ids`` without the stop id that ended them (a token completing a stop string stays)."""
+        return self.ids[:-1] if isinstance(self.stop, int) else self.ids
 
 
 def generate(
@@ -81,33 +80,54 @@ def generate(
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
-    generator: torch.Generator | Sequence[torch.Generator] | None = None,
+    generator: torch.Generator | None = None,
+    seeds: Sequence[int] | None = None,
+    n_samples: int = 1,
     use_cache: bool = True,
 ) -> list[Generated]:
     """Continue each prompt (token ids) under ``edits``, one token per step.
 
-    Greedy by default; ``do_sample`` draws from softmax(logits / ``temperature``) after
-    optional ``top_k`` / ``top_p`` (nucleus) filtering, with ``generator`` (one shared
-    stream, or one per prompt so that a prompt's sample does not depend on the batch).
-    A row stops at a token in ``stop_ids`` (default: :func:`default_stop_ids`) or once its
-    decoded continuation contains one of ``stop_strings``.
+    Greedy by default. ``do_sample`` draws from softmax(logits / ``temperature``) after
+    optional ``top_k`` / ``top_p`` (nucleus) filtering, either
+
+    * from one shared stream, ``generator`` (None: torch's global one): one
+      ``torch.multinomial`` over the batch per step, HF ``generate``'s draws; or
+    * from one stream per prompt, ``seeds`` (one int per prompt): sample ``s`` of prompt
+      ``i`` takes at step ``t`` the token where the float64 CDF of its distribution first
+      exceeds ``U[t, s]`` (:func:`inverse_cdf`), ``U = numpy.random.default_rng(seeds[i])
+      .random((max_new_tokens, n_samples))``. A text then depends on the model, its
+      prompt and its seed only: never on the other rows, which row finishes first, or
+      the batch (004 sec. 2.4's free generation, :mod:`whitebox_eval.mcqa.generation`).
+
+    ``n_samples`` continuations per prompt come from one prefill: the prompts' pass runs
+    once and its key/value cache is repeated to ``n_samples`` rows per prompt (no edits
+    then). The result is flat, prompt-major: prompt ``i``'s sample ``s`` is row
+    ``i * n_samples + s``. A row stops at a token in ``stop_ids`` (default: the model's
+    :attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`) or once its decoded
+    continuation contains one of ``stop_strings``.
     """
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if not prompts or any(len(p) == 0 for p in prompts):
         raise WhiteboxError("generation needs at least one prompt and no empty prompt")
-    tok = engine.tokenizer
-    stop_set = default_stop_ids(engine.loaded) if stop_ids is None else {int(t) for t in stop_ids}
+    if n_samples < 1:
+        raise WhiteboxError(f"n_samples must be >= 1, got {n_samples}")
+    if n_samples > 1 and (callable(edits) or list(edits)):
+        raise WhiteboxError("several samples from one prefill take no edits; repeat the prompts to sample under edits")
+    tok, loaded = engine.tokenizer, engine.loaded
+    stop_set = set(loaded.stop_ids) if stop_ids is None else {int(t) for t in stop_ids}
     stop_strings = [s for s in stop_strings if s]
     if stop_strings and not hasattr(tok, "decode"):
         raise WhiteboxError("stop strings need a tokenizer that can decode")
-    sampler = _Sampler(do_sample, temperature, top_k, top_p, generator, len(prompts))
-    pad = tok.pad_token_id if getattr(tok, "pad_token_id", None) is not None else 0
-    batch = batch_from_ids([list(p) for p in prompts], pad_id=pad).to(engine.loaded.device)
+    sampler = _Sampler(do_sample, temperature, top_k, top_p, generator, seeds, len(prompts), n_samples, max_new_tokens)
+    pad = loaded.pad_id
+    rows = [list(p) for p in prompts for _ in range(n_samples)]
+    # with the cache the prompts are computed once, then repeated; without it every row is re-run
+    batch = batch_from_ids([list(p) for p in prompts] if use_cache else rows, pad_id=pad).to(loaded.device)
     cache = engine.new_cache() if use_cache else None
     guard = _CacheGuard() if use_cache else None
-    out = [Generated([], None) for _ in prompts]
-    done = torch.zeros(batch.size, dtype=torch.bool)
+    out = [Generated([], None) for _ in rows]
+    done = torch.zeros(len(rows), dtype=torch.bool)
     window = 4 * max((len(s) for s in stop_strings), default=0) + 8  # tokens that can hold a new stop string
     for step in range(max_new_tokens):
         if step:
@@ -117,7 +137,11 @@ def generate(
             guard.check(step_edits, batch)
         with torch.no_grad():
             logits = engine.run(batch, edits=step_edits, logits="last", cache=cache).logits
-        nxt = sampler(logits, done)
+        if batch.size != len(rows):  # the one prefill: its cache and logits serve every sample
+            cache.batch_repeat_interleave(n_samples)
+            batch = _repeat_rows(batch, n_samples)
+            logits = logits.repeat_interleave(n_samples, dim=0)
+        nxt = sampler(logits, step)
         for i, t in enumerate(nxt.tolist()):
             if done[i]:
                 continue
@@ -134,43 +158,65 @@ def generate(
     return out
 
 
+def _repeat_rows(batch: Batch, n: int) -> Batch:
+    """Every example of ``batch`` repeated ``n`` times in place (rows i*n .. i*n+n-1)."""
+    return Batch(*(t.repeat_interleave(n, dim=0) for t in (batch.input_ids, batch.attention_mask, batch.position_ids,
+                                                         batch.lengths)), batch.prefix_len)
+
+
+def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """softmax(logits / ``temperature``) in ``dtype`` after optional top-k / top-p (nucleus) filtering."""
+    x = logits.to(dtype) / temperature
+    if top_k is not None and top_k < x.shape[-1]:
+        kth = x.topk(top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    if top_p is not None and top_p < 1:
+        p, idx = torch.softmax(x, -1).sort(-1, descending=True)
+        drop = (p.cumsum(-1) - p) >= top_p  # mass before the token already reaches top_p; the top token stays
+        x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
+    return torch.softmax(x, -1)
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms) -> torch.Tensor:
+    """Token per row of ``probs`` [B, V]: the first whose cumulative probability exceeds
+    ``u * total`` for that row's uniform ``u`` in [0, 1) (the CDF in ``probs``' dtype)."""
+    cdf = probs.cumsum(-1)
+    u = torch.as_tensor(uniforms, dtype=cdf.dtype, device=cdf.device).unsqueeze(-1) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
 class _Sampler:
     """Next tokens from last-position logits [B, V]: argmax, or a draw after temperature / top-k / top-p."""
 
-    def __init__(self, do_sample, temperature, top_k, top_p, generator, n):
+    def __init__(self, do_sample, temperature, top_k, top_p, generator, seeds, n_prompts, n_samples, max_new_tokens):
         if do_sample and not temperature > 0:
             raise WhiteboxError(f"temperature must be > 0 when sampling (greedy is do_sample=False); got {temperature}")
         if top_k is not None and top_k < 1:
             raise WhiteboxError(f"top_k must be >= 1, got {top_k}")
         if top_p is not None and not 0 < top_p <= 1:
             raise WhiteboxError(f"top_p must be in (0, 1], got {top_p}")
-        if generator is not None and not isinstance(generator, torch.Generator) and len(generator) != n:
-            raise WhiteboxError(f"give one generator, or one per prompt ({n}); got {len(generator)}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise WhiteboxError("generator is one torch.Generator shared by the batch; for one stream per prompt give seeds")
+        if seeds is not None and generator is not None:
+            raise WhiteboxError("give a shared generator or per-prompt seeds, not both")
+        if seeds is not None and len(seeds) != n_prompts:
+            raise WhiteboxError(f"give one seed per prompt ({n_prompts}); got {len(seeds)}")
+        if seeds is not None and not do_sample:
+            raise WhiteboxError("seeds choose sampling streams: they need do_sample=True")
         self.do_sample, self.temperature, self.top_k, self.top_p, self.generator = do_sample, temperature, top_k, top_p, generator
+        self.uniforms = None if seeds is None else np.concatenate(  # [max_new_tokens, rows], row i * n_samples + s
+            [np.random.default_rng(int(s)).random((max_new_tokens, n_samples)) for s in seeds], axis=1)
 
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        x = logits.float() / self.temperature
-        if self.top_k is not None and self.top_k < x.shape[-1]:
-            kth = x.topk(self.top_k, dim=-1).values[..., -1:]
-            x = x.masked_fill(x < kth, float("-inf"))
-        if self.top_p is not None and self.top_p < 1:
-            p, idx = torch.softmax(x, -1).sort(-1, descending=True)
-            drop = (p.cumsum(-1) - p) >= self.top_p  # mass before the token already reaches top_p; the top token stays
-            x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
-        return torch.softmax(x, -1)
-
-    def __call__(self, logits: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    def __call__(self, logits: torch.Tensor, step: int) -> torch.Tensor:
         if not self.do_sample:
             return logits.argmax(-1).cpu()
-        probs = self.probs(logits)
+        if self.uniforms is not None:
+            probs = sampling_probs(logits, self.temperature, self.top_k, self.top_p, torch.float64)
+            return inverse_cdf(probs, self.uniforms[step]).cpu()
+        probs = sampling_probs(logits, self.temperature, self.top_k, self.top_p)
         g = self.generator
-        if g is None or isinstance(g, torch.Generator):
-            dev = probs.device if g is None else g.device
-            return torch.multinomial(probs.to(dev), 1, generator=g).view(-1).cpu()
-        out = torch.zeros(probs.shape[0], dtype=torch.long)
-        for i in (~done).nonzero().view(-1).tolist():  # a finished row draws nothing: each row's stream is its own
-            out[i] = int(torch.multinomial(probs[i].to(g[i].device), 1, generator=g[i]))
-        return out
+        return torch.multinomial(probs.to(probs.device if g is None else g.device), 1, generator=g).view(-1).cpu()
 
 
 class _CacheGuard:

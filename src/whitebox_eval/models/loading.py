@@ -59,6 +59,25 @@ class LoadedModel:
     def name(self) -> str:
         return self.spec
 
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """Token ids that end a generation, sorted: the tokenizer's EOS and the generation
+        config's EOS ids (e.g. an instruct model's end-of-turn token), as HF ``generate`` stops."""
+        ids: set[int] = set()
+        for eos in (getattr(self.tokenizer, "eos_token_id", None),
+                    getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)):
+            ids.update([] if eos is None else [int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
+        return tuple(sorted(ids))
+
+    @property
+    def pad_id(self) -> int:
+        """The id that fills left pads and finished rows: the tokenizer's pad, else its EOS
+        (else the first stop id, else 0; a pad is masked and a finished row's input unused)."""
+        for t in (getattr(self.tokenizer, "pad_token_id", None), getattr(self.tokenizer, "eos_token_id", None)):
+            if t is not None:
+                return int(t)
+        return self.stop_ids[0] if self.stop_ids else 0
+
 
 def execution_device(where: int | str | torch.device) -> torch.device:
     """The device a ``device_map`` entry computes on (offloaded "cpu"/"disk" entries run on the CPU)."""
