@@ -14,7 +14,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from whitebox_eval.mcqa import formats_study as fs
 from whitebox_eval.mcqa import metrics as m
 from whitebox_eval.tasks.arithmetic import make_arithmetic_suite
-from whitebox_eval.mcqa.generation import pick_tokens, sample_prompt, stream_seed
+from whitebox_eval.internals.generation import inverse_cdf, sampling_probs
+from whitebox_eval.mcqa.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models.loading import LoadedModel
@@ -114,14 +115,16 @@ def test_each_format_samples_from_its_own_stream(tiny):
 
 def test_inverse_cdf_sampling_by_hand():
     logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]] * 4))
-    got = pick_tokens(logits, np.array([0.1, 0.25, 0.69, 0.71]), temperature=1.0)
-    assert got.tolist() == [0, 1, 1, 2]
-    assert pick_tokens(logits, np.zeros(4), temperature=0).tolist() == [1] * 4
+
+    def pick(rows, u, temperature):
+        return inverse_cdf(sampling_probs(rows, temperature, dtype=torch.float64), u)
+
+    assert pick(logits, np.array([0.1, 0.25, 0.69, 0.71]), 1.0).tolist() == [0, 1, 1, 2]
     # T = 2 flattens: softmax(log p / 2) ∝ sqrt(p) (float32 logits: a 1e-6 margin)
     q = np.sqrt([0.2, 0.5, 0.3])
     q /= q.sum()
-    assert pick_tokens(logits[:1], np.array([q[0] - 1e-6]), 2.0).tolist() == [0]
-    assert pick_tokens(logits[:1], np.array([q[0] + 1e-6]), 2.0).tolist() == [1]
+    assert pick(logits[:1], np.array([q[0] - 1e-6]), 2.0).tolist() == [0]
+    assert pick(logits[:1], np.array([q[0] + 1e-6]), 2.0).tolist() == [1]
 
 
 def test_greedy_generation_equals_hf_generate(tiny):

@@ -103,15 +103,28 @@ def test_cut_response_at_eos_and_stop_strings():
     assert r.text == "12" and r.stopped_by is None
 
 
-def test_hf_generate_and_engine_decoder_agree_with_left_padding():
+def test_responses_equal_hf_generate_greedy_with_left_padding():
+    """Rows stop at a generation-config EOS id, a stop string, or run out (seen in this model's output)."""
+    import torch
+
+    from whitebox_eval.internals import batch_from_ids
+
     lm = tiny_lm("llama")
     tok = lm.tokenizer
-    prompts = [tok.encode("Question: 12+3?\nAnswer:"), tok.encode("Q: 7*8?\nA:")]
-    a = rsp.generate_responses(lm, prompts, max_new_tokens=6, stops=("\n",))
-    b = rsp.generate_responses(lm, prompts, max_new_tokens=6, stops=("\n",), edits=[])
-    assert [r.ids for r in a] == [r.ids for r in b]
-    single = rsp.generate_responses(lm, prompts[1:], max_new_tokens=6, stops=("\n",))
-    assert single[0].ids == a[1].ids
+    prompts = [tok.encode("Question: 12+3?\nAnswer:"), tok.encode("Q: 7*8?\nA:"), tok.encode("5-1=")]
+    lm.model.generation_config.eos_token_id = [2, tok.encode("D")[0]]  # e.g. an end-of-turn id beside the EOS
+    stops = ("Q)",)
+    got = rsp.generate_responses(lm, prompts, max_new_tokens=8, stops=stops)
+    assert [r.stopped_by for r in got] == ["eos", "Q)", None]
+    batch = batch_from_ids(prompts, pad_id=lm.pad_id)
+    with torch.no_grad():
+        hf = lm.model.generate(input_ids=batch.input_ids, attention_mask=batch.attention_mask, do_sample=False,
+                               max_new_tokens=8, pad_token_id=lm.pad_id)[:, batch.seq_len:]
+    want = [rsp.cut_response(tok, row.tolist(), stops, set(lm.stop_ids)) for row in hf]
+    assert [(r.ids, r.text, r.stopped_by) for r in got] == [(r.ids, r.text, r.stopped_by) for r in want]
+    assert [r.ids for r in rsp.generate_responses(lm, prompts, max_new_tokens=8, stops=stops, edits=[])] == [r.ids for r in got]
+    single = rsp.generate_responses(lm, prompts[1:2], max_new_tokens=8, stops=stops)
+    assert single[0].ids == got[1].ids
 
 
 def test_responses_file(tmp_path):

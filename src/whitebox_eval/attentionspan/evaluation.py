@@ -6,9 +6,9 @@
   and its reference score per target token, App. C) and the per-head attention rows of
   the prediction positions (per-head reference scores; App. G key-head sums).
   Attention edits (:mod:`whitebox_eval.attentionspan.reinforcement`) ride on the same pass.
-* :func:`generate_greedy`: free generation with ``lm.model.generate`` (greedy).
-* :func:`generate_greedy_edited`: greedy generation through the engine with its key/value
-  cache, so attention edits apply to each new row while the model writes its own answer.
+* :func:`generate_greedy_edited`: greedy generation through the engine's decoder with its
+  key/value cache, so attention edits apply to each new row while the model writes its
+  own answer; :func:`generate_greedy` is the same without edits.
 * :func:`summarize`: accuracies, mean reference attention and the correct-vs-error
   comparison with its significance test (table 2) over a list of scored examples.
 """
@@ -84,8 +84,7 @@ def make_batch(engine: Engine, tokenized: Sequence[TokenizedExample]) -> Batch:
         raise WhiteboxError("no examples to evaluate")
     if any(len(t.target_positions) == 0 for t in tokenized):
         raise WhiteboxError("an example has no target tokens; give every example a target")
-    pad = getattr(engine.tokenizer, "pad_token_id", None) or 0
-    return batch_from_ids([t.input_ids.tolist() for t in tokenized], pad_id=pad).to(engine.loaded.device)
+    return batch_from_ids([t.input_ids.tolist() for t in tokenized], pad_id=engine.loaded.pad_id).to(engine.loaded.device)
 
 
 def head_reference_shares(rows: np.ndarray, tokenized: TokenizedExample) -> np.ndarray:
@@ -179,27 +178,13 @@ def _max_new(tokenized: Sequence[TokenizedExample], extra: int) -> int:
 
 def generate_greedy(lm, tokenized: Sequence[TokenizedExample], *, max_new_tokens: int | None = None,
                     extra_tokens: int = 2) -> list[str]:
-    """Free greedy generation from each prompt with ``lm.model.generate`` (table 1).
+    """Free greedy generation from each prompt (table 1): :func:`generate_greedy_edited` without edits.
 
     Prompts are left-padded; ``max_new_tokens`` defaults to the longest target plus
     ``extra_tokens``. Returns the decoded continuations (special tokens dropped).
     """
-    tok = lm.tokenizer
-    prompts = [t.input_ids[: t.prompt_length].tolist() for t in tokenized]
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    batch = batch_from_ids(prompts, pad_id=pad).to(lm.device)
-    n_new = max_new_tokens or _max_new(tokenized, extra_tokens)
-    with torch.no_grad():
-        out = lm.model.generate(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                                max_new_tokens=n_new, do_sample=False, num_beams=1,
-                                pad_token_id=pad, eos_token_id=tok.eos_token_id)
-    new = out[:, batch.seq_len:].cpu().tolist()
-    texts = []
-    for ids in new:
-        if tok.eos_token_id is not None and tok.eos_token_id in ids:
-            ids = ids[: ids.index(tok.eos_token_id)]
-        texts.append(_decode(tok, ids))
-    return texts
+    return generate_greedy_edited(Engine(lm), tokenized, None, max_new_tokens=max_new_tokens,
+                                  extra_tokens=extra_tokens)
 
 
 def generate_greedy_edited(engine: Engine, tokenized: Sequence[TokenizedExample],
@@ -210,15 +195,14 @@ def generate_greedy_edited(engine: Engine, tokenized: Sequence[TokenizedExample]
     Uses the engine's key/value cache (:func:`whitebox_eval.internals.generation.generate`):
     each step computes the new query row under ``edits_for`` of the examples cut to
     their current length, so reference cells beyond it vanish; a row's cells must not
-    change once it is computed (refused otherwise). Stops at EOS per example.
+    change once it is computed (refused otherwise). Each example stops at one of the
+    model's stop ids (:attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`).
     """
-    eos = getattr(engine.tokenizer, "eos_token_id", None)
     prompts = [t.input_ids[: t.prompt_length].tolist() for t in tokenized]
     edits = () if edits_for is None else (
         lambda lengths: edits_for([truncated(t, n) for t, n in zip(tokenized, lengths)]))
-    gens = generate(engine, prompts, max_new_tokens=max_new_tokens or _max_new(tokenized, extra_tokens),
-                    edits=edits, stop_ids=[] if eos is None else [eos])
-    return [_decode(engine.tokenizer, g.ids[:-1] if g.stop is not None else g.ids) for g in gens]
+    gens = generate(engine, prompts, max_new_tokens=max_new_tokens or _max_new(tokenized, extra_tokens), edits=edits)
+    return [_decode(engine.tokenizer, g.content_ids) for g in gens]
 
 
 def truncated(tok: TokenizedExample, length: int) -> TokenizedExample:

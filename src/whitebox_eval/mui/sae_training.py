@@ -1,7 +1,8 @@
 """Train a small TopK SAE on one layer's residual stream (for feature MUI, paper 001 sec. 2.1.2, eq. 4-6, 9).
 
 The bundled models have no public SAEs, so this makes one: the model generates text
-from a few seed prompts (sampling at temperature 1 with a fixed seed), one engine pass
+from a few seed prompts (the engine's decoder, sampling at temperature 1 from one seeded
+stream per batch, the draws of HF ``generate`` under ``torch.manual_seed``), one engine pass
 captures the residual stream leaving block ``layer`` (SAELens' ``hook_resid_post``) at
 every real token, and :func:`whitebox_eval.mui.sae.train_topk_sae` fits a TopK SAE to
 it on the CPU. The result is saved in SAELens' on-disk layout with ``hook_name``
@@ -23,6 +24,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, batch_from_ids
+from whitebox_eval.internals.generation import generate
 from whitebox_eval.mui.sae import SAE, reconstruction_mse, save_sae, train_topk_sae
 
 SEED_PROMPTS: tuple[str, ...] = (
@@ -63,22 +65,18 @@ def collect_residuals(lm, layer: int, n_tokens: int, *, seed: int = 0, max_new_t
     engine = Engine(lm)
     layer = lm.arch.check_layer(layer)
     tok = lm.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    pad = lm.pad_id
     rows: list[torch.Tensor] = []
     total, round_no = 0, 0
     while total < n_tokens:
         for start in range(0, len(SEED_PROMPTS), batch_size):
             prompts = [tok(p)["input_ids"] for p in SEED_PROMPTS[start:start + batch_size]]
-            batch = batch_from_ids(prompts, pad_id=pad).to(lm.device)
-            torch.manual_seed(seed + 1000 * round_no + start)
-            with torch.no_grad():
-                out = lm.model.generate(input_ids=batch.input_ids, attention_mask=batch.attention_mask, do_sample=True,
-                                        temperature=1.0, top_p=None, top_k=None, max_new_tokens=max_new_tokens,
-                                        pad_token_id=pad)
+            gens = generate(engine, prompts, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
+                            generator=torch.Generator().manual_seed(seed + 1000 * round_no + start))
             seqs = []
-            for i, row in enumerate(out.tolist()):
-                real = row[int(batch.offsets[i]):]
-                seqs.append([t for t in real if t != pad] or real[:1])
+            for p, g in zip(prompts, gens):
+                real = list(p) + g.ids
+                seqs.append([t for t in real if t != pad] or real[:1])  # pad tokens (SmolLM2's pad is its EOS) are not trained on
             b = batch_from_ids(seqs, pad_id=pad).to(lm.device)
             with torch.no_grad():
                 x = engine.run(b, [Capture("resid", "all", [layer])], logits=False)["resid"][:, 0]  # [B, S, d]
