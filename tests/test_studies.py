@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "faults"))
-from cases import build_fixtures  # noqa: E402
+from cases import build_fixtures, build_smollm2_vocab_model_dir  # noqa: E402
 
 from whitebox_eval import studies  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
@@ -51,6 +51,16 @@ def test_every_suite_runs_from_python(tiny, tmp_path):
         assert r.samples and r.results, suite
 
 
-def test_unknown_setting_is_one_line(tmp_path):
+@pytest.mark.integration
+def test_gar_from_python(tmp_path):
+    smol = build_smollm2_vocab_model_dir(tmp_path / "tiny_smol")  # GAR needs word-initial tokens
+    r = studies.gar("evaluate", tmp_path / "runs", model=str(smol), tasks="generation", limit=2, show_progress=False)
+    assert r.config["mode"] == "evaluate" and r.samples and r.headline
+    assert len(r.samples) == len({s["id"] for s in r.samples})
+
+
+def test_unknown_setting_or_mode_is_one_line(tmp_path):
+    with pytest.raises(WhiteboxError, match="unknown GAR mode 'evaluat'"):
+        studies.gar("evaluat", tmp_path)
     with pytest.raises(WhiteboxError, match="unknown setting.*limt.*the settings are"):
         studies.mcqa(tmp_path, limt=3)

@@ -28,7 +28,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 
-__all__ = ["StudyResult", "read", "mcqa", "formats", "mui", "masking", "span"]
+__all__ = ["StudyResult", "read", "mcqa", "formats", "mui", "masking", "span", "gar"]
 
 
 class _Arrays(Mapping):
@@ -140,3 +140,27 @@ def span(output: str | Path = "runs", *, run_id: str | None = None, resume: bool
     from whitebox_eval.attentionspan.study import SpanConfig, run_span
 
     return _run(run_span, SpanConfig, settings, output, run_id, resume, show_progress, loaded)
+
+
+_GAR_MODES = {
+    "evaluate": ("whitebox_eval.gar.evaluate_study", "GARConfig", "run_gar"),
+    "attribute": ("whitebox_eval.gar.attribute_study", "GARAttributeConfig", "run_gar_attribute"),
+    "truth-heads": ("whitebox_eval.gar.truth_heads", "GARHeadsConfig", "run_gar_heads"),
+    "intervene": ("whitebox_eval.gar.intervene_study", "GARInterveneConfig", "run_gar_intervene"),
+    "probe": ("whitebox_eval.gar.probe_study", "GARProbeConfig", "run_gar_probe"),
+}
+
+
+def gar(mode: str = "evaluate", output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
+        show_progress: bool | None = None, loaded=None, **settings: Any) -> StudyResult:
+    """Paper 002's GAR studies (``whitebox-eval gar --mode MODE``): ``evaluate``, ``attribute``,
+    ``truth-heads``, ``intervene`` or ``probe``; settings: that mode's config in :mod:`whitebox_eval.gar`
+    (e.g. ``heads=("20.3",)``, ``pattern="V->E"`` for intervene)."""
+    import importlib
+
+    if mode not in _GAR_MODES:
+        raise WhiteboxError(f"unknown GAR mode {mode!r}; choose one of {', '.join(_GAR_MODES)}")
+    module, config, runner = _GAR_MODES[mode]
+    module = importlib.import_module(module)
+    return _run(getattr(module, runner), getattr(module, config), settings, output, run_id, resume, show_progress,
+                loaded)

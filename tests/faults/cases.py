@@ -155,6 +155,25 @@ def build_model_dir(path: Path) -> Path:
     return path
 
 
+def build_smollm2_vocab_model_dir(path: Path) -> Path:
+    """A tiny random llama with SmolLM2-135M's real tokenizer (word-initial tokens, which
+    GAR's first-token scoring needs) as a model folder; needs the bundled model."""
+    import torch
+    import transformers as tf
+
+    from whitebox_eval.models import load_model
+
+    tok = load_model("smollm2-135m").tokenizer
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, pad_token_id=0,
+                         eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    model = tf.LlamaForCausalLM(cfg).eval()
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
 def build_fixtures(d: Path) -> Path:
     """Write every fixture the cases use under ``d`` (returns ``d``)."""
     import torch

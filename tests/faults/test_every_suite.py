@@ -24,7 +24,7 @@ SUITES = {
              "--methods", "baseline,qk,pride,pa"],
     "formats": ["formats", "--model", "{d}/tiny", "--limit", "4", "--shots", "1", "--n-samples", "2",
                 "--max-new-tokens", "3", "--n-bins", "2", "--batch-size", "2"],
-    "gar": ["gar", "--model", "{d}/tiny", "--tasks", "generation", "--limit", "2", "--batch-size", "4"],
+    "gar": ["gar", "--model", "{d}/tiny_smol", "--tasks", "generation", "--limit", "2", "--batch-size", "4"],
     "mui": ["mui", "--model", "{d}/tiny", "--task", "arithmetic-gen", "--limit", "4", "--max-new-tokens", "3",
             "--batch-size", "2"],
     "masking": ["mui", "masking", "--model", "{d}/tiny", "--source-task", "arithmetic-gen", "--eval-task", "ssd",
@@ -56,6 +56,28 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 
 @pytest.fixture(scope="module")
+def smol_fixtures(fixtures) -> Path:
+    """The fixtures plus ``tiny_smol``: GAR needs a tokenizer with word-initial tokens."""
+    from cases import build_smollm2_vocab_model_dir
+
+    from whitebox_eval.errors import WhiteboxError
+
+    if not (fixtures / "tiny_smol").is_dir():
+        try:
+            build_smollm2_vocab_model_dir(fixtures / "tiny_smol")
+        except WhiteboxError as e:
+            pytest.skip(f"the bundled smollm2-135m is needed for its tokenizer: {e}")
+    return fixtures
+
+
+@pytest.fixture
+def model_dir(request, fixtures):
+    """The fixture folder a suite's command reads (GAR's tiny model is built on demand)."""
+    suite = request.node.callspec.params["suite"]
+    return request.getfixturevalue("smol_fixtures") if suite == "gar" else fixtures
+
+
+@pytest.fixture(scope="module")
 def wholes(fixtures, tmp_path_factory):
     """One uninterrupted run per suite, made on demand."""
     from whitebox_eval.cli import main
@@ -72,7 +94,8 @@ def wholes(fixtures, tmp_path_factory):
 
 
 @pytest.mark.parametrize("suite", list(SUITES))
-def test_torn_part_is_recomputed(suite, fixtures, wholes, cli, tmp_path):
+def test_torn_part_is_recomputed(suite, model_dir, wholes, cli, tmp_path):
+    fixtures = model_dir
     whole = wholes(suite)
     run = tmp_path / suite
     shutil.copytree(whole, run)
@@ -88,7 +111,8 @@ def test_torn_part_is_recomputed(suite, fixtures, wholes, cli, tmp_path):
 
 
 @pytest.mark.parametrize("suite", ["mcqa", "gar", "span"])
-def test_cut_samples_file_is_rebuilt_on_resume(suite, fixtures, wholes, cli, tmp_path):
+def test_cut_samples_file_is_rebuilt_on_resume(suite, model_dir, wholes, cli, tmp_path):
+    fixtures = model_dir
     whole = wholes(suite)
     run = tmp_path / suite
     shutil.copytree(whole, run)
@@ -112,7 +136,8 @@ def _du(path: Path) -> int:
 
 
 @pytest.mark.parametrize("suite", list(SUITES))
-def test_real_full_disk_ends_in_one_line_and_resumes(suite, fixtures, wholes, cli, tmp_path):
+def test_real_full_disk_ends_in_one_line_and_resumes(suite, model_dir, wholes, cli, tmp_path):
+    fixtures = model_dir
     whole = wholes(suite)
     mnt = tmp_path / "small"
     why = _mount_tmpfs(mnt, max(8192, _du(whole) // 2))
