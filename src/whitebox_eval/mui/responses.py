@@ -44,8 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.datafiles import json_objects
 
@@ -384,17 +382,6 @@ class Response:
     stopped_by: str | None = None  # "eos", a stop string, or None (ran out of tokens)
 
 
-def eos_ids(tokenizer, model=None) -> set[int]:
-    """Token ids that end a response (the tokenizer's EOS and the model's generation EOS)."""
-    out: set[int] = set()
-    if getattr(tokenizer, "eos_token_id", None) is not None:
-        out.add(int(tokenizer.eos_token_id))
-    gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if gen is not None:
-        out.update([int(gen)] if isinstance(gen, int) else [int(g) for g in gen])
-    return out
-
-
 def cut_response(tokenizer, ids: Sequence[int], stops: Sequence[str], eos: set[int]) -> Response:
     """Cut generated ids at EOS or before the token that completes a stop string.
 
@@ -412,59 +399,27 @@ def cut_response(tokenizer, ids: Sequence[int], stops: Sequence[str], eos: set[i
     return Response(kept, tokenizer.decode(kept), None)
 
 
-def _stop_done(tokenizer, new: torch.Tensor, stops: Sequence[str], eos: set[int]) -> torch.Tensor:
-    done = torch.zeros(new.shape[0], dtype=torch.bool)
-    for i, row in enumerate(new.tolist()):
-        if any(t in eos for t in row):
-            done[i] = True
-        elif stops:
-            text = tokenizer.decode(row)
-            done[i] = any(s in text for s in stops)
-    return done
-
-
 def generate_responses(
     lm, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stops: Sequence[str] = (),
     edits: Sequence | None = None, engine=None,
 ) -> list[Response]:
     """Greedy responses (``do_sample=False``, App. A.6) for a batch of prompt ids.
 
-    Without ``edits`` this is Hugging Face ``generate`` with its KV cache. With
-    ``edits`` (e.g. ``MaskNeurons`` for sec. 3.8) the engine decodes with its own key/value
-    cache (:func:`whitebox_eval.internals.generation.generate`), the edits acting on
-    every new token. Each row stops at EOS or a stop string.
+    Decoded by the engine with its key/value cache
+    (:func:`whitebox_eval.internals.generation.generate`), under ``edits`` when given
+    (e.g. ``MaskNeurons`` for sec. 3.8) acting on every new token. Each row stops at one
+    of the model's stop ids (:attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`)
+    or a stop string.
     """
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
-    from whitebox_eval.internals import batch_from_ids
+    from whitebox_eval.internals import Engine
+    from whitebox_eval.internals.generation import generate
 
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    tok = lm.tokenizer
-    eos = eos_ids(tok, lm.model)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    batch = batch_from_ids([list(p) for p in prompts], pad_id=pad).to(lm.device)
-    start = batch.seq_len
-    if edits is None:
-        class _Stop(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                return _stop_done(tok, input_ids[:, start:].cpu(), stops, eos).to(input_ids.device)
-
-        with torch.no_grad():
-            out = lm.model.generate(
-                input_ids=batch.input_ids, attention_mask=batch.attention_mask, do_sample=False,
-                max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=sorted(eos) or None,
-                stopping_criteria=StoppingCriteriaList([_Stop()]), temperature=None, top_p=None, top_k=None,
-            )
-        new = out[:, start:].cpu()
-    else:
-        from whitebox_eval.internals import Engine
-        from whitebox_eval.internals.generation import generate
-
-        gens = generate(engine or Engine(lm), [list(p) for p in prompts], max_new_tokens=max_new_tokens,
-                        edits=list(edits), stop_ids=sorted(eos), stop_strings=list(stops))
-        return [cut_response(tok, g.ids, stops, eos) for g in gens]
-    return [cut_response(tok, row.tolist(), stops, eos) for row in new]
+    gens = generate(engine or Engine(lm), [list(p) for p in prompts], max_new_tokens=max_new_tokens,
+                    edits=list(edits or ()), stop_strings=list(stops))
+    eos = set(lm.stop_ids)
+    return [cut_response(lm.tokenizer, g.ids, stops, eos) for g in gens]
 
 
 def given_response(tokenizer, text: str) -> Response:
