@@ -204,7 +204,7 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
         raise WhiteboxError("no training examples; generate some in-distribution examples first")
     model = lm.model
     torch.manual_seed(cfg.seed)
-    pad = getattr(lm.tokenizer, "pad_token_id", None) or 0
+    pad = lm.pad_id
     params = [p for p in model.parameters() if p.requires_grad]
     opt = _adamw(params, cfg)
     order_rng = random.Random(f"attentionspan/finetune/{cfg.seed}")

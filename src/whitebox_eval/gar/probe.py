@@ -221,12 +221,12 @@ def truth_features(engine: Engine, statements: Sequence[TruthStatement], heads: 
         engine.arch.check_head(h)
     layers = sorted({l for l, _ in heads})
     li = {l: i for i, l in enumerate(layers)}
-    pad = engine.tokenizer.pad_token_id
+    pad = engine.loaded.pad_id
     out = []
     for start in range(0, len(statements), batch_size):
         chunk = statements[start:start + batch_size]
         enc = [_statement_positions(engine.tokenizer, st) for st in chunk]
-        batch = batch_from_ids([ids for ids, _ in enc], pad_id=0 if pad is None else int(pad)).to(engine.loaded.device)
+        batch = batch_from_ids([ids for ids, _ in enc], pad_id=pad).to(engine.loaded.device)
         act = max_activation(engine, batch, [p for _, p in enc], layers=layers, subtract_first=subtract_first)
         out.append(np.stack([act[:, li[l], h].numpy() for l, h in heads], axis=1))
     return np.concatenate(out).astype(np.float32)

@@ -92,9 +92,7 @@ def error_class(enc: EncodedExample, top_id: int) -> str:
 
 def make_batch(engine: Engine, encoded: Sequence[EncodedExample]) -> Batch:
     """Left-padded batch of the encoded prompts on the engine's device."""
-    pad = engine.tokenizer.pad_token_id
-    return batch_from_ids([list(e.input_ids) for e in encoded],
-                          pad_id=0 if pad is None else int(pad)).to(engine.loaded.device)
+    return batch_from_ids([list(e.input_ids) for e in encoded], pad_id=engine.loaded.pad_id).to(engine.loaded.device)
 
 
 def alternative_probs(logits: torch.Tensor, encoded: Sequence[EncodedExample]) -> list[dict[str, float]]:

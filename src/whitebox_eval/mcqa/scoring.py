@@ -57,7 +57,7 @@ def score_prompts(
     """
     arch = engine.arch
     device = engine.loaded.device
-    pad = engine.tokenizer.pad_token_id or 0
+    pad = engine.loaded.pad_id
     if prefix is not None:
         p = prefix.length
         usable = all(t.input_ids[:p] == prefix.ids and len(t.input_ids) > p for t in toks)
@@ -126,7 +126,7 @@ def continuation_logprobs(engine: Engine, contexts: Sequence[list[int]], continu
     skip = prefix.length if prefix is not None else 0
     if skip and any(x[:skip] != prefix.ids or len(c) <= skip for x, c in zip(ids, contexts)):
         raise ValueError("every context must start with the cached prefix and go on after it")
-    batch = batch_from_ids([x[skip:] for x in ids], pad_id=engine.tokenizer.pad_token_id or 0).to(engine.loaded.device)
+    batch = batch_from_ids([x[skip:] for x in ids], pad_id=engine.loaded.pad_id).to(engine.loaded.device)
     trace = engine.run(batch, logits=pred_pos, prefix=prefix)
     logp = torch.log_softmax(trace.logits.float(), -1)  # [B, width, V]
     target = torch.tensor([x + [x[-1]] * (width - len(x)) for x in continuations], device=logp.device)

@@ -220,7 +220,7 @@ def _layout(engine: Engine, seqs: Sequence[ScoredSequence], score_token: ScoreTo
     padded = [p + [p[-1]] * (width - len(p)) for p in pos]
     shift = 0 if score_token == "at" else 1
     targets = torch.tensor([[s.ids[q + shift] for q in row] for s, row in zip(seqs, padded)], dtype=torch.long)
-    pad = engine.tokenizer.pad_token_id if getattr(engine.tokenizer, "pad_token_id", None) is not None else 0
+    pad = engine.loaded.pad_id
     batch = batch_from_ids([s.ids for s in seqs], pad_id=pad).to(engine.loaded.device)
     return _Layout(batch, padded, [len(p) for p in pos], targets)
 
