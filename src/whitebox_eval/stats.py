@@ -456,10 +456,3 @@ def verdict(test: PairedTest | Mapping, what: str = "the difference") -> str:
     if t["lo"] > 0 or t["hi"] < 0:
         return head + " -- NOT significant by the test (its interval excludes 0, but too few items differ)"
     return head + " -- NOT significant: n is too small to tell this difference from chance"
-
-
-def overlap_note(a: Estimate, b: Estimate) -> str | None:
-    """Words when two intervals overlap (a difference the intervals cannot support)."""
-    if a.lo <= b.hi and b.lo <= a.hi:
-        return "the 95% intervals overlap"
-    return None

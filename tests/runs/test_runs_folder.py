@@ -70,26 +70,30 @@ def test_bad_run_id_is_refused(tmp_path):
 
 
 def test_samples_stream_and_resume_skips_done_ids(tmp_path):
+    from whitebox_eval.runs.passes import run_pass
+
     items = [f"question {i}" for i in range(7)]
     ids = [f"q{i}" for i in range(7)]
-    run = make_run(tmp_path)
-    batches = run.iterate_pending(items, ids, batch_size=3)
-    first = next(batches)
-    assert first == [("q0", items[0]), ("q1", items[1]), ("q2", items[2])]
-    run.append_samples([{"id": i, "answer": item.upper()} for i, item in first])
+    run, seen = make_run(tmp_path), []
+
+    def score(batch, stop_after=None):
+        seen.append([ids[i] for i in batch])
+        if stop_after is not None and len(seen) > stop_after:
+            raise KeyboardInterrupt  # interrupted mid-pass
+        return [{"id": ids[i], "answer": items[i].upper()} for i in batch], {}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pass(run, "p", ids, 3, lambda b: score(b, stop_after=1), show_progress=False)
     # interrupted here; resume with a different batch size (volatile) and output
     resumed = RunFolder.create(tmp_path, {**CONFIG, "batch_size": 2, "output": "elsewhere"},
                                run_id="r1", resume=True)
     assert resumed.done_ids() == {"q0", "q1", "q2"}
-    assert resumed.count_pending(ids) == 4
-    pending = list(resumed.iterate_pending(items, ids, batch_size=2))
-    assert [[i for i, _ in b] for b in pending] == [["q3", "q4"], ["q5", "q6"]]
-    for batch in pending:
-        resumed.append_samples([{"id": i, "answer": item.upper()} for i, item in batch])
+    seen.clear()
+    run_pass(resumed, "p", ids, 2, score, show_progress=False)
+    assert seen == [["q3", "q4"], ["q5", "q6"]]
     samples = list(resumed.read_samples())
     assert [s["id"] for s in samples] == ids
     assert samples[4]["answer"] == "QUESTION 4"
-    assert list(resumed.iterate_pending(items, ids, batch_size=2)) == []
 
 
 def test_resume_with_different_config_names_each_key(tmp_path):
@@ -161,10 +165,12 @@ def test_duplicate_or_missing_ids_are_rejected_before_writing(tmp_path):
         run.append_samples([{"id": "b"}, {"id": "a"}])
     with pytest.raises(WhiteboxError, match="no usable 'id'"):
         run.append_samples([{"answer": 3}])
+    from whitebox_eval.runs.passes import run_pass
+
     with pytest.raises(WhiteboxError, match="appears twice"):
-        list(run.iterate_pending(["x", "y"], ["c", "c"], batch_size=4))
+        run_pass(run, "p", ["c", "c"], 4, lambda b: (None, {}), show_progress=False)
     with pytest.raises(WhiteboxError, match="batch size"):
-        list(run.iterate_pending(["x"], ["c"], batch_size=0))
+        run_pass(run, "p", ["c"], 0, lambda b: (None, {}), show_progress=False)
     assert run.done_ids() == {"a"}  # the rejected batch wrote nothing
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from whitebox_eval.runs.data_files import CONFIG_KEY as DATA_FILES_KEY, data_fil
 from whitebox_eval.runs.listing import RESULTS_FILE, SAMPLES_FILE, RunSummary, list_runs
 from whitebox_eval.runs.plain_values import plain_value
 from whitebox_eval.runs.progress import log_to as _progress_log_to
+from whitebox_eval.runs.samples_file import dumps as _dumps, read_samples_file, repair_tail, sample_line
 from whitebox_eval.runs.provenance import (
     ALWAYS_VOLATILE,
     CONFIG_FILE,
@@ -109,7 +110,7 @@ class RunFolder:
         shards = self._shard_files()
         if not shards:
             return 0
-        new = [s for p in shards for s in _read_samples_file(p)]
+        new = [s for p in shards for s in read_samples_file(p)]
         samples = {s["id"]: s for s in [*self.read_samples(), *new]}
         rank = {i: k for k, i in enumerate(order)}
         ordered = sorted(samples.values(), key=lambda s: (rank.get(s["id"], len(rank)), str(s["id"])))
@@ -280,46 +281,14 @@ class RunFolder:
 
     def read_samples(self) -> Iterator[dict[str, Any]]:
         """Yield the finished samples in the order written (a half-written tail is skipped)."""
-        yield from _read_samples_file(self.samples_path)
+        yield from read_samples_file(self.samples_path)
 
     def done_ids(self) -> set[str | int]:
         """Ids of the finished samples: ``samples.jsonl`` plus any rank's unmerged shard."""
         files = [self.samples_path, *self._shard_files()]
-        ids = {sample["id"] for p in files for sample in _read_samples_file(p) if "id" in sample}
+        ids = {sample["id"] for p in files for sample in read_samples_file(p) if "id" in sample}
         self._done_cache = set(ids)
         return ids
-
-    def count_pending(self, ids: Iterable[str | int]) -> int:
-        """How many of ``ids`` have no sample yet (a progress bar's total)."""
-        done = self._done()
-        return sum(1 for i in ids if plain_value(i) not in done)
-
-    def iterate_pending(self, items: Iterable[Any], ids: Iterable[str | int],
-                        batch_size: int) -> Iterator[list[tuple[str | int, Any]]]:
-        """Yield ``[(id, item), ...]`` batches of the items without a sample yet, in order.
-
-        Done ids are read once when iteration starts, so a resumed run continues
-        where it stopped and a fresh run yields everything.
-        """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise WhiteboxError(f"batch size must be a positive integer, got {batch_size!r}")
-        done = set(self._done())
-        seen: set[str | int] = set()
-        batch: list[tuple[str | int, Any]] = []
-        for item_id, item in zip(ids, items, strict=True):
-            key = plain_value(item_id)
-            if key in seen:
-                raise WhiteboxError(f"example id {key!r} appears twice; example ids must be "
-                                    "unique (check the dataset for duplicate ids)")
-            seen.add(key)
-            if key in done:
-                continue
-            batch.append((key, item))
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
 
     def _done(self) -> set[str | int]:
         if self._done_cache is None:
@@ -328,30 +297,9 @@ class RunFolder:
         return self._done_cache
 
     def _repair_samples_tail(self) -> bool:
-        """Make ``samples.jsonl`` end with a newline; drop a half-written last line.
-
-        Returns True when a fragment was dropped.
-        """
+        """Make the samples file end with a newline; drop a half-written last line (True if dropped)."""
         self._tail_checked = True
-        path = self.append_path
-        if not path.is_file():
-            return False
-        with open(path, "rb+") as f:
-            data = f.read()
-            if not data or data.endswith(b"\n"):
-                return False
-            cut = data.rfind(b"\n") + 1
-            try:
-                json.loads(data[cut:])
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                f.truncate(cut)
-                dropped = True
-            else:  # complete record, only the newline is missing
-                f.write(b"\n")
-                dropped = False
-            f.flush()
-            os.fsync(f.fileno())
-        return dropped
+        return repair_tail(self.append_path)
 
     # ------------------------------------------------------------------ results, arrays
 
@@ -434,27 +382,6 @@ class RunFolder:
 # ---------------------------------------------------------------------- files
 
 
-def _read_samples_file(path: Path) -> Iterator[dict[str, Any]]:
-    """The samples of one JSONL file in order; a half-written last line is skipped."""
-    if not path.is_file():
-        return
-    with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            sample = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if number == len(lines):  # last line with no newline: killed mid-write
-                return
-            raise WhiteboxError(
-                f"{path} line {number} is not valid JSON ({exc}); the "
-                "file was edited or corrupted: fix or delete that line") from None
-        yield sample
-
-
 def _as_numpy(array: Any) -> Any:
     if hasattr(array, "detach") and hasattr(array, "cpu"):  # torch tensor
         tensor = array.detach().cpu()
@@ -476,12 +403,3 @@ def _check_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"file name {name!r} must use letters, digits, '.', '_' and '-' "
                          "only and start with a letter or digit")
-
-
-def sample_line(record: Mapping[str, Any]) -> str:
-    """One line of ``samples.jsonl``: the record as plain JSON (NaN as null), newline-ended."""
-    return _dumps(plain_value(record))
-
-
-def _dumps(plain: Any) -> str:
-    return json.dumps(plain, ensure_ascii=False, allow_nan=False) + "\n"
