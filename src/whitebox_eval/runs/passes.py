@@ -28,7 +28,8 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.atomic import write_atomic
-from whitebox_eval.runs.folder import RunFolder, sample_line
+from whitebox_eval.runs.folder import RunFolder
+from whitebox_eval.runs.samples_file import sample_line
 from whitebox_eval.runs.parts import read_parts, write_part
 from whitebox_eval.runs.progress import progress
 
