@@ -15,7 +15,7 @@ from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mui.command import command  # noqa: E402
 from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, fit_runs, save_comparison  # noqa: E402
-from whitebox_eval.mui.sae import load_sae  # noqa: E402
+from whitebox_eval.mui.sae_files import load_sae  # noqa: E402
 from whitebox_eval.mui.sae_training import train_sae_for_model  # noqa: E402
 from whitebox_eval.mui.study import MUIConfig  # noqa: E402
 from whitebox_eval.mui.utility_law import Direction, classify_direction  # noqa: E402

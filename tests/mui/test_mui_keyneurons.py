@@ -28,7 +28,8 @@ from whitebox_eval.mui.keyneurons import (  # noqa: E402
     sample_key_mask,
     token_scores,
 )
-from whitebox_eval.mui.sae import SAE, save_sae  # noqa: E402
+from whitebox_eval.mui.sae import SAE  # noqa: E402
+from whitebox_eval.mui.sae_files import save_sae  # noqa: E402
 
 SEQS = [ScoredSequence([5, 9, 17, 33], [41, 7, 12]), ScoredSequence([3, 8], [21, 30, 11, 6, 19])]
 

@@ -219,7 +219,8 @@ def test_study_reports_the_permutation_test_not_mann_whitney(tmp_path):
 def test_sae_run_reports_reconstruction_quality_and_warns_when_poor(tmp_path, capsys):
     """A random (untrained) SAE reconstructs the residual stream badly: the run reports its explained
     variance (recomputed here from hooked residuals at the scored positions) and dead features, and warns."""
-    from whitebox_eval.mui.sae import SAE, save_sae
+    from whitebox_eval.mui.sae import SAE
+    from whitebox_eval.mui.sae_files import save_sae
 
     lm = tiny_lm("llama")
     d, f = lm.arch.d_model, 64

@@ -10,13 +10,12 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.sae import (
     SAE,
     feature_key_mask,
-    load_sae,
     reconstruction_mse,
     sae_feature_scores,
     sae_feature_scores_by_layer,
-    save_sae,
     train_topk_sae,
 )
+from whitebox_eval.mui.sae_files import load_sae, save_sae
 
 W_ENC = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]])  # [d_in=2, d_sae=3]
 B_ENC = torch.tensor([0.0, -0.5, 0.1])

@@ -20,7 +20,8 @@ from whitebox_eval.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "whitebox_eval.mui.inference": ["correct_vs_incorrect", "jackknife_mui", "threshold_summary"],
     "whitebox_eval.mui.neuron_scores": ["activation_scores", "effective_unembedding", "integrated_gradient_scores", "neuron_contribution_scores", "response_level_scores", "riemann_alphas"],
-    "whitebox_eval.mui.sae": ["SAE", "ReconstructionStats", "feature_key_mask", "load_sae", "reconstruction_mse", "sae_feature_scores", "sae_feature_scores_by_layer", "save_sae", "train_topk_sae"],
+    "whitebox_eval.mui.sae": ["SAE", "ReconstructionStats", "feature_key_mask", "reconstruction_mse", "sae_feature_scores", "sae_feature_scores_by_layer", "train_topk_sae"],
+    "whitebox_eval.mui.sae_files": ["load_sae", "save_sae"],
     "whitebox_eval.mui.thresholds": ["global_topk_mask", "key_mask", "layer_top_fraction_mask", "layer_topk_mask", "top_fraction_k", "top_score_mask"],
     "whitebox_eval.mui.utility_law": ["Direction", "MannWhitneyResult", "RankCorrelation", "RankingAgreement", "UtilityLawFit", "classify_direction", "compare_rankings", "fit_utility_law", "mann_whitney", "performance_utilization_ratio", "rank_correlation", "rank_descending", "ranking_agreement"],
     "whitebox_eval.mui.utilization": ["KeySets", "matched_random_mask", "mui_by_group", "mui_from_masks", "random_subset_mui"],

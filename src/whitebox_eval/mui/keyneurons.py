@@ -69,7 +69,8 @@ from whitebox_eval.mui.neuron_scores import (
     neuron_contribution_scores,
     riemann_alphas,
 )
-from whitebox_eval.mui.sae import SAE, ReconstructionStats, load_sae, sae_feature_scores
+from whitebox_eval.mui.sae import SAE, ReconstructionStats, sae_feature_scores
+from whitebox_eval.mui.sae_files import load_sae
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
 
 ScoreKind = Literal["contribution", "activation", "ig", "sae"]

@@ -25,7 +25,8 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, batch_from_ids
 from whitebox_eval.internals.generation import generate
-from whitebox_eval.mui.sae import SAE, reconstruction_mse, save_sae, train_topk_sae
+from whitebox_eval.mui.sae import SAE, reconstruction_mse, train_topk_sae
+from whitebox_eval.mui.sae_files import save_sae
 
 SEED_PROMPTS: tuple[str, ...] = (
     "Question: What is the value of 417 + 382?\nAnswer:",
