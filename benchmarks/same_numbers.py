@@ -73,8 +73,6 @@ def studies(data: Path | None) -> dict[str, list[str] | str]:
                                  "--prompt", "lm-eval", "--shots", "5", "--demos-from", str(data / "mmlu" / "dev"),
                                  "--limit", "40", "--min-val-items", "10", "--methods", "baseline,qk,attention,lens",
                                  "--batch-size", "8"]
-        s["gar_truth"] = [*s["gar_truth"], "--probe-data", str(data / "geometry_of_truth" / "cities.csv"),
-                          "--probe-limit", "40"]
     return s
 
 

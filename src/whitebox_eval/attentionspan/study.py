@@ -68,7 +68,8 @@ from whitebox_eval import controls, stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs import RunFolder, config_dict, open_run
+from whitebox_eval.runs.passes import run_pass
 
 
 #: Short task instructions (App. D: "instruction prompt", wording not given in the paper).
@@ -232,16 +233,11 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
     :data:`edited_generation` under ``reinforcement``).
     """
     ids = [f"{stage}/{i}" for i in range(len(tokenized))]
-    index = {item_id: i for i, item_id in enumerate(ids)}
-    pending = folder.count_pending(ids)
-    if not pending:
-        return
-    folder.log(f"stage {stage}: {pending} of {len(ids)} examples pending")
     edits_for = reinforcement.edits if reinforcement is not None else None
-    for chunk in progress(folder.iterate_pending(tokenized, ids, cfg.batch_size),
-                          total=-(-pending // cfg.batch_size), desc=stage, enabled=show_progress):
-        toks = [t for _, t in chunk]
-        keep = [index[i] < cfg.heatmaps for i, _ in chunk]
+
+    def score(chunk: list[int]):
+        toks = [tokenized[i] for i in chunk]
+        keep = [i < cfg.heatmaps for i in chunk]
         scores = teacher_forced_pass(engine, toks, edits_for=edits_for, rollout=rollout,
                                      keep_rollout=keep)
         if generation == "edited":
@@ -251,13 +247,12 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
         gen_correct = generation_scores(gens, toks) if gens is not None else None
         gen_exact = generation_verdicts(gens, toks) if gens is not None else None
         records = []
-        for j, ((item_id, tok), s) in enumerate(zip(chunk, scores)):
-            i = index[item_id]
+        for j, (i, tok, s) in enumerate(zip(chunk, toks, scores)):
             if s.rollout is not None:
                 folder.save_array(f"rollout_{_stage_file_name(stage)}_{i}", s.rollout)
             ex = tok.example
             rec = {
-                "id": item_id, "stage": stage, "split": split, "index": i,
+                "id": ids[i], "stage": stage, "split": split, "index": i,
                 "input": ex.input, "target": ex.target, "input_length": len(ex.input),
                 "predicted": lm.tokenizer.decode(s.predicted.tolist()) if hasattr(lm.tokenizer, "decode") else None,
                 "correct": [int(c) for c in s.correct], "exact": s.exact, "partial": round(s.partial, 5),
@@ -268,7 +263,9 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
                 rec["generation_correct"] = [int(c) for c in gen_correct[j]]
                 rec["generation_exact"] = bool(gen_exact[j])
             records.append(rec)
-        folder.append_samples(records)
+        return records, {}
+
+    run_pass(folder, _stage_file_name(stage), ids, cfg.batch_size, score, desc=stage, show_progress=show_progress)
 
 
 def _key_heads(folder: RunFolder, engine: Engine, cfg: SpanConfig, tokenizer,
@@ -355,11 +352,7 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
              show_progress: bool | None = None) -> RunFolder:
     """Run (or resume) an AttentionSpan study and write its run folder."""
     cfg.check()
-    folder_path = Path(output) / run_id if run_id else None
-    if resume and folder_path is not None and folder_path.exists():
-        folder = RunFolder.open_for_resume(folder_path, cfg.to_dict())
-    else:
-        folder = RunFolder.create(output, cfg.to_dict(), run_id=run_id, resume=resume)
+    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume)
     lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(lm)
     examples = {s: make_examples(cfg, s, cfg.limit) for s in cfg.splits}

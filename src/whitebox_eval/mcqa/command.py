@@ -8,12 +8,13 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
     batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option, task_option)
-
+from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @task_option("ssd", "ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, "
-             "triviaqa (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)")
+             "triviaqa (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)",
+             tasks=MCQ_TASKS, usage=MCQ_USAGE)
 @click.option("--n-options", type=click.IntRange(min=2), default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
@@ -160,7 +161,8 @@ def _print_mcqa_summary(folder) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@task_option("arithmetic", "arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)")
+@task_option("arithmetic", "arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)", tasks=("arithmetic", "triviaqa"),
+             usage="arithmetic[:add1,mul2] or triviaqa=PATH for the formats study")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 TriviaQA (004)]")
 @shots_option(5, "demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
@@ -303,7 +305,7 @@ def universal(run_dirs, method: str, fraction: float, top: int) -> None:
             table = folder.load_array(f"{method}_head_accuracy")
         except (FileNotFoundError, KeyError, WhiteboxError) as e:
             raise WhiteboxError(f"{d} has no {method} head accuracy table (was it an mcqa run with --methods {method}?)") from e
-        try:  # heads tied across options on most validation items are never ranked (runs since issue 11)
+        try:  # heads tied across options on most validation items are never ranked (runs made before degenerate heads were marked lack the list)
             degenerate = folder.load_array(f"{method}_degenerate_heads").astype(bool)
         except (FileNotFoundError, KeyError, WhiteboxError):
             degenerate = np.zeros(table.shape, bool)

@@ -47,16 +47,17 @@ from whitebox_eval.mcqa.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.runs import RunFolder, config_dict, progress
+from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.datafiles import recording
-from whitebox_eval.runs.data_files import data_file_records
-from whitebox_eval.runs.distributed import create_run
+from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
 from whitebox_eval.tasks import dataset_name
+from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 from whitebox_eval.runs.distributed import world as current_world
 
 FORMATS = ("mcq", "free", "free_options")
 FREE_FORMATS = ("free", "free_options")
+TASKS = ("arithmetic", "triviaqa")
 DEFAULT_LIMIT = {"arithmetic": 160, "triviaqa": 1000}  # 004 sec. 2.3: 1,000 TriviaQA questions
 ARITHMETIC_POOL_PER_CATEGORY = 100  # generated questions per category to sample from
 MAX_ANSWER_TOKENS = 15  # 004 sec. 2.3: gold answers of <= 15 tokens
@@ -79,8 +80,12 @@ class FormatsConfig:
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
+    @property
+    def spec(self) -> TaskSpec:
+        return TaskSpec.parse(self.task, TASKS, "arithmetic[:add1,mul2] or triviaqa=PATH for the formats study")
+
     def to_dict(self) -> dict:
-        return config_dict(self, "formats")
+        return config_dict(self, "formats", task_spec=self.spec.to_config())
 
 
 class FormatItems(NamedTuple):
@@ -145,7 +150,7 @@ def check_config(cfg: FormatsConfig) -> None:
         raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
     if cfg.extract not in EXTRACTORS:
         raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
-    if cfg.task.startswith("triviaqa=") and cfg.extract != "paper":
+    if cfg.spec.name == "triviaqa" and cfg.extract != "paper":
         raise WhiteboxError("--extract applies to arithmetic answers; TriviaQA is scored by the paper's exact match")
     for name in ("n_samples", "max_new_tokens", "n_bins", "batch_size"):
         if getattr(cfg, name) < 1:
@@ -163,31 +168,26 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     has a dev split, so the demonstrations are a seeded pool of ``shots`` questions
     removed (with any question identical to one) from what is evaluated.
     """
-    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-    from whitebox_eval.tasks import load_mcq_dataset
+    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES
 
     notes: dict = {}
     check_config(cfg)
-    if cfg.task.startswith("arithmetic"):
-        kind = "arithmetic"
-        cats = tuple(cfg.task.split(":", 1)[1].split(",")) if ":" in cfg.task else ARITHMETIC_CATEGORIES
+    spec = cfg.spec
+    kind = spec.name
+    if kind == "arithmetic":
         n = cfg.limit or DEFAULT_LIMIT[kind]
-        per = max(ARITHMETIC_POOL_PER_CATEGORY, -(-n // len(cats)) * cfg.n_options + cfg.shots)
-        population, answer_type = make_arithmetic_suite(per, seed=cfg.seed, categories=cats, n_options=cfg.n_options), "number"
-    elif cfg.task.startswith("triviaqa="):
-        kind = "triviaqa"
+        per = max(ARITHMETIC_POOL_PER_CATEGORY, -(-n // len(spec.categories or ARITHMETIC_CATEGORIES)) * cfg.n_options + cfg.shots)
+        population = load_mcq(spec, per * len(spec.categories or ARITHMETIC_CATEGORIES), seed=cfg.seed,
+                              n_options=cfg.n_options)
+        answer_type = "number"
+    else:  # triviaqa=PATH
         if tokenizer is None:
             raise WhiteboxError("the TriviaQA answer-length filter needs the model's tokenizer")
         n = cfg.limit or DEFAULT_LIMIT[kind]
-        rows = list(load_mcq_dataset("triviaqa", cfg.task.split("=", 1)[1], on_bad_row="skip", seed=cfg.seed))
+        rows = load_mcq(spec, 0, seed=cfg.seed, on_bad_row="skip")
         population = [it for it in rows if len(tokenizer(it.gold_text, add_special_tokens=False)["input_ids"]) <= MAX_ANSWER_TOKENS]
         notes["answer_filter"] = f"gold answer <= {MAX_ANSWER_TOKENS} tokens (004 sec. 2.3): kept {len(population)} of {len(rows)}"
         answer_type = "text"
-    else:
-        from whitebox_eval.tasks import lm_eval_name_hint
-
-        raise WhiteboxError((lm_eval_name_hint(cfg.task) if cfg.task.startswith("triviaqa") else None)
-                            or f"unknown task {cfg.task!r} for the formats study: use arithmetic[:add1,mul2] or triviaqa=PATH")
     demos, pool = _take_demos(population, cfg.shots, cfg.seed)
     items = stratified_sample(pool, n, cfg.seed)
     notes["selection"] = (f"seeded sample stratified by category x gold position: {len(items)} of {len(pool)} questions"
@@ -244,19 +244,16 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
-    folder = create_run(ranks, output, {**cfg.to_dict(), **data.notes, "data_files": data_file_records(read)},
-                        run_id=run_id, resume=resume)
+    folder = open_run(output, {**cfg.to_dict(), **data.notes}, run_id=run_id, resume=resume, world=ranks,
+                      data_files=read)
     folder.log(f"{len(data.items)} questions, {cfg.shots}-shot, model {cfg.model}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     engine = Engine(loaded)
     prefixes = PrefixCache(engine)  # the demonstrations of every MCQ prompt
-    done = ranks.broadcast(folder.done_ids())  # every rank shards rank 0's reading
-    todo = ranks.shard([it for it in data.items if it.id not in done], block=cfg.batch_size)
-    bs = cfg.batch_size
-    for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="formats",
-                          enabled=show_progress if ranks.main else False):
+
+    def score(chunk: list[int]):
         records = []
-        for it in todo[start:start + bs]:
+        for it in (data.items[i] for i in chunk):
             mcq = mcq_probabilities(engine, it, data.demos, prefixes)
             answer = answer_of(it, data.answer_type)
             gens = {f: sample_prompt(loaded, render_prompt(it, fmt=f, demos=data.demos).text, n_samples=cfg.n_samples,
@@ -269,11 +266,12 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                               **{f: score_free(gens[f], answer, data.answer_type, cfg.extract) for f in FREE_FORMATS}},
                 "generations": gens,
             })
-        folder.append_samples(records)
-    ranks.barrier()
+        return records, {}
+
+    run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, score, world=ranks, desc="formats",
+             show_progress=show_progress if ranks.main else False)
     if ranks.main:
-        folder.merge_shards([it.id for it in data.items])
-        finalize_formats(folder, cfg, data.answer_type)
+        finalize_formats(RunFolder(folder.path, folder.config), cfg, data.answer_type)
     ranks.barrier()
     return folder
 
@@ -290,7 +288,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
     from whitebox_eval.mcqa.plots import plot_alignment
 
     samples = list(folder.read_samples())
-    answer_type = answer_type or ("number" if cfg.task.startswith("arithmetic") else "text")
+    answer_type = answer_type or ("number" if cfg.spec.name == "arithmetic" else "text")
     mcq = {k: np.array([s["mcq"][k] for s in samples], dtype=np.float64) for k in ("p_renorm", "p_raw", "letter_mass")}
     pc = {f: np.array([s["p_correct"][f] for s in samples], dtype=np.float64) for f in FORMATS}
     n = len(samples)

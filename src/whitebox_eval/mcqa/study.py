@@ -41,17 +41,17 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import dataset_name, lm_eval
+from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.datafiles import recording
-from whitebox_eval.runs import RunFolder, config_dict, progress
-from whitebox_eval.runs.data_files import data_file_records
+from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy, sample_fields
-from whitebox_eval.runs.distributed import World, create_run, world as current_world
-from whitebox_eval.runs.parts import read_parts, write_part
+from whitebox_eval.runs.distributed import World, world as current_world
+from whitebox_eval.runs.passes import run_pass
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -92,8 +92,12 @@ class MCQAConfig:
     apply_chat_template: bool = False
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
+    @property
+    def spec(self) -> TaskSpec:
+        return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE)
+
     def to_dict(self) -> dict:
-        return config_dict(self, "mcqa")
+        return config_dict(self, "mcqa", task_spec=self.spec.to_config())
 
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
@@ -102,27 +106,13 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     A file gives all its items (``--limit`` is applied after the demonstration pool is
     set aside, so the summary can say how many of how many were evaluated); a synthetic
     task generates ``limit`` items (``SYNTHETIC_DEFAULT_LIMIT`` without one) plus the pool."""
-    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-    from whitebox_eval.tasks import LOADERS, lm_eval_name_hint, load_mcq_dataset
-    from whitebox_eval.tasks.ssd import make_ssd
-
     from whitebox_eval.tasks.demos import POOL_SIZE, demo_source
 
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
     extra = POOL_SIZE if demo_source(cfg.task, cfg.shots, cfg.demos_from).takes_pool else 0
-    if cfg.task == "ssd":
-        return make_ssd(n + extra, cfg.n_options, language=cfg.language, seed=cfg.seed)
-    if cfg.task.startswith("arithmetic"):
-        cats = tuple(cfg.task.split(":", 1)[1].split(",")) if ":" in cfg.task else ARITHMETIC_CATEGORIES
-        per = max(1, -(-(n + extra) // len(cats)))
-        return make_arithmetic_suite(per, seed=cfg.seed, categories=cats, n_options=cfg.n_options)[: n + extra]
-    if "=" in cfg.task:
-        name, path = cfg.task.split("=", 1)
-        return list(load_mcq_dataset(name, path, on_bad_row=cfg.on_bad_row, seed=cfg.seed))
-    raise WhiteboxError(lm_eval_name_hint(cfg.task) or
-        f"unknown task {cfg.task!r}: use ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of {', '.join(sorted(LOADERS))}"
-    )
+    return load_mcq(cfg.spec, n + extra, seed=cfg.seed, n_options=cfg.n_options, language=cfg.language,
+                    on_bad_row=cfg.on_bad_row)
 
 
 def permutation_order(n: int, rng: random.Random) -> list[int]:
@@ -203,79 +193,40 @@ class _Study:
 
     # ---- passes ------------------------------------------------------------------
     def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
-                 scorers: Sequence[str], edits=(), on_batch=None) -> dict[str, np.ndarray]:
-        """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable); return arrays [len(indices), ...]."""
-        parts = self.folder.path / "arrays" / "parts" / name
-        bs = self.cfg.batch_size
-        todo = self._pending(parts, indices, bs)
-        for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc=f"mcqa {name}", enabled=self.show_progress):
-            chunk = todo[start:start + bs]
+                 scorers: Sequence[str], edits=(), records=None) -> dict[str, np.ndarray]:
+        """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable, :mod:`whitebox_eval.runs.passes`);
+        return arrays [len(indices), ...]. ``records(chunk, rendered, toks, scores)`` gives the
+        batch's sample records (None: the pass writes no samples)."""
+        indices = list(indices)
+
+        def score(batch: list[int]):
+            chunk = [indices[b] for b in batch]
             rendered = [prompts(i) for i in chunk]
             toks = [self.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
             prefix = None if edits else self.prefix_for([t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
             scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix).arrays()
-            if on_batch is not None:  # before the part: a batch killed in between is re-run, never lost
-                on_batch(chunk, rendered, toks, scores)
-            write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), **scores)
-        self.world.barrier()  # every rank's parts are on disk before anyone reads them
-        return self._collect(parts, indices)
+            return (records(chunk, rendered, toks, scores) if records else None), scores
 
-    def _pending(self, parts: Path, indices: Sequence[int], batch_size: int) -> list[int]:
-        """This rank's share of ``indices`` that have no part in ``parts`` yet, in blocks
-        of ``batch_size``. Every rank shards rank 0's reading of the parts: read
-        independently, a late rank would see parts another has just written."""
-        parts.mkdir(parents=True, exist_ok=True)
-        done: set[int] = set()
-        for _, z in read_parts(parts, self.folder.log if self.world.main else None, set_aside=self.world.main):
-            done.update(int(i) for i in z["index"])
-        done = self.world.broadcast(done)
-        return self.world.shard([i for i in indices if i not in done], block=batch_size)
-
-    @staticmethod
-    def _collect(parts: Path, indices: Sequence[int], dtype=np.float32) -> dict[str, np.ndarray]:
-        where = {i: j for j, i in enumerate(indices)}
-        out: dict[str, np.ndarray] = {}
-        filled: set[int] = set()
-        for _, z in read_parts(parts, set_aside=False):
-            rows = [where.get(int(i)) for i in z["index"]]
-            filled.update(r for r in rows if r is not None)
-            for key in z:
-                if key == "index":
-                    continue
-                if key not in out:
-                    out[key] = np.full((len(indices), *z[key].shape[1:]), np.nan, dtype=dtype)
-                for src, dst in enumerate(rows):
-                    if dst is not None:
-                        out[key][dst] = z[key][src]
-        if len(filled) < len(where):
-            raise WhiteboxError(
-                f"{len(where) - len(filled)} of {len(where)} items have no scores in {parts}: under torchrun on several "
-                "nodes every node must write to the same run folder (a shared file system); copy the other nodes' "
-                "arrays/parts and shards here and rerun the same command with --resume to finish")
-        return out
+        ids = [self.items[i].id for i in indices] if records else list(range(len(indices)))
+        return run_pass(self.folder, name, ids, self.cfg.batch_size, score, world=self.world,
+                        desc=f"mcqa {name}", show_progress=self.show_progress)
 
     def main_pass(self) -> dict[str, np.ndarray]:
         scorers = [m for m in ("baseline", "qk", "attention", "lens") if m in self.cfg.methods or m == "baseline"]
-        done = self.folder.done_ids()
 
-        def stream(chunk, rendered, toks, scores):
-            records = []
+        def records(chunk, rendered, toks, scores):
+            out = []
             for j, (i, r) in enumerate(zip(chunk, rendered)):
-                if self.items[i].id in done:
-                    continue
                 n = len(r.options)
                 letters = scores["letter_logits"][j, :n]
-                records.append({"id": self.items[i].id, "gold": r.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
-                                "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
-                                "pred_baseline": int(np.argmax(letters)),
-                                **sample_fields(self.items[i], r.text, i, r.answer_strings)})
-            self.folder.append_samples(records)
+                out.append({"id": self.items[i].id, "gold": r.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
+                            "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
+                            "pred_baseline": int(np.argmax(letters)),
+                            **sample_fields(self.items[i], r.text, i, r.answer_strings)})
+            return out
 
-        arrays = self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, on_batch=stream)
-        if self.world.main:
-            self.folder.merge_shards([it.id for it in self.items])
-        return arrays
+        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, records=records)
 
     def perm_pass(self) -> tuple[dict[str, np.ndarray], list[list[int]]]:
         rng = random.Random(f"pa-{self.cfg.seed}")
@@ -307,12 +258,7 @@ class _Study:
         choice's length in characters: lm-eval's acc / acc_norm inputs (:mod:`whitebox_eval.tasks.lm_eval`).
         Log-likelihoods are kept in float64 so near-ties are decided as lm-eval decides them.
         Without a main pass (a cloze-only study) it streams ``samples.jsonl`` itself."""
-        parts = self.folder.path / "arrays" / "parts" / "cloze"
-        bs = max(1, self.cfg.batch_size // 2)
-        todo = self._pending(parts, range(len(self.items)), bs)
-        done = self.folder.done_ids() if not self.letters else set()
-        for start in progress(range(0, len(todo), bs), total=-(-len(todo) // bs), desc="mcqa cloze", enabled=self.show_progress):
-            chunk = todo[start:start + bs]
+        def score(chunk: list[int]):
             ctx, cont, requests = [], [], []
             for i in chunk:
                 context, continuations, choices = self.cloze_request(self.items[i])
@@ -331,16 +277,13 @@ class _Study:
                 norm[row, :n] = ll[row, :n] / lm_eval.choice_lengths(choices)
                 k += n
                 it = self.items[i]
-                if not self.letters and it.id not in done:
-                    records.append({"id": it.id, "gold": it.gold, "n_options": n,
-                                    **sample_fields(it, context, i, continuations)})
-            if records:
-                self.folder.append_samples(records)
-            write_part(parts / f"{chunk[0]:08d}.npz", index=np.array(chunk), loglik=ll, loglik_norm=norm)
-        self.world.barrier()
-        if not self.letters and self.world.main:
-            self.folder.merge_shards([it.id for it in self.items])
-        arrays = self._collect(parts, range(len(self.items)), dtype=np.float64)
+                records.append({"id": it.id, "gold": it.gold, "n_options": n,
+                                **sample_fields(it, context, i, continuations)})
+            return (None if self.letters else records), {"loglik": ll, "loglik_norm": norm}
+
+        ids = [it.id for it in self.items]
+        arrays = run_pass(self.folder, "cloze", ids, max(1, self.cfg.batch_size // 2), score, world=self.world,
+                          desc="mcqa cloze", show_progress=self.show_progress, dtype=np.float64)
         return arrays["loglik"], arrays["loglik_norm"]
 
 
@@ -388,14 +331,13 @@ def run_mcqa(
         raise WhiteboxError("a demonstration is also an evaluated item; report this as a bug")
     ranks = current_world()
     config = cfg.to_dict()
-    config["data_files"] = data_file_records(read)  # path, sha256, bytes; --resume refuses changed data
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
     if cfg.prompt == lm_eval.LM_EVAL:
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
                                   "tasks": sorted({lm_eval.doc(dataset_name(cfg.task), it).task for it in items})}
     if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
         config["chat_template"] = {"rule": CHAT_RULE}
-    folder = create_run(ranks, output, config, run_id=run_id, resume=resume)
+    folder = open_run(output, config, run_id=run_id, resume=resume, world=ranks, data_files=read)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
     study.n_total = n_total

@@ -91,7 +91,7 @@ def _config(model: str, task: str, kw: dict):
 
 @click.group(name="mui", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@task_option(None, TASK_HELP)
+@task_option(None, TASK_HELP, tasks=("arithmetic-gen", "ssd", "gsm8k", "mmlu"), usage=TASK_HELP)
 @_study_options
 @click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")

@@ -44,7 +44,6 @@ import numpy as np
 import torch
 
 from whitebox_eval.datafiles import recording
-from whitebox_eval.runs.data_files import data_file_records
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, MaskNeurons
@@ -52,7 +51,9 @@ from whitebox_eval.mui import responses as rsp
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, layer_rankings, token_scores
 from whitebox_eval.mui.study import MUIConfig, PreparedTask, prepare_task, respond
 from whitebox_eval.mui.utilization import matched_random_mask
-from whitebox_eval.runs import RunFolder, progress
+from whitebox_eval.runs import RunFolder, open_run, progress
+from whitebox_eval.runs.atomic import write_atomic
+from whitebox_eval.runs.passes import run_pass
 
 DEFAULT_KS: tuple[int, ...] = (1, 2, 4, 8, 16)
 DEFAULT_RANDOM_DRAWS = 5
@@ -264,15 +265,10 @@ def run_masking(
 
     cfg.validate()
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    folder_path = Path(output) / run_id if run_id else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         selection = prepare_split(loaded, cfg, cfg.source_task, "selection", cfg.source_responses)
         tasks = {t: prepare_split(loaded, cfg, t, "evaluation") for t in cfg.eval_tasks}
-    config = {**cfg.to_dict(), "data_files": data_file_records(read)}  # --resume refuses changed data
-    if resume and folder_path is not None and folder_path.exists():
-        folder = RunFolder.open_for_resume(folder_path, config)
-    else:
-        folder = RunFolder.create(output, config, run_id=run_id, resume=resume)
+    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded)
     width = loaded.arch.d_ff
     rank_path = folder.path / "arrays" / "source_rankings.npy"
@@ -282,26 +278,27 @@ def run_masking(
         counts: dict = {}
         rankings = source_rankings(loaded, engine, cfg, show_progress, task=selection, counts=counts)
         folder.save_array("source_rankings", rankings)
-        source_path.write_text(json.dumps(counts))
+        write_atomic(source_path, json.dumps(counts))
     split_path = folder.path / "splits.json"
     splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
               "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
-    split_path.write_text(json.dumps(splits, indent=1))
+    write_atomic(split_path, json.dumps(splits, indent=1))
     target_path = folder.path / "targets.json"
     targets = json.loads(target_path.read_text()) if target_path.is_file() else {}
     for t, task in tasks.items():
         if t not in targets:
             targets[t] = answer_targets(loaded, cfg, task)
-            target_path.write_text(json.dumps(targets, indent=1))
+            write_atomic(target_path, json.dumps(targets, indent=1))
     conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
     for k in cfg.ks:
         for t in cfg.eval_tasks:
             conditions.append((t, "key", int(k), 0))
             conditions += [(t, "random", int(k), d) for d in range(cfg.random_draws)]
     ids = [f"{t}|{kind}|k={k}|draw={d}" for t, kind, k, d in conditions]
-    for chunk in progress(folder.iterate_pending(conditions, ids, 1), total=folder.count_pending(ids),
-                          desc="masking conditions", enabled=show_progress):
-        cid, (t, kind, k, d) = chunk[0]
+
+    def score(chunk: list[int]):
+        (i,) = chunk
+        t, kind, k, d = conditions[i]
         if kind == "none":
             mask = np.zeros((loaded.arch.n_layers, width), dtype=bool)
         else:
@@ -309,13 +306,15 @@ def run_masking(
             if kind == "random":
                 mask = matched_random_mask(mask, seed=cfg.seed + 1000 * d + k, per_layer=True, exclude_key=True)
         edits = mask_edits(mask)
-        row = {"id": cid, "task": t, "masking": kind, "k": k, "draw": d, "n_masked": int(mask.sum())}
+        row = {"id": ids[i], "task": t, "masking": kind, "k": k, "draw": d, "n_masked": int(mask.sum())}
         if cfg.generate:
             correct = item_correct(loaded, engine, tasks[t], edits)
             row.update(accuracy=float(correct.mean()), item_accuracy=correct.astype(float).tolist())
         lp = answer_logprobs(loaded, engine, tasks[t], targets[t]["targets"], edits, cfg.batch_size)
         row.update(answer_logprob=float(lp.mean()), item_answer_logprob=lp.tolist())
-        folder.append_samples([row])
+        return [row], {}
+
+    run_pass(folder, "masking", ids, 1, score, desc="masking conditions", show_progress=show_progress)
     source = json.loads(source_path.read_text()) if source_path.is_file() else None
     return finalize_masking(folder, cfg, splits, targets, source)
 

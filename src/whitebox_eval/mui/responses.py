@@ -46,11 +46,13 @@ from typing import Any, Literal
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.datafiles import json_objects
+from whitebox_eval.tasks.spec import TaskSpec
 
 AnswerKind = Literal["number", "final_number", "choice"]
 Shots = Literal["auto", 0, 1]
 
 TASK_HELP = "arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH | mmlu=PATH"
+TASKS = ("arithmetic-gen", "ssd", "gsm8k", "mmlu")
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -73,21 +75,6 @@ class TaskItem:
     options: list[str] = field(default_factory=list)
     group: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """A parsed ``--task`` value."""
-
-    name: str  # arithmetic-gen | ssd | gsm8k | mmlu
-    path: Path | None = None
-    categories: tuple[str, ...] | None = None
-
-    @property
-    def label(self) -> str:
-        if self.name == "arithmetic-gen" and self.categories:
-            return f"arithmetic-gen:{','.join(self.categories)}"
-        return self.name if self.path is None else f"{self.name}={self.path}"
 
 
 # ---------------------------------------------------------------- task defaults
@@ -134,25 +121,12 @@ DEMONSTRATIONS: dict[str, tuple[str, str]] = {
 
 # ---------------------------------------------------------------- tasks
 def parse_task(task: str) -> TaskSpec:
-    """Parse ``arithmetic-gen[:cats]``, ``ssd``, ``gsm8k=PATH`` or ``mmlu=PATH``."""
-    t = task.strip()
-    if t == "ssd":
-        return TaskSpec("ssd")
-    if t.startswith("arithmetic-gen"):
-        rest = t[len("arithmetic-gen"):]
-        if not rest:
-            return TaskSpec("arithmetic-gen")
-        if rest.startswith(":") and rest[1:]:
-            return TaskSpec("arithmetic-gen", categories=tuple(c.strip() for c in rest[1:].split(",") if c.strip()))
-    if "=" in t:
-        name, path = t.split("=", 1)
-        name = name.strip().lower()
-        if name in ("gsm8k", "mmlu"):
-            p = Path(path).expanduser()
-            if not p.exists():
-                raise WhiteboxError(f"task file not found: {p} (give --task {name}=PATH with an existing path)")
-            return TaskSpec(name, path=p)
-    raise WhiteboxError(f"unknown task {task!r}; use {TASK_HELP}")
+    """Parse ``arithmetic-gen[:cats]``, ``ssd``, ``gsm8k=PATH`` or ``mmlu=PATH`` (:class:`whitebox_eval.tasks.spec.TaskSpec`)."""
+    spec = TaskSpec.parse(task, TASKS, TASK_HELP)
+    if spec.path is not None and not spec.path.startswith("hf:") and not Path(spec.path).expanduser().exists():
+        raise WhiteboxError(f"task file not found: {Path(spec.path).expanduser()} (give --task {spec.name}=PATH with an "
+                            "existing path)")
+    return spec
 
 
 def _mcq_question(question: str, options: Sequence[str], labels: Sequence[str]) -> str:
@@ -161,27 +135,12 @@ def _mcq_question(question: str, options: Sequence[str], labels: Sequence[str]) 
     return "\n".join(lines)
 
 
-def _gsm8k_items(path: Path, limit: int | None) -> list[TaskItem]:
-    items: list[TaskItem] = []
-    for line_no, row in json_objects(path):
-        q, a = row.get("question"), row.get("answer")
-        if not isinstance(q, str) or not isinstance(a, str) or "####" not in a:
-            raise WhiteboxError(f"{path}:{line_no}: a GSM8K row needs 'question' and an 'answer' ending in '#### N'")
-        gold = a.rsplit("####", 1)[1].strip().replace(",", "")
-        if final_number(f"#### {gold}") is None:
-            raise WhiteboxError(f"{path}:{line_no}: the answer after '####' is not a number: {gold!r}")
-        solution = re.sub(r"<<[^>]*>>", "", a.rsplit("####", 1)[0]).strip()
-        items.append(TaskItem(
-            id=str(row.get("id", f"gsm8k-{line_no}")), question=f"Question: {' '.join(q.split())}",
-            answer_kind="final_number", gold=gold,
-            gold_response=" " + " ".join(solution.split()) + f" The answer is {gold}.",
-            group="gsm8k",
-        ))
-        if limit is not None and len(items) >= limit:
-            break
-    if not items:
-        raise WhiteboxError(f"{path} holds no GSM8K rows")
-    return items
+def _gsm8k_items(path: str | Path, limit: int | None) -> list[TaskItem]:
+    from whitebox_eval.tasks.gsm8k import load_gsm8k
+
+    return [TaskItem(id=r.id, question=f"Question: {' '.join(r.question.split())}", answer_kind="final_number",
+                     gold=r.gold, gold_response=" " + " ".join(r.solution.split()) + f" The answer is {r.gold}.",
+                     group="gsm8k") for r in load_gsm8k(path, limit)]
 
 
 def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int = 0, n_options: int = 4) -> list[TaskItem]:
@@ -216,7 +175,7 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
     if spec.name == "mmlu":
         from whitebox_eval.tasks.mmlu import load_mmlu
 
-        ds = load_mmlu(spec.path, on_bad_row="skip", limit=None)
+        ds = load_mmlu(Path(spec.path).expanduser(), on_bad_row="skip", limit=None)
         items = list(ds)
         if limit is not None:  # round-robin over subjects so a small limit still mixes domains
             subjects: dict[str, list] = {}
@@ -233,7 +192,7 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
                                 labels=labels, options=list(it.options), group=it.subject))
         return out
     if spec.name == "gsm8k":
-        return _gsm8k_items(spec.path, limit)
+        return _gsm8k_items(Path(spec.path).expanduser(), limit)
     raise WhiteboxError(f"unknown task {spec.name!r}; use {TASK_HELP}")
 
 

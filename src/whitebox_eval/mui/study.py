@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from whitebox_eval.datafiles import recording
-from whitebox_eval.runs.data_files import data_file_records
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
@@ -38,8 +37,10 @@ from whitebox_eval.mui.sae import ReconstructionStats
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
-from whitebox_eval.runs import RunFolder, progress
-from whitebox_eval.runs.parts import write_part
+from whitebox_eval.runs import RunFolder, open_run
+from whitebox_eval.runs.passes import iter_parts, run_pass
+
+PASS = "mui"  # the one pass: responses, then key units per sample
 
 KEY_SETS_FILE = "key_sets.safetensors"
 
@@ -135,6 +136,7 @@ class MUIConfig:
         d["sae"] = list(self.sae)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
+        d["task_spec"] = rsp.parse_task(self.task).to_config()
         d["suite"] = "mui"
         d["key_set_rule"] = self.key_set_rule()
         return d
@@ -213,26 +215,17 @@ def run_mui(
     if (cfg.score == "sae") != bool(cfg.sae):
         raise WhiteboxError("--score sae needs --sae LAYER=PATH (and --sae is only used with --score sae)")
     sae_set = load_sae_set(cfg.sae) if cfg.sae else None
-    folder_path = Path(output) / run_id if run_id else None
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
-    config = {**cfg.to_dict(), "data_files": data_file_records(read)}  # --resume refuses changed data
-    if resume and folder_path is not None and folder_path.exists():
-        folder = RunFolder.open_for_resume(folder_path, config)
-    else:
-        folder = RunFolder.create(output, config, run_id=run_id, resume=resume)
+    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded)
     n_layers, width, kind = _unit_shape(loaded, sae_set)
-    parts = folder.path / "arrays" / "parts"
-    parts.mkdir(parents=True, exist_ok=True)
     ids = [it.id for it in task.items]
-    index = {i: n for n, i in enumerate(ids)}
-    pending = folder.count_pending(ids)
-    folder.log(f"{len(ids)} items, {pending} pending, model {cfg.model}, prompt format {task.fmt}")
-    for chunk in progress(folder.iterate_pending(task.items, ids, cfg.batch_size),
-                          total=-(-pending // cfg.batch_size), desc="mui batches", enabled=show_progress):
-        items = [it for _, it in chunk]
+    folder.log(f"{len(ids)} items, model {cfg.model}, prompt format {task.fmt}")
+
+    def score(chunk: list[int]):
+        items = [task.items[i] for i in chunk]
         prompts, responses = respond(loaded, task, items)
         scorable = [j for j, r in enumerate(responses) if r.ids]
         masks: dict[int, np.ndarray] = {}
@@ -243,14 +236,12 @@ def run_mui(
         flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([f.size for f in flats])
-        extra = {}
+        arrays = {"indices": np.concatenate(flats), "offsets": offsets}
         if sae_set is not None:  # reconstruction quality of the tokens this batch encoded
             for n, q in enumerate(sae_set.take_quality()):
                 if q.n:
-                    extra.update({f"sae{n}_n": np.array(q.n), f"sae{n}_sum_x": q.sum_x, f"sae{n}_sum_sq": np.array(q.sum_sq),
-                                  f"sae{n}_sse": np.array(q.sse), f"sae{n}_active": q.active})
-        write_part(parts / f"{index[items[0].id]:08d}.npz", ids=np.array([it.id for it in items]),
-                 indices=np.concatenate(flats), offsets=offsets, **extra)
+                    arrays.update({f"sae{n}_n": np.array(q.n), f"sae{n}_sum_x": q.sum_x, f"sae{n}_sum_sq": np.array(q.sum_sq),
+                                   f"sae{n}_sse": np.array(q.sse), f"sae{n}_active": q.active})
         records = []
         for j, it in enumerate(items):
             r = responses[j]
@@ -259,32 +250,31 @@ def run_mui(
                 "correct": bool(rsp.is_correct(it, r.text)), "n_prompt_tokens": len(prompts[j]),
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
             })
-        folder.append_samples(records)
+        return records, arrays
+
+    run_pass(folder, PASS, ids, cfg.batch_size, score, desc="mui batches", show_progress=show_progress, collect=False)
     return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set)
 
 
 def _sae_quality(folder: RunFolder, sae_set: SAESet) -> dict:
     """Per SAE layer: explained variance and dead features over every token the run encoded."""
     total = [ReconstructionStats() for _ in sae_set.saes]
-    for part in (folder.path / "arrays" / "parts").glob("*.npz"):
-        with np.load(part) as z:
-            for n in range(len(total)):
-                if f"sae{n}_n" in z:
-                    total[n] = total[n].merge(ReconstructionStats(
-                        int(z[f"sae{n}_n"]), z[f"sae{n}_sum_x"], float(z[f"sae{n}_sum_sq"]), float(z[f"sae{n}_sse"]),
-                        z[f"sae{n}_active"]))
+    for z in iter_parts(folder, PASS):
+        for n in range(len(total)):
+            if f"sae{n}_n" in z:
+                total[n] = total[n].merge(ReconstructionStats(
+                    int(z[f"sae{n}_n"]), z[f"sae{n}_sum_x"], float(z[f"sae{n}_sum_sq"]), float(z[f"sae{n}_sse"]),
+                    z[f"sae{n}_active"]))
     return {str(layer): q.summary() for layer, q in zip(sae_set.layers, total)}
 
 
-def _read_parts(folder: RunFolder) -> dict[str, np.ndarray]:
-    """``{sample id: flat key indices}``; a later part wins if a batch was re-run after a crash."""
+def _read_parts(folder: RunFolder, ids: list[str]) -> dict[str, np.ndarray]:
+    """``{sample id: flat key indices}`` from the pass's parts."""
     out: dict[str, np.ndarray] = {}
-    parts = sorted((folder.path / "arrays" / "parts").glob("*.npz"), key=lambda p: (p.stat().st_mtime, p.name))
-    for part in parts:
-        with np.load(part) as z:
-            offs = z["offsets"]
-            for n, sid in enumerate(z["ids"].tolist()):
-                out[str(sid)] = z["indices"][offs[n]:offs[n + 1]].astype(np.int64)
+    for z in iter_parts(folder, PASS):
+        offs = z["offsets"]
+        for n, i in enumerate(z["index"].tolist()):
+            out[str(ids[i])] = z["indices"][offs[n]:offs[n + 1]].astype(np.int64)
     return out
 
 
@@ -327,7 +317,7 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     from whitebox_eval.mui.plots import plot_layer_utilization
 
     samples = {str(s["id"]): s for s in folder.read_samples()}
-    flats = _read_parts(folder)
+    flats = _read_parts(folder, [it.id for it in items])
     missing = [it.id for it in items if it.id not in samples or it.id not in flats]
     if missing:
         raise WhiteboxError(f"{len(missing)} samples are not finished yet; run again with --resume to finish them")

@@ -1,5 +1,5 @@
 """The command-line options every study shares: its run folder and the model's dtype, and
-the options lm-eval users type under lm-eval's spelling (issue 15 item 7): ``--tasks``,
+the options lm-eval users type under lm-eval's spelling: ``--tasks``,
 ``--num_fewshot``, ``--batch_size`` and ``--output_path`` are aliases of ``--task``,
 ``--shots``, ``--batch-size`` and ``--output`` (``--seed`` and ``--limit`` are spelled
 alike). Each helper returns a click decorator; ``--help`` lists both spellings."""

@@ -1,5 +1,5 @@
 """Datasets, one module each: its source formats, splits, demonstration pool, prompt
-styles and metric choices (issue 15: lm-eval's one-place-per-task). The suites
+styles and metric choices (as lm-eval keeps one place per task). The suites
 (``mcqa``, ``formats``, ``mui``) import their data from here and never from each other.
 
 =========  ===============================================================================
