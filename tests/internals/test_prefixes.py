@@ -48,6 +48,7 @@ def test_the_cache_computes_each_prefix_once_and_matches_the_full_pass():
     assert cache.for_batch([PREFIX + [40], PREFIX + [41, 42]]) is p and cache.computed == 1  # a hit
     assert cache.for_batch(rows, limit=6).ids == PREFIX[:6] and cache.computed == 2
     assert cache.for_batch(rows, limit=3) is None  # shorter than min_tokens
+    assert cache.for_batch(rows, min_tokens=9) is None  # a caller's own minimum
     full = engine.run(batch_from_ids(rows)).logits
     cached = engine.run(batch_from_ids([r[p.length:] for r in rows]), prefix=p).logits
     torch.testing.assert_close(cached, full, atol=1e-5, rtol=1e-5)  # float32, other kernel shapes

@@ -11,7 +11,9 @@ from them would never be used.
 batch, cut at a caller's ``limit`` (e.g. the end of the demonstrations as tokenized
 inside each prompt, so every batch of a subject finds the same prefix) and short of
 each prompt's last token (a pass computes at least one token per prompt). A prefix
-shorter than :data:`MIN_PREFIX_TOKENS` is not used. :class:`PrefixCache` keeps the
+shorter than :data:`MIN_PREFIX_TOKENS` is not used, nor, where no limit marks what the
+prompts share by construction, one shorter than :data:`MIN_UNMARKED_TOKENS`.
+:class:`PrefixCache` keeps the
 key/values of the last few prefixes (:meth:`~whitebox_eval.internals.engine.Engine.prefix`)
 and hands out ``None`` where the engine could not use one (a sliding window shorter
 than prefix + suffix): the caller then runs the full prompts. Scores with and without
@@ -25,9 +27,13 @@ from collections.abc import Sequence
 
 from whitebox_eval.errors import WhiteboxError
 
-#: below this many shared tokens a prefix is not cached: it would save little compute and
-#: still change the scores' last bits (a 0-shot prompt's header alone stays uncached)
-MIN_PREFIX_TOKENS = 32
+#: below this many shared tokens a prefix is not cached: it saves less than its own forward
+#: call costs (lm-eval's 0-shot MMLU header, 15-20 tokens, is worth it: ~25% of a 0-shot pass)
+MIN_PREFIX_TOKENS = 8
+#: the least a caller without a limit (nothing marks the instruction and demonstrations in its
+#: prompts: the cloze contexts) caches: a shorter common run is chance (questions that begin
+#: alike, e.g. SSD's 10-token cue) and changes from batch to batch; demonstrations are longer
+MIN_UNMARKED_TOKENS = 32
 #: prefixes kept at once (MMLU's dev demonstrations change with the subject: items come in
 #: subject order, so the last few suffice)
 KEEP_PREFIXES = 4
@@ -62,11 +68,12 @@ class PrefixCache:
         self._cached: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self.computed = 0  # prefixes computed so far (a benchmark reads it)
 
-    def for_batch(self, seqs: Sequence[Sequence[int]], *, limit: int | None = None):
+    def for_batch(self, seqs: Sequence[Sequence[int]], *, limit: int | None = None, min_tokens: int | None = None):
         """The cached :class:`~whitebox_eval.internals.engine.Prefix` every sequence of
-        ``seqs`` starts with (:func:`shared_prefix_length`), or None: nothing long enough is
-        shared, or prefix + longest suffix would not fit the model's sliding window."""
-        n = shared_prefix_length(seqs, limit=limit, min_tokens=self.min_tokens)
+        ``seqs`` starts with (:func:`shared_prefix_length`; ``min_tokens`` overrides the
+        cache's), or None: nothing long enough is shared, or prefix + longest suffix would
+        not fit the model's sliding window."""
+        n = shared_prefix_length(seqs, limit=limit, min_tokens=self.min_tokens if min_tokens is None else min_tokens)
         if not n or not self.engine.prefix_fits(n, max(len(s) for s in seqs) - n):
             return None
         key = tuple(seqs[0][:n])

@@ -36,7 +36,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
-from whitebox_eval.internals.prefixes import PrefixCache
+from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
@@ -182,11 +182,11 @@ class _Study:
         """``text``'s ids, special tokens as :meth:`special_tokens` says."""
         return list(self.loaded.tokenizer(text, add_special_tokens=self.special_tokens(text))["input_ids"])
 
-    def prefix_for(self, ids: Sequence[Sequence[int]], limit: int):
+    def prefix_for(self, ids: Sequence[Sequence[int]], limit: int, min_tokens: int | None = None):
         """The cached key/values of the tokens every sequence of a batch starts with, at most
         ``limit`` of them (:mod:`whitebox_eval.internals.prefixes`), or None (caching off,
-        zero-shot, mixed subjects, a sliding window too short)."""
-        return self._prefixes.for_batch(ids, limit=limit) if self.cfg.prefix_cache else None
+        nothing shared, a sliding window too short)."""
+        return self._prefixes.for_batch(ids, limit=limit, min_tokens=min_tokens) if self.cfg.prefix_cache else None
 
     def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
         return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, self.special_tokens(r.text))
@@ -266,8 +266,9 @@ class _Study:
                 c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, continuations)
                 ctx += [c_ids] * len(x_ids)
                 cont += x_ids
-            # every option's context starts with the demonstrations; the context's last token is scored
-            lp = continuation_logprobs(self.engine, ctx, cont, prefix=self.prefix_for(ctx, min(len(c) for c in ctx) - 1))
+            # the contexts share the demonstrations (nothing marks where they end); each context's last token is scored
+            prefix = self.prefix_for(ctx, min(len(c) for c in ctx) - 1, MIN_UNMARKED_TOKENS)
+            lp = continuation_logprobs(self.engine, ctx, cont, prefix=prefix)
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
             k, records = 0, []
