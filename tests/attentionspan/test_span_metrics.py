@@ -216,7 +216,7 @@ def test_generation_exact_is_whole_string_equality_not_a_prefix():
 
 
 def test_summary_generation_accuracy_counts_trailing_characters_as_wrong():
-    from whitebox_eval.attentionspan.study import _stage_summary
+    from whitebox_eval.attentionspan.results import _stage_summary
 
     # records as the study wrote them before the fix (per-character vectors, prefix verdict)
     recs = [{"correct": [1], "exact": True, "partial": 1.0, "target": "z", "generated": "z.reverse()",
