@@ -15,7 +15,8 @@ from whitebox_eval.attentionspan.evaluation import (
     teacher_forced_pass,
 )
 from whitebox_eval.attentionspan.reinforcement import Reinforcement
-from whitebox_eval.attentionspan.tasks import generate, string_reversal_example
+from whitebox_eval.attentionspan.tasks import generate
+from whitebox_eval.attentionspan.examples import string_reversal_example
 from whitebox_eval.attentionspan.tokenization import tokenize_example
 from whitebox_eval.internals import Engine
 

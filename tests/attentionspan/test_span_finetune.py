@@ -13,7 +13,8 @@ from whitebox_eval.attentionspan.finetune import (
     target_loss,
     training_batch,
 )
-from whitebox_eval.attentionspan.tasks import generate, string_reversal_example
+from whitebox_eval.attentionspan.tasks import generate
+from whitebox_eval.attentionspan.examples import string_reversal_example
 from whitebox_eval.attentionspan.tokenization import tokenize_example
 from whitebox_eval.errors import WhiteboxError
 

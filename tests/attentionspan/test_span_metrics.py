@@ -23,7 +23,8 @@ from whitebox_eval.attentionspan.metrics import (
     reference_attention_scores,
     token_correctness,
 )
-from whitebox_eval.attentionspan.tasks import generate, string_reversal_example
+from whitebox_eval.attentionspan.tasks import generate
+from whitebox_eval.attentionspan.examples import string_reversal_example
 from whitebox_eval.attentionspan.tokenization import tokenize_example
 from whitebox_eval.errors import WhiteboxError
 

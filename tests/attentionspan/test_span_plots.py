@@ -7,7 +7,7 @@ import pytest
 from matplotlib.image import imread
 
 from whitebox_eval.attentionspan.plots import plot_accuracy_vs_length, plot_attention_with_reference
-from whitebox_eval.attentionspan.tasks import string_reversal_example
+from whitebox_eval.attentionspan.examples import string_reversal_example
 from whitebox_eval.attentionspan.tokenization import tokenize_example
 from whitebox_eval.errors import WhiteboxError
 

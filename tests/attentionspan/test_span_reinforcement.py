@@ -14,7 +14,7 @@ from whitebox_eval.attentionspan.reinforcement import (
     reference_cells,
     sweep_reinforcement,
 )
-from whitebox_eval.attentionspan.tasks import string_reversal_example, value_assignment_example
+from whitebox_eval.attentionspan.examples import string_reversal_example, value_assignment_example
 from whitebox_eval.attentionspan.tokenization import tokenize_example
 from whitebox_eval.controls import band, random_heads
 from whitebox_eval.errors import WhiteboxError

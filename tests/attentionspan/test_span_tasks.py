@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from whitebox_eval.attentionspan.tasks import (
-    TASKS,
+from whitebox_eval.attentionspan.tasks import TASKS, generate, task_config
+from whitebox_eval.attentionspan.examples import (
     flip_flop_example,
-    generate,
     long_addition_example,
     long_multiplication_example,
     string_reversal_example,
     successor_example,
-    task_config,
     value_assignment_example,
 )
 from whitebox_eval.errors import WhiteboxError

@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from whitebox_eval.attentionspan.tasks import (
-    generate,
-    string_reversal_example,
-    successor_example,
-)
+from whitebox_eval.attentionspan.tasks import generate
+from whitebox_eval.attentionspan.examples import string_reversal_example, successor_example
 from whitebox_eval.attentionspan.tokenization import character_token_ids, tokenize_example
 from whitebox_eval.errors import WhiteboxError
 

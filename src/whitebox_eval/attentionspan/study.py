@@ -57,7 +57,8 @@ from whitebox_eval.attentionspan.reinforcement import (
     Reinforcement,
     find_key_heads,
 )
-from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, SpanExample, generate
+from whitebox_eval.attentionspan.examples import SpanExample
+from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, generate
 from whitebox_eval.attentionspan.tokenization import TokenizedExample, tokenize_example
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine

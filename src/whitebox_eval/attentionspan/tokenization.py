@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from whitebox_eval.attentionspan.tasks import SpanExample
+from whitebox_eval.attentionspan.examples import SpanExample
 from whitebox_eval.errors import WhiteboxError
 
 METASPACE = "\u2581"  # '▁'
