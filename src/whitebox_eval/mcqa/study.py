@@ -28,9 +28,8 @@ records the split's ids. Demonstrations come from :mod:`whitebox_eval.tasks.demo
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -41,64 +40,26 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import dataset_name, lm_eval
-from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec, load_mcq
+from whitebox_eval.tasks.spec import load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.datafiles import recording
-from whitebox_eval.runs import RunFolder, config_dict, open_run
-from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy, sample_fields
+from whitebox_eval.runs import RunFolder, open_run
+from whitebox_eval.runs.lm_eval_format import sample_fields
 from whitebox_eval.runs.distributed import World, world as current_world
 from whitebox_eval.runs.passes import run_pass
-
-METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
-DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
-HEAD_METHODS = ("qk", "attention")
-#: methods that choose something (a head, a prior) on validation items: with any of them
-#: the items are split and those methods are reported on the test items only
-SELECTING_METHODS = ("qk", "attention", "pride", "ablation")
-#: methods that need the options listed in the prompt (every method but the cloze)
-LETTER_METHODS = tuple(m for m in METHODS if m != "cloze")
-SYNTHETIC_DEFAULT_LIMIT = 500  # ssd / arithmetic generate items: this many unless --limit says otherwise
-
-
-@dataclass
-class MCQAConfig:
-    """Everything that determines an MCQA study's numbers (written to config.yaml)."""
-
-    model: str = "smollm2-135m"
-    task: str = "ssd"
-    n_options: int = 4
-    labels: str = "letters"
-    uncertainty: bool = True
-    language: str = "en"
-    shots: int = 0
-    limit: int | None = None
-    prompt: str = "paper"
-    representative: str = "eol"
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    seed: int = 0
-    val_fraction: float = hs.DEFAULT_VAL_FRACTION
-    min_val_items: int = hs.DEFAULT_MIN_VAL_ITEMS
-    ablation_k: int = 5
-    ablation_draws: int = 5
-    on_bad_row: str = "skip"
-    batch_size: int = 8
-    dtype: str = "float32"
-    prefix_cache: bool = True
-    demos_from: str | None = None
-    apply_chat_template: bool = False
-    volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
-
-    @property
-    def spec(self) -> TaskSpec:
-        return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE)
-
-    def to_dict(self) -> dict:
-        return config_dict(self, "mcqa", task_spec=self.spec.to_config())
-
+from whitebox_eval.mcqa.config import (
+    DEFAULT_METHODS,
+    LETTER_METHODS,
+    METHODS,
+    SELECTING_METHODS,
+    SYNTHETIC_DEFAULT_LIMIT,
+    MCQAConfig,
+)
+from whitebox_eval.mcqa.finalize import finalize
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file.
@@ -288,22 +249,6 @@ class _Study:
         return arrays["loglik"], arrays["loglik_norm"]
 
 
-class ClozeScores(NamedTuple):
-    """The cloze pass's per-option log-likelihoods (summed; per character) and lm-eval's
-    predictions from them (first choice on ties)."""
-
-    loglik: np.ndarray
-    loglik_norm: np.ndarray
-    pred: np.ndarray
-    pred_norm: np.ndarray
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    x = np.nan_to_num(x, nan=-np.inf)
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def run_mcqa(
     cfg: MCQAConfig,
     output: str | Path = "runs",
@@ -368,190 +313,3 @@ def check_prompt(cfg: MCQAConfig) -> None:
                             "(or --prompt paper for the letter methods)")
     if cfg.labels != "letters":
         raise WhiteboxError("--prompt lm-eval writes lm-eval's labels A, B, C, D; drop --labels")
-
-
-SPLIT_RULE = ("heads (best QK / Attention head, HeadScore head, ablation's key heads), degenerate-head marks and "
-              "PriDe's prior are chosen on the validation items; every reported number is on the disjoint test items")
-
-
-def _correct(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    return (np.asarray(pred) == np.asarray(gold)).astype(np.int64)
-
-
-def finalize(study: _Study) -> RunFolder:
-    """Run the remaining passes, select heads, write results.json, arrays and plots.
-
-    Every headline accuracy gets a Wilson interval and its n (:mod:`whitebox_eval.stats`);
-    each method is compared with the baseline on the same test items by an exact McNemar
-    test (``results["paired_tests"]``).
-    """
-    from whitebox_eval import stats
-    from whitebox_eval.mcqa import plots
-    from whitebox_eval.mcqa.debiasing import pride
-    from whitebox_eval.mcqa.metrics import per_layer_accuracy, selection_bias
-
-    cfg, folder, items, split = study.cfg, study.folder, study.items, study.split
-    writer = study.world.main  # every rank runs the passes; rank 0 alone writes what follows from them
-    main = study.main_pass() if study.letters else {}
-    gold = np.array([it.gold for it in items])
-    test = split.test
-    selecting = len(split.val) > 0  # a head or prior is chosen: those methods report on the test items
-    predict = lambda x: hs.option_predictions(np.nan_to_num(x, nan=-np.inf), cfg.seed)  # noqa: E731
-    correct: dict[str, np.ndarray] = {}  # per test item, for the paired tests
-    n_unc = study.n_max - study.n_essential
-    results: dict = {
-        "n_items": len(items), "n_total": study.n_total, "n_evaluated": len(items), "limit": cfg.limit,
-        "prompt_style": cfg.prompt,
-        "reported_on": ("baseline, cloze, PA of the baseline and the logit lens: all evaluated items; "
-                        + ("methods that choose on validation items (heads, PriDe's prior): the test items, and "
-                           "acc,baseline_test is the baseline on those same items for the paired tests" if selecting
-                           else "nothing is selected, so there is no validation split")),
-        "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max,
-        "n_essential_options": study.n_essential, "chance": 1.0 / study.n_essential,
-        "chance_note": f"1 / {study.n_essential} essential options" + (f"; the {n_unc} uncertainty options are never gold" if n_unc else ""),
-        "split": {"rule": SPLIT_RULE, "seed": cfg.seed, "val_fraction": cfg.val_fraction, "min_val_items": cfg.min_val_items,
-                  "validation_ids": [items[i].id for i in split.val], "test_ids": [items[i].id for i in test]},
-        "tie_rule": (f"an item whose top score is shared by several options (relative tolerance {hs.TIE_RTOL:g}) gets a seeded "
-                     f"random one of them; a head tied on more than {hs.DEGENERATE_TIE_SHARE:.0%} of the validation items is "
-                     "degenerate: listed, never ranked or selected"),
-    }
-    headline: dict = {}
-    dists: dict = {}
-    if study.letters:
-        # lm-eval's acc takes the first of tied letters; the paper style draws among ties (hs.TIE_RTOL)
-        base_pred = lm_eval.first_argmax(main["letter_logits"]) if cfg.prompt == lm_eval.LM_EVAL else predict(main["letter_logits"])
-        base_all = _correct(base_pred, gold)
-        correct["baseline"] = base_all[test]
-        stats.add_proportion(headline, "acc,baseline", base_all)
-        if selecting:
-            stats.add_proportion(headline, "acc,baseline_test", correct["baseline"])
-        bias = selection_bias(base_pred, gold, study.n_max)
-        results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
-                                             "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
-        dists["baseline"] = bias.prediction_distribution
-    for key, arr in main.items() if writer else ():
-        folder.save_array(key, arr)
-    selected: dict[str, hs.HeadSelection] = {}
-    pride_pred, cloze = None, None
-    for method in HEAD_METHODS:
-        if method not in main:
-            continue
-        scores = np.where(np.isnan(main[method]), -np.inf, main[method])
-        sel = selected[method] = hs.select_best_head(scores, gold, split=split, seed=cfg.seed)
-        table = hs.head_accuracy(scores, gold, cfg.seed)
-        ranked = hs.rank_heads(table, exclude=sel.degenerate)
-        degenerate = [[int(l), int(h)] for l, h in zip(*np.nonzero(sel.degenerate))]
-        results[method] = {"best_head": [sel.layer, sel.head], "val_accuracy": sel.val_accuracy, "test_accuracy": sel.test_accuracy,
-                           "oracle_head": list(ranked[0]), "oracle_accuracy": float(table[ranked[0]]),
-                           "oracle_note": "best head on all items, test included: for analysis, never a result",
-                           "n_degenerate_heads": len(degenerate), "degenerate_heads": degenerate}
-        correct[f"{method}_head"] = sel.test_correct
-        stats.add_proportion(headline, f"acc,{method}_head", sel.test_correct)
-        b = selection_bias(sel.test_predictions, gold[test], study.n_max)
-        results[f"selection_bias,{method}_head"] = {"prediction_distribution": b.prediction_distribution.tolist(),
-                                                   "recall": b.recall.tolist(), "recall_std": b.recall_std}
-        dists[f"{method} head"] = b.prediction_distribution
-        if writer:
-            folder.save_array(f"{method}_head_accuracy", table)
-            folder.save_array(f"{method}_degenerate_heads", sel.degenerate)
-            plots.plot_head_accuracy_heatmap(np.where(sel.degenerate, np.nan, table), folder.plot_path(f"{method}_head_accuracy"),
-                                             best=(sel.layer, sel.head),
-                                             title=f"{method}-score accuracy per head ({cfg.model}, {cfg.task}; blank = degenerate)")
-    if "attention" in main:
-        att = np.where(np.isfinite(main["attention"]), main["attention"], 0.0)
-        score = hs.head_score(att[split.val], cfg.seed)  # label-free: no gold needed (000 App. I)
-        top = hs.rank_heads(score, exclude=selected["attention"].degenerate)[:5]
-        table = hs.head_accuracy(att, gold, cfg.seed)
-        results["head_score"] = {"top": [{"head": [l, h], "head_score": float(score[l, h]), "accuracy_all_items": float(table[l, h])}
-                                         for l, h in top], "selected_on": "validation (label-free)"}
-        l0, h0 = top[0]
-        correct["head_score_head"] = _correct(predict(main["attention"][:, l0, h0])[test], gold[test])
-        stats.add_proportion(headline, "acc,head_score_head", correct["head_score_head"])
-        if "qk" in main:
-            stats.add_proportion(headline, "acc,head_score_qk", _correct(predict(main["qk"][:, l0, h0])[test], gold[test]))
-    if "lens" in main:  # nothing is chosen: every evaluated item
-        lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])
-        curve = per_layer_accuracy(lens, gold)
-        results["lens_accuracy_per_layer"] = [float(x) for x in curve]
-        hits = (np.argmax(lens, axis=-1) == gold[:, None]).sum(axis=0)
-        results["lens_accuracy_per_layer_ci"] = [list(stats.wilson(int(k), len(items))) for k in hits]
-        if writer:
-            plots.plot_logit_lens_accuracy(np.asarray(curve), folder.plot_path("logit_lens_accuracy"), baseline=headline["acc,baseline"])
-    if "pa" in cfg.methods:
-        # PA = (1/N) sum I_i I_i^p (000 sec. 5.3): right on the item and on its option-permuted copy
-        perm, orders = study.perm_pass()
-        pgold = np.array([o.index(it.gold) for o, it in zip(orders, items)])
-        stats.add_proportion(headline, "pa,baseline", base_all * _correct(predict(perm["letter_logits"]), pgold))
-        for method, sel in selected.items():
-            pp = predict(perm[method][:, sel.layer, sel.head])[test]
-            stats.add_proportion(headline, f"pa,{method}_head", sel.test_correct * _correct(pp, pgold[test]))
-    if "pride" in cfg.methods:
-        # PriDe debiases among the essential options: the uncertainty options never move, so
-        # their "prior" would only absorb their content (and dividing by it promotes them).
-        est = study.pride_pass()
-        n = study.n_essential
-        res = pride(_softmax(main["letter_logits"][:, :n]), _softmax(est[:, :, :n]), split)
-        pride_pred = res.predictions
-        correct["pride"] = _correct(res.predictions[test], gold[test])
-        stats.add_proportion(headline, "acc,pride", correct["pride"])
-        results["pride_prior"] = res.prior.tolist()
-        results["pride_prior_estimated_on"] = "validation items (the same split the heads are chosen on)"
-        dists["PriDe"] = np.pad(selection_bias(res.predictions[test], gold[test], n).prediction_distribution, (0, study.n_max - n))
-    for name in ("qk_head", "attention_head", "head_score_head", "pride"):
-        if name in correct:
-            stats.add_paired(results, f"{name}_vs_baseline", stats.mcnemar(correct[name], correct["baseline"]))
-    if "ablation" in cfg.methods and "qk" in selected:
-        from whitebox_eval.mcqa.ablation import ablation_study
-
-        results["ablation"] = ablation_study(study, main, gold, selected["qk"].degenerate, headline, results)
-    if "cloze" in cfg.methods:  # lm-eval's acc / acc_norm: first choice on ties, every evaluated item
-        ll, norm = study.cloze_pass()
-        cloze = ClozeScores(ll, norm, lm_eval.first_argmax(ll), lm_eval.first_argmax(norm))
-        stats.add_proportion(headline, "acc,cloze", _correct(cloze.pred, gold))
-        if study.reports_acc_norm:  # lm-eval's MMLU reports acc only (its choices are one letter each)
-            stats.add_proportion(headline, "acc_norm,cloze", _correct(cloze.pred_norm, gold))
-        if "baseline" in correct:
-            stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(cloze.pred, gold), base_all))
-    if writer:
-        folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze,
-                                                 base_pred if study.letters else None))
-        if dists:
-            plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
-                                               letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
-        if study.chat:  # the template the prompts went through (config.yaml: chat_template.rule)
-            example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0]
-            results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
-        results["headline"] = headline
-        add_lm_eval_fields(results, folder.config, dataset_name(cfg.task))  # lm-eval's results-file blocks
-        folder.save_results(results)
-    return folder
-
-
-def _per_item_extras(study: _Study, main, selected, pride_pred, cloze, base_pred=None) -> dict:
-    """What samples.jsonl gains once heads are chosen: the best heads' scores (full float
-    precision: attention scores can be ~1e-7) and predictions (ties drawn as in the
-    accuracies), PriDe's prediction and the options' log-likelihoods, per item."""
-    extras: dict = {}
-    val = set(int(i) for i in study.split.val)
-    for i, it in enumerate(study.items):
-        n = len(study.rendered[i].options) if study.rendered else len(it.options)
-        e: dict = {"split": ("validation" if i in val else "test") if val else "all (nothing selected)"}
-        for method, sel in selected.items():
-            row = main[method][i, sel.layer, sel.head, :n]
-            e[f"{method}_head"] = {"head": [sel.layer, sel.head], "scores": [float(x) for x in row],
-                                   "pred": int(sel.predictions[i]), "tied": bool(hs.tied_items(row[None])[0])}
-        if pride_pred is not None:
-            e["pred_pride"] = int(pride_pred[i])
-        if cloze is not None:
-            e["cloze_loglik"] = [float(x) for x in cloze.loglik[i, : len(it.options)]]
-            e["cloze_loglik_norm"] = [float(x) for x in cloze.loglik_norm[i, : len(it.options)]]
-            e["pred_cloze"], e["pred_cloze_norm"] = int(cloze.pred[i]), int(cloze.pred_norm[i])
-            if study.rendered:  # the cloze read its own context, not the letter prompt of samples' "prompt"
-                e["cloze_prompt_hash"] = hash_string(study.cloze_request(it)[0])
-        # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses
-        e.update(item_accuracy(it.gold, {"baseline": None if base_pred is None else base_pred[i], "pride": e.get("pred_pride"),
-                                         **{f"{m}_head": sel.predictions[i] for m, sel in selected.items()},
-                                         "acc,cloze": e.get("pred_cloze"),
-                                         "acc_norm,cloze": e.get("pred_cloze_norm") if study.reports_acc_norm else None}))
-        extras[it.id] = e
-    return extras

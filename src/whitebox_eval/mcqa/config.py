@@ -1,0 +1,56 @@
+"""What determines an MCQA study's numbers (paper 000): its methods and its config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from whitebox_eval.mcqa import head_scores as hs
+from whitebox_eval.runs import config_dict
+from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec
+
+METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
+DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
+HEAD_METHODS = ("qk", "attention")
+#: methods that choose something (a head, a prior) on validation items: with any of them
+#: the items are split and those methods are reported on the test items only
+SELECTING_METHODS = ("qk", "attention", "pride", "ablation")
+#: methods that need the options listed in the prompt (every method but the cloze)
+LETTER_METHODS = tuple(m for m in METHODS if m != "cloze")
+SYNTHETIC_DEFAULT_LIMIT = 500  # ssd / arithmetic generate items: this many unless --limit says otherwise
+
+
+
+@dataclass
+class MCQAConfig:
+    """Everything that determines an MCQA study's numbers (written to config.yaml)."""
+
+    model: str = "smollm2-135m"
+    task: str = "ssd"
+    n_options: int = 4
+    labels: str = "letters"
+    uncertainty: bool = True
+    language: str = "en"
+    shots: int = 0
+    limit: int | None = None
+    prompt: str = "paper"
+    representative: str = "eol"
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    seed: int = 0
+    val_fraction: float = hs.DEFAULT_VAL_FRACTION
+    min_val_items: int = hs.DEFAULT_MIN_VAL_ITEMS
+    ablation_k: int = 5
+    ablation_draws: int = 5
+    on_bad_row: str = "skip"
+    batch_size: int = 8
+    dtype: str = "float32"
+    prefix_cache: bool = True
+    demos_from: str | None = None
+    apply_chat_template: bool = False
+    volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
+
+    @property
+    def spec(self) -> TaskSpec:
+        return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE)
+
+    def to_dict(self) -> dict:
+        return config_dict(self, "mcqa", task_spec=self.spec.to_config())
