@@ -225,11 +225,10 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
                  split: str, tokenized: Sequence[TokenizedExample], *,
                  reinforcement: Reinforcement | None = None, rollout: bool = False,
                  generation: str | None = None, show_progress: bool | None = None) -> None:
-    """Evaluate the pending examples of one stage and stream their records.
+    """Evaluate the pending examples of one stage (one resumable pass) and stream their records.
 
     ``generation``: None (teacher-forced only), ``"plain"`` (also free greedy generation
-    with ``lm.model.generate``) or ``"edited"`` (free greedy generation through
-    :data:`edited_generation` under ``reinforcement``).
+    through the engine's decoder) or ``"edited"`` (the same under ``reinforcement``).
     """
     ids = [f"{stage}/{i}" for i in range(len(tokenized))]
     edits_for = reinforcement.edits if reinforcement is not None else None
