@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +26,7 @@ from whitebox_eval.attentionspan.tokenization import TokenizedExample
 from whitebox_eval import controls, stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs import RunFolder
-
-if TYPE_CHECKING:
-    from whitebox_eval.attentionspan.study import SpanConfig
+from whitebox_eval.attentionspan.config import SpanConfig
 
 SPLITS_FILE = "splits.json"
 
