@@ -42,9 +42,27 @@ def test_bad_specs_are_one_line(text, accepted, message):
     assert "\n" not in str(exc.value)
 
 
-def test_ssd_items_are_a_stable_prefix():
-    spec = TaskSpec.parse("ssd")
-    assert [it.id for it in load_mcq(spec, 10)] == [it.id for it in load_mcq(spec, 30)][:10]
+@pytest.mark.parametrize("task", ["ssd", "arithmetic", "arithmetic:add1,mul2,multiops3", "arithmetic-gen"])
+@pytest.mark.parametrize("n", [1, 7, 10, 33])
+def test_generated_items_are_a_stable_prefix(task, n):
+    spec = TaskSpec.parse(task)
+    short, long = load_mcq(spec, n, seed=3), load_mcq(spec, 70, seed=3)
+    assert len(short) == n
+    assert [(it.id, it.question, it.options, it.gold) for it in short] == \
+        [(it.id, it.question, it.options, it.gold) for it in long[:n]]
+
+
+def test_arithmetic_deals_categories_in_turn_and_balances_golds():
+    from collections import Counter
+
+    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES
+
+    items = load_mcq(TaskSpec.parse("arithmetic"), 16 * 8, seed=1)
+    assert [it.subject for it in items[:16]] == list(ARITHMETIC_CATEGORIES)
+    for c in ARITHMETIC_CATEGORIES:
+        golds = [it.gold for it in items if it.subject == c]
+        assert all(sorted(golds[b:b + 4]) == [0, 1, 2, 3] for b in range(0, 8, 4))  # every block of 4
+        assert Counter(golds) == {0: 2, 1: 2, 2: 2, 3: 2}
 
 
 def test_gsm8k_rows(tmp_path):

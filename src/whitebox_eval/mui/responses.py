@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.datafiles import json_objects
-from whitebox_eval.tasks.spec import TaskSpec
+from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 
 AnswerKind = Literal["number", "final_number", "choice"]
 Shots = Literal["auto", 0, 1]
@@ -149,18 +149,11 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
     if limit is not None and limit < 1:
         raise WhiteboxError(f"limit must be >= 1, got {limit}")
     n = 200 if limit is None else limit
-    if spec.name == "arithmetic-gen":
-        from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
-
-        cats = spec.categories or ARITHMETIC_CATEGORIES
-        per = max(1, -(-n // len(cats)))
-        mcq = make_arithmetic_suite(per, seed=seed, categories=tuple(cats), n_options=n_options)
-        # interleave categories so a --limit keeps every category
-        by_cat = [[it for it in mcq if it.subject == c] for c in cats]
-        ordered = [row[i] for i in range(per) for row in by_cat if i < len(row)][:n]
+    if spec.name == "arithmetic-gen":  # the categories dealt in turn, a stable prefix (tasks.arithmetic)
         return [TaskItem(id=it.id, question=f"Question: {it.question}", answer_kind="number",
                          gold=str(it.meta["answer"]), gold_response=f" {it.meta['answer']}",
-                         group=it.subject, meta={"expression": it.meta["expression"]}) for it in ordered]
+                         group=it.subject, meta={"expression": it.meta["expression"]})
+                for it in load_mcq(spec, n, seed=seed, n_options=n_options)]
     if spec.name == "ssd":
         from whitebox_eval.tasks.ssd import make_ssd
 

@@ -13,7 +13,9 @@ Choices where the paper is silent (parameters): an n-digit operand is uniform in
 ``[10**(n-1), 10**n - 1]`` (1-digit: 1..9); offsets are uniform non-zero integers in
 ``[-S, S]`` with ``S = max(10, |answer|, 10**digits)`` (Table 5's distractors lie
 within about that range, can be negative, and scale with the answer); 3 distractors;
-gold positions exactly balanced per category in a seeded order.
+gold positions balanced per category in every block of ``n_options`` consecutive items
+(a seeded order per block). Items are a stable prefix: the first ``n`` of a longer run
+are the same items, per category and in the suite, which deals the categories in turn.
 """
 
 from __future__ import annotations
@@ -122,10 +124,14 @@ def make_arithmetic(category: str, n_items: int, *, seed: int = 0, n_options: in
     if n_items < 0:
         raise WhiteboxError(f"n_items must be >= 0, got {n_items}")
     rng = random.Random(f"arithmetic/{category}/{seed}")
-    golds = [i % n_options for i in range(n_items)]
-    rng.shuffle(golds)
-    items = []
-    for i, gold in enumerate(golds):
+    items: list[MCQItem] = []
+    order: list[int] = []
+    for i in range(n_items):
+        block, pos = divmod(i, n_options)
+        if pos == 0:  # each block of n_options items puts the gold once at every position
+            order = list(range(n_options))
+            random.Random(f"arithmetic/{category}/{seed}/gold/{block}").shuffle(order)
+        gold = order[pos]
         p = make_problem(category, rng)
         scale = offset_scale if offset_scale is not None else max(10, abs(p.answer), 10 ** digits)
         wrong = distractors(p.answer, n_options - 1, rng, scale=scale)
@@ -142,8 +148,8 @@ def make_arithmetic(category: str, n_items: int, *, seed: int = 0, n_options: in
 def make_arithmetic_suite(n_per_category: int, *, seed: int = 0,
                           categories: tuple[str, ...] = ARITHMETIC_CATEGORIES,
                           n_options: int = 4) -> list[MCQItem]:
-    """All App. B categories (or the given ones), ``n_per_category`` items each, in category order."""
-    items: list[MCQItem] = []
-    for c in categories:
-        items += make_arithmetic(c, n_per_category, seed=seed, n_options=n_options)
-    return items
+    """All App. B categories (or the given ones), ``n_per_category`` items each, dealt in turn
+    (one of each category, then the next of each, ...), so every prefix mixes the categories
+    and a longer suite starts with a shorter one."""
+    per = [make_arithmetic(c, n_per_category, seed=seed, n_options=n_options) for c in categories]
+    return [row[i] for i in range(n_per_category) for row in per]
