@@ -76,7 +76,7 @@ class Collector:
     def report(self, path: Path, line: int, reason: str) -> None:
         bad = BadRow(str(path), line, reason)
         if self.policy == "error":
-            raise WhiteboxError(f"{bad}  (fix the row, or load with on_bad_row='skip' to drop malformed rows)")
+            raise WhiteboxError(f"{bad}  (fix the row, or pass --on-bad-row skip (on_bad_row='skip' from Python) to drop malformed rows)")
         self.bad.append(bad)
 
     def build(self, row: Row, make: Callable[[Row], MCQItem]) -> MCQItem | None:
