@@ -155,10 +155,8 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
                          group=it.subject, meta={"expression": it.meta["expression"]})
                 for it in load_mcq(spec, n, seed=seed, n_options=n_options)]
     if spec.name == "ssd":
-        from whitebox_eval.tasks.ssd import make_ssd
-
         out = []
-        for it in make_ssd(n, n_options, seed=seed):
+        for it in load_mcq(spec, n, seed=seed, n_options=n_options):
             labels = list(_LETTERS[: len(it.options)])
             out.append(TaskItem(id=it.id, question=_mcq_question(it.question, it.options, labels),
                                 answer_kind="choice", gold=labels[it.gold],
@@ -166,10 +164,7 @@ def load_task_items(spec: TaskSpec | str, *, limit: int | None = None, seed: int
                                 labels=labels, options=list(it.options), group=it.subject))
         return out
     if spec.name == "mmlu":
-        from whitebox_eval.tasks.mmlu import load_mmlu
-
-        ds = load_mmlu(Path(spec.path).expanduser(), on_bad_row="skip", limit=None)
-        items = list(ds)
+        items = load_mcq(spec, 0, seed=seed, on_bad_row="skip")
         if limit is not None:  # round-robin over subjects so a small limit still mixes domains
             subjects: dict[str, list] = {}
             for it in items:

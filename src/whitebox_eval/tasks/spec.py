@@ -110,7 +110,10 @@ def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, langu
         per = max(1, -(-n // len(cats)))
         return make_arithmetic_suite(per, seed=seed, categories=tuple(cats), n_options=n_options)[:n]
     if spec.name in ("mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa"):
+        from pathlib import Path
+
         from whitebox_eval.tasks import load_mcq_dataset
 
-        return list(load_mcq_dataset(spec.name, spec.path, on_bad_row=on_bad_row, seed=seed))
+        path = spec.path if spec.path.startswith("hf:") else Path(spec.path).expanduser()
+        return list(load_mcq_dataset(spec.name, path, on_bad_row=on_bad_row, seed=seed))
     raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items")
