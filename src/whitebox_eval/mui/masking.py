@@ -51,7 +51,7 @@ from whitebox_eval.mui import responses as rsp
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, layer_rankings, token_scores
 from whitebox_eval.mui.study import MUIConfig, PreparedTask, prepare_task, respond
 from whitebox_eval.mui.utilization import matched_random_mask
-from whitebox_eval.runs import RunFolder, open_run, progress
+from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.passes import run_pass
 
@@ -155,30 +155,36 @@ def prepare_split(lm, cfg: MaskingConfig, task: str, which: str, responses: str 
     return dataclasses.replace(prepared, items=sel if which == "selection" else ev)
 
 
-def source_rankings(lm, engine: Engine, cfg: MaskingConfig, show_progress: bool | None = None,
-                    task: PreparedTask | None = None, counts: dict | None = None) -> np.ndarray:
-    """Per-sample, per-layer neuron rankings on the source task's selection split, ``[n_samples, n_layers, max(ks)]``.
-
-    ``counts`` (if given) receives ``n_truncated`` (answers that hit the budget) and ``n_empty``.
-    """
-    task = task or prepare_split(lm, cfg, cfg.source_task, "selection", cfg.source_responses)
+def source_rankings(lm, engine: Engine, cfg: MaskingConfig, folder: RunFolder, task: PreparedTask,
+                    show_progress: bool | None = None) -> tuple[np.ndarray, dict]:
+    """Per-sample, per-layer neuron rankings on the source task's selection split,
+    ``[n_scored, n_layers, max(ks)]`` (one resumable pass), and the counts of answers that
+    hit the budget (``n_truncated``) or came out empty (``n_empty``)."""
     kcfg = KeyNeuronConfig(score=cfg.score, activation=cfg.activation, final_norm=cfg.final_norm,
                            response_level=cfg.response_level, unit=cfg.unit).validate()
     k_max = max(int(k) for k in cfg.ks)
-    out = []
-    chunks = [task.items[i:i + cfg.batch_size] for i in range(0, len(task.items), cfg.batch_size)]
-    for items in progress(chunks, desc="source key neurons", enabled=show_progress):
+
+    def score(chunk: list[int]):
+        items = [task.items[i] for i in chunk]
         prompts, responses = respond(lm, task, items)
-        if counts is not None and task.given is None:
-            counts["n_truncated"] = counts.get("n_truncated", 0) + sum(r.stopped_by is None for r in responses)
-            counts["n_empty"] = counts.get("n_empty", 0) + sum(not r.ids for r in responses)
-        seqs = [ScoredSequence(p, r.ids) for p, r in zip(prompts, responses) if r.ids]
-        if seqs:
-            for s in token_scores(engine, seqs, kcfg):
-                out.append(layer_rankings(s, k_max, response_level=cfg.response_level, unit=cfg.unit).numpy())
-    if not out:
+        ranks = np.full((len(items), lm.arch.n_layers, k_max), -1, dtype=np.int64)
+        scored = [j for j, r in enumerate(responses) if r.ids]
+        if scored:
+            seqs = [ScoredSequence(prompts[j], responses[j].ids) for j in scored]
+            for j, s in zip(scored, token_scores(engine, seqs, kcfg)):
+                ranks[j] = layer_rankings(s, k_max, response_level=cfg.response_level, unit=cfg.unit).numpy()
+        given = task.given is not None
+        return None, {"rankings": ranks, "scored": np.array([bool(r.ids) for r in responses]),
+                      "truncated": np.array([not given and r.stopped_by is None for r in responses]),
+                      "empty": np.array([not given and not r.ids for r in responses])}
+
+    out = run_pass(folder, "source", [it.id for it in task.items], cfg.batch_size, score,
+                   desc="source key neurons", show_progress=show_progress, dtype=np.float64)
+    scored = out["scored"].astype(bool)
+    if not scored.any():
         raise WhiteboxError("no source sample produced a response to score")
-    return np.stack(out)
+    counts = {"n_truncated": int(out["truncated"].sum()), "n_empty": int(out["empty"].sum())} if task.given is None else {}
+    return out["rankings"][scored].astype(np.int64), counts
 
 
 def key_mask_for_k(rankings: np.ndarray, k: int, width: int) -> np.ndarray:
@@ -271,14 +277,10 @@ def run_masking(
     folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded)
     width = loaded.arch.d_ff
-    rank_path = folder.path / "arrays" / "source_rankings.npy"
-    rankings = folder.load_array("source_rankings") if rank_path.is_file() else None
     source_path = folder.path / "source.json"
-    if rankings is None or rankings.shape[2] < max(int(k) for k in cfg.ks):
-        counts: dict = {}
-        rankings = source_rankings(loaded, engine, cfg, show_progress, task=selection, counts=counts)
-        folder.save_array("source_rankings", rankings)
-        write_atomic(source_path, json.dumps(counts))
+    rankings, counts = source_rankings(loaded, engine, cfg, folder, selection, show_progress)
+    folder.save_array("source_rankings", rankings)
+    write_atomic(source_path, json.dumps(counts))
     split_path = folder.path / "splits.json"
     splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
               "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
