@@ -97,7 +97,7 @@ def record(out: Path, only: set[str] | None) -> None:
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
 
 
-VOLATILE = {"date", "git", "git_commit", "versions", "created", "finished", "start_time", "end_time",
+VOLATILE = {"date", "git", "git_commit", "git_hash", "versions", "created", "finished", "start_time", "end_time",
             "total_evaluation_time_seconds", "timings", "elapsed_s", "wall_s"}
 
 
@@ -157,8 +157,15 @@ def compare(before: Path, after: Path) -> int:
             print(f"{run.name}: not recorded after (not compared)")
             continue
         problems = compare_run(run, other)
-        print(f"{run.name}: {'same' if not problems else f'{len(problems)} differences'}")
-        for p in problems[:20]:
+        results = [p for p in problems if p.startswith("results.json")]
+        added = sum(p.endswith("only after") for p in results)
+        removed = sum(p.endswith("only before") for p in results)
+        changed = len(results) - added - removed
+        rest = [p for p in problems if not p.startswith("results.json")]
+        print(f"{run.name}: {'same' if not problems else 'differs'}; results.json: {added} keys added, "
+              f"{removed} removed, {changed} values changed; samples.jsonl and arrays: "
+              f"{'same' if not rest else 'differ'}")
+        for p in [q for q in results if not q.endswith(("only after", "only before"))][:12] + rest[:8]:
             print("   ", p)
         failures += bool(problems)
     return failures
