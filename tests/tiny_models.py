@@ -76,3 +76,24 @@ class _Tok:
 def tiny_loaded(family: str, attn: str | None = None, seed: int = 0) -> LoadedModel:
     model = tiny_model(family, attn, seed)
     return LoadedModel(model=model, tokenizer=_Tok(), arch=Architecture.of(model), spec=f"tiny-{family}", source="random")
+
+
+def tiny_llama_with_bpe(texts, vocab_size: int) -> LoadedModel:
+    """A tiny random llama (3 layers, 4 heads, GQA 2) with a byte-level BPE trained on ``texts``
+    (deterministic), for studies that need a real tokenizer's merges."""
+    import transformers as tf
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from whitebox_eval.models.architectures import Architecture
+
+    tk = Tokenizer(models.BPE(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<unk>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>")
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=12, attn_implementation="sdpa")
+    model = tf.LlamaForCausalLM(cfg).eval()
+    return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")

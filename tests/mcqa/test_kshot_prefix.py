@@ -7,16 +7,17 @@ text alone then ends in that token, while inside a prompt the same characters ar
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
-import torch
-import transformers as tf
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from whitebox_eval.internals import Engine
 from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
-from whitebox_eval.models.architectures import Architecture
-from whitebox_eval.models.loading import LoadedModel
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from tiny_models import tiny_llama_with_bpe  # noqa: E402
 
 SUBJECTS = ("astronomy", "marketing")
 
@@ -38,17 +39,7 @@ def newline_model():
     """A tiny llama with a byte-level BPE that has the "\\n\\n" merge."""
     texts = [f"The following are multiple choice questions about {s}.\n\nSay {i} plus {i}?\nA. {i}\nB. {i + 1}\n"
              f"C. {i + 2}\nD. {i + 3}\nAnswer: {'ABCD'[i % 4]}\n\n" for s in SUBJECTS for i in range(40)] * 3
-    tk = Tokenizer(models.BPE(unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=450, special_tokens=["<pad>", "<unk>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>")
-    torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=12, attn_implementation="sdpa")
-    model = tf.LlamaForCausalLM(cfg).eval()
-    return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")
+    return tiny_llama_with_bpe(texts, 450)
 
 
 def test_lm_eval_demonstrations_hit_the_cache_and_score_as_without_it(newline_model, tmp_path, monkeypatch):

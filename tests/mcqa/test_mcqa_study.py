@@ -9,8 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers as tf
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from whitebox_eval.internals import Engine  # noqa: E402
@@ -19,24 +17,13 @@ from whitebox_eval.mcqa.scoring import score_prompts  # noqa: E402
 from whitebox_eval.mcqa.study import MCQAConfig, load_items, run_mcqa  # noqa: E402
 from whitebox_eval.tasks.ssd import make_ssd  # noqa: E402
 from whitebox_eval.mcqa.tokens import tokenize_prompt  # noqa: E402
-from whitebox_eval.models.architectures import Architecture  # noqa: E402
-from whitebox_eval.models.loading import LoadedModel  # noqa: E402
+from tiny_models import tiny_llama_with_bpe  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny_mcqa_model():
     texts = [render_prompt(it).text + " A B C D E F" for it in make_ssd(300, 4, seed=1)]
-    tk = Tokenizer(models.BPE(unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<unk>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>")
-    torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=12, attn_implementation="sdpa")
-    model = tf.LlamaForCausalLM(cfg).eval()
-    return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")
+    return tiny_llama_with_bpe(texts, 400)
 
 
 def test_qk_scores_equal_a_hand_computation_from_the_weights(tiny_mcqa_model):
