@@ -35,6 +35,7 @@ import torch
 
 from whitebox_eval.controls import Head
 from whitebox_eval.datafiles import json_lines, open_text
+from whitebox_eval.tasks.token_spans import char_offsets, span_tokens
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.heads import max_activation
 from whitebox_eval.internals import Engine, batch_from_ids
@@ -201,14 +202,11 @@ def load_truth_statements(path: str | Path, *, limit: int | None = None, seed: i
 
 
 def _statement_positions(tokenizer: Any, st: TruthStatement) -> tuple[list[int], list[int]]:
-    if not getattr(tokenizer, "is_fast", False):
-        raise WhiteboxError("the truth probe needs a fast tokenizer (offsets) to find the statement's tokens")
-    enc = tokenizer(st.text, return_offsets_mapping=True, add_special_tokens=True)
-    s, e = st.span
-    pos = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < e and b > s]
+    ids, offsets = char_offsets(tokenizer, st.text)
+    pos = span_tokens(offsets, *st.span)
     if not pos:
         raise WhiteboxError(f"{st.source}: the statement maps to no token")
-    return list(enc["input_ids"]), pos
+    return ids, pos
 
 
 def truth_features(engine: Engine, statements: Sequence[TruthStatement], heads: Sequence[Head], *,

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from whitebox_eval.tasks.token_spans import char_offsets, span_tokens
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import GARExample
 from whitebox_eval.gar.prompts import RoleSpans, Span
@@ -170,19 +171,10 @@ class EncodedExample:
 # --------------------------------------------------------------------------- character spans -> tokens
 
 
-def _offsets(prompt: str, tokenizer: Any, add_special_tokens: bool) -> list[tuple[int, int]]:
-    if not getattr(tokenizer, "is_fast", False):
-        raise WhiteboxError(
-            "token spans need a Hugging Face *fast* tokenizer (PreTrainedTokenizerFast) for "
-            "return_offsets_mapping; load it with AutoTokenizer.from_pretrained(..., use_fast=True)")
-    enc = tokenizer(prompt, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
-    return [tuple(o) for o in enc["offset_mapping"]]
-
-
 def _char_to_token_span(span: Span, offsets: Sequence[tuple[int, int]], prompt: str,
                         role: str) -> Span:
     s, e = span
-    idx = [i for i, (a, b) in enumerate(offsets) if b > a and a < e and b > s]
+    idx = span_tokens(offsets, s, e)
     if not idx:
         raise WhiteboxError(f"span {role} {prompt[s:e]!r} at characters {s}:{e} maps to no "
                             "token; the tokenizer's offsets do not cover it")
@@ -209,7 +201,7 @@ def token_spans(example: GARExample, tokenizer: Any, *, add_special_tokens: bool
     ``end`` becomes the single last token of the prompt.  ``demo=True`` maps the
     demonstration's spans instead.  Raises WhiteboxError when a span cannot be mapped.
     """
-    offsets = _offsets(example.prompt, tokenizer, add_special_tokens)
+    offsets = char_offsets(tokenizer, example.prompt, add_special_tokens=add_special_tokens)[1]
     spans = example.demo_spans if demo else example.spans
 
     def conv(name: str, span: Span | None) -> Span | None:
@@ -240,7 +232,7 @@ def answer_token_ids(example: GARExample, tokenizer: Any, *,
     n = len(example.prompt)
     for alt in example.alternatives:
         text = example.prompt + " " + alt
-        offsets = _offsets(text, tokenizer, add_special_tokens)
+        offsets = char_offsets(tokenizer, text, add_special_tokens=add_special_tokens)[1]
         enc = tokenizer(text, add_special_tokens=add_special_tokens)
         ids = enc["input_ids"]
         first = next((i for i, (a, b) in enumerate(offsets) if b > a and b > n), None)
