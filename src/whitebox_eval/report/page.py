@@ -10,8 +10,6 @@ through :mod:`whitebox_eval.report.markup`.
 from __future__ import annotations
 
 import base64
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from whitebox_eval.report.metrics import flatten, format_cell, format_delta, for
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, IMAGE_TYPES, RunData, load_run
 from whitebox_eval.report.samples import plot_anchor, render_samples
 from whitebox_eval.report.style import CSP, STYLE
+from whitebox_eval.runs.atomic import AtomicFile
 from whitebox_eval.runs.estimates import estimate_rows
 
 REPORT_FILE = "report.html"
@@ -235,20 +234,10 @@ def _run_key(i: int) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """report.html through the run folders' atomic writer; a folder that cannot take it is one line."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise WhiteboxError(f"cannot write the report to {path} ({exc.strerror}); choose "
-                            "another --out") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with AtomicFile(path, "w") as f:
             f.write(text)
-        mask = os.umask(0)  # mkstemp makes it private; a report is for reading, as the umask allows
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    except OSError as exc:
+        raise WhiteboxError(f"cannot write the report to {path} ({exc.strerror or exc}); choose "
+                            "another --out") from None
