@@ -60,6 +60,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, open_run
+from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.attentionspan.config import INSTRUCTIONS, SpanConfig
 from whitebox_eval.attentionspan.results import (
@@ -220,7 +221,7 @@ def _write_splits(folder: RunFolder, splits: Mapping[str, Sequence[SpanExample]]
     names = sorted(texts)
     out["overlap"] = {f"{a}&{b}": len(texts[a] & texts[b])
                       for i, a in enumerate(names) for b in names[i + 1:]}
-    (folder.path / SPLITS_FILE).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    write_atomic(folder.path / SPLITS_FILE, json.dumps(out, indent=1) + "\n")
 
 
 # ---------------------------------------------------------------------------- run
