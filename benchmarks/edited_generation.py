@@ -127,15 +127,18 @@ def main() -> None:
     print(f"{'method':<20}{'s/batch':>10}{'x hf':>8}{'paired':>8}{'cpu x':>8}{'tok/s':>9}{'rounds':>8}")
     rows = {}
     for name in names:
+        if not wall[name]:  # --uncached-rounds 0
+            continue
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         k = min(len(wall[name]), len(wall["hf generate"]))
         paired = statistics.median([a / b for a, b in zip(wall[name][:k], wall["hf generate"][:k])])
         rows[name] = {"s_per_batch": w, "x_hf": w / base, "paired": paired, "cpu_x": c / base_cpu,
                       "tok_per_s": n_tok / w, "wall": wall[name], "cpu": cpu[name]}
         print(f"{name:<20}{w:>10.2f}{w / base:>8.2f}{paired:>8.2f}{c / base_cpu:>8.2f}{n_tok / w:>9.1f}{len(wall[name]):>8}")
-    u, cm = rows["uncached + masks"], rows["cached + masks"]
     print(f"the masks changed {changed} of {n_tok} generated tokens")
-    print(f"cached vs uncached (masks): {u['s_per_batch'] / cm['s_per_batch']:.1f}x faster (cpu {statistics.median(u['cpu']) / statistics.median(cm['cpu']):.1f}x)")
+    if "uncached + masks" in rows:
+        u, cm = rows["uncached + masks"], rows["cached + masks"]
+        print(f"cached vs uncached (masks): {u['s_per_batch'] / cm['s_per_batch']:.1f}x faster (cpu {statistics.median(u['cpu']) / statistics.median(cm['cpu']):.1f}x)")
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "load_average": load, "cpus": os.cpu_count(),
                                               "torch_threads": torch.get_num_threads(), "tokens_changed_by_masks": changed, "methods": rows}, indent=2))
