@@ -1,4 +1,4 @@
-"""Shared fixtures: locate the optional real-data samples (``../shared/datasets``)."""
+"""Shared fixtures: locate the optional real-data samples (``../shared/datasets``); run the CLI in-process."""
 
 from __future__ import annotations
 
@@ -28,3 +28,21 @@ def shared_datasets() -> Path:
         pytest.skip("real-format dataset samples not found: set WHITEBOX_SHARED_DATASETS "
                     "or place them at ../shared/datasets")
     return path
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run ``whitebox-eval ARGS`` in this process; returns (exit code, stdout, stderr)."""
+    from whitebox_eval.cli import main
+
+    def run(args: list[str]) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

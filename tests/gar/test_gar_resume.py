@@ -54,9 +54,7 @@ def _write_got(path, flip: int | None = None):
     path.write_text("statement,label\n" + "".join(f"{s},{y}\n" for s, y in rows))
 
 
-def test_resume_refuses_probe_data_that_changed(tmp_path, tiny_real_vocab, capsys):
-    from whitebox_eval.cli import main
-
+def test_resume_refuses_probe_data_that_changed(tmp_path, tiny_real_vocab, cli):
     model = tmp_path / "tiny"
     tiny_real_vocab.model.save_pretrained(model)
     tiny_real_vocab.tokenizer.save_pretrained(model)
@@ -66,13 +64,8 @@ def test_resume_refuses_probe_data_that_changed(tmp_path, tiny_real_vocab, capsy
             "--random-draws", "1", "--probe-data", str(got), "--output", str(tmp_path / "runs"), "--run-id", "p"]
 
     def run(argv: list[str]) -> tuple[int, str]:
-        capsys.readouterr()
-        try:
-            main(argv)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        return code, capsys.readouterr().err
+        code, _, err = cli(argv)
+        return code, err
 
     assert run(args)[0] == 0
     conf = yaml.safe_load((tmp_path / "runs" / "p" / "config.yaml").read_text())
