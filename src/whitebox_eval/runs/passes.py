@@ -90,10 +90,9 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
             done_samples.update(ids[i] for i in chunk)
     if world is not None:
         world.barrier()  # every rank's parts and samples are on disk before anyone reads them
-    if main:
-        base = RunFolder(folder.path, folder.config)
-        base.merge_shards(ids)
-        restore_samples(base, name, ids)
+    if main:  # a rank's view reads and rewrites the merged samples.jsonl too
+        folder.merge_shards(ids)
+        restore_samples(folder, name, ids)
     if world is not None:
         world.barrier()
     if not collect:
