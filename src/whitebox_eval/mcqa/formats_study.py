@@ -271,7 +271,7 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, score, world=ranks, desc="formats",
              show_progress=show_progress if ranks.main else False)
     if ranks.main:
-        finalize_formats(RunFolder(folder.path, folder.config), cfg, data.answer_type)
+        finalize_formats(folder, cfg, data.answer_type)
     ranks.barrier()
     return folder
 
