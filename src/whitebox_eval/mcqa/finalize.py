@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from whitebox_eval.mcqa import head_scores as hs
-from whitebox_eval.tasks import dataset_name, lm_eval
+from whitebox_eval.tasks import lm_eval
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy
 
@@ -183,7 +183,7 @@ def finalize(study) -> RunFolder:
             example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0]
             results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
         results["headline"] = headline
-        add_lm_eval_fields(results, folder.config, dataset_name(cfg.task))  # lm-eval's results-file blocks
+        add_lm_eval_fields(results, folder.config, cfg.spec.name)  # lm-eval's results-file blocks
         folder.save_results(results)
     return folder
 

@@ -51,7 +51,6 @@ from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
-from whitebox_eval.tasks import dataset_name
 from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 from whitebox_eval.runs.distributed import world as current_world
 
@@ -337,7 +336,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
         folder.save_array(f"p_correct_{f}", v)
     folder.save_array("p_correct_mcq_raw", mcq["p_raw"])
     plot_alignment(mcq["p_renorm"], pc["free"], folder.plot_path("alignment_mcq_vs_free"), n_bins=cfg.n_bins)
-    add_lm_eval_fields(results, folder.config, dataset_name(cfg.task))  # lm-eval's results-file blocks
+    add_lm_eval_fields(results, folder.config, cfg.spec.name)  # lm-eval's results-file blocks
     folder.save_results(results)
     return folder
 

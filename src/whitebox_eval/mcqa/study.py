@@ -93,7 +93,7 @@ class _Study:
         self.engine = Engine(loaded)
         self.world = world
         self.show_progress = show_progress if world.main else False
-        self.dataset = dataset_name(cfg.task)
+        self.dataset = cfg.spec.name
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in lm_eval.doc(self.dataset, items[0]).metrics
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
         self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
@@ -279,8 +279,9 @@ def run_mcqa(
     config = cfg.to_dict()
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
     if cfg.prompt == lm_eval.LM_EVAL:
+        study_name = cfg.spec.name
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
-                                  "tasks": sorted({lm_eval.doc(dataset_name(cfg.task), it).task for it in items})}
+                                  "tasks": sorted({lm_eval.doc(study_name, it).task for it in items})}
     if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
         config["chat_template"] = {"rule": CHAT_RULE}
     folder = open_run(output, config, run_id=run_id, resume=resume, world=ranks, data_files=read)
@@ -302,7 +303,7 @@ def default_methods(task: str, prompt: str = "paper") -> tuple[str, ...]:
 
 def check_prompt(cfg: MCQAConfig) -> None:
     """One-line errors for a prompt style the task lacks or methods it cannot run."""
-    name = dataset_name(cfg.task)
+    name = cfg.spec.name
     lm_eval.check_style(name, cfg.prompt)
     if cfg.prompt != lm_eval.LM_EVAL:
         return
