@@ -7,14 +7,16 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
-    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option, task_option)
+    batch_size_option, dtype_option, field_option, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @task_option("ssd", "ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, "
-             "triviaqa (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)",
+             "triviaqa, or mcq for your own JSON lines / CSV / Parquet file (question, 2-26 choices, answer as 0-based "
+             "index, letter or text; see --field) (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)",
              tasks=MCQ_TASKS, usage=MCQ_USAGE)
+@field_option
 @click.option("--n-options", type=click.IntRange(min=2), default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
@@ -82,6 +84,7 @@ def mcqa(**kw) -> None:
         representative=kw["representative"], methods=tuple(m.strip() for m in methods if m.strip()), prompt=kw["prompt"],
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
+        fields=kw["fields"],
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

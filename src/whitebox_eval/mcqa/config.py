@@ -46,11 +46,15 @@ class MCQAConfig:
     prefix_cache: bool = True
     demos_from: str | None = None
     apply_chat_template: bool = False
+    fields: tuple[str, ...] = ()  # --field NAME=COLUMN of --task mcq=PATH (config.yaml: task_spec.fields)
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     @property
     def spec(self) -> TaskSpec:
-        return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE)
+        return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
 
     def to_dict(self) -> dict:
-        return config_dict(self, "mcqa", task_spec=self.spec.to_config())
+        d = config_dict(self, "mcqa", task_spec=self.spec.to_config())
+        if not self.fields:  # recorded only when given (task_spec.fields), so earlier runs resume as before
+            del d["fields"]
+        return d

@@ -36,6 +36,21 @@ def task_option(default: str | None, help: str, tasks: tuple[str, ...] | None = 
                         help=help + " (lm-eval: --tasks, one task here)", callback=parse, **kw)
 
 
+def field_option(f):
+    """``--field NAME=COLUMN`` (repeatable): the columns of your own file (``--task mcq=PATH``),
+    checked here (:func:`whitebox_eval.tasks.mcq.parse_fields`) and kept as ``NAME=COLUMN`` texts;
+    the study's spec carries them and config.yaml ``task_spec.fields`` records them."""
+    def parse(ctx, param, value):
+        from whitebox_eval.tasks.mcq import parse_fields
+
+        return tuple(f"{name}={column}" for name, column in parse_fields(value or ()))
+
+    return click.option("--field", "fields", multiple=True, metavar="NAME=COLUMN", callback=parse,
+                        help="with --task mcq=PATH: the column holding NAME (question, choices, answer, context, subject, "
+                             "id), e.g. --field question=prompt; per-choice columns as a comma list, --field "
+                             "choices=opt1,opt2,opt3 (repeatable)")(f)
+
+
 def shots_option(default, help: str, type=None):
     """``--shots`` (alias ``--num_fewshot``, lm-eval's spelling)."""
     return click.option("--shots", "--num_fewshot", "shots", type=type or click.IntRange(min=0), default=default,

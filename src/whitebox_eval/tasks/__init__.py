@@ -17,6 +17,8 @@ arc        llm-foundry jsonl (``query, choices, gold``) or AI2 jsonl
 triviaqa   llm-foundry jsonl (``context, answer, aliases``) or rc-style jsonl
            (``question``, ``answer.value``, ``answer.aliases``); optional distractors
            under ``distractors`` / ``incorrect_answers``
+mcq        your own file (:mod:`.mcq`): JSON lines, CSV or Parquet with a question, 2-26
+           choices (a list or one column per choice) and the answer (index, letter, text)
 ssd        synthetic (:mod:`.ssd`, paper 000 sec. 5.1)
 arithmetic synthetic (:mod:`.arithmetic`, paper 004 sec. 2.3)
 =========  ===============================================================================
@@ -36,6 +38,7 @@ from whitebox_eval.tasks.arc import load_arc
 from whitebox_eval.tasks.cosmosqa import load_cosmosqa
 from whitebox_eval.tasks.halueval import load_halueval
 from whitebox_eval.tasks.hellaswag import load_hellaswag
+from whitebox_eval.tasks.mcq import load_mcq_file
 from whitebox_eval.tasks.mmlu import load_mmlu
 from whitebox_eval.tasks.rows import MCQDataset
 from whitebox_eval.tasks.triviaqa import load_triviaqa
@@ -53,6 +56,7 @@ LOADERS: dict[str, Callable[..., MCQDataset]] = {
     "halueval": load_halueval,
     "arc": load_arc,
     "triviaqa": load_triviaqa,
+    "mcq": load_mcq_file,
 }
 
 

@@ -32,13 +32,14 @@ def hub_cache_dir() -> Path:
 
 
 def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
-                  load_dataset: Callable[..., Any] | None = None) -> MCQDataset:
+                  load_dataset: Callable[..., Any] | None = None, **options: Any) -> MCQDataset:
     """Load ``name`` from the Hugging Face hub: ``spec`` is ``DATASET_ID[:CONFIG][@SPLIT]``.
 
     The split is exported once to :func:`hub_cache_dir` in the dataset's published local
     format and read by the same loader as a local file, so malformed rows are reported
     with a file and line you can open. Needs the ``datasets`` package and network
-    access (``load_dataset`` can be injected for testing).
+    access (``load_dataset`` can be injected for testing). ``options`` go to the loader
+    (``fields`` of :mod:`.mcq`).
     """
     import csv as _csv
 
@@ -78,4 +79,4 @@ def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int
                 for row in rows:
                     f.write(json.dumps(hub_row(key, row), ensure_ascii=False) + "\n")
         tmp.replace(target)
-    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed)
+    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)

@@ -40,7 +40,7 @@ PAPER, LM_EVAL = "paper", "lm-eval"
 #: the datasets lm-eval has a task for, and how that task scores an answer (``letters``:
 #: the option labels as the next token; ``cloze``: the option texts as continuations);
 #: every dataset offers the ``paper`` style (papers 000/004's formats), these also ``lm-eval``
-LM_EVAL_OUTPUT = {"mmlu": "letters", "hellaswag": "cloze", "arc": "cloze"}
+LM_EVAL_OUTPUT = {"mmlu": "letters", "hellaswag": "cloze", "arc": "cloze", "mcq": "letters"}
 LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
 TARGET_DELIMITER, FEWSHOT_DELIMITER = " ", "\n\n"
 #: why each dataset without an lm-eval style has none

@@ -20,27 +20,30 @@ GENERATORS = ("ssd", "arithmetic", "arithmetic-gen")
 """Synthetic tasks: ssd (paper 000 sec. 5.1), arithmetic MCQ (004 sec. 2.3), arithmetic-gen
 (the arithmetic questions answered in free text, paper 001)."""
 
-FILE_DATASETS = ("mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "gsm8k")
+FILE_DATASETS = ("mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "gsm8k", "mcq")
 """Datasets read from a file, a folder or ``hf:...`` (``NAME=PATH``)."""
 
-MCQ_TASKS = ("ssd", "arithmetic", "mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa")
+MCQ_TASKS = ("ssd", "arithmetic", "mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "mcq")
 """The multiple-choice tasks (:func:`load_mcq`)."""
 MCQ_USAGE = ("ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of "
-             "arc, cosmosqa, halueval, hellaswag, mmlu, triviaqa")
+             "arc, cosmosqa, halueval, hellaswag, mmlu, triviaqa, or mcq (your own file)")
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A parsed ``--task``: ``name``, the ``path`` of a dataset, the generator's ``categories``."""
+    """A parsed ``--task``: ``name``, the ``path`` of a dataset, the generator's ``categories``,
+    and ``fields``, the ``--field NAME=COLUMN`` pairs of ``mcq=PATH`` (:mod:`whitebox_eval.tasks.mcq`)."""
 
     name: str
     path: str | None = None
     categories: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, text: str, accepted: Iterable[str] | None = None, usage: str | None = None) -> TaskSpec:
+    def parse(cls, text: str, accepted: Iterable[str] | None = None, usage: str | None = None,
+              fields: Iterable[str] = ()) -> TaskSpec:
         """Read ``text``; ``accepted`` limits the names (a suite's tasks), ``usage`` is the
-        suite's own list of task forms for the error line."""
+        suite's own list of task forms for the error line; ``fields``: ``--field`` values."""
         from whitebox_eval.tasks import lm_eval_name_hint
 
         raw = str(text).strip()
@@ -66,6 +69,13 @@ class TaskSpec:
             if spec is not None:
                 raise WhiteboxError(f"task {spec.name!r} is not one this study runs; use {usage}")
             raise WhiteboxError(f"unknown task {raw!r}: use {usage}")
+        fields = tuple(fields)
+        if fields:
+            if spec.name != "mcq":
+                raise WhiteboxError(f"--field maps the columns of your own file (--task mcq=PATH), not of {spec.name}")
+            from whitebox_eval.tasks.mcq import parse_fields
+
+            spec = cls(spec.name, path=spec.path, fields=parse_fields(fields))
         return spec
 
     @property
@@ -79,7 +89,10 @@ class TaskSpec:
 
     def to_config(self) -> dict[str, Any]:
         """What config.yaml records as ``task_spec``."""
-        return {"name": self.name, "path": self.path, "categories": list(self.categories)}
+        out = {"name": self.name, "path": self.path, "categories": list(self.categories)}
+        if self.fields:  # --field NAME=COLUMN (recorded only when given)
+            out["fields"] = {name: column for name, column in self.fields}
+        return out
 
 
 def _checked_categories(categories: tuple[str, ...]) -> tuple[str, ...]:
@@ -116,4 +129,8 @@ def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, langu
 
         path = spec.path if spec.path.startswith("hf:") else Path(spec.path).expanduser()
         return list(load_mcq_dataset(spec.name, path, on_bad_row=on_bad_row, seed=seed))
+    if spec.name == "mcq":
+        from whitebox_eval.tasks.mcq import load_mcq_file
+
+        return list(load_mcq_file(spec.path, fields=spec.fields, on_bad_row=on_bad_row))
     raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items")
