@@ -117,11 +117,21 @@ def _print_mcqa_summary(folder) -> None:
                    "come from the validation items and those methods are reported on the test items; the baseline, cloze "
                    "and lens on all items (acc,baseline_test: the baseline on the test items, as in the paired tests)")
     unc = res["n_options"] - n_ess
-    click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
-    click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
+    by_count = res.get("by_option_count")
+    if by_count:  # a file whose rows have different numbers of options
+        click.echo(f"options per item: {min(map(int, by_count))} to {max(map(int, by_count))} essential"
+                   + (f" (+ {unc} uncertainty, never gold)" if unc else ""))
+        click.echo(f"chance: {res['chance']:.1%} (mean of 1 / n essential options over the items; per count below)")
+    else:
+        click.echo(f"options per item: {res['n_options']}" + (f" ({n_ess} essential + {unc} uncertainty, never gold)" if unc else ""))
+        click.echo(f"chance: {100 / n_ess:.1f}% (1 / {n_ess} essential options)")
     click.echo("accuracy [95% interval] n=<items> <interval method>:")
     for line in headline_lines(res, "6.1%"):
         click.echo(line)
+    if by_count:
+        click.echo("chance and accuracy per number of options (baseline, cloze: all items; selecting methods: test items):")
+        for line in option_count_lines(by_count):
+            click.echo(line)
     tests = res.get("paired_tests", {})
     if tests:
         click.echo("paired tests on the same items (difference of accuracies; selecting methods: the test items):")
@@ -151,7 +161,9 @@ def _print_mcqa_summary(folder) -> None:
         click.echo("      " + " ".join(f"h{h:<3d}" for h in range(table.shape[1])))
         for layer, row in enumerate(table):
             click.echo(f"  L{layer:<3d}" + " ".join("  --" if degenerate[layer, h] else f"{100 * v:4.0f}" for h, v in enumerate(row)))
-        click.echo(f"(chance {100 / n_ess:.0f}% = 1 / {n_ess} essential options; heatmaps in {folder.path / 'plots'})")
+        chance = (f"chance {100 * res['chance']:.0f}% = mean of 1 / n essential options" if by_count
+                  else f"chance {100 / n_ess:.0f}% = 1 / {n_ess} essential options")
+        click.echo(f"({chance}; heatmaps in {folder.path / 'plots'})")
     if "ablation" in res:
         a = res["ablation"]
         ra = a.get("random_accuracy")
@@ -205,6 +217,18 @@ def formats(**kw) -> None:
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
         for line in formats_summary(folder.load_results(), folder.path):
             click.echo(line)
+
+
+def option_count_lines(by_count: dict) -> list[str]:
+    """The per-option-count table: items, chance 1 / n and each method's accuracy (n items)."""
+    order = ("acc,baseline", "acc,cloze", "acc,qk_head", "acc,attention_head", "acc,head_score_head", "acc,pride")
+    methods = sorted((k for k in next(iter(by_count.values())) if k.startswith("acc,") and not k.endswith("_n")),
+                     key=lambda k: (order.index(k) if k in order else len(order), k))
+    out = ["  options  items  chance  " + "  ".join(f"{m[4:]:>18s}" for m in methods)]
+    for n, row in by_count.items():
+        cells = [f"{'-' if row[m] is None else f'{row[m]:.1%}':>10s} (n={row[m + '_n']:>3d})" for m in methods]
+        out.append(f"  {n:>7s}  {row['n_items']:5d}  {row['chance']:6.1%}  " + "  ".join(f"{c:>18s}" for c in cells))
+    return out
 
 
 def formats_summary(res: dict, path) -> list[str]:

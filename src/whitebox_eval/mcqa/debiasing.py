@@ -256,3 +256,65 @@ def pride_from_callable(
         else:
             probs[item] = call(item, identity)
     return pride(probs, est, split, o, aggregate, eps)
+
+
+@dataclass(frozen=True)
+class CountPriDe:
+    """PriDe over items with different option counts: one prior per count (its cyclic
+    permutations are its own), estimated on that count's estimation items."""
+
+    predictions: np.ndarray  # [items] option index (original order)
+    priors: dict[int, np.ndarray]  # option count -> its letter prior (counts with estimation items)
+    estimation_items: dict[int, int]  # option count -> estimation items of that count (0: not debiased)
+
+
+def _letter_probs(logits: np.ndarray) -> np.ndarray:
+    x = np.nan_to_num(np.asarray(logits), nan=-np.inf)  # in the logits' own dtype, as every run before
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def pride_by_option_count(
+    logits: np.ndarray,
+    counts: Sequence[int],
+    perm_logits: np.ndarray,
+    perm_pairs: Sequence[tuple[int, int]],
+    split: Split,
+    aggregate: Aggregate = "log_mean",
+    eps: float = DEFAULT_EPS,
+) -> CountPriDe:
+    """PriDe (:func:`pride`) run separately on the items of each option count ``n``.
+
+    ``logits``: ``[items, >= max n]`` letter logits in the original order (the first
+    ``counts[i]`` columns are item ``i``'s essential options); ``perm_logits[k]``: the
+    letters of item ``perm_pairs[k] = (i, p)`` under cyclic shift ``p`` (position ``j``
+    shows content ``(j + p) mod n``), for every estimation item ``i`` in ``split.val`` and
+    ``p = 0..n-1``. A count without estimation items keeps its observed predictions (a
+    uniform prior: there is nothing to estimate one from); ``estimation_items`` says which.
+    With one count this is :func:`pride` on the whole split.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    logits = np.asarray(logits)
+    rows = {(int(i), int(p)): k for k, (i, p) in enumerate(perm_pairs)}
+    predictions = np.zeros(len(counts), dtype=np.int64)
+    priors: dict[int, np.ndarray] = {}
+    estimation: dict[int, int] = {}
+    for n in sorted(set(counts.tolist())):
+        idx = np.flatnonzero(counts == n)
+        val = [int(i) for i in split.val if counts[i] == n]
+        probs = _letter_probs(logits[idx, :n])
+        estimation[n] = len(val)
+        if not val:
+            predictions[idx] = np.argmax(probs, axis=-1)
+            continue
+        missing = [(i, p) for i in val for p in range(n) if (i, p) not in rows]
+        if missing:
+            raise WhiteboxError(f"PriDe: no permuted letters for item {missing[0][0]} shift {missing[0][1]}")
+        est = np.stack([_letter_probs(np.stack([perm_logits[rows[(i, p)], :n] for p in range(n)])) for i in val])
+        position = {int(i): k for k, i in enumerate(idx)}
+        val_pos = np.array([position[i] for i in val], dtype=np.int64)
+        sub = Split(val=val_pos, test=np.setdiff1d(np.arange(len(idx)), val_pos))
+        res = pride(probs, est, sub, aggregate=aggregate, eps=eps)
+        predictions[idx] = res.predictions
+        priors[n] = res.prior
+    return CountPriDe(predictions, priors, estimation)

@@ -29,12 +29,6 @@ class ClozeScores(NamedTuple):
     pred_norm: np.ndarray
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    x = np.nan_to_num(x, nan=-np.inf)
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def _correct(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     return (np.asarray(pred) == np.asarray(gold)).astype(np.int64)
 
@@ -48,8 +42,8 @@ def finalize(study) -> RunFolder:
     """
     from whitebox_eval import stats
     from whitebox_eval.mcqa import plots
-    from whitebox_eval.mcqa.debiasing import pride
-    from whitebox_eval.mcqa.metrics import per_layer_accuracy, selection_bias
+    from whitebox_eval.mcqa.debiasing import pride_by_option_count
+    from whitebox_eval.mcqa.metrics import by_option_count, chance_accuracy, per_layer_accuracy, selection_bias
 
     cfg, folder, items, split = study.cfg, study.folder, study.items, study.split
     writer = study.world.main  # every rank runs the passes; rank 0 alone writes what follows from them
@@ -60,6 +54,9 @@ def finalize(study) -> RunFolder:
     predict = lambda x: hs.option_predictions(np.nan_to_num(x, nan=-np.inf), cfg.seed)  # noqa: E731
     correct: dict[str, np.ndarray] = {}  # per test item, for the paired tests
     n_unc = study.n_max - study.n_essential
+    counts = np.array([len(it.options) for it in items])  # essential options per item (files may mix counts)
+    mixed = len(set(counts.tolist())) > 1
+    by_count: dict = {}  # method -> (item indices, 0/1 per index), for the per-count table of a mixed file
     results: dict = {
         "n_items": len(items), "n_total": study.n_total, "n_evaluated": len(items), "limit": cfg.limit,
         "prompt_style": cfg.prompt,
@@ -68,8 +65,10 @@ def finalize(study) -> RunFolder:
                            "acc,baseline_test is the baseline on those same items for the paired tests" if selecting
                            else "nothing is selected, so there is no validation split")),
         "n_val": len(split.val), "n_test": len(test), "n_options": study.n_max,
-        "n_essential_options": study.n_essential, "chance": 1.0 / study.n_essential,
-        "chance_note": f"1 / {study.n_essential} essential options" + (f"; the {n_unc} uncertainty options are never gold" if n_unc else ""),
+        "n_essential_options": study.n_essential, "chance": chance_accuracy(counts),
+        "chance_note": (f"mean of 1 / n essential options over the evaluated items ({counts.min()} to {counts.max()} options; "
+                        "per count: by_option_count)" if mixed else f"1 / {study.n_essential} essential options")
+                       + (f"; the {n_unc} uncertainty options are never gold" if n_unc else ""),
         "split": {"rule": SPLIT_RULE, "seed": cfg.seed, "val_fraction": cfg.val_fraction, "min_val_items": cfg.min_val_items,
                   "validation_ids": [items[i].id for i in split.val], "test_ids": [items[i].id for i in test]},
         "tie_rule": (f"an item whose top score is shared by several options (relative tolerance {hs.TIE_RTOL:g}) gets a seeded "
@@ -90,6 +89,13 @@ def finalize(study) -> RunFolder:
         results["selection_bias,baseline"] = {"prediction_distribution": bias.prediction_distribution.tolist(),
                                              "recall": bias.recall.tolist(), "recall_std": bias.recall_std}
         dists["baseline"] = bias.prediction_distribution
+        by_count["acc,baseline"] = (np.arange(len(items)), base_all)
+        if mixed:  # each count's letters on its own: position j means the same only among items with as many options
+            results["selection_bias_by_option_count,baseline"] = {
+                str(n): {"prediction_distribution": b.prediction_distribution.tolist(), "recall": b.recall.tolist(),
+                         "recall_std": b.recall_std}
+                for n in sorted(set(counts.tolist()))
+                for b in [selection_bias(base_pred[counts == n], gold[counts == n], n + (study.n_max - study.n_essential))]}
     for key, arr in main.items() if writer else ():
         folder.save_array(key, arr)
     selected: dict[str, hs.HeadSelection] = {}
@@ -149,13 +155,21 @@ def finalize(study) -> RunFolder:
     if "pride" in cfg.methods:
         # PriDe debiases among the essential options: the uncertainty options never move, so
         # their "prior" would only absorb their content (and dividing by it promotes them).
-        est = study.pride_pass()
+        # each option count has its own cyclic permutations and its own prior (one count: PriDe on the whole split)
+        est, pairs = study.pride_pass()
         n = study.n_essential
-        res = pride(_softmax(main["letter_logits"][:, :n]), _softmax(est[:, :, :n]), split)
+        res = pride_by_option_count(main["letter_logits"], counts, est, pairs, split)
         pride_pred = res.predictions
         correct["pride"] = _correct(res.predictions[test], gold[test])
         stats.add_proportion(headline, "acc,pride", correct["pride"])
-        results["pride_prior"] = res.prior.tolist()
+        if mixed:
+            results["pride_prior_by_option_count"] = {
+                str(c): {"estimation_items": k, "prior": res.priors[c].tolist() if c in res.priors else None}
+                for c, k in res.estimation_items.items()}
+            results["pride_note"] = ("one prior per option count, from that count's validation items under its own cyclic "
+                                     "permutations; a count without validation items keeps its observed predictions")
+        else:
+            results["pride_prior"] = res.priors[n].tolist()
         results["pride_prior_estimated_on"] = "validation items (the same split the heads are chosen on)"
         dists["PriDe"] = np.pad(selection_bias(res.predictions[test], gold[test], n).prediction_distribution, (0, study.n_max - n))
     for name in ("qk_head", "attention_head", "head_score_head", "pride"):
@@ -169,10 +183,14 @@ def finalize(study) -> RunFolder:
         ll, norm = study.cloze_pass()
         cloze = ClozeScores(ll, norm, lm_eval.first_argmax(ll), lm_eval.first_argmax(norm))
         stats.add_proportion(headline, "acc,cloze", _correct(cloze.pred, gold))
+        by_count["acc,cloze"] = (np.arange(len(items)), _correct(cloze.pred, gold))
         if study.reports_acc_norm:  # lm-eval's MMLU reports acc only (its choices are one letter each)
             stats.add_proportion(headline, "acc_norm,cloze", _correct(cloze.pred_norm, gold))
         if "baseline" in correct:
             stats.add_paired(results, "cloze_vs_baseline", stats.mcnemar(_correct(cloze.pred, gold), base_all))
+    if mixed:  # chance and accuracy per number of options (selecting methods: their test items)
+        by_count.update({f"acc,{name}": (test, c) for name, c in correct.items() if name != "baseline"})
+        results["by_option_count"] = by_option_count(counts, by_count)
     if writer:
         folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze,
                                                  base_pred if study.letters else None))

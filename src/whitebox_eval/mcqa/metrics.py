@@ -358,3 +358,33 @@ def mcq_by_free_partition(mcq: np.ndarray | Sequence[float], free: np.ndarray | 
             "share": [float(c / v.size) if v.size else None for c in counts],
         }
     return out
+
+
+# --------------------------------------------------------------------------- mixed option counts
+
+
+def chance_accuracy(option_counts: np.ndarray | Sequence[int]) -> float:
+    """Expected accuracy of a uniform random pick: the mean of ``1 / n_i`` over the items."""
+    counts = np.asarray(option_counts, dtype=np.float64)
+    if counts.size == 0 or np.any(counts < 1):
+        raise WhiteboxError("chance needs at least one item, each with at least one option")
+    if np.all(counts == counts[0]):
+        return 1.0 / counts[0]  # exactly 1 / n for one count
+    return float(np.mean(1.0 / counts))
+
+
+def by_option_count(option_counts: np.ndarray | Sequence[int],
+                    correct: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, dict]:
+    """Per number of options ``n``: its items, chance ``1 / n`` and each method's accuracy on
+    that method's items with ``n`` options. ``correct``: name -> (item indices, 0/1 per
+    index), e.g. the baseline on every item and a selected head on the test items."""
+    counts = np.asarray(option_counts, dtype=np.int64)
+    table: dict[str, dict] = {}
+    for n in sorted(set(counts.tolist())):
+        row: dict = {"n_items": int((counts == n).sum()), "chance": 1.0 / n}
+        for name, (items, hits) in correct.items():
+            mask = counts[np.asarray(items, dtype=np.int64)] == n
+            row[f"{name}_n"] = int(mask.sum())
+            row[name] = float(np.asarray(hits)[mask].mean()) if mask.any() else None
+        table[str(n)] = row
+    return table

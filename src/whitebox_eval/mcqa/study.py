@@ -196,15 +196,18 @@ class _Study:
         arrays = self.run_pass("perm", lambda i: self.render(self.items[i].permuted(orders[i])), range(len(self.items)), scorers)
         return arrays, orders
 
-    def pride_pass(self) -> np.ndarray:
-        n = self.n_essential
-        if any(len(it.options) != n for it in self.items):
-            raise WhiteboxError("PriDe needs the same number of options for every item; drop 'pride' from --methods")
-        val = list(self.split.val)
-        order = lambda p: [(j + p) % n for j in range(n)]
-        arrays = self.run_pass("pride", lambda k: self.render(self.items[val[k // n]].permuted(order(k % n))),
-                               range(len(val) * n), ["baseline"])
-        return arrays["letter_logits"].reshape(len(val), n, self.n_max)
+    def pride_pass(self) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Letter logits [rows, n_max] of every validation item under each cyclic shift of its
+        own essential options (000 eq. 5; items may differ in option count), and the
+        ``(item, shift)`` pair of each row, items in validation order, shifts 0..n-1."""
+        pairs = [(int(i), p) for i in self.split.val for p in range(len(self.items[i].options))]
+
+        def prompt(k: int) -> RenderedPrompt:
+            i, p = pairs[k]
+            n = len(self.items[i].options)
+            return self.render(self.items[i].permuted([(j + p) % n for j in range(n)]))
+
+        return self.run_pass("pride", prompt, range(len(pairs)), ["baseline"])["letter_logits"], pairs
 
     def ablation_pass(self, name: str, heads: Sequence[tuple[int, int]]) -> np.ndarray:
         by_layer: dict[int, list[int]] = {}
