@@ -2,14 +2,18 @@
 ``sae_weights.safetensors`` holding ``W_enc [d_in, d_sae]``, ``b_enc [d_sae]``,
 ``W_dec [d_sae, d_in]``, ``b_dec [d_in]`` and, for JumpReLU, ``threshold [d_sae]``.
 Loading is lenient: ``encoder.weight``/``decoder.weight`` (nn.Linear layout),
-``log_threshold``, Gemma Scope's ``params.npz`` and old/new SAELens config keys
-(``architecture``, ``activation_fn_str`` + ``activation_fn_kwargs.k``, ``k``) are accepted.
+``log_threshold``, Gemma Scope's ``params.npz``, Llama Scope's ``hyperparams.json`` +
+``checkpoints/final.safetensors`` (scalar ``jump_relu_threshold``, dataset-wise input norm) and
+old/new SAELens config keys (``architecture``, ``activation_fn_str`` + ``activation_fn_kwargs.k``,
+``k``, ``rescale_acts_by_decoder_norm``) are accepted. Parity with SAELens' own encode/decode is
+tested on a fixture SAELens wrote (tests/fixtures/saelens).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from whitebox_eval.mui.sae import SAE, Activation
 
 CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
+LLAMA_SCOPE_CFG = "hyperparams.json"
+LLAMA_SCOPE_WEIGHTS = "checkpoints/final.safetensors"
 
 
 _W_ENC_KEYS = ("W_enc", "w_enc", "W_E", "encoder.weight", "encoder_weight")
@@ -60,6 +66,8 @@ def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
 def _locate(path: Path) -> tuple[Path, Path | None]:
     """(weights file, cfg.json or None) for a folder or a weights-file path."""
     if path.is_dir():
+        if (path / LLAMA_SCOPE_CFG).is_file() and (path / LLAMA_SCOPE_WEIGHTS).is_file():
+            return path / LLAMA_SCOPE_WEIGHTS, path / LLAMA_SCOPE_CFG
         for name in (WEIGHTS_FILE, "params.safetensors", "model.safetensors", "params.npz"):
             if (path / name).is_file():
                 weights = path / name
@@ -152,6 +160,8 @@ def load_sae(
         cfg = json.loads(cfg_path.read_text()) if cfg_path else {}
     except json.JSONDecodeError as exc:
         raise WhiteboxError(f"{cfg_path} is not valid JSON: {exc}") from exc
+    if cfg_path is not None and cfg_path.name == LLAMA_SCOPE_CFG:
+        cfg = _llama_scope_cfg(cfg, cfg_path)
     tensors = _read_tensors(weights)
     w_enc_key = next((k for k in _W_ENC_KEYS if k in tensors), None)
     w_dec_key = next((k for k in _W_DEC_KEYS if k in tensors), None)
@@ -175,6 +185,13 @@ def load_sae(
     threshold = _pick(tensors, _THRESHOLD_KEYS, "threshold", weights, required=False)
     if threshold is None and any(k in tensors for k in _LOG_THRESHOLD_KEYS):
         threshold = _pick(tensors, _LOG_THRESHOLD_KEYS, "log_threshold", weights).exp()
+    if threshold is None and cfg.get("jump_relu_threshold") is not None:
+        threshold = torch.full((d_sae,), float(cfg["jump_relu_threshold"]))
+    if cfg.get("rescale_acts_by_decoder_norm"):
+        # SAELens ranks and scales activations by ||W_dec_i|| and decodes f / ||W_dec_i||; folding the
+        # norms into W_enc, b_enc (and W_dec) gives the same activations and reconstructions.
+        norms = w_dec.norm(dim=1).clamp_min(1e-8)
+        w_enc, b_enc, w_dec = w_enc * norms, b_enc * norms, w_dec / norms[:, None]
     activation, k = _activation_from_cfg(cfg, threshold is not None, weights)
     meta = {key: cfg[key] for key in ("hook_name", "hook_layer", "model_name") if key in cfg}
     meta.update(cfg.get("metadata") or {})
@@ -188,6 +205,32 @@ def load_sae(
         ),
         norm_scaling_factor=_norm_factor(cfg, d_in, weights), metadata=meta,
     )
+
+
+def _llama_scope_cfg(hp: dict[str, Any], source: Path) -> dict[str, Any]:
+    """Llama Scope's ``hyperparams.json`` as SAELens-style config keys (as SAELens' loader reads it)."""
+    act = str(hp.get("act_fn", "")).lower()
+    if act not in ("jumprelu", "relu", "topk"):
+        raise WhiteboxError(f"{source}: unsupported Llama Scope act_fn {hp.get('act_fn')!r}")
+    cfg: dict[str, Any] = {
+        "architecture": "standard" if act == "relu" else act, "d_in": hp.get("d_model"), "d_sae": hp.get("d_sae"),
+        "apply_b_dec_to_input": bool(hp.get("apply_decoder_bias_to_pre_encoder", False)),
+        "hook_name": hp.get("hook_point_in"), "normalize_activations": "none",
+    }
+    if act == "jumprelu":
+        cfg["jump_relu_threshold"] = hp["jump_relu_threshold"]
+    if act == "topk":
+        cfg["k"] = hp.get("top_k")
+    norm = str(hp.get("norm_activation", "none")).lower()
+    if norm == "dataset-wise":
+        cfg["normalize_activations"] = "expected_average_only_in"
+        cfg["dataset_average_activation_norm"] = hp.get("dataset_average_activation_norm") or {}
+    elif norm not in ("none", ""):
+        raise WhiteboxError(f"{source}: Llama Scope norm_activation {hp.get('norm_activation')!r} is not supported")
+    match = re.search(r"blocks\.(\d+)\.", str(hp.get("hook_point_in", "")))
+    if match:
+        cfg["hook_layer"] = int(match.group(1))
+    return cfg
 
 
 def save_sae(sae: SAE, directory: str | Path) -> Path:
