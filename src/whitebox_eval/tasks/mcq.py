@@ -111,7 +111,7 @@ def find_layout(columns: Sequence[str], fields: Mapping[str, str]) -> Layout:
         names = tuple(fields["choices"].split(","))
         missing = [c for c in names if c not in columns]
         if missing:
-            raise RowError(f"--field choices={fields['choices']}: no column {', '.join(missing)} (columns: {shown})")
+            raise RowError(f"--field choices={fields['choices']}: no such column {', '.join(missing)} (columns: {shown})")
         choices: str | tuple[str, ...] = names[0] if len(names) == 1 else names
     else:
         choices = column("choices", False) or _per_choice_columns(columns, {question, answer}, shown)
