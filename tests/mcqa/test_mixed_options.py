@@ -113,37 +113,31 @@ def tiny_model():
     with tempfile.TemporaryDirectory() as d:
         items = load_mcq_file(write_jsonl(Path(d) / "f.jsonl", mixed_rows()))
     texts = [render_prompt(it).text + " A B C D E F G H I J" for it in items]
-    return tiny_llama_with_bpe(texts * 3, 400)
+    return tiny_llama_with_bpe(texts, 400)
 
 
-def test_study_on_mixed_counts_reports_chance_per_count(tiny_model, tmp_path):
-    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
-
-    path = write_jsonl(tmp_path / "mixed.jsonl", mixed_rows())
-    cfg = MCQAConfig(model="tiny", task=f"mcq={path}", min_val_items=9, batch_size=8,
-                     methods=("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze"),
-                     ablation_k=2, ablation_draws=2)
-    res = run_mcqa(cfg, tmp_path, run_id="m", loaded=tiny_model, show_progress=False).load_results()
-    counts = [3, 5, 8] * 8
-    assert res["n_items"] == 24 and res["n_essential_options"] == 8 and res["n_options"] == 10
+def check_results(run: Path, counts: list[int]) -> None:
+    """results.json and samples.jsonl of an mcqa run over items with ``counts`` essential options."""
+    res = json.loads((run / "results.json").read_text())
+    assert res["n_items"] == len(counts) and res["n_essential_options"] == 8 and res["n_options"] == 10
     assert res["chance"] == pytest.approx(np.mean([1 / n for n in counts]))
     table = res["by_option_count"]
-    assert {n: row["n_items"] for n, row in table.items()} == {"3": 8, "5": 8, "8": 8}
+    assert {n: row["n_items"] for n, row in table.items()} == {str(n): counts.count(n) for n in (3, 5, 8)}
     assert table["5"]["chance"] == pytest.approx(0.2)
     for key in ("acc,baseline", "acc,qk_head", "acc,attention_head", "acc,head_score_head", "acc,pride", "acc,cloze"):
         assert key in res["headline"] and key in table["3"]
     assert sum(row["acc,qk_head_n"] for row in table.values()) == res["n_test"]
+    assert sum(row["acc,baseline_n"] for row in table.values()) == res["n_items"]
     for key in ("pa,baseline", "acc,ablation_key_heads", "acc,ablation_random_heads"):
         assert key in res["headline"]
     assert "qk_head_vs_baseline" in res["paired_tests"] and "pride_vs_baseline" in res["paired_tests"]
-    priors = res["pride_prior_by_option_count"]
-    for n, row in priors.items():
+    for n, row in res["pride_prior_by_option_count"].items():
         assert (row["prior"] is None) == (row["estimation_items"] == 0)
         if row["prior"] is not None:
             assert len(row["prior"]) == int(n) and sum(row["prior"]) == pytest.approx(1.0)
     for n, b in res["selection_bias_by_option_count,baseline"].items():
         assert len(b["prediction_distribution"]) == int(n) + 2  # the two uncertainty options follow each count's own
-    samples = [json.loads(line) for line in (tmp_path / "m" / "samples.jsonl").read_text().splitlines()]
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert [s["n_options"] for s in samples] == [n + 2 for n in counts]
     assert [len(s["cloze_loglik"]) for s in samples] == counts
 
@@ -169,8 +163,7 @@ def test_command_runs_every_method_on_a_mixed_file(tiny_model, tmp_path, cli):
     at = next(i for i, line in enumerate(lines) if line.startswith("chance and accuracy per number"))
     assert [line.split()[:3] for line in lines[at + 2:at + 5]] == [["3", "8", "33.3%"], ["5", "7", "20.0%"], ["8", "8", "12.5%"]]
     assert "QK head vs baseline" in out and "best qk head: layer" in out
-    config = (tmp_path / "runs" / "r" / "config.yaml").read_text()
-    assert "mcq" in config
+    check_results(tmp_path / "runs" / "r", [n for k, n in enumerate([3, 5, 8] * 8) if k != 4])
     # --field: the mapping is recorded, and a resume with another mapping is refused
     renamed = write_jsonl(tmp_path / "renamed.jsonl", [{"q": r["question"], "opts": r["choices"], "key": r["answer"],
                                                         "id": r["id"]} for r in mixed_rows() if r["answer"] != 9])
@@ -183,3 +176,24 @@ def test_command_runs_every_method_on_a_mixed_file(tiny_model, tmp_path, cli):
     assert "fields:" in cfg and "question: q" in cfg
     code, out, err = cli(small + fields + ["--field", "id=id", "--resume"])  # the same items, another mapping
     assert code != 0 and "fields" in out + err, out + err
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_smollm2_on_the_example_file(tmp_path):
+    """The README's command on the bundled model: every method, chance per count, a QK head and its test."""
+    import subprocess
+
+    args = [sys.executable, "-m", "whitebox_eval", "mcqa", "--model", "smollm2-135m", "--task", f"mcq={EXAMPLE}",
+            "--min-val-items", "8", "--methods", "baseline,qk,attention,lens,pride,pa,ablation,cloze",
+            "--output", str(tmp_path), "--run-id", "byod"]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout
+    assert "evaluated all 24 items" in out and "options per item: 3 to 8 essential" in out
+    assert f"chance: {(8 / 3 + 8 / 5 + 8 / 8) / 24:.1%} (mean of 1 / n essential options" in out
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("chance and accuracy per number"))
+    assert [line.split()[:3] for line in lines[at + 2:at + 5]] == [["3", "8", "33.3%"], ["5", "8", "20.0%"], ["8", "8", "12.5%"]]
+    assert "QK head vs baseline:" in out and "mcnemar_exact p = " in out and "best qk head: layer" in out
+    check_results(tmp_path / "byod", [3] * 8 + [5] * 8 + [8] * 8)

@@ -112,7 +112,8 @@ def test_tasks_without_an_lm_eval_style_say_which_styles_they_have():
 def test_each_lm_eval_dataset_scores_answers_as_its_table_says():
     items = {"mmlu": MCQItem(id="q", question="Q", options=["a", "b", "c", "d"], gold=0, subject="x"),
              "hellaswag": MCQItem(id="h", question="Q", options=["a", "b"], gold=0, context="c", subject="act"),
-             "arc": MCQItem(id="r", question="Q", options=["a", "b"], gold=1)}
+             "arc": MCQItem(id="r", question="Q", options=["a", "b"], gold=1),
+             "mcq": MCQItem(id="m", question="Q", options=["a", "b", "c"], gold=2)}
     assert set(items) == set(le.LM_EVAL_OUTPUT)
     for name, item in items.items():
         assert le.doc(name, item).output == le.LM_EVAL_OUTPUT[name], name
