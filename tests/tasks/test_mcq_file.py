@@ -225,6 +225,8 @@ def test_spec_carries_fields_into_the_config_and_the_items():
                            ("id", "num"))
     assert spec.to_config()["fields"] == dict(spec.fields)
     assert "fields" not in TaskSpec.parse("mcq=x.jsonl").to_config()
+    hub = TaskSpec.parse("MCQ=hf:org/name:cfg@validation", MCQ_TASKS)
+    assert (hub.name, hub.path) == ("mcq", "hf:org/name:cfg@validation") and TaskSpec.parse(str(hub)) == hub
     assert len(load_mcq(spec, 0)) == 6
     with pytest.raises(WhiteboxError, match="--field maps the columns of your own file"):
         TaskSpec.parse("arc=x.jsonl", fields=["question=q"])
