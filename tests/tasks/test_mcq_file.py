@@ -263,3 +263,15 @@ def test_lm_eval_doc_is_mmlus_letters_format_without_a_header():
     assert doc.choices == ["A", "B", "C"] and doc.output == "letters" and doc.metrics == ("acc",)
     r = render_letters(doc, [], item.id)
     assert r.answer_strings == [" A", " B", " C"] and [o.content.of(r.text) for o in r.options] == item.options
+
+
+def test_per_choice_columns_are_the_run_from_the_first():
+    from whitebox_eval.tasks.mcq import find_layout
+
+    assert find_layout(["question", "A", "B", "C", "E", "x", "answer"], {}).choices == ("A", "B", "C")
+    assert find_layout(["question", "choice_2", "choice_1", "answer"], {}).choices == ("choice_1", "choice_2")
+    assert find_layout(["question", "answer0", "answer1", "label"], {}).choices == ("answer0", "answer1")
+    with pytest.raises(RowError, match="no choices"):
+        find_layout(["question", "B", "C", "answer"], {})
+    with pytest.raises(RowError, match="two sets of choice columns"):
+        find_layout(["question", "A", "B", "choice1", "choice2", "answer"], {})

@@ -128,10 +128,12 @@ def _per_choice_columns(columns: Sequence[str], taken: set[str | None], shown: s
         index = int(key) if key.isdigit() else LETTERS.index(key.upper())
         groups.setdefault((m.group(1) or "").lower() + ("#" if key.isdigit() else "@"), []).append((index, c))
     runs = []  # each set's consecutive run from its first number (0 or 1) or from A
-    for found in groups.values():
+    for key, found in groups.items():
         found.sort()
-        run = [c for k, (i, c) in enumerate(found) if i == found[0][0] + k] if found[0][0] in (0, 1) else []
-        runs.append(list(enumerate(run)))
+        first = found[0][0]
+        if first == 0 or (first == 1 and key.endswith("#")):
+            run = next((found[:k] for k in range(1, len(found)) if found[k][0] != first + k), found)
+            runs.append([(k, c) for k, (_, c) in enumerate(run)])
     best = sorted(runs, key=len, reverse=True)
     if not best or len(best[0]) < 2:
         raise RowError(f"no choices: give a list column ({', '.join(COLUMNS['choices'])}) or one column per choice "
