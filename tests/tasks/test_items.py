@@ -22,7 +22,6 @@ def test_valid_item_passes_and_returns_itself():
     (dict(gold=4), "out of range"),
     (dict(gold=-1), "out of range"),
     (dict(gold="A"), "integer"),
-    (dict(options=["Paris", "Lyon", "Paris "]), "duplicates"),
     (dict(options=["Paris", "  ", "Lyon"]), "option 1 is empty"),
     (dict(options=["Paris"]), "at least 2"),
     (dict(question=" "), "question is empty"),
@@ -30,6 +29,12 @@ def test_valid_item_passes_and_returns_itself():
 def test_malformed_items_raise_whitebox_error(kw, fragment):
     with pytest.raises(WhiteboxError, match=fragment):
         _item(**kw).validate()
+
+
+def test_repeated_options_are_kept_and_marked():
+    """lm-eval scores rows whose options repeat, so they are valid items (marked, not dropped)."""
+    it = _item(options=["Paris", "Lyon", "Paris "]).validate()
+    assert it.repeated_options and not _item().validate().repeated_options
 
 
 def test_error_names_the_item():

@@ -25,14 +25,13 @@ def test_mmlu_test_folder(shared_datasets):
     assert len({x.id for x in items}) == len(items)
 
 
-def test_mmlu_dev_reports_its_real_duplicate_row(shared_datasets):
-    folder = shared_datasets / "mmlu" / "dev"
-    with pytest.raises(WhiteboxError, match=r"high_school_biology_dev\.csv:3: options 0 and 2 are duplicates"):
-        load_mcq_dataset("mmlu", folder)
-    with pytest.warns(MalformedRowsWarning, match="skipped 1 malformed row"):
-        items = load_mcq_dataset("mmlu", folder, on_bad_row="skip")
-    assert len(items) == 57 * 5 - 1
-    assert [(b.line, b.path.endswith("high_school_biology_dev.csv")) for b in items.bad_rows] == [(3, True)]
+def test_mmlu_dev_keeps_its_real_repeated_option_row(shared_datasets):
+    """high_school_biology_dev.csv:3 lists one option twice; lm-eval scores that row, so do we."""
+    items = load_mcq_dataset("mmlu", shared_datasets / "mmlu" / "dev")
+    assert len(items) == 57 * 5 and not items.bad_rows
+    repeated = [x for x in items if x.repeated_options]
+    assert [x.meta["line"] for x in repeated] == [3] and repeated[0].subject == "high_school_biology"
+    assert repeated[0].options[0].strip() == repeated[0].options[2].strip()
 
 
 def test_mmlu_single_file_and_limit(shared_datasets):
@@ -76,13 +75,12 @@ def test_halueval_sample(shared_datasets):
     assert [x.options for x in items] != [x.options for x in load_mcq_dataset("halueval", path, seed=1)]
 
 
-def test_arc_sample_reports_real_duplicate(shared_datasets):
+def test_arc_sample_keeps_its_real_repeated_option_row(shared_datasets):
+    """Row 122 of the ARC sample repeats an option; every one of the 300 rows is an item (lm-eval's n)."""
     path = shared_datasets / "arc" / "arc_challenge_sample.llmfoundry.jsonl"
-    with pytest.raises(WhiteboxError, match=r"arc_challenge_sample\.llmfoundry\.jsonl:122: .*duplicates"):
-        load_mcq_dataset("arc", path)
-    with pytest.warns(MalformedRowsWarning):
-        items = load_mcq_dataset("arc", path, on_bad_row="skip")
-    assert len(items) == 299 and [b.line for b in items.bad_rows] == [122]
+    items = load_mcq_dataset("arc", path)
+    assert len(items) == 300 and not items.bad_rows
+    assert [i for i, x in enumerate(items) if x.repeated_options] == [121]
     assert items[0].question.startswith("An astronomer observes") and items[0].gold == 2
 
 
@@ -120,7 +118,7 @@ def _expect(name, path, line, fragment, n_good):
 
 MMLU_ROWS = ('Q1?,a,b,c,d,A\n'
              '"Multi\nline?",a,b,c,d,B\n'     # lines 2-3, fine
-             'Q3?,a,b,a,d,C\n'                # line 4 duplicate
+             'Q3?,a,b,a,d,C\n'                # line 4: a repeated option, kept (lm-eval scores it)
              'Q4?,a,,c,d,D\n'                 # line 5 empty option
              'Q5?,a,b,c,d,Z\n'                # line 6 bad letter
              'Q6?,a,b,c,d\n'                  # line 7 missing field
@@ -128,17 +126,15 @@ MMLU_ROWS = ('Q1?,a,b,c,d,A\n'
 
 
 @pytest.mark.parametrize("line, fragment", [
-    (4, "duplicates"), (5, "option 1 is empty"), (6, "not an option letter"), (7, "expected 6 fields")])
+    (5, "option 1 is empty"), (6, "not an option letter"), (7, "expected 6 fields")])
 def test_mmlu_malformed_rows(tmp_path, line, fragment):
     path = _write(tmp_path / "x_test.csv", MMLU_ROWS)
     with pytest.warns(MalformedRowsWarning):
         items = load_mcq_dataset("mmlu", path, on_bad_row="skip")
-    assert [x.question for x in items] == ["Q1?", "Multi\nline?", "Q7?"]
-    assert [b.line for b in items.bad_rows] == [4, 5, 6, 7]
-    assert fragment in items.bad_rows[[4, 5, 6, 7].index(line)].reason
-    if line == 4:
-        with pytest.raises(WhiteboxError, match=r"x_test\.csv:4: .*duplicates"):
-            load_mcq_dataset("mmlu", path)
+    assert [x.question for x in items] == ["Q1?", "Multi\nline?", "Q3?", "Q7?"]
+    assert [b.line for b in items.bad_rows] == [5, 6, 7]
+    assert fragment in items.bad_rows[[5, 6, 7].index(line)].reason
+    assert items[2].repeated_options
 
 
 def test_mmlu_headered_variant(tmp_path):
@@ -171,7 +167,8 @@ def test_cosmosqa_csv_and_jsonl_malformed(tmp_path):
     row = {"id": "x", "context": "ctx", "question": "q?", "answer0": "a", "answer1": "b",
            "answer2": "c", "answer3": "d", "label": 2}
     jpath = _write(tmp_path / "c.jsonl", json.dumps(row) + "\n" + json.dumps({**row, "answer2": "a"}) + "\n")
-    items = _expect("cosmosqa", jpath, 2, "duplicates", 1)
+    items = load_mcq_dataset("cosmosqa", jpath)  # a repeated option is kept, as lm-eval keeps it
+    assert len(items) == 2 and not items.bad_rows and items[1].repeated_options
     assert items[0].id == "cosmosqa/x" and items[0].gold == 2
 
 

@@ -15,8 +15,9 @@ Four sources, never the evaluated items:
   ``train.csv`` beside ``valid.csv``, ``train/`` beside ``test/``; ``@train`` of a hub
   spec of ARC, HellaSwag, CosmosQA), as lm-eval's ARC and HellaSwag tasks take theirs
   from ``training_split``. For these two sources the k demonstrations are one seeded draw
-  from the whole file, the same for every item (lm-eval draws per item with its own
-  seeded sampler; we record ours rather than reproduce it).
+  from the whole file, the same for every item; with ``--prompt lm-eval`` they are drawn
+  per item as lm-eval's default sampler draws them (:func:`lm_eval_draws`), so the
+  prompts are lm-eval's own.
 - ``held_out_pool`` (no split found, MMLU without a dev split, synthetic tasks): the
   first ``POOL_SIZE`` items of the task are set aside as a pool that is never evaluated,
   and the k demonstrations are a seeded draw from it (000 sec. 5.3: "the first fifteen
@@ -30,6 +31,9 @@ numbers) is recorded as ``ID@FILE``.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +45,11 @@ from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
 
 POOL_SIZE = 15
+LM_EVAL_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
+#: lm-eval tasks whose few-shot split equals their test split in the config (both unset for
+#: hellaswag, which evaluates its validation split): the sampler draws k + 1 and drops the
+#: evaluated document; arc_challenge/arc_easy have test_split "test" and draw k
+LM_EVAL_DRAWS_EXTRA = {"hellaswag": True, "arc": False}
 DEV_SOURCE, FILE_SOURCE, SPLIT_SOURCE, POOL_SOURCE = "dev_same_subject", "demos_file", "sibling_split", "held_out_pool"
 _EVAL_SPLITS = ("test", "val", "validation")
 #: the split names a file or folder may carry, and where demonstrations are looked for
@@ -67,8 +76,12 @@ class Demonstrations:
     n_rows: int = 0  # rows of the file the shared draw was made from
     seed: int = 0
     removed: list[str] = field(default_factory=list)  # evaluated ids dropped for equalling a demonstration
+    per_item: dict[str, list[MCQItem]] = field(default_factory=dict)  # lm-eval's per-item draws
+    excludes_item: bool = False  # per_item: k + 1 drawn and the evaluated document dropped (lm-eval)
 
     def for_item(self, item: MCQItem) -> list[MCQItem]:
+        if self.per_item:
+            return self.per_item[item.id]
         if self.source == DEV_SOURCE:
             return self.by_subject[item.subject or ""]
         return self.shared
@@ -77,6 +90,8 @@ class Demonstrations:
         """Every demonstration (dev: over all subjects)."""
         if self.source == DEV_SOURCE:
             return [d for demos in self.by_subject.values() for d in demos]
+        if self.per_item:
+            return list({d.id: d for demos in self.per_item.values() for d in demos}.values())
         return list(self.shared)
 
     def ids(self) -> list[str]:
@@ -100,9 +115,18 @@ class Demonstrations:
             if self.split:
                 out["split"] = self.split
             out["file"] = self.where
-            out["draw"] = (f"seeded shuffle (seed {self.seed}) of the file's {self.n_rows} rows, the first {self.shots}; "
-                           "the same demonstrations for every item")
-            out["ids"] = [d.id for d in self.shared]
+            if self.per_item:
+                out["draw"] = (f"per item, as lm-eval 0.4.13's default sampler: one random.Random({LM_EVAL_SEED}) shared by "
+                               f"every item in file order, rnd.sample(the file's {self.n_rows} rows, "
+                               + (f"{self.shots} + 1), the evaluated document dropped, the first {self.shots}"
+                                  if self.excludes_item else f"{self.shots})"))
+                out["ids_sha256"] = hashlib.sha256(json.dumps({k: [d.id for d in v] for k, v in self.per_item.items()},
+                                                              sort_keys=True).encode()).hexdigest()
+                out["ids_first_items"] = {k: [d.id for d in v] for k, v in list(self.per_item.items())[:3]}
+            else:
+                out["draw"] = (f"seeded shuffle (seed {self.seed}) of the file's {self.n_rows} rows, the first {self.shots}; "
+                               "the same demonstrations for every item")
+                out["ids"] = [d.id for d in self.shared]
         if self.given:
             out["given_by"] = "--demos-from"
         if self.removed:
@@ -257,18 +281,49 @@ def keep_apart(demos: Demonstrations, items: list[MCQItem]) -> list[MCQItem]:
     same = {_content(d) for d in shown}
     kept = [it for it in items if _content(it) not in same]
     demos.removed = [it.id for it in items if _content(it) in same]
-    ids = {it.id for it in kept}
-    tag = (demos.where or "").rsplit("@", 1)[-1] if (demos.where or "").startswith("hf:") else Path(demos.where or "").name
-    for d in shown:
-        if d.id in ids:
-            d.id = f"{d.id}@{tag}"
+    _tag_colliding(demos, kept)
     return kept
 
 
+def _tag_colliding(demos: Demonstrations, items: Sequence[MCQItem]) -> None:
+    """A demonstration whose id equals an evaluated item's becomes ``ID@FILE``."""
+    ids = {it.id for it in items}
+    tag = (demos.where or "").rsplit("@", 1)[-1] if (demos.where or "").startswith("hf:") else Path(demos.where or "").name
+    for d in demos.shown():
+        if d.id in ids:
+            d.id = f"{d.id}@{tag}"
+
+
+def lm_eval_draws(pool: Sequence[MCQItem], items: Sequence[MCQItem], k: int, exclude_item: bool,
+                  same=lambda a, b: _content(a) == _content(b)) -> dict[str, list[MCQItem]]:
+    """Each item's demonstrations as lm-eval 0.4.13's default ``ContextSampler`` draws them
+    (``api/samplers.py``): one ``random.Random(1234)`` shared by the items in order,
+    ``rnd.sample(pool, k)`` per item, or with ``exclude_item`` ``rnd.sample(pool, k + 1)``,
+    documents equal to the evaluated one dropped, the first ``k`` kept (and, if fewer remain,
+    ``rnd.sample`` of the pool without them). ``pool`` is the few-shot split in file order."""
+    if len(pool) < k + (1 if exclude_item else 0):
+        raise WhiteboxError(f"the demonstration file has {len(pool)} rows but lm-eval's sampler needs "
+                            f"{k + (1 if exclude_item else 0)} for --shots {k}; use fewer shots")
+    rnd = random.Random(LM_EVAL_SEED)
+    out: dict[str, list[MCQItem]] = {}
+    for it in items:
+        if not exclude_item:
+            out[it.id] = rnd.sample(list(pool), k)
+            continue
+        drawn = [d for d in rnd.sample(list(pool), k + 1) if not same(d, it)][:k]
+        if len(drawn) < k:
+            drawn = rnd.sample([d for d in pool if not same(d, it)], k)
+        out[it.id] = drawn
+    return out
+
+
 def plan_demonstrations(task: str, shots: int, items: list[MCQItem], seed: int = 0,
-                        on_bad_row: str = "skip", demos_from: str | None = None) -> tuple[Demonstrations, list[MCQItem]]:
+                        on_bad_row: str = "skip", demos_from: str | None = None,
+                        lm_eval_sampler: bool = False) -> tuple[Demonstrations, list[MCQItem]]:
     """``(demonstrations, items to evaluate)``; with a pool, the pool is removed from the items,
-    with a file, items equal to a demonstration are (:func:`keep_apart`)."""
+    with a file, items equal to a demonstration are (:func:`keep_apart`). ``lm_eval_sampler``
+    (``--prompt lm-eval``): a file's demonstrations are drawn per item as lm-eval draws them,
+    and no evaluated item is dropped (lm-eval keeps them)."""
     src = demo_source(task, shots, demos_from)
     if src.kind is None:
         return Demonstrations(), items
@@ -278,6 +333,18 @@ def plan_demonstrations(task: str, shots: int, items: list[MCQItem], seed: int =
         return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed), where=evaluated_file), rest
     if src.kind == DEV_SOURCE:
         demos = dev_demonstrations(task, shots, [it.subject for it in items], on_bad_row, where=src.where)
+    elif lm_eval_sampler:
+        from whitebox_eval.tasks import load_mcq_dataset
+        from whitebox_eval.tasks.lm_eval import doc
+
+        name = dataset_name(task)
+        pool = list(load_mcq_dataset(name, src.where, on_bad_row=on_bad_row, seed=seed))
+        extra = LM_EVAL_DRAWS_EXTRA.get(name, False)
+        per_item = lm_eval_draws(pool, items, shots, extra, same=lambda a, b: doc(name, a) == doc(name, b))
+        demos = Demonstrations(src.kind, shots, where=src.where, split=src.split, given=src.given, n_rows=len(pool),
+                               per_item=per_item, excludes_item=extra)
+        _tag_colliding(demos, items)
+        return demos, items
     else:
         demos = file_demonstrations(dataset_name(task), src.where, shots, seed, on_bad_row)
         demos.source, demos.split = src.kind, src.split

@@ -45,8 +45,9 @@ class MCQItem:
         """Raise WhiteboxError naming the problem if the item is malformed; return self.
 
         Checks: question is non-empty text, at least 2 options, every option non-empty
-        (after stripping whitespace), no two options equal (after stripping), gold is an
-        integer index into ``options``.
+        (after stripping whitespace), gold is an integer index into ``options``. Options
+        may repeat (lm-eval scores such rows: a tie goes to the first copy, so a gold on a
+        later copy can never be predicted); :attr:`repeated_options` tells them apart.
         """
         where = f"item {self.id!r}"
         if not isinstance(self.question, str) or not self.question.strip():
@@ -57,14 +58,6 @@ class MCQItem:
         for i, opt in enumerate(self.options):
             if not isinstance(opt, str) or not opt.strip():
                 raise WhiteboxError(f"{where}: option {i} is empty; every option needs text")
-        seen: dict[str, int] = {}
-        for i, opt in enumerate(self.options):
-            key = opt.strip()
-            if key in seen:
-                raise WhiteboxError(
-                    f"{where}: options {seen[key]} and {i} are duplicates ({key!r}); "
-                    "options must be distinct")
-            seen[key] = i
         if isinstance(self.gold, bool) or not isinstance(self.gold, int):
             raise WhiteboxError(f"{where}: gold must be an integer option index, got {self.gold!r}")
         if not 0 <= self.gold < len(self.options):
@@ -72,6 +65,12 @@ class MCQItem:
                 f"{where}: gold index {self.gold} is out of range for {len(self.options)} options "
                 f"(valid: 0..{len(self.options) - 1})")
         return self
+
+    @property
+    def repeated_options(self) -> bool:
+        """Whether two options have the same text (compared without surrounding whitespace)."""
+        keys = [o.strip() for o in self.options]
+        return len(set(keys)) < len(keys)
 
     @property
     def gold_text(self) -> str:
@@ -94,6 +93,8 @@ class MCQItem:
         if sorted(order) != list(range(len(self.options))):
             raise WhiteboxError(
                 f"item {self.id!r}: {list(order)} is not a permutation of 0..{len(self.options) - 1}")
+        meta = dict(self.meta)
+        if "file_options" in meta:  # the options as the file wrote them (whitespace kept) move with them
+            meta["file_options"] = [meta["file_options"][i] for i in order]
         return replace(self, options=[self.options[i] for i in order],
-                       gold=list(order).index(self.gold), aliases=list(self.aliases),
-                       meta=dict(self.meta))
+                       gold=list(order).index(self.gold), aliases=list(self.aliases), meta=meta)

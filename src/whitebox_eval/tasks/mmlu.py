@@ -83,9 +83,11 @@ def load_mmlu(path: str | Path, *, on_bad_row: str = "error", limit: int | None 
                     ans = rec[header["answer"]].strip()
                     gold = int(ans) if ans.isdigit() else letter_index(ans, len(opts))
                     subj = (rec[header["subject"]].strip() if header["subject"] is not None else "") or subject
+                meta = {"source": str(r.path), "line": r.line}
+                if any(o != o.strip() for o in opts):  # lm-eval lists the options as the file has them
+                    meta["file_options"] = list(opts)
                 return MCQItem(id=f"mmlu/{subj}/{r.path.name}:{r.line}", question=q.strip(),
-                               options=[o.strip() for o in opts], gold=gold, subject=subj,
-                               meta={"source": str(r.path), "line": r.line})
+                               options=[o.strip() for o in opts], gold=gold, subject=subj, meta=meta)
 
             item = col.build(row, make)
             if item is not None:
@@ -113,6 +115,7 @@ def lm_eval_doc(item: MCQItem) -> LmEvalDoc:
     """lm-eval's ``mmlu_<subject>``: ``{question.strip()}\\nA. ..\\nD. ..\\nAnswer:``, choices
     ``A``..``D`` scored as the next token (our letter baseline), acc only."""
     letters = [chr(ord("A") + i) for i in range(len(item.options))]
-    text = item.question.strip() + "".join(f"\n{lab}. {opt}" for lab, opt in zip(letters, item.options)) + "\nAnswer:"
+    options = item.meta.get("file_options", item.options)  # the file's text, surrounding whitespace kept
+    text = item.question.strip() + "".join(f"\n{lab}. {opt}" for lab, opt in zip(letters, options)) + "\nAnswer:"
     return LmEvalDoc(task=f"mmlu_{item.subject}", text=text, choices=letters, gold=item.gold, output="letters",
-                     description=description(item.subject), metrics=("acc",), options=tuple(item.options))
+                     description=description(item.subject), metrics=("acc",), options=tuple(options))
