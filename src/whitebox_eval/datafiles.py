@@ -24,6 +24,15 @@ def recording() -> Iterator[list[Path]]:
         del _RECORDERS[next(i for i, r in enumerate(_RECORDERS) if r is read)]
 
 
+def note_read(path: str | Path) -> None:
+    """Record ``path`` as read by the open :func:`recording` blocks (a file another library
+    reads for us, such as lm-eval's dataset files)."""
+    path = Path(path)
+    for read in _RECORDERS:
+        if path not in read:
+            read.append(path)
+
+
 def open_text(path: str | Path) -> TextIO:
     """Open a UTF-8 text file (a byte-order mark is accepted; newlines left to the reader,
     as csv wants); a file that cannot be opened raises with the reason."""
@@ -32,9 +41,7 @@ def open_text(path: str | Path) -> TextIO:
         f = path.open(encoding="utf-8-sig", newline="")
     except OSError as exc:
         raise WhiteboxError(f"cannot read {path}: {exc}") from exc
-    for read in _RECORDERS:
-        if path not in read:
-            read.append(path)
+    note_read(path)
     return f
 
 

@@ -17,6 +17,14 @@ from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE
              "index, letter or text; see --field) (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)",
              tasks=MCQ_TASKS, usage=MCQ_USAGE)
 @field_option
+@click.option("--lm-eval-data", default=None, metavar="DIR",
+              help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl (or "
+                   "DIR/<task>/<split>.jsonl for a group's tasks) in the task's hub schema; a split without a file is "
+                   "null (as lm-eval runs offline) [default: the task's hub dataset, online]")
+@click.option("--view", type=click.Choice(["cloze", "letters"]), default=None,
+              help="with --task lm-eval:TASK: cloze = lm-eval's own requests, unchanged (acc/acc_norm as lm-eval); "
+                   "letters = the same documents with their choices listed as A. .. lines before 'Answer:' so the "
+                   "head scores, lens, PriDe and PA apply [default: letters if --methods names a letter method, else cloze]")
 @click.option("--n-options", type=click.IntRange(min=2), default=4, show_default=True, help="essential options per item (ssd, arithmetic)")
 @click.option("--labels", default="letters", show_default=True, help="label set: letters, symbols, arbitrary, digits, lowercase")
 @click.option("--uncertainty/--no-uncertainty", default=True, show_default=True, help="append 'I don't know' / 'None of the above' options")
@@ -71,20 +79,34 @@ def mcqa(**kw) -> None:
       whitebox-eval mcqa --task mmlu=data/test --prompt lm-eval --num_fewshot 5
 
     \b
+    Any multiple-choice task of lm-eval (pip install 'whitebox-eval[lm-eval]'), its own
+    prompts and sampler; offline with local files in the task's hub schema:
+      whitebox-eval mcqa --task lm-eval:openbookqa --lm-eval-data data/openbookqa --shots 5
+      whitebox-eval mcqa --task lm-eval:sciq --view letters     # head scores on the same documents
+
+    \b
     Data parallel (each rank scores its blocks of batches; rank 0 merges one run folder,
     equal to a single-process run):
       torchrun --nproc-per-node 4 -m whitebox_eval --device cuda mcqa --limit 2500
     """
     from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa
 
-    methods = default_methods(kw["task"], kw["prompt"]) if kw["methods"] is None else kw["methods"].split(",")
+    lm_eval_task = kw["task"].strip().lower().startswith("lm-eval:")
+    methods = None if kw["methods"] is None else [m.strip() for m in kw["methods"].split(",") if m.strip()]
+    view = kw["view"] or ("letters" if methods and any(m != "cloze" for m in methods) else "cloze") if lm_eval_task else kw["view"]
+    if view and not lm_eval_task:
+        raise click.UsageError("--view applies to --task lm-eval:TASK only")
+    if kw["lm_eval_data"] and not lm_eval_task:
+        raise click.UsageError("--lm-eval-data applies to --task lm-eval:TASK only")
+    prompt = "lm-eval" if lm_eval_task else kw["prompt"]  # lm-eval:TASK is always lm-eval's own text
+    methods = default_methods(kw["task"], prompt, view) if methods is None else methods
     cfg = MCQAConfig(
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
-        uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
-        representative=kw["representative"], methods=tuple(m.strip() for m in methods if m.strip()), prompt=kw["prompt"],
+        uncertainty=kw["uncertainty"] and prompt == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
+        representative=kw["representative"], methods=tuple(methods), prompt=prompt,
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
-        fields=kw["fields"],
+        fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=view,
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

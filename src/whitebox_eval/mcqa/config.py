@@ -47,6 +47,8 @@ class MCQAConfig:
     demos_from: str | None = None
     apply_chat_template: bool = False
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of --task mcq=PATH (config.yaml: task_spec.fields)
+    lm_eval_data: str | None = None  # --lm-eval-data DIR of --task lm-eval:TASK
+    view: str | None = None  # --view cloze|letters of --task lm-eval:TASK
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     @property
@@ -57,4 +59,7 @@ class MCQAConfig:
         d = config_dict(self, "mcqa", task_spec=self.spec.to_config())
         if not self.fields:  # recorded only when given (task_spec.fields), so earlier runs resume as before
             del d["fields"]
+        for key in ("lm_eval_data", "view"):  # likewise: only lm-eval:TASK studies have them
+            if d.get(key) is None:
+                del d[key]
         return d

@@ -198,7 +198,7 @@ def finalize(study) -> RunFolder:
             plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                                letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
         if study.chat:  # the template the prompts went through (config.yaml: chat_template.rule)
-            example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0]
+            example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0][0][0]
             results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
         results["headline"] = headline
         add_lm_eval_fields(results, folder.config, cfg.spec.name)  # lm-eval's results-file blocks
@@ -226,7 +226,7 @@ def _per_item_extras(study, main, selected, pride_pred, cloze, base_pred=None) -
             e["cloze_loglik_norm"] = [float(x) for x in cloze.loglik_norm[i, : len(it.options)]]
             e["pred_cloze"], e["pred_cloze_norm"] = int(cloze.pred[i]), int(cloze.pred_norm[i])
             if study.rendered:  # the cloze read its own context, not the letter prompt of samples' "prompt"
-                e["cloze_prompt_hash"] = hash_string(study.cloze_request(it)[0])
+                e["cloze_prompt_hash"] = hash_string(study.cloze_request(it)[0][0][0])
         # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses
         e.update(item_accuracy(it.gold, {"baseline": None if base_pred is None else base_pred[i], "pride": e.get("pred_pride"),
                                          **{f"{m}_head": sel.predictions[i] for m, sel in selected.items()},

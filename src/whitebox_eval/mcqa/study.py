@@ -40,7 +40,7 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import dataset_name, lm_eval
-from whitebox_eval.tasks.spec import load_mcq
+from whitebox_eval.tasks.spec import LM_EVAL as LM_EVAL_TASK, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
@@ -69,6 +69,8 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     task generates ``limit`` items (``SYNTHETIC_DEFAULT_LIMIT`` without one) plus the pool."""
     from whitebox_eval.tasks.demos import POOL_SIZE, demo_source
 
+    if cfg.spec.name == LM_EVAL_TASK:
+        return _lm_eval_items(cfg)[0]
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
     extra = POOL_SIZE if demo_source(cfg.task, cfg.shots, cfg.demos_from).takes_pool else 0
@@ -94,7 +96,8 @@ class _Study:
         self.world = world
         self.show_progress = show_progress if world.main else False
         self.dataset = cfg.spec.name
-        self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in lm_eval.doc(self.dataset, items[0]).metrics
+        self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
+            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(self.dataset, items[0]).metrics)
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
         self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
         self.rendered = [self.render(it) for it in items] if self.letters else []
@@ -106,24 +109,32 @@ class _Study:
             self.split = hs.Split(val=np.arange(0), test=np.arange(len(items)))
         self._prefixes = PrefixCache(self.engine)  # the demonstrations' key/values, found on tokens
 
+    def lm_eval_docs(self, item: MCQItem) -> tuple[lm_eval.LmEvalDoc, list[lm_eval.LmEvalDoc]]:
+        """The item and its demonstrations as lm-eval's task sees them (``--prompt lm-eval``;
+        ``--task lm-eval:TASK`` items carry their own, drawn by lm-eval's sampler)."""
+        if "lm_eval_demos" in item.meta:
+            return lm_eval.doc(self.dataset, item), list(item.meta["lm_eval_demos"])
+        return lm_eval.doc(self.dataset, item), [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
+
     def render(self, item: MCQItem) -> RenderedPrompt:
-        demos = self.demos.for_item(item)
         if self.cfg.prompt == lm_eval.LM_EVAL:
-            docs = [lm_eval.doc(self.dataset, d) for d in demos]
-            r = lm_eval.render_letters(lm_eval.doc(self.dataset, item), docs, item.id)
+            r = lm_eval.render_letters(*self.lm_eval_docs(item), item.id)
         else:
-            r = render_prompt(item, demos=demos, labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
+            r = render_prompt(item, demos=self.demos.for_item(item), labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
         return self.chat.apply(r) if self.chat else r
 
-    def cloze_request(self, item: MCQItem) -> tuple[str, list[str], list[str]]:
-        """(context, continuations, choices) of the cloze: lm-eval's text with ``--prompt
-        lm-eval``; otherwise ``[context\\n]Question: ..\\nAnswer:`` and ``" " + option``, after the
-        demonstrations written the same way with their gold text and a blank line. Under
+    def cloze_request(self, item: MCQItem) -> tuple[list[tuple[str, str]], list[str]]:
+        """((context, continuation) per choice, choices) of the cloze: lm-eval's requests for
+        ``--task lm-eval:TASK`` (partial-evaluation tasks such as winogrande have one context per
+        choice), lm-eval's text with ``--prompt lm-eval``; otherwise ``[context\\n]Question:
+        ..\\nAnswer:`` and ``" " + option``, after the demonstrations written the same way with
+        their gold text and a blank line. ``choices`` are what acc_norm divides by. Under
         ``--apply-chat-template`` the context is templated and the continuations are the
         choices without the delimiter, after the template's trailing whitespace (:mod:`.chat`)."""
+        if "lm_eval_requests" in item.meta:
+            return [(c, x) for c, x in item.meta["lm_eval_requests"]], list(item.meta["lm_eval_choices"])
         if self.cfg.prompt == lm_eval.LM_EVAL:
-            query = lm_eval.doc(self.dataset, item)
-            docs = [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
+            query, docs = self.lm_eval_docs(item)
             context, choices = lm_eval.context(query, docs), list(query.choices)
         else:  # demonstrations as lm-eval lays them out: "...Answer: <gold text>\n\n" before the query
             cue = lambda it: (f"{it.context}\n" if it.context else "") + f"Question: {it.question}\nAnswer:"  # noqa: E731
@@ -131,8 +142,10 @@ class _Study:
                             for d in self.demos.for_item(item))
             context, choices = shots + cue(item), list(item.options)
         if self.chat:
-            return (*self.chat.cloze(context, choices), choices)
-        return context, [lm_eval.TARGET_DELIMITER + c for c in choices], choices
+            context, continuations = self.chat.cloze(context, choices)
+        else:
+            continuations = [lm_eval.TARGET_DELIMITER + c for c in choices]
+        return [(context, c) for c in continuations], choices
 
     def special_tokens(self, text: str) -> bool:
         """Whether tokenizing ``text`` adds special tokens: not to a chat-templated text that
@@ -225,31 +238,43 @@ class _Study:
         def score(chunk: list[int]):
             ctx, cont, requests = [], [], []
             for i in chunk:
-                context, continuations, choices = self.cloze_request(self.items[i])
-                requests.append((context, continuations, choices))
-                c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, continuations)
-                ctx += [c_ids] * len(x_ids)
-                cont += x_ids
+                pairs, choices = self.cloze_request(self.items[i])
+                requests.append((pairs, choices))
+                for context, group in _by_context(pairs):  # a context is tokenized once for its continuations
+                    c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, group)
+                    ctx += [c_ids] * len(x_ids)
+                    cont += x_ids
             # the contexts share the demonstrations (nothing marks where they end); each context's last token is scored
             prefix = self.prefix_for(ctx, min(len(c) for c in ctx) - 1, MIN_UNMARKED_TOKENS)
             lp = continuation_logprobs(self.engine, ctx, cont, prefix=prefix)
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
             k, records = 0, []
-            for row, (i, (context, continuations, choices)) in enumerate(zip(chunk, requests)):
+            for row, (i, (pairs, choices)) in enumerate(zip(chunk, requests)):
                 n = len(choices)
                 ll[row, :n] = lp[k:k + n]
                 norm[row, :n] = ll[row, :n] / lm_eval.choice_lengths(choices)
                 k += n
                 it = self.items[i]
                 records.append({"id": it.id, "gold": it.gold, "n_options": n,
-                                **sample_fields(it, context, i, continuations)})
+                                **sample_fields(it, pairs[0][0], i, [x for _, x in pairs])})
             return (None if self.letters else records), {"loglik": ll, "loglik_norm": norm}
 
         ids = [it.id for it in self.items]
         arrays = run_pass(self.folder, "cloze", ids, max(1, self.cfg.batch_size // 2), score, world=self.world,
                           desc="mcqa cloze", show_progress=self.show_progress, dtype=np.float64)
         return arrays["loglik"], arrays["loglik_norm"]
+
+
+def _by_context(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """Consecutive requests that share a context, as (context, continuations)."""
+    out: list[tuple[str, list[str]]] = []
+    for context, continuation in pairs:
+        if out and out[-1][0] == context:
+            out[-1][1].append(continuation)
+        else:
+            out.append((context, [continuation]))
+    return out
 
 
 def run_mcqa(
@@ -267,8 +292,14 @@ def run_mcqa(
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
     with recording() as read:  # every data file opened, for config.yaml's data_files
-        items = load_items(cfg)
-        demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from)
+        lm_tasks = None
+        if cfg.spec.name == LM_EVAL_TASK:  # lm-eval's sampler drew each item's demonstrations (item.meta)
+            items, lm_tasks = _lm_eval_items(cfg)
+            demos = Demonstrations()
+        else:
+            items = load_items(cfg)
+            demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from,
+                                               lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
     if cfg.limit is not None:
         items = items[: cfg.limit]
@@ -281,10 +312,15 @@ def run_mcqa(
     ranks = current_world()
     config = cfg.to_dict()
     config["demonstrations"] = demos.to_config()  # where they came from and their ids
+    if lm_tasks is not None:
+        config["demonstrations"] = lm_eval_demonstrations(items)
+        config["lm_eval_view"] = {"view": cfg.view, "rule": VIEW_RULES[cfg.view]}
+        config["lm_eval_tasks"] = [t.to_config() for t in lm_tasks]
     if cfg.prompt == lm_eval.LM_EVAL:
         study_name = cfg.spec.name
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
-                                  "tasks": sorted({lm_eval.doc(study_name, it).task for it in items})}
+                                  "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(study_name, it).task
+                                                   for it in items})}
     if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
         config["chat_template"] = {"rule": CHAT_RULE}
     folder = open_run(output, config, run_id=run_id, resume=resume, world=ranks, data_files=read)
@@ -296,17 +332,41 @@ def run_mcqa(
     return finalize(study)
 
 
-def default_methods(task: str, prompt: str = "paper") -> tuple[str, ...]:
+def default_methods(task: str, prompt: str = "paper", view: str | None = None) -> tuple[str, ...]:
     """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
-    ARC) with ``--prompt lm-eval`` show no options, so only the cloze applies."""
+    ARC) with ``--prompt lm-eval`` and ``lm-eval:TASK``'s cloze view show no options, so only
+    the cloze applies; ``lm-eval:TASK``'s letters view runs every method."""
+    if str(task).strip().lower().startswith(LM_EVAL_TASK + ":"):
+        return DEFAULT_METHODS + ("cloze",) if view == "letters" else ("cloze",)
     if prompt == lm_eval.LM_EVAL and lm_eval.LM_EVAL_OUTPUT.get(dataset_name(task)) == "cloze":
         return ("cloze",)
     return DEFAULT_METHODS
 
 
+#: what each view of an lm-eval task scores (config.yaml: lm_eval_view)
+VIEW_RULES = {
+    "cloze": "lm-eval's own requests (context, continuation) per choice, unchanged: acc/acc_norm as lm-eval computes them",
+    "letters": "the documents of lm-eval's task, each question followed by its choices as 'A. ..' lines and 'Answer:' "
+               "(lm-eval's exact text where the task already letters its options), letters scored as the next token, "
+               "so the head scores apply; the demonstrations are the documents lm-eval's sampler drew (seed 1234); "
+               "the cloze method still scores lm-eval's own requests",
+}
+
+
+def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
+    """config.yaml's ``demonstrations`` of an ``lm-eval:TASK`` study: lm-eval's own sampler."""
+    shots = max((len(it.meta.get("lm_eval_demos", ())) for it in items), default=0)
+    return {"source": "lm-eval sampler", "shots": shots, "fewshot_random_seed": 1234,
+            "note": "each item's demonstrations are the documents lm-eval's few-shot sampler drew for it, in document "
+                    "order after set_fewshot_seed(1234), as lm_eval.simple_evaluate draws them"}
+
+
 def check_prompt(cfg: MCQAConfig) -> None:
     """One-line errors for a prompt style the task lacks or methods it cannot run."""
     name = cfg.spec.name
+    if name == LM_EVAL_TASK:
+        _check_lm_eval_task(cfg)
+        return
     lm_eval.check_style(name, cfg.prompt)
     if cfg.prompt != lm_eval.LM_EVAL:
         return
@@ -317,3 +377,32 @@ def check_prompt(cfg: MCQAConfig) -> None:
                             "(or --prompt paper for the letter methods)")
     if cfg.labels != "letters":
         raise WhiteboxError("--prompt lm-eval writes lm-eval's labels A, B, C, D; drop --labels")
+
+
+def _lm_eval_items(cfg: MCQAConfig):
+    """``(items, tasks)`` of ``--task lm-eval:TASK`` (:mod:`whitebox_eval.tasks.lm_eval_tasks`)."""
+    from whitebox_eval.tasks.lm_eval_tasks import load_items as load_lm_eval_items
+
+    items, tasks = load_lm_eval_items(cfg.spec.lm_eval_task, shots=cfg.shots, data=cfg.lm_eval_data)
+    if cfg.view == "letters" and (partial := [t.name for t in tasks if t.multiple_input]):
+        raise WhiteboxError(f"lm-eval's {', '.join(partial)} scores one context per choice (partial evaluation): there "
+                            "is no question to list the options under, so only --view cloze applies")
+    return items, tasks
+
+
+def _check_lm_eval_task(cfg: MCQAConfig) -> None:
+    """One-line errors for what an ``lm-eval:TASK`` view cannot run."""
+    if cfg.prompt != lm_eval.LM_EVAL:
+        raise WhiteboxError(f"--task {cfg.task} uses lm-eval's own prompts; drop --prompt paper (it is --prompt lm-eval)")
+    if cfg.view not in VIEW_RULES:
+        raise WhiteboxError(f"--view {cfg.view!r}: choose cloze (lm-eval's requests) or letters (options listed, head scores)")
+    letters = [m for m in cfg.methods if m in LETTER_METHODS]
+    if cfg.view == "cloze" and letters:
+        raise WhiteboxError(f"the cloze view of {cfg.task} lists no options, so {', '.join(letters)} cannot run; "
+                            "use --methods cloze, or --view letters for the letter methods")
+    if cfg.apply_chat_template:
+        raise WhiteboxError(f"--apply-chat-template is not supported with --task {cfg.task} (lm-eval builds chat "
+                            "prompts its own way); run lm-eval:TASK without it")
+    if cfg.demos_from:
+        raise WhiteboxError(f"--demos-from does not apply to --task {cfg.task}: lm-eval's sampler takes the "
+                            "demonstrations from the task's few-shot split (point it at files with --lm-eval-data)")

@@ -77,6 +77,25 @@ class LmEvalDoc:
         return self.choices[self.gold]
 
 
+def letters_text(question: str, options: list[str]) -> str:
+    """The letters view's text: ``question`` without a final ``Answer:`` cue, ``\nA. option``
+    lines, ``\nAnswer:`` (lm-eval's MMLU layout)."""
+    if len(options) > 26:
+        raise WhiteboxError(f"{len(options)} choices: the letters view labels options A to Z (26 at most)")
+    base = re.sub(r"\s*Answer:\s*$", "", question)
+    return base + "".join(f"\n{chr(ord('A') + i)}. {c}" for i, c in enumerate(options)) + "\nAnswer:"
+
+
+def letters_doc(item) -> LmEvalDoc:
+    """The letters view of an item read by ``--task lm-eval:TASK`` (:mod:`.lm_eval_tasks`; also of
+    its permuted copies, so permutation accuracy and PriDe re-render it)."""
+    m = item.meta
+    return LmEvalDoc(task=m["lm_eval_task"], text=letters_text(item.question, list(item.options)),
+                     choices=[chr(ord("A") + i) for i in range(len(item.options))], gold=item.gold, output="letters",
+                     description=m["lm_eval_description"], metrics=tuple(m["lm_eval_metrics"]),
+                     options=tuple(item.options))
+
+
 def check_style(dataset: str, style: str) -> None:
     """Raise a one-line error if ``dataset`` has no prompt style ``style``."""
     styles = (PAPER, LM_EVAL) if dataset in LM_EVAL_OUTPUT else (PAPER,)
@@ -89,6 +108,8 @@ def check_style(dataset: str, style: str) -> None:
 
 def doc(dataset: str, item) -> LmEvalDoc:
     """``item`` as lm-eval's task for ``dataset`` sees it."""
+    if "lm_eval_task" in item.meta:  # read through lm-eval's own task objects
+        return letters_doc(item)
     check_style(dataset, LM_EVAL)
     return importlib.import_module(f"whitebox_eval.tasks.{dataset}").lm_eval_doc(item)
 

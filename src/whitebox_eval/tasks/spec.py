@@ -23,10 +23,13 @@ GENERATORS = ("ssd", "arithmetic", "arithmetic-gen")
 FILE_DATASETS = ("mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "gsm8k", "mcq")
 """Datasets read from a file, a folder or ``hf:...`` (``NAME=PATH``)."""
 
-MCQ_TASKS = ("ssd", "arithmetic", "mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "mcq")
+MCQ_TASKS = ("ssd", "arithmetic", "mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "mcq", "lm-eval")
 """The multiple-choice tasks (:func:`load_mcq`)."""
 MCQ_USAGE = ("ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of "
-             "arc, cosmosqa, halueval, hellaswag, mmlu, triviaqa, or mcq (your own file)")
+             "arc, cosmosqa, halueval, hellaswag, mmlu, triviaqa, or mcq (your own file), "
+             "or lm-eval:TASK (any multiple-choice task of lm-eval, with lm-eval installed)")
+LM_EVAL = "lm-eval"
+"""``lm-eval:TASK``: a task, group or tag of lm-evaluation-harness (:mod:`whitebox_eval.tasks.lm_eval_tasks`)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class TaskSpec:
     path: str | None = None
     categories: tuple[str, ...] = ()
     fields: tuple[tuple[str, str], ...] = ()
+    lm_eval_task: str | None = None  # lm-eval:TASK
 
     @classmethod
     def parse(cls, text: str, accepted: Iterable[str] | None = None, usage: str | None = None,
@@ -53,7 +57,13 @@ class TaskSpec:
         name, eq, path = raw.partition("=")
         name = name.strip().lower()
         spec: TaskSpec | None = None
-        if eq and name in FILE_DATASETS and path.strip():
+        if raw.lower().startswith(LM_EVAL + ":"):
+            task = raw[len(LM_EVAL) + 1:].strip()
+            if not task or "=" in task or "," in task:
+                raise WhiteboxError(f"--task {raw!r}: write lm-eval:TASK with one lm-eval task, group or tag name "
+                                    "(e.g. lm-eval:arc_easy); local data goes in --lm-eval-data DIR")
+            spec = cls(LM_EVAL, lm_eval_task=task)
+        elif eq and name in FILE_DATASETS and path.strip():
             spec = cls(name, path=path.strip())
         elif not eq:
             base, colon, cats = name.partition(":")
@@ -83,6 +93,8 @@ class TaskSpec:
         return self.path is not None
 
     def __str__(self) -> str:
+        if self.lm_eval_task is not None:
+            return f"{LM_EVAL}:{self.lm_eval_task}"
         if self.path is not None:
             return f"{self.name}={self.path}"
         return self.name + (":" + ",".join(self.categories) if self.categories else "")
@@ -92,6 +104,8 @@ class TaskSpec:
         out = {"name": self.name, "path": self.path, "categories": list(self.categories)}
         if self.fields:  # --field NAME=COLUMN (recorded only when given)
             out["fields"] = {name: column for name, column in self.fields}
+        if self.lm_eval_task is not None:
+            out["lm_eval_task"] = self.lm_eval_task
         return out
 
 
