@@ -178,6 +178,21 @@ def test_command_runs_every_method_on_a_mixed_file(tiny_model, tmp_path, cli):
     assert code != 0 and "fields" in out + err, out + err
 
 
+def test_lm_eval_prompt_lists_each_items_own_letters(tiny_model, tmp_path):
+    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+
+    path = write_jsonl(tmp_path / "mixed.jsonl", mixed_rows(4))
+    cfg = MCQAConfig(model="tiny", task=f"mcq={path}", prompt="lm-eval", uncertainty=False, min_val_items=4,
+                     batch_size=6, methods=("baseline", "pride", "pa"))
+    folder = run_mcqa(cfg, tmp_path, run_id="l", loaded=tiny_model, show_progress=False)
+    res = folder.load_results()
+    assert res["n_options"] == res["n_essential_options"] == 8 and "acc,pride" in res["headline"]
+    samples = [json.loads(line) for line in (folder.path / "samples.jsonl").read_text().splitlines()]
+    assert samples[0]["prompt"] == "Which word is number 1 here\nA. red\nB. blue\nC. green\nAnswer:"
+    assert samples[0]["continuations"] == [" A", " B", " C"]
+    assert [len(s["labels"]) for s in samples] == [3, 5, 8] * 4
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_smollm2_on_the_example_file(tmp_path):
