@@ -1,32 +1,41 @@
-"""Train a small TopK SAE on one layer's residual stream (for feature MUI, paper 001 sec. 2.1.2, eq. 4-6, 9).
+"""Train a TopK SAE on one layer's residual stream (for feature MUI, paper 001 sec. 2.1.2, eq. 4-6, 9).
 
-The bundled models have no public SAEs, so this makes one: the model generates text
-from a few seed prompts (the engine's decoder, sampling at temperature 1 from one seeded
-stream per batch, the draws of HF ``generate`` under ``torch.manual_seed``), one engine pass
-captures the residual stream leaving block ``layer`` (SAELens' ``hook_resid_post``) at
-every real token, and :func:`whitebox_eval.mui.sae.train_topk_sae` fits a TopK SAE to
-it on the CPU. The result is saved in SAELens' on-disk layout with ``hook_name``
-``blocks.{layer}.hook_resid_post`` and ``hook_layer``, so ``--score sae --sae PATH``
-finds its layer by itself.
-
-Choices (the paper trains none; Llama Scope / Gemma Scope are used there): seed
-prompts mix the MUI tasks' question styles with generic text openings; 64 new tokens
-per prompt; prompt tokens are kept in the training set too; the BOS position (a
-residual-norm outlier) is dropped.
+The bundled models have no public SAEs, so this makes one. Training text is real text
+(:mod:`whitebox_eval.mui.sae_text`: files cut into fixed-length chunks, deduplicated, the last
+share of each file held out); only when no text is given does the model generate some from a
+few seed prompts (the engine's decoder, :func:`whitebox_eval.internals.generation.generate`,
+sampling at temperature 1), with a warning. Residuals leaving block ``layer`` (SAELens'
+``hook_resid_post``) are collected with the forward stopped after that block
+(:func:`whitebox_eval.internals.truncated.block_output`), the first position of each sequence
+(the attention sink) and padding left out, and cached on disk as float16; then
+:func:`whitebox_eval.mui.sae.train_topk_sae` fits the SAE (auxiliary dead-feature loss) and
+:func:`whitebox_eval.mui.sae_fidelity.evaluate_fidelity` measures it on the held-out chunks.
+The SAE is saved in SAELens' layout with ``hook_name`` ``blocks.{layer}.hook_resid_post`` and
+``hook_layer``, its held-out fidelity in ``fidelity.json`` beside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals import Capture, Engine, batch_from_ids
+from whitebox_eval.internals import Engine
 from whitebox_eval.internals.generation import generate
-from whitebox_eval.mui.sae import SAE, reconstruction_mse, train_topk_sae
+from whitebox_eval.internals.truncated import block_output
+from whitebox_eval.mui.sae import train_topk_sae
+from whitebox_eval.mui.sae_fidelity import evaluate_fidelity
 from whitebox_eval.mui.sae_files import save_sae
+from whitebox_eval.mui.sae_text import TextChunks, chunk_text
+
+FIDELITY_FILE = "fidelity.json"
 
 SEED_PROMPTS: tuple[str, ...] = (
     "Question: What is the value of 417 + 382?\nAnswer:",
@@ -47,7 +56,7 @@ SEED_PROMPTS: tuple[str, ...] = (
 
 @dataclass
 class SAETrainingReport:
-    """What was trained, on how much data, and how well it reconstructs."""
+    """What was trained, on how much data, how fast, and how faithful it is on held-out text."""
 
     path: Path
     layer: int
@@ -57,55 +66,142 @@ class SAETrainingReport:
     k: int
     initial_mse: float
     final_mse: float
-    explained_variance: float
+    explained_variance: float  # per token, held-out (nan without held-out text)
+    fidelity: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    source: str = "text"
 
 
-def collect_residuals(lm, layer: int, n_tokens: int, *, seed: int = 0, max_new_tokens: int = 64,
-                      batch_size: int = 6) -> torch.Tensor:
-    """Residual-stream vectors ``[n, d_model]`` leaving block ``layer`` on model-generated text."""
+def generated_sequences(lm, n_tokens: int, *, seed: int = 0, max_new_tokens: int = 64,
+                        batch_size: int = 6) -> list[list[int]]:
+    """Prompt + sampled continuation token ids from :data:`SEED_PROMPTS` until ``n_tokens`` are reached."""
     engine = Engine(lm)
-    layer = lm.arch.check_layer(layer)
-    tok = lm.tokenizer
-    pad = lm.pad_id
-    rows: list[torch.Tensor] = []
+    tok, pad = lm.tokenizer, lm.pad_id
+    seqs: list[list[int]] = []
     total, round_no = 0, 0
     while total < n_tokens:
         for start in range(0, len(SEED_PROMPTS), batch_size):
             prompts = [tok(p)["input_ids"] for p in SEED_PROMPTS[start:start + batch_size]]
             gens = generate(engine, prompts, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
                             generator=torch.Generator().manual_seed(seed + 1000 * round_no + start))
-            seqs = []
             for p, g in zip(prompts, gens):
-                real = list(p) + g.ids
-                seqs.append([t for t in real if t != pad] or real[:1])  # pad tokens (SmolLM2's pad is its EOS) are not trained on
-            b = batch_from_ids(seqs, pad_id=pad).to(lm.device)
-            with torch.no_grad():
-                x = engine.run(b, [Capture("resid", "all", [layer])], logits=False)["resid"][:, 0]  # [B, S, d]
-            for i, s in enumerate(seqs):
-                off = int(b.offsets[i])
-                drop = 1 if getattr(tok, "bos_token_id", None) is not None and s[0] == tok.bos_token_id else 0
-                rows.append(x[i, off + drop:].float().cpu())
-            total = sum(r.shape[0] for r in rows)
+                real = [t for t in list(p) + g.ids if t != pad]  # SmolLM2's pad is its EOS: not trained on
+                if len(real) >= 2:
+                    seqs.append(real)
+                    total += len(real) - 1
             if total >= n_tokens:
                 break
         round_no += 1
-    return torch.cat(rows)[:n_tokens]
+    return seqs
+
+
+def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size: int = 16) -> np.ndarray:
+    """Residuals leaving block ``layer`` at every real position but the first, ``[n, d_model]`` float16.
+
+    The forward stops after block ``layer``; sequences are right-padded in batches.
+    """
+    rows = []
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))  # similar lengths share a batch
+    for s in range(0, len(order), batch_size):
+        part = [sequences[i] for i in order[s:s + batch_size]]
+        width = max(len(q) for q in part)
+        ids = torch.full((len(part), width), lm.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(part), width), dtype=torch.long)
+        for i, q in enumerate(part):
+            ids[i, :len(q)] = torch.tensor(q)
+            mask[i, :len(q)] = 1
+        h = block_output(lm, ids, mask, layer)
+        keep = mask.bool().to(h.device)
+        keep[:, 0] = False
+        rows.append(h[keep].float().cpu().numpy().astype(np.float16))
+    if not rows:
+        raise WhiteboxError("no sequences to collect residuals from")
+    return np.concatenate(rows)
+
+
+def cached_residuals(lm, layer: int, chunks: TextChunks, cache_dir: str | Path | None, *,
+                     batch_size: int = 16) -> tuple[np.ndarray, dict]:
+    """Training residuals, read from ``cache_dir`` when this model, layer and text were collected before."""
+    path = None
+    if cache_dir is not None:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(lm.spec))[-60:]
+        path = Path(cache_dir) / f"resid-{name}-L{layer}-{chunks.fingerprint()}.npy"
+        if path.is_file():
+            x = np.load(path, mmap_mode="r")
+            return x, {"cached": True, "cache": str(path), "n_tokens": int(x.shape[0])}
+    t0 = time.perf_counter()
+    x = collect_residuals(lm, layer, chunks.train, batch_size=batch_size)
+    secs = time.perf_counter() - t0
+    info = {"cached": False, "n_tokens": int(x.shape[0]), "collect_s": secs,
+            "collect_tokens_per_s": sum(len(c) for c in chunks.train) / secs}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, x)
+        tmp.replace(path)
+        info["cache"] = str(path)
+        x = np.load(path, mmap_mode="r")
+    return x, info
+
+
+def training_chunks(lm, text: list[str] | None, *, n_tokens: int | None, context: int, heldout: float,
+                    seed: int) -> tuple[TextChunks, str]:
+    """Chunks of the given text files, or (no text given) of model-generated text, with a warning."""
+    if text:
+        if any("gsm8k" in str(p).lower() for p in text):
+            warnings.warn("a gsm8k file is in the SAE's training text: keep evaluation data out of training",
+                          stacklevel=2)
+        return chunk_text(lm.tokenizer, list(text), context=context, heldout=heldout, max_train_tokens=n_tokens), "text"
+    warnings.warn("no --text given: training the SAE on model-generated text from a few seed prompts; an SAE "
+                  "trained on it describes the model poorly on running text (give --text PATH)", stacklevel=2)
+    budget = n_tokens or 8192
+    seqs = generated_sequences(lm, int(budget / (1 - heldout)) + 1, seed=seed)
+    n_held = int(round(heldout * len(seqs)))
+    return TextChunks(train=seqs[:len(seqs) - n_held], heldout=seqs[len(seqs) - n_held:]), "generated"
 
 
 def train_sae_for_model(
-    lm, layer: int, output: str | Path, *, n_tokens: int = 8192, d_sae: int = 2048, k: int = 32,
-    steps: int = 2000, lr: float = 1e-3, batch_size: int = 256, seed: int = 0,
+    lm, layer: int, output: str | Path, *, text: list[str] | None = None, n_tokens: int | None = None,
+    context: int = 256, heldout: float = 0.05, d_sae: int = 2048, k: int = 32, steps: int = 2000,
+    lr: float = 1e-3, batch_size: int = 256, seed: int = 0, aux_k: int | None = None, aux_coef: float = 1 / 32,
+    cache_dir: str | Path | None = None, eval_tokens: int = 16384, collect_batch_size: int = 16,
 ) -> SAETrainingReport:
-    """Collect residuals, train a TopK SAE and save it (SAELens layout) under ``output``."""
-    if n_tokens < batch_size:
-        raise WhiteboxError(f"n_tokens ({n_tokens}) must be at least the batch size ({batch_size})")
-    x = collect_residuals(lm, layer, n_tokens, seed=seed)
-    sae: SAE = train_topk_sae(x, d_sae, k, steps=steps, lr=lr, seed=seed, batch_size=batch_size)
+    """Collect residuals (cached), train a TopK SAE, save it (SAELens layout) and measure it on held-out text."""
     layer = lm.arch.check_layer(layer)
+    t_start = time.perf_counter()
+    chunks, source = training_chunks(lm, text, n_tokens=n_tokens, context=context, heldout=heldout, seed=seed)
+    x, collect = cached_residuals(lm, layer, chunks, cache_dir, batch_size=collect_batch_size)
+    if x.shape[0] < batch_size:
+        raise WhiteboxError(f"{x.shape[0]} training tokens are fewer than the batch size ({batch_size})")
+    t0 = time.perf_counter()
+    sae = train_topk_sae(x, d_sae, k, steps=steps, lr=lr, seed=seed, batch_size=batch_size, aux_k=aux_k,
+                         aux_coef=aux_coef)
+    train_s = time.perf_counter() - t0
     sae.metadata.update({"hook_name": f"blocks.{layer}.hook_resid_post", "hook_layer": layer,
-                         "model_name": lm.spec, "n_training_tokens": int(x.shape[0])})
+                         "model_name": lm.spec, "n_training_tokens": int(x.shape[0]), "training_text": source,
+                         "context_size": context})
     path = save_sae(sae, output)
-    var = float(((x - x.mean(0)) ** 2).mean())
-    final = reconstruction_mse(sae, x)
+    fid: dict = {}
+    eval_s = 0.0
+    if chunks.heldout:
+        t0 = time.perf_counter()
+        held, total = [], 0
+        for c in chunks.heldout:
+            if total >= eval_tokens:
+                break
+            held.append(c)
+            total += len(c)
+        fid = evaluate_fidelity(lm, sae, layer, held)
+        eval_s = time.perf_counter() - t0
+    timings = {**collect, "train_s": train_s, "train_steps_per_s": steps / train_s, "eval_s": eval_s,
+               "total_s": time.perf_counter() - t_start}
+    record = {"heldout": fid, "training": {
+        "source": source, "sources": chunks.sources, "n_train_tokens": int(x.shape[0]),
+        "n_heldout_tokens_evaluated": fid.get("n_tokens", 0), "context": context, "heldout_share": heldout,
+        "n_duplicate_chunks": chunks.n_duplicate_chunks, "d_sae": d_sae, "k": k, "steps": steps, "lr": lr,
+        "batch_size": batch_size, "aux_k": sae.metadata["aux_k"], "aux_coef": aux_coef, "seed": seed,
+        "final_dead_fraction_training": sae.metadata["final_dead_fraction"]}, "timings": timings}
+    (Path(path) / FIDELITY_FILE).write_text(json.dumps(record, indent=2))
     return SAETrainingReport(path, layer, int(x.shape[0]), sae.d_in, sae.d_sae, k,
-                             float(sae.metadata["initial_mse"]), final, 1.0 - final / var if var > 0 else 0.0)
+                             float(sae.metadata["initial_mse"]), float(sae.metadata["final_mse"]),
+                             float(fid.get("explained_variance", float("nan"))), fid, timings, source)

@@ -20,6 +20,7 @@ utilisation.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from whitebox_eval.mui import responses as rsp
 from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
 from whitebox_eval.mui.sae import ReconstructionStats
+from whitebox_eval.mui.sae_fidelity import evaluate_fidelity
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
@@ -237,7 +239,10 @@ def run_mui(
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([f.size for f in flats])
         arrays = {"indices": np.concatenate(flats), "offsets": offsets}
-        if sae_set is not None:  # reconstruction quality of the tokens this batch encoded
+        if sae_set is not None:  # the sequences, for the SAE fidelity figures; reconstruction at the scored positions
+            toks = [np.asarray(list(prompts[j]) + list(responses[j].ids), dtype=np.int64) for j in scorable]
+            arrays["sae_seq_ids"] = np.concatenate(toks) if toks else np.zeros(0, dtype=np.int64)
+            arrays["sae_seq_offsets"] = np.concatenate([[0], np.cumsum([t.size for t in toks])]).astype(np.int64)
             for n, q in enumerate(sae_set.take_quality()):
                 if q.n:
                     arrays.update({f"sae{n}_n": np.array(q.n), f"sae{n}_sum_x": q.sum_x, f"sae{n}_sum_sq": np.array(q.sum_sq),
@@ -253,7 +258,27 @@ def run_mui(
         return records, arrays
 
     run_pass(folder, PASS, ids, cfg.batch_size, score, desc="mui batches", show_progress=show_progress, collect=False)
-    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set)
+    fidelity = _sae_fidelity(folder, loaded, sae_set, cfg.batch_size) if sae_set is not None else None
+    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity)
+
+
+def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int) -> dict:
+    """Per SAE layer: the fidelity figures (:mod:`whitebox_eval.mui.sae_fidelity`) on the task's
+    prompt + response tokens; written to arrays/sae_fidelity.json and reused on resume."""
+    path = folder.path / "arrays" / "sae_fidelity.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    seqs: list[list[int]] = []
+    for z in iter_parts(folder, PASS):
+        if "sae_seq_ids" in z:
+            offs, toks = z["sae_seq_offsets"], z["sae_seq_ids"]
+            seqs += [toks[offs[i]:offs[i + 1]].tolist() for i in range(len(offs) - 1)]
+    seqs = [q for q in seqs if len(q) >= 2]
+    out = {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size)
+           if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2))
+    return out
 
 
 def _sae_quality(folder: RunFolder, sae_set: SAESet) -> dict:
@@ -312,7 +337,7 @@ def moves_declaration() -> dict:
 
 
 def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
-             sae_set: SAESet | None = None) -> RunFolder:
+             sae_set: SAESet | None = None, sae_fidelity: dict | None = None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
     from whitebox_eval.mui.plots import plot_layer_utilization
 
@@ -369,6 +394,10 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     if sae_set is not None:
         results["sae_quality"] = _sae_quality(folder, sae_set)
         warnings += [f"layer {l}: {q['warning']}" for l, q in results["sae_quality"].items() if "warning" in q]
+    if sae_fidelity is not None:
+        results["sae_fidelity"] = sae_fidelity
+        warnings += [f"layer {l}, fidelity on this task's tokens: {q['warning']}"
+                     for l, q in sae_fidelity.items() if "warning" in q]
     scored = [i for i, it in enumerate(items) if samples[it.id]["n_response_tokens"] > 0]
     if len(scored) > 1 and len({ks.flat_indices(i).tobytes() for i in scored}) == 1:
         warnings.append(f"all {len(scored)} samples have the same key set: the scores do not tell samples apart")
