@@ -207,3 +207,23 @@ def test_train_sae_cli_on_a_tiny_model(tmp_path, cli, monkeypatch):
                         "--context", "32", "--heldout", "0.2", "--d-sae", "32", "--k", "4", "--steps", "5",
                         "--batch-size", "64", "--threads", "1"])
     assert code == 0 and "read from the cache" in out
+
+
+@pytest.mark.slow
+def test_train_sae_on_the_bundled_model_with_a_tiny_budget(tmp_path, cli, shared_datasets):
+    """SmolLM2-135M layer 15 on a little of wikitext: the run completes, the figures are sane and the
+    truncated collection equals transformers' own hidden state at that layer."""
+    from whitebox_eval.models import load_model
+
+    text = shared_datasets / "wikitext2" / "valid.txt"
+    code, out, err = cli(["mui", "train-sae", "--layer", "15", "--out", str(tmp_path / "sae"), "--text", str(text),
+                          "--tokens", "4096", "--heldout", "0.01", "--eval-tokens", "512", "--d-sae", "1024",
+                          "--steps", "50", "--batch-size", "256"])
+    assert code == 0, err
+    fid = json.loads((tmp_path / "sae" / "fidelity.json").read_text())["heldout"]
+    assert 0.0 < fid["explained_variance"] < 1.0 and fid["ce_loss_zero"] > fid["ce_loss_sae"] > 0
+    lm = load_model("smollm2-135m")
+    ids = torch.tensor([lm.tokenizer("The history of the printing press begins in")["input_ids"]])
+    with torch.no_grad():
+        full = lm.model(input_ids=ids, output_hidden_states=True).hidden_states[16]
+    torch.testing.assert_close(block_output(lm, ids, None, 15), full, atol=1e-4, rtol=1e-4)

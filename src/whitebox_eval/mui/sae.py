@@ -170,11 +170,11 @@ class ReconstructionStats:
                "dead_fraction": dead, "n_dead": int((self.active == 0).sum()), "d_sae": int(self.active.size)}
         problems = []
         if not ev >= POOR_EXPLAINED_VARIANCE:
-            problems.append(f"explained variance {ev:.3f} < {POOR_EXPLAINED_VARIANCE}")
+            problems.append(f"pooled explained variance {ev:.3f} < {POOR_EXPLAINED_VARIANCE}")
         if dead > POOR_DEAD_FRACTION:
             problems.append(f"{100 * dead:.0f}% of features never active")
         if problems:
-            out["warning"] = "poor SAE: " + ", ".join(problems) + "; feature MUI from it is unreliable"
+            out["warning"] = "poor SAE at the scored positions: " + ", ".join(problems) + "; feature MUI from it is unreliable"
         return out
 
 
