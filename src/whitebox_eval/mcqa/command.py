@@ -132,7 +132,16 @@ def _print_mcqa_summary(folder) -> None:
         click.echo(f"evaluated {res['n_items']} of {n_total} items (--limit)")
     else:
         click.echo(f"evaluated all {res['n_items']} items")
-    if res.get("prompt_style") == "lm-eval":
+    if res.get("n_repeated_options"):
+        click.echo(f"{res['n_repeated_options']} item(s) list an option twice; scored as lm-eval scores them "
+                   "(ties go to the first copy)")
+    view = folder.config.get("lm_eval_view")
+    if view:  # --task lm-eval:TASK
+        tasks = folder.config.get("lm_eval_tasks", [])
+        click.echo(f"lm-eval task(s): {', '.join(t['name'] + ' (' + str(t['num_fewshot']) + '-shot)' for t in tasks)}; "
+                   f"view: {view['view']}")
+        click.echo(f"  {view['rule']}")
+    elif res.get("prompt_style") == "lm-eval":
         click.echo("prompt: lm-eval (lm-evaluation-harness 0.4.13's task text; acc/acc_norm as it computes them)")
     if res["n_val"]:
         click.echo(f"split: validation {res['n_val']}, test {res['n_test']}: heads, PriDe's prior and degenerate-head marks "

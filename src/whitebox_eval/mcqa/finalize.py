@@ -69,6 +69,9 @@ def finalize(study) -> RunFolder:
         "chance_note": (f"mean of 1 / n essential options over the evaluated items ({counts.min()} to {counts.max()} options; "
                         "per count: by_option_count)" if mixed else f"1 / {study.n_essential} essential options")
                        + (f"; the {n_unc} uncertainty options are never gold" if n_unc else ""),
+        "n_repeated_options": sum(it.repeated_options for it in items),
+        "repeated_options_rule": ("rows whose options repeat are scored, as lm-eval scores them: a tie between copies goes "
+                                  "to the first, so a gold on a later copy is never predicted by the cloze or baseline"),
         "split": {"rule": SPLIT_RULE, "seed": cfg.seed, "val_fraction": cfg.val_fraction, "min_val_items": cfg.min_val_items,
                   "validation_ids": [items[i].id for i in split.val], "test_ids": [items[i].id for i in test]},
         "tie_rule": (f"an item whose top score is shared by several options (relative tolerance {hs.TIE_RTOL:g}) gets a seeded "
