@@ -51,6 +51,12 @@ class MCQAConfig:
     view: str | None = None  # --view cloze|letters of --task lm-eval:TASK
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
+    def __post_init__(self) -> None:
+        if str(self.task).strip().lower().startswith("lm-eval:"):  # always lm-eval's own text, no extra options
+            self.prompt, self.uncertainty = "lm-eval", False
+            if self.view is None:
+                self.view = "letters" if any(m != "cloze" for m in self.methods) else "cloze"
+
     @property
     def spec(self) -> TaskSpec:
         return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)

@@ -392,8 +392,6 @@ def _lm_eval_items(cfg: MCQAConfig):
 
 def _check_lm_eval_task(cfg: MCQAConfig) -> None:
     """One-line errors for what an ``lm-eval:TASK`` view cannot run."""
-    if cfg.prompt != lm_eval.LM_EVAL:
-        raise WhiteboxError(f"--task {cfg.task} uses lm-eval's own prompts; drop --prompt paper (it is --prompt lm-eval)")
     if cfg.view not in VIEW_RULES:
         raise WhiteboxError(f"--view {cfg.view!r}: choose cloze (lm-eval's requests) or letters (options listed, head scores)")
     letters = [m for m in cfg.methods if m in LETTER_METHODS]
