@@ -333,7 +333,7 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
               help="held-out tokens the fidelity figures are measured on")
 @click.option("--d-sae", type=click.IntRange(min=1), default=8192, show_default=True, help="number of features")
 @click.option("--k", type=click.IntRange(min=1), default=32, show_default=True, help="active features per token (TopK)")
-@click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=512, show_default=True, help="tokens per training step")
 @click.option("--lr", type=click.FloatRange(min=0.0, min_open=True), default=2e-3, show_default=True)
 @click.option("--aux-k", type=click.IntRange(min=1), default=None, help="dead features in the auxiliary loss (default d_model/2)")
@@ -379,7 +379,7 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
         click.echo(f"residuals collected in {t['collect_s']:.0f} s ({t['collect_tokens_per_s']:.0f} tokens/s, forward "
                    f"stopped after block {rep.layer})")
     click.echo(f"trained in {t['train_s']:.0f} s ({t['train_steps_per_s']:.2f} steps/s); held-out evaluation "
-               f"{t['eval_s']:.0f} s; whole run {t['total_s']:.0f} s")
+               f"{t['eval_s']:.0f} s; whole run {t['total_s']:.0f} s wall, {t['process_cpu_s']:.0f} s CPU")
     if rep.fidelity:
         click.echo("fidelity on held-out text:")
         for line in fidelity_lines(rep.fidelity):

@@ -168,7 +168,7 @@ def train_sae_for_model(
 ) -> SAETrainingReport:
     """Collect residuals (cached), train a TopK SAE, save it (SAELens layout) and measure it on held-out text."""
     layer = lm.arch.check_layer(layer)
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     chunks, source = training_chunks(lm, text, n_tokens=n_tokens, context=context, heldout=heldout, seed=seed)
     x, collect = cached_residuals(lm, layer, chunks, cache_dir, batch_size=collect_batch_size)
     if x.shape[0] < batch_size:
@@ -194,7 +194,7 @@ def train_sae_for_model(
         fid = evaluate_fidelity(lm, sae, layer, held)
         eval_s = time.perf_counter() - t0
     timings = {**collect, "train_s": train_s, "train_steps_per_s": steps / train_s, "eval_s": eval_s,
-               "total_s": time.perf_counter() - t_start}
+               "total_s": time.perf_counter() - t_start, "process_cpu_s": time.process_time() - cpu_start}
     record = {"heldout": fid, "training": {
         "source": source, "sources": chunks.sources, "n_train_tokens": int(x.shape[0]),
         "n_heldout_tokens_evaluated": fid.get("n_tokens", 0), "context": context, "heldout_share": heldout,
