@@ -207,6 +207,14 @@ def test_train_sae_cli_on_a_tiny_model(tmp_path, cli, monkeypatch):
                         "--context", "32", "--heldout", "0.2", "--d-sae", "32", "--k", "4", "--steps", "5",
                         "--batch-size", "64", "--threads", "1"])
     assert code == 0 and "read from the cache" in out
+    # sae-fidelity measures an existing SAE on the same held-out chunks
+    code, out, err = cli(["mui", "sae-fidelity", "--sae", str(tmp_path / "sae"), "--text", str(text), "--context", "32",
+                          "--heldout", "0.2", "--threads", "1", "--json", str(tmp_path / "fid.json")])
+    assert code == 0, err
+    again = json.loads((tmp_path / "fid.json").read_text())
+    assert again["n_tokens"] == rec["heldout"]["n_tokens"]
+    assert again["explained_variance"] == pytest.approx(rec["heldout"]["explained_variance"], abs=1e-6)
+    assert again["ce_loss_sae"] == pytest.approx(rec["heldout"]["ce_loss_sae"], abs=1e-6)
 
 
 @pytest.mark.slow

@@ -361,8 +361,7 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
     import torch
 
     from whitebox_eval.models import load_model
-    from whitebox_eval.mui.sae_fidelity import fidelity_lines
-    from whitebox_eval.mui.sae_training import train_sae_for_model
+    from whitebox_eval.mui.sae_training import report_lines, train_sae_for_model
 
     torch.set_num_threads(threads or os.cpu_count() or 1)
     cache_dir = Path(cache) if cache else Path(out).resolve().parent / ".residual-cache"
@@ -370,23 +369,47 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
                               n_tokens=tokens, context=context, heldout=heldout, d_sae=d_sae, k=k, steps=steps, lr=lr,
                               batch_size=batch_size, seed=seed, aux_k=aux_k, aux_coef=aux_coef, cache_dir=cache_dir,
                               eval_tokens=eval_tokens)
-    t = rep.timings
-    click.echo(f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} training tokens "
-               f"({rep.source} text)")
-    if t.get("cached"):
-        click.echo(f"residuals read from the cache {t['cache']}")
-    else:
-        click.echo(f"residuals collected in {t['collect_s']:.0f} s ({t['collect_tokens_per_s']:.0f} tokens/s, forward "
-                   f"stopped after block {rep.layer})")
-    click.echo(f"trained in {t['train_s']:.0f} s ({t['train_steps_per_s']:.2f} steps/s); held-out evaluation "
-               f"{t['eval_s']:.0f} s; whole run {t['total_s']:.0f} s wall, {t['process_cpu_s']:.0f} s CPU")
-    if rep.fidelity:
-        click.echo("fidelity on held-out text:")
-        for line in fidelity_lines(rep.fidelity):
-            click.echo(line)
-    else:
-        click.echo("WARNING: no held-out text (--heldout 0): no fidelity figures")
+    for line in report_lines(rep):
+        click.echo(line)
     click.echo(f"saved: {rep.path}")
+
+
+@command.command("sae-fidelity")
+@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
+@click.option("--sae", "sae_spec", required=True, help="LAYER=PATH or PATH (SAELens folder whose cfg.json names hook_layer)")
+@click.option("--text", "text", multiple=True, required=True, help="text files or folders (repeatable), read as train-sae reads them")
+@click.option("--context", type=click.IntRange(min=2), default=256, show_default=True)
+@click.option("--heldout", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05, show_default=True,
+              help="evaluate on the end of each file, the share train-sae holds out")
+@click.option("--eval-tokens", type=click.IntRange(min=1), default=16384, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads (default: all cores)")
+@click.option("--json", "json_out", default=None, help="write the figures to this JSON file")
+@dtype_option
+def sae_fidelity(model, sae_spec, text, context, heldout, eval_tokens, threads, json_out, dtype) -> None:
+    """Fidelity figures of an existing SAE on the held-out chunks of --text (as train-sae reports them)."""
+    import json
+    import os
+    from pathlib import Path
+
+    import torch
+
+    from whitebox_eval.models import load_model
+    from whitebox_eval.mui.keyneurons import load_sae_set
+    from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, fidelity_lines
+    from whitebox_eval.mui.sae_text import chunk_text, first_tokens
+
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    sae_set = load_sae_set([sae_spec])
+    lm = load_model(model, dtype=resolved_dtype(dtype, model))
+    held = first_tokens(chunk_text(lm.tokenizer, list(text), context=context, heldout=heldout).heldout, eval_tokens)
+    if not held:
+        raise WhiteboxError("the held-out share of --text has no chunk; give more text or a larger --heldout")
+    fid = evaluate_fidelity(lm, sae_set.saes[0], sae_set.layers[0], held, point=sae_set.point)
+    click.echo(f"SAE {sae_set.paths[0]} (layer {sae_set.layers[0]}) on held-out text:")
+    for line in fidelity_lines(fid):
+        click.echo(line)
+    if json_out:
+        Path(json_out).write_text(json.dumps(fid, indent=2))
 
 
 @command.command()

@@ -161,3 +161,14 @@ def _spread(chunks: list[list[int]], n: int) -> list[list[int]]:
     """``n`` chunks spread evenly over ``chunks`` (so every source keeps its share)."""
     step = len(chunks) / n
     return [chunks[int(i * step)] for i in range(n)]
+
+
+def first_tokens(chunks: list[list[int]], n_tokens: int) -> list[list[int]]:
+    """The leading chunks holding at least ``n_tokens`` tokens (all of them if fewer)."""
+    out, total = [], 0
+    for c in chunks:
+        if total >= n_tokens:
+            break
+        out.append(c)
+        total += len(c)
+    return out

@@ -31,9 +31,9 @@ from whitebox_eval.internals import Engine
 from whitebox_eval.internals.generation import generate
 from whitebox_eval.internals.truncated import block_output
 from whitebox_eval.mui.sae import train_topk_sae
-from whitebox_eval.mui.sae_fidelity import evaluate_fidelity
+from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, fidelity_lines
 from whitebox_eval.mui.sae_files import save_sae
-from whitebox_eval.mui.sae_text import TextChunks, chunk_text
+from whitebox_eval.mui.sae_text import TextChunks, chunk_text, first_tokens
 
 FIDELITY_FILE = "fidelity.json"
 
@@ -185,13 +185,7 @@ def train_sae_for_model(
     eval_s = 0.0
     if chunks.heldout:
         t0 = time.perf_counter()
-        held, total = [], 0
-        for c in chunks.heldout:
-            if total >= eval_tokens:
-                break
-            held.append(c)
-            total += len(c)
-        fid = evaluate_fidelity(lm, sae, layer, held)
+        fid = evaluate_fidelity(lm, sae, layer, first_tokens(chunks.heldout, eval_tokens))
         eval_s = time.perf_counter() - t0
     timings = {**collect, "train_s": train_s, "train_steps_per_s": steps / train_s, "eval_s": eval_s,
                "total_s": time.perf_counter() - t_start, "process_cpu_s": time.process_time() - cpu_start}
@@ -205,3 +199,22 @@ def train_sae_for_model(
     return SAETrainingReport(path, layer, int(x.shape[0]), sae.d_in, sae.d_sae, k,
                              float(sae.metadata["initial_mse"]), float(sae.metadata["final_mse"]),
                              float(fid.get("explained_variance", float("nan"))), fid, timings, source)
+
+
+def report_lines(rep: SAETrainingReport) -> list[str]:
+    """What ``train-sae`` prints: sizes, speeds and the held-out fidelity table."""
+    t = rep.timings
+    lines = [f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} training tokens "
+             f"({rep.source} text)"]
+    if t.get("cached"):
+        lines.append(f"residuals read from the cache {t['cache']}")
+    else:
+        lines.append(f"residuals collected in {t['collect_s']:.0f} s ({t['collect_tokens_per_s']:.0f} tokens/s, forward "
+                     f"stopped after block {rep.layer})")
+    lines.append(f"trained in {t['train_s']:.0f} s ({t['train_steps_per_s']:.2f} steps/s); held-out evaluation "
+                 f"{t['eval_s']:.0f} s; whole run {t['total_s']:.0f} s wall, {t['process_cpu_s']:.0f} s CPU")
+    if rep.fidelity:
+        lines += ["fidelity on held-out text:", *fidelity_lines(rep.fidelity)]
+    else:
+        lines.append("WARNING: no held-out text (--heldout 0): no fidelity figures")
+    return lines
