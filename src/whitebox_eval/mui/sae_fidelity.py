@@ -82,7 +82,15 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
             seen["h"] = h
             return h
 
-        logits = {"clean": replaced_block_output(lm, ids, mask, block, record)}
+        pred = keep[:, :-1] & mask[:, 1:].bool()  # kept positions that have a next token
+        targets = ids[:, 1:][pred]
+        n_pred += int(pred.sum())
+
+        def nll(logits: torch.Tensor) -> float:
+            lp = torch.log_softmax(logits[:, :-1].float().cpu()[pred], dim=-1)
+            return float(-lp.gather(1, targets[:, None]).sum())
+
+        ce["clean"] += nll(replaced_block_output(lm, ids, mask, block, record))
         h = seen["h"]
         x = h[keep_d].float().cpu()
         f = sae.encode(x)
@@ -92,14 +100,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         active += (f > 0).sum(0).cpu()
         recon = torch.zeros_like(h)
         recon[keep_d] = x_hat.to(h.device, h.dtype)
-        logits["sae"] = replaced_block_output(lm, ids, mask, block, lambda h: torch.where(keep_d[..., None], recon, h))
-        logits["zero"] = replaced_block_output(lm, ids, mask, block, lambda h: torch.where(keep_d[..., None], 0.0, h))
-        pred = keep[:, :-1] & mask[:, 1:].bool()  # kept positions that have a next token
-        targets = ids[:, 1:][pred]
-        n_pred += int(pred.sum())
-        for name, lg in logits.items():
-            lp = torch.log_softmax(lg[:, :-1].float().cpu()[pred], dim=-1)
-            ce[name] += float(-lp.gather(1, targets[:, None]).sum())
+        ce["sae"] += nll(replaced_block_output(lm, ids, mask, block, lambda h: torch.where(keep_d[..., None], recon, h)))
+        ce["zero"] += nll(replaced_block_output(lm, ids, mask, block, lambda h: torch.where(keep_d[..., None], 0.0, h)))
     x = torch.cat(xs).double()
     sse_t = torch.cat(sse)
     centred = ((x - x.mean(0)) ** 2).sum(-1)
