@@ -5,6 +5,8 @@ from __future__ import annotations
 import builtins
 import csv
 import json
+import sys
+import types
 import warnings
 from pathlib import Path
 
@@ -249,7 +251,15 @@ def test_hub_split_is_read_with_the_same_columns(tmp_path, monkeypatch):
     fake = lambda ident, config, split: seen.append((ident, config, split)) or rows  # noqa: E731
     items = load_from_hub("mcq", "org/name:cfg@train", load_dataset=fake, fields={"choices": "opts", "answer": "key"})
     assert seen == [("org/name", "cfg", "train")] and summary(items) == [("Q1", ["a", "b", "c"], 2), ("Q2", ["x", "y"], 0)]
-    with pytest.raises(WhiteboxError, match="hub"):  # offline here: the datasets package or the network is missing
+    offline = types.ModuleType("datasets")  # the hub unreachable, whether or not datasets is installed
+
+    def unreachable(*args, **kw):
+        raise ConnectionError("no network")
+
+    offline.load_dataset = unreachable
+    monkeypatch.setitem(sys.modules, "datasets", offline)
+    with pytest.raises(WhiteboxError, match=r"^could not load 'org/other' \(default, test\) from the hub: no network\. "
+                                            r"Offline, download the files and pass their local path$"):
         load_mcq_file("hf:org/other@test")
 
 
