@@ -98,6 +98,12 @@ def test_parquet_or_its_install_line(tmp_path, monkeypatch):
 
         pq.write_table(pa.table({"question": ["Q1", "Q2"], "choices": [["a", "b", "c"], ["x", "y"]], "answer": [2, 0]}), path)
         assert summary(load_mcq_file(path)) == [("Q1", ["a", "b", "c"], 2), ("Q2", ["x", "y"], 0)]
+        cells = tmp_path / "cells.parquet"  # per-choice columns, a null trailing cell, a bad row numbered from 1
+        pq.write_table(pa.table({"question": ["Q1", None], "A": ["a", "x"], "B": ["b", "y"], "C": ["c", None],
+                                 "answer": ["C", "1"]}), cells)
+        with pytest.warns(UserWarning, match=r"cells.parquet:2: missing field 'question'"):
+            items = load_mcq_file(cells, on_bad_row="skip")
+        assert summary(items) == [("Q1", ["a", "b", "c"], 2)]
     except ImportError:
         path.write_bytes(b"PAR1")
     real = builtins.__import__
