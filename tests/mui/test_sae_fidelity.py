@@ -84,7 +84,7 @@ def test_fidelity_figures_equal_a_hand_computation():
         f = sae.encode(x)
         xh = sae.decode(f)
         xs.append(x), xhats.append(xh), fs.append(f)
-        spliced, _ = _hooked_logits(lm, s, layer, lambda h: torch.cat([h[:1], xh.to(h.dtype)]))
+        spliced, _ = _hooked_logits(lm, s, layer, lambda h, xh=xh: torch.cat([h[:1], xh.to(h.dtype)]))
         zeroed, _ = _hooked_logits(lm, s, layer, lambda h: torch.cat([h[:1], torch.zeros_like(h[1:])]))
         tgt = torch.tensor(s[2:])
         for name, lg in (("clean", clean), ("sae", spliced), ("zero", zeroed)):
@@ -155,7 +155,7 @@ def test_aux_loss_revives_dead_features():
         return float(((sae.encode(x) > 0).sum(0) == 0).double().mean())
 
     assert dead(init) == 0.5
-    kw = dict(steps=200, lr=5e-3, seed=0, batch_size=128, dead_steps=10, init=init)
+    kw = {"steps": 200, "lr": 5e-3, "seed": 0, "batch_size": 128, "dead_steps": 10, "init": init}
     off = train_topk_sae(x, 32, 3, aux_coef=0.0, **kw)
     on = train_topk_sae(x, 32, 3, aux_coef=1 / 32, **kw)
     assert dead(off) == 0.5 and off.metadata["steps_with_aux_loss"] == 0
@@ -181,7 +181,7 @@ def test_text_chunks_dedup_and_held_out_tail(tmp_path):
 
 
 def test_train_sae_cli_on_a_tiny_model(tmp_path, cli, monkeypatch):
-    import whitebox_eval.models as models
+    from whitebox_eval import models
 
     lm = tiny_lm("llama")
     monkeypatch.setattr(models, "load_model", lambda *a, **k: lm)
@@ -224,7 +224,7 @@ def test_train_sae_on_the_bundled_model_with_a_tiny_budget(tmp_path, cli, shared
     from whitebox_eval.models import load_model
 
     text = shared_datasets / "wikitext2" / "valid.txt"
-    code, out, err = cli(["mui", "train-sae", "--layer", "15", "--out", str(tmp_path / "sae"), "--text", str(text),
+    code, _, err = cli(["mui", "train-sae", "--layer", "15", "--out", str(tmp_path / "sae"), "--text", str(text),
                           "--tokens", "4096", "--heldout", "0.01", "--eval-tokens", "512", "--d-sae", "1024",
                           "--steps", "50", "--batch-size", "256"])
     assert code == 0, err

@@ -86,7 +86,7 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         targets = ids[:, 1:][pred]
         n_pred += int(pred.sum())
 
-        def nll(logits: torch.Tensor) -> float:
+        def nll(logits: torch.Tensor, pred=pred, targets=targets) -> float:
             lp = torch.log_softmax(logits[:, :-1].float().cpu()[pred], dim=-1)
             return float(-lp.gather(1, targets[:, None]).sum())
 
@@ -100,8 +100,9 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         active += (f > 0).sum(0).cpu()
         recon = torch.zeros_like(h)
         recon[keep_d] = x_hat.to(h.device, h.dtype)
-        ce["sae"] += nll(replaced_block_output(lm, ids, mask, block, lambda h: torch.where(keep_d[..., None], recon, h)))
-        ce["zero"] += nll(replaced_block_output(lm, ids, mask, block, lambda h: torch.where(keep_d[..., None], 0.0, h)))
+        where = keep_d[..., None]
+        ce["sae"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where, r=recon: torch.where(w, r, h)))
+        ce["zero"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where: torch.where(w, 0.0, h)))
     x = torch.cat(xs).double()
     sse_t = torch.cat(sse)
     centred = ((x - x.mean(0)) ** 2).sum(-1)
@@ -145,13 +146,16 @@ def fidelity_lines(fid: dict) -> list[str]:
     """The figures as a small table for the terminal."""
     if not fid.get("n_tokens"):
         return ["no tokens evaluated"]
-    fmt = lambda v, spec: "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)  # noqa: E731
+    def fmt(v, spec: str) -> str:
+        return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
     return [
         f"  tokens {fid['n_tokens']} ({fid['n_sequences']} sequences; first position and padding left out)",
-        f"  explained variance  per token {fmt(fid['explained_variance'], '.3f')}   pooled "
-        f"{fmt(fid['explained_variance_pooled'], '.3f')}   MSE {fmt(fid['mse'], '.4g')}   L0 {fmt(fid['l0'], '.1f')}",
-        f"  next-token loss     clean {fid['ce_loss_clean']:.3f}   SAE {fid['ce_loss_sae']:.3f}   zeroed "
-        f"{fid['ce_loss_zero']:.3f}   delta {fid['delta_loss']:+.3f} nats   CE loss score {fmt(fid['ce_loss_score'], '.3f')}",
-        f"  features            dead {100 * fid['dead_fraction']:.1f}% ({fid['n_dead']} of {fid['d_sae']})   "
-        f"dense (>10% of tokens) {100 * fid['dense_fraction']:.1f}%",
+        (f"  explained variance  per token {fmt(fid['explained_variance'], '.3f')}   pooled "
+         f"{fmt(fid['explained_variance_pooled'], '.3f')}   MSE {fmt(fid['mse'], '.4g')}   L0 {fmt(fid['l0'], '.1f')}"),
+        (f"  next-token loss     clean {fid['ce_loss_clean']:.3f}   SAE {fid['ce_loss_sae']:.3f}   zeroed "
+         f"{fid['ce_loss_zero']:.3f}   delta {fid['delta_loss']:+.3f} nats   CE loss score "
+         f"{fmt(fid['ce_loss_score'], '.3f')}"),
+        (f"  features            dead {100 * fid['dead_fraction']:.1f}% ({fid['n_dead']} of {fid['d_sae']})   "
+         f"dense (>10% of tokens) {100 * fid['dense_fraction']:.1f}%"),
     ] + ([f"  WARNING: {fid['warning']}"] if "warning" in fid else [])

@@ -145,7 +145,7 @@ def chunk_text(tokenizer, paths: list[str | Path], *, context: int = 256, heldou
                 continue
             seen_chunks.add(key)
             chunks.append(c)
-        n_held = int(round(heldout * len(chunks)))
+        n_held = round(heldout * len(chunks))
         out.train += chunks[:len(chunks) - n_held]
         out.heldout += chunks[len(chunks) - n_held:]
         out.sources[str(path)] = {"n_tokens": len(stream), "n_train_chunks": len(chunks) - n_held,

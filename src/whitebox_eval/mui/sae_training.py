@@ -17,6 +17,7 @@ The SAE is saved in SAELens' layout with ``hook_name`` ``blocks.{layer}.hook_res
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import warnings
@@ -155,8 +156,8 @@ def training_chunks(lm, text: list[str] | None, *, n_tokens: int | None, context
     warnings.warn("no --text given: training the SAE on model-generated text from a few seed prompts; an SAE "
                   "trained on it describes the model poorly on running text (give --text PATH)", stacklevel=2)
     budget = n_tokens or 8192
-    seqs = generated_sequences(lm, int(budget / (1 - heldout)) + 1, seed=seed)
-    n_held = int(round(heldout * len(seqs)))
+    seqs = generated_sequences(lm, math.ceil(budget / (1 - heldout)), seed=seed)
+    n_held = round(heldout * len(seqs))
     return TextChunks(train=seqs[:len(seqs) - n_held], heldout=seqs[len(seqs) - n_held:]), "generated"
 
 
@@ -204,8 +205,8 @@ def train_sae_for_model(
 def report_lines(rep: SAETrainingReport) -> list[str]:
     """What ``train-sae`` prints: sizes, speeds and the held-out fidelity table."""
     t = rep.timings
-    lines = [f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} training tokens "
-             f"({rep.source} text)"]
+    lines = [(f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} training tokens "
+              f"({rep.source} text)")]
     if t.get("cached"):
         lines.append(f"residuals read from the cache {t['cache']}")
     else:
