@@ -22,7 +22,13 @@ and acc_norm.
 Run with a Python that has lm-eval 0.4.13 (a separate venv, torch CPU build first):
 
     /path/to/lmeval-venv/bin/python benchmarks/lm_eval_fixtures.py --part tasks
-    /path/to/lmeval-venv/bin/python benchmarks/lm_eval_fixtures.py --part whole   # ~40 min on 2 cores
+    /path/to/lmeval-venv/bin/python benchmarks/lm_eval_fixtures.py --part whole
+    ONLY=hellaswag/10,arc_challenge/25 LIMIT=40 .../python benchmarks/lm_eval_fixtures.py --part whole
+
+Every prompt of every setting is written first (no model runs); then lm-eval's scored runs,
+the cheapest first, each kept as soon as it ends; ``ONLY`` picks settings and ``LIMIT``
+scores only the first N documents of each task (``--limit N``: their contexts are those
+of the full run), where the long k-shot contexts would take hours on 2 shared cores.
 
 The data source is changed as in ``benchmarks/lm_eval_parity.py`` (``dataset_path: json``
 with local files; splits the files lack set to null); everything else is lm-eval's own.
@@ -199,11 +205,14 @@ def write_task_data(out: Path) -> dict[str, dict[str, str]]:
 
 # ----------------------------------------------------------------------------- lm-eval runs
 
-def evaluate(tm, tasks: list, model_args: dict, num_fewshot: int | None, batch_size: int):
+def evaluate(tm, tasks: list, model_args: dict, num_fewshot: int | None, batch_size: int, limit: int | None = None):
+    """``lm_eval.simple_evaluate`` (``limit``: lm-eval's ``--limit``, the first N documents of each
+    task, whose contexts are the first N of the full run: the sampler draws in document order)."""
     import lm_eval
 
     return lm_eval.simple_evaluate(model="hf", model_args=dict(model_args), tasks=tasks, num_fewshot=num_fewshot,
-                                   batch_size=batch_size, device="cpu", log_samples=True, task_manager=tm)
+                                   batch_size=batch_size, device="cpu", log_samples=True, task_manager=tm,
+                                   limit=limit)
 
 
 def splits_of(task_cfg_files: dict[str, str]) -> dict:
@@ -351,11 +360,12 @@ def main() -> None:
                     "items" in out["runs"][key]["tasks"][n] for n, _ in spec):
                 continue
             tasks = [build_task(tm, n, ov) for n, ov in spec]
-            res = evaluate(tm, tasks, model_args, shots, args.batch_size)
+            limit = int(os.environ["LIMIT"]) if os.environ.get("LIMIT") else None
+            res = evaluate(tm, tasks, model_args, shots, args.batch_size, limit=limit)
             for n, _ in spec:
                 ms = metrics_of(res, n)
                 out["runs"][key]["tasks"][n].update(
-                    metrics=ms, aggregate={m: res["results"][n][f"{m},none"] for m in ms},
+                    metrics=ms, aggregate={m: res["results"][n][f"{m},none"] for m in ms}, scored_limit=limit,
                     items=items_of(res["samples"][n], ms, hashed=True))
             print(key, {n: out["runs"][key]["tasks"][n]["aggregate"] for n, _ in spec}, flush=True)
             write(path, out, replacements)

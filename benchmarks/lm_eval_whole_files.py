@@ -49,14 +49,19 @@ def task_for(name: str, shots: int, shared: Path, tmp: Path) -> str:
     return f"{name}={tmp / f'{name}_test.jsonl'}"  # the train file beside it is the demonstrations' pool
 
 
-def compare(key: str, block: dict, samples: list[dict]) -> dict:
-    theirs = [it for t in block["tasks"].values() for it in t["items"]]
-    prompts = [p for t in block["tasks"].values() for p in t["prompts"]]
-    n = min(len(samples), len(theirs))
+def compare(key: str, block: dict, samples_by_task: dict[str, list[dict]]) -> dict:
+    """Our samples of each lm-eval task against lm-eval's scored items (its first ``len(items)``)."""
+    samples, theirs, prompts = [], [], []
+    for name, t in block["tasks"].items():
+        n_task = min(len(samples_by_task[name]), len(t["items"]))
+        samples += samples_by_task[name][:n_task]
+        theirs += t["items"][:n_task]
+        prompts += t["prompts"][:n_task]
+    n = len(samples)
     letters = key.startswith("mmlu")
     max_diff, same_prompt, diff = 0.0, 0, {"acc": [], "acc_norm": []}
     acc = {"acc": [0.0, 0.0], "acc_norm": [0.0, 0.0]}
-    for s, t, p in zip(samples[:n], theirs[:n], prompts[:n]):
+    for s, t, p in zip(samples, theirs, prompts):
         same_prompt += s["prompt_hash"] == p["prompt_hash"]
         if letters:
             ours = np.array(s["letter_logits"], float)
@@ -74,7 +79,9 @@ def compare(key: str, block: dict, samples: list[dict]) -> dict:
                 acc[m][1] += t[m]
                 if mine != t[m]:
                     diff[m].append(t["doc_id"])
-    return {"key": key, "n_ours": len(samples), "n_lm_eval": len(theirs), "compared": n, "same_prompts": same_prompt,
+    return {"key": key, "n_ours": sum(map(len, samples_by_task.values())),
+            "n_lm_eval": sum(len(t["prompts"]) for t in block["tasks"].values()), "compared": n,
+            "same_prompts": same_prompt,
             "max_abs_loglik_diff": max_diff,
             **{f"{m}_ours": acc[m][0] / n for m in acc if acc[m][1] or diff[m] or m == "acc"},
             **{f"{m}_lm_eval": acc[m][1] / n for m in acc if acc[m][1] or diff[m] or m == "acc"},
@@ -99,15 +106,24 @@ def main() -> None:
         if (args.only and key not in args.only.split(",")) or not block or not all(
                 "items" in t for t in block["tasks"].values()):
             continue
+        scored = max(len(t["items"]) for t in block["tasks"].values())  # lm-eval scored its first N (LIMIT)
+        full = max(len(t["prompts"]) for t in block["tasks"].values())
+        limits = [x for x in (args.limit, scored if scored < full else None) if x]
+        limit = min(limits) if limits else None
         with tempfile.TemporaryDirectory() as tmp:
-            task = task_for(name, shots, args.datasets, Path(tmp))
-            methods = ("baseline",) if name == "mmlu" else ("cloze",)
-            cfg = MCQAConfig(model="smollm2-135m", task=task, prompt="lm-eval", shots=shots, limit=args.limit,
-                             methods=methods, uncertainty=False, batch_size=8)
             t0 = time.perf_counter()
-            folder = run_mcqa(cfg, Path(tmp) / "runs", run_id="r", loaded=loaded, show_progress=True)
-            samples = [json.loads(x) for x in (folder.path / "samples.jsonl").read_text().splitlines()]
-            row = compare(key, block, samples)
+            samples_by_task = {}
+            for lm_task in block["tasks"]:  # MMLU: one run per subject file (lm-eval's mmlu_<subject> tasks)
+                task = (f"mmlu={args.datasets / 'mmlu' / 'test' / (lm_task[len('mmlu_'):] + '_test.csv')}"
+                        if name == "mmlu" else task_for(name, shots, args.datasets, Path(tmp)))
+                # one item per cloze chunk (batch 2): its choices share the whole context, computed once
+                cfg = MCQAConfig(model="smollm2-135m", task=task, prompt="lm-eval", shots=shots, limit=limit,
+                                 methods=("baseline",) if name == "mmlu" else ("cloze",), uncertainty=False,
+                                 batch_size=8 if name == "mmlu" else 2)
+                folder = run_mcqa(cfg, Path(tmp) / "runs", run_id=lm_task, loaded=loaded, show_progress=True)
+                samples_by_task[lm_task] = [json.loads(x) for x in (folder.path / "samples.jsonl").read_text().splitlines()]
+            row = compare(key, block, samples_by_task)
+            row["scored_limit"] = limit
             row["seconds"] = round(time.perf_counter() - t0, 1)
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -117,6 +133,8 @@ def main() -> None:
              "| setting | n ours / lm-eval | same prompts | max abs Δ log-lik | acc ours / lm-eval | acc_norm ours / lm-eval"
              " | items predicted differently |", "|---|---|---|---|---|---|---|"]
     for r in rows:
+        if r.get("scored_limit"):
+            r["key"] += f" (first {r['scored_limit']} per task scored; every prompt compared in the tests)"
         norm = (f"{r['acc_norm_ours']:.4f} / {r['acc_norm_lm_eval']:.4f}" if "acc_norm_ours" in r else "(not reported)")
         lines.append(f"| {r['key']} | {r['n_ours']} / {r['n_lm_eval']} | {r['same_prompts']} of {r['compared']} | "
                      f"{r['max_abs_loglik_diff']:.1e} | {r['acc_ours']:.4f} / {r['acc_lm_eval']:.4f} | {norm} | "

@@ -204,7 +204,7 @@ def finalize(study) -> RunFolder:
             example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0][0][0]
             results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
         results["headline"] = headline
-        add_lm_eval_fields(results, folder.config, cfg.spec.name)  # lm-eval's results-file blocks
+        add_lm_eval_fields(results, folder.config, cfg.spec.lm_eval_task or cfg.spec.name)  # lm-eval's results-file blocks (lm-eval:TASK: its name)
         folder.save_results(results)
     return folder
 
