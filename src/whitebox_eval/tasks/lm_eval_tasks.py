@@ -29,7 +29,6 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,7 +227,7 @@ def load_items(name: str, *, shots: int | None, data: str | Path | None = None) 
         raise
     except Exception as e:  # lm-eval / datasets failing to read the data: one line with the cause
         raise WhiteboxError(f"lm-eval could not build task {name}: {type(e).__name__}: {e}"
-                            + ("" if data else f" (offline? point it at local files with --lm-eval-data DIR)")) from e
+                            + ("" if data else " (offline? point it at local files with --lm-eval-data DIR)")) from e
     for task, files in built:
         tname = task.task_name
         otype = task.OUTPUT_TYPE
