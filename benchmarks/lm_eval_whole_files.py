@@ -100,7 +100,8 @@ def main() -> None:
 
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
     loaded = load_model("smollm2-135m", dtype="float32")
-    rows = []
+    kept = args.out.with_suffix(".json")  # every setting's last row, so settings can be run one at a time
+    rows_by_key = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else {}
     for key, (name, shots) in SETTINGS.items():
         block = fixture["runs"].get(key)
         if (args.only and key not in args.only.split(",")) or not block or not all(
@@ -126,10 +127,12 @@ def main() -> None:
             row["scored_limit"] = limit
             row["seconds"] = round(time.perf_counter() - t0, 1)
         print(json.dumps(row), flush=True)
-        rows.append(row)
+        rows_by_key[key] = row
+        kept.write_text(json.dumps(rows_by_key, indent=1) + "\n", encoding="utf-8")
+    rows = [dict(rows_by_key[k]) for k in SETTINGS if k in rows_by_key]
     lines = ["# Whole shared samples: our `mcqa --prompt lm-eval` vs lm-eval 0.4.13's own run", "",
-             f"Command: `python benchmarks/lm_eval_whole_files.py{' --limit ' + str(args.limit) if args.limit else ''}`"
-             " (SmolLM2-135M float32, CPU). lm-eval's side: `tests/fixtures/lm_eval_whole_files.json`.", "",
+             "Command: `python benchmarks/lm_eval_whole_files.py [--only SETTINGS]` (SmolLM2-135M float32, CPU; rows "
+             "kept in lm_eval_whole_files.json). lm-eval's side: `tests/fixtures/lm_eval_whole_files.json`.", "",
              "| setting | n ours / lm-eval | same prompts | max abs Δ log-lik | acc ours / lm-eval | acc_norm ours / lm-eval"
              " | items predicted differently |", "|---|---|---|---|---|---|---|"]
     for r in rows:
