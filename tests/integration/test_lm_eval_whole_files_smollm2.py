@@ -13,20 +13,22 @@ first N contexts of the full run, the per-item draws included), within the toler
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lm_eval_whole_files_data import task_spec  # noqa: E402
+
+from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_whole_files.json").read_text())
 TOL, RTOL = 1e-4, 3e-5
 N = 12
-TRAIN = {"arc": 50, "hellaswag": 40}
-SOURCES = {"arc": "arc/arc_challenge_sample.llmfoundry.jsonl", "hellaswag": "hellaswag/hellaswag_val_sample.jsonl"}
 SETTINGS = [("arc_challenge/0", "arc", 0), ("hellaswag/0", "hellaswag", 0), ("mmlu/0", "mmlu", 0),
             ("mmlu/5", "mmlu", 5), ("hellaswag/10", "hellaswag", 10), ("arc_challenge/25", "arc", 25)]
 
@@ -38,24 +40,13 @@ def smollm():
     return load_model("smollm2-135m", dtype="float32")
 
 
-def _task(name: str, shots: int, shared: Path, tmp: Path) -> str:
-    if name == "mmlu":
-        return f"mmlu={shared / 'mmlu' / 'test'}"
-    if shots == 0:
-        return f"{name}={shared / SOURCES[name]}"
-    lines = (shared / SOURCES[name]).read_text(encoding="utf-8").splitlines(keepends=True)
-    (tmp / f"{name}_train.jsonl").write_text("".join(lines[:TRAIN[name]]), encoding="utf-8")
-    (tmp / f"{name}_test.jsonl").write_text("".join(lines[TRAIN[name]:]), encoding="utf-8")
-    return f"{name}={tmp / f'{name}_test.jsonl'}"
-
-
 @pytest.mark.parametrize("key, name, shots", SETTINGS)
 def test_first_items_of_each_whole_file_setting(smollm, shared_datasets, tmp_path, key, name, shots):
     block = FIXTURE["runs"][key]
     assert all("items" in t for t in block["tasks"].values()), f"{key}: the fixture has no scored lm-eval run"
     # MMLU: the first N of the first subject (lm-eval's mmlu_<subject> tasks are evaluated one by one)
     theirs = next(iter(block["tasks"].values()))["items"][:N]
-    cfg = MCQAConfig(model="smollm2-135m", task=_task(name, shots, shared_datasets, tmp_path), prompt="lm-eval",
+    cfg = MCQAConfig(model="smollm2-135m", task=task_spec(name, shots, shared_datasets, tmp_path), prompt="lm-eval",
                      shots=shots, limit=N, uncertainty=False, batch_size=4,
                      methods=("baseline",) if name == "mmlu" else ("cloze",))
     folder = run_mcqa(cfg, tmp_path / "runs", run_id="r", loaded=smollm, show_progress=False)

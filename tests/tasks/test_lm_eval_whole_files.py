@@ -13,28 +13,21 @@ model runs here; the log-likelihoods are compared in ``tests/integration``.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from whitebox_eval.runs.lm_eval_format import hash_string
-from whitebox_eval.tasks import lm_eval
-from whitebox_eval.tasks.demos import plan_demonstrations
-from whitebox_eval.tasks.spec import TaskSpec, load_mcq
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lm_eval_whole_files_data import SOURCES, split_file  # noqa: E402
+
+from whitebox_eval.runs.lm_eval_format import hash_string  # noqa: E402
+from whitebox_eval.tasks import lm_eval  # noqa: E402
+from whitebox_eval.tasks.demos import plan_demonstrations  # noqa: E402
+from whitebox_eval.tasks.spec import TaskSpec, load_mcq  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_whole_files.json"
 RUNS = json.loads(FIXTURE.read_text(encoding="utf-8"))["runs"]
-TRAIN = {"arc": 50, "hellaswag": 40}
-SOURCES = {"arc": "arc/arc_challenge_sample.llmfoundry.jsonl", "hellaswag": "hellaswag/hellaswag_val_sample.jsonl"}
-
-
-def split_file(shared: Path, name: str, out: Path) -> tuple[str, str]:
-    """(evaluated file, training file): the sample's first TRAIN rows play the train split."""
-    lines = (shared / SOURCES[name]).read_text(encoding="utf-8").splitlines(keepends=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}_train.jsonl").write_text("".join(lines[:TRAIN[name]]), encoding="utf-8")
-    (out / f"{name}_test.jsonl").write_text("".join(lines[TRAIN[name]:]), encoding="utf-8")
-    return str(out / f"{name}_test.jsonl"), str(out / f"{name}_train.jsonl")
 
 
 def our_requests(task: str, shots: int, demos_from: str | None = None) -> list[tuple[str, str, list[str]]]:
