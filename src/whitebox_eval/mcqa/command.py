@@ -92,21 +92,20 @@ def mcqa(**kw) -> None:
     from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa
 
     lm_eval_task = kw["task"].strip().lower().startswith("lm-eval:")
-    methods = None if kw["methods"] is None else [m.strip() for m in kw["methods"].split(",") if m.strip()]
-    view = kw["view"] or ("letters" if methods and any(m != "cloze" for m in methods) else "cloze") if lm_eval_task else kw["view"]
-    if view and not lm_eval_task:
+    if kw["view"] and not lm_eval_task:
         raise click.UsageError("--view applies to --task lm-eval:TASK only")
     if kw["lm_eval_data"] and not lm_eval_task:
         raise click.UsageError("--lm-eval-data applies to --task lm-eval:TASK only")
-    prompt = "lm-eval" if lm_eval_task else kw["prompt"]  # lm-eval:TASK is always lm-eval's own text
-    methods = default_methods(kw["task"], prompt, view) if methods is None else methods
+    # lm-eval:TASK: MCQAConfig sets lm-eval's prompt and, without --view, the view its methods need
+    methods = (default_methods(kw["task"], kw["prompt"], kw["view"]) if kw["methods"] is None
+               else [m.strip() for m in kw["methods"].split(",") if m.strip()])
     cfg = MCQAConfig(
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
-        uncertainty=kw["uncertainty"] and prompt == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
-        representative=kw["representative"], methods=tuple(methods), prompt=prompt,
+        uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
+        representative=kw["representative"], methods=tuple(methods), prompt=kw["prompt"],
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
-        fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=view,
+        fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"],
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

@@ -36,7 +36,7 @@ from typing import Any
 from whitebox_eval.datafiles import note_read
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.items import MCQItem
-from whitebox_eval.tasks.lm_eval import LmEvalDoc, letters_text
+from whitebox_eval.tasks.lm_eval import letters_doc, letters_text
 
 PREFIX = "lm-eval:"
 INSTALL = "pip install 'whitebox-eval[lm-eval]'"
@@ -284,11 +284,10 @@ def load_items(name: str, *, shots: int | None, data: str | Path | None = None) 
                 for fs in (drawn[n] if k else [])[:k]:
                     fs_choices = [str(c) for c in task.doc_to_choice(fs)]
                     fs_q, fs_opts = _question_and_options(str(task.doc_to_text(fs)), fs_choices)
-                    fs_gold = _gold(task, fs, fs_choices)
-                    demos.append(LmEvalDoc(task=tname, text=letters_text(fs_q, fs_opts),
-                                           choices=[chr(ord("A") + i) for i in range(len(fs_opts))], gold=fs_gold,
-                                           output="letters", description=description, metrics=metrics,
-                                           options=tuple(fs_opts)))
+                    demos.append(letters_doc(MCQItem(
+                        id=f"{tname}/demo", question=fs_q, options=fs_opts, gold=_gold(task, fs, fs_choices),
+                        meta={"lm_eval_task": tname, "lm_eval_description": description,
+                              "lm_eval_metrics": list(metrics)})))
                 meta["lm_eval_demos"] = demos
             meta.update(lm_eval_description=description, lm_eval_metrics=list(metrics))
             items.append(MCQItem(id=f"{tname}/{doc_id}", question=question, options=options, gold=gold,
