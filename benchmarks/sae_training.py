@@ -8,7 +8,7 @@ Measured in one run, on the same token chunks:
 2. TopK SAE training steps/s (:func:`whitebox_eval.mui.sae.train_topk_sae`) at the given size.
 
     .venv/bin/python benchmarks/sae_training.py --text ../shared/datasets/wikitext2/valid.txt \\
-        --layer 15 --chunks 32 --d-sae 8192 --steps 40
+        --layer 15 --chunks 32 --d-sae 4096 --steps 40
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--chunks", type=int, default=32, help="chunks timed per method")
     ap.add_argument("--batch-size", type=int, default=16, help="chunks per forward")
-    ap.add_argument("--d-sae", type=int, default=8192)
+    ap.add_argument("--d-sae", type=int, default=4096)
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--train-batch", type=int, default=512)

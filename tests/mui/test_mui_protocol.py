@@ -218,7 +218,8 @@ def test_study_reports_the_permutation_test_not_mann_whitney(tmp_path):
 # ---------------------------------------------------------------- 7. SAE reconstruction quality
 def test_sae_run_reports_reconstruction_quality_and_warns_when_poor(tmp_path, capsys):
     """A random (untrained) SAE reconstructs the residual stream badly: the run reports its explained
-    variance (recomputed here from hooked residuals at the scored positions) and dead features, and warns."""
+    variance (recomputed here from hooked residuals at the scored positions) and dead features, and warns
+    once, from the fidelity figures."""
     from whitebox_eval.mui.sae import SAE
     from whitebox_eval.mui.sae_files import save_sae
 
@@ -252,10 +253,13 @@ def test_sae_run_reports_reconstruction_quality_and_warns_when_poor(tmp_path, ca
     assert q["n_tokens"] == x.shape[0]
     assert q["explained_variance"] == pytest.approx(ev, rel=1e-4, abs=1e-4)
     assert q["n_dead"] == int(((fx > 0).sum(0) == 0).sum())
-    assert "poor SAE" in q["warning"]
-    assert any("poor SAE" in w for w in res["warnings"])
+    # judged once, on the fidelity figures of the task's tokens (not again on the pooled variance above)
+    assert "warning" not in q
+    assert [w for w in res["warnings"] if "poor SAE" in w] == [
+        f"layer 1, fidelity on this task's tokens: {res['sae_fidelity']['1']['warning']}"]
+    assert "per-token explained variance" in res["sae_fidelity"]["1"]["warning"]
     _print_study(folder)
-    assert "WARNING: layer 1: poor SAE" in capsys.readouterr().out
+    assert "WARNING: layer 1, fidelity on this task's tokens: poor SAE" in capsys.readouterr().out
 
 
 def test_identical_key_sets_are_warned(tmp_path, monkeypatch):

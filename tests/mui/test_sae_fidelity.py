@@ -11,6 +11,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 from mui_testing import tiny_lm  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals.truncated import block_output  # noqa: E402
 from whitebox_eval.mui.sae import SAE, topk_sae_gradients, train_topk_sae  # noqa: E402
 from whitebox_eval.mui.sae_fidelity import evaluate_fidelity  # noqa: E402
@@ -155,12 +156,19 @@ def test_aux_loss_revives_dead_features():
         return float(((sae.encode(x) > 0).sum(0) == 0).double().mean())
 
     assert dead(init) == 0.5
-    kw = {"steps": 200, "lr": 5e-3, "seed": 0, "batch_size": 128, "dead_steps": 10, "init": init}
+    kw = {"steps": 200, "lr": 5e-3, "seed": 0, "batch_size": 128, "dead_tokens": 1280, "init": init}
     off = train_topk_sae(x, 32, 3, aux_coef=0.0, **kw)
     on = train_topk_sae(x, 32, 3, aux_coef=1 / 32, **kw)
     assert dead(off) == 0.5 and off.metadata["steps_with_aux_loss"] == 0
     assert dead(on) <= 0.25 and on.metadata["steps_with_aux_loss"] > 0
     assert on.metadata["final_mse"] < 0.8 * off.metadata["final_mse"]
+    assert on.metadata["dead_steps"] == 10  # 1280 tokens = 10 batches of 128
+    # the window decides who is dead: one longer than the whole run never calls a feature dead, so nothing revives
+    kw["dead_tokens"] = 200 * 128 + 1
+    never = train_topk_sae(x, 32, 3, aux_coef=1 / 32, **kw)
+    assert never.metadata["dead_steps"] == 201 and never.metadata["steps_with_aux_loss"] == 0 and dead(never) == 0.5
+    with pytest.raises(WhiteboxError, match="dead_tokens"):
+        train_topk_sae(x, 32, 3, dead_tokens=0, steps=1)
 
 
 def test_text_chunks_dedup_and_held_out_tail(tmp_path):
@@ -194,7 +202,7 @@ def test_train_sae_cli_on_a_tiny_model(tmp_path, cli, monkeypatch):
                           "--context", "32", "--heldout", "0.2", "--d-sae", "32", "--k", "4", "--steps", "30",
                           "--batch-size", "64", "--threads", "1"])
     assert code == 0, err
-    assert "per token" in out and "CE loss score" in out and "dead" in out
+    assert "per token" in out and "CE loss score" in out and "dead in training (no activation in its last 10240 tokens)" in out
     rec = json.loads((tmp_path / "sae" / "fidelity.json").read_text())
     assert rec["heldout"]["n_tokens"] > 0 and rec["training"]["source"] == "text"
     assert set(rec["heldout"]) >= {"explained_variance", "explained_variance_pooled", "mse", "l0", "dead_fraction",
@@ -235,3 +243,21 @@ def test_train_sae_on_the_bundled_model_with_a_tiny_budget(tmp_path, cli, shared
     with torch.no_grad():
         full = lm.model(input_ids=ids, output_hidden_states=True).hidden_states[16]
     torch.testing.assert_close(block_output(lm, ids, None, 15), full, atol=1e-4, rtol=1e-4)
+
+
+def test_poor_figures_judge_each_threshold_and_the_dead_share_only_on_running_text():
+    """One judgment for every SAE figure (THRESHOLDS); the dead share counts only with judge_dead
+    (held-out running text) and only where each feature could fire about 10 times."""
+    from whitebox_eval.mui.sae_fidelity import THRESHOLDS, poor_figures
+
+    good = {"explained_variance": 0.84, "delta_loss": 0.15, "ce_loss_score": 0.99, "dead_fraction": 0.03,
+            "n_tokens": 16320, "l0": 32.0, "d_sae": 4096}
+    assert poor_figures(good) == []
+    for key, bad in (("explained_variance", 0.69), ("delta_loss", 0.31), ("ce_loss_score", 0.94)):
+        assert len(poor_figures({**good, key: bad})) == 1, key
+    assert len(poor_figures({**good, "explained_variance": float("nan")})) == 1  # a missing figure is not a pass
+    dead = {**good, "dead_fraction": THRESHOLDS["dead_fraction"] + 0.07}
+    assert poor_figures(dead) == ["57% of features never active"]
+    assert poor_figures(dead, judge_dead=False) == []  # a task's tokens: reported, not judged
+    few = {**dead, "n_tokens": 1000}  # 1000 * 32 < 10 * 4096: too few activations to call a feature dead
+    assert poor_figures(few) == []

@@ -331,7 +331,9 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
               help="share of each file's chunks (its end) held out for the fidelity figures")
 @click.option("--eval-tokens", type=click.IntRange(min=1), default=16384, show_default=True,
               help="held-out tokens the fidelity figures are measured on")
-@click.option("--d-sae", type=click.IntRange(min=1), default=8192, show_default=True, help="number of features")
+@click.option("--d-sae", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="number of features (4096 suits ~300k training tokens: larger dictionaries leave more features "
+              "that never fire on held-out text)")
 @click.option("--k", type=click.IntRange(min=1), default=32, show_default=True, help="active features per token (TopK)")
 @click.option("--steps", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=512, show_default=True, help="tokens per training step")
@@ -339,12 +341,15 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
 @click.option("--aux-k", type=click.IntRange(min=1), default=None, help="dead features in the auxiliary loss (default d_model/2)")
 @click.option("--aux-coef", type=click.FloatRange(min=0.0), default=1 / 32, show_default=True,
               help="weight of the auxiliary dead-feature loss (Gao et al. 2024: 1/32; 0 turns it off)")
+@click.option("--dead-window", type=click.IntRange(min=1), default=10_240, show_default=True,
+              help="a feature not firing in this many training tokens is dead and joins the auxiliary loss; keep it "
+              "no longer than --eval-tokens so features that would never fire on the held-out text are revived")
 @click.option("--cache", default=None, help="folder caching collected residuals for reuse (default: OUT/../.residual-cache)")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads (default: all cores)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_sae, k, steps, batch_size, lr, aux_k,
-              aux_coef, cache, threads, seed, dtype) -> None:
+              aux_coef, dead_window, cache, threads, seed, dtype) -> None:
     """Train a TopK SAE on one layer's residual stream from real text, and measure its fidelity.
 
     \b
@@ -367,7 +372,8 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
     cache_dir = Path(cache) if cache else Path(out).resolve().parent / ".residual-cache"
     rep = train_sae_for_model(load_model(model, dtype=resolved_dtype(dtype, model)), layer, out, text=list(text) or None,
                               n_tokens=tokens, context=context, heldout=heldout, d_sae=d_sae, k=k, steps=steps, lr=lr,
-                              batch_size=batch_size, seed=seed, aux_k=aux_k, aux_coef=aux_coef, cache_dir=cache_dir,
+                              batch_size=batch_size, seed=seed, aux_k=aux_k, aux_coef=aux_coef,
+                              dead_tokens=dead_window, cache_dir=cache_dir,
                               eval_tokens=eval_tokens)
     for line in report_lines(rep):
         click.echo(line)

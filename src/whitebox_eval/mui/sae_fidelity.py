@@ -37,9 +37,11 @@ THRESHOLDS = {"explained_variance": 0.70, "delta_loss": 0.30, "ce_loss_score": 0
 """Below the first and third, above the second and fourth, the SAE describes the model poorly and
 feature MUI from it is flagged. Released SAEs (Gemma Scope, Llama Scope) cost about a tenth of a
 nat and recover well above 0.9 of the loss; the bundled-model target of ``train-sae`` is stricter
-(per-token EV >= 0.80, delta loss <= 0.20, CE loss score >= 0.98, dead <= 5%). Dead share on a
-task's few tokens is no quality measure (a narrow task uses few features), hence its loose bound, applied
-only where the tokens hold at least 10 activations per feature (``n_tokens * l0 >= 10 * d_sae``)."""
+(per-token EV >= 0.80, delta loss <= 0.20, CE loss score >= 0.98, dead <= 5%). The dead share is
+judged on running text only (``judge_dead``: held-out text at training time, ``sae-fidelity``),
+and only where the tokens hold at least 10 activations per feature (``n_tokens * l0 >= 10 *
+d_sae``). On a task's tokens it is reported, never judged: a narrow task uses few features, and
+the share it uses is what feature MUI measures."""
 
 
 def hooked_block(layer: int, point: str) -> int:
@@ -65,8 +67,10 @@ def _batches(sequences: list[list[int]], batch_size: int, pad: int):
 
 
 def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, point: str = "resid",
-                      batch_size: int = 8) -> dict:
-    """Every figure of the module docstring for one SAE on ``sequences`` (token id lists, right-padded here)."""
+                      batch_size: int = 8, judge_dead: bool = True) -> dict:
+    """Every figure of the module docstring for one SAE on ``sequences`` (token id lists, right-padded
+    here), with a warning when one is on the wrong side of :data:`THRESHOLDS` (the dead share only
+    with ``judge_dead``, for running text)."""
     sequences = [list(q) for q in sequences if len(q) >= 2]
     if not sequences:
         raise WhiteboxError("SAE fidelity needs sequences of at least 2 tokens")
@@ -122,14 +126,21 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         "ce_loss_score": (zero - with_sae) / (zero - clean) if zero != clean else float("nan"),
         "thresholds": dict(THRESHOLDS),
     }
-    problems = poor_figures(out)
+    return judged(out, judge_dead=judge_dead)
+
+
+def judged(fid: dict, *, judge_dead: bool = True) -> dict:
+    """``fid`` with its ``warning`` set from :func:`poor_figures` (removed when nothing is poor), so
+    figures read back from a file are judged by today's rule."""
+    fid.pop("warning", None)
+    problems = poor_figures(fid, judge_dead=judge_dead) if fid.get("n_tokens") else []
     if problems:
-        out["warning"] = "poor SAE: " + ", ".join(problems) + "; feature MUI from it describes the model unreliably"
-    return out
+        fid["warning"] = "poor SAE: " + ", ".join(problems) + "; feature MUI from it describes the model unreliably"
+    return fid
 
 
-def poor_figures(fid: dict) -> list[str]:
-    """The figures of ``fid`` on the wrong side of :data:`THRESHOLDS`."""
+def poor_figures(fid: dict, *, judge_dead: bool = True) -> list[str]:
+    """The figures of ``fid`` on the wrong side of :data:`THRESHOLDS` (the dead share only with ``judge_dead``)."""
     t, out = THRESHOLDS, []
     ev, dl, cs, dead = (fid.get(k, float("nan")) for k in ("explained_variance", "delta_loss", "ce_loss_score", "dead_fraction"))
     if not ev >= t["explained_variance"]:
@@ -138,7 +149,7 @@ def poor_figures(fid: dict) -> list[str]:
         out.append(f"delta loss {dl:.3f} nats > {t['delta_loss']}")
     if not cs >= t["ce_loss_score"]:
         out.append(f"CE loss score {cs:.3f} < {t['ce_loss_score']}")
-    if dead > t["dead_fraction"] and fid.get("n_tokens", 0) * fid.get("l0", 0) >= 10 * fid.get("d_sae", 1):
+    if judge_dead and dead > t["dead_fraction"] and fid.get("n_tokens", 0) * fid.get("l0", 0) >= 10 * fid.get("d_sae", 1):
         out.append(f"{100 * dead:.0f}% of features never active")  # only judged where each could fire ~10 times
     return out
 

@@ -71,6 +71,7 @@ class SAETrainingReport:
     fidelity: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     source: str = "text"
+    training: dict = field(default_factory=dict)  # fidelity.json's "training" record
 
 
 def generated_sequences(lm, n_tokens: int, *, seed: int = 0, max_new_tokens: int = 64,
@@ -163,9 +164,9 @@ def training_chunks(lm, text: list[str] | None, *, n_tokens: int | None, context
 
 def train_sae_for_model(
     lm, layer: int, output: str | Path, *, text: list[str] | None = None, n_tokens: int | None = None,
-    context: int = 256, heldout: float = 0.05, d_sae: int = 2048, k: int = 32, steps: int = 2000,
-    lr: float = 1e-3, batch_size: int = 256, seed: int = 0, aux_k: int | None = None, aux_coef: float = 1 / 32,
-    cache_dir: str | Path | None = None, eval_tokens: int = 16384, collect_batch_size: int = 16,
+    context: int = 256, heldout: float = 0.05, d_sae: int = 4096, k: int = 32, steps: int = 2000,
+    lr: float = 2e-3, batch_size: int = 512, seed: int = 0, aux_k: int | None = None, aux_coef: float = 1 / 32,
+    dead_tokens: int = 10_240, cache_dir: str | Path | None = None, eval_tokens: int = 16384, collect_batch_size: int = 16,
 ) -> SAETrainingReport:
     """Collect residuals (cached), train a TopK SAE, save it (SAELens layout) and measure it on held-out text."""
     layer = lm.arch.check_layer(layer)
@@ -176,7 +177,7 @@ def train_sae_for_model(
         raise WhiteboxError(f"{x.shape[0]} training tokens are fewer than the batch size ({batch_size})")
     t0 = time.perf_counter()
     sae = train_topk_sae(x, d_sae, k, steps=steps, lr=lr, seed=seed, batch_size=batch_size, aux_k=aux_k,
-                         aux_coef=aux_coef)
+                         aux_coef=aux_coef, dead_tokens=dead_tokens)
     train_s = time.perf_counter() - t0
     sae.metadata.update({"hook_name": f"blocks.{layer}.hook_resid_post", "hook_layer": layer,
                          "model_name": lm.spec, "n_training_tokens": int(x.shape[0]), "training_text": source,
@@ -194,19 +195,22 @@ def train_sae_for_model(
         "source": source, "sources": chunks.sources, "n_train_tokens": int(x.shape[0]),
         "n_heldout_tokens_evaluated": fid.get("n_tokens", 0), "context": context, "heldout_share": heldout,
         "n_duplicate_chunks": chunks.n_duplicate_chunks, "d_sae": d_sae, "k": k, "steps": steps, "lr": lr,
-        "batch_size": batch_size, "aux_k": sae.metadata["aux_k"], "aux_coef": aux_coef, "seed": seed,
-        "final_dead_fraction_training": sae.metadata["final_dead_fraction"]}, "timings": timings}
+        "batch_size": batch_size, "aux_k": sae.metadata["aux_k"], "aux_coef": aux_coef,
+        "dead_tokens": dead_tokens, "seed": seed,
+        "final_dead_fraction_training": sae.metadata["final_dead_fraction"],
+        "steps_with_aux_loss": sae.metadata["steps_with_aux_loss"]}, "timings": timings}
     (Path(path) / FIDELITY_FILE).write_text(json.dumps(record, indent=2))
     return SAETrainingReport(path, layer, int(x.shape[0]), sae.d_in, sae.d_sae, k,
                              float(sae.metadata["initial_mse"]), float(sae.metadata["final_mse"]),
-                             float(fid.get("explained_variance", float("nan"))), fid, timings, source)
+                             float(fid.get("explained_variance", float("nan"))), fid, timings, source,
+                             record["training"])
 
 
 def report_lines(rep: SAETrainingReport) -> list[str]:
     """What ``train-sae`` prints: sizes, speeds and the held-out fidelity table."""
     t = rep.timings
     lines = [(f"SAE layer {rep.layer}: {rep.d_in} -> {rep.d_sae} features, k={rep.k}, {rep.n_tokens} training tokens "
-              f"({rep.source} text)")]
+              f"({'real' if rep.source == 'text' else rep.source} text)")]
     if t.get("cached"):
         lines.append(f"residuals read from the cache {t['cache']}")
     else:
@@ -214,6 +218,11 @@ def report_lines(rep: SAETrainingReport) -> list[str]:
                      f"stopped after block {rep.layer})")
     lines.append(f"trained in {t['train_s']:.0f} s ({t['train_steps_per_s']:.2f} steps/s); held-out evaluation "
                  f"{t['eval_s']:.0f} s; whole run {t['total_s']:.0f} s wall, {t['process_cpu_s']:.0f} s CPU")
+    tr = rep.training
+    if tr:
+        lines.append(f"dead in training (no activation in its last {tr['dead_tokens']} tokens): "
+                     f"{100 * tr['final_dead_fraction_training']:.1f}%; the auxiliary loss ran on "
+                     f"{tr['steps_with_aux_loss']} of {tr['steps']} steps")
     if rep.fidelity:
         lines += ["fidelity on held-out text:", *fidelity_lines(rep.fidelity)]
     else:

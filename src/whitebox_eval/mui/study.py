@@ -35,7 +35,7 @@ from whitebox_eval.mui import responses as rsp
 from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
 from whitebox_eval.mui.sae import ReconstructionStats
-from whitebox_eval.mui.sae_fidelity import evaluate_fidelity
+from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
@@ -267,14 +267,15 @@ def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int) -> di
     prompt + response tokens; written to arrays/sae_fidelity.json and reused on resume."""
     path = folder.path / "arrays" / "sae_fidelity.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return {layer: judged(fid, judge_dead=False) for layer, fid in json.loads(path.read_text()).items()}
     seqs: list[list[int]] = []
     for z in iter_parts(folder, PASS):
         if "sae_seq_ids" in z:
             offs, toks = z["sae_seq_offsets"], z["sae_seq_ids"]
             seqs += [toks[offs[i]:offs[i + 1]].tolist() for i in range(len(offs) - 1)]
     seqs = [q for q in seqs if len(q) >= 2]
-    out = {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size)
+    out = {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size,
+                                         judge_dead=False)
            if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2))
@@ -393,7 +394,6 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
     warnings = []
     if sae_set is not None:
         results["sae_quality"] = _sae_quality(folder, sae_set)
-        warnings += [f"layer {l}: {q['warning']}" for l, q in results["sae_quality"].items() if "warning" in q]
     if sae_fidelity is not None:
         results["sae_fidelity"] = sae_fidelity
         warnings += [f"layer {l}, fidelity on this task's tokens: {q['warning']}"
