@@ -261,3 +261,42 @@ def test_poor_figures_judge_each_threshold_and_the_dead_share_only_on_running_te
     assert poor_figures(dead, judge_dead=False) == []  # a task's tokens: reported, not judged
     few = {**dead, "n_tokens": 1000}  # 1000 * 32 < 10 * 4096: too few activations to call a feature dead
     assert poor_figures(few) == []
+
+
+def test_hub_text_is_streamed_once_to_a_budget_then_read_as_a_local_file(tmp_path, monkeypatch):
+    """hf:DATASET[:CONFIG][@SPLIT]: rows streamed up to a character budget, exported as JSON lines under
+    the cache root, reused on the next call, then chunked exactly as that local file would be."""
+    from whitebox_eval.mui import sae_text
+
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))
+    rows = [{"text": f"Article {i}. " + "word " * 40, "id": i} for i in range(50)] + [{"text": "  "}]
+    calls = []
+
+    def fake_load_dataset(name, config, *, split, streaming):
+        calls.append((name, config, split, streaming))
+        return iter(rows)
+
+    monkeypatch.setattr(sae_text, "_hub_loader", lambda: fake_load_dataset)
+    path = sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=1000)
+    assert calls == [("org/wiki", "raw", "validation", True)]
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    per_row = len(rows[0]["text"].strip())
+    assert len(lines) == -(-1000 // per_row) and lines[0] == {"text": rows[0]["text"].strip()}  # stops at the budget
+    assert sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=1000) == path and len(calls) == 1  # reused
+    assert sae_text.hub_text("hf:org/wiki", max_chars=1000).name.endswith("-default-train-1000.jsonl")
+    lm = tiny_lm("llama")
+    via_hub = chunk_text(lm.tokenizer, ["hf:org/wiki:raw@validation"], context=16, heldout=0.2)  # default budget
+    (export,) = via_hub.sources
+    assert len(Path(export).read_text().splitlines()) == 50  # every row with text, under the default budget
+    local = tmp_path / "same.jsonl"
+    local.write_text(Path(export).read_text())
+    via_file = chunk_text(lm.tokenizer, [local], context=16, heldout=0.2)
+    assert via_hub.train and via_hub.train == via_file.train and via_hub.heldout == via_file.heldout
+
+    def failing(*a, **k):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(sae_text, "_hub_loader", lambda: failing)
+    with pytest.raises(WhiteboxError, match="Offline, download the text"):
+        sae_text.hub_text("hf:org/other", max_chars=10)
+    assert not list((tmp_path / "cache").rglob("*.partial"))

@@ -322,8 +322,9 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
 @click.option("--layer", type=click.IntRange(min=0), required=True, help="block whose output residual stream (hook_resid_post) is encoded")
 @click.option("--out", required=True, help="folder for cfg.json + sae_weights.safetensors (SAELens layout) and fidelity.json")
 @click.option("--text", "text", multiple=True,
-              help="training text: plain text, JSON lines (text field), JSON, CSV, or a folder of them (repeatable); "
-              "without it the model generates text from a few seed prompts (poor SAEs; a warning says so)")
+              help="training text: plain text, JSON lines (text field), JSON, CSV, or a folder of them, or "
+              "hf:DATASET[:CONFIG][@SPLIT] when online (repeatable); without it the model generates text from a few "
+              "seed prompts (poor SAEs; a warning says so)")
 @click.option("--tokens", type=click.IntRange(min=1), default=None,
               help="at most this many training tokens (default: all of --text; 8192 generated without it)")
 @click.option("--context", type=click.IntRange(min=2), default=256, show_default=True, help="tokens per training chunk")

@@ -8,6 +8,10 @@ are deduplicated, tokenized, joined by the EOS token into one stream per file an
 chunks of ``context`` tokens; repeated chunks are dropped. The held-out share is the last
 ``heldout`` fraction of each file's chunks, so held-out text is running text that the
 training chunks never saw (Wikipedia articles continue across chunk boundaries).
+
+``hf:DATASET[:CONFIG][@SPLIT]`` (split ``train`` unless given) names a hub dataset when online:
+its rows are streamed and exported once, as JSON lines with a ``text`` field, under the
+cache root (``$WHITEBOX_EVAL_CACHE``), up to a character budget, then read like a local file.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,13 +120,70 @@ def text_files(paths: list[str | Path]) -> list[Path]:
     return out
 
 
+HUB_CHARS_PER_TOKEN = 8
+"""Characters exported from a hub dataset per wanted token (English runs about 4-5 per token)."""
+HUB_DEFAULT_CHARS = 4_000_000
+"""Characters exported from a hub dataset when no token budget is given (about a million tokens)."""
+
+
+def _hub_loader():
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        raise WhiteboxError("training text from the Hugging Face hub needs the `datasets` package: "
+                            "pip install datasets (or pass local files to --text)") from None
+    return load_dataset
+
+
+def hub_text(spec: str, *, max_chars: int) -> Path:
+    """The local JSON lines export of hub text ``hf:DATASET[:CONFIG][@SPLIT]``: its first rows, up to
+    ``max_chars`` characters, exported once and reused (the budget is part of the file name)."""
+    from whitebox_eval.tasks.hub import hub_cache_dir
+
+    ident, _, split = spec.removeprefix("hf:").partition("@")
+    dataset_id, _, config = ident.partition(":")
+    if not dataset_id:
+        raise WhiteboxError(f"{spec!r}: expected hf:DATASET[:CONFIG][@SPLIT], e.g. hf:Salesforce/wikitext:wikitext-103-raw-v1@train")
+    split = split or "train"
+    target = hub_cache_dir() / f"text-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}-{max_chars}.jsonl"
+    if target.is_file():
+        return target
+    load_dataset = _hub_loader()
+    try:
+        rows = load_dataset(dataset_id, config or None, split=split, streaming=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp, total = target.with_suffix(".jsonl.partial"), 0
+        with tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                text = _record_text(row).strip()
+                if text:
+                    f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+                    total += len(text)
+                    if total >= max_chars:
+                        break
+    except WhiteboxError:
+        raise
+    except Exception as e:  # network, unknown id, config or split: all end the same way for the user
+        raise WhiteboxError(f"could not read {dataset_id!r} ({config or 'default'}, {split}) from the hub: {e}. "
+                            "Offline, download the text and pass its local path to --text") from e
+    if total == 0:
+        tmp.unlink(missing_ok=True)
+        raise WhiteboxError(f"{spec}: no text in its rows (text fields: {', '.join(TEXT_FIELDS)}, else every string)")
+    tmp.replace(target)
+    return target
+
+
 def chunk_text(tokenizer, paths: list[str | Path], *, context: int = 256, heldout: float = 0.05,
                max_train_tokens: int | None = None) -> TextChunks:
-    """Tokenize, deduplicate and chunk the files; the last ``heldout`` share of each file is held out."""
+    """Tokenize, deduplicate and chunk the files (``hf:`` names exported first, see
+    :func:`hub_text`); the last ``heldout`` share of each file is held out."""
     if context < 2:
         raise WhiteboxError(f"context must be at least 2 tokens, got {context}")
     if not 0.0 <= heldout < 1.0:
         raise WhiteboxError(f"the held-out share must be in [0, 1), got {heldout}")
+    budget = (HUB_DEFAULT_CHARS if max_train_tokens is None
+              else math.ceil(HUB_CHARS_PER_TOKEN * max_train_tokens / (1 - heldout)))
+    paths = [hub_text(p, max_chars=budget) if isinstance(p, str) and p.startswith("hf:") else p for p in paths]
     eos = tokenizer.eos_token_id
     seen_docs: set[str] = set()
     seen_chunks: set[bytes] = set()
