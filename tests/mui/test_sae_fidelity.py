@@ -276,15 +276,18 @@ def test_hub_text_is_streamed_once_to_a_budget_then_read_as_a_local_file(tmp_pat
         calls.append((name, config, split, streaming))
         return iter(rows)
 
-    monkeypatch.setattr(sae_text, "_hub_loader", lambda: fake_load_dataset)
-    path = sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=1000)
+    path = sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=1000, load_dataset=fake_load_dataset)
     assert calls == [("org/wiki", "raw", "validation", True)]
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     per_row = len(rows[0]["text"].strip())
     assert len(lines) == -(-1000 // per_row) and lines[0] == {"text": rows[0]["text"].strip()}  # stops at the budget
-    assert sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=1000) == path and len(calls) == 1  # reused
-    assert sae_text.hub_text("hf:org/wiki", max_chars=1000).name.endswith("-default-train-1000.jsonl")
+    assert sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=1000, load_dataset=fake_load_dataset) == path
+    assert len(calls) == 1  # reused
+    assert sae_text.hub_text("hf:org/wiki", max_chars=1000,
+                             load_dataset=fake_load_dataset).name.endswith("-default-train-1000.jsonl")
     lm = tiny_lm("llama")
+    # chunk_text exports under the default budget (no token budget given); the export is made here first
+    sae_text.hub_text("hf:org/wiki:raw@validation", max_chars=sae_text.HUB_DEFAULT_CHARS, load_dataset=fake_load_dataset)
     via_hub = chunk_text(lm.tokenizer, ["hf:org/wiki:raw@validation"], context=16, heldout=0.2)  # default budget
     (export,) = via_hub.sources
     assert len(Path(export).read_text().splitlines()) == 50  # every row with text, under the default budget
@@ -296,7 +299,6 @@ def test_hub_text_is_streamed_once_to_a_budget_then_read_as_a_local_file(tmp_pat
     def failing(*a, **k):
         raise ConnectionError("no network")
 
-    monkeypatch.setattr(sae_text, "_hub_loader", lambda: failing)
     with pytest.raises(WhiteboxError, match="Offline, download the text"):
-        sae_text.hub_text("hf:org/other", max_chars=10)
+        sae_text.hub_text("hf:org/other", max_chars=10, load_dataset=failing)
     assert not list((tmp_path / "cache").rglob("*.partial"))

@@ -20,8 +20,10 @@ import csv
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 
@@ -126,29 +128,19 @@ HUB_DEFAULT_CHARS = 4_000_000
 """Characters exported from a hub dataset when no token budget is given (about a million tokens)."""
 
 
-def _hub_loader():
-    try:
-        from datasets import load_dataset
-    except ImportError:
-        raise WhiteboxError("training text from the Hugging Face hub needs the `datasets` package: "
-                            "pip install datasets (or pass local files to --text)") from None
-    return load_dataset
-
-
-def hub_text(spec: str, *, max_chars: int) -> Path:
+def hub_text(spec: str, *, max_chars: int, load_dataset: Callable[..., Any] | None = None) -> Path:
     """The local JSON lines export of hub text ``hf:DATASET[:CONFIG][@SPLIT]``: its first rows, up to
-    ``max_chars`` characters, exported once and reused (the budget is part of the file name)."""
-    from whitebox_eval.tasks.hub import hub_cache_dir
+    ``max_chars`` characters, exported once and reused (the budget is part of the file name).
+    ``load_dataset`` (``datasets.load_dataset`` by default) can be injected for testing."""
+    from whitebox_eval.tasks.hub import datasets_load_dataset, hub_cache_dir, hub_spec
 
-    ident, _, split = spec.removeprefix("hf:").partition("@")
-    dataset_id, _, config = ident.partition(":")
+    dataset_id, config, split = hub_spec(spec, "train")
     if not dataset_id:
         raise WhiteboxError(f"{spec!r}: expected hf:DATASET[:CONFIG][@SPLIT], e.g. hf:Salesforce/wikitext:wikitext-103-raw-v1@train")
-    split = split or "train"
     target = hub_cache_dir() / f"text-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}-{max_chars}.jsonl"
     if target.is_file():
         return target
-    load_dataset = _hub_loader()
+    load_dataset = load_dataset or datasets_load_dataset()
     try:
         rows = load_dataset(dataset_id, config or None, split=split, streaming=True)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +153,6 @@ def hub_text(spec: str, *, max_chars: int) -> Path:
                     total += len(text)
                     if total >= max_chars:
                         break
-    except WhiteboxError:
-        raise
     except Exception as e:  # network, unknown id, config or split: all end the same way for the user
         raise WhiteboxError(f"could not read {dataset_id!r} ({config or 'default'}, {split}) from the hub: {e}. "
                             "Offline, download the text and pass its local path to --text") from e

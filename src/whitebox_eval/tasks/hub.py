@@ -31,6 +31,22 @@ def hub_cache_dir() -> Path:
     return cache_root() / "datasets"
 
 
+def hub_spec(spec: str, default_split: str) -> tuple[str, str, str]:
+    """``[hf:]DATASET[:CONFIG][@SPLIT]`` -> (dataset id, config or ``""``, split or ``default_split``)."""
+    ident, _, split = spec.removeprefix("hf:").partition("@")
+    dataset_id, _, config = ident.partition(":")
+    return dataset_id, config, split or default_split
+
+
+def datasets_load_dataset() -> Callable[..., Any]:
+    """``datasets.load_dataset``, or one line saying to install it."""
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        raise WhiteboxError("loading from the Hugging Face hub needs the `datasets` package: pip install datasets") from None
+    return load_dataset
+
+
 def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
                   load_dataset: Callable[..., Any] | None = None, **options: Any) -> MCQDataset:
     """Load ``name`` from the Hugging Face hub: ``spec`` is ``DATASET_ID[:CONFIG][@SPLIT]``.
@@ -48,14 +64,8 @@ def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int
     key = name.strip().lower()
     if key not in LOADERS:
         raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
-    ident, _, split = spec.partition("@")
-    dataset_id, _, config = ident.partition(":")
-    split = split or "test"
-    if load_dataset is None:
-        try:
-            from datasets import load_dataset
-        except ImportError:
-            raise WhiteboxError("loading from the Hugging Face hub needs the `datasets` package: pip install datasets") from None
+    dataset_id, config, split = hub_spec(spec, "test")
+    load_dataset = load_dataset or datasets_load_dataset()
     # "v2": MMLU exports carry the subject column (exports without it are not reused)
     target = hub_cache_dir() / f"{key}-v2-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
     target = target.with_suffix(".csv" if key == "mmlu" else ".jsonl")
