@@ -312,7 +312,8 @@ def train_topk_sae(
     x = activations.detach().float().cpu() if isinstance(activations, torch.Tensor) else activations
     n, d = x.shape
     aux_k = max(1, min(n_features, aux_k if aux_k is not None else d // 2))
-    dead_steps = math.ceil(dead_tokens / min(batch_size, n))
+    drawn = min(batch_size, n)  # tokens per step
+    dead_steps = math.ceil(dead_tokens / drawn)
     gen = torch.Generator().manual_seed(seed)
     mean = _data_mean(x)
     w_dec = torch.randn(n_features, d, generator=gen)
@@ -340,7 +341,7 @@ def train_topk_sae(
     initial = reconstruction_mse(build(), sample)
     aux_steps = 0
     for step in range(1, steps + 1):
-        batch = _rows(x, torch.randint(0, n, (min(batch_size, n),), generator=gen))
+        batch = _rows(x, torch.randint(0, n, (drawn,), generator=gen))
         dead = torch.nonzero(step - 1 - last_fired > dead_steps).flatten() if aux_coef > 0 else None
         idx, fired = topk_sae_gradients(params, batch, mean, k, dead, aux_k=aux_k, aux_coef=aux_coef)
         last_fired[idx[fired]] = step
