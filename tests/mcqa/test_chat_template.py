@@ -3,6 +3,8 @@ no doubled special tokens, answers without the delimiter (lm-eval 0.4.13), prefi
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import numpy as np
@@ -133,7 +135,7 @@ def test_study_under_the_template_scores_the_templated_text_and_caches_correctly
     cfg = MCQAConfig(model="tiny", shots=2, limit=10, min_val_items=4, batch_size=4, apply_chat_template=True,
                      methods=("baseline", "qk", "attention", "cloze"))
     on = run_mcqa(cfg, tmp_path, run_id="on", loaded=chat_model, show_progress=False)
-    off = run_mcqa(MCQAConfig(**{**cfg.__dict__, "prefix_cache": False}), tmp_path, run_id="off", loaded=chat_model,
+    off = run_mcqa(dataclasses.replace(cfg, prefix_cache=False), tmp_path, run_id="off", loaded=chat_model,
                    show_progress=False)
     for name in ("letter_logits", "qk", "attention"):  # the cached header + demonstrations give the full passes' scores
         np.testing.assert_allclose(on.load_array(name), off.load_array(name), rtol=1e-4, atol=1e-5)

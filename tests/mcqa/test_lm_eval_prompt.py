@@ -15,6 +15,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from test_mcqa_study import tiny_mcqa_model  # noqa: E402,F401  (the module fixture)
 
+from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mcqa.command import _print_mcqa_summary  # noqa: E402
 from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa  # noqa: E402
@@ -56,8 +57,8 @@ def _samples(folder) -> list[dict]:
 def test_hellaswag_cloze_equals_lm_evals_computation(tiny_mcqa_model, tmp_path):  # noqa: F811
     path = _hellaswag(tmp_path / "hs.jsonl")
     task = f"hellaswag={path}"
-    assert default_methods(task, "lm-eval") == ("cloze",)
-    cfg = MCQAConfig(model="tiny", task=task, prompt="lm-eval", methods=default_methods(task, "lm-eval"), batch_size=4)
+    assert default_methods(TaskSpec.parse(task), "lm-eval") == ("cloze",)
+    cfg = MCQAConfig(model="tiny", task=task, prompt="lm-eval", methods=default_methods(TaskSpec.parse(task), "lm-eval"), batch_size=4)
     folder = run_mcqa(cfg, tmp_path / "runs", run_id="hs", loaded=tiny_mcqa_model, show_progress=False)
     res, samples = folder.load_results(), _samples(folder)
     assert res["n_total"] == res["n_evaluated"] == len(samples) == 6 and res["n_val"] == 0

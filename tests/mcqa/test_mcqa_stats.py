@@ -3,6 +3,8 @@ demonstrations that are never evaluated, and the regressions of issue 11."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import sys
 from collections import Counter
@@ -15,6 +17,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from test_mcqa_study import tiny_mcqa_model  # noqa: E402,F401  (the module fixture)
 
+from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.controls import RULES, random_heads  # noqa: E402
@@ -183,17 +186,17 @@ def test_mmlu_shots_come_from_the_same_subjects_dev_split(tmp_path):
     test_dir = _mmlu_tree(tmp_path / "mmlu")
     task = f"mmlu={test_dir}"
     items = list(load_mcq_dataset("mmlu", test_dir))
-    demos, evaluated = plan_demonstrations(task, 3, items)
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(task), 3, items)
     assert demos.source == DEV_SOURCE and evaluated == items  # nothing comes off the test items
     for it in evaluated:
         ds = demos.for_item(it)
         assert [d.question for d in ds] == [f"{it.subject} dev question {i}?" for i in range(3)]  # first k, same subject
     assert not set(demos.ids()) & {it.id for it in evaluated}
     # a single subject file finds its dev split too
-    one = plan_demonstrations(f"mmlu={test_dir / 'marketing_test.csv'}", 2, items[6:])[0]
+    one = plan_demonstrations(TaskSpec.parse(f"mmlu={test_dir / 'marketing_test.csv'}"), 2, items[6:])[0]
     assert one.source == DEV_SOURCE and list(one.by_subject) == ["marketing"]
     with pytest.raises(WhiteboxError, match="needs 6"):
-        plan_demonstrations(task, 6, items)
+        plan_demonstrations(TaskSpec.parse(task), 6, items)
 
 
 def test_mmlu_run_records_the_dev_demonstrations_in_config(tiny_mcqa_model, tmp_path):  # noqa: F811
@@ -210,7 +213,7 @@ def test_mmlu_run_records_the_dev_demonstrations_in_config(tiny_mcqa_model, tmp_
     evaluated = {s["id"] for s in _samples(folder)}
     assert len(evaluated) == 12 and not evaluated & {i for ids in conf["ids"].values() for i in ids}
     # one cached prefix per subject gives the scores of the full passes
-    off = run_mcqa(MCQAConfig(**{**cfg.__dict__, "prefix_cache": False}), tmp_path / "runs", run_id="off",
+    off = run_mcqa(dataclasses.replace(cfg, prefix_cache=False), tmp_path / "runs", run_id="off",
                    loaded=tiny_mcqa_model, show_progress=False)
     for name in ("letter_logits", "qk", "attention"):
         np.testing.assert_allclose(folder.load_array(name), off.load_array(name), rtol=1e-4, atol=1e-5)
@@ -247,7 +250,7 @@ def test_arc_run_takes_its_demonstrations_from_the_train_file_beside_it(tiny_mcq
 def test_real_mmlu_sample_takes_five_dev_rows_of_each_subject():
     path = "/work/shared/datasets/mmlu/test"
     items = list(load_mcq_dataset("mmlu", path))
-    demos, _ = plan_demonstrations(f"mmlu={path}", 5, items)
+    demos, _ = plan_demonstrations(TaskSpec.parse(f"mmlu={path}"), 5, items)
     assert sorted(demos.by_subject) == sorted({it.subject for it in items})
     for subject, ds in demos.by_subject.items():
         assert len(ds) == 5 and {d.subject for d in ds} == {subject} and all("_dev.csv" in d.id for d in ds)

@@ -14,7 +14,7 @@ import pytest
 from whitebox_eval import stats
 from whitebox_eval.runs.lm_eval_format import (
     add_lm_eval_fields, doc_hash, hash_string, item_accuracy, lm_eval_fields, sample_fields)
-from whitebox_eval.tasks import dataset_name as task_name  # noqa: E402
+from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval.tasks.items import MCQItem
 
 
@@ -26,7 +26,8 @@ def _results(k: int = 6, n: int = 10) -> dict:
     return {"headline": head, "n_items": n, "split": {"seed": 0}}
 
 
-CONFIG = {"suite": "mcqa", "model": "smollm2-135m", "task": "hellaswag=/data/hs.jsonl", "shots": 0, "seed": 3,
+CONFIG = {"suite": "mcqa", "model": "smollm2-135m", "task": "hellaswag=/data/hs.jsonl",
+          "task_spec": {"name": "hellaswag", "path": "/data/hs.jsonl", "categories": []}, "shots": 0, "seed": 3,
           "dtype": "float32", "batch_size": 8, "limit": None, "methods": ["baseline", "cloze"],
           "created": "2026-11-23T19:00:00Z", "transformers_version": "4.57.1", "whitebox_eval_git_commit": "abc123"}
 
@@ -41,10 +42,10 @@ def test_hash_string_is_sha256_of_utf8_as_lm_eval_defines_it():
 
 
 def test_task_names():
-    assert task_name("hellaswag=/x/y.jsonl") == "hellaswag"
-    assert task_name("MMLU=hf:cais/mmlu:all@test") == "mmlu"
-    assert task_name("arithmetic:add1,mul2") == "arithmetic"
-    assert task_name("ssd") == "ssd"
+    assert TaskSpec.parse("hellaswag=/x/y.jsonl").name == "hellaswag"
+    assert TaskSpec.parse("MMLU=hf:cais/mmlu:all@test").name == "mmlu"
+    assert TaskSpec.parse("arithmetic:add1,mul2").name == "arithmetic"
+    assert TaskSpec.parse("ssd").name == "ssd"
 
 
 def test_results_blocks_follow_lm_eval_layout():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import load_mcq_dataset
 from whitebox_eval.tasks.demos import (
@@ -95,7 +96,7 @@ def test_train_split_demonstrations_are_never_evaluated(tmp_path, maker, name, t
     test = maker(tmp_path / test_name, 12, "test")
     train = maker(tmp_path / train_name, 9, "train")
     items = list(load_mcq_dataset(name, test))
-    demos, evaluated = plan_demonstrations(f"{name}={test}", 3, items, seed=2)
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"{name}={test}"), 3, items, seed=2)
     assert demos.source == SPLIT_SOURCE and demos.split == "train" and demos.where == str(train)
     assert len(evaluated) == 12  # nothing comes off the evaluated items
     assert all(d.options[0].startswith("train") for d in demos.shared) and len(demos.shared) == 3
@@ -110,7 +111,7 @@ def test_train_split_demonstrations_are_never_evaluated(tmp_path, maker, name, t
 def test_demos_from_the_evaluated_file_removes_those_items(tmp_path):
     test = _hellaswag(tmp_path / "hellaswag_val.jsonl", 20, "v")
     items = list(load_mcq_dataset("hellaswag", test))
-    demos, evaluated = plan_demonstrations(f"hellaswag={test}", 4, items, demos_from=str(test))
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"hellaswag={test}"), 4, items, demos_from=str(test))
     assert demos.source == FILE_SOURCE and demos.given and len(evaluated) == 16
     assert sorted(demos.to_config()["removed_from_evaluated"]) == sorted(demos.ids())
     assert demos.to_config()["given_by"] == "--demos-from"
@@ -121,26 +122,26 @@ def test_demos_from_a_file_beats_the_sibling_split(tmp_path):
     test = _arc_ai2(tmp_path / "ARC-Easy-Test.jsonl", 6, "test")
     _arc_ai2(tmp_path / "ARC-Easy-Train.jsonl", 6, "train")
     mine = _arc_ai2(tmp_path / "mine.jsonl", 5, "mine")
-    demos, evaluated = plan_demonstrations(f"arc={test}", 2, list(load_mcq_dataset("arc", test)), demos_from=str(mine))
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"arc={test}"), 2, list(load_mcq_dataset("arc", test)), demos_from=str(mine))
     assert demos.source == FILE_SOURCE and all(i.startswith("arc/mine_") for i in demos.ids())
     _check_apart(demos, evaluated)
     with pytest.raises(WhiteboxError, match="has 5 usable rows but --shots 6"):
-        plan_demonstrations(f"arc={test}", 6, list(load_mcq_dataset("arc", test)), demos_from=str(mine))
+        plan_demonstrations(TaskSpec.parse(f"arc={test}"), 6, list(load_mcq_dataset("arc", test)), demos_from=str(mine))
 
 
 def test_without_a_split_the_pool_comes_off_the_items(tmp_path):
     test = _arc_foundry(tmp_path / "arc_challenge.jsonl", 20, "x")
-    assert demo_source(f"arc={test}", 3).kind == POOL_SOURCE and demo_source(f"arc={test}", 3).takes_pool
-    assert demo_source(f"arc={test}", 0).kind is None
+    assert demo_source(TaskSpec.parse(f"arc={test}"), 3).kind == POOL_SOURCE and demo_source(TaskSpec.parse(f"arc={test}"), 3).takes_pool
+    assert demo_source(TaskSpec.parse(f"arc={test}"), 0).kind is None
     items = list(load_mcq_dataset("arc", test))
-    demos, evaluated = plan_demonstrations(f"arc={test}", 3, items)
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"arc={test}"), 3, items)
     assert demos.source == POOL_SOURCE and len(evaluated) == 5
     assert demos.to_config()["note"] == f"no train/dev split found beside {test}; give one with --demos-from"
     _check_apart(demos, evaluated)
     with pytest.raises(WhiteboxError, match="--demos-from needs a NAME=PATH task"):
-        demo_source("ssd", 2, demos_from=str(test))
+        demo_source(TaskSpec.parse("ssd"), 2, demos_from=str(test))
     with pytest.raises(WhiteboxError, match="write --task hellaswag=PATH"):
-        demo_source("hellaswag", 2, demos_from=str(test))
+        demo_source(TaskSpec.parse("hellaswag"), 2, demos_from=str(test))
 
 
 def test_mmlu_demos_from_names_the_dev_split(tmp_path):
@@ -150,9 +151,9 @@ def test_mmlu_demos_from_names_the_dev_split(tmp_path):
         name = "test" if split == "test" else "dev"  # a dev split kept elsewhere keeps the hendrycks file names
         (tmp_path / split / f"astronomy_{name}.csv").write_text("\n".join(rows) + "\n")
     items = list(load_mcq_dataset("mmlu", tmp_path / "test"))
-    src = demo_source(f"mmlu={tmp_path / 'test'}", 2, demos_from=str(tmp_path / "other"))
+    src = demo_source(TaskSpec.parse(f"mmlu={tmp_path / 'test'}"), 2, demos_from=str(tmp_path / "other"))
     assert src.kind == DEV_SOURCE and src.where == str(tmp_path / "other")
-    demos, evaluated = plan_demonstrations(f"mmlu={tmp_path / 'test'}", 2, items, demos_from=str(tmp_path / "other" / "astronomy_dev.csv"))
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"mmlu={tmp_path / 'test'}"), 2, items, demos_from=str(tmp_path / "other" / "astronomy_dev.csv"))
     assert [d.question for d in demos.by_subject["astronomy"]] == ["astronomy other q0?", "astronomy other q1?"]
     assert demos.to_config()["given_by"] == "--demos-from" and evaluated == items
     _check_apart(demos, evaluated)

@@ -34,7 +34,7 @@ def our_requests(task: str, shots: int, demos_from: str | None = None) -> list[t
     """(subject, prompt hash, continuations) per evaluated item, the way ``mcqa --prompt lm-eval`` builds them."""
     spec = TaskSpec.parse(task)
     items = load_mcq(spec, 0, on_bad_row="error")
-    demos, items = plan_demonstrations(task, shots, items, 0, "error", demos_from, lm_eval_sampler=True)
+    demos, items = plan_demonstrations(TaskSpec.parse(task), shots, items, 0, "error", demos_from, lm_eval_sampler=True)
     out = []
     for it in items:
         query = lm_eval.doc(spec.name, it)

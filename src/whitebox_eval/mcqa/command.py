@@ -8,7 +8,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
     batch_size_option, dtype_option, field_option, resolved_dtype, run_folder_options, shots_option, task_option)
-from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE
+from whitebox_eval.tasks.spec import LM_EVAL, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
@@ -91,7 +91,7 @@ def mcqa(**kw) -> None:
     """
     from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa
 
-    lm_eval_task = kw["task"].strip().lower().startswith("lm-eval:")
+    lm_eval_task = kw["task"].name == LM_EVAL
     if kw["view"] and not lm_eval_task:
         raise click.UsageError("--view applies to --task lm-eval:TASK only")
     if kw["lm_eval_data"] and not lm_eval_task:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.runs import config_dict
-from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec
+from whitebox_eval.tasks.spec import LM_EVAL, MCQ_TASKS, MCQ_USAGE, TaskSpec
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -25,7 +25,7 @@ class MCQAConfig:
     """Everything that determines an MCQA study's numbers (written to config.yaml)."""
 
     model: str = "smollm2-135m"
-    task: str = "ssd"
+    task: str | TaskSpec = "ssd"  # read once into ``spec``; config.yaml records the canonical text
     n_options: int = 4
     labels: str = "letters"
     uncertainty: bool = True
@@ -52,14 +52,19 @@ class MCQAConfig:
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
 
     def __post_init__(self) -> None:
-        if str(self.task).strip().lower().startswith("lm-eval:"):  # always lm-eval's own text, no extra options
+        if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
+            self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)
+        self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
+        self.task = str(self._spec)
+        if self._spec.name == LM_EVAL:  # always lm-eval's own text, no extra options
             self.prompt, self.uncertainty = "lm-eval", False
             if self.view is None:
                 self.view = "letters" if any(m != "cloze" for m in self.methods) else "cloze"
 
     @property
     def spec(self) -> TaskSpec:
-        return TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
+        """The task, read once (:class:`~whitebox_eval.tasks.spec.TaskSpec`)."""
+        return self._spec
 
     def to_dict(self) -> dict:
         d = config_dict(self, "mcqa", task_spec=self.spec.to_config())

@@ -65,7 +65,7 @@ MAX_ANSWER_TOKENS = 15  # 004 sec. 2.3: gold answers of <= 15 tokens
 @dataclass
 class FormatsConfig:
     model: str = "smollm2-135m"
-    task: str = "arithmetic"
+    task: str | TaskSpec = "arithmetic"  # read once into ``spec``
     limit: int | None = None  # None: 160 arithmetic, 1,000 TriviaQA
     shots: int = 5
     n_options: int = 4
@@ -79,9 +79,14 @@ class FormatsConfig:
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
+    def __post_init__(self) -> None:
+        self._spec = TaskSpec.parse(self.task, TASKS, "arithmetic[:add1,mul2] or triviaqa=PATH for the formats study")
+        self.task = str(self._spec)
+
     @property
     def spec(self) -> TaskSpec:
-        return TaskSpec.parse(self.task, TASKS, "arithmetic[:add1,mul2] or triviaqa=PATH for the formats study")
+        """The task, read once (:class:`~whitebox_eval.tasks.spec.TaskSpec`)."""
+        return self._spec
 
     def to_dict(self) -> dict:
         return config_dict(self, "formats", task_spec=self.spec.to_config())

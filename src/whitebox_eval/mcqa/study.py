@@ -39,8 +39,8 @@ from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
-from whitebox_eval.tasks import dataset_name, lm_eval
-from whitebox_eval.tasks.spec import LM_EVAL as LM_EVAL_TASK, load_mcq
+from whitebox_eval.tasks import lm_eval
+from whitebox_eval.tasks.spec import LM_EVAL as LM_EVAL_TASK, TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
@@ -73,7 +73,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
         return _lm_eval_items(cfg)[0]
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
-    extra = POOL_SIZE if demo_source(cfg.task, cfg.shots, cfg.demos_from).takes_pool else 0
+    extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_from).takes_pool else 0
     return load_mcq(cfg.spec, n + extra, seed=cfg.seed, n_options=cfg.n_options, language=cfg.language,
                     on_bad_row=cfg.on_bad_row)
 
@@ -298,7 +298,7 @@ def run_mcqa(
             demos = Demonstrations()
         else:
             items = load_items(cfg)
-            demos, items = plan_demonstrations(cfg.task, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from,
+            demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from,
                                                lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
     if cfg.limit is not None:
@@ -332,13 +332,13 @@ def run_mcqa(
     return finalize(study)
 
 
-def default_methods(task: str, prompt: str = "paper", view: str | None = None) -> tuple[str, ...]:
+def default_methods(task: TaskSpec, prompt: str = "paper", view: str | None = None) -> tuple[str, ...]:
     """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
     ARC) with ``--prompt lm-eval`` and ``lm-eval:TASK``'s cloze view show no options, so only
     the cloze applies; ``lm-eval:TASK``'s letters view runs every method."""
-    if str(task).strip().lower().startswith(LM_EVAL_TASK + ":"):
+    if task.name == LM_EVAL_TASK:
         return DEFAULT_METHODS + ("cloze",) if view == "letters" else ("cloze",)
-    if prompt == lm_eval.LM_EVAL and lm_eval.LM_EVAL_OUTPUT.get(dataset_name(task)) == "cloze":
+    if prompt == lm_eval.LM_EVAL and task.record.lm_eval_output == "cloze":
         return ("cloze",)
     return DEFAULT_METHODS
 
@@ -371,7 +371,7 @@ def check_prompt(cfg: MCQAConfig) -> None:
     if cfg.prompt != lm_eval.LM_EVAL:
         return
     letters = [m for m in cfg.methods if m in LETTER_METHODS]
-    if letters and default_methods(cfg.task, cfg.prompt) == ("cloze",):
+    if letters and default_methods(cfg.spec, cfg.prompt) == ("cloze",):
         raise WhiteboxError(f"lm-eval's {name} task scores the option texts as continuations and lists no options, so "
                             f"{', '.join(letters)} cannot run with --prompt lm-eval; use --methods cloze "
                             "(or --prompt paper for the letter methods)")

@@ -24,7 +24,7 @@ from whitebox_eval.report.metrics import delta, format_cell, format_delta, forma
 from whitebox_eval.report.rundata import RunData, load_run
 from whitebox_eval.runs.estimates import estimate_rows
 from whitebox_eval.runs.folder import RunFolder
-from whitebox_eval.tasks import dataset_name
+from whitebox_eval.tasks.spec import TaskSpec
 
 ARC_TASKS = ("arc_challenge", "arc_easy")
 
@@ -70,12 +70,12 @@ def load_inputs(paths: list[Path]) -> list[RunData | LMEvalFile]:
 def run_task(run: RunData, lm_eval_tasks: set[str]) -> str:
     """A run's task as lm-eval names it: ``arc`` becomes ``arc_challenge`` / ``arc_easy``
     when its file path says which, or when the lm-eval files hold only one of them."""
-    spec = run.config.get("task")
-    if not isinstance(spec, str):
+    if not isinstance(run.config.get("task"), str):
         return str(run.task or "?")
-    name = dataset_name(spec)
+    spec = TaskSpec.from_config(run.config)
+    name = spec.lm_eval_task or spec.name
     if name == "arc":
-        where = spec.split("=", 1)[1].lower() if "=" in spec else ""
+        where = (spec.path or "").lower()
         named = [t for t in ARC_TASKS if t.split("_")[1] in where]
         present = [t for t in ARC_TASKS if t in lm_eval_tasks]
         if len(named) == 1:

@@ -139,9 +139,9 @@ def lm_eval_fields(results: Mapping[str, Any], config: Mapping[str, Any], task: 
     names = sorted({split_key(k)[0] for k in metrics if not is_derived(k)})
     shots = config.get("shots")
     task_config: dict[str, Any] = {"task": task, "output_type": "multiple_choice"}
-    spec = config.get("task")
-    if isinstance(spec, str) and "=" in spec:
-        task_config["dataset_path"] = spec.split("=", 1)[1]
+    recorded = config.get("task_spec")
+    if isinstance(recorded, Mapping) and recorded.get("path"):
+        task_config["dataset_path"] = recorded["path"]
     if isinstance(shots, int):
         task_config["num_fewshot"] = shots
     task_config["metric_list"] = [{"metric": m, "aggregation": "mean", **(

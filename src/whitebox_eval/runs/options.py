@@ -22,15 +22,18 @@ def run_folder_options(f):
 
 
 def task_option(default: str | None, help: str, tasks: tuple[str, ...] | None = None, usage: str | None = None, **kw):
-    """``--task`` (alias ``--tasks``, lm-eval's spelling; one task spec, not a comma list of names).
-    With ``tasks`` (the suite's task names) the value is parsed here, once, into its
-    canonical text (:class:`whitebox_eval.tasks.spec.TaskSpec`); a bad one is one line."""
+    """``--task`` (alias ``--tasks``, lm-eval's spelling; one task spec, not a comma list of names;
+    ``multiple=True`` for commands that take several). With ``tasks`` (the suite's task names)
+    the value is read here, once, into a :class:`whitebox_eval.tasks.spec.TaskSpec` that the
+    command passes on; a bad one is one line."""
     def parse(ctx, param, value):
         if value is None or tasks is None:
             return value
         from whitebox_eval.tasks.spec import TaskSpec
 
-        return str(TaskSpec.parse(value, tasks, usage))
+        if isinstance(value, tuple):
+            return tuple(TaskSpec.parse(v, tasks, usage) for v in value)
+        return TaskSpec.parse(value, tasks, usage)
 
     return click.option("--task", "--tasks", "task", default=default, show_default=default is not None,
                         help=help + " (lm-eval: --tasks, one task here)", callback=parse, **kw)

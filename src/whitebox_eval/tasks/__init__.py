@@ -2,28 +2,12 @@
 styles and metric choices (as lm-eval keeps one place per task). The suites
 (``mcqa``, ``formats``, ``mui``) import their data from here and never from each other.
 
-=========  ===============================================================================
-name       accepted files (module)
-=========  ===============================================================================
-mmlu       hendrycks CSV without header ``question,A,B,C,D,answer-letter`` (one file per
-           subject, or a folder of them), or a headered CSV ``question,choice0..3,answer``
-           (answer 0-3 or a letter; ``A..D`` / ``option0..`` columns also accepted)
-hellaswag  original jsonl: ``ctx`` (or ``ctx_a`` + ``ctx_b``), ``endings``, ``label``
-cosmosqa   csv or jsonl: ``id, context, question, answer0..answer3, label``
-halueval   dialogue JSON lines: ``knowledge, dialogue_history, right_response,
-           hallucinated_response``
-arc        llm-foundry jsonl (``query, choices, gold``) or AI2 jsonl
-           (``question.stem``, ``question.choices[].text/label``, ``answerKey``)
-triviaqa   llm-foundry jsonl (``context, answer, aliases``) or rc-style jsonl
-           (``question``, ``answer.value``, ``answer.aliases``); optional distractors
-           under ``distractors`` / ``incorrect_answers``
-mcq        your own file (:mod:`.mcq`): JSON lines, CSV or Parquet with a question, 2-26
-           choices (a list or one column per choice) and the answer (index, letter, text)
-ssd        synthetic (:mod:`.ssd`, paper 000 sec. 5.1)
-arithmetic synthetic (:mod:`.arithmetic`, paper 004 sec. 2.3)
-=========  ===============================================================================
+Each dataset's facts (its files, kind, splits, lm-eval name and prompt styles, how it is
+asked and checked in free generation) are one record in :mod:`.registry`; ``--task`` is
+read once into a :class:`~.spec.TaskSpec` that carries it. ``whitebox-eval tasks`` lists them.
 
-Shared pieces: :mod:`.items` (the MCQItem record), :mod:`.rows` (readers and the
+Shared pieces: :mod:`.items` (the MCQItem record), :mod:`.generation` (the GenItem record
+and the free-answer tasks), :mod:`.checks` (answer checks), :mod:`.rows` (readers and the
 bad-row policy), :mod:`.prompts` (the papers' prompt formats), :mod:`.demos` (where
 k-shot demonstrations come from), :mod:`.hub` (hub datasets when online).
 """
@@ -34,42 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks.arc import load_arc
-from whitebox_eval.tasks.cosmosqa import load_cosmosqa
-from whitebox_eval.tasks.halueval import load_halueval
-from whitebox_eval.tasks.hellaswag import load_hellaswag
-from whitebox_eval.tasks.mcq import load_mcq_file
-from whitebox_eval.tasks.mmlu import load_mmlu
+from whitebox_eval.tasks import registry
 from whitebox_eval.tasks.rows import MCQDataset
-from whitebox_eval.tasks.triviaqa import load_triviaqa
 
-def dataset_name(task: str) -> str:
-    """The dataset a task spec names: ``hellaswag=PATH`` -> ``hellaswag``,
-    ``arithmetic:add1,mul2`` -> ``arithmetic``, ``ssd`` -> ``ssd``."""
-    return (task.split("=", 1)[0] if "=" in task else task.split(":", 1)[0]).strip().lower()
-
-
+#: the file datasets with multiple-choice items and their loaders (:mod:`.registry`)
 LOADERS: dict[str, Callable[..., MCQDataset]] = {
-    "mmlu": load_mmlu,
-    "hellaswag": load_hellaswag,
-    "cosmosqa": load_cosmosqa,
-    "halueval": load_halueval,
-    "arc": load_arc,
-    "triviaqa": load_triviaqa,
-    "mcq": load_mcq_file,
-}
-
-
-#: lm-eval task names -> (our dataset, the hub spec lm-eval reads when online)
-LM_EVAL_NAMES: dict[str, tuple[str, str]] = {
-    "mmlu": ("mmlu", "hf:cais/mmlu:all@test"),
-    "hellaswag": ("hellaswag", "hf:Rowan/hellaswag@validation"),
-    "arc_challenge": ("arc", "hf:allenai/ai2_arc:ARC-Challenge@test"),
-    "arc_easy": ("arc", "hf:allenai/ai2_arc:ARC-Easy@test"),
-    "cosmosqa": ("cosmosqa", "hf:allenai/cosmos_qa@validation"),
-    "triviaqa": ("triviaqa", "hf:mandarjoshi/trivia_qa:rc.nocontext@validation"),
-    "halueval": ("halueval", ""),
-}
+    r.name: r.load_mcq_function() for r in registry.RECORDS.values() if r.is_file and r.mcq}
 
 
 def lm_eval_name_hint(spec: str) -> str | None:
@@ -81,7 +35,8 @@ def lm_eval_name_hint(spec: str) -> str | None:
     name, eq, path = spec.partition("=")
     key = name.strip().lower()
     subject = key[5:] if key.startswith("mmlu_") else None
-    ours, hub = LM_EVAL_NAMES.get("mmlu" if subject else key, (None, None))
+    ours, hub = next(((r.name, h) for r in registry.RECORDS.values() for t, h in r.lm_eval_tasks
+                      if t == ("mmlu" if subject else key)), (None, None))
     if ours is None or (eq and key == ours):
         return None
     if subject:
@@ -89,11 +44,12 @@ def lm_eval_name_hint(spec: str) -> str | None:
     if eq:
         return f"{key!r} is lm-eval's task name; write --task {ours}={path}"
     online = f", or {ours}={hub} when online" if hub else ""
-    return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}"
+    also = f", or lm-eval:{key} (lm-eval's own task)" if not registry.record(ours).mcq else ""
+    return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}{also}"
 
 
 def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", limit: int | None = None,
-                     seed: int = 0) -> MCQDataset:
+                     seed: int = 0, **options) -> MCQDataset:
     """Load a local MCQA dataset by name (one of LOADERS) into MCQItems.
 
     Args:
@@ -104,6 +60,7 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
             ``"skip"`` drops such rows, lists them in the result's ``bad_rows`` and warns.
         limit: return only the first ``limit`` items.
         seed: seeds the options built by HaluEval and TriviaQA.
+        options: the loader's own (``fields`` of ``mcq``).
     """
     key = name.strip().lower()
     if key not in LOADERS:
@@ -113,5 +70,5 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
     if isinstance(path, str) and path.startswith("hf:"):
         from whitebox_eval.tasks.hub import load_from_hub
 
-        return load_from_hub(key, path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed)
-    return LOADERS[key](path, on_bad_row=on_bad_row, limit=limit, seed=seed)
+        return load_from_hub(key, path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    return LOADERS[key](path, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)

@@ -153,3 +153,11 @@ def make_arithmetic_suite(n_per_category: int, *, seed: int = 0,
     and a longer suite starts with a shorter one."""
     per = [make_arithmetic(c, n_per_category, seed=seed, n_options=n_options) for c in categories]
     return [row[i] for i in range(n_per_category) for row in per]
+
+
+def arithmetic_items(spec, n: int, *, seed: int = 0, n_options: int = 4, language: str = "en") -> list[MCQItem]:
+    """``--task arithmetic[:cats]`` (and the questions ``arithmetic-gen`` asks): the first ``n``
+    of the suite whose categories (all, or the spec's) are dealt in turn, a stable prefix."""
+    cats = spec.categories or ARITHMETIC_CATEGORIES
+    per = max(1, -(-n // len(cats)))
+    return make_arithmetic_suite(per, seed=seed, categories=tuple(cats), n_options=n_options)[:n]

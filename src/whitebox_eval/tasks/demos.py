@@ -40,16 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks import dataset_name
+from whitebox_eval.tasks import registry
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
+from whitebox_eval.tasks.spec import TaskSpec
 
 POOL_SIZE = 15
 LM_EVAL_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
-#: lm-eval tasks whose few-shot split equals their test split in the config (both unset for
-#: hellaswag, which evaluates its validation split): the sampler draws k + 1 and drops the
-#: evaluated document; arc_challenge/arc_easy have test_split "test" and draw k
-LM_EVAL_DRAWS_EXTRA = {"hellaswag": True, "arc": False}
 DEV_SOURCE, FILE_SOURCE, SPLIT_SOURCE, POOL_SOURCE = "dev_same_subject", "demos_file", "sibling_split", "held_out_pool"
 _EVAL_SPLITS = ("test", "val", "validation")
 #: the split names a file or folder may carry, and where demonstrations are looked for
@@ -58,8 +55,6 @@ _DEMO_SPLITS = {"test": ("train", "dev", "val", "valid", "validation"), "val": (
                 "validation": ("train",), "dev": ("train",)}
 _SPLIT_WORD = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(sorted(_DEMO_SPLITS, key=len, reverse=True)) + r")(?![A-Za-z0-9])",
                          re.IGNORECASE)
-#: hub datasets with a train split (tasks/hub.py layouts)
-_HUB_TRAIN = ("arc", "hellaswag", "cosmosqa")
 
 
 @dataclass
@@ -161,7 +156,7 @@ def sibling_split(name: str, path: str) -> tuple[str, str] | None:
     """
     if path.startswith("hf:"):
         ident, _, split = path.partition("@")
-        return ("train", f"{ident}@train") if name in _HUB_TRAIN and (split or "test") != "train" else None
+        return ("train", f"{ident}@train") if registry.record(name).hub_train and (split or "test") != "train" else None
     p = Path(path)
     if not p.is_file():
         return None
@@ -210,35 +205,34 @@ class DemoSource:
         return self.kind == POOL_SOURCE
 
 
-def demo_source(task: str, shots: int, demos_from: str | None = None) -> DemoSource:
-    """The source of ``task``'s demonstrations: ``--demos-from``, a dev/train split beside
-    the evaluated file, or the held-out pool (see the module docstring)."""
+def demo_source(spec: TaskSpec, shots: int, demos_from: str | None = None) -> DemoSource:
+    """The source of the task's demonstrations: ``--demos-from``, a dev/train split beside
+    the evaluated file, or the held-out pool (see the module docstring; the task's record
+    says which rule applies, :mod:`.registry`)."""
     if shots <= 0:
         return DemoSource(None)
-    if "=" not in task:
+    if spec.path is None:
         if demos_from:
-            from whitebox_eval.tasks import lm_eval_name_hint
-
-            raise WhiteboxError(lm_eval_name_hint(task) or f"--demos-from needs a NAME=PATH task (its file in the same "
-                                f"format); {task!r} is generated, its demonstrations come from a held-out pool")
+            raise WhiteboxError(f"--demos-from needs a NAME=PATH task (its file in the same format); {spec} is "
+                                "generated, its demonstrations come from a held-out pool")
         return DemoSource(POOL_SOURCE)
-    name, path = dataset_name(task), task.split("=", 1)[1].strip()
-    if name == "mmlu":
-        where = demos_from or mmlu_dev_location(path)
+    rule = spec.record.demos
+    if rule == registry.DEV_SAME_SUBJECT:
+        where = demos_from or mmlu_dev_location(spec.path)
         return DemoSource(DEV_SOURCE, where, "dev", given=bool(demos_from)) if where else DemoSource(POOL_SOURCE)
     if demos_from:
         return DemoSource(FILE_SOURCE, demos_from, given=True)
-    found = sibling_split(name, path)
+    found = sibling_split(spec.name, spec.path)
     return DemoSource(SPLIT_SOURCE, found[1], found[0]) if found else DemoSource(POOL_SOURCE)
 
 
-def dev_demonstrations(task: str, shots: int, subjects: Sequence[str | None], on_bad_row: str = "skip",
+def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None], on_bad_row: str = "skip",
                        where: str | None = None) -> Demonstrations:
     """The first ``shots`` dev rows of every subject in ``subjects`` (MMLU dev split, by
     default the one beside the evaluated path)."""
     from whitebox_eval.tasks import load_mcq_dataset
 
-    where = where or mmlu_dev_location(task.split("=", 1)[1])
+    where = where or mmlu_dev_location(spec.path)
     wanted = sorted({s or "" for s in subjects})
     files = [Path(where) / f"{s}_dev.csv" for s in wanted]
     if not where.startswith("hf:") and Path(where).is_dir() and all(f.is_file() for f in files):
@@ -317,36 +311,35 @@ def lm_eval_draws(pool: Sequence[MCQItem], items: Sequence[MCQItem], k: int, exc
     return out
 
 
-def plan_demonstrations(task: str, shots: int, items: list[MCQItem], seed: int = 0,
+def plan_demonstrations(spec: TaskSpec, shots: int, items: list[MCQItem], seed: int = 0,
                         on_bad_row: str = "skip", demos_from: str | None = None,
                         lm_eval_sampler: bool = False) -> tuple[Demonstrations, list[MCQItem]]:
     """``(demonstrations, items to evaluate)``; with a pool, the pool is removed from the items,
     with a file, items equal to a demonstration are (:func:`keep_apart`). ``lm_eval_sampler``
     (``--prompt lm-eval``): a file's demonstrations are drawn per item as lm-eval draws them,
     and no evaluated item is dropped (lm-eval keeps them)."""
-    src = demo_source(task, shots, demos_from)
+    src = demo_source(spec, shots, demos_from)
     if src.kind is None:
         return Demonstrations(), items
     if src.kind == POOL_SOURCE:
         pool, rest = split_demo_pool(items, POOL_SIZE)
-        evaluated_file = task.split("=", 1)[1].strip() if "=" in task else None
-        return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed), where=evaluated_file), rest
+        return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed), where=spec.path), rest
+    name = spec.name
     if src.kind == DEV_SOURCE:
-        demos = dev_demonstrations(task, shots, [it.subject for it in items], on_bad_row, where=src.where)
+        demos = dev_demonstrations(spec, shots, [it.subject for it in items], on_bad_row, where=src.where)
     elif lm_eval_sampler:
         from whitebox_eval.tasks import load_mcq_dataset
         from whitebox_eval.tasks.lm_eval import doc
 
-        name = dataset_name(task)
         pool = list(load_mcq_dataset(name, src.where, on_bad_row=on_bad_row, seed=seed))
-        extra = LM_EVAL_DRAWS_EXTRA.get(name, False)
+        extra = spec.record.lm_eval_draws_extra
         per_item = lm_eval_draws(pool, items, shots, extra, same=lambda a, b: doc(name, a) == doc(name, b))
         demos = Demonstrations(src.kind, shots, where=src.where, split=src.split, given=src.given, n_rows=len(pool),
                                per_item=per_item, excludes_item=extra)
         _tag_colliding(demos, items)
         return demos, items
     else:
-        demos = file_demonstrations(dataset_name(task), src.where, shots, seed, on_bad_row)
+        demos = file_demonstrations(name, src.where, shots, seed, on_bad_row)
         demos.source, demos.split = src.kind, src.split
     demos.given = src.given
     return demos, keep_apart(demos, items)

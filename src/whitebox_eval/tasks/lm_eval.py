@@ -1,6 +1,6 @@
 """The ``lm-eval`` prompt style: lm-evaluation-harness 0.4.13's text for the tasks it has.
 
-A dataset module that lm-eval has a task for (:data:`LM_EVAL_OUTPUT`) defines
+A dataset module that lm-eval has a task for (its record's ``lm_eval_output``, :mod:`.registry`) defines
 ``lm_eval_doc(item) -> LmEvalDoc`` (its ``doc_to_text``, ``doc_to_choice``,
 ``doc_to_target`` and ``description``).
 
@@ -37,19 +37,8 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.prompts import OptionSpans, RenderedPrompt, Span
 
 PAPER, LM_EVAL = "paper", "lm-eval"
-#: the datasets lm-eval has a task for, and how that task scores an answer (``letters``:
-#: the option labels as the next token; ``cloze``: the option texts as continuations);
-#: every dataset offers the ``paper`` style (papers 000/004's formats), these also ``lm-eval``
-LM_EVAL_OUTPUT = {"mmlu": "letters", "hellaswag": "cloze", "arc": "cloze", "mcq": "letters"}
 LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
 TARGET_DELIMITER, FEWSHOT_DELIMITER = " ", "\n\n"
-#: why each dataset without an lm-eval style has none
-NO_LM_EVAL_TASK = {
-    "cosmosqa": "lm-eval 0.4.13 has no CosmosQA task",
-    "halueval": "lm-eval's halueval tasks ask for a Yes/No judgment, not paper 000's four dialogue options",
-    "triviaqa": "lm-eval's triviaqa is free generation (use the formats command)",
-    "ssd": "synthetic (paper 000)", "arithmetic": "synthetic (paper 004)",
-}
 
 
 @dataclass(frozen=True)
@@ -97,13 +86,18 @@ def letters_doc(item) -> LmEvalDoc:
 
 
 def check_style(dataset: str, style: str) -> None:
-    """Raise a one-line error if ``dataset`` has no prompt style ``style``."""
-    styles = (PAPER, LM_EVAL) if dataset in LM_EVAL_OUTPUT else (PAPER,)
+    """Raise a one-line error if ``dataset`` has no prompt style ``style``. Every dataset offers
+    the ``paper`` style (papers 000/004's formats); those lm-eval has a task for also ``lm-eval``,
+    scored as that task scores an answer (the record's ``lm_eval_output``: ``letters``, the option
+    labels as the next token; ``cloze``, the option texts as continuations)."""
+    from whitebox_eval.tasks.registry import record
+
+    rec = record(dataset)
+    styles = (PAPER, LM_EVAL) if rec.lm_eval_output else (PAPER,)
     if style not in (PAPER, LM_EVAL):
         raise WhiteboxError(f"unknown --prompt style {style!r}; choose {PAPER} or {LM_EVAL}")
     if style not in styles:
-        why = NO_LM_EVAL_TASK.get(dataset, "lm-eval has no task for it")
-        raise WhiteboxError(f"task {dataset} has prompt styles: {', '.join(styles)} ({why}); use --prompt {PAPER}")
+        raise WhiteboxError(f"task {dataset} has prompt styles: {', '.join(styles)} ({rec.no_lm_eval}); use --prompt {PAPER}")
 
 
 def doc(dataset: str, item) -> LmEvalDoc:

@@ -59,16 +59,18 @@ SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "cs
             ".parquet": "parquet", ".pq": "parquet"}
 
 
-def parse_fields(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+def parse_fields(values: Sequence[str], kind: str = "mcq") -> tuple[tuple[str, str], ...]:
     """``--field NAME=COLUMN`` values as ``((name, column), ...)`` in :data:`FIELD_NAMES`
     order; ``choices`` may name one list column or several per-choice columns
-    (``choices=opt1,opt2,opt3``, kept in that order)."""
+    (``choices=opt1,opt2,opt3``, kept in that order). ``kind`` ``gen``: your own generation
+    file, whose fields are the same but ``choices`` (:mod:`.gen_file`)."""
+    known = FIELD_NAMES if kind == "mcq" else tuple(n for n in FIELD_NAMES if n != "choices")
     out: dict[str, str] = {}
     for value in values:
         name, eq, column = str(value).partition("=")
         name, column = name.strip().lower(), ",".join(c.strip() for c in column.split(","))
-        if not eq or name not in FIELD_NAMES or not column.strip(","):
-            raise WhiteboxError(f"--field {value!r}: write NAME=COLUMN with NAME one of {', '.join(FIELD_NAMES)}")
+        if not eq or name not in known or not column.strip(","):
+            raise WhiteboxError(f"--field {value!r}: write NAME=COLUMN with NAME one of {', '.join(known)}")
         if "," in column and (name != "choices" or "" in column.split(",")):
             raise WhiteboxError(f"--field {value!r}: only choices takes a comma list of columns (one per choice)")
         if name in out and out[name] != column:

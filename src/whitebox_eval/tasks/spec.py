@@ -1,59 +1,68 @@
 """The one reading of ``--task``: :class:`TaskSpec`, and :func:`load_mcq`, its MCQ items.
 
 A task is a synthetic generator, optionally restricted to categories
-(``ssd``, ``arithmetic[:add1,mul2]``, ``arithmetic-gen[:add1]``), or a dataset read from a
+(``ssd``, ``arithmetic[:add1,mul2]``, ``arithmetic-gen[:add1]``), a dataset read from a
 file, a folder or the hub (``mmlu=PATH``, ``arc=hf:allenai/ai2_arc:ARC-Challenge@test``,
-``gsm8k=PATH``). The command parses the text once (an lm-eval task name gets the one-line
-fix, :func:`whitebox_eval.tasks.lm_eval_name_hint`), config.yaml records the parsed form
-(``task_spec``), and every suite reads its items through the spec.
+``gsm8k=PATH``, your own ``mcq=PATH`` or ``gen=PATH``), or ``lm-eval:TASK``. The command
+parses the text once (an lm-eval task name gets the one-line fix,
+:func:`whitebox_eval.tasks.lm_eval_name_hint`) and passes the spec on as an object; its
+:attr:`TaskSpec.record` holds every fact about the dataset (:mod:`.registry`); config.yaml
+records the parsed form (``task_spec``), and :meth:`TaskSpec.from_config` reads it back. No
+code outside ``tasks/`` splits a task string.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks import registry
+from whitebox_eval.tasks.registry import TaskRecord
 
-GENERATORS = ("ssd", "arithmetic", "arithmetic-gen")
-"""Synthetic tasks: ssd (paper 000 sec. 5.1), arithmetic MCQ (004 sec. 2.3), arithmetic-gen
-(the arithmetic questions answered in free text, paper 001)."""
-
-FILE_DATASETS = ("mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "gsm8k", "mcq")
-"""Datasets read from a file, a folder or ``hf:...`` (``NAME=PATH``)."""
-
-MCQ_TASKS = ("ssd", "arithmetic", "mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa", "mcq", "lm-eval")
+LM_EVAL = registry.LM_EVAL
+"""``lm-eval:TASK``: a task, group or tag of lm-evaluation-harness (:mod:`whitebox_eval.tasks.lm_eval_tasks`)."""
+MCQ_TASKS = registry.names(mcq=True)
 """The multiple-choice tasks (:func:`load_mcq`)."""
 MCQ_USAGE = ("ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of "
              "arc, cosmosqa, halueval, hellaswag, mmlu, triviaqa, or mcq (your own file), "
              "or lm-eval:TASK (any multiple-choice task of lm-eval, with lm-eval installed)")
-LM_EVAL = "lm-eval"
-"""``lm-eval:TASK``: a task, group or tag of lm-evaluation-harness (:mod:`whitebox_eval.tasks.lm_eval_tasks`)."""
+GENERATION_TASKS = registry.names(generation=True)
+"""The tasks a suite that generates asks (``mui``): free-answer datasets, and multiple-choice
+datasets with letter answers."""
+ANSWER_CHECKS = ("exact", "numeric", "contains")
+"""``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.checks`."""
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A parsed ``--task``: ``name``, the ``path`` of a dataset, the generator's ``categories``,
-    and ``fields``, the ``--field NAME=COLUMN`` pairs of ``mcq=PATH`` (:mod:`whitebox_eval.tasks.mcq`)."""
+    """A parsed ``--task``: ``name`` (a :mod:`.registry` record), the ``path`` of a dataset,
+    the generator's ``categories``, ``fields`` (the ``--field NAME=COLUMN`` pairs of your own
+    file), ``lm_eval_task`` (``lm-eval:TASK``) and ``answer`` (``--answer`` of ``gen=PATH``)."""
 
     name: str
     path: str | None = None
     categories: tuple[str, ...] = ()
     fields: tuple[tuple[str, str], ...] = ()
     lm_eval_task: str | None = None  # lm-eval:TASK
+    answer: str | None = None  # gen=PATH: the answer check
 
     @classmethod
-    def parse(cls, text: str, accepted: Iterable[str] | None = None, usage: str | None = None,
-              fields: Iterable[str] = ()) -> TaskSpec:
+    def parse(cls, text: str | TaskSpec, accepted: Iterable[str] | None = None, usage: str | None = None,
+              fields: Iterable[str] = (), answer: str | None = None) -> TaskSpec:
         """Read ``text``; ``accepted`` limits the names (a suite's tasks), ``usage`` is the
-        suite's own list of task forms for the error line; ``fields``: ``--field`` values."""
+        suite's own list of task forms for the error line; ``fields``: ``--field`` values;
+        ``answer``: ``--answer``. A spec already parsed is checked against ``accepted`` and returned."""
         from whitebox_eval.tasks import lm_eval_name_hint
 
+        accepted = tuple(accepted) if accepted is not None else tuple(registry.RECORDS)
+        usage = usage or registry.usage(accepted)
+        if isinstance(text, TaskSpec):
+            if text.name not in accepted:
+                raise WhiteboxError(f"task {text.name!r} is not one this study runs; use {usage}")
+            return text._with(tuple(fields), answer)
         raw = str(text).strip()
-        accepted = tuple(accepted) if accepted is not None else GENERATORS + FILE_DATASETS
-        usage = usage or " | ".join(f"{n}[:CATEGORY,...]" if n.startswith("arithmetic") else
-                                    n if n in GENERATORS else f"{n}=PATH" for n in accepted)
         name, eq, path = raw.partition("=")
         name = name.strip().lower()
         spec: TaskSpec | None = None
@@ -63,15 +72,16 @@ class TaskSpec:
                 raise WhiteboxError(f"--task {raw!r}: write lm-eval:TASK with one lm-eval task, group or tag name "
                                     "(e.g. lm-eval:arc_easy); local data goes in --lm-eval-data DIR")
             spec = cls(LM_EVAL, lm_eval_task=task)
-        elif eq and name in FILE_DATASETS and path.strip():
+        elif eq and name in registry.RECORDS and registry.RECORDS[name].is_file and path.strip():
             spec = cls(name, path=path.strip())
         elif not eq:
             base, colon, cats = name.partition(":")
-            if base in GENERATORS and (not colon or base != "ssd"):
+            rec = registry.RECORDS.get(base)
+            if rec is not None and rec.is_generator and (not colon or rec.categories):
                 categories = tuple(c.strip() for c in cats.split(",") if c.strip()) if colon else ()
                 if colon and not categories:
                     raise WhiteboxError(f"--task {raw!r} names no category after ':'; e.g. {base}:add1,mul2")
-                spec = cls(base, categories=_checked_categories(categories))
+                spec = cls(base, categories=_checked_categories(rec, categories))
         if spec is None or spec.name not in accepted:
             hint = lm_eval_name_hint(raw)
             if hint:
@@ -79,18 +89,49 @@ class TaskSpec:
             if spec is not None:
                 raise WhiteboxError(f"task {spec.name!r} is not one this study runs; use {usage}")
             raise WhiteboxError(f"unknown task {raw!r}: use {usage}")
-        fields = tuple(fields)
+        return spec._with(tuple(fields), answer)
+
+    def _with(self, fields: tuple[str, ...], answer: str | None) -> TaskSpec:
+        """This spec with ``--field`` values and the ``--answer`` check applied (your own files)."""
+        from dataclasses import replace
+
+        spec = self
         if fields:
-            if spec.name != "mcq":
-                raise WhiteboxError(f"--field maps the columns of your own file (--task mcq=PATH), not of {spec.name}")
+            if spec.name not in ("mcq", "gen"):
+                raise WhiteboxError(f"--field maps the columns of your own file (--task mcq=PATH or gen=PATH), not of "
+                                    f"{spec.name}")
             from whitebox_eval.tasks.mcq import parse_fields
 
-            spec = cls(spec.name, path=spec.path, fields=parse_fields(fields))
+            spec = replace(spec, fields=parse_fields(fields, spec.name))
+        if spec.name == "gen":
+            spec = replace(spec, answer=parse_answer(answer or spec.answer or "exact"))
+        elif answer is not None:
+            raise WhiteboxError(f"--answer chooses the check of your own generation file (--task gen=PATH); "
+                                f"{spec.name} has its own")
         return spec
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> TaskSpec:
+        """The spec a run folder's config.yaml recorded (``task_spec``; else its ``task`` text)."""
+        d = config.get("task_spec")
+        if not isinstance(d, Mapping):
+            return cls.parse(str(config.get("task", "")))
+        return cls(str(d["name"]), path=d.get("path"), categories=tuple(d.get("categories") or ()),
+                   fields=tuple((k, v) for k, v in (d.get("fields") or {}).items()),
+                   lm_eval_task=d.get("lm_eval_task"), answer=d.get("answer"))
+
+    @property
+    def record(self) -> TaskRecord:
+        """Every fact about the dataset (:mod:`.registry`)."""
+        return registry.record(self.name)
 
     @property
     def is_file(self) -> bool:
         return self.path is not None
+
+    @property
+    def is_hub(self) -> bool:
+        return self.path is not None and self.path.startswith("hf:")
 
     def __str__(self) -> str:
         if self.lm_eval_task is not None:
@@ -101,23 +142,43 @@ class TaskSpec:
 
     def to_config(self) -> dict[str, Any]:
         """What config.yaml records as ``task_spec``."""
-        out = {"name": self.name, "path": self.path, "categories": list(self.categories)}
+        out: dict[str, Any] = {"name": self.name, "path": self.path, "categories": list(self.categories)}
         if self.fields:  # --field NAME=COLUMN (recorded only when given)
             out["fields"] = {name: column for name, column in self.fields}
         if self.lm_eval_task is not None:
             out["lm_eval_task"] = self.lm_eval_task
+        if self.answer is not None:
+            out["answer"] = self.answer
         return out
 
 
-def _checked_categories(categories: tuple[str, ...]) -> tuple[str, ...]:
+def parse_answer(text: str) -> str:
+    """``--answer``: exact, numeric, contains or ``regex:PATTERN`` (the pattern must compile)."""
+    import re
+
+    value = str(text).strip()
+    if value.lower() in ANSWER_CHECKS:
+        return value.lower()
+    if value.lower().startswith("regex:"):
+        pattern = value[len("regex:"):]
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise WhiteboxError(f"--answer {value!r}: the pattern does not compile ({e})") from None
+        if not pattern:
+            raise WhiteboxError("--answer regex:PATTERN needs a pattern, e.g. regex:'answer is (\\w+)'")
+        return "regex:" + pattern
+    raise WhiteboxError(f"--answer {value!r}: choose exact, numeric, contains or regex:PATTERN")
+
+
+def _checked_categories(rec: TaskRecord, categories: tuple[str, ...]) -> tuple[str, ...]:
     if not categories:
         return ()
-    from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES
-
-    bad = [c for c in categories if c not in ARITHMETIC_CATEGORIES]
+    known = registry.categories(rec)
+    bad = [c for c in categories if c not in known]
     if bad:
-        raise WhiteboxError(f"unknown arithmetic categor{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}; "
-                            f"choose from {', '.join(ARITHMETIC_CATEGORIES)}")
+        raise WhiteboxError(f"unknown {rec.name.split('-')[0]} categor{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}; "
+                            f"choose from {', '.join(known)}")
     return categories
 
 
@@ -126,25 +187,20 @@ def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, langu
     """The task's MCQ items: a generator's first ``n`` (a stable prefix: the first ``n`` of a
     larger ``n`` are the same items), or every item of a dataset's file (``n`` unused: the
     study sets demonstrations apart before it applies ``--limit``)."""
-    if spec.name == "ssd":
-        from whitebox_eval.tasks.ssd import make_ssd
+    rec = spec.record
+    load = rec.load_mcq_function()
+    if rec.is_generator:
+        return load(spec, n, seed=seed, n_options=n_options, language=language)
+    if spec.path is None:
+        raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items here")
+    from whitebox_eval.tasks import load_mcq_dataset
 
-        return make_ssd(n, n_options, language=language, seed=seed)
-    if spec.name in ("arithmetic", "arithmetic-gen"):
-        from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic_suite
+    options = {"fields": spec.fields} if spec.fields else {}
+    return list(load_mcq_dataset(spec.name, _local(spec.path), on_bad_row=on_bad_row, seed=seed, **options))
 
-        cats = spec.categories or ARITHMETIC_CATEGORIES
-        per = max(1, -(-n // len(cats)))
-        return make_arithmetic_suite(per, seed=seed, categories=tuple(cats), n_options=n_options)[:n]
-    if spec.name in ("mmlu", "hellaswag", "cosmosqa", "halueval", "arc", "triviaqa"):
-        from pathlib import Path
 
-        from whitebox_eval.tasks import load_mcq_dataset
+def _local(path: str):
+    """A hub spec stays text; a local path is expanded."""
+    from pathlib import Path
 
-        path = spec.path if spec.path.startswith("hf:") else Path(spec.path).expanduser()
-        return list(load_mcq_dataset(spec.name, path, on_bad_row=on_bad_row, seed=seed))
-    if spec.name == "mcq":
-        from whitebox_eval.tasks.mcq import load_mcq_file
-
-        return list(load_mcq_file(spec.path, fields=spec.fields, on_bad_row=on_bad_row))
-    raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items")
+    return path if path.startswith("hf:") else Path(path).expanduser()

@@ -114,3 +114,8 @@ def appendix_h_variants(language: str = "en") -> list[SSDVariant]:
             if v not in out:
                 out.append(v)
     return out
+
+
+def ssd_items(spec, n: int, *, seed: int = 0, n_options: int = 4, language: str = "en") -> list[MCQItem]:
+    """``--task ssd``: the first ``n`` items (a stable prefix), the record's loader."""
+    return make_ssd(n, n_options, language=language, seed=seed)
