@@ -18,7 +18,6 @@ from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals import Engine  # noqa: E402
-from whitebox_eval.mui import responses as rsp  # noqa: E402
 from whitebox_eval.mui.command import _print_study, command  # noqa: E402
 from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary  # noqa: E402
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, token_scores  # noqa: E402
@@ -48,7 +47,7 @@ def test_study_default_is_eq10_pooled_pairs(tmp_path):
     engine = Engine(lm)
     n_checked = n_differ = 0
     for i, it in enumerate(task.items):
-        prompt = rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer))
+        prompt = task.prompt(it, lm.tokenizer)
         resp = lm.tokenizer(samples[it.id]["response"])["input_ids"]
         s = token_scores(engine, [ScoredSequence(prompt, resp)], KeyNeuronConfig(score="contribution"))[0]
         want = layer_topk_mask(s, 12, unit="pair").numpy()
@@ -83,7 +82,10 @@ def test_help_names_the_papers_rule():
 # ---------------------------------------------------------------- 2. truncated responses
 def test_default_budget_is_the_papers_1024():
     """Regression: the default budget was 24 tokens (cut 11 of 24 arithmetic answers)."""
-    assert all(v == 1024 for v in rsp.DEFAULT_MAX_NEW_TOKENS.values())
+    from whitebox_eval.tasks.registry import RECORDS
+
+    assert all(r.generation.max_new_tokens == 1024 for r in RECORDS.values()
+               if r.generation is not None and r.name != "lm-eval")  # lm-eval's tasks: their own max_gen_toks
 
 
 def test_truncated_responses_are_counted_and_warned(tmp_path, capsys):
@@ -238,7 +240,7 @@ def test_sae_run_reports_reconstruction_quality_and_warns_when_poor(tmp_path, ca
     task = prepare_task(cfg, lm.tokenizer)
     xs = []
     for it in task.items:
-        prompt = rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer))
+        prompt = task.prompt(it, lm.tokenizer)
         ids = prompt + lm.tokenizer(it.gold_response)["input_ids"]
         got = {}
         h = lm.arch.blocks[1].register_forward_hook(lambda m, a, o: got.__setitem__("h", (o[0] if isinstance(o, tuple) else o)[0]))

@@ -13,26 +13,35 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mui_testing import CharTokenizer, tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mui import responses as rsp  # noqa: E402
+from whitebox_eval.tasks.checks import choice_from_response, final_number, is_correct  # noqa: E402
+from whitebox_eval.tasks.generation import load_generation  # noqa: E402
+from whitebox_eval.tasks.spec import GENERATION_TASKS, TaskSpec  # noqa: E402
+
+
+def _task(text: str, **kw):
+    return load_generation(TaskSpec.parse(text, GENERATION_TASKS), **kw)
 
 
 def test_parse_task():
-    assert rsp.parse_task("ssd").name == "ssd"
-    assert rsp.parse_task("arithmetic-gen:add1,mul2").categories == ("add1", "mul2")
+    assert TaskSpec.parse("ssd", GENERATION_TASKS).name == "ssd"
+    assert TaskSpec.parse("arithmetic-gen:add1,mul2", GENERATION_TASKS).categories == ("add1", "mul2")
     with pytest.raises(WhiteboxError, match="unknown task"):
-        rsp.parse_task("trivia")
-    with pytest.raises(WhiteboxError, match="not found"):
-        rsp.parse_task("gsm8k=/nonexistent/file.jsonl")
+        TaskSpec.parse("trivia", GENERATION_TASKS)
+    with pytest.raises(WhiteboxError, match="is not one this study runs"):
+        TaskSpec.parse("arithmetic", GENERATION_TASKS)  # the MCQ form; arithmetic-gen is the free one
+    with pytest.raises(WhiteboxError, match="cannot read"):
+        _task("gsm8k=/nonexistent/file.jsonl")
 
 
 def test_arithmetic_items_interleave_categories_and_check_numbers():
-    items = rsp.load_task_items("arithmetic-gen:add1,mul1", limit=4)
+    items = _task("arithmetic-gen:add1,mul1", limit=4).items
     assert [it.group for it in items] == ["add1", "mul1", "add1", "mul1"]
     it = items[0]
     assert it.question.startswith("Question: What is the value of ")
-    assert rsp.is_correct(it, f" {it.gold}")
-    assert rsp.is_correct(it, f"{it.meta['expression']} = {it.gold}")  # restated expression
-    assert not rsp.is_correct(it, f" {int(it.gold) + 1}")
-    assert not rsp.is_correct(it, " I don't know")
+    assert is_correct(it, f" {it.gold}")
+    assert is_correct(it, f"{it.meta['expression']} = {it.gold}")  # restated expression
+    assert not is_correct(it, f" {int(it.gold) + 1}")
+    assert not is_correct(it, " I don't know")
 
 
 @pytest.mark.parametrize("text,want", [
@@ -40,7 +49,7 @@ def test_arithmetic_items_interleave_categories_and_check_numbers():
     ("Answer: A", "A"), ("turtle", "B"), ("I think it is C.", "C"), ("no idea", None),
 ])
 def test_choice_from_response(text, want):
-    assert rsp.choice_from_response(text, ["A", "B", "C", "D"], ["dog", "turtle", "cat", "fish"]) == want
+    assert choice_from_response(text, ["A", "B", "C", "D"], ["dog", "turtle", "cat", "fish"]) == want
 
 
 @pytest.mark.parametrize("text,want", [
@@ -48,33 +57,48 @@ def test_choice_from_response(text, want):
     ("First 5, then 12 and 9", 9.0), ("nothing", None), ("The answer is -3", -3.0),
 ])
 def test_final_number(text, want):
-    assert rsp.final_number(text) == want
+    assert final_number(text) == want
 
 
 def test_ssd_items_and_prompt_formats():
-    items = rsp.load_task_items("ssd", limit=3)
-    it = items[0]
-    assert it.labels == ["A", "B", "C", "D"] and it.answer_kind == "choice"
-    assert rsp.is_correct(it, f"{it.gold}. {it.options[it.labels.index(it.gold)]}")
+    task = _task("ssd", limit=3)
+    style = task.spec.record.generation
+    it = task.items[0]
+    assert it.labels == ["A", "B", "C", "D"] and it.check == "choice"
+    assert is_correct(it, f"{it.gold}. {it.options[it.labels.index(it.gold)]}")
     base = rsp.PromptFormat.resolve(CharTokenizer())
     assert base == rsp.PromptFormat(shots=1, chat=False)  # base model: one-shot (App. A.6)
-    text = rsp.build_prompt(it, "ssd", base)
-    assert text.startswith(rsp.DEMONSTRATIONS["ssd"][0]) and text.endswith(it.question + "\nAnswer:")
+    text = rsp.build_prompt(it, style, base)
+    assert text.startswith(style.demonstration[0]) and text.endswith(it.question + "\nAnswer:")
     inst = rsp.PromptFormat.resolve(CharTokenizer(chat=True))
     assert inst == rsp.PromptFormat(shots=0, chat=True)  # instruction-tuned: zero-shot, chat template
-    text = rsp.build_prompt(it, "ssd", inst, CharTokenizer(chat=True))
-    assert text == f"U: {it.question}\n{rsp.INSTRUCTIONS['ssd']}\nA:"
+    text = rsp.build_prompt(it, style, inst, CharTokenizer(chat=True))
+    assert text == f"U: {it.question}\n{style.instruction}\nA:"
     with pytest.raises(WhiteboxError, match="chat template"):
         rsp.PromptFormat.resolve(CharTokenizer(), shots=0, chat="on")
     with pytest.raises(WhiteboxError, match="shots"):
         rsp.PromptFormat.resolve(CharTokenizer(), shots=3)
 
 
+def test_a_task_that_fixes_its_prompt_is_given_as_it_is():
+    from whitebox_eval.tasks.generation import GenItem
+
+    it = GenItem(id="x", question="Q", check="exact", gold="a", gold_response=" a", prompt="Context...\nQ: x\nA:")
+    style = TaskSpec.parse("gen=x.jsonl").record.generation
+    for fmt in (rsp.PromptFormat(1, False), rsp.PromptFormat(0, False)):
+        assert rsp.build_prompt(it, style, fmt) == it.prompt
+    free = GenItem(id="y", question="Question: x", check="exact", gold="a", gold_response=" a")
+    with pytest.raises(WhiteboxError, match="needs a demonstration"):
+        rsp.build_prompt(free, style, rsp.PromptFormat(1, False))
+    assert rsp.build_prompt(free, style, rsp.PromptFormat(1, False), demonstration=("Question: y", "b")) == \
+        "Question: y\nAnswer: b\n\nQuestion: x\nAnswer:"
+
+
 def test_gsm8k_loader(tmp_path, shared_datasets):
-    items = rsp.load_task_items(f"gsm8k={shared_datasets / 'gsm8k' / 'test_sample.jsonl'}", limit=5)
+    items = _task(f"gsm8k={shared_datasets / 'gsm8k' / 'test_sample.jsonl'}", limit=5).items
     assert len(items) == 5
     assert items[0].gold == "18"
-    assert rsp.is_correct(items[0], items[0].gold_response)
+    assert is_correct(items[0], items[0].gold_response)
     assert "<<" not in items[0].gold_response
 
 
@@ -82,14 +106,14 @@ def test_gsm8k_loader_rejects_rows_without_final_answer(tmp_path):
     p = tmp_path / "bad.jsonl"
     p.write_text(json.dumps({"question": "q", "answer": "no marker"}) + "\n")
     with pytest.raises(WhiteboxError, match="####"):
-        rsp.load_task_items(f"gsm8k={p}")
+        _task(f"gsm8k={p}")
 
 
 def test_mmlu_loader(shared_datasets):
-    items = rsp.load_task_items(f"mmlu={shared_datasets / 'mmlu' / 'dev'}", limit=6)
+    items = _task(f"mmlu={shared_datasets / 'mmlu' / 'dev'}", limit=6).items
     assert len(items) == 6
     assert len({it.group for it in items}) > 1  # round-robin over subjects
-    assert all(rsp.is_correct(it, it.gold_response) for it in items)
+    assert all(is_correct(it, it.gold_response) for it in items)
 
 
 def test_cut_response_at_eos_and_stop_strings():
@@ -101,6 +125,8 @@ def test_cut_response_at_eos_and_stop_strings():
     assert r.text == "7" and r.stopped_by == "eos"
     r = rsp.cut_response(tok, tok.encode("12"), ("\n\n",), {2})
     assert r.text == "12" and r.stopped_by is None
+    r = rsp.cut_response(tok, tok.encode("5 Question: 6"), ("Question:",), {2})  # a stop string over several tokens
+    assert r.text == "5 " and r.ids == tok.encode("5 ") and r.stopped_by == "Question:"
 
 
 def test_responses_equal_hf_generate_greedy_with_left_padding():

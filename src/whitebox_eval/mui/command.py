@@ -9,10 +9,14 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.options import (
-    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option, task_option)
+    batch_size_option, dtype_option, field_option, resolved_dtype, run_folder_options, shots_option, task_option)
+from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
 MODEL_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder, .gguf file, or hub id when online"
-TASK_HELP = "arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | mmlu=PATH (CSV file or folder)"
+TASK_HELP = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | triviaqa=PATH | "
+             "gen=PATH (your own generation file, checked by --answer) | lm-eval:TASK (lm-eval's generate_until or "
+             "multiple-choice task) | NAME=PATH of a multiple-choice dataset (mmlu, arc, hellaswag, cosmosqa, halueval, "
+             "mcq), answered with the option's letter")
 
 
 def _study_options(f):
@@ -52,7 +56,19 @@ def _study_options(f):
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
                      help="generation budget (default: the paper's 1024, App. A.6; answers stop earlier at EOS or "
                      "the task's stop strings); responses that reach it are counted as truncated"),
-        click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line)"),
+        click.option("--stop", multiple=True, help="stop string (repeatable; default per task: line break / blank line; "
+                     "lm-eval's tasks: their until strings)"),
+        click.option("--answer", default=None, metavar="CHECK",
+                     help="with --task gen=PATH: how a response is checked against the references: exact (after "
+                     "normalisation; the default), numeric (the final number), contains, or regex:PATTERN (its first "
+                     "group or match)"),
+        field_option,
+        click.option("--lm-eval-data", default=None, metavar="DIR",
+                     help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl (or "
+                     "DIR/<task>/<split>.jsonl for a group's tasks) in the task's hub schema"),
+        click.option("--allow-code-execution", is_flag=True,
+                     help="run lm-eval tasks whose metric executes the model's code (HumanEval, MBPP), each document's "
+                     "test in a subprocess with a timeout"),
         click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
         batch_size_option(),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
@@ -85,18 +101,20 @@ def _config(model: str, task: str, kw: dict):
         ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
-        batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
+        batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model), answer=kw["answer"],
+        fields=tuple(kw["fields"]), lm_eval_data=kw["lm_eval_data"], allow_code_execution=kw["allow_code_execution"],
     )
 
 
 @click.group(name="mui", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@task_option(None, TASK_HELP, tasks=("arithmetic-gen", "ssd", "gsm8k", "mmlu"), usage=TASK_HELP)
+@task_option(None, TASK_HELP + " (repeatable: one run per task, then the Utility Law across them)",
+             tasks=GENERATION_TASKS, usage=TASK_USAGE, multiple=True)
 @_study_options
 @click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
 @click.pass_context
-def command(ctx: click.Context, model: str, task: str | None, run_id: str | None, resume: bool, **kw) -> None:
+def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
     """Model Utilization Index (paper 001): how much of the model a task uses.
 
     \b
@@ -117,6 +135,9 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
       whitebox-eval mui --model smollm2-135m --task arithmetic-gen --limit 64
       whitebox-eval mui --model gemma3-270m --task mmlu=data/mmlu/test --limit 50
       whitebox-eval mui --task gsm8k=test.jsonl --responses gold       (score the reference solutions)
+      whitebox-eval mui --task lm-eval:gsm8k --task gen=qa.jsonl --task arc=arc.jsonl --limit 50
+                                     (one run per task, a table of accuracy and MUI, the law across them)
+      whitebox-eval mui --task gen=qa.jsonl --answer contains       (your own file: prompt/question, answer(s))
       whitebox-eval mui --task ssd --score sae --sae runs/sae-l15      (feature MUI, eq. 9)
       whitebox-eval mui compare --before base/ --after tuned/ --task arithmetic-gen --task ssd
       whitebox-eval mui law runs/run-a runs/run-b runs/run-c --plot law.png
@@ -126,14 +147,54 @@ def command(ctx: click.Context, model: str, task: str | None, run_id: str | None
     """
     if ctx.invoked_subcommand is not None:
         return
-    if task is None:
+    if not task:
         click.echo(ctx.get_help())
         raise WhiteboxError("give --task (e.g. --task arithmetic-gen), or a sub-command")
     from whitebox_eval.mui.study import run_mui
 
-    cfg = _config(model, task, kw)
-    folder = run_mui(cfg, kw["output"], run_id=run_id, resume=resume)
-    _print_study(folder)
+    folders = []
+    for spec in task:
+        cfg = _config(model, spec, kw)
+        child = f"{run_id}-{task_slug(spec)}" if run_id and len(task) > 1 else run_id
+        folders.append(run_mui(cfg, kw["output"], run_id=child, resume=resume))
+        _print_study(folders[-1])
+    if len(folders) > 1:
+        _print_tasks(folders)
+
+
+def task_slug(spec) -> str:
+    """A run id part naming one task of several (``lm-eval-gsm8k``, ``gen-qa``, ``arithmetic-gen``)."""
+    from pathlib import Path
+
+    import re
+
+    if spec.lm_eval_task:
+        part = f"lm-eval-{spec.lm_eval_task}"
+    elif spec.path:
+        part = f"{spec.name}-{Path(spec.path.removeprefix('hf:')).stem}"
+    else:
+        part = spec.name
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-")
+
+
+def _print_tasks(folders) -> None:
+    """Accuracy and MUI per task with their intervals, then the Utility Law across the tasks."""
+    from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.runs.estimates import describe
+
+    click.echo("\nper task (95% intervals):")
+    for f in folders:
+        res = f.load_results()
+        click.echo(f"  {str(f.config.get('task')):48s} n={res['n_items']:<4d} accuracy "
+                   f"{describe(res, 'accuracy', '.1%', n=False)}  MUI {describe(res, 'mui', '.3%', n=False)}")
+    click.echo("Utility Law across these tasks (MUI = A ln(P) + B, sec. 3.2): whitebox-eval mui law "
+               + " ".join(str(f.path) for f in folders))
+    try:
+        res = fit_runs([f.path for f in folders])
+    except WhiteboxError as e:
+        click.echo(f"  not fitted: {e}")
+        return
+    _print_law(res)
 
 
 def _print_study(folder) -> None:
@@ -225,11 +286,19 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
     95% intervals of A and B need at least 3 runs.
     """
     from whitebox_eval.mui.compare import fit_runs
-    from whitebox_eval.runs.estimates import format_estimate
 
     res = fit_runs(list(runs), plot, allow_mixed=allow_mixed)
     for label, p, m in zip(res.labels, res.performance, res.mui):
         click.echo(f"  {label:50s} accuracy {p:5.1f}%  MUI {m:.3f}%")
+    _print_law(res)
+    if plot:
+        click.echo(f"plot: {plot}")
+
+
+def _print_law(res) -> None:
+    """The fitted law with its 95% intervals (or why it has none)."""
+    from whitebox_eval.runs.estimates import format_estimate
+
     for s in res.skipped:
         click.echo(f"  skipped: {s}")
     if res.mixed:
@@ -241,8 +310,6 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
         click.echo(f"MUI = {f.a:.4f} ln(P) + {f.b:.4f}   R^2 = {f.r2:.3f}  ({f.n_points} points)")
         a, b = ({"lo": lo, "hi": hi, "method": "t-interval"} for lo, hi in (f.a_ci, f.b_ci))
         click.echo(f"  A {format_estimate(f.a, a, '.4f')}  B {format_estimate(f.b, b, '.4f')} (95%)")
-    if plot:
-        click.echo(f"plot: {plot}")
 
 
 @command.command()

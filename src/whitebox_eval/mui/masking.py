@@ -54,6 +54,7 @@ from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.passes import run_pass
+from whitebox_eval.tasks.generation import GenItem
 
 DEFAULT_KS: tuple[int, ...] = (1, 2, 4, 8, 16)
 DEFAULT_RANDOM_DRAWS = 5
@@ -126,7 +127,7 @@ def _study_cfg(cfg: MaskingConfig, task: str, responses: str = "model") -> MUICo
                      seed=cfg.seed, batch_size=cfg.batch_size, dtype=cfg.dtype, unit=cfg.unit)
 
 
-def split_items(items: list[rsp.TaskItem], limit: int, seed: int) -> tuple[list[rsp.TaskItem], list[rsp.TaskItem]]:
+def split_items(items: list[GenItem], limit: int, seed: int) -> tuple[list[GenItem], list[GenItem]]:
     """Disjoint (selection, evaluation) splits of at most ``limit`` items each.
 
     Items are deduplicated by question text first (generated tasks can repeat a
@@ -208,8 +209,8 @@ def item_correct(lm, engine: Engine, task, edits: list) -> np.ndarray:
 
     One item per pass: unpadded, so an item's answer does not depend on the items beside it."""
     generated = dataclasses.replace(task, given=None)
-    return np.array([float(rsp.is_correct(it, respond(lm, generated, [it], edits=edits, engine=engine)[1][0].text))
-                     for it in task.items])
+    return np.array([float(generated.score(it, respond(lm, generated, [it], edits=edits, engine=engine)[1][0],
+                                           lm.tokenizer)["correct"]) for it in task.items])
 
 
 def answer_logprobs(lm, engine: Engine, task, targets: list[str], edits: list, batch_size: int = 8) -> np.ndarray:
@@ -225,8 +226,7 @@ def answer_logprobs(lm, engine: Engine, task, targets: list[str], edits: list, b
     out: list[float] = []
     for i in range(0, len(task.items), batch_size):
         items = task.items[i:i + batch_size]
-        prompts = [rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer))
-                   for it in items]
+        prompts = [task.prompt(it, lm.tokenizer) for it in items]
         seqs = [ScoredSequence(p, rsp.given_response(lm.tokenizer, t).ids) for p, t in zip(prompts, targets[i:i + batch_size])]
         lay = _layout(engine, seqs)
         with torch.no_grad():

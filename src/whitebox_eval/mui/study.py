@@ -41,6 +41,9 @@ from whitebox_eval.mui.utility_law import Direction, classify_direction, perform
 from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.passes import iter_parts, run_pass
+from whitebox_eval.tasks.generation import GenItem, GenTask, load_generation
+from whitebox_eval.tasks.registry import Generation
+from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, LM_EVAL, TaskSpec
 
 PASS = "mui"  # the one pass: responses, then key units per sample
 
@@ -80,7 +83,7 @@ class MUIConfig:
     """Everything that determines a MUI study's numbers (written to config.yaml)."""
 
     model: str = "smollm2-135m"
-    task: str = "arithmetic-gen"
+    task: str | TaskSpec = "arithmetic-gen"  # read once into ``spec``; config.yaml records the canonical text
     score: str = "contribution"
     activation: str = "mlp_act"
     final_norm: str = "none"
@@ -104,9 +107,15 @@ class MUIConfig:
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
+    answer: str | None = None  # --answer of gen=PATH (config.yaml: task_spec.answer)
+    fields: tuple[str, ...] = ()  # --field NAME=COLUMN of gen=PATH (config.yaml: task_spec.fields)
+    lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
+    allow_code_execution: bool = False  # lm-eval tasks whose metric runs the model's code
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
+        self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
+        self.task = str(self._spec)
         if self.reference_code_compat:
             want = REFERENCE_CODE_SETTINGS
             clash = {k: getattr(self, k) for k, v in want.items() if getattr(self, k) not in (v, MUIConfig.defaults()[k])}
@@ -123,6 +132,11 @@ class MUIConfig:
     def defaults() -> dict:
         return {f.name: f.default for f in dataclasses.fields(MUIConfig)}
 
+    @property
+    def spec(self) -> TaskSpec:
+        """The task, read once (:class:`~whitebox_eval.tasks.spec.TaskSpec`)."""
+        return self._spec
+
     def key_neuron_config(self) -> KeyNeuronConfig:
         method, value = threshold_setting(self.threshold, self.threshold_value)
         if self.score == "sae" and self.threshold == "top-per-mille":
@@ -138,7 +152,10 @@ class MUIConfig:
         d["sae"] = list(self.sae)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
-        d["task_spec"] = rsp.parse_task(self.task).to_config()
+        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution"):  # recorded only when given
+            if not d[key]:
+                del d[key]
+        d["task_spec"] = self.spec.to_config()
         d["suite"] = "mui"
         d["key_set_rule"] = self.key_set_rule()
         return d
@@ -155,24 +172,72 @@ class MUIConfig:
 
 @dataclass
 class PreparedTask:
-    """Items, prompt format and generation settings of one study."""
+    """Items, prompt format and generation settings of one study (``gen``: the task's items and
+    scoring, ``style``: how the dataset is asked, ``demonstration``: a file's own one-shot row)."""
 
-    spec: rsp.TaskSpec
-    items: list[rsp.TaskItem]
+    spec: TaskSpec
+    items: list[GenItem]
     fmt: rsp.PromptFormat
     max_new_tokens: int
     stops: tuple[str, ...]
     given: dict[str, str] | None
+    gen: GenTask | None = None
+    style: Generation | None = None
+    demonstration: tuple[str, str] | None = None
+    budget_given: bool = False  # --max-new-tokens (else an item's own budget wins: lm-eval's max_gen_toks)
+    stops_given: bool = False  # --stop (else an item's own stop strings win: lm-eval's until)
+
+    def prompt(self, item: GenItem, tokenizer) -> list[int]:
+        """The prompt ids of ``item`` (App. A.6 format, or the task's own prompt)."""
+        style = self.style or self.spec.record.generation
+        return rsp.prompt_ids(tokenizer, rsp.build_prompt(item, style, self.fmt, tokenizer, self.demonstration))
+
+    def settings(self, item: GenItem) -> tuple[tuple[str, ...], int]:
+        """(stop strings, token budget) of ``item``."""
+        stops = self.stops if self.stops_given or item.stops is None else item.stops
+        budget = self.max_new_tokens if self.budget_given or item.max_new_tokens is None else item.max_new_tokens
+        return stops, budget
+
+    def score(self, item: GenItem, response: rsp.Response, tokenizer) -> dict:
+        """``{"correct": bool, "text": what was checked, ...}`` by the task's check; lm-eval's tasks
+        check the text lm-eval's HF backend keeps (every generated token decoded without special
+        tokens, cut at ``until``)."""
+        text = response.text
+        if item.check == "lm-eval" and response.generated is not None:
+            from whitebox_eval.tasks.lm_eval_generation import lm_eval_text
+
+            text = lm_eval_text(tokenizer.decode(response.generated, skip_special_tokens=True), self.settings(item)[0])
+        out = (self.gen.score(item, text) if self.gen is not None else {"correct": False})
+        return {**out, "text": text}
 
 
 def prepare_task(cfg: MUIConfig, tokenizer) -> PreparedTask:
     """Load the task's items and resolve prompt format, token budget, stop strings and given responses."""
-    spec = rsp.parse_task(cfg.task)
-    items = rsp.load_task_items(spec, limit=cfg.limit, seed=cfg.seed, n_options=cfg.n_options)
+    spec = cfg.spec
+    fmt = rsp.PromptFormat.resolve(tokenizer, cfg.shots, cfg.chat)
+    style = spec.record.generation
+    options = {}
+    if spec.name == LM_EVAL:
+        if cfg.chat == "on":
+            raise WhiteboxError(f"--chat on does not apply to --task {spec}: lm-eval's context is used as it is")
+        options = {"shots": None if cfg.shots in ("auto", None) else int(cfg.shots), "lm_eval_data": cfg.lm_eval_data,
+                   "allow_code_execution": cfg.allow_code_execution}
+    elif cfg.lm_eval_data or cfg.allow_code_execution:
+        raise WhiteboxError("--lm-eval-data and --allow-code-execution apply to --task lm-eval:TASK only")
+    own_demo = fmt.shots == 1 and style.demonstration is None and spec.name != LM_EVAL
+    limit = None if cfg.limit is None else cfg.limit + own_demo
+    gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, **options)
+    items, demonstration = list(gen.items), None
+    if own_demo and items and items[0].prompt is None:  # a file without an App. C example: its first row
+        first = items.pop(0)
+        demonstration = (first.question, first.gold_response.strip())
+    elif own_demo and cfg.limit is not None:
+        items = items[:cfg.limit]
+    if not items:
+        raise WhiteboxError(f"task {spec} gave no items")
     ids = [it.id for it in items]
     if len(set(ids)) != len(ids):
         raise WhiteboxError("item ids are not unique; every row needs its own id")
-    fmt = rsp.PromptFormat.resolve(tokenizer, cfg.shots, cfg.chat)
     given = None
     if cfg.responses == "gold":
         given = {it.id: it.gold_response for it in items}
@@ -181,18 +246,27 @@ def prepare_task(cfg: MUIConfig, tokenizer) -> PreparedTask:
         missing = [i for i in ids if i not in given]
         if missing:
             raise WhiteboxError(f"{cfg.responses} has no response for {len(missing)} item(s), e.g. {missing[:3]}")
-    max_new = cfg.max_new_tokens or rsp.DEFAULT_MAX_NEW_TOKENS[spec.name]
-    stops = tuple(cfg.stop) if cfg.stop is not None else rsp.DEFAULT_STOPS[spec.name]
-    return PreparedTask(spec, items, fmt, max_new, stops, given)
+    max_new = cfg.max_new_tokens or style.max_new_tokens
+    stops = tuple(cfg.stop) if cfg.stop is not None else style.stops
+    return PreparedTask(spec, items, fmt, max_new, stops, given, gen, style, demonstration,
+                        budget_given=cfg.max_new_tokens is not None, stops_given=cfg.stop is not None)
 
 
-def respond(lm, task: PreparedTask, items: list[rsp.TaskItem], *, edits=None, engine=None) -> tuple[list[list[int]], list[rsp.Response]]:
-    """Prompt ids and responses (generated, or given) for ``items``."""
-    prompts = [rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, task.spec.name, task.fmt, lm.tokenizer)) for it in items]
+def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=None) -> tuple[list[list[int]], list[rsp.Response]]:
+    """Prompt ids and responses (generated, or given) for ``items``; items with other stop strings
+    or budgets (the tasks of an lm-eval group) are generated apart."""
+    prompts = [task.prompt(it, lm.tokenizer) for it in items]
     if task.given is not None:
         return prompts, [rsp.given_response(lm.tokenizer, task.given[it.id]) for it in items]
-    return prompts, rsp.generate_responses(lm, prompts, max_new_tokens=task.max_new_tokens, stops=task.stops,
-                                           edits=edits, engine=engine)
+    groups: dict[tuple, list[int]] = {}
+    for j, it in enumerate(items):
+        groups.setdefault(task.settings(it), []).append(j)
+    responses: list[rsp.Response | None] = [None] * len(items)
+    for (stops, budget), rows in groups.items():
+        for j, r in zip(rows, rsp.generate_responses(lm, [prompts[j] for j in rows], max_new_tokens=budget, stops=stops,
+                                                     edits=edits, engine=engine)):
+            responses[j] = r
+    return prompts, responses
 
 
 def _unit_shape(lm, sae_set: SAESet | None) -> tuple[int, int, str]:
@@ -220,7 +294,11 @@ def run_mui(
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
-    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
+    config = cfg.to_dict()
+    config.update(task.gen.notes if task.gen is not None else {})
+    if task.demonstration is not None:
+        config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
+    folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded)
     n_layers, width, kind = _unit_shape(loaded, sae_set)
     ids = [it.id for it in task.items]
@@ -250,16 +328,19 @@ def run_mui(
         records = []
         for j, it in enumerate(items):
             r = responses[j]
+            scored = task.score(it, r, loaded.tokenizer)
             records.append({
-                "id": it.id, "group": it.group, "gold": it.gold, "response": r.text,
-                "correct": bool(rsp.is_correct(it, r.text)), "n_prompt_tokens": len(prompts[j]),
+                "id": it.id, "group": it.group, "gold": it.gold, "response": scored["text"],
+                "correct": bool(scored["correct"]), "n_prompt_tokens": len(prompts[j]),
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
+                **({"lm_eval": {"filters": scored["filters"], "primary": scored["primary"]}} if "filters" in scored else {}),
             })
         return records, arrays
 
     run_pass(folder, PASS, ids, cfg.batch_size, score, desc="mui batches", show_progress=show_progress, collect=False)
     fidelity = _sae_fidelity(folder, loaded, sae_set, cfg.batch_size) if sae_set is not None else None
-    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity)
+    budget = max(task.settings(it)[1] for it in task.items)
+    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget)
 
 
 def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int) -> dict:
@@ -314,17 +395,42 @@ def _threshold_summary(cfg: MUIConfig, width: int, n_layers: int) -> dict:
     return out
 
 
-def _truncation(items: list[rsp.TaskItem], samples: dict, cfg: MUIConfig) -> dict:
+def _truncation(items: list[GenItem], samples: dict, cfg: MUIConfig, budget: int | None = None) -> dict:
     """Generated responses that hit the token budget (``stopped_by`` None) instead of EOS / a stop string."""
     if cfg.responses != "model":
         return {"n_truncated_responses": 0, "truncated_ids": []}
     ids = [it.id for it in items if samples[it.id].get("stopped_by") is None]
-    return {"n_truncated_responses": len(ids), "truncated_ids": ids, "max_new_tokens": samples_budget(cfg)}
+    return {"n_truncated_responses": len(ids), "truncated_ids": ids, "max_new_tokens": budget or samples_budget(cfg)}
+
+
+def lm_eval_metrics(items: list[GenItem], samples: dict) -> dict:
+    """Per lm-eval task, each ``metric,filter`` averaged over its documents as lm-eval aggregates
+    it (mean), with an interval (Wilson for 0/1 metrics, bootstrap otherwise)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for it in items:
+        got = samples[it.id].get("lm_eval")
+        if not got:
+            continue
+        for filt, metrics in got["filters"].items():
+            for m, v in metrics.items():
+                if m != "filtered" and isinstance(v, (int, float)):  # bool included
+                    values.setdefault(it.group or "", {}).setdefault(f"{m},{filt}", []).append(float(v))
+    out: dict = {}
+    for task, per in values.items():
+        entry: dict = {}
+        for key, v in per.items():
+            arr = np.asarray(v)
+            if np.isin(arr, (0.0, 1.0)).all():
+                stats.add_proportion(entry, key, arr.astype(bool))
+            else:
+                stats.add_mean(entry, key, arr)
+        out[task] = entry
+    return out
 
 
 def samples_budget(cfg: MUIConfig) -> int:
     """The generation budget the study used (``--max-new-tokens`` or the task's default)."""
-    return cfg.max_new_tokens or rsp.DEFAULT_MAX_NEW_TOKENS[rsp.parse_task(cfg.task).name]
+    return cfg.max_new_tokens or cfg.spec.record.generation.max_new_tokens
 
 
 def moves_declaration() -> dict:
@@ -337,8 +443,8 @@ def moves_declaration() -> dict:
                     "coarsening (accuracy down, MUI up), collapsing (both down)"}
 
 
-def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
-             sae_set: SAESet | None = None, sae_fidelity: dict | None = None) -> RunFolder:
+def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
+             sae_set: SAESet | None = None, sae_fidelity: dict | None = None, budget: int | None = None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
     from whitebox_eval.mui.plots import plot_layer_utilization
 
@@ -369,7 +475,13 @@ def finalize(folder: RunFolder, items: list[rsp.TaskItem], n_layers: int, width:
         "n_empty_responses": int(sum(1 for it in items if samples[it.id]["n_response_tokens"] == 0)),
         "threshold": _threshold_summary(cfg, width, n_layers),
     })
-    results.update(_truncation(items, samples, cfg))
+    results.update(_truncation(items, samples, cfg, budget))
+    by_task = lm_eval_metrics(items, samples)
+    if by_task:
+        results["lm_eval_metrics"] = by_task
+        results["accuracy_rule"] = ("correct = the task's first metric under its first filter is 1 "
+                                    f"({next(iter(samples.values()))['lm_eval']['primary']}); every filter's metrics: "
+                                    "lm_eval_metrics")
     if mui > 0:
         results["pur"] = float(performance_utilization_ratio(100 * acc, 100 * mui))
     if correct.any():

@@ -19,8 +19,13 @@ from whitebox_eval.tasks.rows import MCQDataset
 
 
 def hub_row(name: str, row: dict[str, Any]) -> dict[str, Any] | list[str]:
-    """``row`` of hub dataset ``name`` in the layout its local loader reads."""
-    convert = getattr(importlib.import_module(f"whitebox_eval.tasks.{name}"), "hub_row", None)
+    """``row`` of hub dataset ``name`` in the layout its local loader reads (the ``hub_row`` of
+    the module that holds its loader, :mod:`.registry`; else the row as it is)."""
+    from whitebox_eval.tasks.registry import record
+
+    rec = record(name)
+    module = (rec.loader or rec.generation_loader or "").partition(":")[0]
+    convert = getattr(importlib.import_module(module), "hub_row", None) if module else None
     return convert(row) if convert else dict(row)
 
 
@@ -57,19 +62,26 @@ def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int
     access (``load_dataset`` can be injected for testing). ``options`` go to the loader
     (``fields`` of :mod:`.mcq`).
     """
-    import csv as _csv
-
     from whitebox_eval.tasks import LOADERS
 
     key = name.strip().lower()
     if key not in LOADERS:
         raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
+    target = export_split(key, spec, load_dataset=load_dataset)
+    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+
+
+def export_split(key: str, spec: str, *, load_dataset: Callable[..., Any] | None = None) -> Path:
+    """The local file of hub split ``spec`` (``[hf:]DATASET_ID[:CONFIG][@SPLIT]``, default split
+    ``test``) in dataset ``key``'s published layout, exported once (written atomically)."""
+    import csv as _csv
+
     dataset_id, config, split = hub_spec(spec, "test")
-    load_dataset = load_dataset or datasets_load_dataset()
     # "v2": MMLU exports carry the subject column (exports without it are not reused)
     target = hub_cache_dir() / f"{key}-v2-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
     target = target.with_suffix(".csv" if key == "mmlu" else ".jsonl")
     if not target.is_file():
+        load_dataset = load_dataset or datasets_load_dataset()
         try:
             rows = load_dataset(dataset_id, config or None, split=split)
         except Exception as e:  # network, unknown id, unknown split: all end the same way for the user
@@ -89,4 +101,11 @@ def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int
                 for row in rows:
                     f.write(json.dumps(hub_row(key, row), ensure_ascii=False) + "\n")
         tmp.replace(target)
-    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    return target
+
+
+def local_file(key: str, path: str | Path) -> Path:
+    """``path`` as a local file: a hub spec (``hf:...``) is exported first (:func:`export_split`)."""
+    if isinstance(path, str) and path.startswith("hf:"):
+        return export_split(key, path[3:])
+    return Path(path).expanduser()

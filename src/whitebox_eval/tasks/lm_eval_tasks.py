@@ -135,16 +135,58 @@ def _leaves(tm, name: str) -> list[str]:
     return out
 
 
-def _build(tm, name: str, data: str | Path | None) -> list[tuple[Any, dict[str, str]]]:
+MC_ONLY = ("multiple_choice",)
+WRONG_TYPE = {"multiple_choice": "only multiple_choice tasks are scored here (generate_until tasks: the mui command)",
+              "generate_until": "only generate_until tasks are generated here"}
+
+
+def output_types(name: str) -> dict[str, str | None]:
+    """``{task: output_type}`` of every task under lm-eval's ``name`` (a task, group or tag), read
+    from lm-eval's index of its YAML files (nothing is built, no data is read)."""
+    tm = _task_manager()
+    _known(tm, name)
+    return {leaf: (tm.task_index[leaf].cfg or {}).get("output_type") for leaf in _leaves(tm, name)}
+
+
+def task_config(name: str) -> dict[str, Any]:
+    """The YAML config of one lm-eval task, as lm-eval's index holds it (nothing is built)."""
+    tm = _task_manager()
+    _known(tm, name)
+    return dict(tm.task_index[name].cfg or {})
+
+
+def _known(tm, name: str) -> None:
     if name not in tm.task_index:
         close = difflib.get_close_matches(name, tm.all_tasks, n=3)
         raise WhiteboxError(f"lm-eval has no task, group or tag {name!r}"
                             + (f"; did you mean {', '.join(close)}?" if close else "; `lm_eval ls tasks` lists them"))
+
+
+def build_tasks(name: str, data: str | Path | None, allowed: tuple[str, ...] = MC_ONLY) -> list[tuple[Any, dict[str, str]]]:
+    """lm-eval's task objects under ``name`` (with ``data``: read from local files), each with its
+    split files; a task of another output type than ``allowed`` is refused in one line."""
+    if data is not None:
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    tm = _task_manager()
+    try:
+        built = _build(tm, name, data, allowed)
+    except WhiteboxError:
+        raise
+    except Exception as e:  # lm-eval / datasets failing to read the data: one line with the cause
+        raise WhiteboxError(f"lm-eval could not build task {name}: {type(e).__name__}: {e}"
+                            + ("" if data else " (offline? point it at local files with --lm-eval-data DIR)")) from e
+    for task, _ in built:
+        if task.OUTPUT_TYPE not in allowed:
+            raise WhiteboxError(f"lm-eval's {task.task_name} is a {task.OUTPUT_TYPE} task; {WRONG_TYPE[allowed[0]]}")
+    return built
+
+
+def _build(tm, name: str, data: str | Path | None, allowed: tuple[str, ...] = MC_ONLY) -> list[tuple[Any, dict[str, str]]]:
+    _known(tm, name)
     for leaf in _leaves(tm, name) if tm.task_index[name].kind.name in ("TASK", "PY_TASK") else ():
         otype = (tm.task_index[leaf].cfg or {}).get("output_type")
-        if otype and otype != "multiple_choice":
-            raise WhiteboxError(f"lm-eval's {leaf} is a {otype} task; only multiple_choice tasks are scored here "
-                                "(free generation: the formats command)")
+        if otype and otype not in allowed:
+            raise WhiteboxError(f"lm-eval's {leaf} is a {otype} task; {WRONG_TYPE[allowed[0]]}")
     if data is None:
         loaded = tm.load([name])
         return [(t, {}) for t in loaded["tasks"].values()]
@@ -213,56 +255,51 @@ def _sampler_name(task) -> str:
     return sampler if isinstance(sampler, str) else getattr(sampler, "__name__", str(sampler))
 
 
+def build_requests(task, shots: int | None) -> tuple[int, list[list[dict]], dict[int, list]]:
+    """What ``lm_eval.simple_evaluate`` does before it calls a model: the few-shot count
+    (``shots``, unless the task's config fixes it at 0), the few-shot seed 1234 and
+    ``build_all_requests``. Returns the shot count, the documents lm-eval's own sampler drew
+    for each document in order, and the task's instances by document id."""
+    if shots is not None and task.get_config("num_fewshot") != 0:
+        task.set_config(key="num_fewshot", value=shots)
+    elif task.get_config("num_fewshot") is None:
+        task.set_config(key="num_fewshot", value=0)
+    task.set_fewshot_seed(seed=FEWSHOT_SEED)
+    drawn: list[list[dict]] = []
+    sampler = getattr(task, "sampler", None)
+    if sampler is not None:  # record the documents lm-eval's own sampler draws, per item in order
+        original = sampler.sample
+
+        def recording(*a, _original=original, **kw):
+            out = _original(*a, **kw)
+            drawn.append(list(out))
+            return out
+
+        sampler.sample = recording
+    task.build_all_requests(limit=None, rank=0, world_size=1, cache_requests=False)
+    if sampler is not None:
+        sampler.sample = original
+    by_doc: dict[int, list] = {}
+    for inst in task.instances:
+        by_doc.setdefault(inst.doc_id, []).append(inst)
+    k = int(task.get_config("num_fewshot") or 0)
+    if k and len(drawn) != len(by_doc):
+        raise WhiteboxError(f"lm-eval's {task.task_name}: {len(drawn)} few-shot draws for {len(by_doc)} documents; "
+                            "this lm-eval version builds prompts differently (supported: 0.4.13)")
+    return k, drawn, by_doc
+
+
 def load_items(name: str, *, shots: int | None, data: str | Path | None = None) -> tuple[list[MCQItem], list[TaskInfo]]:
     """Every document of lm-eval's ``name`` (a task, group or tag) as an item with its cloze
     requests and letters view (module docstring), and what each task is."""
-    if data is not None:
-        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    tm = _task_manager()
     items: list[MCQItem] = []
     infos: list[TaskInfo] = []
-    try:
-        built = _build(tm, name, data)
-    except WhiteboxError:
-        raise
-    except Exception as e:  # lm-eval / datasets failing to read the data: one line with the cause
-        raise WhiteboxError(f"lm-eval could not build task {name}: {type(e).__name__}: {e}"
-                            + ("" if data else " (offline? point it at local files with --lm-eval-data DIR)")) from e
-    for task, files in built:
+    for task, files in build_tasks(name, data):
         tname = task.task_name
-        otype = task.OUTPUT_TYPE
-        if otype != "multiple_choice":
-            raise WhiteboxError(f"lm-eval's {tname} is a {otype} task; only multiple_choice tasks are scored here "
-                                "(free generation: the formats command)")
         if callable(task.config.process_results):
             raise WhiteboxError(f"lm-eval's {tname} scores with its own process_results function; only tasks scored "
                                 "by lm-eval's standard multiple-choice metrics (acc, acc_norm) are supported")
-        if shots is not None and task.get_config("num_fewshot") != 0:
-            task.set_config(key="num_fewshot", value=shots)
-        elif task.get_config("num_fewshot") is None:
-            task.set_config(key="num_fewshot", value=0)
-        task.set_fewshot_seed(seed=FEWSHOT_SEED)
-        drawn: list[list[dict]] = []
-        sampler = getattr(task, "sampler", None)
-        if sampler is not None:  # record the documents lm-eval's own sampler draws, per item in order
-            original = sampler.sample
-
-            def recording(*a, _original=original, **kw):
-                out = _original(*a, **kw)
-                drawn.append(list(out))
-                return out
-
-            sampler.sample = recording
-        task.build_all_requests(limit=None, rank=0, world_size=1, cache_requests=False)
-        if sampler is not None:
-            sampler.sample = original
-        by_doc: dict[int, list] = {}
-        for inst in task.instances:
-            by_doc.setdefault(inst.doc_id, []).append(inst)
-        k = int(task.get_config("num_fewshot") or 0)
-        if k and len(drawn) != len(by_doc):
-            raise WhiteboxError(f"lm-eval's {tname}: {len(drawn)} few-shot draws for {len(by_doc)} documents; "
-                                "this lm-eval version builds prompts differently (supported: 0.4.13)")
+        k, drawn, by_doc = build_requests(task, shots)
         metrics = tuple(m for m in task._metric_fn_list if m in ("acc", "acc_norm", "acc_bytes"))
         letters_ok = True
         for n, doc_id in enumerate(sorted(by_doc)):

@@ -43,6 +43,7 @@ from whitebox_eval.tasks.lm_eval import LmEvalDoc
 from whitebox_eval.tasks.rows import Collector, MCQDataset, Row, RowError, existing, read_csv, read_jsonl
 
 FIELD_NAMES = ("question", "choices", "answer", "context", "subject", "id")
+GEN_FIELD_NAMES = ("question", "prompt", "answer", "context", "subject", "id")  # your own generation file
 COLUMNS: dict[str, tuple[str, ...]] = {  # what each field is looked for as, first match wins
     "question": ("question", "query", "prompt", "stem", "input"),
     "choices": ("choices", "options", "endings", "candidates"),
@@ -63,8 +64,8 @@ def parse_fields(values: Sequence[str], kind: str = "mcq") -> tuple[tuple[str, s
     """``--field NAME=COLUMN`` values as ``((name, column), ...)`` in :data:`FIELD_NAMES`
     order; ``choices`` may name one list column or several per-choice columns
     (``choices=opt1,opt2,opt3``, kept in that order). ``kind`` ``gen``: your own generation
-    file, whose fields are the same but ``choices`` (:mod:`.gen_file`)."""
-    known = FIELD_NAMES if kind == "mcq" else tuple(n for n in FIELD_NAMES if n != "choices")
+    file, whose fields are the same but ``choices``, and ``prompt`` (:mod:`.gen_file`)."""
+    known = FIELD_NAMES if kind == "mcq" else GEN_FIELD_NAMES
     out: dict[str, str] = {}
     for value in values:
         name, eq, column = str(value).partition("=")
@@ -76,7 +77,7 @@ def parse_fields(values: Sequence[str], kind: str = "mcq") -> tuple[tuple[str, s
         if name in out and out[name] != column:
             raise WhiteboxError(f"--field {name} is given twice ({out[name]} and {column})")
         out[name] = column
-    return tuple((n, out[n]) for n in FIELD_NAMES if n in out)
+    return tuple((n, out[n]) for n in known if n in out)
 
 
 @dataclass(frozen=True)

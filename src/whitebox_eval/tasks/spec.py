@@ -31,6 +31,9 @@ MCQ_USAGE = ("ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of "
 GENERATION_TASKS = registry.names(generation=True)
 """The tasks a suite that generates asks (``mui``): free-answer datasets, and multiple-choice
 datasets with letter answers."""
+GENERATION_USAGE = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH | triviaqa=PATH | gen=PATH (your own file) | "
+                    "NAME=PATH with NAME a multiple-choice dataset (mmlu, arc, hellaswag, cosmosqa, halueval, mcq: "
+                    "letter answers) | lm-eval:TASK (generate_until or multiple-choice)")
 ANSWER_CHECKS = ("exact", "numeric", "contains")
 """``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.checks`."""
 
