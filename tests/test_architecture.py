@@ -103,3 +103,23 @@ def test_no_ticket_words_in_the_product():
         hits += [f"DESIGN.md:{i}" for i, line in enumerate(design.read_text(encoding="utf-8").splitlines(), 1)
                  if re.search(r"\bissue \d+", line)]
     assert not hits, hits
+
+
+def test_no_code_outside_tasks_splits_a_task_string():
+    """``--task`` is read once into a TaskSpec (tasks/spec.py); elsewhere a task is an object:
+    no split/partition of a name holding ``task``, and no test of its ``lm-eval:`` / ``NAME=`` form."""
+    hits = []
+    for p in PACKAGE.rglob("*.py"):
+        rel = p.relative_to(PACKAGE)
+        if rel.parts[0] == "tasks":
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            receiver, args = ast.unparse(node.func.value).lower(), " ".join(ast.unparse(a) for a in node.args)
+            if "task" not in receiver:
+                continue
+            if node.func.attr in ("split", "rsplit", "partition", "rpartition") or (
+                    node.func.attr in ("startswith", "endswith") and any(c in args for c in ("lm-eval", "=", ":"))):
+                hits.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert not hits, hits

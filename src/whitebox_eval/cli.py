@@ -112,6 +112,18 @@ def models() -> None:
 
 
 @cli.command()
+def tasks() -> None:
+    """List the tasks --task takes: each dataset's form, kind, files and lm-eval name."""
+    from whitebox_eval.tasks.registry import RECORDS
+
+    for r in RECORDS.values():
+        kinds = "/".join(k for k, on in (("multiple-choice", r.mcq), ("generation", r.generation is not None)) if on)
+        check = f"; free answers checked by {r.generation.check}" if r.generation is not None else ""
+        lm = f"; lm-eval: {', '.join(t for t, _ in r.lm_eval_tasks)}" if r.lm_eval_tasks else ""
+        click.echo(f"{r.form():30s} {kinds}{check}{lm}\n{'':30s} {r.summary}" + (f": {r.files}" if r.files else ""))
+
+
+@cli.command()
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--allow-pickle", is_flag=True, help="allow loading *.bin/*.pt pickle checkpoints (can run code)")
 @click.option("--trust-remote-code", is_flag=True, help="allow custom modelling code from the model folder")

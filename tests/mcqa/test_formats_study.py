@@ -270,6 +270,47 @@ def test_triviaqa_answer_filter_and_seeded_sample(tiny, tmp_path):
         fs.load_format_items(fs.FormatsConfig(task=f"triviaqa={path}", extract="last-number"), tiny.tokenizer)
 
 
+def test_formats_on_your_own_multiple_choice_file(tiny, tmp_path):
+    """mcq=PATH: free generation checked against the gold choice's text (004's normalisation)."""
+    rows = [{"id": f"q{i}", "question": f"Which colour is number {i}?", "choices": ["red", "green", "blue", "pale pink"],
+             "answer": i % 4, "subject": "colours" if i % 2 else "more colours"} for i in range(24)]
+    path = tmp_path / "mc.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = fs.FormatsConfig(model="tiny", task=f"mcq={path}", limit=10, shots=3, n_samples=3, max_new_tokens=4, n_bins=2)
+    data = fs.load_format_items(cfg, tiny.tokenizer)
+    assert data.answer_type == "text" and len(data.items) == 10 and len(data.demos) == 3
+    assert not {d.id for d in data.demos} & {it.id for it in data.items}
+    assert fs.answer_of(data.items[0], "text") == [data.items[0].gold_text]
+    assert fs.score_free(["Pale pink.", "blue"], ["pale pink"], "text") == 0.5
+    folder = fs.run_formats(cfg, tmp_path, run_id="mc", loaded=tiny, show_progress=False)
+    res = folder.load_results()
+    assert res["n_items"] == 10 and "alignment_error,mcq~free" in res and "mcq_by_free" in res
+    samples = list(folder.read_samples())
+    for s in samples:  # every free-format score is the share of its generations that match the gold text
+        for f in fs.FREE_FORMATS:
+            assert s["p_correct"][f] == pytest.approx(np.mean([fs.score_free([g], s["answer"], "text")
+                                                               for g in s["generations"][f]]))
+    with pytest.raises(Exception, match="--lm-eval-data applies to --task lm-eval:TASK only"):
+        fs.load_format_items(fs.FormatsConfig(task=f"mcq={path}", lm_eval_data=str(tmp_path)), tiny.tokenizer)
+
+
+def test_formats_on_an_lm_eval_multiple_choice_task(tiny, tmp_path):
+    """lm-eval:TASK: lm-eval's documents (their question and choice texts) asked in 004's three formats."""
+    pytest.importorskip("lm_eval")
+    from pathlib import Path
+
+    data_dir = Path(__file__).parents[1] / "fixtures" / "lm_eval_tasks" / "data" / "sciq"
+    cfg = fs.FormatsConfig(model="tiny", task="lm-eval:sciq", lm_eval_data=str(data_dir), limit=6, shots=2,
+                           n_samples=2, max_new_tokens=4, n_bins=2)
+    data = fs.load_format_items(cfg, tiny.tokenizer)
+    assert len(data.items) == 6 and all(it.id.startswith("sciq/") for it in data.items + data.demos)
+    folder = fs.run_formats(cfg, tmp_path, run_id="sciq", loaded=tiny, show_progress=False)
+    assert folder.config["lm_eval_data"] == str(data_dir) and folder.load_results()["n_items"] == 6
+    with pytest.raises(Exception, match="scores one context per choice"):
+        fs.load_format_items(fs.FormatsConfig(task="lm-eval:winogrande", lm_eval_data=str(data_dir.parent / "winogrande")),
+                             tiny.tokenizer)
+
+
 # --------------------------------------------------------------------------- Fig. 6
 
 

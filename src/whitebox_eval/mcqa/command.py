@@ -8,7 +8,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
     batch_size_option, dtype_option, field_option, resolved_dtype, run_folder_options, shots_option, task_option)
-from whitebox_eval.tasks.spec import LM_EVAL, MCQ_TASKS, MCQ_USAGE
+from whitebox_eval.tasks.spec import FORMATS_USAGE, LM_EVAL, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
@@ -206,10 +206,17 @@ def _print_mcqa_summary(folder) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@task_option("arithmetic", "arithmetic[:add1,mul2,...] or triviaqa=PATH (llm-foundry jsonl)", tasks=("arithmetic", "triviaqa"),
-             usage="arithmetic[:add1,mul2] or triviaqa=PATH for the formats study")
+@task_option("arithmetic", "arithmetic[:add1,mul2,...] (number answers), or any multiple-choice task whose choices are "
+             "text: triviaqa=PATH (llm-foundry jsonl), mcq=PATH (your own file; see --field), mmlu=PATH, arc=PATH, "
+             "..., lm-eval:TASK (a multiple-choice task of lm-eval, read with --lm-eval-data DIR offline)",
+             tasks=MCQ_TASKS, usage=FORMATS_USAGE)
+@field_option
+@click.option("--lm-eval-data", default=None, metavar="DIR",
+              help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl in the task's "
+                   "hub schema [default: the task's hub dataset, online]")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 TriviaQA (004)]")
+              help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 "
+                   "for text answers (004's TriviaQA)]")
 @shots_option(5, "demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
 @click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
@@ -242,7 +249,8 @@ def formats(**kw) -> None:
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
                         extract=kw["extract"], batch_size=kw["batch_size"], seed=kw["seed"],
-                        dtype=resolved_dtype(kw["dtype"], kw["model"]))
+                        dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
+                        lm_eval_data=kw["lm_eval_data"])
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
         for line in formats_summary(folder.load_results(), folder.path):

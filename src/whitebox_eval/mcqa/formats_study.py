@@ -51,13 +51,14 @@ from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
-from whitebox_eval.tasks.spec import TaskSpec, load_mcq
+from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS, TaskSpec, load_mcq
 from whitebox_eval.runs.distributed import world as current_world
 
 FORMATS = ("mcq", "free", "free_options")
 FREE_FORMATS = ("free", "free_options")
-TASKS = ("arithmetic", "triviaqa")
-DEFAULT_LIMIT = {"arithmetic": 160, "triviaqa": 1000}  # 004 sec. 2.3: 1,000 TriviaQA questions
+TASKS = MCQ_TASKS  # arithmetic (number answers); any multiple-choice task whose choices are text
+ARITHMETIC_LIMIT = 160  # questions evaluated by default: 160 arithmetic (10 per App. B category)
+TEXT_LIMIT = 1000  # 004 sec. 2.3: 1,000 TriviaQA questions, the default of every text task
 ARITHMETIC_POOL_PER_CATEGORY = 100  # generated questions per category to sample from
 MAX_ANSWER_TOKENS = 15  # 004 sec. 2.3: gold answers of <= 15 tokens
 
@@ -66,7 +67,7 @@ MAX_ANSWER_TOKENS = 15  # 004 sec. 2.3: gold answers of <= 15 tokens
 class FormatsConfig:
     model: str = "smollm2-135m"
     task: str | TaskSpec = "arithmetic"  # read once into ``spec``
-    limit: int | None = None  # None: 160 arithmetic, 1,000 TriviaQA
+    limit: int | None = None  # None: 160 arithmetic, 1,000 for text answers (TriviaQA's)
     shots: int = 5
     n_options: int = 4
     n_samples: int = 20
@@ -77,10 +78,12 @@ class FormatsConfig:
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
+    fields: tuple[str, ...] = ()  # --field NAME=COLUMN of mcq=PATH (config.yaml: task_spec.fields)
+    lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
-        self._spec = TaskSpec.parse(self.task, TASKS, "arithmetic[:add1,mul2] or triviaqa=PATH for the formats study")
+        self._spec = TaskSpec.parse(self.task, TASKS, FORMATS_USAGE, fields=self.fields)
         self.task = str(self._spec)
 
     @property
@@ -89,7 +92,11 @@ class FormatsConfig:
         return self._spec
 
     def to_dict(self) -> dict:
-        return config_dict(self, "formats", task_spec=self.spec.to_config())
+        d = config_dict(self, "formats", task_spec=self.spec.to_config())
+        for key in ("fields", "lm_eval_data"):  # recorded only when given, so earlier runs resume as before
+            if not d[key]:
+                del d[key]
+        return d
 
 
 class FormatItems(NamedTuple):
@@ -154,8 +161,11 @@ def check_config(cfg: FormatsConfig) -> None:
         raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
     if cfg.extract not in EXTRACTORS:
         raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
-    if cfg.spec.name == "triviaqa" and cfg.extract != "paper":
-        raise WhiteboxError("--extract applies to arithmetic answers; TriviaQA is scored by the paper's exact match")
+    if cfg.spec.record.answer_type != "number" and cfg.extract != "paper":
+        raise WhiteboxError(f"--extract applies to arithmetic answers; {cfg.spec.name}'s text answers are scored by the "
+                            "paper's exact match")
+    if cfg.lm_eval_data and cfg.spec.lm_eval_task is None:
+        raise WhiteboxError("--lm-eval-data applies to --task lm-eval:TASK only")
     for name in ("n_samples", "max_new_tokens", "n_bins", "batch_size"):
         if getattr(cfg, name) < 1:
             raise WhiteboxError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(cfg, name)}")
@@ -167,10 +177,13 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     """Evaluated questions, demonstrations and notes for config.yaml.
 
     ``arithmetic[:cats]``: ``ARITHMETIC_POOL_PER_CATEGORY`` generated questions per
-    category (more if the limit needs them); ``triviaqa=PATH``: the file's questions
-    whose gold is <= 15 tokens of the model's ``tokenizer`` (004 sec. 2.3). Neither
-    has a dev split, so the demonstrations are a seeded pool of ``shots`` questions
-    removed (with any question identical to one) from what is evaluated.
+    category (more if the limit needs them); a multiple-choice task with text choices
+    (``triviaqa=PATH``, ``mcq=PATH``, ``mmlu=PATH``, ``lm-eval:TASK`` read as its letters
+    view, ...): its questions whose gold choice is <= 15 tokens of the model's ``tokenizer``
+    (004 sec. 2.3 filters TriviaQA so; applied to every text answer, which exact match must
+    reproduce). The demonstrations are a seeded pool of ``shots`` questions removed (with any
+    question identical to one) from what is evaluated, the same for every task (004 uses one
+    5-shot prompt per task; a dev split is not looked for).
     """
     from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES
 
@@ -179,18 +192,22 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     spec = cfg.spec
     kind = spec.name
     if kind == "arithmetic":
-        n = cfg.limit or DEFAULT_LIMIT[kind]
+        n = cfg.limit or ARITHMETIC_LIMIT
         per = max(ARITHMETIC_POOL_PER_CATEGORY, -(-n // len(spec.categories or ARITHMETIC_CATEGORIES)) * cfg.n_options + cfg.shots)
         population = load_mcq(spec, per * len(spec.categories or ARITHMETIC_CATEGORIES), seed=cfg.seed,
                               n_options=cfg.n_options)
         answer_type = "number"
-    else:  # triviaqa=PATH
+    else:  # text choices
         if tokenizer is None:
-            raise WhiteboxError("the TriviaQA answer-length filter needs the model's tokenizer")
-        n = cfg.limit or DEFAULT_LIMIT[kind]
-        rows = load_mcq(spec, 0, seed=cfg.seed, on_bad_row="skip")
+            raise WhiteboxError("the answer-length filter (004 sec. 2.3) needs the model's tokenizer")
+        n = cfg.limit or TEXT_LIMIT
+        rows = _text_items(cfg, n)
         population = [it for it in rows if len(tokenizer(it.gold_text, add_special_tokens=False)["input_ids"]) <= MAX_ANSWER_TOKENS]
         notes["answer_filter"] = f"gold answer <= {MAX_ANSWER_TOKENS} tokens (004 sec. 2.3): kept {len(population)} of {len(rows)}"
+        if len(population) <= cfg.shots:
+            raise WhiteboxError(f"only {len(population)} of {len(rows)} questions have a gold answer of <= "
+                                f"{MAX_ANSWER_TOKENS} tokens; free generation is checked by exact match, so this task "
+                                "needs short answers (or fewer --shots)")
         answer_type = "text"
     demos, pool = _take_demos(population, cfg.shots, cfg.seed)
     items = stratified_sample(pool, n, cfg.seed)
@@ -201,6 +218,23 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     if cfg.n_bins > len(items):
         raise WhiteboxError(f"--n-bins {cfg.n_bins} exceeds the {len(items)} questions; lower --n-bins or raise --limit")
     return FormatItems(items, answer_type, demos, notes)
+
+
+def _text_items(cfg: FormatsConfig, n: int) -> list[MCQItem]:
+    """The multiple-choice items of a text task: a file's rows, a generator's first ``n`` plus the
+    demonstration pool, or lm-eval's documents (their letters view: question and choice texts)."""
+    spec = cfg.spec
+    if spec.lm_eval_task is not None:
+        from whitebox_eval.tasks.lm_eval_tasks import load_items
+
+        items, infos = load_items(spec.lm_eval_task, shots=0, data=cfg.lm_eval_data)
+        partial = [t.name for t in infos if t.multiple_input]
+        if partial:
+            raise WhiteboxError(f"lm-eval's {', '.join(partial)} scores one context per choice: there is no question "
+                                "to ask in free generation")
+        return items
+    return load_mcq(spec, n + cfg.shots if spec.record.is_generator else 0, seed=cfg.seed, n_options=cfg.n_options,
+                    on_bad_row="skip")
 
 
 def answer_of(item: MCQItem, answer_type: str):
@@ -292,7 +326,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
     from whitebox_eval.mcqa.plots import plot_alignment
 
     samples = list(folder.read_samples())
-    answer_type = answer_type or ("number" if cfg.spec.name == "arithmetic" else "text")
+    answer_type = answer_type or cfg.spec.record.answer_type
     mcq = {k: np.array([s["mcq"][k] for s in samples], dtype=np.float64) for k in ("p_renorm", "p_raw", "letter_mass")}
     pc = {f: np.array([s["p_correct"][f] for s in samples], dtype=np.float64) for f in FORMATS}
     n = len(samples)
@@ -341,7 +375,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
         folder.save_array(f"p_correct_{f}", v)
     folder.save_array("p_correct_mcq_raw", mcq["p_raw"])
     plot_alignment(mcq["p_renorm"], pc["free"], folder.plot_path("alignment_mcq_vs_free"), n_bins=cfg.n_bins)
-    add_lm_eval_fields(results, folder.config, cfg.spec.name)  # lm-eval's results-file blocks
+    add_lm_eval_fields(results, folder.config, cfg.spec.lm_eval_task or cfg.spec.name)  # lm-eval's results-file blocks
     folder.save_results(results)
     return folder
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.inference import jackknife_mui_difference
+from whitebox_eval.tasks.spec import TaskSpec
 from whitebox_eval.mui.study import MUIConfig, load_key_sets, run_mui, run_point
 from whitebox_eval.mui.utility_law import Direction, UtilityLawFit, classify_direction, fit_utility_law
 from whitebox_eval.runs import RunFolder
@@ -73,7 +74,7 @@ def checkpoint_run_id(model: str, task: str, limit) -> str:
     p = Path(model).expanduser()
     full = str(p.resolve()) if p.exists() else model
     digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-    return _slug(f"mui-{p.name}-{digest}-{task.split('=')[0]}-{limit}")
+    return _slug(f"mui-{p.name}-{digest}-{TaskSpec.parse(task).label}-{limit}")
 
 
 def compare_checkpoints(

@@ -193,3 +193,33 @@ def threshold_summary(method: str, value: float | None, width: int, n_layers: in
         out.update(effective_fraction=None)
     out["max_units_per_layer_per_sample"] = out.get("k_per_layer")
     return out
+
+
+def lm_eval_metrics(items, samples: dict) -> dict:
+    """Per lm-eval task, each ``metric,filter`` averaged over its documents as lm-eval aggregates
+    it (mean), with an interval (Wilson for 0/1 metrics, bootstrap otherwise)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for it in items:
+        got = samples[it.id].get("lm_eval")
+        if not got:
+            continue
+        for filt, metrics in got["filters"].items():
+            for m, v in metrics.items():
+                if m != "filtered" and isinstance(v, (int, float)):  # bool included
+                    values.setdefault(it.group or "", {}).setdefault(f"{m},{filt}", []).append(float(v))
+    out: dict = {}
+    for task, per in values.items():
+        entry: dict = {}
+        for key, v in per.items():
+            arr = np.asarray(v)
+            if np.isin(arr, (0.0, 1.0)).all():
+                stats.add_proportion(entry, key, arr.astype(bool))
+            else:
+                stats.add_mean(entry, key, arr)
+        out[task] = entry
+    return out
+
+
+def samples_budget(cfg: MUIConfig) -> int:
+    """The generation budget the study used (``--max-new-tokens`` or the task's default)."""
+    return cfg.max_new_tokens or cfg.spec.record.generation.max_new_tokens

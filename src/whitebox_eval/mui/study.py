@@ -31,8 +31,7 @@ from whitebox_eval.datafiles import recording
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
-from whitebox_eval.mui import responses as rsp
-from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary
+from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, lm_eval_metrics, threshold_summary
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
 from whitebox_eval.mui.sae import ReconstructionStats
 from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, judged
@@ -41,9 +40,9 @@ from whitebox_eval.mui.utility_law import Direction, classify_direction, perform
 from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.passes import iter_parts, run_pass
-from whitebox_eval.tasks.generation import GenItem, GenTask, load_generation
-from whitebox_eval.tasks.registry import Generation
-from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, LM_EVAL, TaskSpec
+from whitebox_eval.mui.prepared import prepare_task, respond
+from whitebox_eval.tasks.generation import GenItem
+from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
 
 PASS = "mui"  # the one pass: responses, then key units per sample
 
@@ -168,105 +167,6 @@ class MUIConfig:
                 else "best score per neuron, exactly k per layer (not the paper's rule)")
         token = "next token, eq. 2 (the paper's)" if self.score_token == "next" else "token at p (authors' code)"
         return f"{unit}; scored against the {token}"
-
-
-@dataclass
-class PreparedTask:
-    """Items, prompt format and generation settings of one study (``gen``: the task's items and
-    scoring, ``style``: how the dataset is asked, ``demonstration``: a file's own one-shot row)."""
-
-    spec: TaskSpec
-    items: list[GenItem]
-    fmt: rsp.PromptFormat
-    max_new_tokens: int
-    stops: tuple[str, ...]
-    given: dict[str, str] | None
-    gen: GenTask | None = None
-    style: Generation | None = None
-    demonstration: tuple[str, str] | None = None
-    budget_given: bool = False  # --max-new-tokens (else an item's own budget wins: lm-eval's max_gen_toks)
-    stops_given: bool = False  # --stop (else an item's own stop strings win: lm-eval's until)
-
-    def prompt(self, item: GenItem, tokenizer) -> list[int]:
-        """The prompt ids of ``item`` (App. A.6 format, or the task's own prompt)."""
-        style = self.style or self.spec.record.generation
-        return rsp.prompt_ids(tokenizer, rsp.build_prompt(item, style, self.fmt, tokenizer, self.demonstration))
-
-    def settings(self, item: GenItem) -> tuple[tuple[str, ...], int]:
-        """(stop strings, token budget) of ``item``."""
-        stops = self.stops if self.stops_given or item.stops is None else item.stops
-        budget = self.max_new_tokens if self.budget_given or item.max_new_tokens is None else item.max_new_tokens
-        return stops, budget
-
-    def score(self, item: GenItem, response: rsp.Response, tokenizer) -> dict:
-        """``{"correct": bool, "text": what was checked, ...}`` by the task's check; lm-eval's tasks
-        check the text lm-eval's HF backend keeps (every generated token decoded without special
-        tokens, cut at ``until``)."""
-        text = response.text
-        if item.check == "lm-eval" and response.generated is not None:
-            from whitebox_eval.tasks.lm_eval_generation import lm_eval_text
-
-            text = lm_eval_text(tokenizer.decode(response.generated, skip_special_tokens=True), self.settings(item)[0])
-        out = (self.gen.score(item, text) if self.gen is not None else {"correct": False})
-        return {**out, "text": text}
-
-
-def prepare_task(cfg: MUIConfig, tokenizer) -> PreparedTask:
-    """Load the task's items and resolve prompt format, token budget, stop strings and given responses."""
-    spec = cfg.spec
-    fmt = rsp.PromptFormat.resolve(tokenizer, cfg.shots, cfg.chat)
-    style = spec.record.generation
-    options = {}
-    if spec.name == LM_EVAL:
-        if cfg.chat == "on":
-            raise WhiteboxError(f"--chat on does not apply to --task {spec}: lm-eval's context is used as it is")
-        options = {"shots": None if cfg.shots in ("auto", None) else int(cfg.shots), "lm_eval_data": cfg.lm_eval_data,
-                   "allow_code_execution": cfg.allow_code_execution}
-    elif cfg.lm_eval_data or cfg.allow_code_execution:
-        raise WhiteboxError("--lm-eval-data and --allow-code-execution apply to --task lm-eval:TASK only")
-    own_demo = fmt.shots == 1 and style.demonstration is None and spec.name != LM_EVAL
-    limit = None if cfg.limit is None else cfg.limit + own_demo
-    gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, **options)
-    items, demonstration = list(gen.items), None
-    if own_demo and items and items[0].prompt is None:  # a file without an App. C example: its first row
-        first = items.pop(0)
-        demonstration = (first.question, first.gold_response.strip())
-    elif own_demo and cfg.limit is not None:
-        items = items[:cfg.limit]
-    if not items:
-        raise WhiteboxError(f"task {spec} gave no items")
-    ids = [it.id for it in items]
-    if len(set(ids)) != len(ids):
-        raise WhiteboxError("item ids are not unique; every row needs its own id")
-    given = None
-    if cfg.responses == "gold":
-        given = {it.id: it.gold_response for it in items}
-    elif cfg.responses != "model":
-        given = rsp.load_responses_file(cfg.responses)
-        missing = [i for i in ids if i not in given]
-        if missing:
-            raise WhiteboxError(f"{cfg.responses} has no response for {len(missing)} item(s), e.g. {missing[:3]}")
-    max_new = cfg.max_new_tokens or style.max_new_tokens
-    stops = tuple(cfg.stop) if cfg.stop is not None else style.stops
-    return PreparedTask(spec, items, fmt, max_new, stops, given, gen, style, demonstration,
-                        budget_given=cfg.max_new_tokens is not None, stops_given=cfg.stop is not None)
-
-
-def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=None) -> tuple[list[list[int]], list[rsp.Response]]:
-    """Prompt ids and responses (generated, or given) for ``items``; items with other stop strings
-    or budgets (the tasks of an lm-eval group) are generated apart."""
-    prompts = [task.prompt(it, lm.tokenizer) for it in items]
-    if task.given is not None:
-        return prompts, [rsp.given_response(lm.tokenizer, task.given[it.id]) for it in items]
-    groups: dict[tuple, list[int]] = {}
-    for j, it in enumerate(items):
-        groups.setdefault(task.settings(it), []).append(j)
-    responses: list[rsp.Response | None] = [None] * len(items)
-    for (stops, budget), rows in groups.items():
-        for j, r in zip(rows, rsp.generate_responses(lm, [prompts[j] for j in rows], max_new_tokens=budget, stops=stops,
-                                                     edits=edits, engine=engine)):
-            responses[j] = r
-    return prompts, responses
 
 
 def _unit_shape(lm, sae_set: SAESet | None) -> tuple[int, int, str]:
@@ -401,36 +301,6 @@ def _truncation(items: list[GenItem], samples: dict, cfg: MUIConfig, budget: int
         return {"n_truncated_responses": 0, "truncated_ids": []}
     ids = [it.id for it in items if samples[it.id].get("stopped_by") is None]
     return {"n_truncated_responses": len(ids), "truncated_ids": ids, "max_new_tokens": budget or samples_budget(cfg)}
-
-
-def lm_eval_metrics(items: list[GenItem], samples: dict) -> dict:
-    """Per lm-eval task, each ``metric,filter`` averaged over its documents as lm-eval aggregates
-    it (mean), with an interval (Wilson for 0/1 metrics, bootstrap otherwise)."""
-    values: dict[str, dict[str, list[float]]] = {}
-    for it in items:
-        got = samples[it.id].get("lm_eval")
-        if not got:
-            continue
-        for filt, metrics in got["filters"].items():
-            for m, v in metrics.items():
-                if m != "filtered" and isinstance(v, (int, float)):  # bool included
-                    values.setdefault(it.group or "", {}).setdefault(f"{m},{filt}", []).append(float(v))
-    out: dict = {}
-    for task, per in values.items():
-        entry: dict = {}
-        for key, v in per.items():
-            arr = np.asarray(v)
-            if np.isin(arr, (0.0, 1.0)).all():
-                stats.add_proportion(entry, key, arr.astype(bool))
-            else:
-                stats.add_mean(entry, key, arr)
-        out[task] = entry
-    return out
-
-
-def samples_budget(cfg: MUIConfig) -> int:
-    """The generation budget the study used (``--max-new-tokens`` or the task's default)."""
-    return cfg.max_new_tokens or cfg.spec.record.generation.max_new_tokens
 
 
 def moves_declaration() -> dict:

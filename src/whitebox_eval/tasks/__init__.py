@@ -35,8 +35,11 @@ def lm_eval_name_hint(spec: str) -> str | None:
     name, eq, path = spec.partition("=")
     key = name.strip().lower()
     subject = key[5:] if key.startswith("mmlu_") else None
-    ours, hub = next(((r.name, h) for r in registry.RECORDS.values() for t, h in r.lm_eval_tasks
-                      if t == ("mmlu" if subject else key)), (None, None))
+    wanted = "mmlu" if subject else key
+    ours, hub = next(((r.name, h) for r in registry.RECORDS.values() for t, h in r.lm_eval_tasks if t == wanted),
+                     (None, None))
+    if ours is None and wanted in registry.RECORDS and registry.RECORDS[wanted].is_file:
+        ours, hub = wanted, registry.RECORDS[wanted].hub  # a dataset name without its file
     if ours is None or (eq and key == ours):
         return None
     if subject:
@@ -44,7 +47,8 @@ def lm_eval_name_hint(spec: str) -> str | None:
     if eq:
         return f"{key!r} is lm-eval's task name; write --task {ours}={path}"
     online = f", or {ours}={hub} when online" if hub else ""
-    also = f", or lm-eval:{key} (lm-eval's own task)" if not registry.record(ours).mcq else ""
+    lm_eval_task = any(t == wanted for t, _ in registry.record(ours).lm_eval_tasks)
+    also = f", or lm-eval:{key} (lm-eval's own task)" if lm_eval_task and not registry.record(ours).mcq else ""
     return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}{also}"
 
 

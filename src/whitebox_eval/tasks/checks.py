@@ -24,13 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.answers import normalize_answer
-
-if TYPE_CHECKING:
-    from whitebox_eval.tasks.generation import GenItem
 
 _NUM = re.compile(r"[-\u2212]?\$?\d[\d,]*(?:\.\d+)?")
 
@@ -130,8 +126,9 @@ def matches(check: str, response: str, references: Sequence[str]) -> bool:
     raise WhiteboxError(f"unknown answer check {check!r}")
 
 
-def is_correct(item: GenItem, response: str) -> bool:
-    """Whether ``response`` answers ``item`` by its task's check (module docstring)."""
+def is_correct(item, response: str) -> bool:
+    """Whether ``response`` answers ``item`` (a :class:`~whitebox_eval.tasks.generation.GenItem`)
+    by its task's check (module docstring)."""
     check = item.check
     if check == "number":
         v = arithmetic_answer(response)

@@ -97,8 +97,9 @@ class TaskRecord:
     free generation (multiple-choice datasets: with letter answers, unless the dataset has a
     native free answer); ``generation_loader`` gives its generation items where they are not
     the lettered MCQ items. ``categories``: where a generator's categories are listed
-    (``module:NAME``). ``lm_eval_tasks``: lm-eval's names for it, each with the hub dataset
-    that lm-eval task reads (the hint for a task given as lm-eval names it); ``lm_eval_output``: the ``--prompt lm-eval`` style
+    (``module:NAME``). ``lm_eval_tasks``: lm-eval's tasks for it, each with the hub dataset
+    that task reads (the hint for a task given as lm-eval names it); ``hub``: the hub dataset
+    the dataset's own loader reads by default (the hint's online form); ``lm_eval_output``: the ``--prompt lm-eval`` style
     (``letters`` or ``cloze``), or None with ``no_lm_eval`` saying why; ``lm_eval_draws_extra``:
     lm-eval's sampler draws k + 1 and drops the evaluated document (its few-shot split equals
     its test split in the config). ``hub_train``: its hub dataset has a train split
@@ -117,6 +118,7 @@ class TaskRecord:
     files: str = ""
     categories: str | None = None
     lm_eval_tasks: tuple[tuple[str, str], ...] = ()
+    hub: str = ""
     lm_eval_output: str | None = None
     lm_eval_draws_extra: bool = False
     no_lm_eval: str = "lm-eval has no task for it"
@@ -140,10 +142,6 @@ class TaskRecord:
             return f"{self.name}=PATH"
         return f"{self.name}[:CATEGORY,...]" if self.categories else self.name
 
-    @property
-    def hub(self) -> str:
-        """The hub dataset lm-eval's first task for it reads (``hf:ID[:CONFIG]@SPLIT``), or ""."""
-        return self.lm_eval_tasks[0][1] if self.lm_eval_tasks else ""
 
     def load_mcq_function(self) -> Callable[..., Any]:
         """The loader of its multiple-choice items (arithmetic-gen: the arithmetic items it asks)."""
@@ -176,25 +174,28 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                files="hendrycks CSV without header question,A,B,C,D,answer-letter (one file per subject, or a folder "
                      "of them), or a headered CSV question,choice0..3,answer (answer 0-3 or a letter)",
                generation=letters(MMLU_DEMO), lm_eval_tasks=(("mmlu", "hf:cais/mmlu:all@test"),), lm_eval_output="letters",
+               hub="hf:cais/mmlu:all@test",
                demos=DEV_SAME_SUBJECT),
     TaskRecord("hellaswag", "HellaSwag (Zellers et al.)", FILE, mcq=True, loader=_T + "hellaswag:load_hellaswag",
                files="original jsonl: ctx (or ctx_a + ctx_b), endings, label",
                generation=letters(), lm_eval_tasks=(("hellaswag", "hf:Rowan/hellaswag@validation"),),
+               hub="hf:Rowan/hellaswag@validation",
                lm_eval_output="cloze", lm_eval_draws_extra=True, hub_train=True, demos=SPLIT),
     TaskRecord("cosmosqa", "CosmosQA (Huang et al.)", FILE, mcq=True, loader=_T + "cosmosqa:load_cosmosqa",
                files="csv or jsonl: id, context, question, answer0..answer3, label", generation=letters(),
-               no_lm_eval="lm-eval 0.4.13 has no CosmosQA task", lm_eval_tasks=(("cosmosqa", "hf:allenai/cosmos_qa@validation"),),
+               no_lm_eval="lm-eval 0.4.13 has no CosmosQA task", hub="hf:allenai/cosmos_qa@validation",
                hub_train=True, demos=SPLIT),
     TaskRecord("halueval", "HaluEval dialogue (Li et al.)", FILE, mcq=True, loader=_T + "halueval:load_halueval",
                files="dialogue JSON lines: knowledge, dialogue_history, right_response, hallucinated_response",
                generation=letters(),
                no_lm_eval="lm-eval's halueval tasks ask for a Yes/No judgment, not paper 000's four dialogue options",
-               lm_eval_tasks=(("halueval", ""),), demos=SPLIT),
+               demos=SPLIT),
     TaskRecord("arc", "ARC (Clark et al.)", FILE, mcq=True, loader=_T + "arc:load_arc",
                files="llm-foundry jsonl (query, choices, gold) or AI2 jsonl (question.stem, question.choices[].text/"
                      "label, answerKey)",
                generation=letters(ARC_DEMO), lm_eval_tasks=(("arc_challenge", "hf:allenai/ai2_arc:ARC-Challenge@test"),
                                                            ("arc_easy", "hf:allenai/ai2_arc:ARC-Easy@test")),
+               hub="hf:allenai/ai2_arc:ARC-Challenge@test",
                lm_eval_output="cloze", hub_train=True, demos=SPLIT),
     TaskRecord("triviaqa", "TriviaQA (Joshi et al.; paper 004 sec. 2.3)", FILE, mcq=True,
                loader=_T + "triviaqa:load_triviaqa",
@@ -205,12 +206,14 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                                      stops=("\n", *BASE_STOPS)),
                generation_loader=_T + "generation:triviaqa_items",
                lm_eval_tasks=(("triviaqa", "hf:mandarjoshi/trivia_qa:rc.nocontext@validation"),),
+               hub="hf:mandarjoshi/trivia_qa:rc.nocontext@validation",
                no_lm_eval="lm-eval's triviaqa is free generation (use the formats command)", demos=SPLIT),
-    TaskRecord("gsm8k", "GSM8K (Cobbe et al.): question, answer ending '#### N'", FILE,
+    TaskRecord("gsm8k", "GSM8K (Cobbe et al.)", FILE,
                files="GSM8K jsonl: question, answer ending in '#### N'",
                generation=Generation("final_number", "Solve the problem step by step and end with 'The answer is N.'",
                                      GSM8K_DEMO, gold=" {answer}"),
                generation_loader=_T + "generation:gsm8k_items", lm_eval_tasks=(("gsm8k", "hf:openai/gsm8k:main@test"),),
+               hub="hf:openai/gsm8k:main@test",
                no_lm_eval="lm-eval's gsm8k is a generation task (--task lm-eval:gsm8k)"),
     TaskRecord("mcq", "your own multiple-choice file", FILE, mcq=True, loader=_T + "mcq:load_mcq_file",
                files="JSON lines, CSV or Parquet with a question, 2-26 choices (a list or one column per choice) and "

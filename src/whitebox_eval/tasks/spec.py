@@ -34,6 +34,10 @@ datasets with letter answers."""
 GENERATION_USAGE = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH | triviaqa=PATH | gen=PATH (your own file) | "
                     "NAME=PATH with NAME a multiple-choice dataset (mmlu, arc, hellaswag, cosmosqa, halueval, mcq: "
                     "letter answers) | lm-eval:TASK (generate_until or multiple-choice)")
+FORMATS_USAGE = ("arithmetic[:add1,mul2] (number answers), or a multiple-choice task whose choices are text: "
+                 "triviaqa=PATH, mcq=PATH (your own file), mmlu=PATH, arc=PATH, ..., lm-eval:TASK (a multiple-choice "
+                 "task of lm-eval)")
+"""The formats study's tasks (paper 004): every multiple-choice task, asked also in free text."""
 ANSWER_CHECKS = ("exact", "numeric", "contains")
 """``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.checks`."""
 
@@ -135,6 +139,11 @@ class TaskSpec:
     @property
     def is_hub(self) -> bool:
         return self.path is not None and self.path.startswith("hf:")
+
+    @property
+    def label(self) -> str:
+        """The task without its file (``mmlu``, ``arithmetic:add1``, ``lm-eval:gsm8k``): run ids."""
+        return str(TaskSpec(self.name, categories=self.categories, lm_eval_task=self.lm_eval_task))
 
     def __str__(self) -> str:
         if self.lm_eval_task is not None:
