@@ -34,7 +34,8 @@ class CharTokenizer:
     def __call__(self, text: str, add_special_tokens: bool = True):
         return {"input_ids": self.encode(text)}
 
-    def decode(self, ids) -> str:
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Special ids (pad, bos, eos) never have text here, skipped or not."""
         return "".join(ALPHABET[i - 3] for i in ids if 3 <= int(i) < 3 + len(ALPHABET))
 
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True) -> str:
