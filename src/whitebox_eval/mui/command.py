@@ -162,6 +162,8 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
                                ("allow_code_execution", "--allow-code-execution", "lm-eval"), ("fields", "--field", "gen")):
         if kw[option] and not any(spec.name == name for spec in task):
             raise WhiteboxError(f"{flag} applies to --task {forms[name]} only")
+    for spec in task:  # every file is there before the first run starts
+        spec.check_file()
     folders = []
     for spec in task:
         cfg = _config(model, spec, kw)

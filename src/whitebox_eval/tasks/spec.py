@@ -140,6 +140,15 @@ class TaskSpec:
     def is_hub(self) -> bool:
         return self.path is not None and self.path.startswith("hf:")
 
+    def check_file(self) -> TaskSpec:
+        """One line when a local file the task reads is missing (before any model runs); returns self."""
+        from pathlib import Path
+
+        if self.path is not None and not self.is_hub and not Path(self.path).expanduser().exists():
+            raise WhiteboxError(f"--task {self}: {Path(self.path).expanduser()} does not exist; give an existing file "
+                                f"(or folder), or {self.name}=hf:DATASET[:CONFIG][@SPLIT] when online")
+        return self
+
     @property
     def label(self) -> str:
         """The task without its file (``mmlu``, ``arithmetic:add1``, ``lm-eval:gsm8k``): run ids."""
