@@ -95,3 +95,9 @@ def test_an_lm_eval_generation_task_is_scored_by_its_own_filters(tmp_path):
     assert res["lm_eval_metrics"]["gsm8k"]["exact_match,flexible-extract"] == pytest.approx(np.mean(em))
     assert "exact_match_ci,flexible-extract" in res["lm_eval_metrics"]["gsm8k"]
     assert res["accuracy_rule"].startswith("correct = the task's first metric under its first filter")
+
+
+def test_a_missing_file_stops_before_any_run(tiny_everywhere, tmp_path):
+    r = CliRunner().invoke(command, ["--task", "arithmetic-gen", "--task", f"gen={tmp_path / 'nope.jsonl'}",
+                                     "--output", str(tmp_path)])
+    assert "nope.jsonl does not exist" in str(r.exception) and not any(tmp_path.iterdir())

@@ -7,7 +7,8 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
-    batch_size_option, dtype_option, field_option, resolved_dtype, run_folder_options, shots_option, task_option)
+    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
+    task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, LM_EVAL, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -17,10 +18,7 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, LM_EVAL, MCQ_TASKS, MCQ_USAG
              "index, letter or text; see --field) (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)",
              tasks=MCQ_TASKS, usage=MCQ_USAGE)
 @field_option
-@click.option("--lm-eval-data", default=None, metavar="DIR",
-              help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl (or "
-                   "DIR/<task>/<split>.jsonl for a group's tasks) in the task's hub schema; a split without a file is "
-                   "null (as lm-eval runs offline) [default: the task's hub dataset, online]")
+@lm_eval_data_option
 @click.option("--view", type=click.Choice(["cloze", "letters"]), default=None,
               help="with --task lm-eval:TASK: cloze = lm-eval's own requests, unchanged (acc/acc_norm as lm-eval); "
                    "letters = the same documents with their choices listed as A. .. lines before 'Answer:' so the "
@@ -211,9 +209,7 @@ def _print_mcqa_summary(folder) -> None:
              "..., lm-eval:TASK (a multiple-choice task of lm-eval, read with --lm-eval-data DIR offline)",
              tasks=MCQ_TASKS, usage=FORMATS_USAGE)
 @field_option
-@click.option("--lm-eval-data", default=None, metavar="DIR",
-              help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl in the task's "
-                   "hub schema [default: the task's hub dataset, online]")
+@lm_eval_data_option
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 "
                    "for text answers (004's TriviaQA)]")

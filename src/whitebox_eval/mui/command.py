@@ -10,7 +10,8 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
-    batch_size_option, dtype_option, field_option, resolved_dtype, run_folder_options, shots_option, task_option)
+    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
+    task_option)
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
 TASK_HELP = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | triviaqa=PATH | "
@@ -63,9 +64,7 @@ def _study_options(f):
                      "normalisation; the default), numeric (the final number), contains, or regex:PATTERN (its first "
                      "group or match)"),
         field_option,
-        click.option("--lm-eval-data", default=None, metavar="DIR",
-                     help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl (or "
-                     "DIR/<task>/<split>.jsonl for a group's tasks) in the task's hub schema"),
+        lm_eval_data_option,
         click.option("--allow-code-execution", is_flag=True,
                      help="run lm-eval tasks whose metric executes the model's code (HumanEval, MBPP), each document's "
                      "test in a subprocess with a timeout"),

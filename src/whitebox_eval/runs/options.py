@@ -54,6 +54,14 @@ def field_option(f):
                              "choices=opt1,opt2,opt3 (repeatable)")(f)
 
 
+def lm_eval_data_option(f):
+    """``--lm-eval-data DIR``: an ``lm-eval:TASK``'s dataset from local files, as lm-eval runs offline."""
+    return click.option("--lm-eval-data", default=None, metavar="DIR",
+                        help="with --task lm-eval:TASK: read the task's dataset from local files, DIR/<split>.jsonl (or "
+                             "DIR/<task>/<split>.jsonl for a group's tasks) in the task's hub schema; a split without "
+                             "a file is null (as lm-eval runs offline) [default: the task's hub dataset, online]")(f)
+
+
 def shots_option(default, help: str, type=None):
     """``--shots`` (alias ``--num_fewshot``, lm-eval's spelling)."""
     return click.option("--shots", "--num_fewshot", "shots", type=type or click.IntRange(min=0), default=default,

@@ -31,7 +31,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.checks import to_number
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.hub import local_file
-from whitebox_eval.tasks.mcq import read_rows
+from whitebox_eval.tasks.mcq import _blank, rows_and_layout
 from whitebox_eval.tasks.rows import Collector, Row, RowError, existing
 from whitebox_eval.tasks.spec import TaskSpec
 
@@ -72,11 +72,8 @@ def _layout(columns, fields: Mapping[str, str]) -> dict[str, str | None]:
     return out
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and value != value)
-
-
 def _text(value: Any, what: str) -> str:
+    """A cell as text; a whole float (Parquet's numbers) without its ``.0``."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise RowError(f"{what} should be text, found {type(value).__name__}")
     if isinstance(value, float) and value.is_integer():
@@ -106,22 +103,15 @@ def gen_items(spec: TaskSpec, *, limit: int | None = None, on_bad_row: str = "sk
     fields = dict(spec.fields)
     check = spec.answer or "exact"
     col = Collector(on_bad_row)
-    records, header = read_rows(path)
-    file_layout = None
-    if header is not None:
-        try:
-            file_layout = _layout(header, fields)
-        except RowError as exc:
-            raise WhiteboxError(f"{path}: {exc}") from None
+    rows, layout_of = rows_and_layout(path, lambda columns: _layout(columns, fields))
     seen: dict[str, int] = {}
     items: list[GenItem] = []
-    for r in records:
+    for r in rows:
         try:
-            items.append(_item(r, file_layout or _layout(tuple(r.data) if isinstance(r.data, Mapping) else (), fields),
-                               check, seen, path.name))
-        except RowError as exc:
-            col.report(r.path, r.line, str(exc))
-        except WhiteboxError as exc:
+            if isinstance(r.data, RowError):
+                raise r.data
+            items.append(_item(r, layout_of(r.data), check, seen, path.name))
+        except (RowError, WhiteboxError) as exc:
             col.report(r.path, r.line, str(exc))
     if not items and not col.bad:
         raise WhiteboxError(f"{path} holds no rows")
@@ -129,8 +119,6 @@ def gen_items(spec: TaskSpec, *, limit: int | None = None, on_bad_row: str = "sk
 
 
 def _item(r: Row, lay: dict[str, str | None], check: str, seen: dict[str, int], file: str) -> GenItem:
-    if isinstance(r.data, RowError):
-        raise r.data
     d = r.data
     key = lay["prompt"] or lay["question"]
     if _blank(d.get(key)):

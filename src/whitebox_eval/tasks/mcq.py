@@ -31,7 +31,7 @@ import json
 import re
 import string
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,6 +291,33 @@ def _parquet_rows(path: Path) -> tuple[Iterator[Row], list[str]]:
     return (Row(path, i, rec) for i, rec in enumerate(records, start=1)), columns
 
 
+def rows_and_layout(path: Path, find: Callable[[Sequence[str]], Any]) -> tuple[list[Row], Callable[[Any], Any]]:
+    """The rows of ``path`` and a function giving a row's column layout, ``find(columns)``: the
+    header's for a file with one (a bad header is one line naming the file), else each JSON line's
+    own keys' (cached by keys; a row whose keys give none raises its RowError)."""
+    records, header = read_rows(path)
+    if header is not None:
+        try:
+            file_layout = find(header)
+        except RowError as exc:
+            raise WhiteboxError(f"{path}: {exc}") from None
+        return list(records), lambda data: file_layout
+    layouts: dict[tuple[str, ...], Any] = {}
+
+    def layout_of(data: Any) -> Any:
+        keys = tuple(data) if isinstance(data, Mapping) else ()
+        if keys not in layouts:
+            try:
+                layouts[keys] = find(keys)
+            except RowError as exc:
+                layouts[keys] = exc
+        if isinstance(layouts[keys], RowError):
+            raise layouts[keys]
+        return layouts[keys]
+
+    return list(records), layout_of
+
+
 def load_mcq_file(path: str | Path, *, fields: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
                   on_bad_row: str = "error", limit: int | None = None, seed: int = 0) -> MCQDataset:
     """Your own multiple-choice file (module docstring): every row an :class:`MCQItem` with
@@ -303,30 +330,7 @@ def load_mcq_file(path: str | Path, *, fields: Mapping[str, str] | Sequence[tupl
         return load_from_hub("mcq", path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed, fields=fields)
     path = existing(path, file=True)
     col = Collector(on_bad_row)
-    records, header = read_rows(path)
-    file_layout = None
-    if header is not None:
-        try:
-            file_layout = find_layout(header, fields)
-        except RowError as exc:
-            raise WhiteboxError(f"{path}: {exc}") from None
-    layouts: dict[tuple[str, ...], Layout | RowError] = {}
-
-    def layout_of(data: Mapping[str, Any]) -> Layout:
-        if file_layout is not None:
-            return file_layout
-        keys = tuple(data)
-        if keys not in layouts:
-            try:
-                layouts[keys] = find_layout(keys, fields)
-            except RowError as exc:
-                layouts[keys] = exc
-        found = layouts[keys]
-        if isinstance(found, RowError):
-            raise found
-        return found
-
-    rows = list(records)
+    rows, layout_of = rows_and_layout(path, lambda columns: find_layout(columns, fields))
     _refuse_one_based(path, rows, layout_of)
     seen: dict[str, int] = {}
 
