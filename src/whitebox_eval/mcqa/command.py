@@ -270,8 +270,9 @@ def formats_summary(res: dict, path) -> list[str]:
     from whitebox_eval.runs.estimates import describe
     from whitebox_eval.stats import derived_key, verdict
 
-    out = [f"\nrun folder: {path}", f"questions: {res['n_items']} ({res.get('selection')}), {res['shots']}-shot, "
-                                      f"arithmetic answers read by --extract {res['extract']}"]
+    answers = (f"arithmetic answers read by --extract {res['extract']}" if "extraction" in res else
+               "free answers checked by exact match with the gold text after 004's normalisation")
+    out = [f"\nrun folder: {path}", f"questions: {res['n_items']} ({res.get('selection')}), {res['shots']}-shot, {answers}"]
     out.append(f"  MCQ P(correct), renormalised over letters  {describe(res, 'p_correct,renorm', '6.1%')}")
     out.append(f"  MCQ P(correct), raw next-token softmax     {describe(res, 'p_correct,raw', '6.1%')}")
     out.append(f"  MCQ mass on the option letters             {describe(res, 'letter_mass', '6.1%')}")
