@@ -48,15 +48,20 @@ def shared_prefix_length(seqs: Sequence[Sequence[int]], *, limit: int | None = N
     n = min(len(s) for s in seqs) - 1
     if limit is not None:
         n = min(n, limit)
+    n = common_prefix_length(seqs, at_most=n)
+    return n if n >= max(1, min_tokens) else 0
+
+
+def common_prefix_length(seqs: Sequence[Sequence[int]], at_most: int | None = None) -> int:
+    """Length of the longest token prefix every sequence of ``seqs`` starts with (at most ``at_most``)."""
     first = seqs[0]
+    n = min(len(s) for s in seqs) if at_most is None else max(0, at_most)
     for s in seqs[1:]:
         k = 0
         while k < n and s[k] == first[k]:
             k += 1
         n = k
-        if n < min_tokens:
-            return 0
-    return n if n >= max(1, min_tokens) else 0
+    return n
 
 
 class PrefixCache:
