@@ -36,9 +36,9 @@ def test_the_layout_of_a_packed_row():
     assert b.visible[1, :off, :off].equal(torch.eye(off, dtype=torch.bool))  # a pad sees only itself
 
 
-@pytest.mark.parametrize("family", FAMILY_NAMES)
-def test_packed_rows_equal_each_sequence_alone(family):
-    engine = Engine(tiny_loaded(family))
+@pytest.mark.parametrize("family, attn", [(f, None) for f in FAMILY_NAMES] + [("llama", "eager"), ("gemma3", "eager")])
+def test_packed_rows_equal_each_sequence_alone(family, attn):
+    engine = Engine(tiny_loaded(family, attn))  # eager attention takes the mask as an additive float tensor
     p = pack(GROUPS)
     coords = [[x for seq in g for x in seq] for g in p.where]
     width = max(len(c) for c in coords)

@@ -50,6 +50,12 @@ class Packed:
         return self.batch.size * self.batch.seq_len
 
 
+def packed_length(seqs: Sequence[Sequence[int]]) -> int:
+    """Tokens a group's packed row holds: the trunk once, then every branch."""
+    trunk = common_prefix_length(seqs)
+    return trunk + sum(len(s) - trunk for s in seqs)
+
+
 def pack(groups: Sequence[Sequence[Sequence[int]]], pad_id: int = 0) -> Packed:
     """Each group of token sequences as one left-padded row: trunk once, then every branch."""
     if not groups or any(not g for g in groups) or any(len(s) == 0 for g in groups for s in g):

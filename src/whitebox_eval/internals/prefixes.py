@@ -23,7 +23,7 @@ a prefix are equal up to float rounding (different kernel shapes).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from whitebox_eval.errors import WhiteboxError
 
@@ -62,6 +62,35 @@ def common_prefix_length(seqs: Sequence[Sequence[int]], at_most: int | None = No
             k += 1
         n = k
     return n
+
+
+def batch_order(items: Iterable[tuple[Sequence[int], int]], *, min_tokens: int = MIN_UNMARKED_TOKENS) -> list[int]:
+    """The order in which to batch items, given each item's first tokens and its length in
+    tokens: longest first, as lm-eval's ``Collator`` orders requests, so a batch holds items
+    of about one length and little padding; ties keep item order. A run of consecutive
+    items that start with the same ``min_tokens`` tokens or more (the same demonstrations)
+    stays in its place and is sorted within itself, so its prefix is still cached once for
+    the run; the items outside such runs are sorted together, where the first of them stood.
+    """
+    groups: list[list[tuple[int, int]]] = []
+    head: Sequence[int] = ()
+    for i, (ids, n) in enumerate(items):
+        if groups and common_prefix_length([head, ids]) >= min_tokens:
+            groups[-1].append((i, n))
+        else:
+            groups.append([(i, n)])
+            head = ids
+    runs: list[list[tuple[int, int]]] = []
+    loose: list[tuple[int, int]] | None = None
+    for g in groups:
+        if len(g) > 1:
+            runs.append(g)
+        elif loose is None:
+            loose = list(g)
+            runs.append(loose)
+        else:
+            loose += g
+    return [i for run in runs for i, _ in sorted(run, key=lambda t: (-t[1], t[0]))]
 
 
 class PrefixCache:
