@@ -83,8 +83,7 @@ def explicit_mask(config, base: str, allowed: torch.Tensor, query_pos: torch.Ten
     full and sliding layers (gemma2, gemma3, qwen2/3 with sliding layers) take a dict by
     layer kind. SDPA takes booleans, eager attention an additive mask in ``dtype``."""
     window = getattr(config, "sliding_window", None)
-    n = config.num_hidden_layers
-    kinds = set(getattr(config, "layer_types", None) or ["sliding_attention" if window else "full_attention"] * n)
+    kinds = set(getattr(config, "layer_types", None) or ["sliding_attention" if window else "full_attention"])
 
     def four_d(keep: torch.Tensor) -> torch.Tensor:
         keep = keep[:, None]
