@@ -3,6 +3,7 @@ log-likelihood equal to the model's own forward of that request alone, whatever 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mcqa_study import tiny_mcqa_model  # noqa: E402,F401  (the module fixture)
 from tiny_models import FAMILY_NAMES, tiny_loaded  # noqa: E402
 
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
@@ -66,3 +69,27 @@ def test_requests_that_cannot_be_scored_are_refused():
         continuation_logprobs(engine, [[([1, 2], [])]])
     with pytest.raises(WhiteboxError, match="cached prefix"):
         continuation_logprobs(engine, [[([1, 2, 3], [4])]], prefix=engine.prefix([1, 2, 3]))
+
+
+def test_a_cloze_only_study_batches_longest_first_and_resumes_to_the_same_files(tiny_mcqa_model, tmp_path):  # noqa: F811
+    """The cloze pass batches items by length, streams samples meanwhile and leaves them in item
+    order; a run cut after its first batch resumes to the same samples.jsonl and results."""
+    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+
+    cfg = MCQAConfig(model="tiny", limit=12, batch_size=4, shots=2, methods=("cloze",))
+    whole = run_mcqa(cfg, tmp_path, run_id="whole", loaded=tiny_mcqa_model, show_progress=False)
+    ids = [s["id"] for s in whole.read_samples()]
+    assert [s["doc_id"] for s in whole.read_samples()] == list(range(12))  # item order
+    parts = sorted((whole.path / "arrays" / "parts" / "cloze").glob("*.npz"))
+    firsts = [int(p.stem) for p in parts]
+    assert len(parts) == 3 and firsts != [0, 4, 8]  # batches formed longest first, not in item order
+    cut = run_mcqa(cfg, tmp_path, run_id="cut", loaded=tiny_mcqa_model, show_progress=False)
+    kept = np.load(sorted((cut.path / "arrays" / "parts" / "cloze").glob("*.npz"))[0])["index"].tolist()
+    for part in sorted((cut.path / "arrays" / "parts" / "cloze").glob("*.npz"))[1:]:
+        part.unlink()
+    by_id = {s["id"]: s for s in cut.read_samples()}
+    (cut.path / "samples.jsonl").write_text("".join(json.dumps(by_id[ids[i]]) + "\n" for i in kept))
+    (cut.path / "results.json").unlink()
+    resumed = run_mcqa(cfg, tmp_path, run_id="cut", resume=True, loaded=tiny_mcqa_model, show_progress=False)
+    assert resumed.samples_path.read_bytes() == whole.samples_path.read_bytes()
+    assert resumed.load_results()["headline"] == whole.load_results()["headline"]
