@@ -6,7 +6,7 @@ import torch
 
 from tiny_models import tiny_loaded
 from whitebox_eval.internals import Engine, batch_from_ids
-from whitebox_eval.internals.prefixes import PrefixCache, shared_prefix_length
+from whitebox_eval.internals.prefixes import PrefixCache, batch_order, shared_prefix_length
 
 
 def test_the_longest_common_token_prefix():
@@ -61,3 +61,14 @@ def test_no_prefix_where_a_sliding_window_binds():
     engine = Engine(tiny_loaded("gemma3"))  # sliding window 4: prefix + suffix do not fit
     cache = PrefixCache(engine, min_tokens=2)
     assert cache.for_batch([PREFIX + [12, 3], PREFIX + [21]]) is None and cache.computed == 0
+
+
+def test_batch_order_is_longest_first_but_keeps_runs_of_shared_demonstrations_together():
+    demos = list(range(100, 140))  # 40 tokens every item of a run starts with
+    items = [([1, 2, 3], 5), (demos + [1], 50), (demos + [2], 70), (demos + [3], 60), ([4, 5], 9), ([6], 9),
+             ([7, 8], 30)]
+    # the run (items 1-3) stays in place, longest first; the loose items are sorted together
+    # where the first of them stood (ties keep item order)
+    assert batch_order(items) == [6, 4, 5, 0, 2, 3, 1]
+    assert batch_order(items, min_tokens=41) == [2, 3, 1, 6, 4, 5, 0]  # no run: all longest first
+    assert batch_order([]) == []

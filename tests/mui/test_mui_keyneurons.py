@@ -28,6 +28,7 @@ from whitebox_eval.mui.keyneurons import (  # noqa: E402
     sample_key_mask,
     token_scores,
 )
+from whitebox_eval.internals.prefixes import PrefixCache  # noqa: E402
 from whitebox_eval.mui.sae import SAE  # noqa: E402
 from whitebox_eval.mui.sae_files import save_sae  # noqa: E402
 
@@ -223,6 +224,24 @@ def test_batch_result_does_not_depend_on_batching():
     for a, b in zip(together, alone):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert np.isfinite(together[0].numpy()).all()
+
+
+@pytest.mark.parametrize("score", ["contribution", "activation", "ig"])
+def test_a_shared_demonstration_is_computed_once_and_scores_the_same(score):
+    """Prompts that start alike (a 1-shot demonstration) share one cached prefix; every score equals
+    the uncached pass's (float rounding of other shapes aside)."""
+    lm = tiny_lm("llama")
+    engine = Engine(lm)
+    demo = [(7 * i) % 60 + 3 for i in range(40)]  # longer than MIN_UNMARKED_TOKENS
+    seqs = [ScoredSequence(demo + s.prompt_ids, s.response_ids) for s in SEQS]
+    cfg = KeyNeuronConfig(score=score, ig_steps=3)
+    prefixes = PrefixCache(engine)
+    cached = token_scores(engine, seqs, cfg, prefixes=prefixes)
+    assert prefixes.computed == 1 and list(prefixes._cached) == [tuple(demo)]
+    token_scores(engine, seqs[::-1], cfg, prefixes=prefixes)
+    assert prefixes.computed == 1  # the next batch finds it cached
+    for a, b in zip(cached, token_scores(engine, seqs, cfg)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
 def test_pair_rankings_give_the_eq10_key_set_for_every_k():

@@ -270,7 +270,7 @@ def test_identical_key_sets_are_warned(tmp_path, monkeypatch):
     from whitebox_eval.mui import study
 
     lm = tiny_lm("llama")
-    def same(engine, seqs, cfg, sae_set=None):
+    def same(engine, seqs, cfg, sae_set=None, prefixes=None):
         m = torch.zeros(lm.arch.n_layers, lm.arch.d_ff, dtype=torch.bool)
         m[:, 0] = True
         return [m.clone() for _ in seqs]

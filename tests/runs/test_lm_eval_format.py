@@ -104,15 +104,25 @@ def test_make_table_of_real_lm_eval_prints_our_results(tmp_path):
 
 def test_sample_fields_of_an_item():
     it = MCQItem(id="hs/1", question="A man sits", options=["runs.", "eats."], gold=1, context="ctx", subject="Sports")
-    f = sample_fields(it, "Sports: ctx A man sits", 7, [" runs.", " eats."])
+    f = sample_fields(it, 7, [("Sports: ctx A man sits", " runs."), ("Sports: ctx A man sits", " eats.")])
     assert f["doc_id"] == 7 and f["target"] == "1" and f["prompt"] == "Sports: ctx A man sits"
     assert f["doc"] == {"id": "hs/1", "question": "A man sits", "choices": ["runs.", "eats."], "gold": 1,
                         "context": "ctx", "subject": "Sports"}
     assert f["prompt_hash"] == hashlib.sha256(b"Sports: ctx A man sits").hexdigest()
     assert f["target_hash"] == hashlib.sha256(b"1").hexdigest()
     assert f["doc_hash"] == doc_hash(f["doc"]) and f["continuations"] == [" runs.", " eats."]
-    bare = sample_fields(MCQItem(id="x", question="q", options=["a", "b"], gold=0), "p", 0)
-    assert "context" not in bare["doc"] and "subject" not in bare["doc"] and "continuations" not in bare
+    # lm-eval's samples file: every request, arguments[i] = {arg_0: context, arg_1: continuation}
+    assert f["arguments"] == {"gen_args_0": {"arg_0": "Sports: ctx A man sits", "arg_1": " runs."},
+                              "gen_args_1": {"arg_0": "Sports: ctx A man sits", "arg_1": " eats."}}
+    bare = sample_fields(MCQItem(id="x", question="q", options=["a", "b"], gold=0), 0, [("p", " a"), ("p", " b")])
+    assert "context" not in bare["doc"] and "subject" not in bare["doc"]
+
+
+def test_one_context_per_choice_keeps_every_context():
+    it = MCQItem(id="w/0", question="q", options=["Anna", "Maria"], gold=0)
+    f = sample_fields(it, 0, [("Anna helped because Anna", " was kind."), ("Anna helped because Maria", " was kind.")])
+    assert [a["arg_0"] for a in f["arguments"].values()] == ["Anna helped because Anna", "Anna helped because Maria"]
+    assert f["prompt"] == "Anna helped because Anna" and f["continuations"] == [" was kind.", " was kind."]
 
 
 def test_item_accuracy():

@@ -93,3 +93,38 @@ def test_short_write_is_a_disk_error(tmp_path):
     err = disk_error(OSError("25920 requested and 3040 written"), tmp_path)
     assert isinstance(err, WhiteboxError) and "disk is full" in str(err) and "--resume" in str(err)
     assert disk_error(OSError("something else"), tmp_path) is None
+
+
+def test_a_batch_order_groups_items_but_keeps_item_order_on_output(tmp_path):
+    ids, order = [f"q{i}" for i in range(7)], [6, 2, 4, 0, 5, 1, 3]
+    plain = fresh(tmp_path, "plain")
+    ref = run_pass(plain, "main", ids, 3, scorer([], ids), show_progress=False)
+    folder, calls = fresh(tmp_path, "ordered"), []
+    out = run_pass(folder, "main", ids, 3, scorer(calls, ids), show_progress=False, order=order)
+    assert calls == [[6, 2, 4], [0, 5, 1], [3]]
+    np.testing.assert_array_equal(out["sq"], ref["sq"])
+    assert folder.samples_path.read_bytes() == plain.samples_path.read_bytes()  # item order, not batch order
+    with pytest.raises(ValueError, match="permutation"):
+        run_pass(folder, "other", ids, 3, scorer([], ids), show_progress=False, order=[0, 1])
+
+
+def test_an_ordered_pass_resumes_after_a_kill(tmp_path):
+    ids, order = [f"q{i}" for i in range(7)], [6, 2, 4, 0, 5, 1, 3]
+    plain = fresh(tmp_path, "plain")
+    run_pass(plain, "main", ids, 3, scorer([], ids), show_progress=False)
+    folder = fresh(tmp_path, "killed")
+
+    def dies_on_second_batch(idx, seen=[]):
+        seen.append(idx)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return scorer([], ids)(idx)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pass(folder, "main", ids, 3, dies_on_second_batch, show_progress=False, order=order)
+    assert [s["id"] for s in folder.read_samples()] == ["q6", "q2", "q4"]  # streamed in batch order meanwhile
+    calls = []
+    resumed = RunFolder.open_for_resume(folder.path, {"suite": "test"})
+    run_pass(resumed, "main", ids, 3, scorer(calls, ids), show_progress=False, order=order)
+    assert calls == [[0, 5, 1], [3]]
+    assert resumed.samples_path.read_bytes() == plain.samples_path.read_bytes()

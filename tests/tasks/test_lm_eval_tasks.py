@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -123,3 +124,25 @@ def test_study_on_both_views(tiny_mcqa_model, tmp_path):  # noqa: F811
         run_mcqa(MCQAConfig(model="tiny", task="lm-eval:winogrande", prompt="lm-eval", view="letters",
                             lm_eval_data=str(HERE / "data" / "winogrande")), tmp_path, run_id="bad2",
                  loaded=tiny_mcqa_model, show_progress=False)
+
+
+def test_winogrande_samples_log_every_request_and_batches_do_not_matter(tiny_mcqa_model, tmp_path):  # noqa: F811
+    """One context per choice: every request of a document is in its samples.jsonl line (lm-eval's
+    ``arguments``), and the log-likelihoods do not depend on the batch size or the batches' order."""
+    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+
+    ref = FIXTURE["runs"]["winogrande/3"]["items"]
+    runs = {}
+    for b in (1, 3, 16):
+        cfg = MCQAConfig(model="tiny", task="lm-eval:winogrande", prompt="lm-eval", shots=3, batch_size=b,
+                         lm_eval_data=str(HERE / "data" / "winogrande"), methods=("cloze",), uncertainty=False)
+        folder = run_mcqa(cfg, tmp_path, run_id=f"b{b}", loaded=tiny_mcqa_model, show_progress=False)
+        runs[b] = list(folder.read_samples())
+    for b, samples in runs.items():
+        assert [s["id"] for s in samples] == [f"winogrande/{r['doc_id']}" for r in ref]  # item order
+        for s, r in zip(samples, ref):
+            assert [[a["arg_0"], a["arg_1"]] for a in s["arguments"].values()] == r["requests"]
+            assert r["requests"][0][0] != r["requests"][1][0]  # two contexts, both logged
+        np.testing.assert_allclose([s["cloze_loglik"] for s in samples], [s["cloze_loglik"] for s in runs[16]],
+                                   rtol=1e-5, atol=1e-5)
+        assert [s["pred_cloze"] for s in samples] == [s["pred_cloze"] for s in runs[16]]

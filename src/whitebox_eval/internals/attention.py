@@ -74,6 +74,30 @@ def weighted_values(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return out.transpose(1, 2).contiguous()
 
 
+def explicit_mask(config, base: str, allowed: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor,
+                  dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The 4D mask a model takes as given (``create_causal_mask`` returns a 4D mask as it is)
+    from ``allowed`` [B, Q, K] (which key each query may see), per kind of layer: sliding-window
+    layers also drop keys ``window`` or more positions behind the query, counted on the
+    position ids (``query_pos`` [B, Q], ``key_pos`` [B, K]), not on columns. Models mixing
+    full and sliding layers (gemma2, gemma3, qwen2/3 with sliding layers) take a dict by
+    layer kind. SDPA takes booleans, eager attention an additive mask in ``dtype``."""
+    window = getattr(config, "sliding_window", None)
+    kinds = set(getattr(config, "layer_types", None) or ["sliding_attention" if window else "full_attention"])
+
+    def four_d(keep: torch.Tensor) -> torch.Tensor:
+        keep = keep[:, None]
+        if base == "sdpa":
+            return keep
+        return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
+
+    masks = {"full_attention": allowed}
+    if window and "sliding_attention" in kinds:
+        masks["sliding_attention"] = allowed & (query_pos[:, :, None] - key_pos[:, None, :] < window)
+    masks = {kind: four_d(m) for kind, m in masks.items() if kind in kinds}
+    return next(iter(masks.values())) if len(masks) == 1 else masks
+
+
 def _whitebox_attention(base: str):
     def forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         plan = getattr(module, "_whitebox_plan", None)

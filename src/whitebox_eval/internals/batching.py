@@ -7,6 +7,12 @@ With a cached prefix (:class:`~whitebox_eval.internals.engine.Prefix`, e.g. few-
 demonstrations shared by every example), the batch holds only the suffixes; example
 coordinates still count from the first prefix token, and the key axis of attention is
 laid out as [prefix | pads | suffix].
+
+A *packed* batch (:mod:`whitebox_eval.internals.packing`) carries its own attention
+pattern, :attr:`Batch.visible`: several sequences that share a beginning sit in one row
+(the shared tokens once, then each sequence's own tokens), position ids restart for
+each of them, and each token sees only the earlier tokens of its own sequence. Example
+coordinates then index the row's tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class Batch:
     position_ids: torch.Tensor  # [B, S], 0 at each example's first real token
     lengths: torch.Tensor  # [B] tokens in the batch (suffix lengths when a prefix is cached)
     prefix_len: int = 0
+    visible: torch.Tensor | None = None  # [B, S, S] bool, padded: which tokens each token sees (None: causal)
 
     @property
     def size(self) -> int:
@@ -47,17 +54,21 @@ class Batch:
         return self.seq_len - self.lengths
 
     def to(self, device: torch.device | str) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids, self.lengths)), self.prefix_len)
+        visible = None if self.visible is None else self.visible.to(device)
+        return Batch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids, self.lengths)),
+                     self.prefix_len, visible)
 
     def with_prefix(self, prefix_len: int) -> "Batch":
         """This batch as the suffixes of examples that start with ``prefix_len`` cached tokens."""
-        return Batch(self.input_ids, self.attention_mask, self.position_ids, self.lengths, prefix_len)
+        return Batch(self.input_ids, self.attention_mask, self.position_ids, self.lengths, prefix_len, self.visible)
 
     def append(self, tokens: torch.Tensor) -> "Batch":
         """This batch with one more token per example (a [B] tensor) on the right, as in generation.
 
         Offsets (left pads) stay the same, so a key/value cache of this batch stays valid.
         """
+        if self.visible is not None:
+            raise WhiteboxError("a packed batch (several sequences per row) cannot be extended token by token")
         tokens = tokens.to(self.input_ids.device, torch.long).view(-1, 1)
         if tokens.shape[0] != self.size:
             raise WhiteboxError(f"append needs one token per example ({self.size}), got {tokens.shape[0]}")

@@ -285,9 +285,12 @@ class Engine:
                 raise WhiteboxError(f"the cache holds {cache.layers[0].keys.shape[0]} examples but the batch has {batch.size}")
             if past and any(c.point == "attn_full" for c in captures):
                 raise WhiteboxError("attn_full captures need every query row; they are not available after a cached pass")
+        if batch.visible is not None and past:
+            raise WhiteboxError("a packed batch (several sequences per row) cannot continue a generation cache")
         if prefix is not None:
             batch = batch.with_prefix(prefix.length)
-            if not self.prefix_fits(prefix.length, batch.seq_len):
+            # a packed batch's mask counts sliding windows on position ids: a prefix is exact at any length
+            if batch.visible is None and not self.prefix_fits(prefix.length, batch.seq_len):
                 window = self.model.config.sliding_window
                 raise WhiteboxError(
                     f"prefix ({prefix.length}) + suffix ({batch.seq_len}) tokens exceed the sliding window ({window}); "
@@ -310,6 +313,8 @@ class Engine:
             mask = torch.cat([torch.ones(batch.size, prefix.length, dtype=mask.dtype, device=mask.device), mask], dim=1)
             position_ids = position_ids + prefix.length
             cache = prefix.cache_for(batch.size)
+        if batch.visible is not None:
+            mask = self._packed_mask(batch, position_ids, prefix.length if prefix is not None else 0)
         with self._installed(plan), torch.set_grad_enabled(grad):
             out = self.model.base_model(
                 input_ids=None if inputs_embeds is not None else input_ids,
@@ -339,6 +344,16 @@ class Engine:
             # layers split over devices (device_map) hand their pieces over on the output's device
             trace.captures[c.key] = _full_precision(torch.stack([per_layer[l].to(hidden.device) for l in layers], dim=1))
         return trace
+
+    def _packed_mask(self, batch: Batch, position_ids: torch.Tensor, prefix_len: int):
+        """The explicit mask of a packed batch: every real token sees a cached prefix, then the
+        batch's own pattern (:mod:`.packing`); sliding windows on position ids."""
+        real = batch.attention_mask.bool()
+        b, s = real.shape
+        allowed = torch.cat([real[:, :, None].expand(b, s, prefix_len), batch.visible.to(real.device)], dim=2)
+        key_pos = torch.cat([torch.arange(prefix_len, device=real.device).expand(b, -1), position_ids], dim=1)
+        return attn_impl.explicit_mask(self.model.config, self.base_attention, allowed, position_ids, key_pos,
+                                       self.model.dtype)
 
     def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
         """Unembedding (+ final logit soft-capping where the family has it) of final-normed states."""

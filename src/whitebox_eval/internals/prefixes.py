@@ -23,7 +23,7 @@ a prefix are equal up to float rounding (different kernel shapes).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from whitebox_eval.errors import WhiteboxError
 
@@ -48,15 +48,49 @@ def shared_prefix_length(seqs: Sequence[Sequence[int]], *, limit: int | None = N
     n = min(len(s) for s in seqs) - 1
     if limit is not None:
         n = min(n, limit)
+    n = common_prefix_length(seqs, at_most=n)
+    return n if n >= max(1, min_tokens) else 0
+
+
+def common_prefix_length(seqs: Sequence[Sequence[int]], at_most: int | None = None) -> int:
+    """Length of the longest token prefix every sequence of ``seqs`` starts with (at most ``at_most``)."""
     first = seqs[0]
+    n = min(len(s) for s in seqs) if at_most is None else max(0, at_most)
     for s in seqs[1:]:
         k = 0
         while k < n and s[k] == first[k]:
             k += 1
         n = k
-        if n < min_tokens:
-            return 0
-    return n if n >= max(1, min_tokens) else 0
+    return n
+
+
+def batch_order(items: Iterable[tuple[Sequence[int], int]], *, min_tokens: int = MIN_UNMARKED_TOKENS) -> list[int]:
+    """The order in which to batch items, given each item's first tokens and its length in
+    tokens: longest first, as lm-eval's ``Collator`` orders requests, so a batch holds items
+    of about one length and little padding; ties keep item order. A run of consecutive
+    items that start with the same ``min_tokens`` tokens or more (the same demonstrations)
+    stays in its place and is sorted within itself, so its prefix is still cached once for
+    the run; the items outside such runs are sorted together, where the first of them stood.
+    """
+    groups: list[list[tuple[int, int]]] = []
+    head: Sequence[int] = ()
+    for i, (ids, n) in enumerate(items):
+        if groups and common_prefix_length([head, ids]) >= min_tokens:
+            groups[-1].append((i, n))
+        else:
+            groups.append([(i, n)])
+            head = ids
+    runs: list[list[tuple[int, int]]] = []
+    loose: list[tuple[int, int]] | None = None
+    for g in groups:
+        if len(g) > 1:
+            runs.append(g)
+        elif loose is None:
+            loose = list(g)
+            runs.append(loose)
+        else:
+            loose += g
+    return [i for run in runs for i, _ in sorted(run, key=lambda t: (-t[1], t[0]))]
 
 
 class PrefixCache:

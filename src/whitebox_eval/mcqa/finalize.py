@@ -11,7 +11,7 @@ import numpy as np
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks import lm_eval
 from whitebox_eval.runs import RunFolder
-from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy
+from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy, log_arguments
 
 from whitebox_eval.mcqa.config import HEAD_METHODS
 
@@ -228,8 +228,10 @@ def _per_item_extras(study, main, selected, pride_pred, cloze, base_pred=None) -
             e["cloze_loglik"] = [float(x) for x in cloze.loglik[i, : len(it.options)]]
             e["cloze_loglik_norm"] = [float(x) for x in cloze.loglik_norm[i, : len(it.options)]]
             e["pred_cloze"], e["pred_cloze_norm"] = int(cloze.pred[i]), int(cloze.pred_norm[i])
-            if study.rendered:  # the cloze read its own context, not the letter prompt of samples' "prompt"
-                e["cloze_prompt_hash"] = hash_string(study.cloze_request(it)[0][0][0])
+            if study.rendered:  # the cloze read its own requests, not the letter prompt of samples' "arguments"
+                requests = study.cloze_request(it)[0]
+                e["cloze_prompt_hash"] = hash_string(requests[0][0])
+                e["cloze_arguments"] = log_arguments(requests)
         # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses
         e.update(item_accuracy(it.gold, {"baseline": None if base_pred is None else base_pred[i], "pride": e.get("pred_pride"),
                                          **{f"{m}_head": sel.predictions[i] for m, sel in selected.items()},

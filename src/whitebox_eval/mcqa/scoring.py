@@ -21,7 +21,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, Prefix, batch_from_ids, logit_lens
+from whitebox_eval.internals.packing import pack
 from whitebox_eval.internals.requests import Edit
 from whitebox_eval.mcqa.tokens import TokenizedPrompt
 
@@ -113,23 +115,42 @@ def score_prompts(
     return out
 
 
-def continuation_logprobs(engine: Engine, contexts: Sequence[list[int]], continuations: Sequence[list[int]],
-                          prefix: Prefix | None = None) -> np.ndarray:
-    """Summed log-probability of each continuation given its context (lm-eval's loglikelihood).
+Request = tuple[list[int], list[int]]
+"""(context token ids, continuation token ids): one lm-eval loglikelihood request."""
 
-    With ``prefix`` (the cached tokens every context starts with, each context's last token
-    after it) only the tokens after it are computed."""
-    ids = [c + x for c, x in zip(contexts, continuations)]
-    width = max(len(x) for x in continuations)
-    # position p predicts token p + 1: the continuation's tokens are predicted from len(c)-1 ... len(ids)-2
-    pred_pos = [[len(c) - 1 + j for j in range(len(x))] + [len(c) - 1] * (width - len(x)) for c, x in zip(contexts, continuations)]
+
+def continuation_logprobs(engine: Engine, groups: Sequence[Sequence[Request]], prefix: Prefix | None = None) -> np.ndarray:
+    """Summed log-probability of each continuation given its context (lm-eval's loglikelihood),
+    flat over the groups' requests in order.
+
+    A group (one item's requests) is one packed row (:mod:`whitebox_eval.internals.packing`):
+    what its requests share (the context of every choice; for one context per choice, the
+    contexts' longest common token prefix) is computed once, then each request's own tokens,
+    all but its last (lm-eval's ``(context + continuation)[:-1]``). With ``prefix`` (the
+    cached tokens every context starts with, each context's last token after it) only the
+    tokens after it are computed."""
     skip = prefix.length if prefix is not None else 0
-    if skip and any(x[:skip] != prefix.ids or len(c) <= skip for x, c in zip(ids, contexts)):
-        raise ValueError("every context must start with the cached prefix and go on after it")
-    batch = batch_from_ids([x[skip:] for x in ids], pad_id=engine.loaded.pad_id).to(engine.loaded.device)
-    trace = engine.run(batch, logits=pred_pos, prefix=prefix)
-    logp = torch.log_softmax(trace.logits.float(), -1)  # [B, width, V]
-    target = torch.tensor([x + [x[-1]] * (width - len(x)) for x in continuations], device=logp.device)
-    tok_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    mask = torch.tensor([[j < len(x) for j in range(width)] for x in continuations], device=logp.device)
-    return (tok_lp * mask).sum(-1).cpu().numpy()
+    for group in groups:
+        for c, x in group:
+            if not x:
+                raise WhiteboxError("a request has no continuation tokens: nothing to score")
+            if len(c) <= skip or (skip and c[:skip] != prefix.ids):
+                raise WhiteboxError("every context must start with the cached prefix and go on after it")
+    packed = pack([[(c + x)[skip:-1] for c, x in group] for group in groups], pad_id=engine.loaded.pad_id)
+    # continuation token j of request i is predicted at its sequence's position len(c) - 1 + j
+    pos = [[skip + packed.where[g][i][len(c) - 1 - skip + j] for i, (c, x) in enumerate(group) for j in range(len(x))]
+           for g, group in enumerate(groups)]
+    target = [[t for _, x in group for t in x] for group in groups]
+    width = max(len(p) for p in pos)
+    trace = engine.run(packed.batch.to(engine.loaded.device), logits=[p + [p[-1]] * (width - len(p)) for p in pos],
+                       prefix=prefix)
+    logp = torch.log_softmax(trace.logits.float(), -1)  # [groups, width, V]
+    idx = torch.tensor([t + [t[-1]] * (width - len(t)) for t in target], device=logp.device)
+    tok_lp = logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1).cpu()  # [groups, width]
+    out = []
+    for g, group in enumerate(groups):
+        k = 0
+        for _, x in group:
+            out.append(float(tok_lp[g, k:k + len(x)].sum()))
+            k += len(x)
+    return np.array(out)

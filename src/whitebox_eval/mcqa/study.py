@@ -35,7 +35,8 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
-from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache
+from whitebox_eval.internals.packing import packed_length
+from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
@@ -43,7 +44,7 @@ from whitebox_eval.tasks import lm_eval
 from whitebox_eval.tasks.spec import LM_EVAL as LM_EVAL_TASK, TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
-from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
+from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
 from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.datafiles import recording
@@ -197,7 +198,7 @@ class _Study:
                 out.append({"id": self.items[i].id, "gold": r.gold, "n_options": n, "n_tokens": len(toks[j].input_ids),
                             "labels": r.labels, "letter_logits": [round(float(x), 5) for x in letters],
                             "pred_baseline": int(np.argmax(letters)),
-                            **sample_fields(self.items[i], r.text, i, r.answer_strings)})
+                            **sample_fields(self.items[i], i, [(r.text, a) for a in r.answer_strings])})
             return out
 
         return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, records=records)
@@ -233,37 +234,50 @@ class _Study:
     def cloze_pass(self) -> tuple[np.ndarray, np.ndarray]:
         """Each choice's summed log-likelihood as a continuation, and that sum divided by the
         choice's length in characters: lm-eval's acc / acc_norm inputs (:mod:`whitebox_eval.tasks.lm_eval`).
-        Log-likelihoods are kept in float64 so near-ties are decided as lm-eval decides them.
+        An item's requests are one group: their shared context is computed once
+        (:func:`~whitebox_eval.mcqa.scoring.continuation_logprobs`). Items are batched longest
+        first (:func:`~whitebox_eval.internals.prefixes.batch_order`; arrays and samples come back in
+        item order). Log-likelihoods are kept in float64 so near-ties are decided as lm-eval decides them.
         Without a main pass (a cloze-only study) it streams ``samples.jsonl`` itself."""
         def score(chunk: list[int]):
-            ctx, cont, requests = [], [], []
-            for i in chunk:
-                pairs, choices = self.cloze_request(self.items[i])
-                requests.append((pairs, choices))
-                for context, group in _by_context(pairs):  # a context is tokenized once for its continuations
-                    c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, group)
-                    ctx += [c_ids] * len(x_ids)
-                    cont += x_ids
-            # the contexts share the demonstrations (nothing marks where they end); each context's last token is scored
-            prefix = self.prefix_for(ctx, min(len(c) for c in ctx) - 1, MIN_UNMARKED_TOKENS)
-            lp = continuation_logprobs(self.engine, ctx, cont, prefix=prefix)
+            requests = [self.cloze_tokens(i) for i in chunk]
+            ctx = [c for reqs, _, _ in requests for c, _ in reqs]
+            # items of a batch may share demonstrations (nothing marks where they end); each context's last
+            # token is scored; one item's context is shared by its choices without a prefix
+            prefix = self.prefix_for(ctx, min(len(c) for c in ctx) - 1, MIN_UNMARKED_TOKENS) if len(chunk) > 1 else None
+            lp = continuation_logprobs(self.engine, [reqs for reqs, _, _ in requests], prefix=prefix)
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
             k, records = 0, []
-            for row, (i, (pairs, choices)) in enumerate(zip(chunk, requests)):
+            for row, (i, (_, pairs, choices)) in enumerate(zip(chunk, requests)):
                 n = len(choices)
                 ll[row, :n] = lp[k:k + n]
                 norm[row, :n] = ll[row, :n] / lm_eval.choice_lengths(choices)
                 k += n
                 it = self.items[i]
-                records.append({"id": it.id, "gold": it.gold, "n_options": n,
-                                **sample_fields(it, pairs[0][0], i, [x for _, x in pairs])})
+                records.append({"id": it.id, "gold": it.gold, "n_options": n, **sample_fields(it, i, pairs)})
             return (None if self.letters else records), {"loglik": ll, "loglik_norm": norm}
 
+        def lengths():  # each item's first context and the tokens its packed row holds
+            for i in range(len(self.items)):
+                reqs = self.cloze_tokens(i)[0]
+                yield reqs[0][0], packed_length([c + x[:-1] for c, x in reqs])
+
         ids = [it.id for it in self.items]
-        arrays = run_pass(self.folder, "cloze", ids, max(1, self.cfg.batch_size // 2), score, world=self.world,
-                          desc="mcqa cloze", show_progress=self.show_progress, dtype=np.float64)
+        arrays = run_pass(self.folder, "cloze", ids, self.cfg.batch_size, score, world=self.world,
+                          desc="mcqa cloze", show_progress=self.show_progress, dtype=np.float64,
+                          order=batch_order(lengths()))
         return arrays["loglik"], arrays["loglik_norm"]
+
+    def cloze_tokens(self, i: int) -> tuple[list[Request], list[tuple[str, str]], list[str]]:
+        """Item ``i``'s cloze requests as token ids (lm-eval's ``_encode_pair``; a context is
+        tokenized once for its continuations), as text, and its choices."""
+        pairs, choices = self.cloze_request(self.items[i])
+        reqs: list[Request] = []
+        for context, group in _by_context(pairs):
+            c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, group)
+            reqs += [(c_ids, x) for x in x_ids]
+        return reqs, pairs, choices
 
 
 def _by_context(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:

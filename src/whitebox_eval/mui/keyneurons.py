@@ -59,7 +59,8 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals import Capture, Engine, Patch, batch_from_ids
+from whitebox_eval.internals import Capture, Engine, Patch, Prefix, batch_from_ids
+from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache
 from whitebox_eval.internals.attribution import frozen_parameters
 from whitebox_eval.mui.neuron_scores import (
     DEFAULT_IG_STEPS,
@@ -206,6 +207,7 @@ class _Layout:
     positions: list[list[int]]  # [B][P], rows padded by repeating their last position
     lengths: list[int]  # scored positions per row
     targets: torch.Tensor  # [B, P] next-token ids (padding entries repeat the last)
+    prefix: Prefix | None = None  # cached tokens every sequence starts with (the batch holds the rest)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -213,7 +215,8 @@ class _Layout:
         return torch.arange(p)[None, :] < torch.tensor(self.lengths)[:, None]
 
 
-def _layout(engine: Engine, seqs: Sequence[ScoredSequence], score_token: ScoreToken = "next") -> _Layout:
+def _layout(engine: Engine, seqs: Sequence[ScoredSequence], score_token: ScoreToken = "next",
+            prefixes: PrefixCache | None = None) -> _Layout:
     if not seqs:
         raise WhiteboxError("no sequences to score")
     pos = [scored_positions(len(s.prompt_ids), len(s.response_ids), score_token) for s in seqs]
@@ -221,9 +224,12 @@ def _layout(engine: Engine, seqs: Sequence[ScoredSequence], score_token: ScoreTo
     padded = [p + [p[-1]] * (width - len(p)) for p in pos]
     shift = 0 if score_token == "at" else 1
     targets = torch.tensor([[s.ids[q + shift] for q in row] for s, row in zip(seqs, padded)], dtype=torch.long)
-    pad = engine.loaded.pad_id
-    batch = batch_from_ids([s.ids for s in seqs], pad_id=pad).to(engine.loaded.device)
-    return _Layout(batch, padded, [len(p) for p in pos], targets)
+    # prompts that share their beginning (a demonstration, a chat header): computed once, the scored positions after it
+    prefix = None if prefixes is None else prefixes.for_batch(
+        [s.ids for s in seqs], limit=min(len(s.prompt_ids) for s in seqs) - 1, min_tokens=MIN_UNMARKED_TOKENS)
+    skip = prefix.length if prefix is not None else 0
+    batch = batch_from_ids([s.ids[skip:] for s in seqs], pad_id=engine.loaded.pad_id).to(engine.loaded.device)
+    return _Layout(batch, padded, [len(p) for p in pos], targets, prefix)
 
 
 def final_norm_linearisation(arch) -> tuple[torch.Tensor, bool, float]:
@@ -251,7 +257,7 @@ def _contribution(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[to
     if cfg.final_norm == "full":
         caps.append(Capture("resid", lay.positions, [arch.n_layers - 1], name="final_resid"))
     with torch.no_grad():
-        trace = engine.run(lay.batch, caps, logits=False)
+        trace = engine.run(lay.batch, caps, logits=False, prefix=lay.prefix)
         valid = lay.valid.to(trace["act"].device)
         acts = trace["act"].permute(0, 2, 1, 3)[valid]  # [N, L, d_ff]
         targets = lay.targets.to(valid.device)[valid]  # [N]
@@ -276,7 +282,7 @@ def _contribution(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[to
 
 def _activation(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torch.Tensor]:
     with torch.no_grad():
-        trace = engine.run(lay.batch, [Capture(cfg.activation, lay.positions, name="act")], logits=False)
+        trace = engine.run(lay.batch, [Capture(cfg.activation, lay.positions, name="act")], logits=False, prefix=lay.prefix)
         valid = lay.valid.to(trace["act"].device)
         acts = trace["act"].permute(0, 2, 1, 3)[valid]  # [N, L, d_ff]
         flat = torch.stack([activation_scores(acts[:, l]) for l in range(acts.shape[1])], dim=1).cpu()
@@ -298,7 +304,8 @@ def _repeat_batch(batch, c: int):
 def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[torch.Tensor]:
     arch = engine.arch
     with torch.no_grad():
-        clean = engine.run(lay.batch, [Capture("mlp_act", lay.positions, name="act")], logits=False)["act"]  # [B, L, P, F]
+        clean = engine.run(lay.batch, [Capture("mlp_act", lay.positions, name="act")], logits=False,
+                           prefix=lay.prefix)["act"]  # [B, L, P, F]
     targets = lay.targets.to(clean.device)
     valid = lay.valid.to(clean.device)
     alphas = riemann_alphas(cfg.ig_steps)
@@ -319,7 +326,7 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
             for group in groups:
                 scaled = [(alpha * clean[:, l].repeat(c, 1, 1)).detach().requires_grad_(True) for l in group]  # [c*B, P, F]
                 edits = [Patch("mlp_act", l, lay.positions * c, x) for l, x in zip(group, scaled)]
-                trace = engine.run(batch, (), edits, logits=lay.positions * c, grad=True)
+                trace = engine.run(batch, (), edits, logits=lay.positions * c, grad=True, prefix=lay.prefix)
                 logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [c*B, P, V]
                 f = logp.gather(-1, targets.repeat(c, 1).unsqueeze(-1)).squeeze(-1)[valid.repeat(c, 1)].sum()
                 for l, g in zip(group, torch.autograd.grad(f, scaled)):
@@ -333,7 +340,8 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
 
 def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
     with torch.no_grad():
-        trace = engine.run(lay.batch, [Capture(sae_set.point, lay.positions, sae_set.layers, name="x")], logits=False)
+        trace = engine.run(lay.batch, [Capture(sae_set.point, lay.positions, sae_set.layers, name="x")], logits=False,
+                           prefix=lay.prefix)
         valid = lay.valid.to(trace["x"].device)
         x = trace["x"].permute(0, 2, 1, 3)[valid].float().cpu()  # [N, L_sae, d_model]
         flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
@@ -346,16 +354,17 @@ def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
 
 def token_scores(
     engine: Engine, seqs: Sequence[ScoredSequence], cfg: KeyNeuronConfig = KeyNeuronConfig(),
-    sae_set: SAESet | None = None,
+    sae_set: SAESet | None = None, prefixes: PrefixCache | None = None,
 ) -> list[torch.Tensor]:
     """Per-sample token-level scores ``[n_response_tokens, n_layers, width]`` from one batched pass.
 
     Row ``j`` of a sample's scores belongs to position ``len(prompt) - 1 + j``, which
     predicts response token ``j`` (with ``score_token="at"``: position ``len(prompt) + j``). ``width`` is ``d_ff`` (neurons) or ``d_sae`` (features,
-    ``n_layers`` = the SAE layers).
+    ``n_layers`` = the SAE layers). With ``prefixes``, the tokens the prompts of a batch
+    share (a demonstration, a chat header) are computed once and kept for later batches.
     """
     cfg.validate()
-    lay = _layout(engine, seqs, cfg.score_token)
+    lay = _layout(engine, seqs, cfg.score_token, prefixes)
     if cfg.score == "contribution":
         return _contribution(engine, lay, cfg)
     if cfg.score == "activation":
@@ -384,10 +393,10 @@ def sample_key_mask(scores: torch.Tensor, cfg: KeyNeuronConfig = KeyNeuronConfig
 
 def key_masks(
     engine: Engine, seqs: Sequence[ScoredSequence], cfg: KeyNeuronConfig = KeyNeuronConfig(),
-    sae_set: SAESet | None = None,
+    sae_set: SAESet | None = None, prefixes: PrefixCache | None = None,
 ) -> list[torch.Tensor]:
     """Key sets of a batch of samples: :func:`token_scores` then :func:`sample_key_mask`."""
-    return [sample_key_mask(s, cfg) for s in token_scores(engine, seqs, cfg, sae_set)]
+    return [sample_key_mask(s, cfg) for s in token_scores(engine, seqs, cfg, sae_set, prefixes)]
 
 
 def layer_rankings(scores: torch.Tensor, k_max: int, *, response_level: bool = False, unit: Unit = "pair") -> torch.Tensor:

@@ -48,6 +48,7 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, MaskNeurons
 from whitebox_eval.mui import responses as rsp
+from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, layer_rankings, token_scores
 from whitebox_eval.mui.prepared import PreparedTask, prepare_task, respond
 from whitebox_eval.mui.study import MUIConfig
@@ -165,6 +166,7 @@ def source_rankings(lm, engine: Engine, cfg: MaskingConfig, folder: RunFolder, t
     kcfg = KeyNeuronConfig(score=cfg.score, activation=cfg.activation, final_norm=cfg.final_norm,
                            response_level=cfg.response_level, unit=cfg.unit).validate()
     k_max = max(int(k) for k in cfg.ks)
+    prefixes = PrefixCache(engine)  # a demonstration the prompts share, computed once
 
     def score(chunk: list[int]):
         items = [task.items[i] for i in chunk]
@@ -173,7 +175,7 @@ def source_rankings(lm, engine: Engine, cfg: MaskingConfig, folder: RunFolder, t
         scored = [j for j, r in enumerate(responses) if r.ids]
         if scored:
             seqs = [ScoredSequence(prompts[j], responses[j].ids) for j in scored]
-            for j, s in zip(scored, token_scores(engine, seqs, kcfg)):
+            for j, s in zip(scored, token_scores(engine, seqs, kcfg, prefixes=prefixes)):
                 ranks[j] = layer_rankings(s, k_max, response_level=cfg.response_level, unit=cfg.unit).numpy()
         given = task.given is not None
         return None, {"rankings": ranks, "scored": np.array([bool(r.ids) for r in responses]),

@@ -31,6 +31,7 @@ from whitebox_eval.datafiles import recording
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
+from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, lm_eval_metrics, threshold_summary
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
 from whitebox_eval.mui.sae import ReconstructionStats
@@ -200,6 +201,7 @@ def run_mui(
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded)
+    prefixes = PrefixCache(engine)  # a demonstration or chat header the prompts share, computed once
     n_layers, width, kind = _unit_shape(loaded, sae_set)
     ids = [it.id for it in task.items]
     folder.log(f"{len(ids)} items, model {cfg.model}, prompt format {task.fmt}")
@@ -211,7 +213,7 @@ def run_mui(
         masks: dict[int, np.ndarray] = {}
         if scorable:
             seqs = [ScoredSequence(prompts[j], responses[j].ids) for j in scorable]
-            for j, m in zip(scorable, key_masks(engine, seqs, kcfg, sae_set)):
+            for j, m in zip(scorable, key_masks(engine, seqs, kcfg, sae_set, prefixes)):
                 masks[j] = np.flatnonzero(m.numpy().reshape(-1)).astype(np.int64)
         flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)

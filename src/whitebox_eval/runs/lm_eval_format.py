@@ -9,7 +9,7 @@
   ``acc_norm,cloze``) with their ``metric_stderr,filter`` (lm-eval's standard error:
   sample sd / sqrt(n), :func:`whitebox_eval.stats.sample_stderr`).
 - :func:`sample_fields`: the fields of lm-eval's ``--log_samples`` records that apply to
-  one item (``doc_id``, ``doc``, ``target``, ``doc_hash``, ``prompt_hash``,
+  one item (``doc_id``, ``doc``, ``target``, ``arguments``, ``doc_hash``, ``prompt_hash``,
   ``target_hash``), hashed as lm-eval hashes them (``lm_eval.utils.hash_string``: sha256
   hex of the UTF-8 text; the doc as ``json.dumps(doc, indent=2, ensure_ascii=False)``).
 
@@ -40,15 +40,23 @@ def doc_hash(doc: Mapping[str, Any]) -> str:
     return hash_string(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
 
 
-def sample_fields(item: Any, prompt: str, doc_id: int, continuations: Sequence[str] | None = None) -> dict:
-    """lm-eval ``--log_samples`` fields of one multiple-choice item (an ``MCQItem``).
+def log_arguments(requests: Sequence[tuple[str, str]]) -> dict[str, dict[str, str]]:
+    """(context, continuation) requests as lm-eval's samples file writes ``arguments``."""
+    return {f"gen_args_{i}": {"arg_0": c, "arg_1": x} for i, (c, x) in enumerate(requests)}
+
+
+def sample_fields(item: Any, doc_id: int, requests: Sequence[tuple[str, str]]) -> dict:
+    """lm-eval ``--log_samples`` fields of one multiple-choice item (an ``MCQItem``) whose
+    ``requests`` are its (context, continuation) pairs, one per option.
 
     ``doc`` holds the item as we read it (id, question, choices, gold, context and
-    subject where it has them), so ``doc_hash`` is ours, not the hub row's; ``prompt``
-    is the exact text the model read before the answer and ``prompt_hash`` its hash
-    (lm-eval hashes the first request's context, ``arguments[0][0]``, the same text
-    when the prompts agree); ``target`` is the gold index as a string, as lm-eval's
-    samples file writes it. ``continuations`` are what follows the prompt per option.
+    subject where it has them), so ``doc_hash`` is ours, not the hub row's; ``arguments``
+    holds every request as lm-eval's samples file writes them (``{"gen_args_0": {"arg_0":
+    context, "arg_1": continuation}, ...}``: a task with one context per choice, such as
+    winogrande, shows each context); ``prompt`` is the first request's context and
+    ``prompt_hash`` its hash (lm-eval hashes ``arguments[0][0]``), ``continuations`` what
+    follows the context per option; ``target`` is the gold index as a string, as lm-eval's
+    samples file writes it.
     """
     doc: dict[str, Any] = {"id": item.id, "question": item.question, "choices": list(item.options), "gold": int(item.gold)}
     if item.context:
@@ -56,11 +64,11 @@ def sample_fields(item: Any, prompt: str, doc_id: int, continuations: Sequence[s
     if item.subject:
         doc["subject"] = item.subject
     target = str(int(item.gold))
-    out = {"doc_id": int(doc_id), "doc": doc, "target": target, "prompt": prompt,
-           "doc_hash": doc_hash(doc), "prompt_hash": hash_string(prompt), "target_hash": hash_string(target)}
-    if continuations is not None:
-        out["continuations"] = list(continuations)
-    return out
+    prompt = requests[0][0]
+    return {"doc_id": int(doc_id), "doc": doc, "target": target,
+            "arguments": log_arguments(requests),
+            "prompt": prompt, "doc_hash": doc_hash(doc), "prompt_hash": hash_string(prompt),
+            "target_hash": hash_string(target), "continuations": [x for _, x in requests]}
 
 
 def item_accuracy(gold: int, predictions: Mapping[str, int | None]) -> dict[str, float]:

@@ -11,7 +11,11 @@ is done, so
   not appended again), and lines missing from ``samples.jsonl`` at the end of the pass
   (a file cut short) are restored from the parts, in item order;
 - under torchrun each rank takes blocks of ``batch_size`` consecutive items round-robin
-  (so every batch equals the one-process batch) and rank 0 merges the ranks' samples.
+  (so every batch equals the one-process batch) and rank 0 merges the ranks' samples;
+- ``order`` (a permutation of the items, e.g. longest first so a batch holds items of
+  about one length) only says which items go into a batch together: parts hold their
+  items' indices, arrays come back in item order, and at the end of the pass its sample
+  lines are put in item order.
 
 Every write goes through :func:`whitebox_eval.runs.atomic.writing`, so a full disk ends in
 one line naming the run folder, and ``--resume`` continues from the last finished part.
@@ -47,7 +51,8 @@ def parts_dir(folder: RunFolder, name: str) -> Path:
 
 def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size: int, score: Score, *,
              world=None, desc: str | None = None, show_progress: bool | None = None,
-             dtype: Any = np.float32, require_all: bool = True, collect: bool = True) -> dict[str, np.ndarray] | None:
+             dtype: Any = np.float32, require_all: bool = True, collect: bool = True,
+             order: Sequence[int] | None = None) -> dict[str, np.ndarray] | None:
     """Run ``score`` over the batches of pass ``name`` that have no part yet; return its arrays.
 
     ``score(indices)`` gets a batch of item indices and returns ``(records, arrays)``:
@@ -56,7 +61,8 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
     ``len(indices)``. The result maps each array name to ``[len(ids), ...]`` in item
     order (``dtype``); a row no part holds raises, or is NaN with ``require_all=False``.
     With ``collect=False`` (arrays that are not one row per item, e.g. ragged key sets)
-    nothing is returned: read the parts with :func:`iter_parts`.
+    nothing is returned: read the parts with :func:`iter_parts`. ``order``: the items in the
+    order they are batched (default: item order).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise WhiteboxError(f"batch size must be a positive integer, got {batch_size!r}")
@@ -67,7 +73,9 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
                             "(check the dataset for duplicate ids)")
     parts = parts_dir(folder, name)
     main = world is None or world.main
-    todo = _pending(folder, parts, len(ids), batch_size, world)
+    if order is not None and sorted(order) != list(range(len(ids))):
+        raise ValueError(f"pass {name}: order must be a permutation of the {len(ids)} items")
+    todo = _pending(folder, parts, order if order is not None else range(len(ids)), batch_size, world)
     done_samples = folder.done_ids()
     batches = range(0, len(todo), batch_size)
     for start in progress(batches, total=len(batches), desc=desc or name, enabled=show_progress):
@@ -93,6 +101,10 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
     if main:  # a rank's view reads and rewrites the merged samples.jsonl too
         folder.merge_shards(ids)
         restore_samples(folder, name, ids)
+        if order is not None:  # lines were appended in batch order
+            wanted = set(ids)
+            if [s["id"] for s in folder.read_samples() if s["id"] in wanted] != [i for i in ids if i in folder.done_ids()]:
+                _rewrite_in_item_order(folder, ids, {})
     if world is not None:
         world.barrier()
     if not collect:
@@ -106,8 +118,8 @@ def iter_parts(folder: RunFolder, name: str):
         yield z
 
 
-def _pending(folder: RunFolder, parts: Path, n: int, batch_size: int, world) -> list[int]:
-    """This rank's share of the items without a readable part, in blocks of ``batch_size``.
+def _pending(folder: RunFolder, parts: Path, order: Sequence[int], batch_size: int, world) -> list[int]:
+    """This rank's share of the items without a readable part, in ``order``, in blocks of ``batch_size``.
     Rank 0 reads the parts and broadcasts: read independently, a late rank would see
     parts another has just written."""
     main = world is None or world.main
@@ -117,9 +129,9 @@ def _pending(folder: RunFolder, parts: Path, n: int, batch_size: int, world) -> 
         for _, z in read_parts(parts, folder.log, set_aside=True):
             done.update(int(i) for i in z[INDEX_KEY])
     if world is None:
-        return [i for i in range(n) if i not in done]
+        return [i for i in order if i not in done]
     done = world.broadcast(done)
-    return world.shard([i for i in range(n) if i not in done], block=batch_size)
+    return world.shard([i for i in order if i not in done], block=batch_size)
 
 
 def read_pass(folder: RunFolder, name: str, n: int, *, dtype: Any = np.float32,
@@ -173,6 +185,15 @@ def restore_samples(folder: RunFolder, name: str, ids: Sequence[str | int]) -> i
         raise WhiteboxError(
             f"{folder.samples_path} lacks {len(lost)} samples of pass {name!r} (e.g. {lost[0]!r}) and its parts do "
             "not carry them (written by an older version); start a new run (without --resume) to rebuild them")
+    restored = _rewrite_in_item_order(folder, ids, lines)
+    folder.log(f"pass {name}: restored {restored} sample lines missing from samples.jsonl from the parts")
+    return restored
+
+
+def _rewrite_in_item_order(folder: RunFolder, ids: Sequence[str | int], lines: Mapping[str | int, str]) -> int:
+    """samples.jsonl with the lines of ``ids`` (those present, then ``lines`` for the missing
+    ones) in item order where the first of them stood; returns how many came from ``lines``."""
+    wanted = set(ids)
     existing = [(s["id"], sample_line(s)) for s in folder.read_samples()]
     own = [i for i, _ in existing if i in wanted]
     at = next((k for k, (i, _) in enumerate(existing) if i in wanted), len(existing))
@@ -182,7 +203,6 @@ def restore_samples(folder: RunFolder, name: str, ids: Sequence[str | int]) -> i
     mine = [present.get(i) or lines[i] for i in ids if i in present or i in lines]
     write_atomic(folder.samples_path, "".join(before + mine + after))
     folder.forget_done()
-    folder.log(f"pass {name}: restored {len(mine) - len(own)} sample lines missing from samples.jsonl from the parts")
     return len(mine) - len(own)
 
 

@@ -1,0 +1,318 @@
+"""Each context computed once: the k-shot cloze settings against today's code and lm-eval itself.
+
+Settings (the bundled SmolLM2-135M in float32 on the CPU, ``--prompt lm-eval``, the cloze,
+demonstrations drawn per item by lm-eval's sampler, batch size 8 everywhere):
+
+- ``hellaswag/10``: the first 40 items of the shared HellaSwag sample after its first 40 rows,
+  which play the training split (as ``benchmarks/lm_eval_whole_files.py``);
+- ``arc_challenge/25``: the first 25 ARC-Challenge items after the first 50 rows (the train split);
+- ``winogrande/3``: ``--task lm-eval:winogrande`` 3-shot on the fixture rows
+  (``tests/fixtures/lm_eval_tasks/data/winogrande``, 16 documents, one context per choice).
+
+Arms, each a fresh process per setting, the model loaded before the clock starts:
+
+- ``new``: this checkout's ``src``;
+- ``before``: commit ``c700e6d``'s ``src`` (``git archive`` into a temporary folder), the same call;
+- ``lm-eval``: lm-eval 0.4.13's own HF backend, ``simple_evaluate`` (``log_samples`` on, to
+  compare items) on the same documents, offline as ``benchmarks/lm_eval_fixtures.py`` runs it
+  (``--lm-eval-python``: the Python that has lm-eval; default this one, the ``[lm-eval]`` extra).
+
+Columns: ``computed``: input tokens of every forward call (pads, and each cached prefix's own
+pass, included), counted by a hook on the token embedding; ``needed``: per document, the
+distinct token prefixes of its requests' ``(context + continuation)[:-1]`` (nothing shared
+across documents is counted: with per-item demonstrations they share nothing);
+``wall s`` / ``cpu s``: the run, model loading excluded; ratios are measured in the same
+invocation, one setting's arms back to back. acc / acc_norm per item: ours against lm-eval's
+predictions from its own log-likelihoods.
+
+    python benchmarks/cloze_context.py                       # every setting, every arm
+    python benchmarks/cloze_context.py --only winogrande/3 --arms new,lm-eval
+    python benchmarks/cloze_context.py --rounds 2            # each setting twice, arms interleaved
+
+Writes ``benchmarks/results/cloze_context.md`` and ``.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BEFORE = "c700e6d"
+SETTINGS = {"hellaswag/10": ("hellaswag", 10, 40), "arc_challenge/25": ("arc", 25, 25), "winogrande/3": ("winogrande", 3, 16)}
+WINOGRANDE = REPO / "tests" / "fixtures" / "lm_eval_tasks" / "data" / "winogrande"
+BATCH = 8
+
+
+def needed_tokens(seqs: list[list[int]]) -> int:
+    """Distinct prefixes (trie nodes) of ``seqs``: sorted, each adds what it does not share with the one before."""
+    seqs = sorted(seqs)
+    total, prev = 0, []
+    for s in seqs:
+        k = 0
+        while k < min(len(s), len(prev)) and s[k] == prev[k]:
+            k += 1
+        total += len(s) - k
+        prev = s
+    return total
+
+
+class TokenCounter:
+    """Input tokens of every forward call of ``model`` (a hook on its token embedding)."""
+
+    def __init__(self, model):
+        self.n = 0
+        model.get_input_embeddings().register_forward_pre_hook(self._count)
+
+    def _count(self, module, args):
+        self.n += int(args[0].numel())
+
+
+def _clock():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), ru.ru_utime + ru.ru_stime
+
+
+# ------------------------------------------------------------------ workers (one arm, one setting)
+
+def ours(setting: str, shared: Path, tmp: Path) -> dict:
+    """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH)."""
+    from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+    from whitebox_eval.models import load_model
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from lm_eval_whole_files_data import task_spec
+
+    name, shots, n = SETTINGS[setting]
+    loaded = load_model("smollm2-135m", dtype="float32")
+    counter = TokenCounter(loaded.model)
+    if name == "winogrande":
+        cfg = MCQAConfig(model="smollm2-135m", task="lm-eval:winogrande", prompt="lm-eval", shots=shots, view="cloze",
+                         lm_eval_data=str(WINOGRANDE), methods=("cloze",), uncertainty=False, batch_size=BATCH)
+    else:
+        cfg = MCQAConfig(model="smollm2-135m", task=task_spec(name, shots, shared, tmp), prompt="lm-eval", shots=shots,
+                         limit=n, methods=("cloze",), uncertainty=False, batch_size=BATCH)
+    t0, c0 = _clock()
+    folder = run_mcqa(cfg, tmp / "runs", run_id="r", loaded=loaded, show_progress=False)
+    t1, c1 = _clock()
+    samples = list(folder.read_samples())
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n,
+            "items": [{"gold": s["gold"], "loglik": s["cloze_loglik"], "acc": s["pred_cloze"],
+                       "acc_norm": s["pred_cloze_norm"], "requests": requests_of(s)} for s in samples]}
+
+
+def requests_of(sample: dict) -> list[list[str]] | None:
+    """The (context, continuation) requests a samples.jsonl line logs (``arguments``; older lines: one prompt)."""
+    if "arguments" in sample:
+        return [[a["arg_0"], a["arg_1"]] for a in sample["arguments"].values()]
+    return None
+
+
+def lm_eval_arm(setting: str, shared: Path, tmp: Path) -> dict:
+    """lm-eval 0.4.13's own run of the same documents."""
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+    from lm_eval_fixtures import TRAIN_ROWS, splits_of
+    from lm_eval_parity import arc_rows, build_task, hellaswag_rows, local_source, write_jsonl
+
+    name, shots, n = SETTINGS[setting]
+    model_dir = os.environ["SMOLLM2_DIR"]
+    data = tmp / "data"
+    if name == "winogrande":
+        files = {"train": str(WINOGRANDE / "train.jsonl"), "validation": str(WINOGRANDE / "validation.jsonl")}
+        task_name, override = "winogrande", local_source(files, **splits_of(files))
+    elif name == "hellaswag":
+        rows, k = hellaswag_rows(shared / "hellaswag" / "hellaswag_val_sample.jsonl", None), TRAIN_ROWS["hellaswag"]
+        task_name, override = "hellaswag", local_source({"train": write_jsonl(data / "train.jsonl", rows[:k]),
+                                                         "validation": write_jsonl(data / "val.jsonl", rows[k:])})
+    else:
+        rows, k = arc_rows(shared / "arc" / "arc_challenge_sample.llmfoundry.jsonl", None), TRAIN_ROWS["arc_challenge"]
+        task_name, override = "arc_challenge", local_source({"train": write_jsonl(data / "train.jsonl", rows[:k]),
+                                                             "test": write_jsonl(data / "test.jsonl", rows[k:])},
+                                                            validation_split=None)
+    model_args = {"pretrained": model_dir, "dtype": "float32"}
+    lm = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=BATCH)
+    counter = TokenCounter(lm.model)
+    t0, c0 = _clock()  # lm-eval's task index and task as its CLI builds them, then the run
+    tm = TaskManager(metadata=dict(model_args))
+    task = build_task(tm, task_name, override)
+    res = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=shots, limit=n, log_samples=True, task_manager=tm)
+    t1, c1 = _clock()
+    items = []
+    for s in sorted(res["samples"][task_name], key=lambda s: s["doc_id"]):
+        ll = [float(r[0]) for r in s["filtered_resps"]]
+        items.append({"doc_id": s["doc_id"], "loglik": ll, "requests": [list(a) for a in s["arguments"]],
+                      "acc": float(s["acc"]), **({"acc_norm": float(s["acc_norm"])} if "acc_norm" in s else {})})
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, "items": items,
+            "aggregate": {k: v for k, v in res["results"][task_name].items() if k.endswith(",none")}}
+
+
+def worker(arm: str, setting: str, shared: Path, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        result = lm_eval_arm(setting, shared, Path(tmp)) if arm == "lm-eval" else ours(setting, shared, Path(tmp))
+    out.write_text(json.dumps(result), encoding="utf-8")
+
+
+# ------------------------------------------------------------------ the driver
+
+def needed_of(items: list[dict]) -> int:
+    """Tokens needed by lm-eval's requests of every item, tokenized as lm-eval's ``_encode_pair`` does."""
+    sys.path.insert(0, str(REPO / "src"))
+    from whitebox_eval.models import load_model
+    from whitebox_eval.tasks.lm_eval import encode_request
+
+    tok = load_model("smollm2-135m", dtype="float32").tokenizer
+    encode = lambda text: tok(text)["input_ids"]  # noqa: E731  (lm-eval adds no BOS with this tokenizer)
+    total = 0
+    for it in items:
+        seqs = []
+        for context, continuation in it["requests"]:
+            c, (x,) = encode_request(encode, context, [continuation])
+            seqs.append((c + x)[:-1])
+        total += needed_tokens(seqs)
+    return total
+
+
+def run_arm(arm: str, setting: str, args, before_src: Path) -> dict:
+    env = dict(os.environ)
+    src = before_src if arm == "before" else REPO / "src"
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    python = args.lm_eval_python if arm == "lm-eval" else sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        load = os.getloadavg()[0]
+        subprocess.run([python, __file__, "--worker", arm, "--setting", setting, "--datasets", str(args.datasets),
+                        "--worker-out", str(out)], env=env, check=True)
+        result = json.loads(out.read_text(encoding="utf-8"))
+    result["load_before"], result["load_after"] = load, os.getloadavg()[0]
+    print(f"  {setting:17s} {arm:8s} {result['seconds']:8.1f} s wall {result['cpu_seconds']:8.1f} s cpu "
+          f"{result['computed']:9d} tokens  (load {load:.1f} -> {result['load_after']:.1f})", flush=True)
+    return result
+
+
+def compare(arms: dict[str, dict]) -> dict:
+    """Per-item agreement: every arm's log-likelihoods and acc / acc_norm predictions against lm-eval's."""
+    import numpy as np
+
+    out: dict = {}
+    ref = arms.get("lm-eval")
+    for arm, r in arms.items():
+        if arm == "lm-eval" or ref is None:
+            continue
+        diff, diff_items = 0.0, {"acc": [], "acc_norm": []}
+        metrics = [m for m in ("acc", "acc_norm") if m in ref["items"][0]]
+        acc = {m: 0.0 for m in metrics}
+        for i, (o, t) in enumerate(zip(r["items"], ref["items"])):
+            ll = np.array(t["loglik"])
+            diff = max(diff, float(np.abs(np.array(o["loglik"]) - ll).max()))
+            for m in metrics:
+                if m in t:
+                    mine = float(int(o[m]) == int(o["gold"]))
+                    acc[m] += mine
+                    if mine != t[m]:
+                        diff_items[m].append(i)
+        n = len(r["items"])
+        out[arm] = {"n": n, "n_lm_eval": len(ref["items"]), "max_abs_loglik_diff": diff,
+                    **{m: v / n for m, v in acc.items()},
+                    "acc_lm_eval": float(np.mean([t["acc"] for t in ref["items"]])),
+                    "acc_norm_lm_eval": (float(np.mean([t["acc_norm"] for t in ref["items"]]))
+                                         if "acc_norm" in ref["items"][0] else None),
+                    "items_differing": diff_items,
+                    "same_requests": all(o["requests"] in (None, t["requests"]) for o, t in zip(r["items"], ref["items"]))}
+    return out
+
+
+def report(rows: dict, args, started: str) -> str:
+    lines = ["# Each context computed once: k-shot cloze, tokens and time", "",
+             f"Command: `python benchmarks/cloze_context.py {' '.join(sys.argv[1:])}` ({started}; SmolLM2-135M "
+             f"float32, {os.cpu_count()} CPU cores, batch size {BATCH} in every arm; `before` = commit {BEFORE}).", "",
+             "| setting | arm | computed tokens | needed | computed / needed | wall s | cpu s | wall: before / arm, "
+             "lm-eval / arm | acc / acc_norm | items differing from lm-eval (acc, acc_norm) | max abs Δ loglik vs lm-eval |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for setting, r in rows.items():
+        for rnd, arms in enumerate(r["rounds"]):
+            for arm, a in arms.items():
+                ratios = " / ".join(f"{arms[o]['seconds'] / a['seconds']:.2f}" if o in arms and o != arm else "-"
+                                    for o in ("before", "lm-eval"))
+                c = r["agreement"][rnd].get(arm, {})
+                if arm == "lm-eval":
+                    agg = a["aggregate"]
+                    accs = " / ".join(f"{agg[k]:.4f}" if k in agg else "-" for k in ("acc,none", "acc_norm,none"))
+                    differing, worst = "-", "-"
+                else:
+                    accs = " / ".join(f"{c[m]:.4f}" if m in c else "-" for m in ("acc", "acc_norm"))
+                    differing = (f"{len(c['items_differing']['acc'])}, {len(c['items_differing']['acc_norm'])}"
+                                 if c else "-")
+                    worst = f"{c['max_abs_loglik_diff']:.1e}" if c else "-"
+                lines.append(f"| {setting}{f' (round {rnd + 1})' if len(r['rounds']) > 1 else ''} | {arm} | "
+                             f"{a['computed']} | {r['needed']} | {a['computed'] / r['needed']:.2f} | {a['seconds']:.1f} | "
+                             f"{a['cpu_seconds']:.1f} | {ratios} | {accs} | {differing} | {worst} |")
+    loads = [a[k] for r in rows.values() for arms in r["rounds"] for a in arms.values() for k in ("load_before", "load_after")]
+    lines += ["", f"Load average (1 min) around the arms: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores"
+              + (" — other engineers' test runs shared the machine: wall-clock ratios are of arms run back to back, "
+                 "CPU seconds are steadier" if max(loads) > (os.cpu_count() or 1) else "") + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", type=Path, default=REPO.parent / "shared" / "datasets")
+    ap.add_argument("--only", default=None, help="comma list of " + ", ".join(SETTINGS))
+    ap.add_argument("--arms", default="before,new,lm-eval")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--lm-eval-python", default=sys.executable)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cloze_context.md")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--setting", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.setting, args.datasets, args.worker_out)
+        return
+    started = time.strftime("%Y-%m-%d %H:%M")
+    arms = args.arms.split(",")
+    sys.path.insert(0, str(REPO / "src"))
+    from whitebox_eval.models.loading import resolve_source
+
+    os.environ["SMOLLM2_DIR"] = str(resolve_source("smollm2-135m")[0])
+    rows: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        before_src = Path(tmp) / "before"
+        if "before" in arms:  # today's code, untouched: the commit's src tree
+            before_src.mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE, "src"], check=True, capture_output=True)
+            subprocess.run(["tar", "-x", "-C", str(before_src)], input=archive.stdout, check=True)
+            before_src = before_src / "src"
+        for setting in SETTINGS:
+            if args.only and setting not in args.only.split(","):
+                continue
+            rounds = []
+            for rnd in range(args.rounds):
+                order = arms if rnd % 2 == 0 else arms[::-1]  # alternate which arm runs first
+                rounds.append({arm: run_arm(arm, setting, args, before_src) for arm in order})
+            items = next(r["items"] for r in rounds[0].values() if r["items"][0].get("requests"))
+            rows[setting] = {"rounds": rounds, "needed": needed_of(items), "agreement": [compare(r) for r in rounds]}
+            print(json.dumps({setting: {"needed": rows[setting]["needed"], "agreement": rows[setting]["agreement"]}}),
+                  flush=True)
+    text = report(rows, args, started)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    slim = {s: {**r, "rounds": [{a: {k: v for k, v in x.items() if k != "items"} for a, x in rnd.items()}
+                                for rnd in r["rounds"]]} for s, r in rows.items()}
+    args.out.with_suffix(".json").write_text(json.dumps(slim, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""benchmarks/gpu_check.py runs on the CPU at tiny sizes: the same code the GPU check runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gpu_check  # noqa: E402
+
+
+def test_tiny_check_measures_every_model(tmp_path, capsys):
+    rows = gpu_check.main(["--tiny", "--out", str(tmp_path / "gpu.md")])
+    assert [r["model"] for r in rows] == [f"{m} (tiny)" for m in gpu_check.CONFIGS]
+    for r in rows:
+        assert r["logits_argmax_equal"] and r["logits_max_abs_diff"] <= 1e-5  # the engine's logits are the model's
+        for label in ("0-shot", "5-shot"):
+            assert r[f"{label}_plain_ms"] > 0 and math.isfinite(r[f"{label}_overhead"])
+        assert r["study_items"] == 4 and r["study_tokens_per_s"] > 0
+    table = (tmp_path / "gpu.md").read_text()
+    assert "tiny configs" in table and table.count("(tiny)") == 3
+    assert json.loads((tmp_path / "gpu.json").read_text()) == rows
+    assert "| model |" in capsys.readouterr().out
