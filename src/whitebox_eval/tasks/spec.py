@@ -119,10 +119,14 @@ class TaskSpec:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TaskSpec:
-        """The spec a run folder's config.yaml recorded (``task_spec``; else its ``task`` text)."""
+        """The spec a run folder's config.yaml recorded (``task_spec``; else its ``task`` text; a task
+        text this version cannot read, from another version or tool, keeps its text as the name)."""
         d = config.get("task_spec")
         if not isinstance(d, Mapping):
-            return cls.parse(str(config.get("task", "")))
+            try:
+                return cls.parse(str(config.get("task", "")))
+            except WhiteboxError:
+                return cls(str(config.get("task", "")).strip())
         return cls(str(d["name"]), path=d.get("path"), categories=tuple(d.get("categories") or ()),
                    fields=tuple((k, v) for k, v in (d.get("fields") or {}).items()),
                    lm_eval_task=d.get("lm_eval_task"), answer=d.get("answer"))
