@@ -12,6 +12,8 @@ the same way:
   ``wilcoxon`` (signed-rank) on per-unit differences.
 - **Group tests**: ``permutation_test`` of group labels (difference of a statistic).
 - **Controls**: ``draws`` summarises random-control draws (mean, sd, every draw).
+- **Power**: ``minimum_detectable_effect`` (the smallest effect a test detects with 80%
+  power, from a standard error) and ``items_needed`` (the same formula solved for n).
 
 Results go into ``results.json`` under lm-eval-style keys (``metric,filter``) built by
 ``add_proportion`` / ``add_mean`` / ``add_paired``: ``acc,qk_head`` keeps the value, and

@@ -29,8 +29,9 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 @click.option("--resume", is_flag=True, help="continue the reproduction folder --output/--run-id where it stopped")
 @click.option("--plan-only", is_flag=True, help="print the plan (runs, items, estimated time) and stop")
 def reproduce(papers, models, data, data_root, scale, output, run_id, resume, plan_only) -> None:
-    """Reproduce papers' tables and claims: PAPER is 000 wise-few, 001 mui, 002 gar,
-    003 attention-span, 004 first-token (number or name), or all.
+    """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
+    claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
+    (number or name), or all.
 
     \b
     Prints the plan first (child runs, items, estimated time), runs each child as an
