@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from whitebox_eval import stats
+from whitebox_eval import power, stats
 from whitebox_eval.reproduce import verdicts as v
 
 
@@ -47,7 +47,7 @@ def test_a_claim_of_no_difference_needs_the_power_for_its_margin():
 
 def test_the_smallest_detectable_effect_is_quoted_from_the_interval():
     out = v.verdict(_t(0.0, -0.196, 0.196, p=1.0), "greater")
-    se = 0.196 / stats._z(0.975)
+    se = 0.196 / power._z(0.975)
     assert out["minimum_detectable_effect"] == pytest.approx(2.8016 * se, rel=1e-4)
     assert v.verdict(_t(0.0, 0.0, 0.0, p=1.0), "greater")["minimum_detectable_effect"] is None
 
@@ -56,20 +56,20 @@ def test_the_smallest_detectable_effect_is_quoted_from_the_interval():
 
 
 def test_mde_factor_and_items_needed_are_the_textbook_values():
-    assert stats.minimum_detectable_effect(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert power.minimum_detectable_effect(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
     # Cohen (1988): one-sample, d = 0.5, two-sided 0.05, power 0.8 -> about 32 (normal approximation)
-    assert stats.items_needed(1.0, 0.5) == 32
-    assert stats.standard_error_from_interval(-1.959964, 1.959964) == pytest.approx(1.0, abs=1e-6)
+    assert power.items_needed(1.0, 0.5) == 32
+    assert power.standard_error_from_interval(-1.959964, 1.959964) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_mde_gives_80_percent_power_by_simulation():
     """An independent check: simulate a two-sided z-test whose true effect is the MDE."""
     rng = np.random.default_rng(1)
     se = 0.05
-    mde = stats.minimum_detectable_effect(se)
+    mde = power.minimum_detectable_effect(se)
     estimates = rng.normal(mde, se, size=200_000)
-    power = np.mean(np.abs(estimates / se) > stats._z(0.975))
-    assert power == pytest.approx(0.80, abs=0.005)
+    rate = np.mean(np.abs(estimates / se) > power._z(0.975))
+    assert rate == pytest.approx(0.80, abs=0.005)
 
 
 def test_items_needed_gives_80_percent_power_for_a_t_test():
@@ -77,11 +77,11 @@ def test_items_needed_gives_80_percent_power_for_a_t_test():
     from scipy.stats import nct, t
 
     for d in (0.2, 0.3, 0.5):  # n >= 32: the normal approximation's range
-        n = stats.items_needed(1.0, d)
+        n = power.items_needed(1.0, d)
         crit = t.ppf(0.975, n - 1)
         nc = d * math.sqrt(n)
-        power = 1 - nct.cdf(crit, n - 1, nc) + nct.cdf(-crit, n - 1, nc)
-        assert 0.76 < power < 0.84, (d, n, power)
+        achieved = 1 - nct.cdf(crit, n - 1, nc) + nct.cdf(-crit, n - 1, nc)
+        assert 0.76 < achieved < 0.84, (d, n, achieved)
 
 
 def test_mde_of_a_mcnemar_difference_by_simulation():
@@ -89,12 +89,12 @@ def test_mde_of_a_mcnemar_difference_by_simulation():
     difference of the MDE (sd of the per-item difference ~ sqrt(0.4)) about 80% of the time."""
     rng = np.random.default_rng(2)
     n, disc = 200, 0.4
-    delta = stats.minimum_detectable_effect(math.sqrt(disc) / math.sqrt(n))
+    delta = power.minimum_detectable_effect(math.sqrt(disc) / math.sqrt(n))
     pb, pc = (disc + delta) / 2, (disc - delta) / 2  # P(x right, y wrong), P(x wrong, y right)
     from scipy.stats import binomtest
 
     sims = 2000
     b = rng.binomial(n, pb, size=sims)
     c = np.array([rng.binomial(n - bi, pc / (1 - pb)) for bi in b])
-    power = np.mean([binomtest(int(bi), int(bi + ci), 0.5).pvalue < 0.05 for bi, ci in zip(b, c)])
-    assert 0.74 < power < 0.86
+    achieved = np.mean([binomtest(int(bi), int(bi + ci), 0.5).pvalue < 0.05 for bi, ci in zip(b, c)])
+    assert 0.74 < achieved < 0.86

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from whitebox_eval import stats
+from whitebox_eval import power, stats
 from whitebox_eval.reproduce import derived, values, verdicts
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
@@ -222,5 +222,5 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
 def content(plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     """claims.json: the rule, the plan's shape and every paper's content (no times)."""
     return {"schema": SCHEMA, "scale": plan.scale, "models": list(plan.models),
-            "rule": verdicts.RULE, "alpha": stats.ALPHA, "power": stats.POWER,
+            "rule": verdicts.RULE, "alpha": stats.ALPHA, "power": power.POWER,
             "papers": [paper_content(p, plan, outcomes) for p in plan.papers]}

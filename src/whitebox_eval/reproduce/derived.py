@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from whitebox_eval import stats
+from whitebox_eval import power, stats
 from whitebox_eval.reproduce.values import Missing, at
 
 
@@ -77,7 +77,7 @@ def t_interval(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str,
                       f"({t.get('n_correct', 0)} correct, {t.get('n_error', 0)} error tokens)")
     diff = float(t["mean_correct"]) - float(t["mean_error"])
     se = abs(diff / float(t["statistic"])) if float(t["statistic"]) != 0 else float("inf")
-    z = stats._z(0.5 + stats.LEVEL / 2)
+    z = power._z(0.5 + stats.LEVEL / 2)
     return {"value": diff, "lo": diff - z * se, "hi": diff + z * se, "p_value": float(t["p_value"]),
             "n": int(t.get("n_correct", 0)) + int(t.get("n_error", 0)), "test": t.get("test"),
             "source": "/".join(map(str, spec["at"])), "a": float(t["mean_correct"]), "b": float(t["mean_error"])}

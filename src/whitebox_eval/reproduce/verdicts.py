@@ -9,7 +9,7 @@ interval, a direction (``greater`` or ``less`` than a boundary, 0 unless stated;
   and this n could have detected a difference as large as the margin;
 - **contradicted**: significant the other way (for a claim of no difference: significant);
 - **not shown at this n**: neither; the verdict gives the smallest effect this n could
-  detect, :func:`whitebox_eval.stats.minimum_detectable_effect` of the standard error the
+  detect, :func:`whitebox_eval.power.minimum_detectable_effect` of the standard error the
   interval implies (two-sided alpha 0.05, 80% power).
 """
 
@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from whitebox_eval import stats
+from whitebox_eval import power, stats
 
 HOLDS = "holds"
 NOT_SHOWN = "not shown at this n"
@@ -51,8 +51,8 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
     else:
         significant = lo > than or hi < than
         basis = "interval"
-    se = stats.standard_error_from_interval(lo, hi)
-    mde = stats.minimum_detectable_effect(se, alpha) if se > 0 else None
+    se = power.standard_error_from_interval(lo, hi)
+    mde = power.minimum_detectable_effect(se, alpha) if se > 0 else None
     if direction == "none":
         if significant:
             v = CONTRADICTED
