@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-BASIS = "2 CPU cores; per-item costs measured on the bundled models"
+BASIS = "on 2 CPU cores, from per-item costs measured there; a GPU is far faster"
 
 #: seconds per unit of work, per suite, on 2 CPU cores (SmolLM2-135M; see the module doc)
 RATES: dict[str, float] = {

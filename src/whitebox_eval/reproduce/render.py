@@ -177,11 +177,45 @@ def _label(label: list[str], width: int) -> list[str]:
     return list(label) + [""] * (width - len(label))
 
 
+def short_verdict(c: dict[str, Any]) -> str:
+    """``holds: +0.33 [+0.29, +0.38] n=100, mcnemar_exact p < 0.001`` (one cell of the overview)."""
+    v = c["verdict"]
+    if v in ("not run", "not tested"):
+        return f"{v} ({c.get('reason', '')})"
+    s = c["statistic"]
+    text = f"{v}: {statistic_text(c)}, {s.get('test') or ''} {p_text(s.get('p_value'))}".replace("  ", " ")
+    if v == "not shown at this n":
+        mde = c.get("minimum_detectable_effect")
+        text += f"; detectable {abs(mde):.3g}" if mde is not None else "; no item differs"
+    return text
+
+
+def overview(content: dict[str, Any]) -> Block:
+    """One row per claim, one column per model: the verdict and its statistic."""
+    models = content["models"]
+    rows = []
+    for p in content["papers"]:
+        by_claim: dict[str, dict[str, dict[str, Any]]] = {}
+        for c in p["claims"]:
+            by_claim.setdefault(c["id"], {})[c["model"]] = c
+        for cid, per in by_claim.items():
+            first = next(iter(per.values()))
+            cells = [short_verdict(per["all"]) if "all" in per else short_verdict(per[m]) if m in per else ""
+                     for m in models]
+            rows.append([p["number"], f"{first['claim']} ({first['cite']})", *cells])
+    return Block("table", header=["paper", "claim (cite)", *models], rows=rows)
+
+
 def blocks(content: dict[str, Any], command: str) -> list[Block]:
     models = content["models"]
     out = [Block("h1", "Reproducing the papers"),
            Block("p", f"`{command}`: scale {content['scale']}, models {', '.join(models)}."),
-           Block("p", "Verdict rule: " + content["rule"])]
+           Block("p", "Verdict rule: " + content["rule"]),
+           Block("h2", "Verdicts"),
+           Block("p", "Each claim's statistic is ours: the effect (difference, or value against the claimed "
+                      "boundary) with its 95% interval and n, the test and its p-value; a claim across models "
+                      "(the Utility Law) has the same entry under every model."),
+           overview(content)]
     for p in content["papers"]:
         out.append(Block("h2", f"{p['number']} {p['short']}: {p['title']}"))
         if p.get("summary"):
