@@ -289,7 +289,7 @@ def html(bs: list[Block], title: str) -> str:
             head = join(render("<th>{h}</th>", h=h) for h in b.header)
             body = join(render("<tr>{cells}</tr>\n", cells=join(render("<td>{c}</td>", c=c) for c in row))
                         for row in b.rows)
-            parts.append(render("<table class=metrics><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n",
+            parts.append(render("<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n",
                                 head=head, body=body))
     return render("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                   "<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">"
