@@ -94,8 +94,8 @@ def markdown(s: dict) -> str:
               "not timed (blank below).", "", "| child run | model | items | seconds | s / item |", "|---|---|---|---|---|"]
     for c in s["children"]:
         sec = c["seconds"]
-        lines.append(f"| {c['run_id']} | {c['model']} | {c['items']} | {'' if sec is None else f'{sec:.0f}'} | "
-                     f"{'' if sec is None else f'{sec / max(c['items'], 1):.2f}'} |")
+        shown = ("", "") if sec is None else (f"{sec:.0f}", f"{sec / max(c['items'], 1):.2f}")
+        lines.append(f"| {c['run_id']} | {c['model']} | {c['items']} | {shown[0]} | {shown[1]} |")
     lines += ["", "Seconds per unit of work (`reproduce/costs.py` units; its RATES and MODEL_FACTOR come from these):",
               "", "| suite | model | s / unit |", "|---|---|---|"]
     for key, v in s["seconds_per_unit"].items():
