@@ -99,7 +99,9 @@ def _units(suite: str, mode: str | None, s: dict[str, Any]) -> tuple[int, float]
     if suite == "gar":
         per_task = int(s.get("limit") or 8)
         if (mode or "evaluate") == "evaluate":
-            n = per_task * (GAR_TASKS if s.get("tasks", "all") == "all" else GAR_TASKS // 2)
+            tasks = str(s.get("tasks", "all"))
+            named = {"all": GAR_TASKS, "generation": 192, "classification": 192, "kr": 7, "truth": GAR_TRUTH_TASKS}
+            n = per_task * (named[tasks] if tasks in named else len([t for t in tasks.split(";") if t.strip()]))
             return n, n
         n = per_task * GAR_TRUTH_TASKS
         probe = int(s.get("probe_limit") or 300) * len(s.get("probe_data") or ())
