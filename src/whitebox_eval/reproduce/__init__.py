@@ -64,6 +64,14 @@ def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequ
     return planning.build(chosen, list(models or planning.DEFAULT_MODELS), scale, located)
 
 
+def _identity(plan_dict: dict) -> dict:
+    """What must match for --resume: the plan without its estimates (item counts)."""
+    out = dict(plan_dict)
+    if "children" in out:
+        out["children"] = [{k: v for k, v in c.items() if k != "items"} for c in out["children"]]
+    return out
+
+
 def _open_folder(folder: Path, plan_dict: dict, resume: bool) -> None:
     plan_path = folder / PLAN_FILE
     if folder.exists() and not resume:
@@ -72,9 +80,9 @@ def _open_folder(folder: Path, plan_dict: dict, resume: bool) -> None:
         if not plan_path.is_file():
             raise WhiteboxError(f"--resume: {folder} holds no reproduction ({PLAN_FILE} missing); "
                                 "drop --resume to start it")
-        saved = json.loads(plan_path.read_text(encoding="utf-8"))
-        if saved != plan_dict:
-            diff = sorted(k for k in set(saved) | set(plan_dict) if saved.get(k) != plan_dict.get(k))
+        saved = _identity(json.loads(plan_path.read_text(encoding="utf-8")))
+        if saved != _identity(plan_dict):
+            diff = sorted(k for k in set(saved) | set(plan_dict) if saved.get(k) != _identity(plan_dict).get(k))
             raise WhiteboxError(f"--resume: the plan in {folder} differs in {', '.join(diff)} (papers, models, "
                                 "scale or data changed); give the same options, or another --run-id")
         return
