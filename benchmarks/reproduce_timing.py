@@ -42,15 +42,29 @@ class LoadSampler(threading.Thread):
         return self.samples
 
 
+def _log_span(path: Path) -> float | None:
+    """Seconds between the first and the last time stamp of a run.log (None without one)."""
+    from datetime import datetime
+
+    try:
+        stamps = [line.split(" ", 1)[0] for line in path.read_text(encoding="utf-8").splitlines() if line[:2] == "20"]
+        first, last = (datetime.strptime(x, "%Y-%m-%dT%H:%M:%SZ") for x in (stamps[0], stamps[-1]))
+    except (OSError, IndexError, ValueError):
+        return None
+    return (last - first).total_seconds()
+
+
 def summarize(folder: Path, load: list[float], wall: float | None) -> dict:
     plan = json.loads((folder / "plan.json").read_text())
-    timing = json.loads((folder / "timing.json").read_text())
+    timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").is_file() else {}
     claims = json.loads((folder / "claims.json").read_text())
     per_paper: dict[str, dict[str, float]] = {}
     per_suite: dict[tuple[str, str], list[float]] = {}
     children = []
     for c in plan["children"]:
         seconds = timing.get(c["run_id"])
+        if seconds is None:  # a child timed in an earlier, killed call: the span of its run.log
+            seconds = _log_span(folder / "runs" / c["run_id"] / "run.log")
         items, units = costs._units(c["suite"], c["mode"], c["settings"])
         children.append({**{k: c[k] for k in ("run_id", "suite", "mode", "model")}, "items": items,
                          "units": units, "seconds": seconds,

@@ -129,13 +129,17 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
     timing_path = folder / TIMING_FILE
     timings = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}
     start = time.monotonic()
-    outcomes = children.run(plan, folder, Path(output), show_progress=show_progress, log=log, timings=timings)
+    from whitebox_eval.runs.atomic import write_atomic
+
+    def save_timings() -> None:
+        write_atomic(timing_path, json.dumps(timings, indent=1, sort_keys=True) + "\n")
+
+    outcomes = children.run(plan, folder, Path(output), show_progress=show_progress, log=log, timings=timings,
+                            save_timings=save_timings)
     content = assemble.content(plan, outcomes)
     command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {scale}"
     write_outputs(folder, content, command)
     timings["_wall_seconds_this_call"] = round(time.monotonic() - start, 1)
-    from whitebox_eval.runs.atomic import write_atomic
-
-    write_atomic(timing_path, json.dumps(timings, indent=1, sort_keys=True) + "\n")
+    save_timings()
     log(f"reproduce: wrote {folder / MARKDOWN_FILE}, {folder / HTML_FILE} and {folder / CLAIMS_FILE}")
     return Reproduction(folder, content)

@@ -41,6 +41,16 @@ def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
     return None
 
 
+def _timed(folder: Path, run_id: str) -> float | None:
+    """The seconds ``folder``'s timing.json recorded for ``run_id`` (None when it has none)."""
+    import json
+
+    try:
+        return json.loads((folder / "timing.json").read_text(encoding="utf-8")).get(run_id)
+    except (OSError, ValueError):
+        return None
+
+
 def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
     from whitebox_eval import studies
 
@@ -79,7 +89,8 @@ class _Models:
 
 def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = None,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
-        timings: dict[str, float] | None = None) -> dict[str, Outcome]:
+        timings: dict[str, float] | None = None,
+        save_timings: Callable[[], None] | None = None) -> dict[str, Outcome]:
     """Run (or reuse) every child of ``plan`` in ``folder/runs``; their outcomes by run id."""
     runs = folder / RUNS
     runs.mkdir(parents=True, exist_ok=True)
@@ -104,6 +115,8 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
             shutil.copytree(copy, path)
             outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
             how = f"reused from {copy.parent.parent.name}"
+            if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
+                timings[child.run_id] = seconds  # its time travels with it
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
@@ -116,6 +129,8 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         elapsed_child = time.monotonic() - t0
         if timings is not None and outcomes[child.run_id].status == "done" and how == "done":
             timings[child.run_id] = elapsed_child
+        if save_timings is not None and child.run_id in (timings or {}):
+            save_timings()  # after each child, so a killed reproduction keeps its times
         if child.skip is None:
             done_work += child.seconds
         elapsed = time.monotonic() - start
