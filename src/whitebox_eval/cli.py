@@ -35,6 +35,8 @@ LAZY_COMMANDS = {
             "GAR: compositional relational reasoning, its evaluation and its heads (paper 002)."),
     "span": ("whitebox_eval.attentionspan.command", "command",
              "AttentionSpan (paper 003): algorithmic tasks with reference attention masks."),
+    "reproduce": ("whitebox_eval.reproduce.command", "reproduce",
+                  "Reproduce the papers' tables and claims, published figures beside ours, a verdict per claim."),
     "report": ("whitebox_eval.report.command", "report", "Write one self-contained report.html for one or more run folders."),
     "compare": ("whitebox_eval.report.command", "compare", "Print the headline metrics of runs and lm-eval results files side by side."),
 }

@@ -12,6 +12,7 @@ the same way:
   ``wilcoxon`` (signed-rank) on per-unit differences.
 - **Group tests**: ``permutation_test`` of group labels (difference of a statistic).
 - **Controls**: ``draws`` summarises random-control draws (mean, sd, every draw).
+- **Power** lives in :mod:`whitebox_eval.power` (the smallest effect a test detects).
 
 Results go into ``results.json`` under lm-eval-style keys (``metric,filter``) built by
 ``add_proportion`` / ``add_mean`` / ``add_paired``: ``acc,qk_head`` keeps the value, and

@@ -28,7 +28,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 
-__all__ = ["StudyResult", "read", "mcqa", "formats", "mui", "masking", "span", "gar"]
+__all__ = ["StudyResult", "read", "mcqa", "formats", "mui", "masking", "span", "gar", "reproduce"]
 
 
 class _Arrays(Mapping):
@@ -164,3 +164,17 @@ def gar(mode: str = "evaluate", output: str | Path = "runs", *, run_id: str | No
     module = importlib.import_module(module)
     return _run(getattr(module, runner), getattr(module, config), settings, output, run_id, resume, show_progress,
                 loaded)
+
+
+def reproduce(papers: str | list[str] = "all", output: str | Path = "runs", *, run_id: str | None = None,
+              resume: bool = False, show_progress: bool | None = None, models: list[str] | tuple[str, ...] = (),
+              scale: str = "quick", data: dict[str, str] | list[str] | tuple[str, ...] = (),
+              data_root: str | None = None):
+    """Reproduce papers (``whitebox-eval reproduce``): ``papers`` by number or name, or
+    ``"all"``; ``data`` maps benchmark names to files (``{"mmlu": "path/to/test"}``). Returns
+    a :class:`whitebox_eval.reproduce.Reproduction` (its folder and claims.json's content)."""
+    from whitebox_eval.reproduce import run
+
+    names = [papers] if isinstance(papers, str) else list(papers)
+    return run(names, models=models, scale=scale, data=data, data_root=data_root, output=output, run_id=run_id,
+               resume=resume, show_progress=show_progress)

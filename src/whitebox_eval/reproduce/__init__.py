@@ -1,0 +1,145 @@
+"""``whitebox-eval reproduce PAPER``: each paper's tables and claims beside the published figures.
+
+One reproduction folder per call (``--output``/``--run-id``): ``plan.json`` (the child runs
+and their settings), ``runs/`` (the child run folders, ordinary resumable runs of the
+suites), ``claims.json`` (tables and verdicts for machines), ``reproduction.md`` and
+``reproduction.html``, and ``reproduction.log`` / ``timing.json`` (the only files with
+times in them). The papers themselves are data: ``papers/*.yaml`` (see :mod:`.spec`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from whitebox_eval.errors import WhiteboxError
+
+PLAN_FILE = "plan.json"
+CLAIMS_FILE = "claims.json"
+MARKDOWN_FILE = "reproduction.md"
+HTML_FILE = "reproduction.html"
+LOG_FILE = "reproduction.log"
+TIMING_FILE = "timing.json"
+
+
+@dataclass
+class Reproduction:
+    """A finished reproduction: its folder and claims.json's content."""
+
+    folder: Path
+    content: dict[str, Any]
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        return [c for p in self.content["papers"] for c in p["claims"]]
+
+    def verdicts(self) -> dict[tuple[str, str], str]:
+        """(claim id, model) -> verdict."""
+        return {(c["id"], c["model"]): c["verdict"] for c in self.claims}
+
+
+def default_run_id(papers: Sequence[str], scale: str) -> str:
+    names = "-".join(papers) if len(papers) < 5 else "all"
+    return f"reproduce-{names}-{scale}"
+
+
+def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequence[str] | dict[str, str] = (),
+            data_root: str | None = None):
+    """The plan of a reproduction (nothing runs): papers, data files and child runs."""
+    from whitebox_eval.reproduce import data as bench
+    from whitebox_eval.reproduce import plan as planning
+    from whitebox_eval.reproduce import spec
+
+    if scale not in spec.SCALES:
+        raise WhiteboxError(f"unknown scale {scale!r}; choose {', '.join(spec.SCALES)}")
+    chosen = spec.resolve(list(papers))
+    given = dict(data) if isinstance(data, dict) else bench.parse_data_options(list(data))
+    needed = planning.needed_data(chosen, scale)
+    located = bench.locate(list(needed), given, bench.data_root(data_root), needed)
+    return planning.build(chosen, list(models or planning.DEFAULT_MODELS), scale, located)
+
+
+def _identity(plan_dict: dict) -> dict:
+    """What must match for --resume: the plan without its estimates (item counts)."""
+    out = dict(plan_dict)
+    if "children" in out:
+        out["children"] = [{k: v for k, v in c.items() if k != "items"} for c in out["children"]]
+    return out
+
+
+def _open_folder(folder: Path, plan_dict: dict, resume: bool) -> None:
+    plan_path = folder / PLAN_FILE
+    if folder.exists() and not resume:
+        raise WhiteboxError(f"{folder} exists: continue it with --resume (same --run-id), or give another --run-id")
+    if resume:
+        if not plan_path.is_file():
+            raise WhiteboxError(f"--resume: {folder} holds no reproduction ({PLAN_FILE} missing); "
+                                "drop --resume to start it")
+        saved = _identity(json.loads(plan_path.read_text(encoding="utf-8")))
+        if saved != _identity(plan_dict):
+            diff = sorted(k for k in set(saved) | set(plan_dict) if saved.get(k) != _identity(plan_dict).get(k))
+            raise WhiteboxError(f"--resume: the plan in {folder} differs in {', '.join(diff)} (papers, models, "
+                                "scale or data changed); give the same options, or another --run-id")
+        return
+    from whitebox_eval.runs.atomic import write_atomic
+
+    folder.mkdir(parents=True)
+    write_atomic(plan_path, json.dumps(plan_dict, indent=1, sort_keys=True) + "\n")
+
+
+def write_outputs(folder: Path, content: dict[str, Any], command: str) -> None:
+    """claims.json, reproduction.md and reproduction.html (atomic, no times inside)."""
+    from whitebox_eval.reproduce import render
+    from whitebox_eval.runs.atomic import write_atomic
+
+    write_atomic(folder / CLAIMS_FILE, json.dumps(content, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    bs = render.blocks(content, command)
+    write_atomic(folder / MARKDOWN_FILE, render.markdown(bs))
+    write_atomic(folder / HTML_FILE, render.html(bs, "whitebox-eval reproduce"))
+
+
+def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quick",
+        data: Sequence[str] | dict[str, str] = (), data_root: str | None = None, output: str | Path = "runs",
+        run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
+        echo: Callable[[str], None] | None = None) -> Reproduction:
+    """Plan, run (or reuse) every child run, and write the reproduction folder."""
+    from whitebox_eval.reproduce import assemble, children
+
+    plan = prepare(papers, models, scale, data, data_root)
+    folder = Path(output) / (run_id or default_run_id([p.number for p in plan.papers], scale))
+    say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    for line in plan.lines():
+        say(line)
+    _open_folder(folder, plan.to_dict(), resume)
+    log_path = folder / LOG_FILE
+
+    def log(line: str, echo: bool = True) -> None:
+        if echo:
+            say(line)
+        with open(log_path, "a", encoding="utf-8") as f:
+            f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
+
+    for line in plan.lines():
+        log(line, echo=False)
+    timing_path = folder / TIMING_FILE
+    timings = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}
+    start = time.monotonic()
+    from whitebox_eval.runs.atomic import write_atomic
+
+    def save_timings() -> None:
+        write_atomic(timing_path, json.dumps(timings, indent=1, sort_keys=True) + "\n")
+
+    outcomes = children.run(plan, folder, Path(output), show_progress=show_progress, log=log, timings=timings,
+                            save_timings=save_timings)
+    content = assemble.content(plan, outcomes)
+    command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {scale}"
+    write_outputs(folder, content, command)
+    timings["_wall_seconds_this_call"] = round(time.monotonic() - start, 1)
+    save_timings()
+    log(f"reproduce: wrote {folder / MARKDOWN_FILE}, {folder / HTML_FILE} and {folder / CLAIMS_FILE}")
+    return Reproduction(folder, content)

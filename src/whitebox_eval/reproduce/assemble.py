@@ -1,0 +1,226 @@
+"""From finished child runs to the reproduction's content: tables in the papers' layout
+(published figure beside ours), a verdict per claim and model, and what did not run.
+
+The result is plain data (written as ``claims.json``); :mod:`.render` words it. Every
+number of ours carries its source: the child run and its place in that run's
+results.json (or, for a derived test, its samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from whitebox_eval import power, stats
+from whitebox_eval.reproduce import derived, values, verdicts
+from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
+
+SCHEMA = 1
+
+
+@dataclass
+class Outcome:
+    """A child run after the plan ran: finished (its folder), or not run and why."""
+
+    child: Child
+    status: str  # "done" | "failed" | "skipped"
+    reason: str | None = None
+    folder: str | None = None
+    _study: Any = None
+
+    def study(self):
+        """The finished run read back (:func:`whitebox_eval.studies.read`), read once."""
+        if self._study is None:
+            from whitebox_eval import studies
+
+            self._study = studies.read(self.folder)
+        return self._study
+
+
+def _cell_from(outcome: Outcome | None, spec: Mapping[str, Any], scale: float) -> dict[str, Any]:
+    if outcome is None:
+        return {"not_run": "not run at this scale"}
+    if outcome.status != "done":
+        return {"not_run": outcome.reason or outcome.status, "run": outcome.child.run_id}
+    try:
+        if spec.get("text"):
+            return {"run": outcome.child.run_id, "source": "/".join(map(str, spec["at"])),
+                    "text": values.text(outcome.study().results, spec)}
+        est = values.estimate(outcome.study().results, spec)
+    except values.Missing as e:
+        return {"missing": str(e), "run": outcome.child.run_id}
+    cell = {"run": outcome.child.run_id, "source": est["source"], "value": est["value"] * scale}
+    if "lo" in est:
+        cell.update(lo=est["lo"] * scale, hi=est["hi"] * scale, n=est["n"], method=est["method"])
+    cell["scale"] = scale
+    return cell
+
+
+def _scale(table: Table, spec: Mapping[str, Any]) -> float:
+    if "scale" in spec:
+        return float(spec["scale"])
+    return 100.0 if table.unit == "percent" else 1.0
+
+
+def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
+    """One table: its published cells and ours per model (and per column when ours follow
+    the published columns)."""
+    data = plan.data_env()
+    rows = []
+    for r in t.rows:
+        published = [c if c is None or c == UNREADABLE or t.unit == "text" else float(c) for c in r.published]
+        ours: dict[str, list[dict[str, Any]] | dict[str, Any] | None] = {}
+        for model in plan.models:
+            if r.ours is None:
+                ours[model] = None
+            elif t.ours_by == "model":
+                spec = fill(r.ours, data)
+                ours[model] = _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model), spec, _scale(t, spec))
+            else:
+                cells = []
+                for j, col in enumerate(t.columns):
+                    env = {**data, **(col.get("vars") or {})}
+                    spec = fill(r.ours[j], data) if isinstance(r.ours, list) else fill(r.ours, env)
+                    if spec is None:
+                        cells.append({"none": True})
+                        continue
+                    expid = spec["experiment"]
+                    cells.append(_cell_from(_outcome(plan, outcomes, paper, expid, model),
+                                            {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec)))
+                ours[model] = cells
+        rows.append({"label": list(r.label), "published": published, "ours": ours,
+                     **({"note": r.note} if r.note else {})})
+    our_rows = []
+    for model in plan.models:
+        for r in t.ours_rows:
+            specs = [None if spec is None else fill(spec, data) for spec in r.ours]
+            cells = [{"none": True} if spec is None else
+                     _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model),
+                                {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec))
+                     for spec in specs]
+            our_rows.append({"model": model, "label": list(r.label), "ours": cells,
+                             **({"note": r.note} if r.note else {})})
+    return {"id": t.id, "cite": t.cite, "title": t.title, "published_model": t.published_model,
+            "unit": t.unit, "ours_by": t.ours_by, "columns": [c["name"] for c in t.columns],
+            "label_header": list(t.label_header), "rows": rows, "our_rows": our_rows,
+            **({"ours_note": t.ours_note} if t.ours_note else {})}
+
+
+def _outcome(plan: Plan, outcomes: Mapping[str, Outcome], paper: Paper, expid: str, model: str) -> Outcome | None:
+    child = plan.child(paper.number, expid, model)
+    return None if child is None else outcomes.get(child.run_id)
+
+
+def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
+    stat = claim.stat
+    results = outcome.study().results
+    if "derived" in stat:
+        t = derived.compute(stat["derived"], stat, results, outcome.study().samples)
+        if "values" in stat:  # the two sides as the child reports them
+            for side in ("a", "b"):
+                if side in stat["values"]:
+                    t[side] = values.estimate(results, stat["values"][side])["value"]
+        return t
+    if "paired" in stat or "test_at" in stat:
+        return values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]})
+    est = values.estimate(results, stat)
+    if "lo" not in est:
+        raise values.Missing(f"{est['source']} has no interval in the child run")
+    return {**est, "p_value": None, "test": f"95% {est.get('method') or ''} interval".replace("  ", " ")}
+
+
+def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
+    """The verdict of claim ``c`` for ``model`` (or across models)."""
+    c = dataclasses.replace(c, stat=fill(c.stat, plan.data_env()))
+    out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
+                           "direction": c.direction, "published": c.published, "headline": c.headline}
+    if c.margin is not None:
+        out["margin"] = c.margin
+    if c.differs:
+        out["differs"] = c.differs
+    than = float(c.stat.get("than", 0.0))
+    out["than"] = than
+    try:
+        if c.across_models:
+            stat = _across_models(paper, c, plan, outcomes)
+        else:
+            o = _outcome(plan, outcomes, paper, c.experiment, model)
+            if o is None:
+                return {**out, "verdict": verdicts.NOT_RUN, "reason": "its experiment does not run at this scale"}
+            out["run"] = o.child.run_id
+            if o.status != "done":
+                return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
+            stat = _statistic(c, o)
+    except values.Missing as e:
+        return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
+    margin = c.margin
+    if margin is not None and "margin_of" in c.stat:
+        if c.across_models:
+            raise values.Missing("a relative margin needs one child run")
+        base = values.estimate(_outcome(plan, outcomes, paper, c.experiment, model).study().results,
+                               c.stat["margin_of"])["value"]
+        margin = c.margin * abs(base)
+        out["margin"] = margin
+        out["margin_rule"] = f"{c.margin:g} x {c.stat['margin_of'].get('key') or c.stat['margin_of'].get('at')}"
+    v = verdicts.verdict(stat, c.direction, than, margin)
+    out["statistic"] = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source") if k in stat}
+    for extra in ("a", "b", "r2", "points", "skipped"):
+        if extra in stat:
+            out["statistic"][extra] = stat[extra]
+    out.update(v)
+    effect = c.published.get("effect")
+    if isinstance(effect, int | float) and v["minimum_detectable_effect"] is not None:
+        out["published_effect_detectable"] = bool(abs(effect) >= v["minimum_detectable_effect"])
+    return out
+
+
+def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
+    folders, labels, missing = [], [], []
+    for model in plan.models:
+        for expid in c.stat["experiments"]:
+            o = _outcome(plan, outcomes, paper, expid, model)
+            if o is None or o.status != "done":
+                missing.append(f"{model} {expid}: {'not run' if o is None else o.reason}")
+                continue
+            folders.append(o.folder)
+            labels.append(f"{model} / {expid}")
+    if c.stat.get("derived") != "utility_law":
+        raise values.Missing(f"unknown statistic across models: {c.stat}")
+    t = derived.utility_law(folders, labels)
+    t["runs"] = [str(f).rsplit("/", 1)[-1] for f in folders]
+    if missing:
+        t.setdefault("skipped", []).extend(missing)
+    return t
+
+
+def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
+    """Everything about one paper: its runs, tables, claims, scaled-down parts, what did not run."""
+    runs = []
+    for ch in plan.children:
+        uses = [e for p, e in ch.uses if p == paper.number]
+        if not uses:
+            continue
+        o = outcomes.get(ch.run_id)
+        runs.append({"run": ch.run_id, "model": ch.model, "experiments": uses,
+                     "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
+    claims = []
+    for c in paper.claims:
+        for model in (["all"] if c.across_models else plan.models):
+            claims.append(claim(paper, c, plan, outcomes, model))
+    scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs}
+              for e in paper.experiments if e.differs and e.points(plan.scale)]
+    not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
+               for n in paper.not_run if plan.scale in n.scales]
+    return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
+            "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
+            "claims": claims, "scaled_down": scaled, "not_run": not_run}
+
+
+def content(plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
+    """claims.json: the rule, the plan's shape and every paper's content (no times)."""
+    return {"schema": SCHEMA, "scale": plan.scale, "models": list(plan.models),
+            "rule": verdicts.RULE, "alpha": stats.ALPHA, "power": power.POWER,
+            "papers": [paper_content(p, plan, outcomes) for p in plan.papers]}

@@ -1,0 +1,141 @@
+"""Running a plan's child runs: each an ordinary resumable run folder under ``runs/``.
+
+A child already finished here is read, not rerun; one finished in another reproduction
+folder under the same ``--output`` is copied in (children are named by their settings,
+so the same name is the same run); a child with a folder but no results is resumed.
+A child that cannot run for a reason the user could fix (a :class:`WhiteboxError`: no
+chat template, too few items, a model that does not load) is recorded as failed with
+that reason, and the others go on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.reproduce import costs
+from whitebox_eval.reproduce.assemble import Outcome
+from whitebox_eval.reproduce.plan import Child, Plan
+
+RUNS = "runs"
+RESULTS = "results.json"
+CONFIG = "config.yaml"
+
+
+def _finished(path: Path) -> bool:
+    return (path / RESULTS).is_file()
+
+
+def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
+    """A finished copy of ``run_id`` in another reproduction folder under ``output``."""
+    if not output.is_dir():
+        return None
+    for other in sorted(output.iterdir()):
+        candidate = other / RUNS / run_id
+        if other != here and candidate.is_dir() and _finished(candidate):
+            return candidate
+    return None
+
+
+def _timed(folder: Path, run_id: str) -> float | None:
+    """The seconds ``folder``'s timing.json recorded for ``run_id`` (None when it has none)."""
+    import json
+
+    try:
+        return json.loads((folder / "timing.json").read_text(encoding="utf-8")).get(run_id)
+    except (OSError, ValueError):
+        return None
+
+
+def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
+    from whitebox_eval import studies
+
+    path = runs / child.run_id
+    if path.is_dir() and not (path / CONFIG).is_file():
+        shutil.rmtree(path)  # killed before its config was written: nothing to resume
+    resume = path.is_dir()
+    common = dict(run_id=child.run_id, resume=resume, show_progress=show_progress, loaded=loaded)
+    settings = dict(child.settings)
+    if child.suite == "gar":
+        return studies.gar(child.mode or "evaluate", runs, **common, **settings)
+    return getattr(studies, child.suite)(runs, **common, **settings)
+
+
+class _Models:
+    """One model in memory at a time (the plan runs each model's children together)."""
+
+    def __init__(self) -> None:
+        self.spec: str | None = None
+        self.loaded = None
+        self.error: str | None = None
+
+    def get(self, spec: str):
+        if spec != self.spec:
+            from whitebox_eval.models import load_model
+
+            self.spec, self.loaded, self.error = spec, None, None
+            try:
+                self.loaded = load_model(spec)
+            except WhiteboxError as e:
+                self.error = f"model {spec} did not load: {e}"
+        if self.error:
+            raise WhiteboxError(self.error)
+        return self.loaded
+
+
+def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = None,
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+        timings: dict[str, float] | None = None,
+        save_timings: Callable[[], None] | None = None) -> dict[str, Outcome]:
+    """Run (or reuse) every child of ``plan`` in ``folder/runs``; their outcomes by run id."""
+    runs = folder / RUNS
+    runs.mkdir(parents=True, exist_ok=True)
+    outcomes: dict[str, Outcome] = {}
+    models = _Models()
+    total = max(plan.seconds, 1e-9)
+    done_work = 0.0
+    start = time.monotonic()
+    n = len(plan.children)
+    for i, child in enumerate(plan.children, 1):
+        path = runs / child.run_id
+        t0 = time.monotonic()
+        if child.skip:
+            outcomes[child.run_id] = Outcome(child, "skipped", child.skip)
+            how = f"not run ({child.skip})"
+        elif _finished(path):
+            outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
+            how = "finished before: reused"
+        elif (copy := _elsewhere(output, folder, child.run_id)) is not None:
+            if path.exists():
+                shutil.rmtree(path)
+            shutil.copytree(copy, path)
+            outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
+            how = f"reused from {copy.parent.parent.name}"
+            if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
+                timings[child.run_id] = seconds  # its time travels with it
+        else:
+            log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
+            try:
+                result = _study(child, runs, models.get(child.model), show_progress)
+                outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder))
+                how = "done"
+            except WhiteboxError as e:
+                outcomes[child.run_id] = Outcome(child, "failed", str(e))
+                how = f"did not run: {e}"
+        elapsed_child = time.monotonic() - t0
+        if timings is not None and outcomes[child.run_id].status == "done" and how == "done":
+            timings[child.run_id] = elapsed_child
+        if save_timings is not None and child.run_id in (timings or {}):
+            save_timings()  # after each child, so a killed reproduction keeps its times
+        if child.skip is None:
+            done_work += child.seconds
+        elapsed = time.monotonic() - start
+        share = done_work / total
+        eta = "" if share >= 1 or share == 0 else f", ETA {costs.duration(elapsed / share * (1 - share))}"
+        log(f"reproduce: {i}/{n} runs ({100 * share:.0f}% of the estimated work), elapsed "
+            f"{costs.duration(elapsed)}{eta}: {child.describe()} {how}")
+    return outcomes

@@ -1,0 +1,159 @@
+"""The plan of a reproduction: which child runs, on which models, how many items, how long.
+
+A child run is named by its settings alone (suite, mode, model and every setting, data
+paths included): ``<suite>-<model>-<task>-<hash>``. Two papers (or two calls) that need
+the same run get the same name, so it is run once and reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.reproduce import costs
+from whitebox_eval.reproduce.spec import Experiment, Paper
+
+DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
+
+
+@dataclass
+class Child:
+    """One child run: a suite study with fixed settings on one model."""
+
+    run_id: str
+    suite: str
+    mode: str | None
+    model: str
+    settings: dict[str, Any]
+    uses: list[tuple[str, str]] = field(default_factory=list)  # (paper number, experiment id)
+    items: int = 0
+    seconds: float = 0.0
+    skip: str | None = None  # why this model does not run it (known before running)
+
+    def describe(self) -> str:
+        what = self.suite + (f" {self.mode}" if self.mode else "")
+        task = self.settings.get("task") or self.settings.get("tasks") or self.settings.get("source_task") or ""
+        shots = self.settings.get("shots")
+        return f"{what} {self.model} {_short_task(str(task))}" + (f" {shots}-shot" if isinstance(shots, int) else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "suite": self.suite, "mode": self.mode, "model": self.model,
+                "settings": self.settings, "uses": [list(u) for u in self.uses], "items": self.items,
+                "estimated_seconds": round(self.seconds), "skip": self.skip}
+
+
+@dataclass
+class Plan:
+    papers: list[Paper]
+    models: list[str]
+    scale: str
+    data: dict[str, str]
+    children: list[Child]
+
+    @property
+    def items(self) -> int:
+        return sum(c.items for c in self.children if c.skip is None)
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.children if c.skip is None)
+
+    def data_env(self) -> dict[str, str]:
+        """``{data.NAME}`` and ``{data.NAME.name}`` (the file's name) for the papers' specs."""
+        env = {f"data.{k}": v for k, v in self.data.items()}
+        env.update({f"data.{k}.name": Path(v).name for k, v in self.data.items()})
+        return env
+
+    def child(self, paper: str, expid: str, model: str) -> Child | None:
+        for c in self.children:
+            if c.model == model and (paper, expid) in c.uses:
+                return c
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """What must match for ``--resume`` (no times, no machine facts)."""
+        return {"papers": [p.number for p in self.papers], "models": list(self.models), "scale": self.scale,
+                "data": dict(sorted(self.data.items())),
+                "children": [{k: v for k, v in c.to_dict().items() if k not in ("estimated_seconds",)}
+                             for c in self.children]}
+
+    def lines(self) -> list[str]:
+        """The plan as printed before any work starts."""
+        head = (f"reproduce {', '.join(p.name for p in self.papers)} at scale {self.scale} on "
+                f"{', '.join(self.models)}: {sum(c.skip is None for c in self.children)} runs, "
+                f"{self.items:,} items, estimated {costs.duration(self.seconds)} "
+                f"({costs.BASIS})")
+        out = [head]
+        for i, c in enumerate(self.children, 1):
+            used = ", ".join(f"{p}:{e}" for p, e in c.uses)
+            if c.skip:
+                out.append(f"  [{i}/{len(self.children)}] {c.describe()}: not run ({c.skip})")
+            else:
+                out.append(f"  [{i}/{len(self.children)}] {c.describe()}: {c.items:,} items, "
+                           f"~{costs.duration(c.seconds)}  ({used})")
+        return out
+
+
+def _short_task(task: str) -> str:
+    name, _, path = task.partition("=")
+    return name if not path else f"{name}={Path(path).name}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "run"
+
+
+def run_name(suite: str, mode: str | None, model: str, settings: dict[str, Any]) -> str:
+    """The child's folder name: readable parts and a hash of everything that sets its numbers."""
+    canonical = json.dumps({"suite": suite, "mode": mode, "model": model, "settings": settings},
+                           sort_keys=True, default=str, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:10]
+    task = settings.get("task") or settings.get("tasks") or settings.get("source_task") or ""
+    model_part = _slug(Path(model).name if ("/" in model or "\\" in model) else model)
+    parts = [suite] + ([mode] if mode else []) + [model_part, _slug(_short_task(str(task)))]
+    return "-".join(p for p in parts if p) + "-" + digest
+
+
+def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, str]) -> Plan:
+    """Every child run of ``papers`` on ``models`` at ``scale`` (shared children once)."""
+    if not models:
+        raise WhiteboxError("give at least one --model")
+    children: dict[str, Child] = {}
+    order: list[str] = []
+    for model in models:
+        for paper in papers:
+            for exp in paper.experiments:
+                for point in exp.points(scale):
+                    _add(children, order, paper, exp, point, model, scale, data)
+    return Plan(list(papers), list(models), scale, data, [children[k] for k in order])
+
+
+def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experiment, point: dict, model: str,
+         scale: str, data: dict[str, str]) -> None:
+    settings = exp.settings_for(scale, point, data)
+    settings = {k: v for k, v in settings.items() if k != "model"}
+    name = run_name(exp.suite, exp.mode, model, settings)
+    if name not in children:
+        items, seconds = costs.estimate(exp.suite, exp.mode, model, settings)
+        skip = exp.skip_models.get(model)
+        children[name] = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip)
+        order.append(name)
+    use = (paper.number, exp.run_id(point))
+    if use not in children[name].uses:
+        children[name].uses.append(use)
+
+
+def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:
+    """Benchmark name -> the experiment that needs it first (for the one-line error)."""
+    out: dict[str, str] = {}
+    for p in papers:
+        for e in p.experiments:
+            for point in e.points(scale):
+                for name in e.data_needed(point):
+                    out.setdefault(name, f"paper {p.number} {e.run_id(point)}")
+    return out

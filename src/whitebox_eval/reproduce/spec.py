@@ -1,0 +1,331 @@
+"""A paper as data: its experiments, transcribed tables, claims and what does not run.
+
+One YAML file per paper in ``papers/`` (installed with the package). This module reads
+and checks them; it knows no suite. The layout of a file:
+
+- ``experiments``: child runs, each one suite (``mcqa``, ``formats``, ``mui``, ``masking``,
+  ``span``, ``gar``) with its settings (the suite's config fields, as in
+  :mod:`whitebox_eval.studies`), per-scale settings under ``scales`` and an optional
+  ``matrix`` of variables (e.g. ``shots``) that ``{name}`` fields fill in.
+- ``tables``: the paper's tables cell by cell: ``cite`` (table number), ``region`` (text
+  around the table in the seed file), ``columns`` and ``rows`` (a row's ``label``, its
+  ``published`` numbers, where they are in the seed text, and where ours come from).
+- ``claims``: testable statements with their statistic, direction and published effect.
+- ``not_run``: parts of the paper that do not run here, and why.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from whitebox_eval.errors import WhiteboxError
+
+PAPERS_DIR = Path(__file__).parent / "papers"
+SCALES = ("quick", "paper", "micro")
+SUITES = ("mcqa", "formats", "mui", "masking", "span", "gar")
+DIRECTIONS = ("greater", "less", "none")
+UNREADABLE = "unreadable"
+"""A published cell the text extraction garbled: shown as such, never guessed."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One child run template; ``expand`` gives its runs for a scale (one per matrix point)."""
+
+    id: str
+    suite: str
+    title: str
+    settings: dict[str, Any]
+    scales: dict[str, dict[str, Any]]
+    matrix: dict[str, list[Any]] = field(default_factory=dict)
+    mode: str | None = None
+    data: tuple[str, ...] = ()
+    differs: str | None = None
+    skip_models: dict[str, str] = field(default_factory=dict)
+
+    def points(self, scale: str) -> list[dict[str, Any]]:
+        """The matrix points run at ``scale`` (one empty point without a matrix)."""
+        matrix = dict(self.matrix)
+        matrix.update((self.scales.get(scale) or {}).get("matrix", {}))
+        if scale not in self.scales:
+            return []
+        names = list(matrix)
+        points = []
+        for values in itertools.product(*(matrix[n] for n in names)):
+            point: dict[str, Any] = {}
+            for name, value in zip(names, values):
+                if isinstance(value, dict):  # {id: ..., more vars...}: the id names the point
+                    point.update({k: v for k, v in value.items() if k != "id"})
+                    point[name] = value["id"]
+                else:
+                    point[name] = value
+            points.append(point)
+        return points
+
+    def data_needed(self, point: dict[str, Any]) -> tuple[str, ...]:
+        """The benchmarks a matrix point reads (the experiment's and the point's own)."""
+        return tuple(dict.fromkeys([*self.data, *point.get("data", ())]))
+
+    def run_id(self, point: dict[str, Any]) -> str:
+        return fill(self.id, point)
+
+    def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
+        """The suite settings at ``scale`` and matrix ``point``, data paths filled in."""
+        merged = {**self.settings, **{k: v for k, v in (self.scales.get(scale) or {}).items() if k != "matrix"}}
+        env = {f"data.{k}": v for k, v in data.items()}
+        env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
+        return {k: fill(v, env) for k, v in merged.items()}
+
+
+@dataclass(frozen=True)
+class Row:
+    label: tuple[str, ...]
+    published: tuple[Any, ...]
+    seed: dict[str, Any] | None
+    ours: dict[str, Any] | list[dict[str, Any] | None] | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    id: str
+    cite: str
+    title: str
+    region: tuple[str, str]
+    columns: tuple[dict[str, Any], ...]
+    rows: tuple[Row, ...]
+    published_model: str | None
+    unit: str = "percent"
+    ours_by: str = "column"  # "column": ours per published column; "model": one ours column per model; "rows"
+    ours_note: str | None = None
+    label_header: tuple[str, ...] = ()
+    ours_rows: tuple[Row, ...] = ()  # ours_by "rows": rows of ours, one set per model, after the published rows
+
+    @property
+    def n_cells(self) -> int:
+        return sum(len(r.published) for r in self.rows)
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    claim: str
+    cite: str
+    stat: dict[str, Any]
+    direction: str
+    experiment: str | None
+    published: dict[str, Any]
+    across_models: bool = False
+    margin: float | None = None
+    headline: bool = False
+    differs: str | None = None
+
+
+@dataclass(frozen=True)
+class NotRun:
+    what: str
+    cite: str
+    reason: str
+    scales: tuple[str, ...] = SCALES
+
+
+@dataclass(frozen=True)
+class Paper:
+    number: str
+    short: str
+    title: str
+    seed: str
+    experiments: tuple[Experiment, ...]
+    tables: tuple[Table, ...]
+    claims: tuple[Claim, ...]
+    not_run: tuple[NotRun, ...]
+    summary: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.number} {self.short}"
+
+    def experiment(self, expid: str) -> Experiment:
+        """The experiment whose id (template) expands to ``expid``."""
+        for e in self.experiments:
+            if e.id == expid or _matches(e.id, expid):
+                return e
+        raise WhiteboxError(f"paper {self.name}: no experiment {expid!r}")
+
+
+def _matches(template: str, expid: str) -> bool:
+    if "{" not in template:
+        return False
+    pattern = re.escape(template)
+    pattern = re.sub(r"\\\{[a-z0-9_.]+\\\}", ".+", pattern)
+    return re.fullmatch(pattern, expid) is not None
+
+
+def fill(value: Any, env: dict[str, Any]) -> Any:
+    """``"{name}"`` alone becomes ``env[name]`` (its type kept); ``{name}`` inside a longer
+    string is formatted; lists, tuples and dicts are filled item by item."""
+    if isinstance(value, str):
+        whole = re.fullmatch(r"\{([a-z0-9_.]+)\}", value)
+        if whole:
+            if whole.group(1) not in env:
+                raise WhiteboxError(f"no value for {{{whole.group(1)}}}")
+            return env[whole.group(1)]
+
+        def one(m: re.Match) -> str:
+            if m.group(1) not in env:
+                raise WhiteboxError(f"no value for {{{m.group(1)}}} in {value!r}")
+            return str(env[m.group(1)])
+
+        return re.sub(r"\{([a-z0-9_.]+)\}", one, value)
+    if isinstance(value, list | tuple):
+        return [fill(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, env) for k, v in value.items()}
+    return value
+
+
+# ------------------------------------------------------------------------ reading
+
+
+def _require(d: dict, key: str, where: str) -> Any:
+    if key not in d:
+        raise WhiteboxError(f"{where}: missing {key!r}")
+    return d[key]
+
+
+def _experiment(d: dict, where: str) -> Experiment:
+    suite = _require(d, "suite", where)
+    if suite not in SUITES:
+        raise WhiteboxError(f"{where}: unknown suite {suite!r} (one of {', '.join(SUITES)})")
+    scales = d.get("scales") or {}
+    unknown = set(scales) - set(SCALES)
+    if unknown:
+        raise WhiteboxError(f"{where}: unknown scale(s) {sorted(unknown)}")
+    return Experiment(id=_require(d, "id", where), suite=suite, title=d.get("title", d["id"]),
+                      settings=dict(d.get("settings") or {}), scales={k: dict(v or {}) for k, v in scales.items()},
+                      matrix={k: list(v) for k, v in (d.get("matrix") or {}).items()}, mode=d.get("mode"),
+                      data=tuple(d.get("data") or ()), differs=d.get("differs"),
+                      skip_models=dict(d.get("skip_models") or {}))
+
+
+def _table(d: dict, where: str) -> Table:
+    cite = _require(d, "cite", where)
+    if not re.match(r"Table \d+", cite):
+        raise WhiteboxError(f"{where}: cite must name the table number ('Table N'), got {cite!r}")
+    columns = tuple(c if isinstance(c, dict) else {"name": str(c)} for c in _require(d, "columns", where))
+    rows = []
+    for i, r in enumerate(_require(d, "rows", where)):
+        published = tuple(r.get("published") or ())
+        if published and len(published) != len(columns):
+            raise WhiteboxError(f"{where} row {i} {r.get('label')}: {len(published)} published cells for "
+                                f"{len(columns)} columns")
+        ours = r.get("ours")
+        if isinstance(ours, list) and len(ours) != len(columns):
+            raise WhiteboxError(f"{where} row {i} {r.get('label')}: {len(ours)} cells of ours for {len(columns)} columns")
+        rows.append(Row(label=tuple(str(x) for x in _require(r, "label", f"{where} row {i}")),
+                        published=published, seed=r.get("seed"), ours=r.get("ours"), note=r.get("note")))
+    region = tuple(_require(d, "region", where))
+    if len(region) != 2:
+        raise WhiteboxError(f"{where}: region is [start text, end text]")
+    ours_by = d.get("ours_by", "column")
+    if ours_by not in ("column", "model", "rows"):
+        raise WhiteboxError(f"{where}: ours_by is 'column', 'model' or 'rows'")
+    ours_rows = []
+    for i, r in enumerate(d.get("ours_rows") or ()):
+        ours = list(_require(r, "ours", f"{where} ours_rows {i}"))
+        if len(ours) != len(columns):
+            raise WhiteboxError(f"{where} ours_rows {i}: {len(ours)} cells for {len(columns)} columns")
+        ours_rows.append(Row(label=tuple(str(x) for x in r.get("label") or ()), published=(), seed=None, ours=ours,
+                             note=r.get("note")))
+    if ours_by == "rows" and not ours_rows:
+        raise WhiteboxError(f"{where}: ours_by rows needs ours_rows")
+    return Table(id=_require(d, "id", where), cite=cite, title=d.get("title", cite), region=region,
+                 columns=columns, rows=tuple(rows), published_model=d.get("published_model"),
+                 unit=d.get("unit", "percent"), ours_by=ours_by, ours_note=d.get("ours_note"),
+                 label_header=tuple(d.get("label_header") or ()), ours_rows=tuple(ours_rows))
+
+
+def _claim(d: dict, where: str) -> Claim:
+    direction = _require(d, "direction", where)
+    if direction not in DIRECTIONS:
+        raise WhiteboxError(f"{where}: direction must be one of {DIRECTIONS}")
+    margin = d.get("margin")
+    if direction == "none" and margin is None:
+        raise WhiteboxError(f"{where}: a claim of no difference needs a margin (the difference that would matter)")
+    across = bool(d.get("across_models", False))
+    experiment = d.get("experiment")
+    if experiment is None and not across:
+        raise WhiteboxError(f"{where}: missing 'experiment'")
+    return Claim(id=_require(d, "id", where), claim=_require(d, "claim", where), cite=_require(d, "cite", where),
+                 stat=dict(_require(d, "stat", where)), direction=direction, experiment=experiment,
+                 published=dict(d.get("published") or {}), across_models=across, margin=margin,
+                 headline=bool(d.get("headline", False)), differs=d.get("differs"))
+
+
+def parse_paper(doc: dict, source: str) -> Paper:
+    """A :class:`Paper` from the parsed YAML ``doc`` (``source`` names it in errors)."""
+    experiments = tuple(_experiment(e, f"{source} experiment {e.get('id')}") for e in doc.get("experiments") or ())
+    tables = tuple(_table(t, f"{source} table {t.get('id')}") for t in doc.get("tables") or ())
+    claims = tuple(_claim(c, f"{source} claim {c.get('id')}") for c in doc.get("claims") or ())
+    not_run = tuple(NotRun(what=_require(n, "what", source), cite=_require(n, "cite", source),
+                           reason=_require(n, "reason", source), scales=tuple(n.get("scales") or SCALES))
+                    for n in doc.get("not_run") or ())
+    paper = Paper(number=str(_require(doc, "paper", source)), short=_require(doc, "short", source),
+                  title=_require(doc, "title", source), seed=_require(doc, "seed", source),
+                  experiments=experiments, tables=tables, claims=claims, not_run=not_run,
+                  summary=doc.get("summary", ""))
+    ids = [e.id for e in experiments]
+    if len(set(ids)) != len(ids):
+        raise WhiteboxError(f"{source}: experiment ids repeat")
+    for c in claims:
+        if c.experiment is not None:
+            paper.experiment(c.experiment)
+        for e in c.stat.get("experiments", ()):
+            paper.experiment(e)
+    for t in tables:
+        for r in (*t.rows, *t.ours_rows):
+            for o in (r.ours if isinstance(r.ours, list) else [r.ours]):
+                if o and "{" not in o["experiment"]:
+                    paper.experiment(o["experiment"])
+    return paper
+
+
+@functools.cache
+def papers() -> dict[str, Paper]:
+    """Every paper file in ``papers/``, by number."""
+    out = {}
+    for path in sorted(PAPERS_DIR.glob("*.yaml")):
+        with open(path, encoding="utf-8") as f:
+            paper = parse_paper(yaml.safe_load(f), path.name)
+        out[paper.number] = paper
+    return out
+
+
+def resolve(names: tuple[str, ...] | list[str]) -> list[Paper]:
+    """Papers named by number (``000``, ``0``), short name (``wise-few``) or ``all``."""
+    known = papers()
+    if not names:
+        raise WhiteboxError("name a paper: " + _choices(known))
+    out: list[Paper] = []
+    for name in names:
+        key = str(name).strip().lower()
+        if key == "all":
+            chosen = list(known.values())
+        else:
+            chosen = [p for p in known.values()
+                      if key in (p.number, p.short) or (key.isdigit() and int(key) == int(p.number))]
+        if not chosen:
+            raise WhiteboxError(f"unknown paper {name!r}; choose " + _choices(known))
+        out.extend(p for p in chosen if p not in out)
+    return out
+
+
+def _choices(known: dict[str, Paper]) -> str:
+    return ", ".join(f"{p.number} ({p.short})" for p in known.values()) + " or all"

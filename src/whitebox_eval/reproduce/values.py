@@ -1,0 +1,99 @@
+"""Reading a number, its interval and its test out of a child run's results.json.
+
+Every number the reproduction reports comes from here, with its source: the child run
+and the place in its results.json (``key``: an estimate ``name,filter`` at the top level
+or in ``headline``; ``at``: a path of keys). Nothing is recomputed: an estimate's interval
+is the one :mod:`whitebox_eval.stats` wrote beside it, a test is the child's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from whitebox_eval.runs.estimates import interval, is_number
+
+
+class Missing(Exception):
+    """The child run has no such number (the reason is the message)."""
+
+
+def at(results: Mapping[str, Any], path: Sequence[Any]) -> Any:
+    """``results[p0][p1]...``; :class:`Missing` naming the first absent key."""
+    node: Any = results
+    for i, key in enumerate(path):
+        if isinstance(node, Mapping) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and -len(node) <= key < len(node):
+            node = node[key]
+        else:
+            where = "/".join(str(k) for k in path[:i]) or "results.json"
+            raise Missing(f"no {key!r} in {where}")
+    return node
+
+
+def _estimate_key(results: Mapping[str, Any], key: str) -> dict[str, Any]:
+    head = results.get("headline") or {}
+    for where in (head, results):
+        if key in where:
+            value = where[key]
+            if value is None or not is_number(value):
+                raise Missing(f"{key} is {value!r} in the child run")
+            ci = interval(key, where, results, head)
+            out = {"value": float(value), "source": key}
+            if ci is not None:
+                out.update(lo=ci["lo"], hi=ci["hi"], n=ci["n"], method=ci["method"])
+            return out
+    raise Missing(f"no {key!r} in results.json")
+
+
+def estimate(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``{value, lo, hi, n, method, source}`` of a table cell or a claim's estimate:
+    ``spec`` has ``key`` (an estimate) or ``at`` (a path; the interval is the ``_ci``
+    beside the last key, when there is one). ``scale`` multiplies a value kept as a count
+    or fraction, e.g. 100 for percent."""
+    if "key" in spec:
+        out = _estimate_key(results, spec["key"])
+    else:
+        path = list(spec["at"])
+        value = at(results, path)
+        if isinstance(value, list) and spec.get("index") is not None:
+            value = value[spec["index"]]
+        if value is None or not is_number(value):
+            raise Missing(f"{'/'.join(map(str, path))} is {value!r} in the child run")
+        out = {"value": float(value), "source": "/".join(map(str, path))}
+        parent = at(results, path[:-1]) if len(path) > 1 else results
+        if isinstance(parent, Mapping) and isinstance(path[-1], str):
+            ci = interval(path[-1], parent)
+            if ci is not None:
+                out.update(lo=ci["lo"], hi=ci["hi"], n=ci["n"], method=ci["method"])
+    return out
+
+
+def test(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A paired test of the child run: ``spec`` is ``{paired: NAME}`` (results.json
+    ``paired_tests``) or ``{at: path}``; returns value (the difference), lo, hi, p_value,
+    n, test (its name) and source."""
+    if "paired" in spec:
+        path = ["paired_tests", spec["paired"]]
+    else:
+        path = list(spec["at"])
+    t = at(results, path)
+    if isinstance(t, Mapping) and t.get("refused"):
+        raise Missing(f"the child run did not test it: {t['refused']}")
+    if not isinstance(t, Mapping) or "diff" not in t:
+        raise Missing(f"{'/'.join(map(str, path))} is not a test in the child run")
+    lo, hi = (t["lo"], t["hi"]) if "lo" in t else t["diff_ci"]
+    return {"value": float(t["diff"]), "lo": float(lo), "hi": float(hi),
+            "p_value": None if t.get("p_value") is None else float(t["p_value"]), "n": t.get("n"),
+            "test": t.get("test"), "source": "/".join(map(str, path))}
+
+
+def text(results: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """A non-numeric cell (``text: heads``: a list of [layer, head] as ``L.H, L.H``)."""
+    value = at(results, list(spec["at"]))
+    if spec.get("text") == "heads":
+        if not isinstance(value, list):
+            raise Missing(f"{'/'.join(map(str, spec['at']))} is {value!r}, not a list of heads")
+        return ", ".join(f"{int(h[0])}.{int(h[1])}" for h in value) or "none"
+    return str(value)

@@ -1,0 +1,81 @@
+"""Bad input ends in one line naming the fix (exit status 2); the data rule; the plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.reproduce import data, prepare, spec
+
+
+def test_unknown_paper_names_the_choices(cli):
+    code, out, err = cli(["reproduce", "007", "--plan-only"])
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert "unknown paper '007'" in err and "000 (wise-few)" in err and "or all" in err
+
+
+def test_a_missing_benchmark_names_the_data_option(cli, tmp_path):
+    (tmp_path / "triviaqa").mkdir()  # present but empty: no data file in it
+    code, _, err = cli(["reproduce", "first-token", "--plan-only", "--data-root", str(tmp_path)])
+    assert code == 2 and err.strip().count("\n") == 0
+    assert "--data triviaqa=PATH" in err
+    code, _, err = cli(["reproduce", "000", "--plan-only", "--data-root", str(tmp_path)])
+    assert code == 2 and "--data mmlu=PATH" in err and "paper 000" in err
+
+
+def test_data_option_errors_are_one_line(cli, tmp_path):
+    code, _, err = cli(["reproduce", "004", "--plan-only", "--data", "trivia=x.jsonl"])
+    assert code == 2 and "unknown benchmark" in err and "triviaqa" in err
+    code, _, err = cli(["reproduce", "004", "--plan-only", "--data", "triviaqa"])
+    assert code == 2 and "NAME=PATH" in err
+    code, _, err = cli(["reproduce", "004", "--plan-only", "--data", f"triviaqa={tmp_path / 'none.jsonl'}"])
+    assert code == 2 and "no such file" in err
+
+
+def test_data_root_rule(tmp_path, monkeypatch):
+    (tmp_path / "triviaqa").mkdir()
+    (tmp_path / "triviaqa" / "LICENSE").write_text("x")
+    f = tmp_path / "triviaqa" / "t.jsonl"
+    f.write_text("{}\n")
+    assert data.locate(["triviaqa"], {}, tmp_path) == {"triviaqa": str(f.resolve())}
+    (tmp_path / "triviaqa" / "u.jsonl").write_text("{}\n")
+    with pytest.raises(WhiteboxError, match="--data triviaqa=PATH"):
+        data.locate(["triviaqa"], {}, tmp_path)
+    assert data.locate(["triviaqa"], {"triviaqa": str(f)}, tmp_path) == {"triviaqa": str(f.resolve())}
+    monkeypatch.setenv(data.ENV, str(tmp_path))
+    assert data.data_root(None) == tmp_path
+    monkeypatch.setenv(data.ENV, str(tmp_path / "nope"))
+    with pytest.raises(WhiteboxError, match="no such folder"):
+        data.data_root(None)
+
+
+def test_papers_by_number_or_name():
+    assert [p.number for p in spec.resolve(["0", "mui", "003"])] == ["000", "001", "003"]
+    assert len(spec.resolve(["all"])) == 5
+
+
+def test_plan_names_children_by_settings_and_shares_them(tmp_path):
+    f = tmp_path / "triviaqa"
+    f.mkdir()
+    (f / "t.jsonl").write_text("{}\n")
+    plan = prepare(["004"], ["m1", "m2"], "quick", data_root=str(tmp_path))
+    assert len(plan.children) == 4 and plan.items > 0 and plan.seconds > 0
+    ids = [c.run_id for c in plan.children]
+    assert len(set(ids)) == 4 and all(i.startswith("formats-m") for i in ids)
+    again = prepare(["004", "first-token"], ["m1", "m2"], "quick", data_root=str(tmp_path))
+    assert [c.run_id for c in again.children] == ids  # the same settings, the same names
+    lines = plan.lines()
+    assert "4 runs" in lines[0] and "estimated" in lines[0] and len(lines) == 5
+
+
+def test_resume_refuses_another_plan(tmp_path):
+    import whitebox_eval.reproduce as rep
+
+    folder = tmp_path / "r"
+    rep._open_folder(folder, {"papers": ["004"]}, resume=False)
+    with pytest.raises(WhiteboxError, match="exists: continue it with --resume"):
+        rep._open_folder(folder, {"papers": ["004"]}, resume=False)
+    with pytest.raises(WhiteboxError, match="plan in .* differs in papers"):
+        rep._open_folder(folder, {"papers": ["000"]}, resume=True)
+    rep._open_folder(folder, {"papers": ["004"]}, resume=True)

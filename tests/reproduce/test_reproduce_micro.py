@@ -1,0 +1,127 @@
+"""A reproduction end to end at micro scale on a tiny random model: every number in the
+report is its child run's, verdicts follow the child's statistics, children are reused,
+and a model that cannot run is marked while the others go on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
+from cases import build_fixtures  # noqa: E402
+
+from whitebox_eval import studies  # noqa: E402
+from whitebox_eval.reproduce import CLAIMS_FILE, MARKDOWN_FILE, render  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    return str(build_fixtures(tmp_path_factory.mktemp("rep")) / "tiny")
+
+
+@pytest.fixture(scope="module")
+def micro(tiny, tmp_path_factory, shared_datasets):
+    out = tmp_path_factory.mktemp("repro")
+    r = studies.reproduce("004", out, models=[tiny], scale="micro", data_root=str(shared_datasets),
+                          show_progress=False)
+    return r, out, shared_datasets
+
+
+def _lookup(results: dict, source: str):
+    """A number of results.json by its source as the report names it (independent of values.py)."""
+    if "/" not in source:
+        for where in (results.get("headline") or {}, results):
+            if source in where:
+                return where[source]
+        raise KeyError(source)
+    node = results
+    for part in source.split("/"):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def _ci(results: dict, source: str):
+    name, _, filt = source.rpartition("/")[2].partition(",")
+    key = f"{name}_ci" + (f",{filt}" if filt else "")
+    parent = results if "/" not in source else _lookup(results, source.rpartition("/")[0])
+    head = results.get("headline") or {}
+    return head.get(key) or parent.get(key)
+
+
+def test_every_number_equals_its_child_run(micro):
+    r, out, _ = micro
+    folder = r.folder
+    md = (folder / MARKDOWN_FILE).read_text(encoding="utf-8")
+    content = json.loads((folder / CLAIMS_FILE).read_text(encoding="utf-8"))
+    assert content == r.content
+    checked = 0
+    for paper in content["papers"]:
+        for table in paper["tables"]:
+            cells = [c for row in table["rows"] for cs in row["ours"].values() if cs
+                     for c in (cs if isinstance(cs, list) else [cs])]
+            cells += [c for row in table["our_rows"] for c in row["ours"]]
+            for cell in cells:
+                if "value" not in cell:
+                    continue
+                results = json.loads((folder / "runs" / cell["run"] / "results.json").read_text())
+                assert cell["value"] == pytest.approx(_lookup(results, cell["source"]) * cell["scale"], rel=1e-12)
+                if "lo" in cell:
+                    lo, hi = _ci(results, cell["source"])
+                    assert (cell["lo"], cell["hi"]) == pytest.approx((lo * cell["scale"], hi * cell["scale"]))
+                assert render.ours_cell(cell, table["unit"]) in md
+                checked += 1
+        for claim in paper["claims"]:
+            s = claim.get("statistic")
+            if not s or not s["source"].startswith("paired_tests/"):
+                continue
+            results = json.loads((folder / "runs" / claim["run"] / "results.json").read_text())
+            t = _lookup(results, s["source"])
+            assert (s["value"], s["lo"], s["hi"], s["p_value"]) == (t["diff"], t["lo"], t["hi"], t["p_value"])
+            assert render.statistic_text(claim) in md
+            checked += 1
+    assert checked >= 10
+
+
+def test_a_verdict_follows_its_child_statistic(micro, tmp_path):
+    """Edit the child's paired test across the rule; the resumed reproduction's verdict follows."""
+    r, out, data = micro
+    copy = tmp_path / r.folder.name
+    shutil.copytree(r.folder, copy)
+    claim = next(c for c in r.claims if c["id"] == "free-beats-mcq-arithmetic")
+    path = copy / "runs" / claim["run"] / "results.json"
+    results = json.loads(path.read_text())
+    name = claim["statistic"]["source"].split("/", 1)[1]
+    for diff, lo, hi, p, expected in ((0.30, 0.10, 0.50, 0.001, "holds"), (-0.30, -0.50, -0.10, 0.001, "contradicted"),
+                                      (0.30, -0.05, 0.65, 0.20, "not shown at this n")):
+        results["paired_tests"][name].update(diff=diff, lo=lo, hi=hi, p_value=p)
+        path.write_text(json.dumps(results))
+        again = studies.reproduce("004", tmp_path, run_id=copy.name, resume=True, models=r.content["models"],
+                                  scale="micro", data_root=str(data), show_progress=False)
+        assert again.verdicts()[(claim["id"], claim["model"])] == expected
+
+
+def test_children_are_reused_across_reproduction_folders(micro, capsys):
+    r, out, data = micro
+    again = studies.reproduce("004", out, run_id="second", models=r.content["models"], scale="micro",
+                              data_root=str(data), show_progress=False)
+    err = capsys.readouterr().err
+    assert "reused from " + r.folder.name in err
+    assert again.content == r.content
+
+
+def test_a_model_that_cannot_run_is_marked_and_the_others_go_on(micro, tiny, tmp_path):
+    _, out, data = micro  # the tiny model's children are reused from the first reproduction
+    missing = str(tmp_path / "no-such-model")
+    r = studies.reproduce("004", out, run_id="with-a-missing-model", models=[missing, tiny], scale="micro",
+                          data_root=str(data), show_progress=False)
+    by_model = {}
+    for c in r.claims:
+        by_model.setdefault(c["model"], set()).add(c["verdict"])
+    assert by_model[missing] == {"not run"}
+    assert by_model[tiny] - {"not run"}
+    reasons = {c["reason"] for c in r.claims if c["model"] == missing}
+    assert all("did not load" in x for x in reasons), reasons

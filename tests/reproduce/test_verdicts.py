@@ -1,0 +1,100 @@
+"""One rule for every verdict, and the smallest detectable effect it quotes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from whitebox_eval import power, stats
+from whitebox_eval.reproduce import verdicts as v
+
+
+def _t(diff, lo, hi, p=None):
+    return {"diff": diff, "lo": lo, "hi": hi, **({"p_value": p} if p is not None else {})}
+
+
+def test_paired_test_verdict_follows_its_p_value_and_sign():
+    assert v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "greater")["verdict"] == v.HOLDS
+    assert v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "less")["verdict"] == v.CONTRADICTED
+    assert v.verdict(_t(-0.10, -0.18, -0.02, p=0.01), "less")["verdict"] == v.HOLDS
+    assert v.verdict(_t(0.10, -0.02, 0.22, p=0.20), "greater")["verdict"] == v.NOT_SHOWN
+
+
+def test_verdict_changes_when_the_statistic_crosses_the_rule():
+    """The same difference and interval: p just under / over alpha flips holds <-> not shown;
+    the sign of the effect flips holds <-> contradicted."""
+    base = dict(diff=0.08, lo=0.001, hi=0.16)
+    assert v.verdict({**base, "p_value": stats.ALPHA - 1e-6}, "greater")["verdict"] == v.HOLDS
+    assert v.verdict({**base, "p_value": stats.ALPHA}, "greater")["verdict"] == v.NOT_SHOWN
+    flipped = dict(diff=-0.08, lo=-0.16, hi=-0.001, p_value=0.01)
+    assert v.verdict(flipped, "greater")["verdict"] == v.CONTRADICTED
+    # without a p-value the interval decides, against the claim's boundary (than)
+    est = {"value": 0.40, "lo": 0.31, "hi": 0.499}
+    assert v.verdict(est, "less", than=0.5)["verdict"] == v.HOLDS
+    assert v.verdict({**est, "hi": 0.501}, "less", than=0.5)["verdict"] == v.NOT_SHOWN
+    assert v.verdict({"value": 0.7, "lo": 0.51, "hi": 0.9}, "less", than=0.5)["verdict"] == v.CONTRADICTED
+
+
+def test_a_claim_of_no_difference_needs_the_power_for_its_margin():
+    tight = _t(0.01, -0.02, 0.04, p=0.5)   # SE ~0.015: detects ~0.043
+    wide = _t(0.01, -0.20, 0.22, p=0.9)    # SE ~0.107: detects ~0.30
+    assert v.verdict(tight, "none", margin=0.05)["verdict"] == v.HOLDS
+    assert v.verdict(wide, "none", margin=0.05)["verdict"] == v.NOT_SHOWN
+    assert v.verdict(_t(0.2, 0.1, 0.3, p=0.001), "none", margin=0.5)["verdict"] == v.CONTRADICTED
+
+
+def test_the_smallest_detectable_effect_is_quoted_from_the_interval():
+    out = v.verdict(_t(0.0, -0.196, 0.196, p=1.0), "greater")
+    se = 0.196 / power._z(0.975)
+    assert out["minimum_detectable_effect"] == pytest.approx(2.8016 * se, rel=1e-4)
+    assert v.verdict(_t(0.0, 0.0, 0.0, p=1.0), "greater")["minimum_detectable_effect"] is None
+
+
+# ----------------------------------------------------------------- the power formula
+
+
+def test_mde_factor_and_items_needed_are_the_textbook_values():
+    assert power.minimum_detectable_effect(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    # Cohen (1988): one-sample, d = 0.5, two-sided 0.05, power 0.8 -> about 32 (normal approximation)
+    assert power.items_needed(1.0, 0.5) == 32
+    assert power.standard_error_from_interval(-1.959964, 1.959964) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_mde_gives_80_percent_power_by_simulation():
+    """An independent check: simulate a two-sided z-test whose true effect is the MDE."""
+    rng = np.random.default_rng(1)
+    se = 0.05
+    mde = power.minimum_detectable_effect(se)
+    estimates = rng.normal(mde, se, size=200_000)
+    rate = np.mean(np.abs(estimates / se) > power._z(0.975))
+    assert rate == pytest.approx(0.80, abs=0.005)
+
+
+def test_items_needed_gives_80_percent_power_for_a_t_test():
+    """Against scipy's noncentral t: the one-sample t-test at n = items_needed has ~80% power."""
+    from scipy.stats import nct, t
+
+    for d in (0.2, 0.3, 0.5):  # n >= 32: the normal approximation's range
+        n = power.items_needed(1.0, d)
+        crit = t.ppf(0.975, n - 1)
+        nc = d * math.sqrt(n)
+        achieved = 1 - nct.cdf(crit, n - 1, nc) + nct.cdf(-crit, n - 1, nc)
+        assert 0.76 < achieved < 0.84, (d, n, achieved)
+
+
+def test_mde_of_a_mcnemar_difference_by_simulation():
+    """Paired 0/1 outcomes with 40% discordant items: the exact McNemar test detects a
+    difference of the MDE (sd of the per-item difference ~ sqrt(0.4)) about 80% of the time."""
+    rng = np.random.default_rng(2)
+    n, disc = 200, 0.4
+    delta = power.minimum_detectable_effect(math.sqrt(disc) / math.sqrt(n))
+    pb, pc = (disc + delta) / 2, (disc - delta) / 2  # P(x right, y wrong), P(x wrong, y right)
+    from scipy.stats import binomtest
+
+    sims = 2000
+    b = rng.binomial(n, pb, size=sims)
+    c = np.array([rng.binomial(n - bi, pc / (1 - pb)) for bi in b])
+    achieved = np.mean([binomtest(int(bi), int(bi + ci), 0.5).pvalue < 0.05 for bi, ci in zip(b, c)])
+    assert 0.74 < achieved < 0.86
