@@ -39,7 +39,7 @@ def _rows(path: str | None) -> int | None:
     """Rows of a data file or folder of CSVs (for a run without --limit)."""
     if not path:
         return None
-    p = Path(path.split("=", 1)[-1]).expanduser()
+    p = Path(path).expanduser()
     files = sorted(p.glob("*.csv")) if p.is_dir() else [p]
     total = 0
     for f in files:
@@ -62,7 +62,10 @@ def _items(settings: dict[str, Any], default: int) -> int:
     limit = settings.get("limit")
     if limit is not None:
         return int(limit)
-    rows = _rows(str(settings.get("task", "")).partition("=")[2] or None)
+    from whitebox_eval.tasks.spec import TaskSpec
+
+    path = TaskSpec.parse(str(settings.get("task", ""))).path if settings.get("task") else None
+    rows = _rows(None if path is None or path.startswith("hf:") else path)
     return rows if rows is not None else default
 
 
@@ -99,9 +102,10 @@ def _units(suite: str, mode: str | None, s: dict[str, Any]) -> tuple[int, float]
     if suite == "gar":
         per_task = int(s.get("limit") or 8)
         if (mode or "evaluate") == "evaluate":
-            tasks = str(s.get("tasks", "all"))
+            selection = str(s.get("tasks", "all"))  # gar's --tasks: a group name or ';'-separated task ids
             named = {"all": GAR_TASKS, "generation": 192, "classification": 192, "kr": 7, "truth": GAR_TRUTH_TASKS}
-            n = per_task * (named[tasks] if tasks in named else len([t for t in tasks.split(";") if t.strip()]))
+            n = per_task * (named[selection] if selection in named else
+                            len([t for t in selection.split(";") if t.strip()]))
             return n, n
         n = per_task * GAR_TRUTH_TASKS
         probe = int(s.get("probe_limit") or 300) * len(s.get("probe_data") or ())

@@ -100,8 +100,11 @@ class Plan:
 
 
 def _short_task(task: str) -> str:
-    name, _, path = task.partition("=")
-    return name if not path else f"{name}={Path(path).name}"
+    """The task with its file's name only (``mmlu=test``); another suite's task names stay as they are."""
+    from whitebox_eval.tasks.spec import TaskSpec
+
+    spec = TaskSpec.from_config({"task": task})
+    return spec.label if spec.path is None else f"{spec.name}={Path(spec.path).name}"
 
 
 def _slug(text: str) -> str:
