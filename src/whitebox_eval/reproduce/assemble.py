@@ -143,6 +143,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         out["differs"] = c.differs
     than = float(c.stat.get("than", 0.0))
     out["than"] = than
+    if plan.scale in c.not_at:
+        return {**out, "verdict": verdicts.NOT_RUN, "reason": f"not tested at the {plan.scale} scale: {c.not_at[plan.scale]}"}
     try:
         if c.across_models:
             stat = _across_models(paper, c, plan, outcomes)

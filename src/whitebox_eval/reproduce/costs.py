@@ -16,12 +16,15 @@ from typing import Any
 
 BASIS = "on 2 CPU cores, from per-item costs measured there; a GPU is far faster"
 
-#: seconds per unit of work, per suite, on 2 CPU cores (SmolLM2-135M; see the module doc)
+#: seconds per unit of work, per suite (or "suite mode"), on 2 CPU cores (SmolLM2-135M): the
+#: medians of benchmarks/results/reproduce_timing.md (reproduce all, quick scale, 2026-11-26)
 RATES: dict[str, float] = {
-    "mcqa": 0.12, "formats": 0.045, "mui": 0.03, "masking": 0.03, "span": 0.06, "gar": 0.12,
+    "mcqa": 0.35, "formats": 0.25, "mui": 0.02, "masking": 0.17, "span": 0.095, "gar": 0.17,
+    "gar truth-heads": 0.04,
 }
-#: the other bundled model's time relative to SmolLM2-135M, measured on the same runs
-MODEL_FACTOR: dict[str, float] = {"smollm2-135m": 1.0, "gemma3-270m": 2.2}
+#: the other bundled model's time relative to SmolLM2-135M, measured on the same runs (its
+#: per-paper minutes over SmolLM2's: 1.08; per suite 0.9-1.7)
+MODEL_FACTOR: dict[str, float] = {"smollm2-135m": 1.0, "gemma3-270m": 1.1}
 UNKNOWN_MODEL_FACTOR = 10.0
 
 GAR_TASKS = 384 + 7  # the 384 GAR tasks and the knowledge-recall sub-problems (--tasks all)
@@ -117,4 +120,5 @@ def estimate(suite: str, mode: str | None, model: str, settings: dict[str, Any])
     """(items, estimated seconds) of a child run on ``model``."""
     items, units = _units(suite, mode, settings)
     factor = MODEL_FACTOR.get(model, UNKNOWN_MODEL_FACTOR)
-    return items, units * RATES.get(suite, 0.1) * factor + (5.0 if math.isfinite(units) else 0.0)
+    rate = RATES.get(f"{suite} {mode}", RATES.get(suite, 0.1))
+    return items, units * rate * factor + (5.0 if math.isfinite(units) else 0.0)

@@ -126,6 +126,7 @@ class Claim:
     margin: float | None = None
     headline: bool = False
     differs: str | None = None
+    not_at: dict[str, str] = field(default_factory=dict)  # scale -> why the claim is not tested there
 
 
 @dataclass(frozen=True)
@@ -260,13 +261,16 @@ def _claim(d: dict, where: str) -> Claim:
     if direction == "none" and margin is None:
         raise WhiteboxError(f"{where}: a claim of no difference needs a margin (the difference that would matter)")
     across = bool(d.get("across_models", False))
+    not_at = {str(k): str(v) for k, v in (d.get("not_at") or {}).items()}
+    if set(not_at) - set(SCALES):
+        raise WhiteboxError(f"{where}: not_at names unknown scales {sorted(set(not_at) - set(SCALES))}")
     experiment = d.get("experiment")
     if experiment is None and not across:
         raise WhiteboxError(f"{where}: missing 'experiment'")
     return Claim(id=_require(d, "id", where), claim=_require(d, "claim", where), cite=_require(d, "cite", where),
                  stat=dict(_require(d, "stat", where)), direction=direction, experiment=experiment,
                  published=dict(d.get("published") or {}), across_models=across, margin=margin,
-                 headline=bool(d.get("headline", False)), differs=d.get("differs"))
+                 headline=bool(d.get("headline", False)), differs=d.get("differs"), not_at=not_at)
 
 
 def parse_paper(doc: dict, source: str) -> Paper:

@@ -38,7 +38,10 @@ def _estimate_key(results: Mapping[str, Any], key: str) -> dict[str, Any]:
         if key in where:
             value = where[key]
             if value is None or not is_number(value):
-                raise Missing(f"{key} is {value!r} in the child run")
+                name, _, rest = key.partition(",")
+                why = where.get(f"{name}_reason,{rest}") if rest else where.get(f"{name}_reason")
+                raise Missing(f"{key} is undefined in the child run: {why}" if why
+                              else f"{key} is {value!r} in the child run")
             ci = interval(key, where, results, head)
             out = {"value": float(value), "source": key}
             if ci is not None:
@@ -78,15 +81,32 @@ def test(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
         path = ["paired_tests", spec["paired"]]
     else:
         path = list(spec["at"])
-    t = at(results, path)
+    try:
+        t = at(results, path)
+    except Missing:
+        parent = at(results, path[:-1]) if len(path) > 1 else results
+        empty = [k for k, g in (parent.get("partitions") or {}).items() if isinstance(g, Mapping) and not g.get("n")] \
+            if isinstance(parent, Mapping) else []
+        if empty:
+            raise Missing(f"the child run did not test it: no item in {', '.join(empty)} "
+                          f"({'/'.join(map(str, path[:-1]))})") from None
+        raise
     if isinstance(t, Mapping) and t.get("refused"):
         raise Missing(f"the child run did not test it: {t['refused']}")
     if not isinstance(t, Mapping) or "diff" not in t:
         raise Missing(f"{'/'.join(map(str, path))} is not a test in the child run")
     lo, hi = (t["lo"], t["hi"]) if "lo" in t else t["diff_ci"]
     return {"value": float(t["diff"]), "lo": float(lo), "hi": float(hi),
-            "p_value": None if t.get("p_value") is None else float(t["p_value"]), "n": t.get("n"),
+            "p_value": None if t.get("p_value") is None else float(t["p_value"]), "n": _test_n(t),
             "test": t.get("test"), "source": "/".join(map(str, path))}
+
+
+def _test_n(t: Mapping[str, Any]) -> int | None:
+    """A test's n: its own, else the sum of its two groups' sizes (``n_<group>`` counts)."""
+    if t.get("n") is not None:
+        return t["n"]
+    groups = [v for k, v in t.items() if k.startswith("n_") and isinstance(v, int)]
+    return sum(groups) if len(groups) == 2 else None
 
 
 def text(results: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
