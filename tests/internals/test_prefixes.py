@@ -72,3 +72,13 @@ def test_batch_order_is_longest_first_but_keeps_runs_of_shared_demonstrations_to
     assert batch_order(items) == [6, 4, 5, 0, 2, 3, 1]
     assert batch_order(items, min_tokens=41) == [2, 3, 1, 6, 4, 5, 0]  # no run: all longest first
     assert batch_order([]) == []
+
+
+def test_common_prefix_length_by_hand():
+    from whitebox_eval.internals.prefixes import common_prefix_length
+
+    assert common_prefix_length([[1, 2, 3, 4], [1, 2, 9], [1, 2, 3]]) == 2
+    assert common_prefix_length([[5, 6], [5, 6]]) == 2  # a whole sequence is shared
+    assert common_prefix_length([[5, 6], [5, 6]], at_most=9) == 2  # a bound past the end stops at the end
+    assert common_prefix_length([[5, 6, 7], [5, 6, 7]], at_most=1) == 1
+    assert common_prefix_length([[1, 2], [3, 2]]) == 0

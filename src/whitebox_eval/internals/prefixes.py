@@ -55,7 +55,9 @@ def shared_prefix_length(seqs: Sequence[Sequence[int]], *, limit: int | None = N
 def common_prefix_length(seqs: Sequence[Sequence[int]], at_most: int | None = None) -> int:
     """Length of the longest token prefix every sequence of ``seqs`` starts with (at most ``at_most``)."""
     first = seqs[0]
-    n = min(len(s) for s in seqs) if at_most is None else max(0, at_most)
+    n = min(len(s) for s in seqs)
+    if at_most is not None:
+        n = min(n, max(0, at_most))
     for s in seqs[1:]:
         k = 0
         while k < n and s[k] == first[k]:

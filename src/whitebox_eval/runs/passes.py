@@ -103,7 +103,9 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
         restore_samples(folder, name, ids)
         if order is not None:  # lines were appended in batch order
             wanted = set(ids)
-            if [s["id"] for s in folder.read_samples() if s["id"] in wanted] != [i for i in ids if i in folder.done_ids()]:
+            present = [s["id"] for s in folder.read_samples() if s["id"] in wanted]
+            written = set(present)
+            if present != [i for i in ids if i in written]:
                 _rewrite_in_item_order(folder, ids, {})
     if world is not None:
         world.barrier()
