@@ -80,9 +80,9 @@ def _open_folder(folder: Path, plan_dict: dict, resume: bool) -> None:
         if not plan_path.is_file():
             raise WhiteboxError(f"--resume: {folder} holds no reproduction ({PLAN_FILE} missing); "
                                 "drop --resume to start it")
-        saved = _identity(json.loads(plan_path.read_text(encoding="utf-8")))
-        if saved != _identity(plan_dict):
-            diff = sorted(k for k in set(saved) | set(plan_dict) if saved.get(k) != _identity(plan_dict).get(k))
+        saved, wanted = _identity(json.loads(plan_path.read_text(encoding="utf-8"))), _identity(plan_dict)
+        if saved != wanted:
+            diff = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
             raise WhiteboxError(f"--resume: the plan in {folder} differs in {', '.join(diff)} (papers, models, "
                                 "scale or data changed); give the same options, or another --run-id")
         return

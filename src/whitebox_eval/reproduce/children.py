@@ -127,7 +127,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
                 outcomes[child.run_id] = Outcome(child, "failed", str(e))
                 how = f"did not run: {e}"
         elapsed_child = time.monotonic() - t0
-        if timings is not None and outcomes[child.run_id].status == "done" and how == "done":
+        if timings is not None and how == "done":  # run here now (not reused)
             timings[child.run_id] = elapsed_child
         if save_timings is not None and child.run_id in (timings or {}):
             save_timings()  # after each child, so a killed reproduction keeps its times

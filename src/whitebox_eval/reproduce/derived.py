@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from whitebox_eval import power, stats
 from whitebox_eval.reproduce.values import Missing, at
 
@@ -115,7 +113,3 @@ def compute(name: str, spec: Mapping[str, Any], results: Mapping[str, Any],
     if name in RESULTS_DERIVED:
         return RESULTS_DERIVED[name](results, spec)
     raise Missing(f"unknown derived statistic {name!r}")
-
-
-def values_equal(a: float, b: float) -> bool:
-    return bool(np.isclose(a, b, rtol=0, atol=1e-9))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from whitebox_eval import stats
 from whitebox_eval.reproduce.spec import UNREADABLE
 
 
@@ -72,9 +73,7 @@ def signed(v: float | None) -> str:
 
 
 def p_text(p: float | None) -> str:
-    if p is None:
-        return "no p-value (interval rule)"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+    return "no p-value (interval rule)" if p is None else stats.fmt_p(p)
 
 
 def statistic_text(c: dict[str, Any]) -> str:
