@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from whitebox_eval import suites
 from whitebox_eval.reproduce import costs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def summarize(folder: Path, load: list[float], wall: float | None) -> dict:
         seconds = timing.get(c["run_id"])
         if seconds is None:  # a child timed in an earlier, killed call: the span of its run.log
             seconds = _log_span(folder / "runs" / c["run_id"] / "run.log")
-        items, units = costs._units(c["suite"], c["mode"], c["settings"])
+        items, units = suites.suite(c["suite"]).estimate(c["mode"], c["settings"])
         children.append({**{k: c[k] for k in ("run_id", "suite", "mode", "model")}, "items": items,
                          "units": units, "seconds": seconds,
                          "papers": sorted({p for p, _ in c["uses"]})})
@@ -110,7 +111,7 @@ def markdown(s: dict) -> str:
         sec = c["seconds"]
         shown = ("", "") if sec is None else (f"{sec:.0f}", f"{sec / max(c['items'], 1):.2f}")
         lines.append(f"| {c['run_id']} | {c['model']} | {c['items']} | {shown[0]} | {shown[1]} |")
-    lines += ["", "Seconds per unit of work (`reproduce/costs.py` units; its RATES and MODEL_FACTOR come from these):",
+    lines += ["", "Seconds per unit of work (the units of `suites.py`; its RATES and MODEL_FACTOR come from these):",
               "", "| suite | model | s / unit |", "|---|---|---|"]
     for key, v in s["seconds_per_unit"].items():
         suite, model = key.split(" | ")

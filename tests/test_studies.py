@@ -60,7 +60,7 @@ def test_gar_from_python(tmp_path):
 
 
 def test_unknown_setting_or_mode_is_one_line(tmp_path):
-    with pytest.raises(WhiteboxError, match="unknown GAR mode 'evaluat'"):
+    with pytest.raises(WhiteboxError, match="unknown gar mode 'evaluat'"):
         studies.gar("evaluat", tmp_path)
     with pytest.raises(WhiteboxError, match="unknown setting.*limt.*the settings are"):
         studies.mcqa(tmp_path, limt=3)

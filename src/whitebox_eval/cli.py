@@ -11,35 +11,32 @@ import sys
 import click
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.lazy import resolve
+from whitebox_eval.suites import SUITES
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import dtype_option
 
 
-#: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
-DATA_PARALLEL_COMMANDS = {"mcqa", "gar", "formats"}  # gar: --mode evaluate
-
-
-#: the suites' commands, imported only when run (or their own --help asked for), so that
-#: ``whitebox-eval --help`` lists them without importing torch: name -> (module, attribute, short help)
-LAZY_COMMANDS = {
-    "mcqa": ("whitebox_eval.mcqa.command", "mcqa",
-             "MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head."),
-    "universal": ("whitebox_eval.mcqa.command", "universal", "Heads that select-and-copy across MCQA runs (000)."),
-    "formats": ("whitebox_eval.mcqa.command", "formats", "First-token probabilities vs free generation (paper 004)."),
-    "formats-compare": ("whitebox_eval.mcqa.command", "formats_compare",
+#: the commands that are not a suite's (imported only when run, or their own --help asked
+#: for): name -> (module:attribute, short help)
+OTHER_COMMANDS = {
+    "universal": ("whitebox_eval.mcqa.command:universal", "Heads that select-and-copy across MCQA runs (000)."),
+    "formats-compare": ("whitebox_eval.mcqa.command:formats_compare",
                         "Alignment error vs MCQ performance across formats runs (004 Fig. 6)."),
-    "mui": ("whitebox_eval.mui.command", "command",
-            "Model Utilization Index (paper 001): how much of the model a task uses."),
-    "gar": ("whitebox_eval.gar.command", "command",
-            "GAR: compositional relational reasoning, its evaluation and its heads (paper 002)."),
-    "span": ("whitebox_eval.attentionspan.command", "command",
-             "AttentionSpan (paper 003): algorithmic tasks with reference attention masks."),
-    "reproduce": ("whitebox_eval.reproduce.command", "reproduce",
+    "reproduce": ("whitebox_eval.reproduce.command:reproduce",
                   "Reproduce the papers' tables and claims, published figures beside ours, a verdict per claim."),
-    "report": ("whitebox_eval.report.command", "report", "Write one self-contained report.html for one or more run folders."),
-    "compare": ("whitebox_eval.report.command", "compare", "Print the headline metrics of runs and lm-eval results files side by side."),
+    "report": ("whitebox_eval.report.command:report", "Write one self-contained report.html for one or more run folders."),
+    "compare": ("whitebox_eval.report.command:compare", "Print the headline metrics of runs and lm-eval results files side by side."),
 }
+
+#: every command imported lazily, so that ``whitebox-eval --help`` lists them without
+#: importing torch: each suite's (its record in :mod:`whitebox_eval.suites`) and the others
+LAZY_COMMANDS = {**{s.name: (s.command, s.summary) for s in SUITES.values() if s.command is not None},
+                 **OTHER_COMMANDS}
+
+#: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
+DATA_PARALLEL_COMMANDS = {s.name for s in SUITES.values() if s.shards and s.command is not None}
 
 
 class _LazyGroup(click.Group):
@@ -51,15 +48,12 @@ class _LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in LAZY_COMMANDS and name not in self.commands:
-            import importlib
-
-            module, attr, _ = LAZY_COMMANDS[name]
-            self.add_command(getattr(importlib.import_module(module), attr), name)
+            self.add_command(resolve(LAZY_COMMANDS[name][0]), name)
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, cmd.get_short_help_str(formatter.width)) for name, cmd in self.commands.items() if not cmd.hidden]
-        rows += [(name, short) for name, (_, _, short) in LAZY_COMMANDS.items() if name not in self.commands]
+        rows += [(name, short) for name, (_, short) in LAZY_COMMANDS.items() if name not in self.commands]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -33,3 +33,11 @@ def lazy_exports(package: str, exports: Mapping[str, Sequence[str]]) -> tuple[Ca
         return sorted(set(vars(sys.modules[package])) | set(where))
 
     return __getattr__, __dir__, list(where)
+
+
+def resolve(path: str):
+    """The object a record names as ``"module:attribute"``, imported on first use (the one
+    way a record names code without importing it: the task records' loaders, the suites'
+    configs, runners and commands)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -32,11 +32,11 @@ class Outcome:
     _study: Any = None
 
     def study(self):
-        """The finished run read back (:func:`whitebox_eval.studies.read`), read once."""
+        """The finished run read back (:func:`whitebox_eval.runs.finished.read`), read once."""
         if self._study is None:
-            from whitebox_eval import studies
+            from whitebox_eval.runs.finished import read
 
-            self._study = studies.read(self.folder)
+            self._study = read(self.folder)
         return self._study
 
 

@@ -16,18 +16,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import costs
 from whitebox_eval.reproduce.assemble import Outcome
 from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.runs.finished import is_finished, is_started
 
 RUNS = "runs"
-RESULTS = "results.json"
-CONFIG = "config.yaml"
-
-
-def _finished(path: Path) -> bool:
-    return (path / RESULTS).is_file()
 
 
 def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
@@ -36,7 +32,7 @@ def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
         return None
     for other in sorted(output.iterdir()):
         candidate = other / RUNS / run_id
-        if other != here and candidate.is_dir() and _finished(candidate):
+        if other != here and is_finished(candidate):
             return candidate
     return None
 
@@ -52,17 +48,11 @@ def _timed(folder: Path, run_id: str) -> float | None:
 
 
 def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
-    from whitebox_eval import studies
-
     path = runs / child.run_id
-    if path.is_dir() and not (path / CONFIG).is_file():
+    if path.is_dir() and not is_started(path):
         shutil.rmtree(path)  # killed before its config was written: nothing to resume
-    resume = path.is_dir()
-    common = dict(run_id=child.run_id, resume=resume, show_progress=show_progress, loaded=loaded)
-    settings = dict(child.settings)
-    if child.suite == "gar":
-        return studies.gar(child.mode or "evaluate", runs, **common, **settings)
-    return getattr(studies, child.suite)(runs, **common, **settings)
+    return suites.run(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
+                      show_progress=show_progress, loaded=loaded, **child.settings)
 
 
 class _Models:
@@ -106,7 +96,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         if child.skip:
             outcomes[child.run_id] = Outcome(child, "skipped", child.skip)
             how = f"not run ({child.skip})"
-        elif _finished(path):
+        elif is_finished(path):
             outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
             how = "finished before: reused"
         elif (copy := _elsewhere(output, folder, child.run_id)) is not None:

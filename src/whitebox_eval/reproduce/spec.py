@@ -1,10 +1,10 @@
 """A paper as data: its experiments, transcribed tables, claims and what does not run.
 
 One YAML file per paper in ``papers/`` (installed with the package). This module reads
-and checks them; it knows no suite. The layout of a file:
+and checks them; it knows the suites only by their records. The layout of a file:
 
-- ``experiments``: child runs, each one suite (``mcqa``, ``formats``, ``mui``, ``masking``,
-  ``span``, ``gar``) with its settings (the suite's config fields, as in
+- ``experiments``: child runs, each one suite (a record of :mod:`whitebox_eval.suites`, and
+  its ``mode`` where it has several) with its settings (the suite's config fields, as in
   :mod:`whitebox_eval.studies`), per-scale settings under ``scales`` and an optional
   ``matrix`` of variables (e.g. ``shots``) that ``{name}`` fields fill in.
 - ``tables``: the paper's tables cell by cell: ``cite`` (table number), ``region`` (text
@@ -26,10 +26,10 @@ from typing import Any
 import yaml
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.suites import suite as record
 
 PAPERS_DIR = Path(__file__).parent / "papers"
 SCALES = ("quick", "paper", "micro")
-SUITES = ("mcqa", "formats", "mui", "masking", "span", "gar")
 DIRECTIONS = ("greater", "less", "none")
 UNREADABLE = "unreadable"
 """A published cell the text extraction garbled: shown as such, never guessed."""
@@ -203,8 +203,10 @@ def _require(d: dict, key: str, where: str) -> Any:
 
 def _experiment(d: dict, where: str) -> Experiment:
     suite = _require(d, "suite", where)
-    if suite not in SUITES:
-        raise WhiteboxError(f"{where}: unknown suite {suite!r} (one of {', '.join(SUITES)})")
+    try:
+        record(suite).mode(d.get("mode"))
+    except WhiteboxError as e:
+        raise WhiteboxError(f"{where}: {e}") from None
     scales = d.get("scales") or {}
     unknown = set(scales) - set(SCALES)
     if unknown:

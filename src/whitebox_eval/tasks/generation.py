@@ -90,7 +90,7 @@ def load_generation(spec: TaskSpec, *, limit: int | None = None, seed: int = 0, 
     if limit is not None and limit < 1:
         raise WhiteboxError(f"limit must be >= 1, got {limit}")
     if rec.generation_loader is not None:
-        load = registry._resolve(rec.generation_loader)
+        load = registry.resolve(rec.generation_loader)
         out = load(spec, limit=limit, seed=seed, n_options=n_options, on_bad_row=on_bad_row, **options)
         return out if isinstance(out, GenTask) else GenTask(spec, out)
     n = DEFAULT_ITEMS if limit is None else limit

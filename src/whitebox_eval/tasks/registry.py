@@ -20,12 +20,12 @@ multiple-choice tasks, ``mui`` asks it with letter answers, ``formats`` in free 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.lazy import resolve
 
 GENERATOR, FILE, LM_EVAL = "generator", "file", "lm-eval"
 DEV_SAME_SUBJECT, SPLIT, POOL = "dev_same_subject", "split", "pool"
@@ -147,12 +147,7 @@ class TaskRecord:
         """The loader of its multiple-choice items (arithmetic-gen: the arithmetic items it asks)."""
         if self.loader is None:
             raise WhiteboxError(f"task {self.name!r} has no multiple-choice items")
-        return _resolve(self.loader)
-
-
-def _resolve(path: str) -> Callable[..., Any]:
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
+        return resolve(self.loader)
 
 
 _T = "whitebox_eval.tasks."
@@ -239,7 +234,7 @@ def record(name: str) -> TaskRecord:
 
 def categories(rec: TaskRecord) -> tuple[str, ...]:
     """The categories a generator offers (arithmetic's App. B categories), else ()."""
-    return tuple(_resolve(rec.categories)) if rec.categories else ()
+    return tuple(resolve(rec.categories)) if rec.categories else ()
 
 
 def names(*, mcq: bool | None = None, generation: bool | None = None, source: str | None = None) -> tuple[str, ...]:
