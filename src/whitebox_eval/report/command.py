@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.finished import is_finished
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP
 
 
@@ -34,7 +35,7 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> Non
     from whitebox_eval.runs.folder import RunFolder
 
     path = write_report(list(run_dirs), out, sample_cap=sample_cap)
-    for run_dir in (d for d in run_dirs if (Path(d) / "results.json").is_file()):
+    for run_dir in (d for d in run_dirs if is_finished(d)):
         try:  # a corrupted results.json is flagged on the page and named here
             RunFolder.open(run_dir).load_results()
         except WhiteboxError as error:

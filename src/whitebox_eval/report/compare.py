@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.finished import is_started
 from whitebox_eval.report.comparison import moves
 from whitebox_eval.report.lm_eval_results import (
     MAPPING_NOTE, MMLU_SUBJECTS, LMEvalFile, find_results_files, lm_eval_rows, load_lm_eval_file)
@@ -50,7 +51,7 @@ def load_inputs(paths: list[Path]) -> list[RunData | LMEvalFile]:
         if path.is_file() and path.suffix == ".json":
             inputs.append(load_lm_eval_file(path))
             continue
-        if path.is_dir() and not (path / "config.yaml").is_file():
+        if path.is_dir() and not is_started(path):
             files = find_results_files(path)
             if files:
                 inputs.extend(load_lm_eval_file(f) for f in files)

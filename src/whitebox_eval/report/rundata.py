@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.finished import is_finished, is_started
 from whitebox_eval.runs.folder import ARRAYS_DIR, PLOTS_DIR, RunFolder
 
 DEFAULT_SAMPLE_CAP = 200
@@ -81,8 +82,8 @@ def load_run(path: Path | str, sample_cap: int = DEFAULT_SAMPLE_CAP) -> RunData:
     if not path.is_dir():
         raise WhiteboxError(f"{path} is a file, not a run folder; give the folder that holds "
                             "config.yaml")
-    if not (path / "config.yaml").is_file():
-        inside = sorted(p.name for p in path.iterdir() if (p / "config.yaml").is_file())
+    if not is_started(path):
+        inside = sorted(p.name for p in path.iterdir() if is_started(p))
         if inside:
             shown = ", ".join(inside[:5]) + (", ..." if len(inside) > 5 else "")
             raise WhiteboxError(f"{path} is not a run folder but holds run folders ({shown}); "
@@ -90,7 +91,7 @@ def load_run(path: Path | str, sample_cap: int = DEFAULT_SAMPLE_CAP) -> RunData:
                                 f"{path / inside[0]}")
     folder = RunFolder.open(path)
     results, results_error = None, None
-    if (path / "results.json").is_file():
+    if is_finished(path):
         try:
             results = folder.load_results()
         except WhiteboxError as exc:  # corrupted: the rest of the run is still shown
