@@ -1,60 +1,66 @@
-"""The shape DESIGN.md promises, checked on the source: no import circle (type-only imports
-included), no suite importing report/, small modules."""
+"""The shape DESIGN.md promises, checked on the source: no import circle and no arrow up the
+layers, counting every import (inside functions and ``if TYPE_CHECKING`` too); no suite
+importing report/; small modules."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "whitebox_eval"
 
+#: the layers of DESIGN.md, bottom first: a module imports only from its own room or a lower layer
+LAYERS = (
+    ("errors", "lazy"),
+    ("controls", "datafiles", "models", "stats"),
+    ("internals", "power", "tasks"),
+    ("runs",),
+    ("mcqa", "mui", "gar", "attentionspan", "report"),
+    ("suites",),
+    ("reproduce", "cli", "command_options"),
+    ("studies", "__main__"),
+)
+#: the files that may import by name at run time (importlib): the one resolver of records'
+#: ``module:attribute`` strings and the lazy package faces, both in lazy.py
+IMPORTLIB_ALLOWED = {"lazy.py"}
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(SRC).with_suffix("")
-    parts = list(rel.parts)
+
+def _module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """Modules of the package that ``path`` imports at module level (``if TYPE_CHECKING`` too)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    me = _module_name(path)
+def _imports(path: Path, src: Path, modules: set[str]) -> set[str]:
+    """Modules of the package that ``path`` imports anywhere in it (a function's imports too).
+    ``from pkg import sub`` is an import of ``pkg.sub``, not of ``pkg``'s ``__init__``."""
+    me = _module_name(path, src)
     package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
     found: set[str] = set()
-
-    def visit(nodes):
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-                found.add(base)
-                found.update(f"{base}.{a.name}" for a in node.names)
-            elif isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for h in getattr(node, "handlers", []):
-                    visit(h.body)
-
-    visit(tree.body)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
     return {m for m in found if m in modules and m != me}
 
 
-def _graph() -> dict[str, set[str]]:
-    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+def _graph(src: Path = SRC, package: str = "whitebox_eval") -> dict[str, set[str]]:
+    paths = {_module_name(p, src): p for p in (src / package).rglob("*.py")}
     modules = set(paths)
-    return {m: _imports(p, modules) for m, p in paths.items()}
+    return {m: _imports(p, src, modules) for m, p in paths.items()}
 
 
-def test_no_import_circle():
-    graph = _graph()
-    # package __init__ files only name their lazy exports (strings), so edges into a
-    # package mean "its __init__", which imports nothing heavy; follow real modules only
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     state: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[list[str]] = []
@@ -62,7 +68,7 @@ def test_no_import_circle():
     def dfs(m: str) -> None:
         state[m] = 1
         stack.append(m)
-        for n in sorted(graph[m]):
+        for n in sorted(graph.get(m, ())):
             if state.get(n) == 1:
                 cycles.append(stack[stack.index(n):] + [n])
             elif n not in state:
@@ -73,7 +79,68 @@ def test_no_import_circle():
     for m in sorted(graph):
         if m not in state:
             dfs(m)
+    return cycles
+
+
+def _room(module: str) -> str:
+    """The top-level module or package of ``module`` (``whitebox_eval.tasks.hub`` -> ``tasks``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_no_import_circle():
+    cycles = _circles(_graph())
     assert not cycles, "import circles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_a_circle_through_function_level_imports_is_caught(tmp_path):
+    """A planted circle whose every import sits inside a function (the kind a module-level
+    reading misses) is seen."""
+    pkg = tmp_path / "planted"
+    (pkg / "inner").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "inner" / "__init__.py").write_text("")
+    (pkg / "top.py").write_text("def run():\n    from planted.inner import low\n    return low.value()\n")
+    (pkg / "inner" / "low.py").write_text("def value():\n    from planted import top\n    return top\n")
+    (pkg / "alone.py").write_text("from planted.inner import low\n")
+    cycles = _circles(_graph(tmp_path, "planted"))
+    assert cycles == [["planted.inner.low", "planted.top", "planted.inner.low"]], cycles
+
+
+def test_every_room_sits_on_a_layer_and_arrows_point_down():
+    graph = _graph()
+    layer = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
+    rooms = {_room(m) for m in graph} - {""}
+    assert rooms <= set(layer), f"rooms on no layer in LAYERS (add them, and to DESIGN.md): {sorted(rooms - set(layer))}"
+    up = sorted(f"{m} -> {n}" for m, deps in graph.items() for n in deps
+                if _room(m) and _room(n) and _room(m) != _room(n) and layer[_room(n)] >= layer[_room(m)])
+    assert not up, "imports that do not point down the layers: " + "; ".join(up)
+
+
+def test_only_the_resolver_imports_by_name():
+    hits = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+            if str(p.relative_to(PACKAGE)) not in IMPORTLIB_ALLOWED
+            and re.search(r"import_module|__import__", p.read_text(encoding="utf-8"))]
+    assert not hits, f"import by name only through whitebox_eval.lazy.resolve: {hits}"
+
+
+def test_every_record_names_code_that_exists():
+    from whitebox_eval.cli import LAZY_COMMANDS
+    from whitebox_eval.lazy import resolve
+    from whitebox_eval.suites import SUITES
+    from whitebox_eval.tasks.registry import RECORDS
+
+    named = [target for target, _ in LAZY_COMMANDS.values()]
+    named += [path for s in SUITES.values() for m in s.modes.values() for path in (m.config, m.run)]
+    named += [getattr(r, f) for r in RECORDS.values()
+              for f in ("loader", "generation_loader", "categories", "hub_row", "lm_eval_doc") if getattr(r, f)]
+    missing = []
+    for path in named:
+        try:
+            resolve(path)
+        except (ImportError, AttributeError) as e:
+            missing.append(f"{path}: {e}")
+    assert not missing, missing
 
 
 def test_no_suite_imports_report_and_report_names_no_suite():

@@ -99,10 +99,6 @@ def run(name: str, mode: str | None, output: str | Path = "runs", *, run_id: str
 
 # --- work in units, from a config object -------------------------------------------------
 
-GAR_TASKS = 384 + 7  # the 384 GAR tasks and the knowledge-recall sub-problems (--tasks all)
-GAR_TRUTH_TASKS = 3  # --tasks truth
-
-
 def _items(cfg, unknown: int) -> int:
     """``cfg.limit``, else the rows of the task's local file, else ``unknown``."""
     if cfg.limit is not None:
@@ -172,13 +168,13 @@ def _span_work(cfg, mode: str) -> tuple[int, float]:
 
 
 def _gar_work(cfg, mode: str) -> tuple[int, float]:
+    from whitebox_eval.gar.selection import select_tasks
+
     per_task = int(cfg.limit or 8)
     if mode == "evaluate":
-        named = {"all": GAR_TASKS, "generation": 192, "classification": 192, "kr": 7, "truth": GAR_TRUTH_TASKS}
-        n = per_task * (named[cfg.tasks] if cfg.tasks in named else
-                        len([t for t in cfg.tasks.split(";") if t.strip()]))
+        n = per_task * len(select_tasks(cfg.tasks, include_kr=cfg.include_kr))
         return n, n
-    n = per_task * GAR_TRUTH_TASKS
+    n = per_task * len(select_tasks(getattr(cfg, "tasks", "truth"), include_kr=False))
     probe = int(getattr(cfg, "probe_limit", None) or 300) * len(getattr(cfg, "probe_data", ()))
     steps, draws = getattr(cfg, "steps", 5), getattr(cfg, "random_draws", 5)
     return n + probe, n * (2 * steps + 8 + 5 * draws) + probe

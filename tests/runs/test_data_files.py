@@ -87,7 +87,7 @@ def test_resume_refuses_changed_data(tmp_path):
 
 
 def test_a_hub_dataset_records_its_exported_cache_file(tmp_path, monkeypatch):
-    from whitebox_eval.tasks.hub import load_from_hub
+    from whitebox_eval.tasks.loading import load_from_hub
 
     monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))
     rows = [{"question": "Sky?", "choices": {"text": ["blue", "green"], "label": ["A", "B"]}, "answerKey": "A"}]

@@ -20,12 +20,12 @@ def test_every_record_resolves_its_loaders_and_styles():
         if rec.loader:
             assert callable(rec.load_mcq_function()), rec.name
         if rec.generation_loader:
-            assert callable(registry._resolve(rec.generation_loader)), rec.name
+            assert callable(registry.resolve(rec.generation_loader)), rec.name
         assert rec.mcq or rec.generation is not None, f"{rec.name} offers nothing"
-        if rec.lm_eval_output:  # the --prompt lm-eval style needs the dataset's lm_eval_doc
-            import importlib
-
-            assert hasattr(importlib.import_module(f"whitebox_eval.tasks.{rec.name}"), "lm_eval_doc"), rec.name
+        if rec.lm_eval_output and rec.source == registry.FILE:  # the --prompt lm-eval style needs its lm_eval_doc
+            assert callable(registry.resolve(rec.lm_eval_doc)), rec.name
+        if rec.hub_row:
+            assert callable(registry.resolve(rec.hub_row)), rec.name
         if rec.is_file:
             assert rec.files, f"{rec.name} names no file format"
         if rec.generation is not None and rec.generation.check == "choice":

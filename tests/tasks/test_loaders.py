@@ -9,7 +9,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import LOADERS, load_mcq_dataset
 from whitebox_eval.tasks.halueval import HALUEVAL_QUESTION
 from whitebox_eval.tasks.hellaswag import HELLASWAG_QUESTION
-from whitebox_eval.tasks.hub import load_from_hub
+from whitebox_eval.tasks.loading import load_from_hub
 from whitebox_eval.tasks.rows import BadRow, MalformedRowsWarning
 
 

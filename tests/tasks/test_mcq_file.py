@@ -249,7 +249,7 @@ def test_the_example_file_mixes_counts_and_answer_forms():
 
 
 def test_hub_split_is_read_with_the_same_columns(tmp_path, monkeypatch):
-    from whitebox_eval.tasks.hub import load_from_hub
+    from whitebox_eval.tasks.loading import load_from_hub
 
     monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path))
     rows = [{"stem": "Q1", "opts": ["a", "b", "c"], "key": "C"}, {"stem": "Q2", "opts": ["x", "y"], "key": "x"}]

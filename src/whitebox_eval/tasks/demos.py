@@ -230,7 +230,7 @@ def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None
                        where: str | None = None) -> Demonstrations:
     """The first ``shots`` dev rows of every subject in ``subjects`` (MMLU dev split, by
     default the one beside the evaluated path)."""
-    from whitebox_eval.tasks import load_mcq_dataset
+    from whitebox_eval.tasks.loading import load_mcq_dataset
 
     where = where or mmlu_dev_location(spec.path)
     wanted = sorted({s or "" for s in subjects})
@@ -255,7 +255,7 @@ def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None
 def file_demonstrations(name: str, where: str, shots: int, seed: int = 0, on_bad_row: str = "skip") -> Demonstrations:
     """One seeded draw of ``shots`` rows from a whole file of task ``name`` (its train split
     or ``--demos-from``), the same for every item."""
-    from whitebox_eval.tasks import load_mcq_dataset
+    from whitebox_eval.tasks.loading import load_mcq_dataset
 
     rows = list(load_mcq_dataset(name, where, on_bad_row=on_bad_row, seed=seed))
     if len(rows) < shots:
@@ -328,7 +328,7 @@ def plan_demonstrations(spec: TaskSpec, shots: int, items: list[MCQItem], seed: 
     if src.kind == DEV_SOURCE:
         demos = dev_demonstrations(spec, shots, [it.subject for it in items], on_bad_row, where=src.where)
     elif lm_eval_sampler:
-        from whitebox_eval.tasks import load_mcq_dataset
+        from whitebox_eval.tasks.loading import load_mcq_dataset
         from whitebox_eval.tasks.lm_eval import doc
 
         pool = list(load_mcq_dataset(name, src.where, on_bad_row=on_bad_row, seed=seed))

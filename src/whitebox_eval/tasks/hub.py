@@ -1,32 +1,30 @@
 """Datasets from the Hugging Face hub, exported once to their published local format.
 
 Hub layouts: cais/mmlu, Rowan/hellaswag, allenai/ai2_arc, allenai/cosmos_qa,
-pminervini/HaluEval (dialogue), mandarjoshi/trivia_qa (rc.nocontext). Each dataset
-module that needs one has a ``hub_row(row)`` turning a hub row into its file layout;
-the others' hub rows already have it.
+pminervini/HaluEval (dialogue), mandarjoshi/trivia_qa (rc.nocontext). A dataset whose hub
+rows need reshaping names its ``hub_row(row)`` in its record (:mod:`.registry`); the
+others' hub rows already have their file layout. Loading a split's items by name is
+:func:`whitebox_eval.tasks.loading.load_from_hub`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks.rows import MCQDataset
+from whitebox_eval.lazy import resolve
 
 
 def hub_row(name: str, row: dict[str, Any]) -> dict[str, Any] | list[str]:
-    """``row`` of hub dataset ``name`` in the layout its local loader reads (the ``hub_row`` of
-    the module that holds its loader, :mod:`.registry`; else the row as it is)."""
+    """``row`` of hub dataset ``name`` in the layout its local loader reads (its record's
+    ``hub_row``, :mod:`.registry`; else the row as it is)."""
     from whitebox_eval.tasks.registry import record
 
     rec = record(name)
-    module = (rec.loader or rec.generation_loader or "").partition(":")[0]
-    convert = getattr(importlib.import_module(module), "hub_row", None) if module else None
-    return convert(row) if convert else dict(row)
+    return resolve(rec.hub_row)(row) if rec.hub_row else dict(row)
 
 
 def hub_cache_dir() -> Path:
@@ -50,25 +48,6 @@ def datasets_load_dataset() -> Callable[..., Any]:
     except ImportError:
         raise WhiteboxError("loading from the Hugging Face hub needs the `datasets` package: pip install datasets") from None
     return load_dataset
-
-
-def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
-                  load_dataset: Callable[..., Any] | None = None, **options: Any) -> MCQDataset:
-    """Load ``name`` from the Hugging Face hub: ``spec`` is ``DATASET_ID[:CONFIG][@SPLIT]``.
-
-    The split is exported once to :func:`hub_cache_dir` in the dataset's published local
-    format and read by the same loader as a local file, so malformed rows are reported
-    with a file and line you can open. Needs the ``datasets`` package and network
-    access (``load_dataset`` can be injected for testing). ``options`` go to the loader
-    (``fields`` of :mod:`.mcq`).
-    """
-    from whitebox_eval.tasks import LOADERS
-
-    key = name.strip().lower()
-    if key not in LOADERS:
-        raise WhiteboxError(f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
-    target = export_split(key, spec, load_dataset=load_dataset)
-    return LOADERS[key](target, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
 
 
 def export_split(key: str, spec: str, *, load_dataset: Callable[..., Any] | None = None) -> Path:

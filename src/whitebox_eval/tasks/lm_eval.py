@@ -1,7 +1,7 @@
 """The ``lm-eval`` prompt style: lm-evaluation-harness 0.4.13's text for the tasks it has.
 
-A dataset module that lm-eval has a task for (its record's ``lm_eval_output``, :mod:`.registry`) defines
-``lm_eval_doc(item) -> LmEvalDoc`` (its ``doc_to_text``, ``doc_to_choice``,
+A dataset that lm-eval has a task for (its record's ``lm_eval_output``, :mod:`.registry`) names
+its ``lm_eval_doc(item) -> LmEvalDoc`` in its record (its ``doc_to_text``, ``doc_to_choice``,
 ``doc_to_target`` and ``description``).
 
 How lm-eval builds a multiple-choice request (``api/task.py`` ``fewshot_context`` and
@@ -26,7 +26,6 @@ option texts as continuations and show no options in the prompt.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.lazy import resolve
 from whitebox_eval.tasks.prompts import OptionSpans, RenderedPrompt, Span
+from whitebox_eval.tasks.registry import record
 
 PAPER, LM_EVAL = "paper", "lm-eval"
 LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
@@ -90,8 +91,6 @@ def check_style(dataset: str, style: str) -> None:
     the ``paper`` style (papers 000/004's formats); those lm-eval has a task for also ``lm-eval``,
     scored as that task scores an answer (the record's ``lm_eval_output``: ``letters``, the option
     labels as the next token; ``cloze``, the option texts as continuations)."""
-    from whitebox_eval.tasks.registry import record
-
     rec = record(dataset)
     styles = (PAPER, LM_EVAL) if rec.lm_eval_output else (PAPER,)
     if style not in (PAPER, LM_EVAL):
@@ -105,7 +104,7 @@ def doc(dataset: str, item) -> LmEvalDoc:
     if "lm_eval_task" in item.meta:  # read through lm-eval's own task objects
         return letters_doc(item)
     check_style(dataset, LM_EVAL)
-    return importlib.import_module(f"whitebox_eval.tasks.{dataset}").lm_eval_doc(item)
+    return resolve(record(dataset).lm_eval_doc)(item)
 
 
 def context(query: LmEvalDoc, demos: Sequence[LmEvalDoc] = ()) -> str:

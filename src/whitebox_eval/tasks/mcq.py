@@ -324,11 +324,9 @@ def load_mcq_file(path: str | Path, *, fields: Mapping[str, str] | Sequence[tupl
     its own number of options. ``fields``: ``{name: column}`` (:func:`parse_fields`);
     ``path`` may be ``hf:DATASET[:CONFIG][@SPLIT]``. ``seed`` is unused."""
     fields = dict(fields or {})
-    if isinstance(path, str) and path.startswith("hf:"):
-        from whitebox_eval.tasks.hub import load_from_hub
+    from whitebox_eval.tasks.hub import local_file
 
-        return load_from_hub("mcq", path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed, fields=fields)
-    path = existing(path, file=True)
+    path = existing(local_file("mcq", path), file=True)  # a hub split is exported once
     col = Collector(on_bad_row)
     rows, layout_of = rows_and_layout(path, lambda columns: find_layout(columns, fields))
     _refuse_one_based(path, rows, layout_of)

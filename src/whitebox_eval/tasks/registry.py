@@ -14,7 +14,8 @@ Adding a local dataset is one module and one record: write ``tasks/NAME.py`` wit
 readers and the bad-row policy; add ``lm_eval_doc(item)`` if lm-eval has the task, and
 ``hub_row(row)`` if its hub rows need reshaping), then add ``TaskRecord(name="NAME",
 source=FILE, mcq=True, loader="whitebox_eval.tasks.NAME:load_NAME", ...)`` to
-:data:`RECORDS`. ``--task NAME=PATH`` then works in every suite that takes
+:data:`RECORDS` (naming ``lm_eval_doc`` / ``hub_row`` the same way). Every function a record
+names is found by :func:`resolve` (``module:function``). ``--task NAME=PATH`` then works in every suite that takes
 multiple-choice tasks, ``mui`` asks it with letter answers, ``formats`` in free text.
 """
 
@@ -105,7 +106,9 @@ class TaskRecord:
     its test split in the config). ``hub_train``: its hub dataset has a train split
     (demonstrations). ``demos``: where k-shot demonstrations come from
     (:mod:`.demos`). ``answer_types``: ``text`` when the gold choice is text a free answer can
-    match (paper 004's free formats), ``number`` for arithmetic.
+    match (paper 004's free formats), ``number`` for arithmetic. ``hub_row``: reshapes a hub row
+    into its file layout (None: the rows have it); ``lm_eval_doc``: the item as lm-eval's task
+    sees it (``--prompt lm-eval``); both ``module:function``.
     """
 
     name: str
@@ -125,6 +128,8 @@ class TaskRecord:
     hub_train: bool = False
     demos: str = POOL
     answer_type: str = "text"
+    hub_row: str | None = None
+    lm_eval_doc: str | None = None
 
     @property
     def is_generator(self) -> bool:
@@ -165,13 +170,14 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                loader=_T + "arithmetic:arithmetic_items", generation_loader=_T + "generation:arithmetic_gen_items",
                categories=_CATEGORIES,
                no_lm_eval="synthetic (paper 004)"),
-    TaskRecord("mmlu", "MMLU (Hendrycks et al.)", FILE, mcq=True, loader=_T + "mmlu:load_mmlu",
+    TaskRecord("mmlu", "MMLU (Hendrycks et al.)", FILE, mcq=True, loader=_T + "mmlu:load_mmlu", hub_row=_T + "mmlu:hub_row", lm_eval_doc=_T + "mmlu:lm_eval_doc",
                files="hendrycks CSV without header question,A,B,C,D,answer-letter (one file per subject, or a folder "
                      "of them), or a headered CSV question,choice0..3,answer (answer 0-3 or a letter)",
                generation=letters(MMLU_DEMO), lm_eval_tasks=(("mmlu", "hf:cais/mmlu:all@test"),), lm_eval_output="letters",
                hub="hf:cais/mmlu:all@test",
                demos=DEV_SAME_SUBJECT),
     TaskRecord("hellaswag", "HellaSwag (Zellers et al.)", FILE, mcq=True, loader=_T + "hellaswag:load_hellaswag",
+               lm_eval_doc=_T + "hellaswag:lm_eval_doc",
                files="original jsonl: ctx (or ctx_a + ctx_b), endings, label",
                generation=letters(), lm_eval_tasks=(("hellaswag", "hf:Rowan/hellaswag@validation"),),
                hub="hf:Rowan/hellaswag@validation",
@@ -185,7 +191,7 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                generation=letters(),
                no_lm_eval="lm-eval's halueval tasks ask for a Yes/No judgment, not paper 000's four dialogue options",
                demos=SPLIT),
-    TaskRecord("arc", "ARC (Clark et al.)", FILE, mcq=True, loader=_T + "arc:load_arc",
+    TaskRecord("arc", "ARC (Clark et al.)", FILE, mcq=True, loader=_T + "arc:load_arc", hub_row=_T + "arc:hub_row", lm_eval_doc=_T + "arc:lm_eval_doc",
                files="llm-foundry jsonl (query, choices, gold) or AI2 jsonl (question.stem, question.choices[].text/"
                      "label, answerKey)",
                generation=letters(ARC_DEMO), lm_eval_tasks=(("arc_challenge", "hf:allenai/ai2_arc:ARC-Challenge@test"),
@@ -193,7 +199,7 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                hub="hf:allenai/ai2_arc:ARC-Challenge@test",
                lm_eval_output="cloze", hub_train=True, demos=SPLIT),
     TaskRecord("triviaqa", "TriviaQA (Joshi et al.; paper 004 sec. 2.3)", FILE, mcq=True,
-               loader=_T + "triviaqa:load_triviaqa",
+               loader=_T + "triviaqa:load_triviaqa", hub_row=_T + "triviaqa:hub_row",
                files="llm-foundry jsonl (context, answer, aliases) or rc-style jsonl (question, answer.value, "
                      "answer.aliases); optional distractors under distractors / incorrect_answers",
                generation=Generation("exact", "Answer with a few words.", ("Question: Which planet is known as the "
@@ -210,7 +216,8 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                generation_loader=_T + "generation:gsm8k_items", lm_eval_tasks=(("gsm8k", "hf:openai/gsm8k:main@test"),),
                hub="hf:openai/gsm8k:main@test",
                no_lm_eval="lm-eval's gsm8k is a generation task (--task lm-eval:gsm8k)"),
-    TaskRecord("mcq", "your own multiple-choice file", FILE, mcq=True, loader=_T + "mcq:load_mcq_file",
+    TaskRecord("mcq", "your own multiple-choice file", FILE, mcq=True, loader=_T + "mcq:load_mcq_file", hub_row=_T + "mcq:hub_row",
+               lm_eval_doc=_T + "mcq:lm_eval_doc",
                files="JSON lines, CSV or Parquet with a question, 2-26 choices (a list or one column per choice) and "
                      "the answer (index, letter, text)",
                generation=letters(), lm_eval_output="letters"),

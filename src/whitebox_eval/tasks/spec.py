@@ -5,7 +5,7 @@ A task is a synthetic generator, optionally restricted to categories
 file, a folder or the hub (``mmlu=PATH``, ``arc=hf:allenai/ai2_arc:ARC-Challenge@test``,
 ``gsm8k=PATH``, your own ``mcq=PATH`` or ``gen=PATH``), or ``lm-eval:TASK``. The command
 parses the text once (an lm-eval task name gets the one-line fix,
-:func:`whitebox_eval.tasks.lm_eval_name_hint`) and passes the spec on as an object; its
+:func:`whitebox_eval.tasks.loading.lm_eval_name_hint`) and passes the spec on as an object; its
 :attr:`TaskSpec.record` holds every fact about the dataset (:mod:`.registry`); config.yaml
 records the parsed form (``task_spec``), and :meth:`TaskSpec.from_config` reads it back. No
 code outside ``tasks/`` splits a task string.
@@ -61,7 +61,7 @@ class TaskSpec:
         """Read ``text``; ``accepted`` limits the names (a suite's tasks), ``usage`` is the
         suite's own list of task forms for the error line; ``fields``: ``--field`` values;
         ``answer``: ``--answer``. A spec already parsed is checked against ``accepted`` and returned."""
-        from whitebox_eval.tasks import lm_eval_name_hint
+        from whitebox_eval.tasks.loading import lm_eval_name_hint
 
         accepted = tuple(accepted) if accepted is not None else tuple(registry.RECORDS)
         usage = usage or registry.usage(accepted)
@@ -218,7 +218,7 @@ def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, langu
         return load(spec, n, seed=seed, n_options=n_options, language=language)
     if spec.path is None:
         raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items here")
-    from whitebox_eval.tasks import load_mcq_dataset
+    from whitebox_eval.tasks.loading import load_mcq_dataset
 
     options = {"fields": spec.fields} if spec.fields else {}
     return list(load_mcq_dataset(spec.name, _local(spec.path), on_bad_row=on_bad_row, seed=seed, **options))
