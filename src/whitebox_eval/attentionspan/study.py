@@ -61,7 +61,9 @@ from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
+from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import run_pass
+from whitebox_eval.runs.stages import NPY, stage
 from whitebox_eval.attentionspan.config import INSTRUCTIONS, SpanConfig
 from whitebox_eval.attentionspan.results import (
     SPLITS_FILE,
@@ -181,17 +183,12 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
 
 def _key_heads(folder: RunFolder, engine: Engine, cfg: SpanConfig, tokenizer,
                key_examples: Sequence[SpanExample]) -> KeyHeads:
-    """App. G step 1, reloaded from ``arrays/key_head_scores.npy`` on resume."""
+    """App. G step 1: the stage ``arrays/key_head_scores.npy`` (reused on resume)."""
     from whitebox_eval.attentionspan.metrics import rank_key_heads
 
-    path = folder.path / "arrays" / "key_head_scores.npy"
-    if path.is_file():
-        scores = folder.load_array("key_head_scores")
-        return KeyHeads(scores, rank_key_heads(scores), cfg.key_samples)
-    key_tok = tokenize_all(cfg, tokenizer, key_examples)
-    heads = find_key_heads(engine, key_tok, batch_size=cfg.batch_size)
-    folder.save_array("key_head_scores", heads.scores)
-    return heads
+    scores = stage(folder.path / ARRAYS_DIR, "key_head_scores", kind=NPY, compute=lambda: find_key_heads(
+        engine, tokenize_all(cfg, tokenizer, key_examples), batch_size=cfg.batch_size).scores)
+    return KeyHeads(scores, rank_key_heads(scores), len(key_examples))
 
 
 
@@ -248,20 +245,27 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
     evaluate("base")
     if cfg.finetune_examples:
         ckpt = folder.path / "checkpoints" / "final"
-        if (ckpt / CHECKPOINT_WEIGHTS).is_file():
-            folder.log(f"loading the finished fine-tuning checkpoint {ckpt}")
-            load_checkpoint_weights(lm, ckpt)
-        else:
+        trained_here = []
+
+        def train() -> np.ndarray:
             train = tokenize_all(cfg, lm.tokenizer, training_examples(cfg, sum(examples.values(), [])))
             folder.log(f"fine-tuning on {len(train)} ID examples ({cfg.finetune})")
+
             def log_step(step: int, loss: float) -> None:
                 if step % 25 == 0:
                     folder.log(f"fine-tuning step {step}: loss {loss:.4f}")
 
-            result = finetune(lm, train, cfg.finetune, checkpoint_dir=folder.path / "checkpoints",
-                              on_step=log_step)
-            folder.save_array("finetune_losses", np.asarray(result.losses))
+            result = finetune(lm, train, cfg.finetune, checkpoint_dir=folder.path / "checkpoints", on_step=log_step)
             folder.log(f"fine-tuning done: {result.summary()}")
+            trained_here.append(True)
+            return np.asarray(result.losses)
+
+        # the stage is the losses beside the final checkpoint; a resume loads the checkpoint's weights
+        stage(folder.path / ARRAYS_DIR, "finetune_losses", train, kind=NPY,
+              valid=lambda _: (ckpt / CHECKPOINT_WEIGHTS).is_file())
+        if not trained_here:
+            folder.log(f"loading the finished fine-tuning checkpoint {ckpt}")
+            load_checkpoint_weights(lm, ckpt)
         evaluate("finetuned")
     if cfg.reinforce:
         _reinforce(folder, engine, lm, cfg, examples, tokenized["ood"], show_progress)

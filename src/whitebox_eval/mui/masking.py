@@ -55,6 +55,7 @@ from whitebox_eval.mui.study import MUIConfig
 from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
+from whitebox_eval.runs.stages import stage
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.tasks.generation import GenItem
 
@@ -288,12 +289,8 @@ def run_masking(
     splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
               "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
     write_atomic(split_path, json.dumps(splits, indent=1))
-    target_path = folder.path / "targets.json"
-    targets = json.loads(target_path.read_text()) if target_path.is_file() else {}
-    for t, task in tasks.items():
-        if t not in targets:
-            targets[t] = answer_targets(loaded, cfg, task)
-            write_atomic(target_path, json.dumps(targets, indent=1))
+    targets = stage(folder.path, "targets", lambda: {t: answer_targets(loaded, cfg, task) for t, task in tasks.items()},
+                    valid=lambda kept: set(tasks) <= set(kept))
     conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
     for k in cfg.ks:
         for t in cfg.eval_tasks:

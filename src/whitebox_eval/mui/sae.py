@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.progress import progress
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Unit, key_mask
 
 Activation = Literal["relu", "topk", "jumprelu"]
@@ -282,6 +283,7 @@ def train_topk_sae(
     dead_tokens: int = 10_240,
     lr_decay: float = 0.2,
     init: SAE | None = None,
+    show_progress: bool | None = False,
 ) -> SAE:
     """Train a TopK SAE (Gao et al., 2024, "Scaling and evaluating sparse autoencoders";
     the Llama Scope architecture of paper 001 App. A.5).
@@ -302,6 +304,7 @@ def train_topk_sae(
     auxiliary ones) carry gradient, so a step costs about one dense encoder product.
     ``metadata`` records the dead share at the end (``final_dead_fraction``) and the MSE before
     and after training on up to 8,192 of the tokens. ``init`` continues from an SAE's weights.
+    ``show_progress``: progress per step (:mod:`whitebox_eval.runs.progress`; off by default).
     """
     if activations.ndim != 2 or activations.shape[0] < 1:
         raise WhiteboxError(f"activations must be [n, d] with n >= 1, got shape {tuple(activations.shape)}")
@@ -340,7 +343,7 @@ def train_topk_sae(
 
     initial = reconstruction_mse(build(), sample)
     aux_steps = 0
-    for step in range(1, steps + 1):
+    for step in progress(range(1, steps + 1), desc="SAE training (steps)", enabled=show_progress):
         batch = _rows(x, torch.randint(0, n, (drawn,), generator=gen))
         dead = torch.nonzero(step - 1 - last_fired > dead_steps).flatten() if aux_coef > 0 else None
         idx, fired = topk_sae_gradients(params, batch, mean, k, dead, aux_k=aux_k, aux_coef=aux_coef)

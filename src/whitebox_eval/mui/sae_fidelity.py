@@ -28,6 +28,7 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.truncated import replaced_block_output
 from whitebox_eval.mui.sae import SAE
+from whitebox_eval.runs.progress import progress
 
 POSITIONS = "every real (non-padding) token except the first of each sequence (the attention-sink position)"
 DENSE_DENSITY = 0.1
@@ -67,7 +68,7 @@ def _batches(sequences: list[list[int]], batch_size: int, pad: int):
 
 
 def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, point: str = "resid",
-                      batch_size: int = 8, judge_dead: bool = True) -> dict:
+                      batch_size: int = 8, judge_dead: bool = True, show_progress: bool | None = False) -> dict:
     """Every figure of the module docstring for one SAE on ``sequences`` (token id lists, right-padded
     here), with a warning when one is on the wrong side of :data:`THRESHOLDS` (the dead share only
     with ``judge_dead``, for running text)."""
@@ -77,7 +78,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
     block = hooked_block(layer, point)
     xs, sse, active, ce = [], [], torch.zeros(sae.d_sae, dtype=torch.long), {"clean": 0.0, "sae": 0.0, "zero": 0.0}
     n_pred = 0
-    for ids, mask in _batches(sequences, batch_size, lm.pad_id):
+    for ids, mask in progress(_batches(sequences, batch_size, lm.pad_id), total=math.ceil(len(sequences) / batch_size),
+                              desc="SAE fidelity evaluation (batches)", enabled=show_progress):
         keep = mask.bool().clone()
         keep[:, 0] = False
         keep_d = keep.to(lm.device)

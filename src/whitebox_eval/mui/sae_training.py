@@ -35,6 +35,9 @@ from whitebox_eval.mui.sae import train_topk_sae
 from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, fidelity_lines
 from whitebox_eval.mui.sae_files import save_sae
 from whitebox_eval.mui.sae_text import TextChunks, chunk_text, first_tokens
+from whitebox_eval.runs.atomic import write_atomic
+from whitebox_eval.runs.progress import progress
+from whitebox_eval.runs.stages import NPY, stage, stage_path
 
 FIDELITY_FILE = "fidelity.json"
 
@@ -97,14 +100,17 @@ def generated_sequences(lm, n_tokens: int, *, seed: int = 0, max_new_tokens: int
     return seqs
 
 
-def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size: int = 16) -> np.ndarray:
+def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size: int = 16,
+                      show_progress: bool | None = False) -> np.ndarray:
     """Residuals leaving block ``layer`` at every real position but the first, ``[n, d_model]`` float16.
 
-    The forward stops after block ``layer``; sequences are right-padded in batches.
+    The forward stops after block ``layer``; sequences are right-padded in batches (progress
+    per batch, :mod:`whitebox_eval.runs.progress`).
     """
     rows = []
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))  # similar lengths share a batch
-    for s in range(0, len(order), batch_size):
+    for s in progress(range(0, len(order), batch_size), desc="SAE residual collection (batches)",
+                      enabled=show_progress):
         part = [sequences[i] for i in order[s:s + batch_size]]
         width = max(len(q) for q in part)
         ids = torch.full((len(part), width), lm.pad_id, dtype=torch.long)
@@ -122,28 +128,27 @@ def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size:
 
 
 def cached_residuals(lm, layer: int, chunks: TextChunks, cache_dir: str | Path | None, *,
-                     batch_size: int = 16) -> tuple[np.ndarray, dict]:
-    """Training residuals, read from ``cache_dir`` when this model, layer and text were collected before."""
-    path = None
-    if cache_dir is not None:
+                     batch_size: int = 16, show_progress: bool | None = None) -> tuple[np.ndarray, dict]:
+    """Training residuals: the stage ``resid-<model>-L<layer>-<text fingerprint>.npy`` in
+    ``cache_dir`` (memory-mapped; reused when this model, layer and text were collected before),
+    or collected afresh without a ``cache_dir``."""
+    info: dict = {"cached": False}
+
+    def collect() -> np.ndarray:
+        t0 = time.perf_counter()
+        x = collect_residuals(lm, layer, chunks.train, batch_size=batch_size, show_progress=show_progress)
+        secs = time.perf_counter() - t0
+        info.update(collect_s=secs, collect_tokens_per_s=sum(len(c) for c in chunks.train) / secs)
+        return x
+
+    if cache_dir is None:
+        x = collect()
+    else:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(lm.spec))[-60:]
-        path = Path(cache_dir) / f"resid-{name}-L{layer}-{chunks.fingerprint()}.npy"
-        if path.is_file():
-            x = np.load(path, mmap_mode="r")
-            return x, {"cached": True, "cache": str(path), "n_tokens": int(x.shape[0])}
-    t0 = time.perf_counter()
-    x = collect_residuals(lm, layer, chunks.train, batch_size=batch_size)
-    secs = time.perf_counter() - t0
-    info = {"cached": False, "n_tokens": int(x.shape[0]), "collect_s": secs,
-            "collect_tokens_per_s": sum(len(c) for c in chunks.train) / secs}
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, x)
-        tmp.replace(path)
-        info["cache"] = str(path)
-        x = np.load(path, mmap_mode="r")
-    return x, info
+        stem = f"resid-{name}-L{layer}-{chunks.fingerprint()}"
+        x = stage(cache_dir, stem, collect, kind=NPY, mmap=True)
+        info.update(cached="collect_s" not in info, cache=str(stage_path(cache_dir, stem, NPY)))
+    return x, {**info, "n_tokens": int(x.shape[0])}
 
 
 def training_chunks(lm, text: list[str] | None, *, n_tokens: int | None, context: int, heldout: float,
@@ -167,17 +172,20 @@ def train_sae_for_model(
     context: int = 256, heldout: float = 0.05, d_sae: int = 4096, k: int = 32, steps: int = 2000,
     lr: float = 2e-3, batch_size: int = 512, seed: int = 0, aux_k: int | None = None, aux_coef: float = 1 / 32,
     dead_tokens: int = 10_240, cache_dir: str | Path | None = None, eval_tokens: int = 16384, collect_batch_size: int = 16,
+    show_progress: bool | None = None,
 ) -> SAETrainingReport:
-    """Collect residuals (cached), train a TopK SAE, save it (SAELens layout) and measure it on held-out text."""
+    """Collect residuals (cached), train a TopK SAE, save it (SAELens layout) and measure it on held-out text;
+    each of the three reports its progress (a bar on a terminal, lines in a log)."""
     layer = lm.arch.check_layer(layer)
     t_start, cpu_start = time.perf_counter(), time.process_time()
     chunks, source = training_chunks(lm, text, n_tokens=n_tokens, context=context, heldout=heldout, seed=seed)
-    x, collect = cached_residuals(lm, layer, chunks, cache_dir, batch_size=collect_batch_size)
+    x, collect = cached_residuals(lm, layer, chunks, cache_dir, batch_size=collect_batch_size,
+                                  show_progress=show_progress)
     if x.shape[0] < batch_size:
         raise WhiteboxError(f"{x.shape[0]} training tokens are fewer than the batch size ({batch_size})")
     t0 = time.perf_counter()
     sae = train_topk_sae(x, d_sae, k, steps=steps, lr=lr, seed=seed, batch_size=batch_size, aux_k=aux_k,
-                         aux_coef=aux_coef, dead_tokens=dead_tokens)
+                         aux_coef=aux_coef, dead_tokens=dead_tokens, show_progress=show_progress)
     train_s = time.perf_counter() - t0
     sae.metadata.update({"hook_name": f"blocks.{layer}.hook_resid_post", "hook_layer": layer,
                          "model_name": lm.spec, "n_training_tokens": int(x.shape[0]), "training_text": source,
@@ -187,7 +195,7 @@ def train_sae_for_model(
     eval_s = 0.0
     if chunks.heldout:
         t0 = time.perf_counter()
-        fid = evaluate_fidelity(lm, sae, layer, first_tokens(chunks.heldout, eval_tokens))
+        fid = evaluate_fidelity(lm, sae, layer, first_tokens(chunks.heldout, eval_tokens), show_progress=show_progress)
         eval_s = time.perf_counter() - t0
     timings = {**collect, "train_s": train_s, "train_steps_per_s": steps / train_s, "eval_s": eval_s,
                "total_s": time.perf_counter() - t_start, "process_cpu_s": time.process_time() - cpu_start}
@@ -199,7 +207,7 @@ def train_sae_for_model(
         "dead_tokens": dead_tokens, "seed": seed,
         "final_dead_fraction_training": sae.metadata["final_dead_fraction"],
         "steps_with_aux_loss": sae.metadata["steps_with_aux_loss"]}, "timings": timings}
-    (Path(path) / FIDELITY_FILE).write_text(json.dumps(record, indent=2))
+    write_atomic(Path(path) / FIDELITY_FILE, json.dumps(record, indent=2))
     return SAETrainingReport(path, layer, int(x.shape[0]), sae.d_in, sae.d_sae, k,
                              float(sae.metadata["initial_mse"]), float(sae.metadata["final_mse"]),
                              float(fid.get("explained_variance", float("nan"))), fid, timings, source,

@@ -20,7 +20,6 @@ utilisation.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,9 @@ from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, open_run
+from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import iter_parts, run_pass
+from whitebox_eval.runs.stages import stage
 from whitebox_eval.mui.prepared import prepare_task, respond
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
@@ -247,22 +248,21 @@ def run_mui(
 
 def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int) -> dict:
     """Per SAE layer: the fidelity figures (:mod:`whitebox_eval.mui.sae_fidelity`) on the task's
-    prompt + response tokens; written to arrays/sae_fidelity.json and reused on resume."""
-    path = folder.path / "arrays" / "sae_fidelity.json"
-    if path.is_file():
-        return {layer: judged(fid, judge_dead=False) for layer, fid in json.loads(path.read_text()).items()}
-    seqs: list[list[int]] = []
-    for z in iter_parts(folder, PASS):
-        if "sae_seq_ids" in z:
-            offs, toks = z["sae_seq_offsets"], z["sae_seq_ids"]
-            seqs += [toks[offs[i]:offs[i + 1]].tolist() for i in range(len(offs) - 1)]
-    seqs = [q for q in seqs if len(q) >= 2]
-    out = {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size,
-                                         judge_dead=False)
-           if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2))
-    return out
+    prompt + response tokens; the stage arrays/sae_fidelity.json (reused on resume, judged by
+    today's thresholds)."""
+    def compute() -> dict:
+        seqs: list[list[int]] = []
+        for z in iter_parts(folder, PASS):
+            if "sae_seq_ids" in z:
+                offs, toks = z["sae_seq_offsets"], z["sae_seq_ids"]
+                seqs += [toks[offs[i]:offs[i + 1]].tolist() for i in range(len(offs) - 1)]
+        seqs = [q for q in seqs if len(q) >= 2]
+        return {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size,
+                                              judge_dead=False)
+                if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
+
+    kept = stage(folder.path / ARRAYS_DIR, "sae_fidelity", compute)
+    return {layer: judged(fid, judge_dead=False) for layer, fid in kept.items()}
 
 
 def _sae_quality(folder: RunFolder, sae_set: SAESet) -> dict:

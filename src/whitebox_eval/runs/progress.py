@@ -32,6 +32,12 @@ def log_to(sink: Callable[[str], None] | None) -> None:
     _log_sink = sink
 
 
+def log_line(line: str) -> None:
+    """One line in the current run's ``run.log`` (nothing when no run is open)."""
+    if _log_sink is not None:
+        _log_sink(line)
+
+
 def _stderr_mode(enabled: bool | None) -> str:
     if enabled is False:
         return "off"
