@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from whitebox_eval.gar import evaluation as ev
-from whitebox_eval.gar.study import example_id, select_tasks, task_examples
+from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
 from whitebox_eval.runs import RunFolder
 
 

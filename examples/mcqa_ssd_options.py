@@ -27,17 +27,18 @@ def main() -> None:
     args = ap.parse_args()
     lm = load_model(args.model)
     counts = [int(x) for x in args.options.split(",")]
+    name = Path(args.model).name  # a local model folder is named by its last part
     curves: dict[str, list[float]] = {"baseline": [], "QK head": [], "Attention head": []}
     for n in counts:
         cfg = MCQAConfig(model=args.model, n_options=n, limit=args.limit, batch_size=args.batch_size,
                          methods=("baseline", "qk", "attention"))
-        folder = run_mcqa(cfg, args.output, run_id=f"{args.model}-ssd-{n}", resume=True, loaded=lm)
+        folder = run_mcqa(cfg, args.output, run_id=f"{name}-ssd-{n}", resume=True, loaded=lm)
         h = folder.load_results()["headline"]
         curves["baseline"].append(h["acc,baseline"])
         curves["QK head"].append(h["acc,qk_head"])
         curves["Attention head"].append(h["acc,attention_head"])
         print(f"{n:3d} options: " + "  ".join(f"{k} {v[-1]:.1%}" for k, v in curves.items()), flush=True)
-    path = plot_accuracy_vs_options(counts, curves, Path(args.output) / f"{args.model}-accuracy_vs_options.png")
+    path = plot_accuracy_vs_options(counts, curves, Path(args.output) / f"{name}-accuracy_vs_options.png")
     print(f"plot: {path}")
 
 

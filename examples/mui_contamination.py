@@ -26,7 +26,6 @@ from pathlib import Path
 import torch
 
 from whitebox_eval.models import load_model
-from whitebox_eval.mui import responses as rsp
 from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, save_comparison
 from whitebox_eval.mui.study import MUIConfig, prepare_task
 
@@ -41,7 +40,7 @@ def contaminate(model_name: str, task: str, checkpoint: Path, *, limit: int, epo
     eos = tok.eos_token_id
     examples = []
     for it in prepared.items:
-        prompt = rsp.prompt_ids(tok, rsp.build_prompt(it, prepared.spec.name, prepared.fmt, tok))
+        prompt = prepared.prompt(it, tok)  # exactly as the MUI study prompts it
         answer = tok(it.gold_response.strip() if prepared.fmt.chat else it.gold_response, add_special_tokens=False)["input_ids"]
         examples.append((prompt, [*answer, eos]))
     model.train()
