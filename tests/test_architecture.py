@@ -18,10 +18,10 @@ LAYERS = (
     ("errors", "lazy"),
     ("controls", "datafiles", "models", "stats"),
     ("internals", "power", "tasks"),
-    ("runs",),
+    ("runs", "command_options"),
     ("mcqa", "mui", "gar", "attentionspan", "report"),
     ("suites",),
-    ("reproduce", "cli", "command_options"),
+    ("reproduce", "cli"),
     ("studies", "__main__"),
 )
 #: the files that may import by name at run time (importlib): the one resolver of records'

@@ -15,7 +15,7 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.suites import SUITES
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.runs.options import dtype_option
+from whitebox_eval.command_options import dtype_option
 
 
 #: the commands that are not a suite's (imported only when run, or their own --help asked

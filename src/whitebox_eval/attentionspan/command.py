@@ -7,7 +7,7 @@ import click
 from whitebox_eval.attentionspan.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import (
+from whitebox_eval.command_options import (
     batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP

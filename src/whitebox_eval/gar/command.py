@@ -7,7 +7,7 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs.options import batch_size_option, dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.command_options import batch_size_option, dtype_option, resolved_dtype, run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")

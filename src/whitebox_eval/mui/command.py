@@ -9,7 +9,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.runs.options import (
+from whitebox_eval.command_options import (
     batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE

@@ -7,7 +7,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.runs.options import dtype_option, resolved_dtype
+from whitebox_eval.command_options import dtype_option, resolved_dtype
 
 
 

@@ -1,4 +1,7 @@
-"""The command-line options every study shares: its run folder and the model's dtype, and
+"""The command layer's shared options (click), used by every suite's ``command.py`` and
+``cli.py``: kept out of ``runs/`` so the run infrastructure stands on ``stats`` and
+``errors`` alone (no ``tasks``, ``models`` or click). The options every study shares: its run
+folder and the model's dtype, and
 the options lm-eval users type under lm-eval's spelling: ``--tasks``,
 ``--num_fewshot``, ``--batch_size`` and ``--output_path`` are aliases of ``--task``,
 ``--shots``, ``--batch-size`` and ``--output`` (``--seed`` and ``--limit`` are spelled
