@@ -56,7 +56,18 @@ def _face(record: suites.Suite) -> Callable[..., StudyResult]:
     return study
 
 
-globals().update({name: _face(record) for name, record in suites.SUITES.items()})
+def __getattr__(name: str) -> Callable[..., StudyResult]:
+    """``studies.<suite>`` for every record of :data:`whitebox_eval.suites.SUITES` (one
+    registered later included)."""
+    if name in suites.SUITES:
+        return _face(suites.SUITES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(suites.SUITES))
+
+
 __all__ = ["StudyResult", "read", *suites.SUITES, "reproduce"]
 
 

@@ -75,6 +75,18 @@ class Suite:
         return self.work(self.config(mode, settings), mode or self.default_mode)
 
 
+def register(record: Suite) -> Suite:
+    """Add ``record`` to :data:`SUITES` at run time (a plug-in's suite): ``studies.<name>`` and
+    reproduce's ``suite: <name>`` follow. (``whitebox-eval``'s commands are those of the
+    records written in :data:`SUITES`.)"""
+    if record.name in SUITES:
+        raise WhiteboxError(f"a suite named {record.name!r} is registered already")
+    if not record.modes:
+        raise WhiteboxError(f"suite {record.name!r} has no mode")
+    SUITES[record.name] = record
+    return record
+
+
 def suite(name: str) -> Suite:
     """The record of suite ``name``; one line naming the suites otherwise."""
     if name not in SUITES:
