@@ -115,8 +115,7 @@ def _items(cfg, unknown: int) -> int:
     """``cfg.limit``, else the rows of the task's local file, else ``unknown``."""
     if cfg.limit is not None:
         return int(cfg.limit)
-    path = cfg.spec.path
-    rows = _rows(None if path is None or path.startswith("hf:") else path)
+    rows = _rows(None if cfg.spec.is_hub else cfg.spec.path)
     return rows if rows is not None else unknown
 
 

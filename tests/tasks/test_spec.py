@@ -74,3 +74,29 @@ def test_gsm8k_rows(tmp_path):
     f.write_text('{"question": "Q?", "answer": "no marker"}\n')
     with pytest.raises(WhiteboxError, match=r"g.jsonl:1: a GSM8K row needs"):
         load_gsm8k(f)
+
+
+def test_kind_hub_path_short_and_slug_are_read_once_from_the_spec():
+    from whitebox_eval.tasks.hub import HubPath
+
+    hub = TaskSpec.parse("hellaswag=hf:Rowan/hellaswag@validation")
+    assert hub.hub == HubPath("Rowan/hellaswag", "", "validation") and str(hub.hub) == "hf:Rowan/hellaswag@validation"
+    assert hub.short == "hellaswag=hellaswag@validation" and hub.slug == "hellaswag-hellaswag-validation"
+    assert HubPath.parse("hf:cais/mmlu:all").with_split("dev").spec == "cais/mmlu:all@dev"
+    local = TaskSpec.parse("arc=data/ARC-Challenge-Test.jsonl")
+    assert local.hub is None and not local.is_hub and not local.is_lm_eval
+    assert local.short == "arc=ARC-Challenge-Test.jsonl" and local.slug == "arc-ARC-Challenge-Test"
+    lm = TaskSpec.parse("lm-eval:gsm8k")
+    assert lm.is_lm_eval and lm.short == "lm-eval:gsm8k" and lm.slug == "lm-eval-gsm8k"
+    assert TaskSpec.parse("arithmetic-gen").slug == "arithmetic-gen" and HubPath.parse(None) is None
+
+
+def test_help_lists_every_file_dataset_of_the_registry():
+    from whitebox_eval.tasks import registry
+    from whitebox_eval.tasks.spec import FORMATS_USAGE, GENERATION_USAGE, MCQ_USAGE
+
+    for name in registry.names(mcq=True, source=registry.FILE):
+        assert name in MCQ_USAGE, name
+    for name in registry.names(generation=True, source=registry.FILE):
+        assert name in GENERATION_USAGE, name
+    assert "triviaqa=PATH" in FORMATS_USAGE and "gsm8k" not in FORMATS_USAGE

@@ -9,12 +9,12 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.command_options import (
     batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
-from whitebox_eval.tasks.spec import FORMATS_USAGE, LM_EVAL, MCQ_TASKS, MCQ_USAGE
+from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@task_option("ssd", "ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in mmlu, hellaswag, cosmosqa, halueval, arc, "
-             "triviaqa, or mcq for your own JSON lines / CSV / Parquet file (question, 2-26 choices, answer as 0-based "
+@task_option("ssd", "ssd | arithmetic[:add1,mul2,...] | NAME=PATH with NAME in " + MCQ_FILES + ", "
+             "or mcq for your own JSON lines / CSV / Parquet file (question, 2-26 choices, answer as 0-based "
              "index, letter or text; see --field) (PATH a local file, or hf:DATASET[:CONFIG][@SPLIT] when online)",
              tasks=MCQ_TASKS, usage=MCQ_USAGE)
 @field_option
@@ -89,7 +89,7 @@ def mcqa(**kw) -> None:
     """
     from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa
 
-    lm_eval_task = kw["task"].name == LM_EVAL
+    lm_eval_task = kw["task"].is_lm_eval
     if kw["view"] and not lm_eval_task:
         raise click.UsageError("--view applies to --task lm-eval:TASK only")
     if kw["lm_eval_data"] and not lm_eval_task:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.runs import config_dict
-from whitebox_eval.tasks.spec import LM_EVAL, MCQ_TASKS, MCQ_USAGE, TaskSpec
+from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -56,7 +56,7 @@ class MCQAConfig:
             self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)
         self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
         self.task = str(self._spec)
-        if self._spec.name == LM_EVAL:  # always lm-eval's own text, no extra options
+        if self._spec.is_lm_eval:  # always lm-eval's own text, no extra options
             self.prompt, self.uncertainty = "lm-eval", False
             if self.view is None:
                 self.view = "letters" if any(m != "cloze" for m in self.methods) else "cloze"

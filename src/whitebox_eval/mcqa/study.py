@@ -41,7 +41,7 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import lm_eval
-from whitebox_eval.tasks.spec import LM_EVAL as LM_EVAL_TASK, TaskSpec, load_mcq
+from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
@@ -70,7 +70,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     task generates ``limit`` items (``SYNTHETIC_DEFAULT_LIMIT`` without one) plus the pool."""
     from whitebox_eval.tasks.demos import POOL_SIZE, demo_source
 
-    if cfg.spec.name == LM_EVAL_TASK:
+    if cfg.spec.is_lm_eval:
         return _lm_eval_items(cfg)[0]
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
@@ -307,7 +307,7 @@ def run_mcqa(
     check_prompt(cfg)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         lm_tasks = None
-        if cfg.spec.name == LM_EVAL_TASK:  # lm-eval's sampler drew each item's demonstrations (item.meta)
+        if cfg.spec.is_lm_eval:  # lm-eval's sampler drew each item's demonstrations (item.meta)
             items, lm_tasks = _lm_eval_items(cfg)
             demos = Demonstrations()
         else:
@@ -350,7 +350,7 @@ def default_methods(task: TaskSpec, prompt: str = "paper", view: str | None = No
     """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
     ARC) with ``--prompt lm-eval`` and ``lm-eval:TASK``'s cloze view show no options, so only
     the cloze applies; ``lm-eval:TASK``'s letters view runs every method."""
-    if task.name == LM_EVAL_TASK:
+    if task.is_lm_eval:
         return DEFAULT_METHODS + ("cloze",) if view == "letters" else ("cloze",)
     if prompt == lm_eval.LM_EVAL and task.record.lm_eval_output == "cloze":
         return ("cloze",)
@@ -378,7 +378,7 @@ def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
 def check_prompt(cfg: MCQAConfig) -> None:
     """One-line errors for a prompt style the task lacks or methods it cannot run."""
     name = cfg.spec.name
-    if name == LM_EVAL_TASK:
+    if cfg.spec.is_lm_eval:
         _check_lm_eval_task(cfg)
         return
     lm_eval.check_style(name, cfg.prompt)

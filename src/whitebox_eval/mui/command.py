@@ -14,10 +14,7 @@ from whitebox_eval.command_options import (
     task_option)
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
-TASK_HELP = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | triviaqa=PATH | "
-             "gen=PATH (your own generation file, checked by --answer) | lm-eval:TASK (lm-eval's generate_until or "
-             "multiple-choice task) | NAME=PATH of a multiple-choice dataset (mmlu, arc, hellaswag, cosmosqa, halueval, "
-             "mcq), answered with the option's letter")
+TASK_HELP = TASK_USAGE + " (mcq=PATH: your own multiple-choice file; gen=PATH: checked by --answer)"
 
 
 def _study_options(f):
@@ -105,8 +102,8 @@ def _config(model: str, task, kw: dict):
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
         batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
-        lm_eval_data=kw["lm_eval_data"] if spec.name == "lm-eval" else None,
-        allow_code_execution=kw["allow_code_execution"] and spec.name == "lm-eval",
+        lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
+        allow_code_execution=kw["allow_code_execution"] and spec.is_lm_eval,
     )
 
 
@@ -166,26 +163,11 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
     folders = []
     for spec in task:
         cfg = _config(model, spec, kw)
-        child = f"{run_id}-{task_slug(spec)}" if run_id and len(task) > 1 else run_id
+        child = f"{run_id}-{spec.slug}" if run_id and len(task) > 1 else run_id
         folders.append(run_mui(cfg, kw["output"], run_id=child, resume=resume))
         _print_study(folders[-1])
     if len(folders) > 1:
         _print_tasks(folders)
-
-
-def task_slug(spec) -> str:
-    """A run id part naming one task of several (``lm-eval-gsm8k``, ``gen-qa``, ``arithmetic-gen``)."""
-    from pathlib import Path
-
-    import re
-
-    if spec.lm_eval_task:
-        part = f"lm-eval-{spec.lm_eval_task}"
-    elif spec.path:
-        part = f"{spec.name}-{Path(spec.path.removeprefix('hf:')).stem}"
-    else:
-        part = spec.name
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-")
 
 
 def _print_tasks(folders) -> None:

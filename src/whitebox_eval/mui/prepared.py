@@ -9,7 +9,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui import responses as rsp
 from whitebox_eval.tasks.generation import GenItem, GenTask, load_generation
 from whitebox_eval.tasks.registry import Generation
-from whitebox_eval.tasks.spec import LM_EVAL, TaskSpec
+from whitebox_eval.tasks.spec import TaskSpec
 
 
 @dataclass
@@ -60,14 +60,14 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
     fmt = rsp.PromptFormat.resolve(tokenizer, cfg.shots, cfg.chat)
     style = spec.record.generation
     options = {}
-    if spec.name == LM_EVAL:
+    if spec.is_lm_eval:
         if cfg.chat == "on":
             raise WhiteboxError(f"--chat on does not apply to --task {spec}: lm-eval's context is used as it is")
         options = {"shots": None if cfg.shots in ("auto", None) else int(cfg.shots), "lm_eval_data": cfg.lm_eval_data,
                    "allow_code_execution": cfg.allow_code_execution}
     elif cfg.lm_eval_data or cfg.allow_code_execution:
         raise WhiteboxError("--lm-eval-data and --allow-code-execution apply to --task lm-eval:TASK only")
-    own_demo = fmt.shots == 1 and style.demonstration is None and spec.name != LM_EVAL
+    own_demo = fmt.shots == 1 and style.demonstration is None and not spec.is_lm_eval
     limit = None if cfg.limit is None else cfg.limit + own_demo
     gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, **options)
     items, demonstration = list(gen.items), None

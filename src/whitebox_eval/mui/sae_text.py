@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks.hub import HubPath
 
 TEXT_FIELDS = ("text", "content", "document", "passage")
 
@@ -173,7 +174,7 @@ def chunk_text(tokenizer, paths: list[str | Path], *, context: int = 256, heldou
         raise WhiteboxError(f"the held-out share must be in [0, 1), got {heldout}")
     budget = (HUB_DEFAULT_CHARS if max_train_tokens is None
               else math.ceil(HUB_CHARS_PER_TOKEN * max_train_tokens / (1 - heldout)))
-    paths = [hub_text(p, max_chars=budget) if isinstance(p, str) and p.startswith("hf:") else p for p in paths]
+    paths = [hub_text(p, max_chars=budget) if HubPath.parse(p) else p for p in paths]
     eos = tokenizer.eos_token_id
     seen_docs: set[str] = set()
     seen_chunks: set[bytes] = set()

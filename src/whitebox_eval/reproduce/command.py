@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
+from whitebox_eval.reproduce.data import BENCHMARKS
 
 SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n chosen so each headline test "
               "can detect the paper's effect where the data allow; the report gives the smallest detectable "
@@ -17,8 +18,8 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 @click.option("--model", "models", multiple=True,
               help="model to reproduce on (repeatable; default both bundled models): " + MODEL_SPEC_HELP)
 @click.option("--data", "data", multiple=True, metavar="NAME=PATH",
-              help="a benchmark file (repeatable): mmlu, hellaswag, cosmosqa, halueval, arc, triviaqa, gsm8k, snli, "
-                   "geometry_of_truth (a folder); the others are looked up under --data-root")
+              help=f"a benchmark file or folder (repeatable): {', '.join(BENCHMARKS)}; the others are looked up "
+                   "under --data-root")
 @click.option("--data-root", default=None, metavar="DIR",
               help="folder laid out as ../shared/datasets (DIR/mmlu/test, DIR/hellaswag/<file>, ...); default "
                    "$WHITEBOX_EVAL_DATA, else ../shared/datasets when it exists")

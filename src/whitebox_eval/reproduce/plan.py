@@ -100,11 +100,10 @@ class Plan:
 
 
 def _short_task(task: str) -> str:
-    """The task with its file's name only (``mmlu=test``); another suite's task names stay as they are."""
+    """The task with its file's name only (:attr:`TaskSpec.short`); another suite's task names stay as they are."""
     from whitebox_eval.tasks.spec import TaskSpec
 
-    spec = TaskSpec.from_config({"task": task})
-    return spec.label if spec.path is None else f"{spec.name}={Path(spec.path).name}"
+    return TaskSpec.from_config({"task": task}).short
 
 
 def _slug(text: str) -> str:

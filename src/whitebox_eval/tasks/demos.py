@@ -41,6 +41,7 @@ from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import registry
+from whitebox_eval.tasks.hub import HubPath
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
 from whitebox_eval.tasks.spec import TaskSpec
@@ -134,9 +135,8 @@ def mmlu_dev_location(path: str) -> str | None:
 
     ``.../test`` or ``.../test/x_test.csv`` -> ``.../dev``; ``hf:ID:CONFIG@test`` -> ``hf:ID:CONFIG@dev``.
     """
-    if path.startswith("hf:"):
-        ident, _, split = path.partition("@")
-        return f"{ident}@dev" if (split or "test") != "dev" else None
+    if (hub := HubPath.parse(path)) is not None:
+        return str(hub.with_split("dev")) if (hub.split or "test") != "dev" else None
     p = Path(path)
     folder = p.parent if p.is_file() else p
     if folder.name.lower() in _EVAL_SPLITS and (folder.parent / "dev").is_dir():
@@ -154,9 +154,9 @@ def sibling_split(name: str, path: str) -> tuple[str, str] | None:
     ``hellaswag_val.jsonl`` -> ``hellaswag_train.jsonl``, ``valid.csv`` -> ``train.csv``,
     ``test/x.jsonl`` -> ``train/x.jsonl``. A hub spec of ARC, HellaSwag or CosmosQA gives ``@train``.
     """
-    if path.startswith("hf:"):
-        ident, _, split = path.partition("@")
-        return ("train", f"{ident}@train") if registry.record(name).hub_train and (split or "test") != "train" else None
+    if (hub := HubPath.parse(path)) is not None:
+        train = registry.record(name).hub_train and (hub.split or "test") != "train"
+        return ("train", str(hub.with_split("train"))) if train else None
     p = Path(path)
     if not p.is_file():
         return None
@@ -235,7 +235,7 @@ def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None
     where = where or mmlu_dev_location(spec.path)
     wanted = sorted({s or "" for s in subjects})
     files = [Path(where) / f"{s}_dev.csv" for s in wanted]
-    if not where.startswith("hf:") and Path(where).is_dir() and all(f.is_file() for f in files):
+    if HubPath.parse(where) is None and Path(where).is_dir() and all(f.is_file() for f in files):
         dev = [it for f in files for it in load_mcq_dataset("mmlu", f, on_bad_row=on_bad_row)]  # only the subjects evaluated
     else:  # one file for every subject (hub export, headered CSV with a subject column), or a file is missing
         dev = list(load_mcq_dataset("mmlu", where, on_bad_row=on_bad_row))
@@ -282,7 +282,8 @@ def keep_apart(demos: Demonstrations, items: list[MCQItem]) -> list[MCQItem]:
 def _tag_colliding(demos: Demonstrations, items: Sequence[MCQItem]) -> None:
     """A demonstration whose id equals an evaluated item's becomes ``ID@FILE``."""
     ids = {it.id for it in items}
-    tag = (demos.where or "").rsplit("@", 1)[-1] if (demos.where or "").startswith("hf:") else Path(demos.where or "").name
+    hub = HubPath.parse(demos.where)
+    tag = Path(demos.where or "").name if hub is None else hub.split if hub.split is not None else str(hub)
     for d in demos.shown():
         if d.id in ids:
             d.id = f"{d.id}@{tag}"

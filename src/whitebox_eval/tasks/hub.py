@@ -10,6 +10,7 @@ others' hub rows already have their file layout. Loading a split's items by name
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,43 @@ def hub_cache_dir() -> Path:
     return cache_root() / "datasets"
 
 
+PREFIX = "hf:"
+
+
+@dataclass(frozen=True)
+class HubPath:
+    """A hub dataset split given where a file goes: ``hf:DATASET[:CONFIG][@SPLIT]`` read once
+    (the one place that knows the ``hf:`` form)."""
+
+    dataset: str
+    config: str = ""
+    split: str | None = None
+
+    @classmethod
+    def parse(cls, path) -> HubPath | None:
+        """``path`` as a hub path, or None for a local path (a str or ``Path``)."""
+        if not isinstance(path, str) or not path.startswith(PREFIX):
+            return None
+        ident, at, split = path[len(PREFIX):].partition("@")
+        dataset, _, config = ident.partition(":")
+        return cls(dataset, config, split if at else None)
+
+    def with_split(self, split: str) -> HubPath:
+        return HubPath(self.dataset, self.config, split)
+
+    @property
+    def spec(self) -> str:
+        """``DATASET[:CONFIG][@SPLIT]`` (without ``hf:``)."""
+        return self.dataset + (f":{self.config}" if self.config else "") + (f"@{self.split}" if self.split is not None else "")
+
+    def __str__(self) -> str:
+        return PREFIX + self.spec
+
+
 def hub_spec(spec: str, default_split: str) -> tuple[str, str, str]:
     """``[hf:]DATASET[:CONFIG][@SPLIT]`` -> (dataset id, config or ``""``, split or ``default_split``)."""
-    ident, _, split = spec.removeprefix("hf:").partition("@")
-    dataset_id, _, config = ident.partition(":")
-    return dataset_id, config, split or default_split
+    h = HubPath.parse(spec if spec.startswith(PREFIX) else PREFIX + spec)
+    return h.dataset, h.config, h.split or default_split
 
 
 def datasets_load_dataset() -> Callable[..., Any]:
@@ -85,6 +118,5 @@ def export_split(key: str, spec: str, *, load_dataset: Callable[..., Any] | None
 
 def local_file(key: str, path: str | Path) -> Path:
     """``path`` as a local file: a hub spec (``hf:...``) is exported first (:func:`export_split`)."""
-    if isinstance(path, str) and path.startswith("hf:"):
-        return export_split(key, path[3:])
-    return Path(path).expanduser()
+    hub = HubPath.parse(path)
+    return export_split(key, hub.spec) if hub else Path(path).expanduser()

@@ -11,7 +11,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import registry
-from whitebox_eval.tasks.hub import export_split
+from whitebox_eval.tasks.hub import HubPath, export_split
 from whitebox_eval.tasks.rows import MCQDataset
 
 #: the file datasets with multiple-choice items and their loaders (:mod:`.registry`)
@@ -64,8 +64,8 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
         raise WhiteboxError(lm_eval_name_hint(f"{name}={path}") or f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
     if limit is not None and limit < 0:
         raise WhiteboxError(f"limit must be >= 0, got {limit}")
-    if isinstance(path, str) and path.startswith("hf:"):
-        return load_from_hub(key, path[3:], on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    if (hub := HubPath.parse(path)) is not None:
+        return load_from_hub(key, hub.spec, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
     return LOADERS[key](path, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
 
 

@@ -19,24 +19,43 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import registry
+from whitebox_eval.tasks.hub import HubPath
 from whitebox_eval.tasks.registry import TaskRecord
 
 LM_EVAL = registry.LM_EVAL
 """``lm-eval:TASK``: a task, group or tag of lm-evaluation-harness (:mod:`whitebox_eval.tasks.lm_eval_tasks`)."""
 MCQ_TASKS = registry.names(mcq=True)
 """The multiple-choice tasks (:func:`load_mcq`)."""
-MCQ_USAGE = ("ssd, arithmetic[:add1,mul2], or NAME=PATH with NAME one of "
-             "arc, cosmosqa, halueval, hellaswag, mmlu, triviaqa, or mcq (your own file), "
-             "or lm-eval:TASK (any multiple-choice task of lm-eval, with lm-eval installed)")
 GENERATION_TASKS = registry.names(generation=True)
 """The tasks a suite that generates asks (``mui``): free-answer datasets, and multiple-choice
 datasets with letter answers."""
-GENERATION_USAGE = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH | triviaqa=PATH | gen=PATH (your own file) | "
-                    "NAME=PATH with NAME a multiple-choice dataset (mmlu, arc, hellaswag, cosmosqa, halueval, mcq: "
-                    "letter answers) | lm-eval:TASK (generate_until or multiple-choice)")
-FORMATS_USAGE = ("arithmetic[:add1,mul2] (number answers), or a multiple-choice task whose choices are text: "
-                 "triviaqa=PATH, mcq=PATH (your own file), mmlu=PATH, arc=PATH, ..., lm-eval:TASK (a multiple-choice "
-                 "task of lm-eval)")
+
+
+def _files(names: Iterable[str]) -> str:
+    """The named datasets read from a file, listed (your own ``mcq`` last)."""
+    return ", ".join(sorted(n for n in names if registry.record(n).is_file and n != "mcq"))
+
+
+def _forms(names: Iterable[str]) -> str:
+    return " | ".join(registry.record(n).form() for n in names)
+
+
+MCQ_FILES = _files(MCQ_TASKS)
+"""The multiple-choice datasets read from a file, for help and error lines (from the records)."""
+LETTER_FILES = _files(n for n in GENERATION_TASKS if registry.record(n).generation.check == "choice")
+"""The multiple-choice files a generating suite asks with letter answers."""
+MCQ_USAGE = (f"{_forms(registry.names(mcq=True, source=registry.GENERATOR))}, or NAME=PATH with NAME one of "
+             f"{MCQ_FILES}, or mcq (your own file), or lm-eval:TASK (any multiple-choice task of lm-eval, with "
+             "lm-eval installed)")
+GENERATION_USAGE = (_forms(n for n in GENERATION_TASKS if registry.record(n).is_generator) + " | "
+                    + " | ".join(f"{n}=PATH" + (" (your own file)" if n == "gen" else "") for n in GENERATION_TASKS
+                                 if registry.record(n).is_file and registry.record(n).generation.check != "choice")
+                    + f" | NAME=PATH with NAME a multiple-choice dataset ({LETTER_FILES}, mcq: letter answers)"
+                    " | lm-eval:TASK (generate_until or multiple-choice)")
+FORMATS_USAGE = ("arithmetic[:CATEGORY,...] (number answers), or a multiple-choice task whose choices are text: "
+                 + ", ".join(f"{n}=PATH" + (" (your own file)" if n == "mcq" else "") for n in MCQ_TASKS
+                             if registry.record(n).is_file and registry.record(n).answer_type == "text")
+                 + ", lm-eval:TASK (a multiple-choice task of lm-eval)")
 """The formats study's tasks (paper 004): every multiple-choice task, asked also in free text."""
 ANSWER_CHECKS = ("exact", "numeric", "contains")
 """``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.checks`."""
@@ -141,8 +160,39 @@ class TaskSpec:
         return self.path is not None
 
     @property
+    def hub(self) -> HubPath | None:
+        """The hub split the task reads (``NAME=hf:...``), parsed; None for a local file or no file."""
+        return HubPath.parse(self.path)
+
+    @property
     def is_hub(self) -> bool:
-        return self.path is not None and self.path.startswith("hf:")
+        return self.hub is not None
+
+    @property
+    def is_lm_eval(self) -> bool:
+        """An ``lm-eval:TASK`` task (lm-eval's own task objects and text)."""
+        return self.name == LM_EVAL
+
+    @property
+    def short(self) -> str:
+        """The task with its file's name only (``mmlu=test``, ``ssd``, ``lm-eval:gsm8k``): plans."""
+        from pathlib import Path
+
+        return self.label if self.path is None else f"{self.name}={Path(self.path).name}"
+
+    @property
+    def slug(self) -> str:
+        """A run id part naming the task (``lm-eval-gsm8k``, ``gen-qa``, ``arithmetic-gen``)."""
+        import re
+        from pathlib import Path
+
+        if self.lm_eval_task:
+            part = f"lm-eval-{self.lm_eval_task}"
+        elif self.path:
+            part = f"{self.name}-{Path(self.hub.spec if self.hub else self.path).stem}"
+        else:
+            part = self.name
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-")
 
     def check_file(self) -> TaskSpec:
         """One line when a local file the task reads is missing (before any model runs); returns self."""
@@ -228,4 +278,4 @@ def _local(path: str):
     """A hub spec stays text; a local path is expanded."""
     from pathlib import Path
 
-    return path if path.startswith("hf:") else Path(path).expanduser()
+    return path if HubPath.parse(path) else Path(path).expanduser()
