@@ -72,3 +72,12 @@ def test_an_unknown_suite_or_mode_in_a_paper_is_one_line():
     bad = {**PAPER, "experiments": [{**PAPER["experiments"][0], "suite": "gar", "mode": "evaluat"}]}
     with pytest.raises(WhiteboxError, match="unknown gar mode 'evaluat'"):
         spec.parse_paper(bad, "toy.yaml")
+
+
+def test_every_measured_rate_names_a_record_and_every_record_has_one():
+    from whitebox_eval.reproduce.costs import RATES
+
+    for key in RATES:
+        name, _, mode = key.partition(" ")
+        suites.suite(name).mode(mode or None)  # one line naming the records otherwise
+    assert set(suites.SUITES) <= set(RATES)
