@@ -23,7 +23,7 @@ def run(model: str, dtype: str, limit: int, out: Path) -> tuple[dict, dict]:
 
     cfg = MCQAConfig(model=model, task="ssd", limit=limit, methods=("baseline", "qk", "attention"),
                      min_val_items=limit // 2, dtype=dtype, batch_size=8)
-    folder = run_mcqa(cfg, out, run_id=f"{model}-{dtype}", show_progress=False)
+    folder = run_mcqa(cfg, out, run_id=f"{Path(model).name}-{dtype}", show_progress=False)
     arrays = {k: np.load(folder.path / "arrays" / f"{k}.npy") for k in ("letter_logits", "qk", "attention")}
     return arrays, folder.load_results()
 

@@ -40,7 +40,7 @@ def _batches(lm, task: str, limit: int, batch_size: int):
     prepared = prepare_task(MUIConfig(model=lm.spec, task=task, limit=limit, responses="gold"), lm.tokenizer)
     seqs = []
     for it in prepared.items:
-        p = rsp.prompt_ids(lm.tokenizer, rsp.build_prompt(it, prepared.spec.name, prepared.fmt, lm.tokenizer))
+        p = prepared.prompt(it, lm.tokenizer)  # exactly as the MUI study prompts it
         seqs.append(ScoredSequence(p, rsp.given_response(lm.tokenizer, it.gold_response).ids))
     return [seqs[i:i + batch_size] for i in range(0, len(seqs), batch_size)]
 
