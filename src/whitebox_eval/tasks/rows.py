@@ -114,7 +114,8 @@ def read_jsonl(path: Path) -> Iterator[Row]:
 
 
 def read_csv(path: Path) -> Iterator[Row]:
-    """CSV records (quoted fields may span lines); ``line`` is where each record starts."""
+    """CSV records (quoted fields may span lines); ``line`` is where each record starts. A
+    read that fails (EIO, bytes that are not UTF-8) raises :func:`~whitebox_eval.datafiles.read_error`."""
     with open_text(path) as f:
         reader = csv.reader(f)
         start = 1
@@ -126,8 +127,6 @@ def read_csv(path: Path) -> Iterator[Row]:
                 yield Row(path, line, record)
         except csv.Error as exc:
             yield Row(path, start, RowError(f"unreadable CSV ({exc}); the rest of the file was not read"))
-        except UnicodeDecodeError as exc:
-            raise WhiteboxError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8") from exc
 
 
 def require(data: dict, key: str, kind: type | tuple[type, ...] = str) -> Any:
@@ -168,7 +167,7 @@ def existing(path: str | Path, *, file: bool = False) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise WhiteboxError(
-            f"{path} does not exist; give a local file (or, for MMLU, a folder of subject CSVs). "
+            f"{path} does not exist; give a local file (or, for MMLU, a folder of subject CSVs), "
             "or a Hugging Face dataset as hf:DATASET_ID[:CONFIG][@SPLIT] when online")
     if file and not p.is_file():
         raise WhiteboxError(f"{path} is a folder; this dataset is read from a single file")
