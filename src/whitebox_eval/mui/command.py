@@ -12,6 +12,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
     batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
+from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
 TASK_HELP = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | triviaqa=PATH | "
@@ -115,7 +116,8 @@ def _config(model: str, task, kw: dict):
 @task_option(None, TASK_HELP + " (repeatable: one run per task, then the Utility Law across them)",
              tasks=GENERATION_TASKS, usage=TASK_USAGE, multiple=True)
 @_study_options
-@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
+@click.option("--run-id", default=None, callback=run_id_option,
+              help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:

@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, str] = {
 FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": ""}
 """Benchmarks given as a folder: the sub-folder of DIR/NAME that is used."""
 IGNORED = {"license", "readme", "readme.md", "license.txt", ".ds_store"}
+LENIENT_TEXT = {"geometry_of_truth"}
+"""Benchmarks whose loader reads a line that is not UTF-8 as a bad row (skipped), not a bad file."""
 DEFAULT_ROOT = Path("..") / "shared" / "datasets"
 ENV = "WHITEBOX_EVAL_DATA"
 
