@@ -69,6 +69,8 @@ def _study_options(f):
         click.option("--allow-code-execution", is_flag=True,
                      help="run lm-eval tasks whose metric executes the model's code (HumanEval, MBPP), each document's "
                      "test in a subprocess with a timeout"),
+        click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True,
+                     help="what to do with malformed rows of a local file (skipped rows are listed)"),
         click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
         batch_size_option(),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
@@ -107,7 +109,7 @@ def _config(model: str, task, kw: dict):
         batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.name == "lm-eval" else None,
-        allow_code_execution=kw["allow_code_execution"] and spec.name == "lm-eval",
+        allow_code_execution=kw["allow_code_execution"] and spec.name == "lm-eval", on_bad_row=kw["on_bad_row"],
     )
 
 

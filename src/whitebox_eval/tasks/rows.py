@@ -5,7 +5,7 @@ A malformed row (bad JSON, missing field, gold out of range, empty option, wrong
 number of CSV fields) is reported as ``file:line: problem`` (1-based line where the row
 starts); repeated options are not malformed (lm-eval scores such rows). ``on_bad_row="error"`` raises WhiteboxError at the first one;
 ``"skip"`` drops it, records a BadRow in the result's ``bad_rows`` and warns once with
-a summary. Every other row is loaded; the whole file is read even with ``limit`` (the
+a summary (when every row is malformed, that summary is the error). Every other row is loaded; the whole file is read even with ``limit`` (the
 first ``limit`` items are returned), so the same file always gives the same items.
 """
 
@@ -94,11 +94,22 @@ class Collector:
         if limit is not None:
             items = items[:limit]
         if self.bad:
-            shown = "; ".join(str(b) for b in self.bad[:5])
-            more = f" (and {len(self.bad) - 5} more)" if len(self.bad) > 5 else ""
-            warnings.warn(f"skipped {len(self.bad)} malformed row(s) loading {name} from {path}: {shown}{more}",
+            if not items:  # the problem is the error, not a warning above it
+                raise WhiteboxError(f"{path} gave no {name} items: all {len(self.bad)} row(s) are malformed: "
+                                    f"{self.summary()}")
+            warnings.warn(f"skipped {len(self.bad)} malformed row(s) loading {name} from {path}: {self.summary()}",
                           MalformedRowsWarning, stacklevel=3)
         return MCQDataset(items, self.bad)
+
+    def summary(self, shown: int = 5) -> str:
+        """The bad rows as ``file:line: problem``, rows with the same file and problem as one."""
+        groups: dict[tuple[str, str], list[BadRow]] = {}
+        for b in self.bad:
+            groups.setdefault((b.path, b.reason), []).append(b)
+        parts = [str(rows[0]) + (f" (and {len(rows) - 1} more row(s) like it)" if len(rows) > 1 else "")
+                 for rows in list(groups.values())[:shown]]
+        more = f" (and {len(groups) - shown} more)" if len(groups) > shown else ""
+        return "; ".join(parts) + more
 
 
 def _strip_item_prefix(msg: str) -> str:
