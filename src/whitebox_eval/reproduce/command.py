@@ -50,11 +50,12 @@ def reproduce(papers, models, data, data_root, scale, output, run_id, resume, pl
     and model (holds / not shown at this n / contradicted, with the test named).
 
     \b
-    Before any work each model's path and config.json and each data file are checked: when
-    no child could run, one line says why (exit status 2); a problem that stops only some
-    children is a warning, they are marked not run and the others go on. Exit status 0:
-    every child ran or was reused; 3: the folder was written but some children failed
-    (marked not run, reasons in reproduction.md; --resume runs only those again).
+    Before any work every data file is read to its end and each model's path and
+    config.json are checked: data that cannot be read, or no model that can run, is one
+    line (exit status 2); a model that cannot run beside others that can is a warning, its
+    runs are marked not run and the others go on. Exit status 0: every child ran or was
+    reused; 3: the folder was written but some children failed (marked not run, reasons
+    in reproduction.md; --resume runs only those again).
 
     \b
       whitebox-eval reproduce 000

@@ -1,11 +1,13 @@
-"""What a reproduction checks before any child runs: that each model can be found and its
-config.json loads, and that each data file it reads can be read to its end.
+"""What a reproduction checks before any child runs: that each data file it reads can be
+read to its end, and that each model can be found and its config.json loads.
 
-A child whose model or data fails here cannot run. When that is every child of the plan,
-the command stops before any work, in one line naming each problem (exit status 2);
-otherwise each problem is one warning, those children are marked not run as they fail,
-and the others go on. A bundled model is left to the child (its check is the load of its
-weights package); a hub id is checked only for a reachable hub.
+Data that cannot be read stops the command before any work, in one line (exit status 2),
+as a missing ``--data`` path does: the file is the user's to fix, and every paper's plan
+also has children that read no data, which would otherwise run alone. A model that
+cannot be loaded stops only its own children: when that is every child, the command
+stops before any work, in one line; otherwise it is one warning, its children are marked
+not run as they fail, and the others go on. A bundled model is left to the child (its
+check is the load of its weights package); a hub id is checked only for a reachable hub.
 """
 
 from __future__ import annotations
@@ -21,21 +23,18 @@ DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
 
 
 def check(plan: Plan) -> list[str]:
-    """Warnings (``warning: ...`` lines) for the problems that stop some children; raises
-    :class:`WhiteboxError` when they stop every child that would run."""
+    """Warnings (``warning: ...`` lines) for models that stop some children; raises
+    :class:`WhiteboxError` for data that cannot be read, or models that stop every child."""
     runnable = [c for c in plan.children if c.skip is None]
     reads = _data_of(plan)
-    stops: dict[str, set[str]] = {}  # problem -> the run ids it stops
+    names = sorted({n for c in runnable for n in reads[c.run_id] if n in plan.data})
+    unreadable = [f"--data {n}: {why}" for n in names if (why := data_problem(n, plan.data[n]))]
+    stops: dict[str, set[str]] = {}  # a model's problem -> the run ids it stops
     for model in dict.fromkeys(c.model for c in runnable):
         if why := model_problem(model):
             stops[f"model {model}: {why}"] = {c.run_id for c in runnable if c.model == model}
-    for name in sorted({n for c in runnable for n in reads[c.run_id] if n in plan.data}):
-        if why := data_problem(name, plan.data[name]):
-            stops[f"--data {name}: {why}"] = {c.run_id for c in runnable if name in reads[c.run_id]}
-    if not stops:
-        return []
-    if set().union(*stops.values()) >= {c.run_id for c in runnable}:
-        raise WhiteboxError(f"none of the plan's {len(runnable)} runs can start: " + "; ".join(stops))
+    if unreadable or (stops and set().union(*stops.values()) >= {c.run_id for c in runnable}):
+        raise WhiteboxError(f"cannot start the plan's {len(runnable)} runs: " + "; ".join([*unreadable, *stops]))
     return [f"warning: {problem} ({len(ids)} run(s) will be marked not run; the others go on)"
             for problem, ids in stops.items()]
 
