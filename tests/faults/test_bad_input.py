@@ -19,7 +19,7 @@ from whitebox_eval.errors import WhiteboxError  # noqa: E402
 #: every command that takes --run-id, with what it needs besides
 RUN_ID_COMMANDS = {
     "mcqa": ["mcqa", "--model", "{d}/tiny", "--limit", "8", "--min-val-items", "2"],
-    "formats": ["formats", "--model", "{d}/tiny", "--limit", "2"],
+    "formats": ["formats", "--model", "{d}/tiny", "--limit", "2", "--n-bins", "2"],
     "mui": ["mui", "--model", "{d}/tiny", "--task", "arithmetic-gen", "--limit", "2"],
     "mui masking": ["mui", "masking", "--model", "{d}/tiny", "--limit", "2"],
     "gar": ["gar", "--model", "{d}/tiny", "--limit", "2"],
