@@ -34,6 +34,7 @@ class Case:
     code: int = 2
     patch: str | None = None  # "enospc" / "erofs": the 3rd fsync of the run fails like that
     env: dict[str, str] = field(default_factory=dict)
+    issue: int = 13  # the issue that found it
 
     def args(self, d: Path) -> list[str]:
         return [a.replace("{d}", str(d)) for a in self.argv]
@@ -107,33 +108,36 @@ CASES: list[Case] = [
     Case("mcqa --model missing", _with(MCQA, model="{d}/no_such_model", run_id="nomodel"), "model path not found"),
     # issue 38: a read that fails (a real EIO: the file is a link to /proc/self/mem, whose first page is not mapped)
     Case("mcqa hellaswag=FILE, EIO while reading", _with(MCQA, task="hellaswag={d}/eio.jsonl"),
-         "cannot read {d}/eio.jsonl: Input/output error"),
+         "cannot read {d}/eio.jsonl: Input/output error", issue=38),
     Case("mcqa mmlu=FILE.csv, EIO while reading", _with(MCQA, task="mmlu={d}/eio.csv"),
-         "cannot read {d}/eio.csv: Input/output error"),
+         "cannot read {d}/eio.csv: Input/output error", issue=38),
     Case("mui gsm8k=FILE, EIO while reading", ["mui", "--model", "{d}/tiny", "--task", "gsm8k={d}/eio.jsonl", "--limit",
-                                               "2", "--output", "{d}/runs"], "cannot read {d}/eio.jsonl: Input/output error"),
+                                               "2", "--output", "{d}/runs"], "cannot read {d}/eio.jsonl: Input/output error",
+         issue=38),
     Case("mcqa mcq=x.parquet, not Parquet", _with(MCQA, task="mcq={d}/not_parquet.parquet"),
-         "cannot read {d}/not_parquet.parquet: it is damaged or not in the format its name says (", ),
+         "cannot read {d}/not_parquet.parquet: it is damaged or not in the format its name says (", issue=38),
     Case("mui gen=x.parquet, not Parquet", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/not_parquet.parquet",
                                             "--limit", "2", "--output", "{d}/runs"],
-         "cannot read {d}/not_parquet.parquet: it is damaged or not in the format its name says ("),
+         "cannot read {d}/not_parquet.parquet: it is damaged or not in the format its name says (", issue=38),
     Case("mcqa mcq=x.tsv, not UTF-8", _with(MCQA, task="mcq={d}/latin1.tsv"),
-         "{d}/latin1.tsv:3: not UTF-8 text (byte 0xFC); re-save the file as UTF-8"),
-    Case("reproduce --output FILE", [*REPRODUCE, "--output", "{d}/a_file.txt"], "is a file, not a folder"),
+         "{d}/latin1.tsv:3: not UTF-8 text (byte 0xFC); re-save the file as UTF-8", issue=38),
+    Case("reproduce --output FILE", [*REPRODUCE, "--output", "{d}/a_file.txt"], "is a file, not a folder", issue=38),
     Case("reproduce, its only --model missing", _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/no_such_model"),
-         "cannot start the plan's 2 runs: model {d}/no_such_model: model path not found"),
+         "cannot start the plan's 2 runs: model {d}/no_such_model: model path not found", issue=38),
     Case("reproduce, its only --model with a broken config.json",
          _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/bad_config"),
-         "model {d}/bad_config: could not load model from {d}/bad_config"),
-    Case("reproduce, --data not UTF-8", _with([*REPRODUCE, "--output", "{d}/runs"], data="triviaqa={d}/trivia_latin1.jsonl"),
-         "--data triviaqa: {d}/trivia_latin1.jsonl:2: not UTF-8 text (byte 0xE4)"),
+         "model {d}/bad_config: could not load model from {d}/bad_config", issue=38),
+    Case("reproduce, --data not UTF-8",
+         _with([*REPRODUCE, "--output", "{d}/runs"], data="triviaqa={d}/trivia_latin1.jsonl"),
+         "--data triviaqa: {d}/trivia_latin1.jsonl:2: not UTF-8 text (byte 0xE4)", issue=38),
     Case("mcqa --resume, config.yaml deleted", [*_with(MCQA, run_id="noconfig"), "--resume"],
-         "cannot resume {d}/runs/noconfig: its config.yaml is missing"),
+         "cannot resume {d}/runs/noconfig: its config.yaml is missing", issue=38),
     Case("mui gen=FILE.jsonl without a prompt column", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/gen_no_prompt.jsonl",
                                                          "--limit", "2", "--output", "{d}/runs"],
-         "{d}/gen_no_prompt.jsonl:1: no prompt or question column"),
+         "{d}/gen_no_prompt.jsonl:1: no prompt or question column", issue=38),
     Case("mui --on-bad-row error", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/gen_one_bad.jsonl", "--limit", "2",
-                                    "--on-bad-row", "error", "--output", "{d}/runs"], "{d}/gen_one_bad.jsonl:2: no answer"),
+                                    "--on-bad-row", "error", "--output", "{d}/runs"], "{d}/gen_one_bad.jsonl:2: no answer",
+         issue=38),
 ]
 
 
