@@ -123,7 +123,7 @@ CASES: list[Case] = [
          "{d}/latin1.tsv:3: not UTF-8 text (byte 0xFC); re-save the file as UTF-8", issue=38),
     Case("reproduce --output FILE", [*REPRODUCE, "--output", "{d}/a_file.txt"], "is a file, not a folder", issue=38),
     Case("reproduce, its only --model missing", _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/no_such_model"),
-         "cannot start the plan's 2 runs: model {d}/no_such_model: model path not found", issue=38),
+         "none of the plan's 2 runs can start: model {d}/no_such_model: model path not found", issue=38),
     Case("reproduce, its only --model with a broken config.json",
          _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/bad_config"),
          "model {d}/bad_config: could not load model from {d}/bad_config", issue=38),

@@ -102,7 +102,8 @@ def test_runs_flags_damaged_folders_and_counts_only_samples(fixtures, cli, tmp_p
     from whitebox_eval.runs import list_runs
 
     root = tmp_path / "runs"
-    shutil.copytree(fixtures / "runs", root)
+    for name in ("good", "corrupt", "noconfig"):
+        shutil.copytree(fixtures / "runs" / name, root / name)
     with open(root / "good" / "samples.jsonl", "a") as f:
         f.write("garbage\n[1, 2]\n")
     (root / "badyaml").mkdir()

@@ -1,13 +1,12 @@
-"""What a reproduction checks before any child runs: that each data file it reads can be
-read to its end, and that each model can be found and its config.json loads.
+"""What a reproduction checks about its models before any child runs (its data files
+are read to their end when they are located, :func:`whitebox_eval.reproduce.data.locate`):
+each model can be found and its config.json loads.
 
-Data that cannot be read stops the command before any work, in one line (exit status 2),
-as a missing ``--data`` path does: the file is the user's to fix, and every paper's plan
-also has children that read no data, which would otherwise run alone. A model that
-cannot be loaded stops only its own children: when that is every child, the command
-stops before any work, in one line; otherwise it is one warning, its children are marked
-not run as they fail, and the others go on. A bundled model is left to the child (its
-check is the load of its weights package); a hub id is checked only for a reachable hub.
+A model that cannot be loaded stops only its own children: when that is every child, the
+command stops before any work, in one line (exit status 2); otherwise it is one warning,
+its children are marked not run as they fail, and the others go on. A bundled model is
+left to the child (its check is the load of its weights package); a hub id is checked
+only for a reachable hub.
 """
 
 from __future__ import annotations
@@ -15,28 +14,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce.data import IGNORED, LENIENT_TEXT
 from whitebox_eval.reproduce.plan import Plan
-
-#: the files of a benchmark folder that are read (its README or LICENSE are not)
-DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
 
 
 def check(plan: Plan) -> list[str]:
     """Warnings (``warning: ...`` lines) for models that stop some children; raises
-    :class:`WhiteboxError` for data that cannot be read, or models that stop every child."""
+    :class:`WhiteboxError` when they stop every child that would run."""
     runnable = [c for c in plan.children if c.skip is None]
-    reads = _data_of(plan)
-    names = sorted({n for c in runnable for n in reads[c.run_id] if n in plan.data})
-    unreadable = [f"--data {n}: {why}" for n in names if (why := data_problem(n, plan.data[n]))]
-    stops: dict[str, set[str]] = {}  # a model's problem -> the run ids it stops
+    stops: dict[str, int] = {}  # a model's problem -> how many runs it stops
     for model in dict.fromkeys(c.model for c in runnable):
         if why := model_problem(model):
-            stops[f"model {model}: {why}"] = {c.run_id for c in runnable if c.model == model}
-    if unreadable or (stops and set().union(*stops.values()) >= {c.run_id for c in runnable}):
-        raise WhiteboxError(f"cannot start the plan's {len(runnable)} runs: " + "; ".join([*unreadable, *stops]))
-    return [f"warning: {problem} ({len(ids)} run(s) will be marked not run; the others go on)"
-            for problem, ids in stops.items()]
+            stops[f"model {model}: {why}"] = sum(c.model == model for c in runnable)
+    if stops and sum(stops.values()) == len(runnable):
+        raise WhiteboxError(f"none of the plan's {len(runnable)} runs can start: " + "; ".join(stops))
+    return [f"warning: {problem} ({n} run(s) will be marked not run; the others go on)" for problem, n in stops.items()]
 
 
 def model_problem(spec: str) -> str | None:
@@ -60,28 +51,3 @@ def model_problem(spec: str) -> str | None:
     except (OSError, ValueError) as e:
         return f"could not load model from {spec}: {str(e).strip().splitlines()[0]}"
     return None
-
-
-def data_problem(name: str, path: str) -> str | None:
-    """Why benchmark ``name``'s file (or a file of its folder) cannot be read, or None."""
-    from whitebox_eval.datafiles import check_readable
-
-    p = Path(path)
-    files = [p] if not p.is_dir() else sorted(
-        f for f in p.iterdir() if f.is_file() and f.suffix.lower() in DATA_SUFFIXES and f.name.lower() not in IGNORED)
-    try:
-        for f in files:
-            check_readable(f, text=name not in LENIENT_TEXT and f.suffix.lower() != ".parquet")
-    except WhiteboxError as e:
-        return str(e)
-    return None
-
-
-def _data_of(plan: Plan) -> dict[str, tuple[str, ...]]:
-    """Run id -> the benchmarks the child reads (those of every experiment point it serves)."""
-    by_use: dict[tuple[str, str], tuple[str, ...]] = {}
-    for paper in plan.papers:
-        for exp in paper.experiments:
-            for point in exp.points(plan.scale):
-                by_use[(paper.number, exp.run_id(point))] = exp.data_needed(point)
-    return {c.run_id: tuple(dict.fromkeys(n for u in c.uses for n in by_use.get(u, ()))) for c in plan.children}
