@@ -130,6 +130,9 @@ CASES: list[Case] = [
     Case("reproduce, --data not UTF-8",
          _with([*REPRODUCE, "--output", "{d}/runs"], data="triviaqa={d}/trivia_latin1.jsonl"),
          "--data triviaqa: {d}/trivia_latin1.jsonl:2: not UTF-8 text (byte 0xE4)", issue=38),
+    Case("reproduce --data FILE, EIO while reading",  # --data paths are resolved: the message names the link's target
+         _with([*REPRODUCE, "--output", "{d}/runs"], data="triviaqa={d}/eio.jsonl"),
+         "Input/output error (the disk or file system failed while reading it)", issue=38),
     Case("mcqa --resume, config.yaml deleted", [*_with(MCQA, run_id="noconfig"), "--resume"],
          "cannot resume {d}/runs/noconfig: its config.yaml is missing", issue=38),
     Case("mui gen=FILE.jsonl without a prompt column", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/gen_no_prompt.jsonl",
