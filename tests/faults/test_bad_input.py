@@ -170,3 +170,17 @@ def test_lm_eval_data_that_is_not_json_names_the_file_and_the_parse_error(tmp_pa
     with pytest.raises(WhiteboxError, match=r"^--lm-eval-data: .*sciq/test\.jsonl:2: invalid JSON \(Expecting value at "
                                             r"column 1\); fix or remove the line$"):
         load_items("sciq", shots=0, data=tmp_path / "sciq")
+
+
+def test_resume_without_config_yaml_says_so_and_touches_nothing(tmp_path):
+    from whitebox_eval.runs import RunFolder
+
+    run = RunFolder.create(tmp_path, {"suite": "t"}, run_id="r")
+    run.append_samples([{"id": 1}])
+    (run.path / "config.yaml").unlink()
+    before = {p.name: p.read_bytes() for p in run.path.iterdir()}
+    with pytest.raises(WhiteboxError) as err:
+        RunFolder.create(tmp_path, {"suite": "t"}, run_id="r", resume=True)
+    assert str(err.value).startswith(f"cannot resume {run.path}: its config.yaml is missing")
+    assert "restore config.yaml" in str(err.value) and "pass --resume" not in str(err.value)
+    assert {p.name: p.read_bytes() for p in run.path.iterdir()} == before
