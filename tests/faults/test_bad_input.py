@@ -84,6 +84,28 @@ def test_a_partly_failed_reproduction_finishes_marks_the_failures_and_exits_3(fi
     assert set(verdicts.values()) == {"not run"}
 
 
+def test_a_reproduction_whose_every_child_fails_while_running_exits_2(fixtures, cli, tmp_path):
+    """A model the checks before the plan pass (its config.json loads) but that does not load
+    (no tokenizer): every child fails, so the command ends in one error line, not exit 0."""
+    model = tmp_path / "no_tokenizer"
+    shutil.copytree(fixtures / "tiny", model)
+    for f in model.iterdir():
+        if "token" in f.name:
+            f.unlink()
+    code, out, err = cli(_args(_with_model(model) + ["--output", str(tmp_path / "out"), "--run-id", "r"], fixtures))
+    assert code == 2, err
+    (line,) = _error_lines(err)
+    assert line.startswith(f"error: no child run could run (2 failed; the first: model {model} did not load: ")
+    assert line.endswith(f"{tmp_path / 'out' / 'r' / 'reproduction.md'} lists them all: fix that and rerun with --resume")
+    assert "reproduction folder:" not in out
+
+
+def _with_model(model: Path) -> list[str]:
+    argv = list(REPRODUCE)
+    argv[argv.index("--model") + 1] = str(model)
+    return argv
+
+
 # ---------------------------------------------------------------------- case 8: warnings, runs
 
 
