@@ -77,7 +77,8 @@ def reproduce(papers, models, data, data_root, scale, output, run_id, resume, pl
                      run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True))
     failed, done = _children(result)
     if failed and not done:
-        raise WhiteboxError(f"no child run could run ({len(failed)} failed; the first: {next(iter(failed.values()))}); "
+        first = " ".join(next(iter(failed.values())).split())  # a library's reason may hold line breaks
+        raise WhiteboxError(f"no child run could run ({len(failed)} failed; the first: {first}); "
                             f"{result.folder / rep.MARKDOWN_FILE} lists them all: fix that and rerun with --resume")
     counts: dict[str, int] = {}
     for c in result.claims:
