@@ -5,8 +5,9 @@ A malformed row (bad JSON, missing field, gold out of range, empty option, wrong
 number of CSV fields) is reported as ``file:line: problem`` (1-based line where the row
 starts); repeated options are not malformed (lm-eval scores such rows). ``on_bad_row="error"`` raises WhiteboxError at the first one;
 ``"skip"`` drops it, records a BadRow in the result's ``bad_rows`` and warns once with
-a summary (when every row is malformed, that summary is the error). Every other row is loaded; the whole file is read even with ``limit`` (the
-first ``limit`` items are returned), so the same file always gives the same items.
+a summary (when every row is malformed, that summary is the error). Every other row is
+loaded; the whole file is read even with ``limit`` (the first ``limit`` items are
+returned), so the same file always gives the same items.
 """
 
 from __future__ import annotations
