@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -55,6 +55,16 @@ class SAE:
         if self.activation == "jumprelu":
             if self.threshold is None or tuple(self.threshold.shape) != (d_sae,):
                 raise WhiteboxError(f"a JumpReLU SAE needs a threshold of shape ({d_sae},)")
+
+    def to(self, device: torch.device | str) -> "SAE":
+        """This SAE with its tensors on ``device`` (itself when they are there already): encode on
+        the device the residuals were captured on, never copying them to the host."""
+        device = torch.device(device)
+        if self.w_enc.device == device:
+            return self
+        moved = {k: getattr(self, k).to(device) for k in ("w_enc", "b_enc", "w_dec", "b_dec")}
+        threshold = None if self.threshold is None else self.threshold.to(device)
+        return replace(self, **moved, threshold=threshold)
 
     @property
     def d_in(self) -> int:
