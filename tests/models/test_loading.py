@@ -93,16 +93,17 @@ def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
     folder = _save_tiny(tmp_path / "st")
     _tiny_tokenizer(folder)
     monkeypatch.setattr(loading, "PLACEMENT", loading.Placement())
-    plain = load_model(str(folder))
-    assert plain.device == torch.device("cuda" if torch.cuda.is_available() else "cpu")  # auto
-    assert not getattr(plain.model, "hf_device_map", None)
     seen = []
     original = tf.AutoModelForCausalLM.from_pretrained
     monkeypatch.setattr(tf.AutoModelForCausalLM, "from_pretrained",
                         lambda *a, **k: seen.append(k.get("device_map")) or original(*a, **k))
+    plain = load_model(str(folder))
+    where = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert plain.device == torch.device(where)  # auto
     loading.set_placement("cpu", "auto")
     split = load_model(str(folder))
-    assert seen == ["auto"]  # accelerate placed the modules (all on the CPU here)
+    # without a map the model is loaded straight onto the device; with one accelerate placed the modules
+    assert seen == [{"": where}, "auto"]
     assert split.device == torch.device("cpu")
     batch = Engine(split).batch(["t5 t9 t17"])
     torch.testing.assert_close(Engine(split).run(batch).logits, Engine(plain).run(batch.to(plain.device)).logits.to("cpu"))

@@ -17,6 +17,7 @@ import os
 import pickle
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,18 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        """Where inputs go: the token embedding's device (with ``device_map``, its execution device)."""
+        """Where inputs go: the token embedding's device (with ``device_map``, its execution device:
+        accelerate's hook on the embedding says it, else the map's entry for it)."""
         placed = getattr(self.model, "hf_device_map", None)
         if placed:
+            where = getattr(getattr(self.arch.embed, "_hf_hook", None), "execution_device", None)
+            if where is not None:
+                return execution_device(where)
             name = self.arch.family.embed
             where = next((d for m, d in sorted(placed.items(), key=lambda kv: -len(kv[0]))
                           if m == "" or name == m or name.startswith(m + ".")), None)
             if where is not None:
-                return execution_device(where)
+                return execution_device(where, placed)
         return self.arch.embed.weight.device
 
     @property
@@ -79,11 +84,16 @@ class LoadedModel:
         return self.stop_ids[0] if self.stop_ids else 0
 
 
-def execution_device(where: int | str | torch.device) -> torch.device:
-    """The device a ``device_map`` entry computes on (offloaded "cpu"/"disk" entries run on the CPU)."""
+def execution_device(where: int | str | torch.device, device_map: dict | None = None) -> torch.device:
+    """The device a ``device_map`` entry computes on. Offloaded "cpu"/"disk" entries compute on
+    the map's main device, as accelerate's ``dispatch_model`` runs them: its first device that is
+    neither (a GPU beside them), else the CPU."""
     if isinstance(where, int):
         return torch.device("cuda", where)
-    return torch.device("cpu" if str(where) == "disk" else where)
+    if str(where) in ("cpu", "disk"):
+        others = sorted({d for d in (device_map or {}).values() if str(d) not in ("cpu", "disk")}, key=str)
+        return execution_device(others[0]) if others else torch.device("cpu")
+    return torch.device(where)
 
 
 def cache_root() -> Path:
@@ -131,28 +141,60 @@ def gguf_sha256(gguf: Path) -> str:
 
 
 def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
-    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``."""
+    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``.
+
+    Safe with several processes at once (torchrun ranks on a cold cache): each writes its own
+    ``.partial-<pid>-<random>`` folder and renames it into place; a process that finds ``target``
+    already complete keeps that one. An exclusive lock on ``<target>.lock`` (where the file
+    system has ``flock``) makes the others wait for the first instead of repeating its work."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(target.with_name(target.name + ".lock")):
+        if (target / "config.json").is_file():  # another process finished it while this one waited
+            return
+        log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
+        try:
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        except (OSError, ValueError, KeyError) as e:
+            raise WhiteboxError(f"could not read GGUF file {gguf}: {e}") from e
+        # The weights are already float; transformers still marks the model as quantized
+        # and refuses to save it. Clearing the GGUF quantizer makes it a plain model.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            tmp.mkdir()
+            model.save_pretrained(tmp, safe_serialization=True)
+            tok.save_pretrained(tmp)
+            (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
+            if target.exists() and not (target / "config.json").is_file():
+                shutil.rmtree(target, ignore_errors=True)  # a cache left incomplete by an older version
+            try:
+                tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
+            except OSError:
+                if not (target / "config.json").is_file():  # not another process's finished cache
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def _exclusive(lock: Path):
+    """Hold an exclusive ``flock`` on ``lock`` (nothing where the platform has none)."""
     try:
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    except (OSError, ValueError, KeyError) as e:
-        raise WhiteboxError(f"could not read GGUF file {gguf}: {e}") from e
-    # The weights are already float; transformers still marks the model as quantized
-    # and refuses to save it. Clearing the GGUF quantizer makes it a plain model.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = target.with_name(target.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
-    (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: the rename alone keeps the cache whole
+        yield
+        return
+    with open(lock, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _weights_kind(folder: Path) -> str:
@@ -287,19 +329,39 @@ PLACEMENT = Placement()
 def set_placement(device: str = "auto", device_map: str | None = None) -> None:
     """Set this process's default placement (``device``: auto, cpu, cuda, cuda:N, mps;
     ``device_map``: e.g. ``auto`` to split the layers over every visible GPU). A device
-    this machine does not have is refused here, before any work starts."""
+    this machine does not have, or a device map under torchrun, is refused here, before any
+    work starts."""
+    refuse_map_under_torchrun(device_map)
     resolve_device(device)
     PLACEMENT.device, PLACEMENT.device_map = device, device_map
 
 
+def refuse_map_under_torchrun(device_map) -> None:
+    """A device map spreads one model over every visible GPU; under torchrun every rank would
+    spread its own copy over all of them. Refused: one process with the map, or ranks without it."""
+    if device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise WhiteboxError("--device-map is not for torchrun: every rank would spread its own copy of the model "
+                            "over all the GPUs. Run one process with --device-map (a model too large for one GPU), "
+                            "or torchrun without it (each rank loads the model on its own GPU)")
+
+
 def rank_device(device: str | torch.device) -> str:
     """The device name this process means: ``auto`` -> cuda or cpu; under torchrun
-    ``cuda`` -> ``cuda:LOCAL_RANK`` (each rank its own GPU)."""
+    ``cuda`` -> ``cuda:LOCAL_RANK`` (each rank its own GPU), or ``cuda:0`` where the rank sees
+    a single GPU (``CUDA_VISIBLE_DEVICES`` set per rank, or ranks sharing one GPU)."""
     device = str(device)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and "LOCAL_RANK" in os.environ:
-        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        local, visible = int(os.environ["LOCAL_RANK"]), torch.cuda.device_count()
+        if visible == 1:
+            device = "cuda:0"
+        elif visible == 0 or local < visible:  # (none visible: resolve_device says so)
+            device = f"cuda:{local}"
+        else:
+            raise WhiteboxError(f"torchrun local rank {local} has no GPU of its own: this process sees {visible} GPUs "
+                                f"(cuda:0..{visible - 1}); start at most {visible} ranks per node, or give each rank "
+                                "one GPU with CUDA_VISIBLE_DEVICES")
     return device
 
 
@@ -370,9 +432,15 @@ def load_model(
     if not sys.stderr.isatty():  # a log file gets our progress lines, not transformers' \r bars
         hf_logging.disable_progress_bar()
 
+    device_map = PLACEMENT.device_map if device_map is None else device_map
+    refuse_map_under_torchrun(device_map)
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
     torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
-    device_map = PLACEMENT.device_map if device_map is None else device_map
+    if device_map is None:  # loaded straight onto the device: never a whole copy in host memory first
+        where = resolve_device(device)
+        if where.type == "cuda":
+            torch.cuda.set_device(where)  # this rank's GPU is the current one (kernels, caches, memory stats)
+        device_map = {"": str(where)}
     is_hub = not Path(source).exists()
     if is_hub and (reason := _hub_unreachable_reason()):
         raise WhiteboxError(
@@ -405,8 +473,6 @@ def load_model(
         if "trust_remote_code" in str(e):
             raise WhiteboxError(f"{spec} needs custom modelling code; pass trust_remote_code=True (CLI: --trust-remote-code) if you trust it") from e
         raise WhiteboxError(f"could not load model from {source}: {e}") from e
-    if device_map is None:
-        model.to(resolve_device(device))
     model.eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
