@@ -1,0 +1,66 @@
+"""Where a model goes under torchrun and device maps (GPU counts simulated: no GPU needed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from accelerate.hooks import AlignDevicesHook, add_hook_to_module
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from tiny_models import tiny_loaded  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.models import loading  # noqa: E402
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    def see(n: int) -> None:
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+    return see
+
+
+def test_each_torchrun_rank_gets_its_own_gpu_or_a_clear_error(gpus, monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    gpus(2)
+    assert loading.rank_device("cuda") == "cuda:1"
+    assert loading.rank_device("auto") == "cuda:1"
+    assert loading.rank_device("cuda:0") == "cuda:0"  # an explicit GPU stays
+    gpus(1)  # CUDA_VISIBLE_DEVICES set per rank: the one GPU it sees is cuda:0
+    assert loading.rank_device("cuda") == "cuda:0"
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    gpus(2)
+    with pytest.raises(WhiteboxError, match=r"local rank 3 has no GPU of its own: this process sees 2 GPUs.*CUDA_VISIBLE_DEVICES"):
+        loading.rank_device("cuda")
+
+
+def test_a_device_map_is_refused_under_torchrun(monkeypatch):
+    monkeypatch.setattr(loading, "PLACEMENT", loading.Placement())
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(WhiteboxError, match="--device-map is not for torchrun"):
+        loading.set_placement("cpu", "auto")
+    with pytest.raises(WhiteboxError, match="--device-map is not for torchrun"):
+        loading.load_model("/nonexistent/model", device_map="auto")  # before anything is read
+    loading.set_placement("cpu")  # torchrun without a map is the data-parallel run
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    loading.set_placement("cpu", "auto")  # one process may split a model
+
+
+def test_offloaded_map_entries_compute_on_the_maps_gpu():
+    # accelerate's dispatch_model runs "cpu"/"disk" entries on the main device: the first GPU of the map
+    placed = {"model.embed_tokens": "cpu", "model.layers.0": 0, "model.layers.1": 1, "lm_head": "disk"}
+    assert loading.execution_device("cpu", placed) == torch.device("cuda", 0)
+    assert loading.execution_device("disk", placed) == torch.device("cuda", 0)
+    assert loading.execution_device("cpu", {"a": "cpu", "b": "disk"}) == torch.device("cpu")
+    assert loading.execution_device(1, placed) == torch.device("cuda", 1)
+
+
+def test_inputs_go_where_accelerates_hook_on_the_embedding_computes():
+    lm = tiny_loaded("llama")
+    lm.model.hf_device_map = {"model.embed_tokens": "cpu", "model.layers": "cpu", "model.norm": "cpu", "lm_head": "cpu"}
+    assert lm.device == torch.device("cpu")
+    add_hook_to_module(lm.arch.embed, AlignDevicesHook(execution_device="meta", io_same_device=False))
+    assert lm.device == torch.device("meta")  # the hook, not the map's "cpu", says where it computes
