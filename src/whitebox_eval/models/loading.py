@@ -46,19 +46,20 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        """Where inputs go: the token embedding's device (with ``device_map``, its execution device:
-        accelerate's hook on the embedding says it, else the map's entry for it)."""
+        """Where inputs go: the device the token embedding computes on. Under a device map that
+        is what accelerate's hook on it says (an offloaded embedding computes on the map's GPU),
+        else where its weight is, else the map's entry for it."""
+        embed = self.arch.embed
+        where = getattr(getattr(embed, "_hf_hook", None), "execution_device", None)
+        if where is not None:
+            return execution_device(where)
         placed = getattr(self.model, "hf_device_map", None)
-        if placed:
-            where = getattr(getattr(self.arch.embed, "_hf_hook", None), "execution_device", None)
-            if where is not None:
-                return execution_device(where)
-            name = self.arch.family.embed
-            where = next((d for m, d in sorted(placed.items(), key=lambda kv: -len(kv[0]))
-                          if m == "" or name == m or name.startswith(m + ".")), None)
-            if where is not None:
-                return execution_device(where, placed)
-        return self.arch.embed.weight.device
+        if embed.weight.device.type != "meta" or not placed:
+            return embed.weight.device
+        name = self.arch.family.embed
+        where = next((d for m, d in sorted(placed.items(), key=lambda kv: -len(kv[0]))
+                      if m == "" or name == m or name.startswith(m + ".")), None)
+        return embed.weight.device if where is None else execution_device(where, placed)
 
     @property
     def name(self) -> str:
