@@ -21,7 +21,8 @@ from accelerate.hooks import AlignDevicesHook, add_hook_to_module
 from tiny_models import tiny_loaded
 from whitebox_eval.internals import Capture, EditAttention, Engine, MaskNeurons, Patch, ScaleHeads, batch_from_ids, cells_from_pairs
 from whitebox_eval.models.architectures import Architecture
-from whitebox_eval.models.loading import LoadedModel, execution_device
+from whitebox_eval.models.loading import LoadedModel
+from whitebox_eval.models.placement import execution_device
 
 IDS = [[5, 9, 17, 33, 2, 41, 7, 12], [3, 8, 21, 30, 11, 6]]
 POINTS = ["q", "k", "v", "q_rot", "k_rot", "attn", "head_out", "mlp_act", "resid_pre", "resid"]

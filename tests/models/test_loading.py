@@ -88,11 +88,11 @@ def test_local_safetensors_folder_loads_and_runs(tmp_path):
 
 def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
     """``whitebox-eval --device-map auto ...`` sets the default every study's load uses."""
-    from whitebox_eval.models import loading
+    from whitebox_eval.models import placement
 
     folder = _save_tiny(tmp_path / "st")
     _tiny_tokenizer(folder)
-    monkeypatch.setattr(loading, "PLACEMENT", loading.Placement())
+    monkeypatch.setattr(placement, "PLACEMENT", placement.Placement())
     seen = []
     original = tf.AutoModelForCausalLM.from_pretrained
     monkeypatch.setattr(tf.AutoModelForCausalLM, "from_pretrained",
@@ -100,7 +100,7 @@ def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
     plain = load_model(str(folder))
     where = "cuda:0" if torch.cuda.is_available() else "cpu"
     assert plain.device == torch.device(where)  # auto
-    loading.set_placement("cpu", "auto")
+    placement.set_placement("cpu", "auto")
     split = load_model(str(folder))
     # without a map the model is loaded straight onto the device; with one accelerate placed the modules
     assert seen == [{"": where}, "auto"]
@@ -108,14 +108,14 @@ def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
     batch = Engine(split).batch(["t5 t9 t17"])
     torch.testing.assert_close(Engine(split).run(batch).logits, Engine(plain).run(batch.to(plain.device)).logits.to("cpu"))
     monkeypatch.setenv("LOCAL_RANK", "1")
-    assert loading.rank_device("cuda") == "cuda:1"  # torchrun: each rank its own GPU
-    assert loading.rank_device("cuda:0") == "cuda:0"  # an explicit GPU stays
-    assert loading.resolve_device("cpu") == torch.device("cpu")
+    assert placement.rank_device("cuda") == "cuda:1"  # torchrun: each rank its own GPU
+    assert placement.rank_device("cuda:0") == "cuda:0"  # an explicit GPU stays
+    assert placement.resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(WhiteboxError, match="unknown device 'gpu0'"):
-        loading.set_placement("gpu0")
+        placement.set_placement("gpu0")
     if not torch.cuda.is_available():
         with pytest.raises(WhiteboxError, match="sees no CUDA GPU"):
-            loading.set_placement("cuda")
+            placement.set_placement("cuda")
 
 
 def _tiny_tokenizer(folder: Path) -> None:

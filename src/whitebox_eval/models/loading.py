@@ -27,7 +27,9 @@ from safetensors import SafetensorError
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.architectures import Architecture
+from whitebox_eval.models import placement
 from whitebox_eval.models.bundled import BUNDLED, bundled_gguf_path
+from whitebox_eval.models.placement import execution_device, refuse_map_under_torchrun, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -83,18 +85,6 @@ class LoadedModel:
             if t is not None:
                 return int(t)
         return self.stop_ids[0] if self.stop_ids else 0
-
-
-def execution_device(where: int | str | torch.device, device_map: dict | None = None) -> torch.device:
-    """The device a ``device_map`` entry computes on. Offloaded "cpu"/"disk" entries compute on
-    the map's main device, as accelerate's ``dispatch_model`` runs them: its first device that is
-    neither (a GPU beside them), else the CPU."""
-    if isinstance(where, int):
-        return torch.device("cuda", where)
-    if str(where) in ("cpu", "disk"):
-        others = sorted({d for d in (device_map or {}).values() if str(d) not in ("cpu", "disk")}, key=str)
-        return execution_device(others[0]) if others else torch.device("cpu")
-    return torch.device(where)
 
 
 def cache_root() -> Path:
@@ -315,72 +305,6 @@ def _hub_unreachable_reason() -> str | None:
     return None
 
 
-@dataclass
-class Placement:
-    """Where :func:`load_model` puts a model when the caller does not say (CLI: the
-    ``--device`` / ``--device-map`` options before the sub-command)."""
-
-    device: str = "auto"
-    device_map: str | None = None
-
-
-PLACEMENT = Placement()
-
-
-def set_placement(device: str = "auto", device_map: str | None = None) -> None:
-    """Set this process's default placement (``device``: auto, cpu, cuda, cuda:N, mps;
-    ``device_map``: e.g. ``auto`` to split the layers over every visible GPU). A device
-    this machine does not have, or a device map under torchrun, is refused here, before any
-    work starts."""
-    refuse_map_under_torchrun(device_map)
-    resolve_device(device)
-    PLACEMENT.device, PLACEMENT.device_map = device, device_map
-
-
-def refuse_map_under_torchrun(device_map) -> None:
-    """A device map spreads one model over every visible GPU; under torchrun every rank would
-    spread its own copy over all of them. Refused: one process with the map, or ranks without it."""
-    if device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise WhiteboxError("--device-map is not for torchrun: every rank would spread its own copy of the model "
-                            "over all the GPUs. Run one process with --device-map (a model too large for one GPU), "
-                            "or torchrun without it (each rank loads the model on its own GPU)")
-
-
-def rank_device(device: str | torch.device) -> str:
-    """The device name this process means: ``auto`` -> cuda or cpu; under torchrun
-    ``cuda`` -> ``cuda:LOCAL_RANK`` (each rank its own GPU), or ``cuda:0`` where the rank sees
-    a single GPU (``CUDA_VISIBLE_DEVICES`` set per rank, or ranks sharing one GPU)."""
-    device = str(device)
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        local, visible = int(os.environ["LOCAL_RANK"]), torch.cuda.device_count()
-        if visible == 1:
-            device = "cuda:0"
-        elif visible == 0 or local < visible:  # (none visible: resolve_device says so)
-            device = f"cuda:{local}"
-        else:
-            raise WhiteboxError(f"torchrun local rank {local} has no GPU of its own: this process sees {visible} GPUs "
-                                f"(cuda:0..{visible - 1}); start at most {visible} ranks per node, or give each rank "
-                                "one GPU with CUDA_VISIBLE_DEVICES")
-    return device
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``auto`` (or None) is the GPU when there is one, else the CPU; under torchrun
-    ``cuda`` means this rank's GPU (``LOCAL_RANK``)."""
-    device = rank_device(PLACEMENT.device if device is None else device)
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        raise WhiteboxError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise WhiteboxError(f"device {device!r} asked for, but this torch build sees no CUDA GPU; use --device cpu (or auto)")
-    if resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise WhiteboxError(f"device {device!r} asked for, but MPS is not available here; use --device cpu (or auto)")
-    return resolved
-
-
 #: the weight dtypes a user can ask for (CLI ``--dtype``); ``auto`` is resolved by :func:`resolve_dtype`
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -419,7 +343,7 @@ def load_model(
 
     ``dtype``: ``auto`` (float32 on the CPU, the checkpoint's dtype on a GPU), ``float32``,
     ``bfloat16`` or ``float16`` (see :func:`resolve_dtype`). ``device`` / ``device_map``
-    default to :data:`PLACEMENT` (``auto``: the GPU when there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
+    default to :data:`~whitebox_eval.models.placement.PLACEMENT` (``auto``: the GPU when there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
     several devices; the engine's captures and edits follow each layer's device. The
     model is put in eval mode. ``attn_implementation`` is what runs when the
     engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
@@ -433,7 +357,7 @@ def load_model(
     if not sys.stderr.isatty():  # a log file gets our progress lines, not transformers' \r bars
         hf_logging.disable_progress_bar()
 
-    device_map = PLACEMENT.device_map if device_map is None else device_map
+    device_map = placement.PLACEMENT.device_map if device_map is None else device_map
     refuse_map_under_torchrun(device_map)
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
     torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
