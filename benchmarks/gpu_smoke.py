@@ -66,21 +66,51 @@ TINY_SMOLLM2 = dict(SMOLLM2, hidden_size=64, intermediate_size=96, num_hidden_la
 
 
 # ---------------------------------------------------------------- assets and the pinned wheels
+def pinned_closure() -> list[str]:
+    """``name==version`` of :data:`PINNED` and everything they need here, but torch, numpy and CUDA's
+    own packages (the GPU image's torch brings those): what the carried wheels hold."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins, todo = {}, list(PINNED)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in pins or name in ("torch", "numpy", "triton") or name.startswith("nvidia-"):
+            continue
+        pins[name] = metadata.version(name)
+        for text in metadata.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return [f"{n}=={v}" for n, v in sorted(pins.items())]
+
+
 def prepare(assets: Path) -> None:
-    """The SmolLM2 tokenizer and the pinned wheels, for a GPU machine without either."""
+    """The SmolLM2 tokenizer and the pinned wheels, for a GPU machine without either. Compiled
+    wheels are also fetched for the other CPython versions an image may have (3.10-3.13, x86-64
+    Linux), each where the index has it; ``missing.txt`` lists the ones it has not."""
     from whitebox_eval.models import load_model
 
     load_model("smollm2-135m", device="cpu").tokenizer.save_pretrained(assets / "tokenizer")
-    pins = [f"{name}=={metadata.version(name)}" for name in PINNED]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                    "--dest", str(assets / "wheels"), *pins], check=True)
+    pins, wheels = pinned_closure(), assets / "wheels"
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", str(wheels)]
+    subprocess.run([*pip, *pins], check=True)  # this Python's wheels: all must exist
+    compiled = sorted({w.name.split("-")[0] for w in wheels.glob("*.whl") if not w.name.endswith("-none-any.whl")})
+    missing = []
+    for py in ("3.10", "3.11", "3.12", "3.13"):
+        for pin in pins:
+            if pin.split("==")[0].replace("-", "_") in compiled and subprocess.run(
+                    [*pip, "--python-version", py, "--platform", "manylinux_2_28_x86_64", "--platform",
+                     "manylinux2014_x86_64", pin], capture_output=True).returncode:
+                missing.append(f"{pin} for CPython {py}")
     (assets / "pins.txt").write_text("\n".join(pins) + "\n")
+    (assets / "missing.txt").write_text("".join(m + "\n" for m in missing))
 
 
 def use_pinned_wheels(assets: Path) -> None:
     """Install the carried wheels beside the image's packages and start again, where they differ."""
     pins = (assets / "pins.txt").read_text().split() if (assets / "pins.txt").is_file() else []
-    wanted = dict(p.split("==") for p in pins)
+    wanted = dict(p.split("==") for p in pins if p.split("==")[0] in PINNED)
     have = {}
     for name in wanted:
         try:
