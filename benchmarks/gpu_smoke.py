@@ -304,8 +304,13 @@ def step_device_split(device: str, tmp: Path) -> str:
     cfg = kn.KeyNeuronConfig(score="contribution", final_norm="full")
     for x, y in zip(kn.token_scores(Engine(off), seqs, cfg), kn.token_scores(Engine(cpu), seqs, cfg)):
         d = max(d, close(x, y, 1e-4, 1e-3, what="offloaded MUI"))
+    from whitebox_eval.mui.sae import train_topk_sae
+
+    x = torch.randn(512, 32)  # SAE training on the device draws the CPU run's batches
+    a, b = (train_topk_sae(x, 48, 4, steps=20, batch_size=64, device=where) for where in ("cpu", device))
+    d = max(d, close(b.w_dec, a.w_dec, 1e-3, 1e-3, what="SAE training"))
     assert np.isfinite(d)
-    return f"max |diff| {d:.1e} (mcqa, cloze, SAE fidelity, MUI contribution and IG; offloaded lens and MUI)"
+    return f"max |diff| {d:.1e} (mcqa, cloze, SAE fidelity, MUI contribution and IG; offloaded lens and MUI; SAE training)"
 
 
 
