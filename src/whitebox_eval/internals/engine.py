@@ -102,6 +102,7 @@ class _Plan:
         self.attn_full: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # (key, head mean)
         self.attn_edits: dict[int, list[EditAttention]] = defaultdict(list)
         self.grads: dict[str, dict[int, torch.Tensor]] = {}
+        self._masks: dict[tuple, tuple] = {}  # the additive mask of each mask a layer received, built once per pass
 
     def computed(self, ppos: torch.Tensor, what: str) -> torch.Tensor:
         """Padded positions [B, P] -> indices into the columns this pass computes (after a cache)."""
@@ -122,7 +123,7 @@ class _Plan:
             shift = x.shape[2] - query.shape[2]  # keys also hold a cached prefix
             self.results[name][layer] = _gather(x.transpose(1, 2), pos + shift)
         full = layer in self.attn_edits or layer in self.attn_full
-        amask = attn_impl.additive_mask(mask, query.shape[2], key.shape[2], query.device) if full else None
+        amask = self._additive(mask, query.shape[2], key.shape[2], query.device) if full else None
         if layer in self.attn_edits:  # edited layers run eager math: softmax, edit, then weights @ values
             probs = attn_impl.attention_probs(query, key, amask, scaling, softcap)
             for edit in self.attn_edits[layer]:
@@ -148,6 +149,14 @@ class _Plan:
                 rows = attn_impl.attention_probs(q_rows, key, m_rows, scaling, softcap)
             self.results[name][layer] = self.batch.unpad_keys(rows)
         return out, weights
+
+    def _additive(self, mask, q_len: int, k_len: int, device) -> torch.Tensor:
+        """The float32 additive form of ``mask``, built once per pass and device (layers of one kind
+        receive the same mask object; the entry keeps it alive so its id is not reused)."""
+        key = (id(mask), q_len, k_len, str(device))
+        if key not in self._masks:
+            self._masks[key] = (mask, attn_impl.additive_mask(mask, q_len, k_len, device))
+        return self._masks[key][1]
 
     def _unpad_full(self, probs: torch.Tensor) -> torch.Tensor:
         """[B, H, S, S] padded -> unpadded on both axes (query rows re-indexed like keys)."""
