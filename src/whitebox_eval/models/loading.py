@@ -155,12 +155,17 @@ def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
+        # under torchrun save_pretrained writes nothing on a rank other than 0; here every rank
+        # that gets the lock first writes the cache the others then read
+        model.should_save_on_this_rank = lambda is_main_process: True
         tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
         try:
             tmp.mkdir()
             model.save_pretrained(tmp, safe_serialization=True)
             tok.save_pretrained(tmp)
             (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
+            if not (tmp / "config.json").is_file() or not any(tmp.glob("*.safetensors")):
+                raise WhiteboxError(f"dequantising {gguf} wrote no model files to {tmp}")
             if target.exists() and not (target / "config.json").is_file():
                 shutil.rmtree(target, ignore_errors=True)  # a cache left incomplete by an older version
             try:
