@@ -151,3 +151,24 @@ def test_out_of_range_requests_raise_the_project_error():
 
         engine.run(batch, edits=[MaskNeurons(0, [10_000])])
     assert torch.isfinite(engine.run(batch).logits).all()  # the engine is still usable after errors
+
+
+def test_a_gpu_load_goes_straight_to_its_device_and_makes_it_current(tmp_path, monkeypatch):
+    """Simulated GPU: the weights are loaded onto cuda:1 (no whole copy in host memory first) and
+    cuda:1 becomes the current device (a torchrun rank's kernels and caches go there)."""
+    from whitebox_eval.models import loading
+
+    folder = _save_tiny(tmp_path / "st")
+    _tiny_tokenizer(folder)
+    seen = []
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda", 1))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.append(("current", torch.device(d))))
+
+    def from_pretrained(*a, **k):
+        seen.append(("device_map", k.get("device_map")))
+        raise RuntimeError("stop here: no GPU to load onto")
+
+    monkeypatch.setattr(tf.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    with pytest.raises(RuntimeError, match="stop here"):
+        load_model(str(folder), dtype="float32", device="cuda")
+    assert seen == [("current", torch.device("cuda", 1)), ("device_map", {"": "cuda:1"})]
