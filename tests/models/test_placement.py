@@ -80,3 +80,7 @@ def test_config_yaml_records_device_gpu_map_and_sdpa_backends(tmp_path, gpus, mo
         monkeypatch.setattr(torch.backends.cuda, f"{flag}_sdp_enabled", lambda on=on: on)
     assert placement.record() == {"device": "cuda:1", "device_map": None, "gpu": "Simulated GPU 1",
                                   "sdpa_backends": ["efficient", "math"]}
+    monkeypatch.delenv("LOCAL_RANK")  # plain "cuda": the current device, by its number
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    placement.set_placement("cuda")
+    assert placement.record()["device"] == "cuda:0"

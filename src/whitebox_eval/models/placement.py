@@ -95,6 +95,8 @@ def record() -> dict:
     and compared: the device (this rank's), the GPU's name, the ``--device-map`` option and the
     SDPA backends torch may choose from on that device (it picks one per call by the inputs)."""
     device = resolve_device(None)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     out = {"device": str(device), "device_map": PLACEMENT.device_map, "gpu": None, "sdpa_backends": None}
     if device.type == "cuda":
         b = torch.backends.cuda
