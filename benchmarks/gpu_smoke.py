@@ -9,9 +9,10 @@ Steps (each timed; a failing step is recorded and the next one runs; exit status
 3. ``sdpa_backends``: each SDPA backend (flash, efficient, cuDNN) against the math one, unpadded
    and left-padded (a backend that refuses the inputs is reported, not failed);
 4. ``device_split``: the last layer, final norm and head on the CPU, the rest on the GPU (what a
-   device map does over two devices): engine, mcqa scorers and cloze, SAE fidelity, span's
-   rollout, MUI contribution and IG equal the unsplit model's; then accelerate's own dispatch
-   with layers offloaded to the CPU and disk (read through its hooks): logit lens and MUI;
+   device map does over two devices): mcqa scorers and cloze, SAE fidelity, MUI contribution
+   and IG equal the unsplit model's; then accelerate's own dispatch with layers offloaded to the
+   CPU and disk (read through its hooks): logit lens and MUI; and SAE training on the GPU
+   against the CPU's (span's rollout on a GPU tensor runs in step 5);
 5. ``suite_clis``: the suites' commands on a random-weight SmolLM2-135M-shaped bf16 checkpoint
    (its real tokenizer): mcqa 2-shot and cloze, span with rollout and fine-tuning, mui with IG,
    gar truth-heads, and a 2-rank torchrun of mcqa against one process (same results);
@@ -28,9 +29,11 @@ Prepare once, here (needs the bundled SmolLM2 and the network to PyPI)::
     python benchmarks/gpu_smoke.py --prepare benchmarks/gpu_smoke_assets
 
 writes the SmolLM2 tokenizer and ``pip download``s the pinned wheels (this environment's
-transformers, huggingface_hub, tokenizers, safetensors, accelerate, gguf) into ``wheels/`` there.
-The folder is git-ignored: the device call carries it (``carry=["benchmarks/gpu_smoke_assets"]``,
-~25 MB). On the GPU machine::
+transformers, huggingface_hub, tokenizers, safetensors, accelerate, gguf and what they need, but
+torch, numpy and CUDA's packages, which the image's torch brings; compiled ones for CPython
+3.10-3.13) into ``wheels/`` there, with ``pins.txt`` and ``missing.txt``. The folder is
+git-ignored: the device call carries it (``carry=["benchmarks/gpu_smoke_assets"]``, ~45 MB).
+On the GPU machine::
 
     python benchmarks/gpu_smoke.py --assets benchmarks/gpu_smoke_assets --out $OUT
 
