@@ -30,7 +30,7 @@ RUNS: dict[str, list[str]] = {
     "dtype_agreement.py": ["--models", TINY, "--limit", "12"],
 }
 #: scripts another test runs at a micro size
-ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)"}
+ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py": "tests/test_gpu_smoke.py (--cpu steps)"}
 #: scripts that need what a unit test does not have
 NOT_RUN = {
     "same_numbers.py": "the bundled SmolLM2 on the shared samples (a recording takes minutes per study)",
