@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from whitebox_eval import power, stats
@@ -243,6 +244,38 @@ def holm(claims: list[dict[str, Any]]) -> None:
         c.setdefault("verdict_holm", c["verdict"])
 
 
+def figures(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> list[dict[str, Any]]:
+    """What the child runs hold for the report's figures besides the claims: every mcqa
+    run's QK-score accuracy per head (arrays/qk_head_accuracy.npy, degenerate heads as
+    None) and every span run's reference-attention maps (plots/rollout_*.png, by path
+    relative to the reproduction folder)."""
+    import numpy as np
+
+    out: list[dict[str, Any]] = []
+    for ch in plan.children:
+        uses = [e for p, e in ch.uses if p == paper.number]
+        o = outcomes.get(ch.run_id)
+        if not uses or o is None or o.status != "done" or not o.folder:
+            continue
+        folder = Path(o.folder)
+        table = folder / "arrays" / "qk_head_accuracy.npy"
+        if ch.suite == "mcqa" and table.is_file():
+            m = np.load(table)
+            deg_path = folder / "arrays" / "qk_degenerate_heads.npy"
+            deg = np.load(deg_path).astype(bool) if deg_path.is_file() else np.zeros(m.shape, dtype=bool)
+            res = o.study().results
+            out.append({"kind": "heatmap", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
+                        "matrix": [[None if deg[i, j] else round(float(v), 4) for j, v in enumerate(row)]
+                                   for i, row in enumerate(m)],
+                        "chosen": (res.get("qk") or {}).get("best_head"), "chance": float(res.get("chance") or 0.0),
+                        "source": f"runs/{ch.run_id}/arrays/qk_head_accuracy.npy"})
+        if ch.suite == "span":
+            for png in sorted((folder / "plots").glob("rollout_*.png")):
+                out.append({"kind": "image", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
+                            "path": f"runs/{ch.run_id}/plots/{png.name}"})
+    return out
+
+
 def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     """Everything about one paper: its runs, tables, claims, scaled-down parts, what did not run."""
     runs = []
@@ -264,7 +297,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
             "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
-            "claims": claims, "scaled_down": scaled, "not_run": not_run}
+            "claims": claims, "figures": figures(paper, plan, outcomes), "scaled_down": scaled, "not_run": not_run}
 
 
 def content(plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
