@@ -258,15 +258,19 @@ def random_heads(spec, arms, results, samples, direction) -> dict[str, Any]:
                     f"{stats.fmt_p(t['p_value'])}"}
 
 
+def _test_of(results: Mapping[str, Any], spec: Mapping[str, Any]):
+    return test(results, {"paired": spec["paired"]} if "paired" in spec else {"at": spec["test_at"]})
+
+
 def beat(spec, arms, results, samples, direction) -> dict[str, Any]:
-    t = test(results, spec)
+    t = _test_of(results, spec)
     return {"explains": not _significant_in(t, direction), "test": t,
             "text": f"{spec.get('label', t['source'])}: {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
                     f"{100 * t['hi']:+.1f}] n={t['n']}, {t['test']} {stats.fmt_p(t['p_value'])}"}
 
 
 def opposite_edit(spec, arms, results, samples, direction) -> dict[str, Any]:
-    t = test(results, spec)
+    t = _test_of(results, spec)
     same = _significant_in(t, direction)
     return {"explains": same, "test": t,
             "text": f"{spec.get('label', t['source'])} (meant to move the other way): {100 * t['value']:+.1f} pp "

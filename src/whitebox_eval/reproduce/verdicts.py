@@ -18,7 +18,7 @@ declares (:mod:`.checks`) and, within its paper, a Holm-adjusted p-value beside 
 - **not run** (the child did not run) / **not tested** (it ran, but holds no such statistic).
 
 Where a statistic has no p-value (an interval only), p is the two-sided normal p its
-interval implies (SE = width / (2 x 1.96)).
+interval implies (:func:`interval_p`): p < 0.05 exactly when the interval excludes the boundary.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ RULE = ("uninformative = a declared precondition failed (named, with its value),
         "but a declared control explains the effect (named: e.g. the head does not beat always answering "
         "the most frequent letter, or the same edit on random heads does as well); "
         "holds = significant in the claimed direction (p < 0.05; a statistic with only an interval gets the "
-        "normal p it implies); contradicted = significant the other way; not shown at this n = neither, "
+        "normal p it implies, below 0.05 exactly when the interval excludes the boundary); contradicted = significant the other way; not shown at this n = neither, "
         "with the smallest effect this n could detect, (z_0.975 + z_0.80) x SE (two-sided alpha 0.05, 80% "
         "power): more items could settle it; not run = its child run did not run; not tested = the child "
         "ran but holds no such statistic. A claim of no difference is decided by two one-sided tests "
@@ -61,11 +61,24 @@ def _value(stat: Mapping[str, Any]) -> float:
     return float(stat["value"] if "value" in stat else stat["diff"])
 
 
+def interval_p(stat: Mapping[str, Any], than: float = 0.0) -> float:
+    """The two-sided normal p of a statistic that has only an interval: SE is the interval's
+    half-width on the side of the boundary over z_0.975, so p < 0.05 exactly when the 95%
+    interval excludes the boundary (an asymmetric interval keeps its shape)."""
+    from scipy.stats import norm
+
+    value, lo, hi = _value(stat), float(stat["lo"]), float(stat["hi"])
+    effect = value - than
+    half = (value - lo) if effect > 0 else (hi - value)
+    if half <= 0:
+        return 1.0 if effect == 0 else 0.0
+    return float(min(1.0, 2 * norm.sf(abs(effect) / (half / power._z(0.5 + stats.LEVEL / 2)))))
+
+
 def decide(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: float | None = None,
            p: float | None = None, alpha: float = stats.ALPHA) -> dict[str, Any]:
     """The statistical verdict alone (no preconditions or controls): holds, contradicted or
     not shown at this n, with the deciding p-value (``p`` overrides it: a Holm-adjusted p)."""
-    from scipy.stats import norm
 
     value = _value(stat)
     effect = value - than
@@ -84,8 +97,8 @@ def decide(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: f
         return out
     raw = stat.get("p_value")
     if raw is None or (isinstance(raw, float) and math.isnan(raw)):
-        raw = 1.0 if se == 0 else float(2 * norm.sf(abs(effect) / se))
-        basis = "p from the 95% interval (normal)"
+        raw = interval_p(stat, than)
+        basis = "p from the 95% interval (normal, its half-width on the boundary's side)"
     else:
         basis = "the test's p-value"
     p_dec = float(raw) if p is None else p
