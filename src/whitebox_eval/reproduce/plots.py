@@ -143,7 +143,7 @@ def heatmap(fig: Mapping[str, Any]) -> Markup:
                                "#b22222" if chosen else "none", tip))
     for h in range(n_h):
         parts.append(_text(left + h * cell + cell / 2, top + n_l * cell + 10, f"H{h}", anchor="middle", size=8))
-    return _svg(f"heatmap-000-{fig['model']}-{fig['experiment']}", left + n_h * cell + 20, top + n_l * cell + 24,
+    return _svg(f"heatmap-000-{fig['model']}-{fig['experiment']}", max(left + n_h * cell + 20, 620), top + n_l * cell + 24,
                 join(parts), f"000 {fig['experiment']}, {fig['model']}: head accuracy (chosen L{fig['chosen'][0]}H{fig['chosen'][1]})"
                 if fig.get("chosen") else f"000 {fig['experiment']}, {fig['model']}: head accuracy")
 
