@@ -86,9 +86,21 @@ def _estimate_key(results: Mapping[str, Any], key: str) -> dict[str, Any]:
             ci = interval(key, where, results, head)
             out = {"value": float(value), "source": key}
             if ci is not None:
-                out.update(lo=ci["lo"], hi=ci["hi"], n=ci["n"], method=ci["method"])
+                out.update(_honest(float(value), ci))
             return out
     raise Missing(f"no {key!r} in results.json")
+
+
+def _honest(value: float, ci: Mapping[str, Any]) -> dict[str, Any]:
+    """The child's interval, except a zero-width bootstrap at 0 or 1 (a run written before
+    :func:`whitebox_eval.stats.bootstrap` stopped giving one): then Wilson over its n items,
+    as stats gives now (``wilson_at_bound``)."""
+    out = {"lo": ci["lo"], "hi": ci["hi"], "n": ci["n"], "method": ci["method"]}
+    if ci["method"] == "bootstrap" and ci["lo"] == ci["hi"] == value and value in (0.0, 1.0) and ci.get("n"):
+        n = int(ci["n"])
+        out["lo"], out["hi"] = stats.wilson(int(value) * n, n)
+        out["method"] = "wilson_at_bound"
+    return out
 
 
 def estimate(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,7 +122,7 @@ def estimate(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, A
         if isinstance(parent, Mapping) and isinstance(path[-1], str):
             ci = interval(path[-1], parent)
             if ci is not None:
-                out.update(lo=ci["lo"], hi=ci["hi"], n=ci["n"], method=ci["method"])
+                out.update(_honest(out["value"], ci))
     return out
 
 
