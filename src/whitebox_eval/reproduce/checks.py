@@ -146,15 +146,19 @@ def reference_sound(spec, arms, results, stat) -> dict[str, Any]:
 
 
 def not_at_bound(spec, arms, results, stat) -> dict[str, Any]:
-    counted = [a for a in arms.values() if "k" in a]
-    if not counted:
-        raise Missing("not_at_bound needs arms with counts")
-    floor = all(a["k"] == 0 for a in counted)
-    ceiling = all(a["k"] == a["n"] for a in counted)
+    counted = [a for a in arms.values() if "value" in a]
+    if not counted or len(counted) < len(arms):
+        raise Missing("not_at_bound needs every arm's value")
+    floor = all(a["value"] == 0 for a in counted)
+    ceiling = all(a["value"] == 1 for a in counted)
     what = "floor: no item right in any arm" if floor else "ceiling: every item right in every arm" if ceiling else \
         "not every arm at 0% or at 100%"
     return {"passed": not (floor or ceiling), "bound": "floor" if floor else "ceiling" if ceiling else None,
-            "text": f"{what} (" + ", ".join(f"{a['label']} {a['k']}/{a['n']}" for a in counted) + ")"}
+            "text": f"{what} (" + ", ".join(_arm_short(a) for a in counted) + ")"}
+
+
+def _arm_short(a: Mapping[str, Any]) -> str:
+    return f"{a['label']} {a['k']}/{a['n']}" if "k" in a and a.get("n") else f"{a['label']} {pct(a['value'])}"
 
 
 def enough_per_group(spec, arms, results, stat) -> dict[str, Any]:
