@@ -290,7 +290,7 @@ def flips(spec, arms, results, samples, direction) -> dict[str, Any]:
     keys = [k for k in after if k in before]
     if not keys:
         raise Missing(f"no item in both stages {spec['before']!r} and {spec['after']!r}")
-    pairs = [(str(before[k][field]), str(after[k][field])) for k in keys]
+    pairs = [(str(before[k][field]).strip(), str(after[k][field]).strip()) for k in keys]
     answers = sorted({a for p in pairs for a in p})
     changes = {f"{a}->{b}": sum(1 for p in pairs if p == (a, b)) for a in answers for b in answers if a != b}
     out = {"explains": False, "n": len(keys),
