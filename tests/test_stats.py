@@ -179,6 +179,15 @@ def test_an_all_zero_estimate_is_not_zero_width():
     assert stats.clopper_pearson(7, 30) == pytest.approx((ci.low, ci.high))
 
 
+def test_two_groups_all_at_zero_get_newcombes_interval_not_zero_width():
+    # Newcombe (1998) Table II, example (h): 0/10 vs 0/20 -> [-0.1611, 0.2775]
+    assert stats.newcombe(0, 10, 0, 20) == pytest.approx((-0.1611, 0.2775), abs=1e-4)
+    # example (a): 56/70 vs 48/80 -> [0.0524, 0.3339]
+    assert stats.newcombe(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=1e-4)
+    t = stats.permutation_test([0.0] * 10, [0.0] * 20)
+    assert t.p_value == 1.0 and t.ci_method == "newcombe" and (t.lo, t.hi) == pytest.approx((-0.1611, 0.2775), abs=1e-4)
+
+
 def test_holm_matches_statsmodels():
     from statsmodels.stats.multitest import multipletests
 

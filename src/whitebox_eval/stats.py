@@ -423,8 +423,23 @@ def permutation_test(
         ]
     )
     lo, hi = np.quantile(boots, [(1 - _level(level)) / 2, (1 + level) / 2])
+    method = "bootstrap_per_group"
+    if statistic is None and lo == hi and _at_one_bound(xa) and _at_one_bound(ya):
+        lo, hi = newcombe(int(xa.sum()), xa.size, int(ya.sum()), ya.size, level)  # not [d, d] from constants
+        method = "newcombe"
     return PairedTest("permutation", float(observed), float(lo), float(hi), float(p), int(xa.size + ya.size),
-                      ci_method="bootstrap_per_group")
+                      ci_method=method)
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for p1 - p2 of two independent proportions (Newcombe
+    1998, method 10): each side's Wilson bounds combined; at 0 of n1 and 0 of n2 it is
+    [-upper(0, n2), upper(0, n1)]."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1, level)
+    l2, u2 = wilson(k2, n2, level)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
 
 
 def against_draws(
