@@ -256,6 +256,19 @@ def test_an_inverse_edit_that_drops_accuracy_like_the_forward_one_is_damage():
     assert sum(flips["changes"].values()) == 30  # the 30 right answers all flipped
 
 
+def test_a_probe_no_better_than_random_heads_is_explained_by_them():
+    def results(draws: list[float]) -> dict[str, Any]:
+        probe = {"acc": 0.70, "random_heads": stats.draws(draws).as_dict(), "paired_tests": {}}
+        y = np.arange(200) < 140
+        stats.add_paired(probe, "probe_vs_majority", stats.mcnemar(y, np.arange(200) < 100))
+        return {"probes": {"snli.jsonl": probe}}
+
+    out = _claim("002", "truth-probe-snli", results([0.60, 0.72, 0.65]))
+    assert out["statistical_verdict"] == verdicts.HOLDS and out["verdict"] == verdicts.UNINFORMATIVE
+    assert "random_draws explains" in out["reason"] and "72.0%" in out["reason"]
+    assert _claim("002", "truth-probe-snli", results([0.60, 0.62, 0.65]))["verdict"] == verdicts.HOLDS
+
+
 # ------------------------------------------------------------------ Holm within a paper
 
 

@@ -160,7 +160,10 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
     preconditions and controls."""
-    c = dataclasses.replace(c, stat=fill(c.stat, plan.data_env()))
+    env = plan.data_env()
+    c = dataclasses.replace(c, stat=fill(c.stat, env), arms=fill(c.arms, env),
+                            preconditions=tuple(fill(list(c.preconditions), env)),
+                            controls=tuple(fill(list(c.controls), env)))
     out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
                            "direction": c.direction, "published": c.published, "headline": c.headline,
                            "effect_unit": c.effect_unit}

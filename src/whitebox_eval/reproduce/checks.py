@@ -282,6 +282,21 @@ def opposite_edit(spec, arms, results, samples, direction) -> dict[str, Any]:
                     + (" -- it moves the same way: the edit damages, whatever its sign" if same else "")}
 
 
+def random_draws(spec, arms, results, samples, direction) -> dict[str, Any]:
+    """The arm (``value``: an estimate spec) against the child's random-head draws of the
+    same thing (``draws``: a path to their values): explains unless the arm lies beyond every
+    draw in the claimed direction (no per-item test exists for these draws)."""
+    sel = estimate(results, spec["value"])["value"]
+    draws = [float(v) for v in at(results, list(spec["draws"]))]
+    if not draws:
+        raise Missing("no random draws in the child run")
+    sign = -1 if direction == "less" else 1
+    beyond = all(sign * (sel - d) > 0 for d in draws)
+    return {"explains": not beyond, "selected": sel, "draws": draws,
+            "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
+                    f"vs {pct(sel)} selected" + ("" if beyond else " -- not beyond every draw")}
+
+
 def flips(spec, arms, results, samples, direction) -> dict[str, Any]:
     """Answer flips between stage ``before`` and stage ``after`` on the same items
     (``field``, default ``prediction``): per answer before and after, and each change."""
@@ -303,7 +318,7 @@ def flips(spec, arms, results, samples, direction) -> dict[str, Any]:
 
 
 CONTROLS = {"constant_letter": constant_letter, "random_heads": random_heads, "beat": beat,
-            "opposite_edit": opposite_edit, "flips": flips}
+            "opposite_edit": opposite_edit, "random_draws": random_draws, "flips": flips}
 
 
 def evaluate(kind_table: Mapping[str, Any], spec: Mapping[str, Any], *args: Any) -> dict[str, Any]:
