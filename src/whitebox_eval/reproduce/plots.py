@@ -127,15 +127,16 @@ def heatmap(fig: Mapping[str, Any]) -> Markup:
     n_l, n_h = len(m), len(m[0]) if m else 0
     cell = max(6, min(22, 560 // max(n_h, 1)))
     top, left = 30, 50
-    parts = [_text(left, 16, f"QK-score accuracy per head on all items; chance {100 * fig['chance']:.0f}%; "
-                               "grey = degenerate; outlined = the head chosen on validation", size=10)]
+    top_value = max([v for row in m for v in row if v is not None] + [1e-9])
+    parts = [_text(left, 16, f"QK-score accuracy, all items (darkest {100 * top_value:.0f}%; chance "
+                             f"{100 * fig['chance']:.0f}%; grey: degenerate; outlined: chosen)", size=10)]
     for layer, row in enumerate(m):
         parts.append(_text(left - 4, top + layer * cell + cell * 0.75, f"L{layer}", anchor="end", size=8))
         for h, v in enumerate(row):
             if v is None:
                 fill = "#dddddd"
             else:
-                t = max(0.0, min(1.0, v))
+                t = max(0.0, min(1.0, v / top_value))
                 fill = f"rgb({int(255 - 200 * t)},{int(255 - 120 * t)},{int(255 - 40 * t)})"
             tip = f"L{layer}H{h}: " + ("degenerate" if v is None else f"{100 * v:.1f}%")
             chosen = list(fig.get("chosen") or []) == [layer, h]
