@@ -166,7 +166,9 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
                             controls=tuple(fill(list(c.controls), env)))
     out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
                            "direction": c.direction, "published": c.published, "headline": c.headline,
-                           "effect_unit": c.effect_unit}
+                           "effect_unit": c.effect_unit,
+                           "declared": {"preconditions": [x["kind"] for x in c.preconditions],
+                                        "controls": [x["kind"] for x in c.controls]}}
     if c.margin is not None:
         out["margin"] = c.margin
     if c.differs:
