@@ -149,14 +149,33 @@ def test_mcnemar_interval_agrees_with_its_exact_p_value():
 
 
 def test_mcnemar_interval_worked_value_and_no_discordant_item():
-    # b = 8, c = 2 of n = 40: Clopper-Pearson of 8/10 is [0.4439, 0.9748] (Newcombe 1998,
-    # Table II's exact method gives the same for 8/10); the difference is (10/40)(2 pi - 1)
+    # b = 8, c = 2 of n = 40: Clopper-Pearson of pi = 8/10 is [0.4439, 0.9748], of rho = 10/40
+    # [0.1269, 0.4120] (both checked against scipy's exact binomial interval below); the
+    # difference rho (2 pi - 1) spans [0.4120 x (2 x 0.4439 - 1), 0.4120 x (2 x 0.9748 - 1)]
+    from scipy.stats import binomtest
+    pi = binomtest(8, 10).proportion_ci(0.95, "exact")
+    rho = binomtest(10, 40).proportion_ci(0.95, "exact")
+    assert (pi.low, pi.high) == pytest.approx((0.443905, 0.974789), abs=1e-6)
     lo, hi = stats.mcnemar_interval(8, 2, 40)
-    assert lo == pytest.approx(0.25 * (2 * 0.443905 - 1), abs=1e-5)
-    assert hi == pytest.approx(0.25 * (2 * 0.974789 - 1), abs=1e-5)
+    assert lo == pytest.approx(rho.high * (2 * pi.low - 1)) and hi == pytest.approx(rho.high * (2 * pi.high - 1))
     # nothing differs on 60 items: +- the 0-of-60 upper bound, 1 - 0.025 ** (1 / 60)
     lo, hi = stats.mcnemar_interval(0, 0, 60)
     assert hi == pytest.approx(1 - 0.025 ** (1 / 60)) and lo == -hi
+
+
+def test_mcnemar_interval_covers_the_true_difference():
+    """By simulation, where the interval conditional on the discordant count covers 55-85%:
+    a strong effect on few discordant items (rho = 0.15, pi = 0.95, n = 40)."""
+    rng = np.random.default_rng(0)
+    n, rho, pi = 40, 0.15, 0.95
+    d = rho * (2 * pi - 1)
+    hits = 0
+    for _ in range(1000):
+        m = rng.binomial(n, rho)
+        b = rng.binomial(m, pi) if m else 0
+        lo, hi = stats.mcnemar_interval(b, m - b, n)
+        hits += lo <= d <= hi
+    assert hits / 1000 >= 0.95
 
 
 def test_an_all_zero_estimate_is_not_zero_width():
