@@ -22,6 +22,10 @@ from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 SCHEMA = 2
 
 
+class NoChild(Exception):
+    """None of the child runs a claim across models needs ran (the reason is the message)."""
+
+
 @dataclass
 class Outcome:
     """A child run after the plan ran: finished (its folder), or not run and why."""
@@ -191,6 +195,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
             stat = _statistic(c, o)
+    except NoChild as e:
+        return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
     except derived.TooFew as e:
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
@@ -229,6 +235,8 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
             labels.append(f"{model} / {expid}")
     if c.stat.get("derived") != "utility_law":
         raise values.Missing(f"unknown statistic across models: {c.stat}")
+    if not folders:
+        raise NoChild(f"none of its {len(missing)} child runs ran: {missing[0]}")
     t = derived.utility_law(folders, labels)
     t["runs"] = [str(f).rsplit("/", 1)[-1] for f in folders]
     if missing:
