@@ -120,7 +120,7 @@ def test_harness_sees_a_script_that_runs(chromium, tmp_path):
 
 def test_report_in_chromium(chromium, mcqa_run, tmp_path):
     run = mcqa_run(n_samples=3)
-    page = write_report([run.path], tmp_path / "report.html")
+    page = write_report([run.path], tmp_path / "report.html", static=True)
     result = load(chromium, tmp_path, page)
     dom = result.dom
 
@@ -146,7 +146,7 @@ def test_report_screenshot_shows_the_plot(chromium, mcqa_run, tmp_path):
     """The red test heatmap is drawn: many pure-red pixels in the screenshot."""
     import matplotlib.image as mpimg
 
-    page = write_report([mcqa_run().path], tmp_path / "report.html")
+    page = write_report([mcqa_run().path], tmp_path / "report.html", static=True)
     shot = screenshot(chromium, tmp_path, page, tmp_path / "report.png")
     pixels = mpimg.imread(shot)[..., :3]
     red = (pixels[..., 0] > 0.9) & (pixels[..., 1] < 0.1) & (pixels[..., 2] < 0.1)
