@@ -232,7 +232,9 @@ def run_mui(
             r = responses[j]
             scored = task.score(it, r, loaded.tokenizer)
             records.append({
-                "id": it.id, "group": it.group, "gold": it.gold, "response": scored["text"],
+                "id": it.id, "group": it.group, "gold": it.gold, "prompt": task.prompt_text(it, loaded.tokenizer),
+                **({"arguments": it.meta["lm_eval_arguments"]} if "lm_eval_arguments" in it.meta else {}),
+                "response": scored["text"],
                 "correct": bool(scored["correct"]), "n_prompt_tokens": len(prompts[j]),
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
                 **({"lm_eval": {"filters": scored["filters"], "primary": scored["primary"]}} if "filters" in scored else {}),
