@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from whitebox_eval.report.explorer_data import TEXT_CAP, f32, item_row, item_table, num, nums
+from whitebox_eval.report.explorer_data import f32, item_row, item_table, num, nums
 from whitebox_eval.report.metrics import cut
 from whitebox_eval.report.rundata import RunData
 
@@ -122,11 +122,11 @@ def _gar(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
         row["num"] = {f"p(target) {st}": num(a.get("target_prob")) for st, a in arms.items()}
         for st, a in arms.items():
             row["pred"][st], row["ok"][st] = a.get("prediction"), a.get("correct")
-        row["text"] = cut(str(first.get("task_id", "")), TEXT_CAP)
+        row["gold"] = first.get("target")
         row["gar"] = {"arms": [{"stage": st, "pred": a.get("prediction"), "ok": a.get("correct"),
                                 "p": num(a.get("target_prob")), "probs": {k: num(v) for k, v in (a.get("probs") or {}).items()}}
                                for st, a in arms.items()],
-                      "matched": [num(matched[n, l, h]) for l, h in heads] if matched is not None and n < len(matched) else None}
+                      "matched": [num(float(matched[n, l, h])) for l, h in heads] if matched is not None and n < len(matched) else None}
         items.append(row)
     return {"methods": stages, "items": items, "heads": [list(h) for h in heads],
             "pattern": results.get("pattern")}
@@ -191,6 +191,7 @@ def _mui(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
         for u in units.tolist():
             feature_items.setdefault(u, []).append(row["id"])
     out = {**table, "unit_kind": kind, "n_layers": n_layers, "width": width,
+           "unit_label": "layer.neuron" if kind == "neuron" else "sae.feature (sae: its place in --sae)",
            "layer_mui": nums(a) if (a := _array(run, "layer_mui")) is not None else None}
     if kind != "neuron":  # SAE features: the features used by most items, with those items
         top = sorted(feature_items.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:32]

@@ -17,8 +17,8 @@ WB.itemTable = function (run, state, onSelect) {
   const numbers = [];
   for (const it of run.items) for (const k of Object.keys(it.num)) if (!numbers.includes(k)) numbers.push(k);
   const sort = WB.el('select', {'data-sort': ''}, WB.el('option', {value: ''}, 'run order'),
-    ...numbers.flatMap(k => [WB.el('option', {value: k + '\u0000desc'}, k + ' \u2193'),
-                             WB.el('option', {value: k + '\u0000asc'}, k + ' \u2191')]));
+    ...numbers.flatMap(k => [WB.el('option', {value: 'desc:' + k}, k + ' \u2193'),
+                             WB.el('option', {value: 'asc:' + k}, k + ' \u2191')]));
   controls.append(WB.el('label', {}, 'sort ', sort));
   const count = WB.el('span', {class: 'count'});
   controls.append(count);
@@ -39,7 +39,8 @@ WB.itemTable = function (run, state, onSelect) {
       return !q || it.id.toLowerCase().includes(q) || it.text.toLowerCase().includes(q);
     });
     if (sort.value) {
-      const [key, dir] = sort.value.split('\u0000');
+      const dir = sort.value.slice(0, sort.value.indexOf(':'));
+      const key = sort.value.slice(dir.length + 1);
       const sign = dir === 'asc' ? 1 : -1;
       const val = it => (it.num[key] === null || it.num[key] === undefined) ? null : it.num[key];
       rows = rows.slice().sort((a, b) => {

@@ -48,7 +48,7 @@ WB.views.mui = function (run, state, it) {
   const m = it.mui;
   if (!m) return [];
   const kind = run.unit_kind === 'neuron' ? 'neurons' : 'features';
-  const view = WB.section('neurons', `key ${kind} of this response: ${m.n} (per layer; utilisation of the run: layer_mui)`);
+  const view = WB.section('neurons', `key ${kind} of this response: ${m.n}, per layer (the run's utilisation per layer in brackets); units as ${run.unit_label}`);
   m.per_layer.forEach((c, layer) => {
     const fill = WB.el('span', {class: 'barfill'});
     fill.style.width = `${Math.min(100, 100 * c / Math.max(1, ...m.per_layer))}%`;
@@ -58,7 +58,7 @@ WB.views.mui = function (run, state, it) {
   view.append(WB.el('p', {class: 'units'}, ...m.units.map(u => WB.el('span', {class: 'chip', 'data-unit': u}, u))));
   const out = [view];
   if (run.features) {
-    const f = WB.section('features', 'the SAE features most items use (layer.feature), with items that use them');
+    const f = WB.section('features', `the SAE features most items use (${run.unit_label}), with the items that use them; green: used by this item`);
     for (const feat of run.features) {
       f.append(WB.el('div', {class: 'feature' + (m.units.includes(feat.unit) ? ' used' : ''), 'data-unit': feat.unit},
         WB.el('b', {}, feat.unit), ` ${feat.n} items: `, ...feat.items.map(id => WB.el('span', {class: 'chip'}, id))));
