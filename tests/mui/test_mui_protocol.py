@@ -270,12 +270,12 @@ def test_identical_key_sets_are_warned(tmp_path, monkeypatch):
     from whitebox_eval.mui import study
 
     lm = tiny_lm("llama")
-    def same(engine, seqs, cfg, sae_set=None, prefixes=None):
+    def same(scores, cfg):
         m = torch.zeros(lm.arch.n_layers, lm.arch.d_ff, dtype=torch.bool)
         m[:, 0] = True
-        return [m.clone() for _ in seqs]
+        return m
 
-    monkeypatch.setattr(study, "key_masks", same)
+    monkeypatch.setattr(study, "sample_key_mask", same)
     folder = run_mui(_cfg(responses="gold"), tmp_path, run_id="same", loaded=lm)
     assert any("same key set" in w for w in folder.load_results()["warnings"])
 

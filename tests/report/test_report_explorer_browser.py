@@ -262,6 +262,14 @@ def test_mui_key_features_with_an_sae(browser, root, tmp_path):
     features = css(page, "[data-view=features] .feature")
     assert features and all(("used" in f.get_attribute("class")) == (f.get_attribute("data-unit") in units) for f in features)
     assert "Question:" in css(page, ".detail pre.itemtext")[0].text  # the prompt the line now holds
+    tokens = css(page, "[data-view=neurons] .tok[data-token]")
+    assert [t.get_attribute("textContent") for t in tokens] == s["response_tokens"]
+    assert sum(int(t.get_attribute("data-key-units")) for t in tokens) == s["n_key_units"]  # each counted once
+    busiest = max(range(len(tokens)), key=lambda j: s["token_key_units"][j])
+    tokens[busiest].click()
+    rows = css(page, f"[data-view=neurons] table[data-token='{busiest}'] tr")
+    assert [(r.get_attribute("data-unit"), float(css(page, "td", r)[0].text)) for r in rows] == \
+        [(u, pytest.approx(x, rel=1e-3)) for u, x in s["token_top_units"][busiest]]
     shot(page, "features", "mui-features")
     quiet(page)
 

@@ -11,8 +11,9 @@
 * span (``rollout``): the kept rollout matrices (``rollout_<stage>_<i>``) with the
   reference mask (``reference_<stage>_<i>``) and the per-target reference scores.
 * mui (``neurons`` / ``features``): each response's key units per layer and the units
-  themselves (layer.index), from ``arrays/key_sets.safetensors``; feature runs (``--score
-  sae``) also list each feature's items.
+  themselves (layer.index), from ``arrays/key_sets.safetensors``; per response token the
+  key units peaking there and its top units with scores (samples.jsonl, mui/explorer.py);
+  feature runs (``--score sae``) also list each feature's items.
 * formats (``formats``): the MCQ letter probabilities beside the free answers.
 
 Each function returns keys merged into the run's entry (``items``/``methods`` when the
@@ -179,6 +180,7 @@ def _mui(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
     indices, offsets, meta = keys
     width, n_layers, kind = int(meta["width"]), int(meta["n_layers"]), str(meta.get("kind", "neuron"))
     where = {str(sid): k for k, sid in enumerate(meta.get("sample_ids", []))}
+    by_id = {str(s.get("id")): s for s in samples}
     feature_items: dict[int, list[str]] = {}
     for row in table["items"]:
         k = where.get(row["id"])
@@ -186,8 +188,11 @@ def _mui(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         units = np.asarray(indices[offsets[k]:offsets[k + 1]], dtype=np.int64)
         per_layer = np.bincount(units // width, minlength=n_layers)
+        s = by_id[row["id"]]
         row["mui"] = {"per_layer": per_layer.tolist(), "n": int(units.size),
-                      "units": [f"{u // width}.{u % width}" for u in units[:KEY_UNITS_SHOWN].tolist()]}
+                      "units": [f"{u // width}.{u % width}" for u in units[:KEY_UNITS_SHOWN].tolist()],
+                      "tokens": s.get("response_tokens"), "token_keys": s.get("token_key_units"),
+                      "token_top": s.get("token_top_units")}
         for u in units.tolist():
             feature_items.setdefault(u, []).append(row["id"])
     out = {**table, "unit_kind": kind, "n_layers": n_layers, "width": width,

@@ -56,6 +56,25 @@ WB.views.mui = function (run, state, it) {
       WB.el('span', {class: 'bartrack'}, fill), WB.el('span', {}, `${c}` + (run.layer_mui ? `  (run: ${WB.fmt(run.layer_mui[layer], 3)})` : ''))));
   });
   view.append(WB.el('p', {class: 'units'}, ...m.units.map(u => WB.el('span', {class: 'chip', 'data-unit': u}, u))));
+  if (m.tokens && m.token_keys) {
+    const most = Math.max(1, ...m.token_keys);
+    const detail = WB.el('div', {class: 'tokentop'});
+    const tokens = WB.el('div', {class: 'tokens'});
+    m.tokens.forEach((t, j) => {
+      const span = WB.el('span', {class: 'tok', 'data-token': j, 'data-key-units': m.token_keys[j],
+        title: `${m.token_keys[j]} key units peak here`}, t);
+      span.style.background = WB.shade(m.token_keys[j], most, '30, 140, 60');
+      span.addEventListener('click', () => {
+        detail.replaceChildren(WB.el('table', {class: 'scores', 'data-token': j},
+          WB.el('caption', {}, `token ${j}: ${JSON.stringify(t)}, its top units`),
+          WB.el('tbody', {}, ...m.token_top[j].map(([u, x]) => WB.el('tr', {'data-unit': u},
+            WB.el('th', {}, u), WB.el('td', {}, WB.fmt(x)))))));
+      });
+      tokens.append(span);
+    });
+    view.append(WB.el('p', {class: 'note'}, 'response tokens shaded by the key units that peak there (click one for its top units):'),
+      tokens, detail);
+  }
   const out = [view];
   if (run.features) {
     const f = WB.section('features', `the SAE features most items use (${run.unit_label}), with the items that use them; green: used by this item`);
