@@ -1,20 +1,22 @@
-"""Size and build time of the interactive report (and of --static) for a 1,000-item MMLU
-mcqa run and a ~500-example GAR intervention run.
+"""Size and build time of the interactive report (and of --static) for a 1,000-item
+MMLU-style mcqa run and a ~500-example GAR intervention run.
 
-The runs are made here with random models that have SmolLM2-135M's tokenizer (so the
-prompts are real MMLU / GAR text in SmolLM2's tokens): for mcqa a llama with SmolLM2's
-layout of 30 layers x 9 heads (so the head grid, the lens and the kept rows have the real
-model's shapes) but a 36-wide residual, for GAR a 2-layer llama. On 2 shared cores the
-real SmolLM2 took about 2 s per MMLU item (main pass + rows pass), too slow for 1,000
-items here; what the report stores per item depends on the tokens and the layout, not
-on the weights.
+The 1,000 items: the shared MMLU sample's test rows (532), its dev rows (285) and ARC
+Challenge rows (183), all four-option lettered questions, written as one ``mcq=`` file.
+The runs are made with random llamas that have SmolLM2-135M's tokenizer, so the prompts
+are real text in SmolLM2's tokens: mcqa 4 layers x 9 heads (SmolLM2 has 30 x 9), GAR 2
+layers. On 2 shared cores the real SmolLM2 took about 2 s per MMLU item (main pass + rows
+pass), too slow for 1,000 items here. What the page holds per item depends on the tokens
+and on the 8 kept heads, not on the weights; with SmolLM2's 30 layers the lens adds 26
+numbers per item (about 0.2 MB per 1,000 items) and the two head grids 2 x 270 cells.
 
-    python benchmarks/report_size.py --out benchmarks/results/report_size.md
+    python benchmarks/report_size.py --data ../shared/datasets --out benchmarks/results/report_size.md
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import time
 from pathlib import Path
@@ -29,13 +31,35 @@ from whitebox_eval.report import write_report
 
 
 def random_llama(tokenizer, layers: int, heads: int, kv_heads: int, head_dim: int, hidden: int) -> LoadedModel:
+    """A random llama of the given layout over ``tokenizer``'s vocabulary."""
     torch.manual_seed(0)
     cfg = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=48, num_hidden_layers=layers,
                          num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
                          max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id or 0,
                          attn_implementation="sdpa")
     model = tf.LlamaForCausalLM(cfg).eval()
-    return LoadedModel(model, tokenizer, Architecture.of(model), "random-smollm2-layout", "random")
+    return LoadedModel(model, tokenizer, Architecture.of(model), "random-llama", "random")
+
+
+def mmlu_style_file(data: Path, out: Path, n: int = 1000) -> Path:
+    """``n`` four-option questions as JSON lines: MMLU test, then MMLU dev, then ARC Challenge."""
+    rows = []
+    for split in ("test", "dev"):
+        for path in sorted((data / "mmlu" / split).glob("*.csv")):
+            with path.open(encoding="utf-8", newline="") as f:
+                for k, r in enumerate(csv.reader(f)):
+                    rows.append({"id": f"mmlu/{path.stem}/{k}", "question": r[0], "choices": r[1:5],
+                                 "answer": "ABCD".index(r[5].strip())})
+    for k, line in enumerate((data / "arc" / "arc_challenge_sample.llmfoundry.jsonl").open(encoding="utf-8")):
+        r = json.loads(line)
+        if len(r["choices"]) == 4:
+            rows.append({"id": f"arc/{k}", "question": r["query"].removeprefix("Question: "), "choices": r["choices"],
+                         "answer": r["gold"]})
+    if len(rows) < n:
+        raise SystemExit(f"only {len(rows)} questions under {data}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows[:n]), encoding="utf-8")
+    return out
 
 
 def folder_bytes(path: Path) -> int:
@@ -59,7 +83,7 @@ def measure(run: Path, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mmlu", default="../shared/datasets/mmlu/test", help="MMLU test folder (hub CSV layout)")
+    ap.add_argument("--data", default="../shared/datasets", help="folder holding mmlu/{test,dev}/*.csv and arc/")
     ap.add_argument("--work", default="/tmp/report_size", help="where the runs and pages go")
     ap.add_argument("--out", default=None, help="write the table here (markdown) as well as printing it")
     args = ap.parse_args()
@@ -70,9 +94,10 @@ def main() -> None:
     tokenizer = load_model("smollm2-135m").tokenizer
     rows = []
     t0 = time.perf_counter()
-    mcqa = run_mcqa(MCQAConfig(model="random-smollm2-layout", task=f"mmlu={args.mmlu}", shots=0, limit=1000,
+    items = mmlu_style_file(Path(args.data), work / "mmlu_style_1000.jsonl")
+    mcqa = run_mcqa(MCQAConfig(model="random-4x9", task=f"mcq={items}", limit=1000,
                                methods=("baseline", "qk", "attention", "lens"), batch_size=16),
-                    work, run_id="mmlu-1000", loaded=random_llama(tokenizer, 30, 9, 3, 4, 36), show_progress=False)
+                    work, run_id="mmlu-1000", loaded=random_llama(tokenizer, 4, 9, 3, 4, 36), show_progress=False)
     made = {"mmlu-1000": time.perf_counter() - t0}
     t0 = time.perf_counter()
     gar = run_gar_intervene(GARInterveneConfig(model="random-2-layer", tasks="truth", limit=167, heads="1.0,1.1",

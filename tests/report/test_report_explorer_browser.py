@@ -149,6 +149,13 @@ def test_items_search_and_sort(browser, ssd, tmp_path):
     assert [s["n_tokens"] for s in longest][0] == max(s["n_tokens"] for s in samples)
     shown = {s["id"]: s["n_tokens"] for s in samples}
     assert [shown[i] for i in listed_ids(page)] == sorted(shown.values(), reverse=True)
+    choose(page, "[data-sort]", "asc:p(gold) baseline")  # the baseline's softmax probability of the gold letter
+    p_gold = {}
+    for s in samples:
+        z = np.exp(np.array(s["letter_logits"]) - max(s["letter_logits"]))
+        p_gold[s["id"]] = z[s["gold"]] / z.sum()
+    order = [p_gold[i] for i in listed_ids(page)]
+    assert len(order) == len(samples) and all(a <= b * (1 + 1e-3) for a, b in zip(order, order[1:]))
     page.find_element("css selector", "[data-filter=disagree]").click()
     disagree = [s["id"] for s in samples if len({s["pred_baseline"], s["qk_head"]["pred"], s["attention_head"]["pred"]}) > 1]
     assert sorted(listed_ids(page)) == sorted(disagree)

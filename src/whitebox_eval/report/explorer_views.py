@@ -81,6 +81,7 @@ def _mcqa(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
         if not isinstance(i, int):
             continue
         n = len(s.get("labels") or [])
+        row["num"].update(_gold_scores(s))
         view: dict[str, Any] = {"labels": s.get("labels"), "gold": s.get("gold"),
                                 "pred": {m: (s.get(f"{m}_head") or {}).get("pred") for m in chosen}}
         if "prompt_tokens" in s and rows is not None and i < len(rows):
@@ -100,6 +101,23 @@ def _mcqa(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
             if (a := _array(run, f"{m}_head_accuracy")) is not None}
     return {**table, "heads": [list(h) for h in heads], "chosen": {m: list(h) for m, h in chosen.items()},
             "rows_kept": bool(kept) and rows is not None, "grid": grid}
+
+
+def _gold_scores(s: dict[str, Any]) -> dict[str, float | None]:
+    """Numbers to sort mcqa items by: the baseline's probability of the gold letter (softmax
+    over the letters) and each head's score of the gold option."""
+    gold, out = s.get("gold"), {}
+    if not isinstance(gold, int):
+        return out
+    logits = np.asarray(s.get("letter_logits") or [], dtype=np.float64)
+    if gold < len(logits) and np.isfinite(logits).all():
+        p = np.exp(logits - logits.max())
+        out["p(gold) baseline"] = num(p[gold] / p.sum())
+    for key, value in s.items():
+        if key.endswith("_head") and isinstance(value, dict) and isinstance(value.get("scores"), list) \
+                and gold < len(value["scores"]):
+            out[f"gold score {key[:-5]} head"] = num(value["scores"][gold])
+    return out
 
 
 # ---------------------------------------------------------------------- gar
