@@ -11,14 +11,14 @@ from pathlib import Path
 
 import torch
 import transformers as tf
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
 from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models.loading import LoadedModel
 from whitebox_eval.runs import RunFolder
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from tiny_models import tiny_llama_with_bpe  # noqa: E402
+from tiny_models import tiny_formats_llama, tiny_llama_with_bpe  # noqa: E402
 
 
 def _llama(tokenizer, layers: int = 3, seed: int = 0, std: float = 0.3) -> LoadedModel:
@@ -72,36 +72,19 @@ def span(root: Path) -> RunFolder:
 def formats(root: Path) -> RunFolder:
     """Paper 004's formats study on arithmetic items."""
     from whitebox_eval.mcqa import formats_study as fs
-    from whitebox_eval.tasks.arithmetic import make_arithmetic_suite
-    from whitebox_eval.tasks.prompts import render_prompt
 
-    texts = [render_prompt(it, fmt=f).text + " A B C D " + it.gold_text + "\n"
-             for it in make_arithmetic_suite(6, seed=3) for f in ("mcq_plain", "free", "free_options")]
-    tk = Tokenizer(models.BPE(unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<unk>", "</s>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", eos_token="</s>")
     cfg = fs.FormatsConfig(model="tiny", task="arithmetic:add1,add2,mul1", limit=6, n_samples=3, max_new_tokens=5,
                            n_bins=2)
-    return fs.run_formats(cfg, root, run_id="formats", loaded=_llama(tok, layers=2), show_progress=False)
+    return fs.run_formats(cfg, root, run_id="formats", loaded=tiny_formats_llama(), show_progress=False)
 
 
 def mui_sae(root: Path) -> RunFolder:
     """MUI scored on a tiny TopK SAE's features (``--score sae``) at block 1."""
-    from whitebox_eval.mui.sae import SAE
-    from whitebox_eval.mui.sae_files import save_sae
     from whitebox_eval.mui.study import MUIConfig, run_mui
-    from mui.mui_testing import tiny_lm
+    from mui.mui_testing import save_tiny_sae, tiny_lm
 
     lm = tiny_lm("llama")
-    d, f = lm.arch.d_model, 64
-    g = torch.Generator().manual_seed(0)
-    sae = SAE(torch.randn(d, f, generator=g) * 0.1, torch.zeros(f), torch.randn(f, d, generator=g) * 0.1,
-              torch.zeros(d), activation="topk", k=4)
-    sae.metadata.update({"hook_name": "blocks.1.hook_resid_post", "hook_layer": 1})
-    save_sae(sae, root / "sae")
+    save_tiny_sae(lm, root / "sae")
     cfg = MUIConfig(model="tiny", task="arithmetic-gen:add1,mul1", limit=6, batch_size=3, max_new_tokens=6,
                     score="sae", sae=(str(root / "sae"),), threshold="topk", threshold_value=3)
     return run_mui(cfg, root, run_id="mui", loaded=lm, show_progress=False)

@@ -104,7 +104,7 @@ def test_mcqa_head_right_baseline_wrong_attention_peak_and_head_click(browser, s
     assert peak == s["labels"][s["attention_head"]["pred"]] == s["labels"][s["gold"]]
     np.testing.assert_allclose(list(options.values()), s["attention_head"]["scores"], rtol=1e-5)
     weights = [float(t.get_attribute("data-attention")) for t in tokens]
-    before = float(css(page, "[data-view=attention] p.note", None)[0].text.split(": ")[1].split(";")[0])
+    before = float(css(page, "[data-view=attention] [data-before]")[0].get_attribute("data-before"))
     assert sum(weights) + before == pytest.approx(1.0, abs=1e-3)
     shot(page, "attention", "mcqa-attention")
 

@@ -3,11 +3,12 @@
 Bounded: the answer position's attention rows of ``EXPLORER_HEADS`` heads only (the chosen
 heads first, then the most accurate others), over each item's own tokens (after the
 demonstrations; with no demonstrations, from the first token), float32 (float16 would tie
-near-equal weights that the scores told apart). Per item that is ``EXPLORER_HEADS x own
-tokens x 4`` bytes in ``arrays/attention_rows.npy`` ([items, heads,
-widest item], NaN past an item's end), plus the attention those heads put on the tokens
-before (``attention_rows_before.npy``). The rows come from one more resumable pass
-(``rows``) after the heads are chosen, computing only the captures of those heads' layers.
+near-equal weights that the scores told apart). ``arrays/attention_rows.npy`` holds them
+token-major for all items one after the other, ``[sum of own tokens, heads]``, item ``i``'s
+rows at ``attention_rows_offsets.npy[i:i + 2]``: ``EXPLORER_HEADS x 4`` bytes per own token.
+``attention_rows_before.npy`` ``[items, heads]`` holds what those heads put on the tokens
+before. The rows come from one more resumable pass (``rows``) after the heads are chosen,
+capturing only those heads' layers.
 
 samples.jsonl gains, per item, ``prompt_tokens`` (the own tokens' text, special tokens by
 name), ``prompt_tokens_from`` (the first own token's index in the prompt) and
@@ -28,7 +29,8 @@ EXPLORER_HEADS = 8
 """Heads whose attention rows over the prompt the run keeps for every item."""
 
 ROWS_RULE = ("attention from the answer (last) position of the heads in explorer.heads over each item's own tokens "
-             "(after the demonstrations), float32 in arrays/attention_rows.npy; attention_rows_before.npy holds "
+             "(after the demonstrations), float32, in arrays/attention_rows.npy [own tokens of all items, heads] (item i: "
+             "rows attention_rows_offsets[i] to attention_rows_offsets[i + 1]); attention_rows_before.npy [items, heads]: "
              "what those heads put on the tokens before them")
 
 
@@ -57,14 +59,14 @@ def own_tokens(tokenizer, text: str, prefix_len: int, add_special_tokens: bool) 
     return start, [text[a:b] if b > a else str(name) for (a, b), name in zip(offsets[start:], names)]
 
 
-def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, list[dict]]:
-    """Attention rows ``[items, heads, widest]`` (float32, NaN padded), the mass before the own
-    tokens ``[items, heads]``, and each item's sample fields (see the module docstring)."""
-    from whitebox_eval.runs.passes import run_pass
+def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    """The attention rows ``[sum of own tokens, heads]`` (float32, items one after the other),
+    their offsets ``[items + 1]``, the mass before the own tokens ``[items, heads]``, and each
+    item's sample fields (see the module docstring)."""
+    from whitebox_eval.runs.passes import iter_parts, run_pass
 
     toks = [study.tokenize(r) for r in study.rendered]
     owned = [own_tokens(study.loaded.tokenizer, r.text, r.prefix_len, study.special_tokens(r.text)) for r in study.rendered]
-    width = max(len(names) for _, names in owned)
     layers = sorted({l for l, _ in heads})
     at = [(layers.index(l), h) for l, h in heads]
 
@@ -77,6 +79,7 @@ def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.n
         skip = prefix.length if prefix is not None else 0
         b = batch_from_ids([t.input_ids[skip:] for t in chunk], pad_id=study.loaded.pad_id).to(study.loaded.device)
         attn = study.engine.run(b, [Capture("attn", "last", layers=layers)], prefix=prefix)["attn"][:, :, :, 0]
+        width = max(len(owned[i][1]) for i in batch)
         rows = np.full((len(batch), len(heads), width), np.nan, dtype=np.float32)
         before = np.zeros((len(batch), len(heads)), dtype=np.float32)
         for j, (i, t) in enumerate(zip(batch, chunk)):
@@ -87,8 +90,16 @@ def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.n
                 before[j, k] = row[li, h, :start].sum()
         return None, {"rows": rows, "before": before}
 
-    arrays = run_pass(study.folder, "rows", list(range(len(toks))), study.cfg.batch_size, score, world=study.world,
-                      desc="mcqa rows", show_progress=study.show_progress)
+    run_pass(study.folder, "rows", list(range(len(toks))), study.cfg.batch_size, score, world=study.world,
+             desc="mcqa rows", show_progress=study.show_progress, collect=False)
+    per_item: dict[int, np.ndarray] = {}
+    before = np.zeros((len(toks), len(heads)), dtype=np.float32)
+    for part in iter_parts(study.folder, "rows"):  # a part's width is its widest item
+        for j, i in enumerate(part["index"].tolist()):
+            per_item[i] = part["rows"][j, :, :len(owned[i][1])].T
+            before[i] = part["before"][j]
+    offsets = np.concatenate([[0], np.cumsum([len(names) for _, names in owned])]).astype(np.int64)
+    rows = np.concatenate([per_item[i] for i in range(len(toks))]).astype(np.float32)
     fields = [{"prompt_tokens": names, "prompt_tokens_from": start, "option_token_positions": list(t.option_positions)}
               for (start, names), t in zip(owned, toks)]
-    return arrays["rows"], arrays["before"], fields
+    return rows, offsets, before, fields

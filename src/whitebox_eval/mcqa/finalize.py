@@ -202,8 +202,9 @@ def finalize(study) -> RunFolder:
     if writer:
         extras = _per_item_extras(study, main, selected, pride_pred, cloze, base_pred if study.letters else None)
         if explorer is not None:  # the report's per-item views (mcqa/explorer.py)
-            heads, rows, before, fields = explorer
+            heads, rows, offsets, before, fields = explorer
             folder.save_array("attention_rows", rows)
+            folder.save_array("attention_rows_offsets", offsets)
             folder.save_array("attention_rows_before", before)
             results["explorer"] = {"heads": [list(h) for h in heads], "rows": ROWS_RULE}
             for it, f in zip(items, fields):

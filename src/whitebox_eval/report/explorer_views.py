@@ -2,7 +2,7 @@
 
 * mcqa (``attention``, ``lens``, ``head-grid``): per item the prompt's own tokens, the
   attention rows of the heads the run kept (``results.explorer.heads``, arrays
-  ``attention_rows``), each kept head's Attention- and QK-scores per option (arrays
+  ``attention_rows`` / ``attention_rows_offsets``), each kept head's Attention- and QK-scores per option (arrays
   ``attention`` / ``qk``) and the gold option's logit-lens probability per layer (arrays
   ``lens``, softmax over the option letters); per run the layers x heads accuracy grids.
   A run made before the rows were kept shows the scores and the grid without rows.
@@ -73,7 +73,8 @@ def _mcqa(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
     chosen = {m: tuple(results[m]["best_head"]) for m in ("attention", "qk")
               if isinstance(results.get(m), dict) and "best_head" in results[m]}
     heads = kept or list(dict.fromkeys(chosen.values()))
-    rows, before = _array(run, "attention_rows"), _array(run, "attention_rows_before")
+    rows, offsets = _array(run, "attention_rows"), _array(run, "attention_rows_offsets")
+    before = _array(run, "attention_rows_before")
     scores = {m: _array(run, m) for m in ("attention", "qk")}
     lens = _array(run, "lens")
     for row, s in zip(table["items"], samples):
@@ -84,10 +85,10 @@ def _mcqa(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
         row["num"].update(_gold_scores(s))
         view: dict[str, Any] = {"labels": s.get("labels"), "gold": s.get("gold"),
                                 "pred": {m: (s.get(f"{m}_head") or {}).get("pred") for m in chosen}}
-        if "prompt_tokens" in s and rows is not None and i < len(rows):
-            width = len(s["prompt_tokens"])
+        if "prompt_tokens" in s and rows is not None and offsets is not None and i + 1 < len(offsets):
+            mine = np.asarray(rows[offsets[i]:offsets[i + 1]])  # [own tokens, kept heads]
             view.update(tokens=s["prompt_tokens"], start=s["prompt_tokens_from"],
-                        options=s["option_token_positions"], rows=[f32(r[:width]) for r in rows[i]],
+                        options=s["option_token_positions"], rows=[f32(r) for r in mine.T],
                         before=nums(before[i]) if before is not None else None)
         for m, arr in scores.items():
             if arr is not None and i < len(arr):

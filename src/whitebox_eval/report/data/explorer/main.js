@@ -5,7 +5,7 @@
   for (const run of data.runs) {
     const root = document.querySelector(`[data-explorer="${run.key}"]`);
     if (!root || !run.items.length) continue;
-    const state = {item: null, head: 0, pick: null};
+    const state = {item: null, head: 0, pick: null, scale: 'rest'};
     const detail = WB.el('div', {class: 'detail'});
     const view = WB.views[run.suite];
     function redraw() {

@@ -16,21 +16,31 @@ WB.views.mcqa = function (run, state, it, redraw) {
       'per item; click an outlined head in the grid.'));
   } else if (v.rows) {
     const row = WB.f32(v.rows[kept]);
+    // shading scale: the row's largest weight, without the first token (often an attention sink), or the option tokens'
+    const scales = {all: 'largest weight', rest: 'largest weight after the first token', options: 'largest weight on an option token'};
+    const scale = WB.el('select', {'data-scale': ''}, ...Object.entries(scales).map(([k, t]) =>
+      WB.el('option', {value: k, selected: k === state.scale ? 'selected' : null}, t)));
+    scale.addEventListener('change', () => { state.scale = scale.value; redraw(); });
     let max = 0;
-    for (const x of row) max = Math.max(max, x);
+    row.forEach((x, j) => {
+      const use = state.scale === 'all' || (state.scale === 'rest' ? j > 0 : v.options.includes(v.start + j));
+      if (use) max = Math.max(max, x);
+    });
+    att.append(WB.el('p', {class: 'note'}, 'shade by the ', scale));
     const tokens = WB.el('div', {class: 'tokens'});
     v.tokens.forEach((t, j) => {
       const pos = v.start + j;
       const k = v.options.indexOf(pos);
+      const shown = t.includes('\n') ? t.replace(/\n/g, '\u21b5\n') : t;  // a visible mark for line ends
       const span = WB.el('span', {class: k >= 0 ? 'tok opt' : 'tok', 'data-pos': pos, 'data-attention': row[j],
-        'data-option': k >= 0 ? labels[k] : null, title: `${pos}: ${WB.fmt(row[j])}`}, t);
+        'data-option': k >= 0 ? labels[k] : null, title: `${pos}: ${WB.fmt(row[j])}`}, shown);
       span.style.background = WB.shade(row[j], max, '220, 60, 30');
-      if (k >= 0) span.append(WB.el('sup', {class: 'optlabel'}, labels[k]));
+      if (k >= 0) span.prepend(WB.el('sup', {class: 'optlabel'}, labels[k]));
       tokens.append(span);
     });
     att.append(tokens);
-    if (v.before) att.append(WB.el('p', {class: 'note'}, `attention on the tokens before these (demonstrations, BOS): ${WB.fmt(v.before[kept])}; ` +
-      `shading: share of this row's largest weight (${WB.fmt(max)})`));
+    if (v.before) att.append(WB.el('p', {class: 'note', 'data-before': v.before[kept]}, `attention on the tokens before these (demonstrations, BOS): ${WB.fmt(v.before[kept])}; ` +
+      `shading: share of the ${scales[state.scale]} (${WB.fmt(max)})`));
   } else {
     att.append(WB.el('p', {class: 'note'}, 'this run did not keep attention rows over the prompt (made before they were kept); the option scores are below.'));
   }
