@@ -128,6 +128,14 @@ def test_mcqa_head_right_baseline_wrong_attention_peak_and_head_click(browser, s
     moved = [float(t.get_attribute("data-attention")) for t in css(page, ".tok.opt", view)]
     np.testing.assert_allclose(moved, attention[i, l2, h2, :n], rtol=1e-5)
     assert moved != list(options.values())
+    cells = css(page, "[data-view=head-grid] td[data-method=attention]")
+    table = np.load(ssd.path / "arrays" / "attention_head_accuracy.npy")
+    degenerate = np.load(ssd.path / "arrays" / "attention_degenerate_heads.npy")
+    assert len(cells) == table.size
+    for td in cells:
+        l3, h3 = map(int, td.get_attribute("data-head").split("."))
+        assert ("degenerate" in td.get_attribute("class")) == bool(degenerate[l3, h3])
+        assert td.text == ("\u00d7" if degenerate[l3, h3] else f"{table[l3, h3]:.2f}")
     shot(page, "head-grid", "mcqa-head-grid")
     # a head the run did not keep says so
     css(page, "[data-view=head-grid] td[data-method=attention]:not(.kept)")[0].click()

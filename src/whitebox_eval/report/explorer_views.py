@@ -100,8 +100,10 @@ def _mcqa(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
         row["mcqa"] = view
     grid = {m: [nums(r) for r in np.asarray(a)] for m in ("attention", "qk")
             if (a := _array(run, f"{m}_head_accuracy")) is not None}
+    degenerate = {m: np.asarray(d, dtype=bool).tolist() for m in grid
+                  if (d := _array(run, f"{m}_degenerate_heads")) is not None}
     return {**table, "heads": [list(h) for h in heads], "chosen": {m: list(h) for m, h in chosen.items()},
-            "rows_kept": bool(kept) and rows is not None, "grid": grid}
+            "rows_kept": bool(kept) and rows is not None, "grid": grid, "degenerate": degenerate}
 
 
 def _gold_scores(s: dict[str, Any]) -> dict[str, float | None]:

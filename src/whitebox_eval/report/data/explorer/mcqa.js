@@ -71,16 +71,18 @@ WB.views.mcqa = function (run, state, it, redraw) {
 
   const grids = Object.entries(run.grid || {});
   if (grids.length) {
-    const grid = WB.section('head-grid', 'accuracy of each head over all items (rows: layers, columns: heads); outlined: kept per item, click one');
+    const grid = WB.section('head-grid', 'accuracy of each head over all items (rows: layers, columns: heads; \u00d7 degenerate); outlined: kept per item, click one');
     for (const [m, table] of grids) {
       const head = WB.el('tr', {}, WB.el('th', {}, m), ...table[0].map((_, hh) => WB.el('th', {}, `H${hh}`)));
       const body = table.map((cells, layer) => WB.el('tr', {}, WB.el('th', {}, `L${layer}`), ...cells.map((acc, hh) => {
         const idx = run.heads.findIndex(x => x[0] === layer && x[1] === hh);
         const cls = ['cell', idx >= 0 ? 'kept' : '', layer === l && hh === h ? 'current' : '',
           Object.values(run.chosen || {}).some(x => x[0] === layer && x[1] === hh) ? 'chosen' : ''].join(' ').trim();
-        const td = WB.el('td', {class: cls, 'data-head': `${layer}.${hh}`, 'data-method': m, title: `L${layer}.H${hh}: ${WB.fmt(acc)}`},
-          acc === null ? '' : acc.toFixed(2));
-        td.style.background = WB.shade(acc === null ? 0 : acc, 1, '40, 90, 200');
+        const degenerate = ((run.degenerate || {})[m] || [])[layer]?.[hh] === true;
+        const td = WB.el('td', {class: cls + (degenerate ? ' degenerate' : ''), 'data-head': `${layer}.${hh}`, 'data-method': m,
+          title: `L${layer}.H${hh}: ${WB.fmt(acc)}` + (degenerate ? ' (degenerate: tied on most validation items, never selected)' : '')},
+          degenerate ? '\u00d7' : acc === null ? '' : acc.toFixed(2));
+        td.style.background = WB.shade(acc === null || degenerate ? 0 : acc, 1, '40, 90, 200');
         td.addEventListener('click', () => {
           if (idx >= 0) { state.head = idx; state.pick = null; } else { state.pick = [layer, hh]; }
           redraw();
