@@ -285,6 +285,12 @@ def test_mui_key_features_with_an_sae(browser, root, tmp_path):
     rows = css(page, f"[data-view=neurons] table[data-token='{busiest}'] tr")
     assert [(r.get_attribute("data-unit"), float(css(page, "td", r)[0].text)) for r in rows] == \
         [(u, pytest.approx(x, rel=1e-3)) for u, x in s["token_top_units"][busiest]]
+    # a feature's activating tokens: where it is among a response token's top units, best first
+    feature = features[0].get_attribute("data-unit")
+    expected = sorted(((x, t) for r in samples for t, top in zip(r["response_tokens"], r["token_top_units"])
+                       for u, x in top if u == feature and x > 0), key=lambda a: -a[0])[:8]
+    acts = css(page, ".act", features[0])
+    assert [float(a.get_attribute("data-score")) for a in acts] == pytest.approx([x for x, _ in expected], rel=1e-3)
     shot(page, "features", "mui-features")
     quiet(page)
 
@@ -298,6 +304,7 @@ def test_formats_letters_beside_free_answers(browser, root, tmp_path):
     (view,) = css(page, "[data-view=formats]")
     renorm = css(page, "tr[data-key=p_renorm] td", view)[0].text
     assert float(renorm) == pytest.approx(s["mcq"]["p_renorm"], rel=1e-3)
+    assert css(page, ".detail pre.itemtext")[0].get_attribute("textContent") == s["prompts"]["mcq_plain"]
     for fmt, gens in s["generations"].items():
         (box,) = css(page, f"div.gens[data-format={fmt}]", view)
         assert [li.get_attribute("textContent") for li in css(page, "li", box)] == gens  # exact, control characters too

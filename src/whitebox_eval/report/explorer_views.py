@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from whitebox_eval.report.explorer_data import f32, item_row, item_table, num, nums
+from whitebox_eval.report.explorer_data import TEXT_CAP, f32, item_row, item_table, num, nums
 from whitebox_eval.report.metrics import cut
 from whitebox_eval.report.rundata import RunData
+from whitebox_eval.runs.estimates import is_number
 
 KEY_UNITS_SHOWN = 64
 """Key units listed per response (all are counted per layer)."""
@@ -203,6 +204,7 @@ def _mui(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
     where = {str(sid): k for k, sid in enumerate(meta.get("sample_ids", []))}
     by_id = {str(s.get("id")): s for s in samples}
     feature_items: dict[int, list[str]] = {}
+    activations: dict[str, list[tuple[float, str, str]]] = {}
     for row in table["items"]:
         k = where.get(row["id"])
         if k is None:
@@ -216,13 +218,22 @@ def _mui(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
                       "token_top": s.get("token_top_units")}
         for u in units.tolist():
             feature_items.setdefault(u, []).append(row["id"])
+        texts, tops = by_id[row["id"]].get("response_tokens"), by_id[row["id"]].get("token_top_units") or []
+        for j, top in enumerate(tops):  # where each unit is among a token's top units: its activating tokens
+            for unit, score in top:
+                if texts and is_number(score) and score > 0:
+                    activations.setdefault(unit, []).append((float(score), texts[j], row["id"]))
     out = {**table, "unit_kind": kind, "n_layers": n_layers, "width": width,
            "unit_label": "layer.neuron" if kind == "neuron" else "sae.feature (sae: its place in --sae)",
            "layer_mui": nums(a) if (a := _array(run, "layer_mui")) is not None else None}
     if kind != "neuron":  # SAE features: the features used by most items, with those items
         top = sorted(feature_items.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:32]
-        out["features"] = [{"unit": f"{u // width}.{u % width}", "n": len(ids), "items": ids[:FEATURE_ITEMS]}
-                           for u, ids in top]
+        out["features"] = []
+        for u, ids in top:
+            name = f"{u // width}.{u % width}"
+            best = sorted(activations.get(name, []), key=lambda a: -a[0])[:FEATURE_ITEMS]
+            out["features"].append({"unit": name, "n": len(ids), "items": ids[:FEATURE_ITEMS],
+                                    "tokens": [[num(x), t, i] for x, t, i in best]})
     return out
 
 
@@ -236,6 +247,9 @@ def _formats(samples: list[dict[str, Any]]) -> dict[str, Any]:
         for fmt, value in p.items():
             row["pred"][fmt], row["ok"][fmt] = None if num(value) is None else f"{num(value):.3g}", None
             row["num"][f"p_correct {fmt}"] = num(value)
+        prompts = s.get("prompts") if isinstance(s.get("prompts"), dict) else {}
+        if prompts.get("mcq_plain"):
+            row["text"] = cut(str(prompts["mcq_plain"]), TEXT_CAP)
         row["formats"] = {"mcq": {k: num(v) for k, v in (s.get("mcq") or {}).items()}, "p_correct": {k: num(v) for k, v in p.items()},
                           "answer": s.get("answer"),
                           "generations": {f: [cut(str(g), 600) for g in gens] for f, gens in (s.get("generations") or {}).items()}}
