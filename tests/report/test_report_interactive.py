@@ -68,3 +68,33 @@ def test_static_page_keeps_todays_viewer(mcqa_run, tmp_path):
     html = write_report([run.path], tmp_path / "r.html", static=True).read_text(encoding="utf-8")
     assert "<script" not in html and html.count("<details class=sample>") == 3
     assert "script-src" not in html
+
+
+def test_a_run_made_before_rows_were_kept_shows_what_its_arrays_allow(tmp_path):
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    from whitebox_eval.report.explorer_data import page_data
+    from whitebox_eval.report.rundata import load_run
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import explorer_runs
+
+    run = explorer_runs.mcqa(tmp_path, limit=20)
+    for name in ("attention_rows", "attention_rows_offsets", "attention_rows_before"):
+        (run.path / "arrays" / f"{name}.npy").unlink()
+    results = run.load_results()
+    del results["explorer"]
+    run.save_results(results)
+    (entry,) = page_data([load_run(run.path)])["runs"]
+    chosen = [results["attention"]["best_head"], results["qk"]["best_head"]]
+    assert entry["heads"] == [h for k, h in enumerate(chosen) if h not in chosen[:k]] and not entry["rows_kept"]
+    attention = np.load(run.path / "arrays" / "attention.npy")
+    for item, s in zip(entry["items"], run.read_samples()):
+        view = item["mcqa"]
+        assert "rows" not in view and "tokens" not in view
+        (layer, head) = entry["heads"][0]
+        np.testing.assert_allclose(view["attention"][0], attention[s["doc_id"], layer, head, :len(s["labels"])], rtol=1e-3)
+        assert len(view["lens"]) == 3
