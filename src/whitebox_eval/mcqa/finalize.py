@@ -143,6 +143,8 @@ def finalize(study) -> RunFolder:
         stats.add_proportion(headline, "acc,head_score_head", correct["head_score_head"])
         if "qk" in main:
             stats.add_proportion(headline, "acc,head_score_qk", _correct(predict(main["qk"][:, l0, h0])[test], gold[test]))
+    # the report's per-item views: right after the heads are chosen, while the main pass's prefixes are cached
+    explorer = _explorer(study, selected, tables, score_heads) if tables else None
     if "lens" in main:  # nothing is chosen: every evaluated item
         lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])
         curve = per_layer_accuracy(lens, gold)
@@ -198,7 +200,6 @@ def finalize(study) -> RunFolder:
     if mixed:  # chance and accuracy per number of options (selecting methods: their test items)
         by_count.update({f"acc,{name}": (test, c) for name, c in correct.items() if name != "baseline"})
         results["by_option_count"] = by_option_count(counts, by_count)
-    explorer = _explorer(study, selected, tables, score_heads) if tables else None
     if writer:
         extras = _per_item_extras(study, main, selected, pride_pred, cloze, base_pred if study.letters else None)
         if explorer is not None:  # the report's per-item views (mcqa/explorer.py)
