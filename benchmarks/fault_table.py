@@ -1,4 +1,4 @@
-"""Issue 13's bad-input and fault cases, run against two versions: the before/after table.
+"""Issues 13's and 38's bad-input and fault cases, run against two versions: the before/after table.
 
 Every case of ``tests/faults/cases.py`` runs as its own ``python -m whitebox_eval``-like
 process (a full disk / read-only output is simulated by making ``os.fsync`` fail from
@@ -8,6 +8,7 @@ Extra rows: a torn ``arrays/parts`` file then ``--resume``, the mode of results.
 the GGUF cache key after editing one byte near the end of the file.
 
     python benchmarks/fault_table.py --before /tmp/base/src --after src --out benchmarks/results/fault_table.md
+    python benchmarks/fault_table.py --before /tmp/base/src --issue 38 --out benchmarks/results/fault_table_38.md
 
 ``--before`` is the ``src`` folder of the old version (e.g. ``git archive <commit> src | tar -x -C /tmp/base``).
 """
@@ -89,12 +90,12 @@ def extra_rows(src: Path, d: Path) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def table(versions: dict[str, Path], fixtures: Path) -> str:
+def table(versions: dict[str, Path], fixtures: Path, issue: int | None = None) -> str:
     rows: dict[str, dict[str, tuple[str, str, str]]] = {}
     for label, src in versions.items():
         d = fixtures.parent / f"{label}-fixtures"
-        shutil.copytree(fixtures, d)
-        for case in CASES:
+        shutil.copytree(fixtures, d, symlinks=True)
+        for case in (c for c in CASES if issue is None or c.issue == issue):
             existing = {p.name for p in (d / "runs").iterdir()}
             code, last = run(src, case.args(d), case.patch, case.env)
             args = case.args(d)
@@ -104,7 +105,7 @@ def table(versions: dict[str, Path], fixtures: Path) -> str:
                 last = f"run.log: {noted[-1][21:]}" if noted else last
             rows.setdefault(case.id, {})[label] = (str(code), last.replace(str(d), "D"), runs_left(d, existing))
             print(f"[{label}] {case.id}: {code} {last[:150]}", flush=True)
-        for key, value in extra_rows(src, d).items():
+        for key, value in (extra_rows(src, d) if issue in (None, 13) else {}).items():
             rows.setdefault(key, {})[label] = tuple(v.replace(str(d), "D") for v in value)
             print(f"[{label}] {key}: {value}", flush=True)
     labels = list(versions)
@@ -124,14 +125,16 @@ def main() -> None:
     ap.add_argument("--before", type=Path, required=True, help="src folder of the old version")
     ap.add_argument("--after", type=Path, default=HERE.parent / "src", help="src folder of the new version")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here too")
+    ap.add_argument("--issue", type=int, default=None, help="only the cases of this issue (13, 38)")
     ns = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         fixtures = build_fixtures(Path(tmp) / "fixtures")
-        text = table({"before": ns.before.resolve(), "after": ns.after.resolve()}, fixtures)
+        text = table({"before": ns.before.resolve(), "after": ns.after.resolve()}, fixtures, ns.issue)
     print(text)
     if ns.out:
-        ns.out.write_text(f"# Faults and bad input: before / after (issue 13)\n\n"
-                          f"`python benchmarks/fault_table.py --before {ns.before} --after {ns.after}`\n\n{text}")
+        which = f" --issue {ns.issue}" if ns.issue else ""
+        ns.out.write_text(f"# Faults and bad input: before / after (issue {ns.issue or '13 and 38'})\n\n"
+                          f"`python benchmarks/fault_table.py --before {ns.before} --after {ns.after}{which}`\n\n{text}")
 
 
 if __name__ == "__main__":

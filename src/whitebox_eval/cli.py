@@ -7,10 +7,11 @@ line without a traceback and exit with status 2.
 from __future__ import annotations
 
 import sys
+import warnings
 
 import click
 
-from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.errors import WhiteboxError, one_line_warnings
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import dtype_option
@@ -96,7 +97,7 @@ def cli(ctx: click.Context, device: str, device_map: str | None) -> None:
         raise WhiteboxError(f"'{ctx.invoked_subcommand}' does not share its work among torchrun ranks (only "
                             f"{', '.join(sorted(DATA_PARALLEL_COMMANDS))} does): run it as one process")
     if device != "auto" or device_map is not None:  # the defaults need no check (and no torch import)
-        from whitebox_eval.models.loading import set_placement
+        from whitebox_eval.models.placement import set_placement
 
         set_placement(device, device_map)
 
@@ -146,12 +147,14 @@ def inspect(model: str, allow_pickle: bool, trust_remote_code: bool, dtype: str)
 @cli.command()
 @click.option("--output", default="runs", show_default=True, help="folder holding run folders")
 def runs(output: str) -> None:
-    """List run folders: id, suite, model, task, samples, headline metric."""
+    """List run folders: id, suite, model, task, samples, headline metric (and what is damaged)."""
     from whitebox_eval.runs import list_runs
 
     for r in list_runs(output):
         value = "" if r.headline_value is None else f"{r.headline}={r.headline_value:.3f}"
-        click.echo(f"{r.id:60s} {r.suite or '':8s} {r.model or '':16s} {str(r.task or ''):14s} n={r.n_samples:<6d} {value}")
+        damage = f"  DAMAGED: {'; '.join(r.damage)}" if r.damage else ""
+        click.echo(f"{r.id:60s} {r.suite or '':8s} {r.model or '':16s} {str(r.task or ''):14s} n={r.n_samples:<6d} {value}"
+                   + damage)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     from whitebox_eval.runs.folder import disk_error, remove_unused_fresh_folders, start_command
 
     start_command()
+    shown_before = one_line_warnings()
     try:
         cli.main(args=argv, standalone_mode=False)
     except WhiteboxError as e:
@@ -186,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted: finished batches are saved; rerun with --resume to continue", err=True)
         sys.exit(130)
+    finally:
+        warnings.showwarning = shown_before
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Bad-input and fault cases of issue 13, shared by ``tests/faults`` and
+"""Bad-input and fault cases of issues 13 and 38, shared by ``tests/faults`` and
 ``benchmarks/fault_table.py`` (which runs them against two versions and prints the table).
 
 :func:`build_fixtures` writes everything the cases need under one folder: a tiny random
@@ -21,6 +21,9 @@ MCQA = ["mcqa", "--model", "{d}/tiny", "--limit", "8", "--min-val-items", "2", "
         "--methods", "baseline,qk", "--output", "{d}/runs"]
 
 
+REPRODUCE = ["reproduce", "004", "--scale", "micro", "--model", "{d}/tiny", "--data", "triviaqa={d}/trivia.jsonl"]
+
+
 @dataclass(frozen=True)
 class Case:
     """One command line; after the fix it exits ``code`` with one ``error:`` line holding ``expect``."""
@@ -31,6 +34,7 @@ class Case:
     code: int = 2
     patch: str | None = None  # "enospc" / "erofs": the 3rd fsync of the run fails like that
     env: dict[str, str] = field(default_factory=dict)
+    issue: int = 13  # the issue that found it
 
     def args(self, d: Path) -> list[str]:
         return [a.replace("{d}", str(d)) for a in self.argv]
@@ -102,6 +106,42 @@ CASES: list[Case] = [
     Case("mcqa, read-only output mid-run", _with(MCQA, run_id="ro"), "cannot write to {d}/runs/ro: the file system "
          "is read-only", patch="erofs"),
     Case("mcqa --model missing", _with(MCQA, model="{d}/no_such_model", run_id="nomodel"), "model path not found"),
+    # issue 38: a read that fails (a real EIO: the file is a link to /proc/self/mem, whose first page is not mapped)
+    Case("mcqa hellaswag=FILE, EIO while reading", _with(MCQA, task="hellaswag={d}/eio.jsonl"),
+         "cannot read {d}/eio.jsonl: Input/output error", issue=38),
+    Case("mcqa mmlu=FILE.csv, EIO while reading", _with(MCQA, task="mmlu={d}/eio.csv"),
+         "cannot read {d}/eio.csv: Input/output error", issue=38),
+    Case("mui gsm8k=FILE, EIO while reading", ["mui", "--model", "{d}/tiny", "--task", "gsm8k={d}/eio.jsonl", "--limit",
+                                               "2", "--output", "{d}/runs"], "cannot read {d}/eio.jsonl: Input/output error",
+         issue=38),
+    Case("mcqa mcq=x.parquet, not Parquet", _with(MCQA, task="mcq={d}/not_parquet.parquet"),
+         "cannot read {d}/not_parquet.parquet: it is damaged or not in the format its name says (", issue=38),
+    Case("mui gen=x.parquet, not Parquet", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/not_parquet.parquet",
+                                            "--limit", "2", "--output", "{d}/runs"],
+         "cannot read {d}/not_parquet.parquet: it is damaged or not in the format its name says (", issue=38),
+    Case("mcqa mcq=x.tsv, not UTF-8", _with(MCQA, task="mcq={d}/latin1.tsv"),
+         "{d}/latin1.tsv:3: not UTF-8 text (byte 0xFC); re-save the file as UTF-8", issue=38),
+    Case("reproduce --output FILE", [*REPRODUCE, "--output", "{d}/a_file.txt"], "is a file, not a folder", issue=38),
+    Case("reproduce, its only --model missing",
+         _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/no_such_model", run_id="r-missing"),
+         "none of the plan's 2 runs can start: model {d}/no_such_model: model path not found", issue=38),
+    Case("reproduce, its only --model with a broken config.json",
+         _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/bad_config", run_id="r-config"),
+         "model {d}/bad_config: could not load model from {d}/bad_config", issue=38),
+    Case("reproduce, --data not UTF-8",
+         _with([*REPRODUCE, "--output", "{d}/runs"], data="triviaqa={d}/trivia_latin1.jsonl", run_id="r-latin1"),
+         "--data triviaqa: {d}/trivia_latin1.jsonl:2: not UTF-8 text (byte 0xE4)", issue=38),
+    Case("reproduce --data FILE, EIO while reading",  # --data paths are resolved: the message names the link's target
+         _with([*REPRODUCE, "--output", "{d}/runs"], data="triviaqa={d}/eio.jsonl", run_id="r-eio"),
+         "Input/output error (the disk or file system failed while reading it)", issue=38),
+    Case("mcqa --resume, config.yaml deleted", [*_with(MCQA, run_id="noconfig"), "--resume"],
+         "cannot resume {d}/runs/noconfig: its config.yaml is missing", issue=38),
+    Case("mui gen=FILE.jsonl without a prompt column", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/gen_no_prompt.jsonl",
+                                                         "--limit", "2", "--output", "{d}/runs"],
+         "{d}/gen_no_prompt.jsonl:1: no prompt or question column", issue=38),
+    Case("mui --on-bad-row error", ["mui", "--model", "{d}/tiny", "--task", "gen={d}/gen_one_bad.jsonl", "--limit", "2",
+                                    "--on-bad-row", "error", "--output", "{d}/runs"], "{d}/gen_one_bad.jsonl:2: no answer",
+         issue=38),
 ]
 
 
@@ -201,8 +241,30 @@ def build_fixtures(d: Path) -> Path:
     state["extra"] = argparse.Namespace(note="not a tensor")
     (d / "pickle_objects" / "model.safetensors").unlink()
     torch.save(state, d / "pickle_objects" / "pytorch_model.bin")
+    _bad_data(d)
+    shutil.copytree(model, d / "bad_config")
+    (d / "bad_config" / "config.json").write_text('{"model_type": "llama", ')
     _fake_runs(d / "runs")
     return d
+
+
+def _bad_data(d: Path) -> None:
+    """Issue 38's data files: a link that fails with EIO when read, a .parquet that is not
+    Parquet, text that is not UTF-8, generation files missing a column."""
+    for name in ("eio.jsonl", "eio.csv"):
+        (d / name).symlink_to("/proc/self/mem")  # reading its first page fails with EIO (Linux)
+    (d / "not_parquet.parquet").write_text("question,answer\nnot parquet,at all\n")
+    (d / "latin1.tsv").write_bytes("question\tA\tB\tanswer\nWhat is 1+1?\t2\t3\tA\nWho is Z\u00fcrich?\tx\ty\tA\n"
+                                   .encode("latin-1"))
+    trivia = [{"context": f"Question: What is {i} + {i}?\nAnswer:", "answer": str(2 * i), "aliases": [str(2 * i)]}
+              for i in range(8)]
+    (d / "trivia.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trivia))
+    lines = [json.dumps(t) for t in trivia]
+    lines[1] = lines[1].replace("What", "Wh\u00e4t")
+    (d / "trivia_latin1.jsonl").write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+    (d / "gen_no_prompt.jsonl").write_text('{"q": "2+2?", "answer": "4"}\n{"q": "3+3?", "answer": "6"}\n')
+    (d / "gen_one_bad.jsonl").write_text('{"question": "2+2?", "answer": "4"}\n{"question": "3+3?"}\n'
+                                         '{"question": "3+4?", "answer": "7"}\n')
 
 
 def _fake_runs(root: Path) -> None:
@@ -216,3 +278,6 @@ def _fake_runs(root: Path) -> None:
         folder.save_array("qk_head_accuracy", [[0.5, 0.25]])
     path = root / "corrupt" / "results.json"
     path.write_text(path.read_text()[:20])
+    shutil.copytree(root / "good", root / "noconfig")  # its config.yaml deleted (issue 38)
+    (root / "noconfig" / "config.yaml").unlink()
+    (root / "noconfig" / "results.json").unlink()

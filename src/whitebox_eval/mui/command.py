@@ -12,6 +12,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.runs.options import (
     batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
+from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
 TASK_HELP = ("arithmetic-gen[:add1,mul2,...] | ssd | gsm8k=PATH (jsonl, '#### N' answers) | triviaqa=PATH | "
@@ -68,6 +69,8 @@ def _study_options(f):
         click.option("--allow-code-execution", is_flag=True,
                      help="run lm-eval tasks whose metric executes the model's code (HumanEval, MBPP), each document's "
                      "test in a subprocess with a timeout"),
+        click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True,
+                     help="what to do with malformed rows of a local file (skipped rows are listed)"),
         click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
         batch_size_option(),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
@@ -106,7 +109,7 @@ def _config(model: str, task, kw: dict):
         batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.name == "lm-eval" else None,
-        allow_code_execution=kw["allow_code_execution"] and spec.name == "lm-eval",
+        allow_code_execution=kw["allow_code_execution"] and spec.name == "lm-eval", on_bad_row=kw["on_bad_row"],
     )
 
 
@@ -115,7 +118,8 @@ def _config(model: str, task, kw: dict):
 @task_option(None, TASK_HELP + " (repeatable: one run per task, then the Utility Law across them)",
              tasks=GENERATION_TASKS, usage=TASK_USAGE, multiple=True)
 @_study_options
-@click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)")
+@click.option("--run-id", default=None, callback=run_id_option,
+              help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:

@@ -72,7 +72,8 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
         raise WhiteboxError("--lm-eval-data and --allow-code-execution apply to --task lm-eval:TASK only")
     own_demo = fmt.shots == 1 and style.demonstration is None and spec.name != LM_EVAL
     limit = None if cfg.limit is None else cfg.limit + own_demo
-    gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, **options)
+    gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, on_bad_row=cfg.on_bad_row,
+                          **options)
     items, demonstration = list(gen.items), None
     if own_demo and items and items[0].prompt is None:  # a file without an App. C example: its first row
         first = items.pop(0)

@@ -113,7 +113,9 @@ class MUIConfig:
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of gen=PATH (config.yaml: task_spec.fields)
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
     allow_code_execution: bool = False  # lm-eval tasks whose metric runs the model's code
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+    on_bad_row: str = "skip"  # a malformed row of a local file: skip it (listed) or stop ("error")
+    # on_bad_row never changes a finished run's numbers ("error" stops at the first bad row), so a resume may change it
+    volatile: tuple[str, ...] = field(default=("batch_size", "on_bad_row"), repr=False)
 
     def __post_init__(self) -> None:
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)

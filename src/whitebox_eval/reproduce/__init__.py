@@ -108,12 +108,14 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
         echo: Callable[[str], None] | None = None) -> Reproduction:
     """Plan, run (or reuse) every child run, and write the reproduction folder."""
-    from whitebox_eval.reproduce import assemble, children
+    from whitebox_eval.reproduce import assemble, children, prechecks
+    from whitebox_eval.runs.run_ids import run_path
 
     plan = prepare(papers, models, scale, data, data_root)
-    folder = Path(output) / (run_id or default_run_id([p.number for p in plan.papers], scale))
+    folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
+    notes = prechecks.check(plan)  # one line, and no work, when no child could run
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    for line in plan.lines():
+    for line in plan.lines() + notes:
         say(line)
     _open_folder(folder, plan.to_dict(), resume)
     log_path = folder / LOG_FILE
@@ -124,7 +126,7 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         with open(log_path, "a", encoding="utf-8") as f:
             f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
 
-    for line in plan.lines():
+    for line in plan.lines() + notes:
         log(line, echo=False)
     timing_path = folder / TIMING_FILE
     timings = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
+from whitebox_eval.runs.run_ids import run_id_option
+
+#: the exit status when the reproduction folder was written but some child runs failed (marked not run)
+PARTLY_RUN = 3
 
 SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n chosen so each headline test "
               "can detect the paper's effect where the data allow; the report gives the smallest detectable "
@@ -25,7 +32,8 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 @click.option("--scale", type=click.Choice(["quick", "paper", "micro"]), default="quick", show_default=True,
               help=SCALE_HELP)
 @click.option("--output", default="runs", show_default=True, help="folder that receives the reproduction folder")
-@click.option("--run-id", default=None, help="name of the reproduction folder (default: reproduce-<papers>-<scale>)")
+@click.option("--run-id", default=None, callback=run_id_option,
+              help="name of the reproduction folder (default: reproduce-<papers>-<scale>)")
 @click.option("--resume", is_flag=True, help="continue the reproduction folder --output/--run-id where it stopped")
 @click.option("--plan-only", is_flag=True, help="print the plan (runs, items, estimated time) and stop")
 def reproduce(papers, models, data, data_root, scale, output, run_id, resume, plan_only) -> None:
@@ -42,23 +50,50 @@ def reproduce(papers, models, data, data_root, scale, output, run_id, resume, pl
     and model (holds / not shown at this n / contradicted, with the test named).
 
     \b
+    Before any work every data file is read to its end and each model's path and
+    config.json are checked: data that cannot be read, or no model that can run, is one
+    line (exit status 2); a model that cannot run beside others that can is a warning, its
+    runs are marked not run and the others go on. Exit status 0: every child ran or was
+    reused; 3: the folder was written but some children failed (marked not run, reasons
+    in reproduction.md; --resume runs only those again).
+
+    \b
       whitebox-eval reproduce 000
       whitebox-eval reproduce all --data-root ../shared/datasets
       whitebox-eval reproduce mui --model smollm2-135m --data gsm8k=gsm8k/test.jsonl --data mmlu=mmlu/test
       whitebox-eval --device cuda reproduce all --scale paper --data-root data/   # on a GPU
     """
     import whitebox_eval.reproduce as rep
+    from whitebox_eval.reproduce import prechecks
 
     if plan_only:
         plan = rep.prepare(papers, models, scale, data, data_root)
         for line in plan.lines():
             click.echo(line)
+        for line in prechecks.check(plan):
+            click.echo(line, err=True)
         return
     result = rep.run(papers, models=models, scale=scale, data=data, data_root=data_root, output=output,
                      run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True))
+    failed, done = _children(result)
+    if failed and not done:
+        first = " ".join(next(iter(failed.values())).split())  # a library's reason may hold line breaks
+        raise WhiteboxError(f"no child run could run ({len(failed)} failed; the first: {first}); "
+                            f"{result.folder / rep.MARKDOWN_FILE} lists them all: fix that and rerun with --resume")
     counts: dict[str, int] = {}
     for c in result.claims:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     click.echo(f"reproduction folder: {result.folder}")
     click.echo("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
     click.echo(f"see {result.folder / rep.MARKDOWN_FILE} (and {rep.HTML_FILE}, {rep.CLAIMS_FILE})")
+    if failed:
+        click.echo(f"warning: {len(failed)} of {len(failed) + len(done)} child runs failed and are marked not run "
+                   f"(reasons in {rep.MARKDOWN_FILE}); fix them and rerun with --resume to run only those", err=True)
+        sys.exit(PARTLY_RUN)
+
+
+def _children(result) -> tuple[dict[str, str], set[str]]:
+    """The child runs that failed (run id -> reason) and those done (run here or reused)."""
+    runs = [r for p in result.content["papers"] for r in p["runs"]]
+    failed = {r["run"]: r.get("reason", "") for r in runs if r["status"] == "failed"}
+    return failed, {r["run"] for r in runs if r["status"] == "done"}

@@ -6,7 +6,8 @@ benchmark a plan needs is looked up under the data root, in ``DIR/NAME/`` laid o
 beside it; Geometry of Truth: the folder of its CSVs; any other benchmark: the one data
 file in its folder). The data root is ``--data-root``, else ``$WHITEBOX_EVAL_DATA``, else
 ``../shared/datasets`` when that folder exists. A benchmark the plan needs and cannot
-find ends the command before any work, in one line naming the fix.
+find, or cannot read to its end, ends the command before any work, in one line naming
+the fix.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ BENCHMARKS: dict[str, str] = {
 FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": ""}
 """Benchmarks given as a folder: the sub-folder of DIR/NAME that is used."""
 IGNORED = {"license", "readme", "readme.md", "license.txt", ".ds_store"}
+LENIENT_TEXT = {"geometry_of_truth"}
+"""Benchmarks whose loader reads a line that is not UTF-8 as a bad row (skipped), not a bad file."""
+DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+"""The files of a benchmark folder that are read (its README or LICENSE are not)."""
 DEFAULT_ROOT = Path("..") / "shared" / "datasets"
 ENV = "WHITEBOX_EVAL_DATA"
 
@@ -98,4 +103,21 @@ def locate(needed: Sequence[str], given: Mapping[str, str], root: Path | None,
         else:
             path = _data_file(folder, name)
         out[name] = str(path.resolve())
+    for name, path in out.items():
+        readable(name, Path(path))
     return out
+
+
+def readable(name: str, path: Path) -> None:
+    """Read benchmark ``name``'s file (or each data file of its folder) to its end, so data that
+    cannot be read (a failing disk, text that is not UTF-8) stops the command before any work,
+    in one line, as a missing file does."""
+    from whitebox_eval.datafiles import check_readable
+
+    files = [path] if not path.is_dir() else sorted(
+        f for f in path.iterdir() if f.is_file() and f.suffix.lower() in DATA_SUFFIXES and f.name.lower() not in IGNORED)
+    try:
+        for f in files:
+            check_readable(f, text=name not in LENIENT_TEXT and f.suffix.lower() != ".parquet")
+    except WhiteboxError as e:
+        raise WhiteboxError(f"--data {name}: {e}") from None

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.datafiles import reading
 
 CONFIG_KEY = "data_files"
 CHUNK = 1 << 20
@@ -23,13 +23,10 @@ def file_record(path: str | Path) -> dict[str, Any]:
     """``{"path", "sha256", "bytes"}`` of one file, read in :data:`CHUNK`-byte pieces."""
     path = Path(path)
     digest, size = hashlib.sha256(), 0
-    try:
-        with path.open("rb") as f:
-            while chunk := f.read(CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-    except OSError as exc:
-        raise WhiteboxError(f"cannot read {path} to record its sha256: {exc}") from exc
+    with reading(path), path.open("rb") as f:  # a failed open or read: the one line of every data file
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
     return {"path": str(path), "sha256": digest.hexdigest(), "bytes": size}
 
 

@@ -39,6 +39,7 @@ from whitebox_eval.runs.listing import RESULTS_FILE, SAMPLES_FILE, RunSummary, l
 from whitebox_eval.runs.plain_values import plain_value
 from whitebox_eval.runs.progress import log_to as _progress_log_to
 from whitebox_eval.runs.samples_file import dumps as _dumps, read_samples_file, repair_tail, sample_line
+from whitebox_eval.runs.run_ids import run_path
 from whitebox_eval.runs.provenance import (
     ALWAYS_VOLATILE,
     CONFIG_FILE,
@@ -144,16 +145,14 @@ class RunFolder:
         if resume and run_id is None:
             raise WhiteboxError("--resume needs --run-id naming the run folder to continue "
                                 "(`whitebox-eval runs` lists them)")
-        if run_id is None:
-            path = unused_path(root, default_run_id(config, created))
-        else:
-            if not _NAME_RE.match(run_id):
-                raise WhiteboxError(
-                    f"run id {run_id!r} is not a plain folder name: use letters, digits, "
-                    "'.', '_' and '-' only (no slashes)")
-            path = root / run_id
+        path = unused_path(root, default_run_id(config, created)) if run_id is None else run_path(root, run_id)
         if resume and (path / CONFIG_FILE).is_file():
             return cls.open_for_resume(path, config)
+        if resume and (has_finished_work(path) or (path / ARRAYS_DIR).is_dir()):
+            raise WhiteboxError(
+                f"cannot resume {path}: its {CONFIG_FILE} is missing, so the settings of the work it holds cannot "
+                f"be checked; nothing else was lost: restore {CONFIG_FILE} (a copy, or a backup) and run again with "
+                "--resume, or start afresh with another --run-id")
         if has_finished_work(path):
             raise WhiteboxError(
                 f"{path} already holds results of an earlier run; pass --resume to "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,51 +27,79 @@ class RunSummary:
     n_samples: int
     headline: str | None
     headline_value: Any = None
-
-
+    damage: list[str] = field(default_factory=list)  # what is wrong with the folder's files (empty: nothing)
 
 
 def list_runs(root: Path | str) -> list[RunSummary]:
-    """Summaries of the run folders directly under ``root``, oldest first."""
+    """Summaries of the run folders directly under ``root``, oldest first: every folder with a
+    config.yaml, samples.jsonl or results.json; ``damage`` says what in it cannot be read."""
     root = Path(root)
     if not root.is_dir():
         raise WhiteboxError(f"no runs folder at {root}; give the folder runs were written to")
     summaries = []
-    for path in sorted(p for p in root.iterdir() if (p / CONFIG_FILE).is_file()):
-        try:
-            config = read_config(path)
-        except WhiteboxError:
-            config = {}
+    for path in sorted(p for p in root.iterdir() if any((p / f).is_file() for f in (CONFIG_FILE, SAMPLES_FILE,
+                                                                                     RESULTS_FILE))):
+        damage: list[str] = []
+        config: dict[str, Any] = {}
+        if not (path / CONFIG_FILE).is_file():
+            damage.append(f"{CONFIG_FILE} is missing")
+        else:
+            try:
+                config = read_config(path)
+            except (WhiteboxError, OSError, UnicodeDecodeError) as exc:
+                damage.append(f"{CONFIG_FILE} is unreadable ({_first_line(exc)})")
         headline = headline_value = None
         results_path = path / RESULTS_FILE
         if results_path.is_file():
             try:
                 results = json.loads(results_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
+            except (ValueError, OSError) as exc:
+                damage.append(f"{RESULTS_FILE} is corrupted ({_first_line(exc)})")
                 results = {}
             head = results.get("headline") if isinstance(results, dict) else None
             if isinstance(head, dict) and head:
                 headline, headline_value = next(iter(head.items()))
+        try:
+            n_samples, bad = _count_samples(path / SAMPLES_FILE)
+        except OSError as exc:
+            n_samples, bad = 0, []
+            damage.append(f"{SAMPLES_FILE} is unreadable ({_first_line(exc)})")
+        if bad:
+            damage.append(f"{SAMPLES_FILE} has {len(bad)} line(s) that are not samples (line {bad[0]}"
+                          + (", ..." if len(bad) > 1 else "") + ")")
         summaries.append(RunSummary(
             id=path.name, path=path, suite=_str_or_none(config.get("suite")),
             model=_str_or_none(config.get("model")),
             task=_str_or_none(config.get("task", config.get("tasks"))),
             created=_str_or_none(config.get("created")),
-            n_samples=_count_lines(path / SAMPLES_FILE),
-            headline=headline, headline_value=headline_value))
+            n_samples=n_samples, headline=headline, headline_value=headline_value, damage=damage))
     summaries.sort(key=lambda s: (s.created or "", s.id))
     return summaries
 
 
-def _count_lines(path: Path) -> int:
-    """Complete lines of a JSONL file (a half-written tail has no newline yet)."""
+def _count_samples(path: Path) -> tuple[int, list[int]]:
+    """The samples in a JSONL file (lines holding a JSON object) and the line numbers of the
+    other lines; a half-written last line (no newline yet: a run killed mid-write) is neither."""
     if not path.is_file():
-        return 0
-    count = 0
+        return 0, []
+    count, bad = 0, []
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            count += block.count(b"\n")
-    return count
+        for number, line in enumerate(f, start=1):
+            if not line.endswith(b"\n") or not line.strip():
+                continue
+            try:
+                ok = isinstance(json.loads(line), dict)
+            except ValueError:  # not JSON, or not UTF-8
+                ok = False
+            if ok:
+                count += 1
+            else:
+                bad.append(number)
+    return count, bad
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import click
 
+from whitebox_eval.runs.run_ids import run_id_option
+
 
 def run_folder_options(f):
     """``--output``, ``--run-id`` and ``--resume`` (see :meth:`RunFolder.create`)."""
     for option in reversed([
         click.option("--output", "--output_path", "output", default="runs", show_default=True,
                      help="folder that receives the run folder (lm-eval: --output_path)"),
-        click.option("--run-id", default=None, help="name of the run folder (default: time-suite-model-task)"),
+        click.option("--run-id", default=None, callback=run_id_option,
+                     help="name of the run folder (default: time-suite-model-task)"),
         click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped"),
     ]):
         f = option(f)

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval.datafiles import note_read
+from whitebox_eval.datafiles import json_objects, note_read, open_text
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.lm_eval import letters_doc, letters_text
@@ -95,9 +96,28 @@ def _data_folder(data: str | Path | None, task: str) -> dict[str, str]:
     files = {p.stem: str(p.resolve()) for p in sorted(folder.iterdir()) if p.suffix in _DATA_SUFFIXES and p.is_file()}
     for f in files.values():  # config.yaml's data_files: a changed file stops --resume
         note_read(f)
+        _check_split_file(f)
     if not files:
         raise WhiteboxError(f"--lm-eval-data {data}: no <split>.jsonl files for task {task} in {folder}")
     return files
+
+
+def _check_split_file(path: str) -> None:
+    """A split file that lm-eval's json loader can read (JSON lines, or for ``.json`` one JSON
+    document); else one line naming the file, the line and the parse error (the datasets
+    library would say only "DatasetGenerationError")."""
+    if path.endswith(".json"):
+        with open_text(path) as f:
+            try:
+                json.load(f)
+                return
+            except json.JSONDecodeError:
+                pass  # JSON lines, then: each line is checked below
+    try:
+        for _ in json_objects(path):
+            pass
+    except WhiteboxError as e:
+        raise WhiteboxError(f"--lm-eval-data: {e}") from None
 
 
 def _overrides(cfg: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:

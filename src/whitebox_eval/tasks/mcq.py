@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval.datafiles import open_text
+from whitebox_eval.datafiles import open_text, reading
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.lm_eval import LmEvalDoc
@@ -278,16 +278,12 @@ def _parquet_rows(path: Path) -> tuple[Iterator[Row], list[str]]:
     open_text(path).close()  # recorded in config.yaml data_files like every other data file (the bytes are hashed)
     try:
         import pyarrow.parquet as pq
-
+        from pyarrow import ArrowException
+    except ImportError:
+        raise WhiteboxError(f"reading {path.name} (Parquet) needs pyarrow: pip install pyarrow") from None
+    with reading(path, damaged=ArrowException):  # not Parquet, cut short, EIO: one line naming the file
         table = pq.read_table(path)
         columns, records = list(table.column_names), table.to_pylist()
-    except ImportError:
-        try:
-            import pandas as pd
-        except ImportError:
-            raise WhiteboxError(f"reading {path.name} (Parquet) needs pyarrow: pip install pyarrow") from None
-        frame = pd.read_parquet(path)
-        columns, records = [str(c) for c in frame.columns], frame.to_dict("records")
     return (Row(path, i, rec) for i, rec in enumerate(records, start=1)), columns
 
 

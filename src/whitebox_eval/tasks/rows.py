@@ -5,8 +5,9 @@ A malformed row (bad JSON, missing field, gold out of range, empty option, wrong
 number of CSV fields) is reported as ``file:line: problem`` (1-based line where the row
 starts); repeated options are not malformed (lm-eval scores such rows). ``on_bad_row="error"`` raises WhiteboxError at the first one;
 ``"skip"`` drops it, records a BadRow in the result's ``bad_rows`` and warns once with
-a summary. Every other row is loaded; the whole file is read even with ``limit`` (the
-first ``limit`` items are returned), so the same file always gives the same items.
+a summary (when every row is malformed, that summary is the error). Every other row is
+loaded; the whole file is read even with ``limit`` (the first ``limit`` items are
+returned), so the same file always gives the same items.
 """
 
 from __future__ import annotations
@@ -94,11 +95,22 @@ class Collector:
         if limit is not None:
             items = items[:limit]
         if self.bad:
-            shown = "; ".join(str(b) for b in self.bad[:5])
-            more = f" (and {len(self.bad) - 5} more)" if len(self.bad) > 5 else ""
-            warnings.warn(f"skipped {len(self.bad)} malformed row(s) loading {name} from {path}: {shown}{more}",
+            if not items:  # the problem is the error, not a warning above it
+                raise WhiteboxError(f"{path} gave no {name} items: all {len(self.bad)} row(s) are malformed: "
+                                    f"{self.summary()}")
+            warnings.warn(f"skipped {len(self.bad)} malformed row(s) loading {name} from {path}: {self.summary()}",
                           MalformedRowsWarning, stacklevel=3)
         return MCQDataset(items, self.bad)
+
+    def summary(self, shown: int = 5) -> str:
+        """The bad rows as ``file:line: problem``, rows with the same file and problem as one."""
+        groups: dict[tuple[str, str], list[BadRow]] = {}
+        for b in self.bad:
+            groups.setdefault((b.path, b.reason), []).append(b)
+        parts = [str(rows[0]) + (f" (and {len(rows) - 1} more row(s) like it)" if len(rows) > 1 else "")
+                 for rows in list(groups.values())[:shown]]
+        more = f" (and {len(groups) - shown} more)" if len(groups) > shown else ""
+        return "; ".join(parts) + more
 
 
 def _strip_item_prefix(msg: str) -> str:
@@ -114,7 +126,8 @@ def read_jsonl(path: Path) -> Iterator[Row]:
 
 
 def read_csv(path: Path) -> Iterator[Row]:
-    """CSV records (quoted fields may span lines); ``line`` is where each record starts."""
+    """CSV records (quoted fields may span lines); ``line`` is where each record starts. A
+    read that fails (EIO, bytes that are not UTF-8) raises :func:`~whitebox_eval.datafiles.read_error`."""
     with open_text(path) as f:
         reader = csv.reader(f)
         start = 1
@@ -126,8 +139,6 @@ def read_csv(path: Path) -> Iterator[Row]:
                 yield Row(path, line, record)
         except csv.Error as exc:
             yield Row(path, start, RowError(f"unreadable CSV ({exc}); the rest of the file was not read"))
-        except UnicodeDecodeError as exc:
-            raise WhiteboxError(f"{path} is not UTF-8 text ({exc}); re-save it as UTF-8") from exc
 
 
 def require(data: dict, key: str, kind: type | tuple[type, ...] = str) -> Any:
@@ -168,7 +179,7 @@ def existing(path: str | Path, *, file: bool = False) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise WhiteboxError(
-            f"{path} does not exist; give a local file (or, for MMLU, a folder of subject CSVs). "
+            f"{path} does not exist; give a local file (or, for MMLU, a folder of subject CSVs), "
             "or a Hugging Face dataset as hf:DATASET_ID[:CONFIG][@SPLIT] when online")
     if file and not p.is_file():
         raise WhiteboxError(f"{path} is a folder; this dataset is read from a single file")
