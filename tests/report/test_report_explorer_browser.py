@@ -38,6 +38,17 @@ def open_page(browser, page: Path):
     return browser
 
 
+def report_of(browser, run, tmp_path: Path):
+    """(the run's samples, the browser showing its report)."""
+    return samples_of(run.path), open_page(browser, write_report([run.path], tmp_path / "r.html"))
+
+
+def done(page, view: str, name: str) -> None:
+    """Keep the view's screenshot (WHITEBOX_SCREENSHOTS) and check the console stayed silent."""
+    shot(page, view, name)
+    quiet(page)
+
+
 def css(browser, selector: str, within=None):
     return (within or browser).find_elements("css selector", selector)
 
@@ -144,8 +155,7 @@ def test_mcqa_head_right_baseline_wrong_attention_peak_and_head_click(browser, s
 
 
 def test_items_search_and_sort(browser, ssd, tmp_path):
-    samples = samples_of(ssd.path)
-    page = open_page(browser, write_report([ssd.path], tmp_path / "r.html"))
+    samples, page = report_of(browser, ssd, tmp_path)
     box = css(page, "[data-filter=search]")[0]
     box.send_keys(samples[7]["id"])
     assert listed_ids(page) == [s["id"] for s in samples if samples[7]["id"] in s["id"]]
@@ -167,8 +177,7 @@ def test_items_search_and_sort(browser, ssd, tmp_path):
     page.find_element("css selector", "[data-filter=disagree]").click()
     disagree = [s["id"] for s in samples if len({s["pred_baseline"], s["qk_head"]["pred"], s["attention_head"]["pred"]}) > 1]
     assert sorted(listed_ids(page)) == sorted(disagree)
-    shot(page, "items", "items")
-    quiet(page)
+    done(page, "items", "items")
 
 
 def test_hostile_text_stays_text_in_the_explorer(browser, mcqa_run, payloads, tmp_path):
@@ -201,8 +210,7 @@ def test_two_runs_side_by_side(browser, ssd, root, tmp_path):
         assert chips[0] == f"baseline: {s['labels'][s['pred_baseline']]}"
         assert f"attention head: {s['labels'][s['attention_head']['pred']]}" in chips
     assert len(css(page, "[data-explorer=run1] [data-view=items] tbody tr")) == 20
-    shot(page, "compare", "compare")
-    quiet(page)
+    done(page, "compare", "compare")
 
 
 # ---------------------------------------------------------------------- gar, span, mui, formats
@@ -239,8 +247,7 @@ def test_gar_flips_per_arm(browser, root, tmp_path):
     assert [c.get_attribute("data-head") for c in chips] == ["1.0", "1.1"]
     n = list(by_key).index(key)
     assert float(chips[0].text.split(": ")[1]) == pytest.approx(float(matched[n, 1, 0]), rel=1e-3)
-    shot(page, "flips", "gar-flips")
-    quiet(page)
+    done(page, "flips", "gar-flips")
 
 
 def test_span_rollout_beside_the_reference_mask(browser, root, tmp_path):
@@ -260,14 +267,12 @@ def test_span_rollout_beside_the_reference_mask(browser, root, tmp_path):
         np.testing.assert_allclose(got, rollout[s["prediction_positions"][k]], rtol=1e-3, atol=1e-6)
         assert [int(td.get_attribute("data-value")) for td in css(page, "td", q)] == reference[k].astype(int).tolist()
     assert "reference score per target token" in view.text
-    shot(page, "rollout", "span-rollout")
-    quiet(page)
+    done(page, "rollout", "span-rollout")
 
 
 def test_mui_key_features_with_an_sae(browser, root, tmp_path):
     run = explorer_runs.mui_sae(root)
-    samples = samples_of(run.path)
-    page = open_page(browser, write_report([run.path], tmp_path / "r.html"))
+    samples, page = report_of(browser, run, tmp_path)
     s = max(samples, key=lambda x: x["n_key_units"])
     select_item(page, s["id"])
     counts = [int(b.get_attribute("data-count")) for b in css(page, "[data-view=neurons] .bar")]
@@ -291,14 +296,12 @@ def test_mui_key_features_with_an_sae(browser, root, tmp_path):
                        for u, x in top if u == feature and x > 0), key=lambda a: -a[0])[:8]
     acts = css(page, ".act", features[0])
     assert [float(a.get_attribute("data-score")) for a in acts] == pytest.approx([x for x, _ in expected], rel=1e-3)
-    shot(page, "features", "mui-features")
-    quiet(page)
+    done(page, "features", "mui-features")
 
 
 def test_formats_letters_beside_free_answers(browser, root, tmp_path):
     run = explorer_runs.formats(root)
-    samples = samples_of(run.path)
-    page = open_page(browser, write_report([run.path], tmp_path / "r.html"))
+    samples, page = report_of(browser, run, tmp_path)
     s = samples[2]
     select_item(page, s["id"])
     (view,) = css(page, "[data-view=formats]")
@@ -310,5 +313,4 @@ def test_formats_letters_beside_free_answers(browser, root, tmp_path):
         assert [li.get_attribute("textContent") for li in css(page, "li", box)] == gens  # exact, control characters too
         p = css(page, f"tr[data-format={fmt}] td", view)[0].text
         assert float(p) == pytest.approx(s["p_correct"][fmt], rel=1e-3)
-    shot(page, "formats", "formats")
-    quiet(page)
+    done(page, "formats", "formats")
