@@ -97,7 +97,7 @@ def cli(ctx: click.Context, device: str, device_map: str | None) -> None:
         raise WhiteboxError(f"'{ctx.invoked_subcommand}' does not share its work among torchrun ranks (only "
                             f"{', '.join(sorted(DATA_PARALLEL_COMMANDS))} does): run it as one process")
     if device != "auto" or device_map is not None:  # the defaults need no check (and no torch import)
-        from whitebox_eval.models.loading import set_placement
+        from whitebox_eval.models.placement import set_placement
 
         set_placement(device, device_map)
 

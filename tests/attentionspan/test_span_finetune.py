@@ -82,3 +82,30 @@ def test_max_steps_and_bad_config(make_span_lm, tmp_path):
         finetune(lm, [], FinetuneConfig())
     with pytest.raises(WhiteboxError, match="no checkpoint"):
         load_checkpoint_weights(lm, tmp_path)
+
+
+def test_bf16_finetuning_steps_float32_master_weights(make_span_lm):
+    """At a learning rate whose every AdamW step (about lr per weight) is below half a bf16 weight's
+    spacing (|w| >= 0.25: spacing 2**-9, so lr 2e-4 < 4.9e-4), stepping bf16 weights directly rounds
+    each update away and the weights never move. With float32 masters the updates accumulate: the
+    trained bf16 weights follow the float32 run's from the same start (their gradients differ only by
+    bf16 rounding in the forward pass, so the few weights with near-zero gradients may go another way)."""
+    lm, ref = make_span_lm(seed=1), make_span_lm(seed=1)
+    lm.model.to(torch.bfloat16)
+    ref.model.to(torch.bfloat16).to(torch.float32)  # the same (bf16-rounded) start, trained in float32
+    toks = _toks(lm.tokenizer, 8)
+    cfg = FinetuneConfig(learning_rate=2e-4, weight_decay=0.0, batch_size=4, epochs=20, max_steps=20)
+    start = {n: p.detach().float().clone() for n, p in lm.model.named_parameters()}
+    finetune(lm, toks, cfg)
+    finetune(ref, toks, cfg)
+    assert all(p.dtype == torch.bfloat16 for p in lm.model.parameters())
+    got = torch.cat([p.detach().float().flatten() for p in lm.model.parameters()])
+    want = torch.cat([p.detach().flatten() for p in ref.model.parameters()])
+    w0 = torch.cat([start[n].flatten() for n, _ in lm.model.named_parameters()])
+    large = w0.abs() >= 0.25
+    moved = (want - w0).abs() > 2.0 ** -9  # weights the float32 run moves by more than a bf16 spacing
+    assert int((large & moved).sum()) > 100
+    sel = large & moved
+    assert float((torch.sign(got - w0) == torch.sign(want - w0))[sel].float().mean()) > 0.9  # they move, the same way
+    spacing = torch.finfo(torch.bfloat16).eps * 2.0 ** torch.floor(torch.log2(want.abs().clamp_min(1e-30)))
+    assert float(((got - want).abs() <= spacing).float().mean()) > 0.9  # to a bf16 spacing, nearly all weights

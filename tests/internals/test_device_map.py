@@ -21,7 +21,8 @@ from accelerate.hooks import AlignDevicesHook, add_hook_to_module
 from tiny_models import tiny_loaded
 from whitebox_eval.internals import Capture, EditAttention, Engine, MaskNeurons, Patch, ScaleHeads, batch_from_ids, cells_from_pairs
 from whitebox_eval.models.architectures import Architecture
-from whitebox_eval.models.loading import LoadedModel, execution_device
+from whitebox_eval.models.loading import LoadedModel
+from whitebox_eval.models.placement import execution_device
 
 IDS = [[5, 9, 17, 33, 2, 41, 7, 12], [3, 8, 21, 30, 11, 6]]
 POINTS = ["q", "k", "v", "q_rot", "k_rot", "attn", "head_out", "mlp_act", "resid_pre", "resid"]
@@ -57,6 +58,41 @@ def test_disk_offloaded_layers_give_the_same_captures_and_edits(family, tmp_path
     torch.testing.assert_close(got.logits, ref.logits, atol=1e-5, rtol=1e-5)
     for c in captures:
         torch.testing.assert_close(got[c.key], ref[c.key], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_lens_and_mui_read_offloaded_weights_through_accelerates_hook(family, tmp_path):
+    """The final norm, the head and two layers' MLPs offloaded to disk (on ``meta`` between forwards):
+    the logit lens and MUI's scores that read the unembedding, final-norm and down-projection
+    weights outside a forward equal the unsplit model's."""
+    from whitebox_eval.internals import logit_lens
+    from whitebox_eval.mui import keyneurons as kn
+
+    lm = tiny_loaded(family)
+    copied = copy.deepcopy(lm.model)
+    plain = LoadedModel(model=copied, tokenizer=lm.tokenizer, arch=Architecture.of(copied), spec=lm.spec, source=lm.source)
+    device_map = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.rotary_emb_local": "cpu",
+                  "model.layers.0": "cpu", "model.layers.1": "disk", "model.layers.2": "disk", "model.norm": "disk",
+                  "lm_head": "disk"}
+    device_map = {k: v for k, v in device_map.items() if _has(lm.model, k)}
+    model = dispatch_model(lm.model, device_map=device_map, offload_dir=str(tmp_path))
+    split = LoadedModel(model=model, tokenizer=lm.tokenizer, arch=Architecture.of(model), spec=lm.spec, source=lm.source)
+    tied = model.config.get_text_config().tie_word_embeddings  # gemma3's head is the embedding (kept on the CPU)
+    offloaded = [split.arch.final_norm, split.arch.mlp_down(2)] + ([] if tied else [split.arch.unembed])
+    assert all(m.weight.device.type == "meta" for m in offloaded)  # really offloaded
+    resid = torch.randn(3, lm.arch.d_model)
+    ids = [4, 9, 17]
+    ref_engine, got_engine = Engine(plain), Engine(split)
+    with torch.no_grad():
+        torch.testing.assert_close(logit_lens(got_engine, resid, ids), logit_lens(ref_engine, resid, ids))
+        torch.testing.assert_close(logit_lens(got_engine, resid), logit_lens(ref_engine, resid))
+    seqs = [kn.ScoredSequence([5, 9, 17, 33], [41, 7, 12]), kn.ScoredSequence([3, 8, 21], [30, 11, 6, 40])]
+    for cfg in (kn.KeyNeuronConfig(score="contribution", final_norm="full"),
+                kn.KeyNeuronConfig(score="contribution", final_norm="weight"),
+                kn.KeyNeuronConfig(score="ig", ig_steps=2)):
+        for got, ref in zip(kn.token_scores(got_engine, seqs, cfg), kn.token_scores(ref_engine, seqs, cfg)):
+            torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-4)
+    assert all(m.weight.device.type == "meta" for m in offloaded)  # offloaded again after each read
 
 
 def _has(model, name):

@@ -88,33 +88,34 @@ def test_local_safetensors_folder_loads_and_runs(tmp_path):
 
 def test_cli_placement_reaches_load_model(tmp_path, monkeypatch):
     """``whitebox-eval --device-map auto ...`` sets the default every study's load uses."""
-    from whitebox_eval.models import loading
+    from whitebox_eval.models import placement
 
     folder = _save_tiny(tmp_path / "st")
     _tiny_tokenizer(folder)
-    monkeypatch.setattr(loading, "PLACEMENT", loading.Placement())
-    plain = load_model(str(folder))
-    assert plain.device == torch.device("cuda" if torch.cuda.is_available() else "cpu")  # auto
-    assert not getattr(plain.model, "hf_device_map", None)
+    monkeypatch.setattr(placement, "PLACEMENT", placement.Placement())
     seen = []
     original = tf.AutoModelForCausalLM.from_pretrained
     monkeypatch.setattr(tf.AutoModelForCausalLM, "from_pretrained",
                         lambda *a, **k: seen.append(k.get("device_map")) or original(*a, **k))
-    loading.set_placement("cpu", "auto")
+    plain = load_model(str(folder))
+    where = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert plain.device == torch.device(where)  # auto
+    placement.set_placement("cpu", "auto")
     split = load_model(str(folder))
-    assert seen == ["auto"]  # accelerate placed the modules (all on the CPU here)
+    # without a map the model is loaded straight onto the device; with one accelerate placed the modules
+    assert seen == [{"": where}, "auto"]
     assert split.device == torch.device("cpu")
     batch = Engine(split).batch(["t5 t9 t17"])
     torch.testing.assert_close(Engine(split).run(batch).logits, Engine(plain).run(batch.to(plain.device)).logits.to("cpu"))
     monkeypatch.setenv("LOCAL_RANK", "1")
-    assert loading.rank_device("cuda") == "cuda:1"  # torchrun: each rank its own GPU
-    assert loading.rank_device("cuda:0") == "cuda:0"  # an explicit GPU stays
-    assert loading.resolve_device("cpu") == torch.device("cpu")
+    assert placement.rank_device("cuda") == "cuda:1"  # torchrun: each rank its own GPU
+    assert placement.rank_device("cuda:0") == "cuda:0"  # an explicit GPU stays
+    assert placement.resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(WhiteboxError, match="unknown device 'gpu0'"):
-        loading.set_placement("gpu0")
+        placement.set_placement("gpu0")
     if not torch.cuda.is_available():
         with pytest.raises(WhiteboxError, match="sees no CUDA GPU"):
-            loading.set_placement("cuda")
+            placement.set_placement("cuda")
 
 
 def _tiny_tokenizer(folder: Path) -> None:
@@ -150,3 +151,24 @@ def test_out_of_range_requests_raise_the_project_error():
 
         engine.run(batch, edits=[MaskNeurons(0, [10_000])])
     assert torch.isfinite(engine.run(batch).logits).all()  # the engine is still usable after errors
+
+
+def test_a_gpu_load_goes_straight_to_its_device_and_makes_it_current(tmp_path, monkeypatch):
+    """Simulated GPU: the weights are loaded onto cuda:1 (no whole copy in host memory first) and
+    cuda:1 becomes the current device (a torchrun rank's kernels and caches go there)."""
+    from whitebox_eval.models import loading
+
+    folder = _save_tiny(tmp_path / "st")
+    _tiny_tokenizer(folder)
+    seen = []
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda", 1))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.append(("current", torch.device(d))))
+
+    def from_pretrained(*a, **k):
+        seen.append(("device_map", k.get("device_map")))
+        raise RuntimeError("stop here: no GPU to load onto")
+
+    monkeypatch.setattr(tf.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    with pytest.raises(RuntimeError, match="stop here"):
+        load_model(str(folder), dtype="float32", device="cuda")
+    assert seen == [("current", torch.device("cuda", 1)), ("device_map", {"": "cuda:1"})]

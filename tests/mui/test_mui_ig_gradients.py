@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -77,3 +79,32 @@ def test_ig_scores_do_not_depend_on_how_many_path_points_share_a_pass(monkeypatc
         runs.append(torch.cat(kn.token_scores(engine, SEQS, cfg)))
     for other in runs[1:]:
         torch.testing.assert_close(other, runs[0], rtol=1e-5, atol=1e-7)
+
+
+class _LargestStorage(TorchDispatchMode):
+    """The largest storage (bytes) any op returns while active: what a pass keeps at its peak."""
+
+    def __init__(self):
+        super().__init__()
+        self.nbytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.nbytes = max(self.nbytes, t.untyped_storage().nbytes())
+        return out
+
+
+def test_ig_memory_does_not_grow_with_the_number_of_steps(monkeypatch):
+    """Eq. 14 needs the mean gradient only: a running sum, never a tensor holding every step's
+    gradient ([m, B, L, P, F], ~38 GB at 8B with 256 response tokens at batch 8). One path point
+    per pass, so the passes themselves are the same size whatever m is."""
+    engine = Engine(tiny_lm("llama"))
+    monkeypatch.setattr(kn, "IG_TOKENS_PER_PASS", 1)
+    peaks = []
+    for steps in (2, 32):
+        with _LargestStorage() as seen:
+            kn.token_scores(engine, SEQS, kn.KeyNeuronConfig(score="ig", ig_steps=steps))
+        peaks.append(seen.nbytes)
+    assert peaks[1] == peaks[0]

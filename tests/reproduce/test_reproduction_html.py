@@ -13,7 +13,24 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 from test_checks import _claim, _gar, _mcqa, _mui, _span  # noqa: E402
-from test_report_browser import chromium, load  # noqa: E402, F401  (chromium: the fixture)
+from test_report_browser import load  # noqa: E402
+
+
+def _report_conftest():
+    """The report tests' conftest (its browser finder), loaded under its own name."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "report" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("report_browser_conftest", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Path of headless Chromium, found (or installed) as the report's browser tests find it."""
+    return _report_conftest()._need(_report_conftest().BROWSERS, "headless Chromium")
 
 from whitebox_eval import power, stats  # noqa: E402
 from whitebox_eval.reproduce import HTML_FILE, MARKDOWN_FILE, verdicts, write_outputs  # noqa: E402
@@ -80,7 +97,7 @@ def test_every_figure_has_its_data_plot(reproduction):
     assert "floor: no item right in any arm" in md
 
 
-def test_reproduction_html_in_chromium(chromium, reproduction, tmp_path):  # noqa: F811
+def test_reproduction_html_in_chromium(chromium, reproduction, tmp_path):
     result = load(chromium, tmp_path, reproduction / HTML_FILE)
     dom = result.dom
     for name in PLOTS:

@@ -108,9 +108,9 @@ def teacher_forced_pass(engine: Engine, tokenized: Sequence[TokenizedExample], *
                         ) -> list[ExampleScores]:
     """Score one batch in one engine pass (table 1, App. C, App. G).
 
-    Logits come at every prediction row of every example; ``rollout`` captures the full
-    post-softmax matrices of every layer (``attn_full``) and rolls them out per example
-    (sec. 4); ``head_rows`` captures each head's rows at the prediction positions only.
+    Logits come at every prediction row of every example; ``rollout`` captures the head
+    mean of every layer's post-softmax matrix (``attn_mean``: rollout averages the heads, so
+    the per-head matrices are never kept) and rolls it out per example (sec. 4); ``head_rows`` captures each head's rows at the prediction positions only.
     ``edits_for(tokenized)`` supplies attention edits applied during the pass (their
     effect shows in the logits and the captured attention alike).
     """
@@ -118,7 +118,7 @@ def teacher_forced_pass(engine: Engine, tokenized: Sequence[TokenizedExample], *
     positions = _pad_rows([t.prediction_positions for t in tokenized])
     captures = []
     if rollout:
-        captures.append(Capture("attn_full"))
+        captures.append(Capture("attn_mean"))
     if head_rows:
         captures.append(Capture("attn", positions, name="rows"))
     edits = list(edits_for(tokenized)) if edits_for is not None else []
@@ -132,8 +132,8 @@ def teacher_forced_pass(engine: Engine, tokenized: Sequence[TokenizedExample], *
         scores = ExampleScores(correct=predicted == tok.target_ids, predicted=predicted)
         if rollout:
             n = tok.seq_len
-            full = trace["attn_full"][i, :, :, :n, :n]
-            roll = attention_rollout(full).numpy()
+            mean = trace["attn_mean"][i, :, None, :n, :n]  # [L, 1, n, n]: the heads already averaged
+            roll = attention_rollout(mean).cpu().numpy()
             scores.rollout_scores = reference_attention_scores(roll, tok)
             if keep[i]:
                 scores.rollout = roll

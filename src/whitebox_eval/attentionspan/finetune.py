@@ -188,10 +188,42 @@ def _adamw(params, cfg: FinetuneConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, **kw)
 
 
+class MasterWeights:
+    """float32 master copies of a model's bf16/fp16 parameters (mixed-precision training).
+
+    AdamW steps the float32 copies and each step is rounded into the model afterwards: an update
+    far below a bf16 weight's spacing (App. E's lr 5e-6 against weights near 0.1, spacing ~5e-4)
+    accumulates in the copy until it moves the weight, where stepping the bf16 weights directly
+    would round every one of them away. float32 parameters are stepped as they are."""
+
+    HALF = (torch.bfloat16, torch.float16)
+
+    def __init__(self, params: Sequence[torch.Tensor]):
+        self.pairs = [(p, p.detach().float().requires_grad_(True) if p.dtype in self.HALF else p) for p in params]
+
+    @property
+    def params(self) -> list[torch.Tensor]:
+        """What the optimizer steps: the masters (and the float32 parameters themselves)."""
+        return [m for _, m in self.pairs]
+
+    def grads_to_masters(self) -> None:
+        for p, m in self.pairs:
+            if m is not p:
+                m.grad = None if p.grad is None else p.grad.float()
+                p.grad = None
+
+    def masters_to_model(self) -> None:
+        with torch.no_grad():
+            for p, m in self.pairs:
+                if m is not p:
+                    p.copy_(m)
+
+
 def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None = None, *,
              checkpoint_dir: str | Path | None = None,
              on_step: Callable[[int, float], None] | None = None) -> FinetuneResult:
-    """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E).
+    """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E);
+    bf16/fp16 weights through float32 master copies (:class:`MasterWeights`).
 
     Examples are shuffled each epoch with ``cfg.seed``; the model is left in eval mode.
     With ``checkpoint_dir`` the final weights go to ``<dir>/final`` (and every
@@ -205,7 +237,8 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
     model = lm.model
     torch.manual_seed(cfg.seed)
     pad = lm.pad_id
-    params = [p for p in model.parameters() if p.requires_grad]
+    masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
+    params = masters.params
     opt = _adamw(params, cfg)
     order_rng = random.Random(f"attentionspan/finetune/{cfg.seed}")
     losses: list[float] = []
@@ -223,9 +256,11 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
                 loss = target_loss(model, training_batch(chunk, pad))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
+                masters.grads_to_masters()
                 if cfg.grad_clip:
                     torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
+                masters.masters_to_model()
                 step += 1
                 seen += len(chunk)
                 losses.append(float(loss.detach()))
@@ -240,5 +275,6 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
     finally:
         model.eval()
         opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
     final = save_checkpoint(lm, Path(checkpoint_dir) / "final") if checkpoint_dir else None
     return FinetuneResult(losses, step, seen, time.perf_counter() - start, final, checkpoints)

@@ -27,17 +27,26 @@ def _family_eager(module):
     return getattr(sys.modules[type(module).__module__], "eager_attention_forward")
 
 
-def additive_mask(mask: torch.Tensor | None, q_len: int, k_len: int, dtype: torch.dtype, device) -> torch.Tensor:
-    """The mask as additive float [B|1, 1|H, q, k] (None means plain causal)."""
+def additive_mask(mask: torch.Tensor | None, q_len: int, k_len: int, device, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """The mask as additive float32 [B|1, 1|H, q, k] (None means plain causal).
+
+    float32 whatever the model's dtype: ``finfo(float16).min`` plus a negative score is
+    ``-inf`` in fp16, so a fully masked row (a left pad) would softmax to NaN and reach the
+    real tokens through its values. ``rows`` [B, P] keeps only those query rows
+    ([B, 1|H, P, k]): a capture of a few rows never builds the full mask."""
     if mask is None:
-        i = torch.arange(q_len, device=device).unsqueeze(1) + (k_len - q_len)
-        j = torch.arange(k_len, device=device).unsqueeze(0)
-        keep = (j <= i)[None, None]
-    elif mask.dtype == torch.bool:
-        keep = mask
+        query = torch.arange(q_len, device=device) if rows is None else rows.to(device)
+        keep = torch.arange(k_len, device=device) <= (query + (k_len - q_len)).unsqueeze(-1)
+        keep = keep[None, None] if rows is None else keep[:, None]
     else:
-        return mask.to(dtype)
-    return torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, torch.finfo(dtype).min)
+        if rows is not None:
+            rows = rows.to(mask.device)
+            full = mask.expand(rows.shape[0], -1, -1, -1)
+            mask = full.gather(2, rows[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[3]))
+        if mask.dtype != torch.bool:
+            return mask.float()
+        keep = mask
+    return torch.zeros(keep.shape, dtype=torch.float32, device=device).masked_fill(~keep, torch.finfo(torch.float32).min)
 
 
 def attention_scores(query, key, mask, scaling, softcap=None) -> torch.Tensor:
@@ -54,15 +63,11 @@ def attention_scores(query, key, mask, scaling, softcap=None) -> torch.Tensor:
 
 
 def attention_probs(query, key, mask, scaling, softcap=None) -> torch.Tensor:
-    """Post-softmax probabilities in float32 (the softmax of eager attention, not rounded
-    back to a bf16/fp16 model's dtype: captured rows and edits keep full precision)."""
-    return torch.softmax(attention_scores(query, key, mask, scaling, softcap), dim=-1, dtype=torch.float32)
-
-
-def captured_probs(query, key, mask, scaling, softcap=None) -> torch.Tensor:
-    """Probabilities computed only to be read (not fed forward): the q.k products too run in
-    float32 whatever the model's dtype, so scores are not rounded to bf16 before the softmax."""
-    return attention_probs(query.float(), key.float(), mask.float(), scaling, softcap)
+    """Post-softmax probabilities [B, H, Q, K] in float32: q.k products, mask and softmax all in
+    float32 whatever the model's dtype (captured rows and edits keep full precision; an fp16
+    score never overflows)."""
+    scores = attention_scores(query.float(), key.float(), mask.float(), scaling, softcap)
+    return torch.softmax(scores, dim=-1)
 
 
 def weighted_values(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

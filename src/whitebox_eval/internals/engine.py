@@ -99,9 +99,10 @@ class _Plan:
         self.sites: dict[tuple, _Site] = {}
         self.rot: dict[int, list[tuple[str, str, torch.Tensor]]] = defaultdict(list)
         self.attn_rows: dict[int, list[tuple[str, torch.Tensor]]] = defaultdict(list)
-        self.attn_full: dict[int, list[str]] = defaultdict(list)
+        self.attn_full: dict[int, list[tuple[str, bool]]] = defaultdict(list)  # (key, head mean)
         self.attn_edits: dict[int, list[EditAttention]] = defaultdict(list)
         self.grads: dict[str, dict[int, torch.Tensor]] = {}
+        self._masks: dict[tuple, tuple] = {}  # the additive mask of each mask a layer received, built once per pass
 
     def computed(self, ppos: torch.Tensor, what: str) -> torch.Tensor:
         """Padded positions [B, P] -> indices into the columns this pass computes (after a cache)."""
@@ -121,7 +122,8 @@ class _Plan:
             x = query if which == "q" else key
             shift = x.shape[2] - query.shape[2]  # keys also hold a cached prefix
             self.results[name][layer] = _gather(x.transpose(1, 2), pos + shift)
-        amask = attn_impl.additive_mask(mask, query.shape[2], key.shape[2], query.dtype, query.device)
+        full = layer in self.attn_edits or layer in self.attn_full
+        amask = self._additive(mask, query.shape[2], key.shape[2], query.device) if full else None
         if layer in self.attn_edits:  # edited layers run eager math: softmax, edit, then weights @ values
             probs = attn_impl.attention_probs(query, key, amask, scaling, softcap)
             for edit in self.attn_edits[layer]:
@@ -134,18 +136,27 @@ class _Plan:
                 out, weights = attn_impl.sdpa_attention_forward(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
             else:
                 out, weights = attn_impl._family_eager(module)(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
-            probs = attn_impl.captured_probs(query, key, amask, scaling, softcap) if layer in self.attn_full else None
-        for name in self.attn_full.get(layer, ()):
-            self.results[name][layer] = self._unpad_full(probs)
+            probs = attn_impl.attention_probs(query, key, amask, scaling, softcap) if full else None
+        for name, mean in self.attn_full.get(layer, ()):
+            # the head mean is taken before unpadding: one [B, S, S] kept per layer, never [B, H, S, S]
+            self.results[name][layer] = self._unpad_full(probs.mean(1, keepdim=True))[:, 0] if mean else self._unpad_full(probs)
         for name, pos in self.attn_rows.get(layer, ()):
             if probs is not None:
                 rows = _gather(probs.transpose(1, 2), pos).transpose(1, 2)
-            else:  # only the requested query rows: [B, H, P, K], never the full matrix
+            else:  # only the requested query rows: [B, H, P, K], never the full matrix (nor its mask)
                 q_rows = _gather(query.transpose(1, 2), pos).transpose(1, 2)
-                m_rows = _gather(amask.expand(query.shape[0], -1, -1, -1).transpose(1, 2), pos).transpose(1, 2)
-                rows = attn_impl.captured_probs(q_rows, key, m_rows, scaling, softcap)
+                m_rows = attn_impl.additive_mask(mask, query.shape[2], key.shape[2], query.device, rows=pos)
+                rows = attn_impl.attention_probs(q_rows, key, m_rows, scaling, softcap)
             self.results[name][layer] = self.batch.unpad_keys(rows)
         return out, weights
+
+    def _additive(self, mask, q_len: int, k_len: int, device) -> torch.Tensor:
+        """The float32 additive form of ``mask``, built once per pass and device (layers of one kind
+        receive the same mask object; the entry keeps it alive so its id is not reused)."""
+        key = (id(mask), q_len, k_len, str(device))
+        if key not in self._masks:
+            self._masks[key] = (mask, attn_impl.additive_mask(mask, q_len, k_len, device))
+        return self._masks[key][1]
 
     def _unpad_full(self, probs: torch.Tensor) -> torch.Tensor:
         """[B, H, S, S] padded -> unpadded on both axes (query rows re-indexed like keys)."""
@@ -283,8 +294,8 @@ class Engine:
                 raise WhiteboxError(f"the cache already holds {past} columns of a {batch.seq_len}-column batch: append the new tokens to the batch")
             if past and cache.layers[0].keys.shape[0] != batch.size:
                 raise WhiteboxError(f"the cache holds {cache.layers[0].keys.shape[0]} examples but the batch has {batch.size}")
-            if past and any(c.point == "attn_full" for c in captures):
-                raise WhiteboxError("attn_full captures need every query row; they are not available after a cached pass")
+            if past and any(c.point in ("attn_full", "attn_mean") for c in captures):
+                raise WhiteboxError("attn_full/attn_mean captures need every query row; they are not available after a cached pass")
         if batch.visible is not None and past:
             raise WhiteboxError("a packed batch (several sequences per row) cannot continue a generation cache")
         if prefix is not None:
@@ -296,8 +307,8 @@ class Engine:
                     f"prefix ({prefix.length}) + suffix ({batch.seq_len}) tokens exceed the sliding window ({window}); "
                     "the cached prefix would be read through the wrong mask: run without prefix caching"
                 )
-            if any(c.point == "attn_full" for c in captures) or any(isinstance(e, EditAttention) for e in edits):
-                raise WhiteboxError("attn_full captures and attention edits are not available with a cached prefix; run without it")
+            if any(c.point in ("attn_full", "attn_mean") for c in captures) or any(isinstance(e, EditAttention) for e in edits):
+                raise WhiteboxError("attn_full/attn_mean captures and attention edits are not available with a cached prefix; run without it")
         plan = _Plan(self, batch, past)
         trace = Trace(logits=None, grads=plan.grads)
         for c in captures:
@@ -386,9 +397,9 @@ class Engine:
             raise WhiteboxError(f"two captures are named {c.key!r}; give one a distinct name=")
         layers = self._layers(c.layers)
         trace.layers[c.key] = layers
-        if c.point == "attn_full":
+        if c.point in ("attn_full", "attn_mean"):
             for l in layers:
-                plan.attn_full[l].append(c.key)
+                plan.attn_full[l].append((c.key, c.point == "attn_mean"))
             return
         if isinstance(c.positions, str) and c.positions == "all":  # every computed column
             ppos = torch.arange(plan.past, plan.batch.seq_len, device=plan.batch.input_ids.device).expand(plan.batch.size, -1)

@@ -15,7 +15,9 @@ q, k            [B, L, P, H|Hkv, D]       pre-RoPE, after q/k norm where the fam
 q_rot, k_rot    [B, L, P, H|Hkv, D]       post-RoPE (what the attention scores use)
 v               [B, L, P, Hkv, D]         values
 attn            [B, L, H, P, S]           post-softmax rows of the chosen query positions
-attn_full       [B, L, H, S, S]           full post-softmax matrices (costly; for rollout)
+attn_full       [B, L, H, S, S]           full post-softmax matrices (costly)
+attn_mean       [B, L, S, S]              attn_full averaged over the heads (rollout reads this:
+                                          1/H of the memory, never all heads kept)
 head_out        [B, L, P, H, D]           per-head output, the input of o_proj
 mlp_act         [B, L, P, d_ff]           input of the down projection (act(gate) * up)
 mlp_gate_act    [B, L, P, d_ff]           act(gate) alone (MUI reference code's choice)
@@ -35,7 +37,7 @@ from whitebox_eval.internals.batching import Positions
 
 CAPTURE_POINTS = (
     "q_proj", "k_proj", "q", "k", "q_rot", "k_rot", "v",
-    "attn", "attn_full", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid",
+    "attn", "attn_full", "attn_mean", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid",
 )
 PATCH_POINTS = ("q_proj", "k_proj", "q", "k", "v", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid")
 

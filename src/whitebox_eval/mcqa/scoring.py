@@ -90,27 +90,28 @@ def score_prompts(
     if "lens" in scorers:
         captures.append(Capture("resid", "last"))
     trace = engine.run(batch, captures, edits, prefix=prefix)
-    answer_ids = torch.tensor([t.answer_ids + [t.answer_ids[-1]] * (n_max - len(t.answer_ids)) for t in toks], device=device)
+    # built where they are used: logits come from the head's device, captures from the final norm's
+    # (under a device map neither need be the embedding's, where the inputs went)
+    answer_ids = torch.tensor([t.answer_ids + [t.answer_ids[-1]] * (n_max - len(t.answer_ids)) for t in toks])
 
     def masked(x: torch.Tensor) -> np.ndarray:
         shape = [x.shape[0]] + [1] * (x.dim() - 2) + [n_max]
         return x.float().cpu().masked_fill(~valid.view(shape), float("-inf")).numpy()
 
-    out = PromptScores(letter_logits=masked(trace.logits.gather(1, answer_ids)))
-    w = weights.to(device)
+    out = PromptScores(letter_logits=masked(trace.logits.gather(1, answer_ids.to(trace.logits.device))))
     if "qk" in scorers:
         q = trace["q"][:, :, 0].float()  # [B, L, H, D]
-        k = torch.einsum("bnp,blphd->blnhd", w, trace["k"].float())  # representative key per option
+        k = torch.einsum("bnp,blphd->blnhd", weights.to(q.device), trace["k"].float())  # representative key per option
         k = k[:, :, :, arch.kv_head_map]  # [B, L, n, H, D]
         out.qk = masked(torch.einsum("blhd,blnhd->blhn", q, k))
     if "attention" in scorers:
         rows = trace["attn"][:, :, :, 0]  # [B, L, H, S]
         idx = torch.tensor(opt_pos, device=rows.device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
-        out.attention = masked(torch.einsum("blhp,bnp->blhn", rows.gather(-1, idx).float(), w))
+        out.attention = masked(torch.einsum("blhp,bnp->blhn", rows.gather(-1, idx).float(), weights.to(rows.device)))
     if "lens" in scorers:
         resid = trace["resid"][:, :, 0]  # [B, L, d]
         with torch.no_grad():
-            lens = torch.stack([logit_lens(engine, resid[i], answer_ids[i]) for i in range(len(toks))])
+            lens = torch.stack([logit_lens(engine, resid[i], answer_ids[i]) for i in range(len(toks))])  # on resid's device
         out.lens = masked(lens)
     return out
 

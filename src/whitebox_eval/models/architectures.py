@@ -210,8 +210,20 @@ class Architecture:
         return get_module(self.model, self.family.embed)
 
     # ---- weights in one orientation ([out, in], like nn.Linear) -------------
+    @staticmethod
+    def parameter(module: nn.Module, name: str = "weight") -> torch.Tensor:
+        """``module``'s parameter, readable outside a forward: a device map that offloads the
+        module (to the CPU or disk beside a GPU) leaves it on ``meta`` between forwards, and it is
+        loaded here through accelerate's own hook onto the device the module computes on."""
+        from accelerate.utils import align_module_device, has_offloaded_params
+
+        if not has_offloaded_params(module):
+            return getattr(module, name)
+        with align_module_device(module):  # the hook's pre_forward loads it, post_forward puts meta back
+            return getattr(module, name).detach()  # a new tensor, kept after the module is offloaded again
+
     def linear_weight(self, module: nn.Module) -> torch.Tensor:
-        w = module.weight
+        w = self.parameter(module)
         return w.t() if self.family.conv1d else w
 
     def down_proj_weight(self, layer: int) -> torch.Tensor:
@@ -224,7 +236,7 @@ class Architecture:
 
     def unembed_weight(self) -> torch.Tensor:
         """W_U as [vocab, d_model]."""
-        return self.unembed.weight
+        return self.parameter(self.unembed)
 
     def qkv_sizes(self) -> tuple[int, int, int]:
         """Widths of the q, k and v slices of a (possibly fused) projection output."""

@@ -17,6 +17,7 @@ import os
 import pickle
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from safetensors import SafetensorError
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.architectures import Architecture
+from whitebox_eval.models import placement
 from whitebox_eval.models.bundled import BUNDLED, bundled_gguf_path
+from whitebox_eval.models.placement import execution_device, refuse_map_under_torchrun, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +48,20 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        """Where inputs go: the token embedding's device (with ``device_map``, its execution device)."""
+        """Where inputs go: the device the token embedding computes on. Under a device map that
+        is what accelerate's hook on it says (an offloaded embedding computes on the map's GPU),
+        else where its weight is, else the map's entry for it."""
+        embed = self.arch.embed
+        where = getattr(getattr(embed, "_hf_hook", None), "execution_device", None)
+        if where is not None:
+            return execution_device(where)
         placed = getattr(self.model, "hf_device_map", None)
-        if placed:
-            name = self.arch.family.embed
-            where = next((d for m, d in sorted(placed.items(), key=lambda kv: -len(kv[0]))
-                          if m == "" or name == m or name.startswith(m + ".")), None)
-            if where is not None:
-                return execution_device(where)
-        return self.arch.embed.weight.device
+        if embed.weight.device.type != "meta" or not placed:
+            return embed.weight.device
+        name = self.arch.family.embed
+        where = next((d for m, d in sorted(placed.items(), key=lambda kv: -len(kv[0]))
+                      if m == "" or name == m or name.startswith(m + ".")), None)
+        return embed.weight.device if where is None else execution_device(where, placed)
 
     @property
     def name(self) -> str:
@@ -77,13 +85,6 @@ class LoadedModel:
             if t is not None:
                 return int(t)
         return self.stop_ids[0] if self.stop_ids else 0
-
-
-def execution_device(where: int | str | torch.device) -> torch.device:
-    """The device a ``device_map`` entry computes on (offloaded "cpu"/"disk" entries run on the CPU)."""
-    if isinstance(where, int):
-        return torch.device("cuda", where)
-    return torch.device("cpu" if str(where) == "disk" else where)
 
 
 def cache_root() -> Path:
@@ -131,28 +132,65 @@ def gguf_sha256(gguf: Path) -> str:
 
 
 def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
-    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``."""
+    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``.
+
+    Safe with several processes at once (torchrun ranks on a cold cache): each writes its own
+    ``.partial-<pid>-<random>`` folder and renames it into place; a process that finds ``target``
+    already complete keeps that one. An exclusive lock on ``<target>.lock`` (where the file
+    system has ``flock``) makes the others wait for the first instead of repeating its work."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(target.with_name(target.name + ".lock")):
+        if (target / "config.json").is_file():  # another process finished it while this one waited
+            return
+        log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
+        try:
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        except (OSError, ValueError, KeyError) as e:
+            raise WhiteboxError(f"could not read GGUF file {gguf}: {e}") from e
+        # The weights are already float; transformers still marks the model as quantized
+        # and refuses to save it. Clearing the GGUF quantizer makes it a plain model.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        # under torchrun save_pretrained writes nothing on a rank other than 0; here every rank
+        # that gets the lock first writes the cache the others then read
+        model.should_save_on_this_rank = lambda is_main_process: True
+        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            tmp.mkdir()
+            model.save_pretrained(tmp, safe_serialization=True)
+            tok.save_pretrained(tmp)
+            (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
+            if not (tmp / "config.json").is_file() or not any(tmp.glob("*.safetensors")):
+                raise WhiteboxError(f"dequantising {gguf} wrote no model files to {tmp}")
+            if target.exists() and not (target / "config.json").is_file():
+                shutil.rmtree(target, ignore_errors=True)  # a cache left incomplete by an older version
+            try:
+                tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
+            except OSError:
+                if not (target / "config.json").is_file():  # not another process's finished cache
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def _exclusive(lock: Path):
+    """Hold an exclusive ``flock`` on ``lock`` (nothing where the platform has none)."""
     try:
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    except (OSError, ValueError, KeyError) as e:
-        raise WhiteboxError(f"could not read GGUF file {gguf}: {e}") from e
-    # The weights are already float; transformers still marks the model as quantized
-    # and refuses to save it. Clearing the GGUF quantizer makes it a plain model.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = target.with_name(target.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
-    (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: the rename alone keeps the cache whole
+        yield
+        return
+    with open(lock, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _weights_kind(folder: Path) -> str:
@@ -272,52 +310,6 @@ def _hub_unreachable_reason() -> str | None:
     return None
 
 
-@dataclass
-class Placement:
-    """Where :func:`load_model` puts a model when the caller does not say (CLI: the
-    ``--device`` / ``--device-map`` options before the sub-command)."""
-
-    device: str = "auto"
-    device_map: str | None = None
-
-
-PLACEMENT = Placement()
-
-
-def set_placement(device: str = "auto", device_map: str | None = None) -> None:
-    """Set this process's default placement (``device``: auto, cpu, cuda, cuda:N, mps;
-    ``device_map``: e.g. ``auto`` to split the layers over every visible GPU). A device
-    this machine does not have is refused here, before any work starts."""
-    resolve_device(device)
-    PLACEMENT.device, PLACEMENT.device_map = device, device_map
-
-
-def rank_device(device: str | torch.device) -> str:
-    """The device name this process means: ``auto`` -> cuda or cpu; under torchrun
-    ``cuda`` -> ``cuda:LOCAL_RANK`` (each rank its own GPU)."""
-    device = str(device)
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-    return device
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``auto`` (or None) is the GPU when there is one, else the CPU; under torchrun
-    ``cuda`` means this rank's GPU (``LOCAL_RANK``)."""
-    device = rank_device(PLACEMENT.device if device is None else device)
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        raise WhiteboxError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise WhiteboxError(f"device {device!r} asked for, but this torch build sees no CUDA GPU; use --device cpu (or auto)")
-    if resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise WhiteboxError(f"device {device!r} asked for, but MPS is not available here; use --device cpu (or auto)")
-    return resolved
-
-
 #: the weight dtypes a user can ask for (CLI ``--dtype``); ``auto`` is resolved by :func:`resolve_dtype`
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -356,7 +348,7 @@ def load_model(
 
     ``dtype``: ``auto`` (float32 on the CPU, the checkpoint's dtype on a GPU), ``float32``,
     ``bfloat16`` or ``float16`` (see :func:`resolve_dtype`). ``device`` / ``device_map``
-    default to :data:`PLACEMENT` (``auto``: the GPU when there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
+    default to :data:`~whitebox_eval.models.placement.PLACEMENT` (``auto``: the GPU when there is one). ``device_map`` (accelerate; e.g. ``"auto"``) splits the layers over
     several devices; the engine's captures and edits follow each layer's device. The
     model is put in eval mode. ``attn_implementation`` is what runs when the
     engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
@@ -370,9 +362,15 @@ def load_model(
     if not sys.stderr.isatty():  # a log file gets our progress lines, not transformers' \r bars
         hf_logging.disable_progress_bar()
 
+    device_map = placement.PLACEMENT.device_map if device_map is None else device_map
+    refuse_map_under_torchrun(device_map)
     source, extra = resolve_source(spec, allow_pickle=allow_pickle)
     torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
-    device_map = PLACEMENT.device_map if device_map is None else device_map
+    if device_map is None:  # loaded straight onto the device: never a whole copy in host memory first
+        where = resolve_device(device)
+        if where.type == "cuda":
+            torch.cuda.set_device(where)  # this rank's GPU is the current one (kernels, caches, memory stats)
+        device_map = {"": str(where)}
     is_hub = not Path(source).exists()
     if is_hub and (reason := _hub_unreachable_reason()):
         raise WhiteboxError(
@@ -405,8 +403,6 @@ def load_model(
         if "trust_remote_code" in str(e):
             raise WhiteboxError(f"{spec} needs custom modelling code; pass trust_remote_code=True (CLI: --trust-remote-code) if you trust it") from e
         raise WhiteboxError(f"could not load model from {source}: {e}") from e
-    if device_map is None:
-        model.to(resolve_device(device))
     model.eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token

@@ -239,7 +239,7 @@ def final_norm_linearisation(arch) -> tuple[torch.Tensor, bool, float]:
     """
     norm = arch.final_norm
     name = type(norm).__name__.lower()
-    weight = norm.weight.detach().float()
+    weight = arch.parameter(norm).detach().float()  # loaded if a device map offloaded the norm
     if "gemma" in name:
         weight = 1.0 + weight
     center = isinstance(norm, torch.nn.LayerNorm)
@@ -261,7 +261,8 @@ def _contribution(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) -> list[to
         valid = lay.valid.to(trace["act"].device)
         acts = trace["act"].permute(0, 2, 1, 3)[valid]  # [N, L, d_ff]
         targets = lay.targets.to(valid.device)[valid]  # [N]
-        u = arch.unembed_weight().detach()[targets.to(arch.unembed_weight().device)]  # [N, d_model] only
+        w_u = arch.unembed_weight().detach()
+        u = w_u[targets.to(w_u.device)]  # [N, d_model] only
         norm_weight = norm_scale = None
         center = False
         if cfg.final_norm != "none":
@@ -310,7 +311,9 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
     valid = lay.valid.to(clean.device)
     alphas = riemann_alphas(cfg.ig_steps)
     groups = [list(range(arch.n_layers))] if cfg.ig_joint_layers else [[l] for l in range(arch.n_layers)]
-    grads = torch.zeros(cfg.ig_steps, *clean.shape, dtype=torch.float32)
+    # eq. 14 needs only the mean gradient over the path: a running sum on the activations' device
+    # (one [B, L, P, F] float32), never every step's gradient
+    grad_sum = torch.zeros(clean.shape, dtype=torch.float32, device=clean.device)
     b = lay.batch.size
     # several path points ride in one pass as copies of the batch (rows never interact), up to
     # IG_TOKENS_PER_PASS tokens: never more than one unbatched pass when the batch alone is larger
@@ -328,13 +331,13 @@ def _integrated_gradients(engine: Engine, lay: _Layout, cfg: KeyNeuronConfig) ->
                 edits = [Patch("mlp_act", l, lay.positions * c, x) for l, x in zip(group, scaled)]
                 trace = engine.run(batch, (), edits, logits=lay.positions * c, grad=True, prefix=lay.prefix)
                 logp = torch.log_softmax(trace.logits.float(), dim=-1)  # [c*B, P, V]
-                f = logp.gather(-1, targets.repeat(c, 1).unsqueeze(-1)).squeeze(-1)[valid.repeat(c, 1)].sum()
+                f = logp.gather(-1, targets.repeat(c, 1).unsqueeze(-1).to(logp.device)).squeeze(-1)[valid.repeat(c, 1).to(logp.device)].sum()
                 for l, g in zip(group, torch.autograd.grad(f, scaled)):
-                    grads[ks, :, l] = g.float().cpu().view(c, b, *g.shape[1:])
-    a = clean.float().cpu().permute(0, 2, 1, 3)[valid.cpu()]  # [N, L, F]
-    g = grads.permute(0, 1, 3, 2, 4)[:, valid.cpu()]  # [m, N, L, F]
+                    grad_sum[:, l] += g.float().to(clean.device).view(c, b, *g.shape[1:]).sum(0)
+    a = clean.float().permute(0, 2, 1, 3)[valid]  # [N, L, F]
+    g = (grad_sum / cfg.ig_steps).permute(0, 2, 1, 3)[valid]  # the mean gradient, [N, L, F]
     n, L, F = a.shape
-    flat = integrated_gradient_scores(a.reshape(n, L * F), g.reshape(cfg.ig_steps, n, L * F)).reshape(n, L, F)
+    flat = integrated_gradient_scores(a.reshape(n, L * F), g.reshape(1, n, L * F)).reshape(n, L, F).cpu()
     return _split(flat, lay.lengths)
 
 
@@ -343,13 +346,14 @@ def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
         trace = engine.run(lay.batch, [Capture(sae_set.point, lay.positions, sae_set.layers, name="x")], logits=False,
                            prefix=lay.prefix)
         valid = lay.valid.to(trace["x"].device)
-        x = trace["x"].permute(0, 2, 1, 3)[valid].float().cpu()  # [N, L_sae, d_model]
+        x = trace["x"].permute(0, 2, 1, 3)[valid].float()  # [N, L_sae, d_model], encoded where it was captured
+        sae_set.saes = [s.to(x.device) for s in sae_set.saes]  # moved once: later batches find them there
         flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
         if not sae_set.quality:
             sae_set.quality = [ReconstructionStats() for _ in sae_set.saes]
         for i, s in enumerate(sae_set.saes):
             sae_set.quality[i].update(s, x[:, i], flat[:, i])
-    return _split(flat, lay.lengths)
+    return _split(flat.cpu(), lay.lengths)
 
 
 def token_scores(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -55,6 +55,16 @@ class SAE:
         if self.activation == "jumprelu":
             if self.threshold is None or tuple(self.threshold.shape) != (d_sae,):
                 raise WhiteboxError(f"a JumpReLU SAE needs a threshold of shape ({d_sae},)")
+
+    def to(self, device: torch.device | str) -> "SAE":
+        """This SAE with its tensors on ``device`` (itself when they are there already): encode on
+        the device the residuals were captured on, never copying them to the host."""
+        device = torch.device(device)
+        if self.w_enc.device == device:
+            return self
+        moved = {k: getattr(self, k).to(device) for k in ("w_enc", "b_enc", "w_dec", "b_dec")}
+        threshold = None if self.threshold is None else self.threshold.to(device)
+        return replace(self, **moved, threshold=threshold)
 
     @property
     def d_in(self) -> int:
@@ -220,7 +230,7 @@ def _data_mean(x, chunk: int = 65536) -> torch.Tensor:
 def _sparse_t(idx: torch.Tensor, vals: torch.Tensor, n_features: int) -> torch.Tensor:
     """``[n_features, B]`` sparse matrix with ``vals[t, j]`` at ``(idx[t, j], t)``."""
     b, k = idx.shape
-    rows = torch.arange(b).repeat_interleave(k)
+    rows = torch.arange(b, device=idx.device).repeat_interleave(k)
     return torch.sparse_coo_tensor(torch.stack([idx.reshape(-1), rows]), vals.reshape(-1), (n_features, b),
                                    check_invariants=False)
 
@@ -282,6 +292,7 @@ def train_topk_sae(
     dead_tokens: int = 10_240,
     lr_decay: float = 0.2,
     init: SAE | None = None,
+    device: torch.device | str = "cpu",
 ) -> SAE:
     """Train a TopK SAE (Gao et al., 2024, "Scaling and evaluating sparse autoencoders";
     the Llama Scope architecture of paper 001 App. A.5).
@@ -302,6 +313,9 @@ def train_topk_sae(
     auxiliary ones) carry gradient, so a step costs about one dense encoder product.
     ``metadata`` records the dead share at the end (``final_dead_fraction``) and the MSE before
     and after training on up to 8,192 of the tokens. ``init`` continues from an SAE's weights.
+    ``device``: where the weights and each step's batch live (the activations stay on the host and
+    are drawn there with the same seeded generator, so a GPU draws the same batches). The SAE is
+    returned on the CPU.
     """
     if activations.ndim != 2 or activations.shape[0] < 1:
         raise WhiteboxError(f"activations must be [n, d] with n >= 1, got shape {tuple(activations.shape)}")
@@ -315,7 +329,7 @@ def train_topk_sae(
     drawn = min(batch_size, n)  # tokens per step
     dead_steps = math.ceil(dead_tokens / drawn)
     gen = torch.Generator().manual_seed(seed)
-    mean = _data_mean(x)
+    mean = _data_mean(x).to(device)
     w_dec = torch.randn(n_features, d, generator=gen)
     w_dec = w_dec / w_dec.norm(dim=1, keepdim=True)
     w_enc_t, b_enc, b_dec = w_dec.clone(), torch.zeros(n_features), mean.clone()  # W_enc^T: one row per feature
@@ -324,7 +338,7 @@ def train_topk_sae(
             raise WhiteboxError(f"init SAE is {init.d_in} -> {init.d_sae}, expected {d} -> {n_features}")
         w_enc_t, b_enc = init.w_enc.detach().float().T.contiguous(), init.b_enc.detach().float().clone()
         w_dec, b_dec = init.w_dec.detach().float().clone(), init.b_dec.detach().float().clone()
-    params = [w_enc_t, b_enc, w_dec, b_dec]
+    params = [w_enc_t, b_enc, w_dec, b_dec] = [p.to(device) for p in (w_enc_t, b_enc, w_dec, b_dec)]
     try:
         opt = torch.optim.Adam(params, lr=lr, fused=True)
     except (RuntimeError, TypeError):  # no fused Adam for this build / device
@@ -332,8 +346,8 @@ def train_topk_sae(
     decay_from = int(steps * (1 - lr_decay))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 1.0 if s < decay_from else max(0.0, (steps - s) / max(1, steps - decay_from)))
-    last_fired = torch.zeros(n_features, dtype=torch.long)
-    sample = _rows(x, torch.randperm(n, generator=gen)[:8192])
+    last_fired = torch.zeros(n_features, dtype=torch.long, device=device)
+    sample = _rows(x, torch.randperm(n, generator=gen)[:8192]).to(device)
 
     def build() -> SAE:
         return SAE(w_enc_t.T.contiguous(), b_enc.clone(), w_dec.clone(), b_dec.clone(), activation="topk", k=k)
@@ -341,7 +355,7 @@ def train_topk_sae(
     initial = reconstruction_mse(build(), sample)
     aux_steps = 0
     for step in range(1, steps + 1):
-        batch = _rows(x, torch.randint(0, n, (drawn,), generator=gen))
+        batch = _rows(x, torch.randint(0, n, (drawn,), generator=gen)).to(device)
         dead = torch.nonzero(step - 1 - last_fired > dead_steps).flatten() if aux_coef > 0 else None
         idx, fired = topk_sae_gradients(params, batch, mean, k, dead, aux_k=aux_k, aux_coef=aux_coef)
         last_fired[idx[fired]] = step
@@ -349,12 +363,12 @@ def train_topk_sae(
         opt.step()
         sched.step()
         w_dec /= w_dec.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    trained = build()
+    trained = build().to("cpu")
     trained.metadata.update({
         "trainer": "whitebox_eval.mui.sae.train_topk_sae", "steps": steps, "lr": lr, "seed": seed,
         "batch_size": batch_size, "aux_k": aux_k, "aux_coef": aux_coef, "dead_tokens": dead_tokens,
         "dead_steps": dead_steps, "lr_decay": lr_decay, "n_training_vectors": int(n), "initial_mse": initial,
-        "final_mse": reconstruction_mse(trained, sample), "steps_with_aux_loss": aux_steps,
+        "final_mse": reconstruction_mse(trained, sample.cpu()), "steps_with_aux_loss": aux_steps,
         "final_dead_fraction": float((steps - last_fired > dead_steps).float().mean()),
     })
     return trained

@@ -80,7 +80,6 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
     for ids, mask in _batches(sequences, batch_size, lm.pad_id):
         keep = mask.bool().clone()
         keep[:, 0] = False
-        keep_d = keep.to(lm.device)
         seen: dict[str, torch.Tensor] = {}
 
         def record(h, seen=seen):
@@ -92,20 +91,24 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         n_pred += int(pred.sum())
 
         def nll(logits: torch.Tensor, pred=pred, targets=targets) -> float:
-            lp = torch.log_softmax(logits[:, :-1].float().cpu()[pred], dim=-1)
-            return float(-lp.gather(1, targets[:, None]).sum())
+            # on the head's device: only the kept rows are normalised, never [B, S, V] copied to the host
+            rows = logits[:, :-1][pred.to(logits.device)].float()
+            lp = torch.log_softmax(rows, dim=-1)
+            return float(-lp.gather(1, targets.to(lp.device)[:, None]).sum())
 
         ce["clean"] += nll(replaced_block_output(lm, ids, mask, block, record))
-        h = seen["h"]
-        x = h[keep_d].float().cpu()
+        h = seen["h"]  # on the hooked block's device (a device map puts it anywhere)
+        keep_h = keep.to(h.device)
+        sae = sae.to(h.device)
+        x = h[keep_h].float()
         f = sae.encode(x)
         x_hat = sae.decode(f).float()
-        xs.append(x)
-        sse.append(((x - x_hat) ** 2).sum(-1).double())
+        xs.append(x.cpu())
+        sse.append(((x - x_hat) ** 2).sum(-1).double().cpu())
         active += (f > 0).sum(0).cpu()
         recon = torch.zeros_like(h)
-        recon[keep_d] = x_hat.to(h.device, h.dtype)
-        where = keep_d[..., None]
+        recon[keep_h] = x_hat.to(h.dtype)
+        where = keep_h[..., None]
         ce["sae"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where, r=recon: torch.where(w, r, h)))
         ce["zero"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where: torch.where(w, 0.0, h)))
     x = torch.cat(xs).double()

@@ -177,7 +177,7 @@ def train_sae_for_model(
         raise WhiteboxError(f"{x.shape[0]} training tokens are fewer than the batch size ({batch_size})")
     t0 = time.perf_counter()
     sae = train_topk_sae(x, d_sae, k, steps=steps, lr=lr, seed=seed, batch_size=batch_size, aux_k=aux_k,
-                         aux_coef=aux_coef, dead_tokens=dead_tokens)
+                         aux_coef=aux_coef, dead_tokens=dead_tokens, device=lm.device)
     train_s = time.perf_counter() - t0
     sae.metadata.update({"hook_name": f"blocks.{layer}.hook_resid_post", "hook_layer": layer,
                          "model_name": lm.spec, "n_training_tokens": int(x.shape[0]), "training_text": source,

@@ -31,7 +31,7 @@ VOLATILE_KEY = "_volatile"
 """Config key listing keys that do not change the numbers (batch size, progress, paths)."""
 
 RECORDED_KEYS = ("run_id", "created", "whitebox_eval_version", "python_version",
-                 "torch_version", "transformers_version", "whitebox_eval_git_commit")
+                 "torch_version", "transformers_version", "whitebox_eval_git_commit", "placement")
 """Keys the run folder adds to config.yaml itself; never compared on resume."""
 
 ALWAYS_VOLATILE = frozenset({VOLATILE_KEY, "command", *RECORDED_KEYS})
@@ -121,9 +121,12 @@ def _git_commit() -> str | None:
     return head + ("+dirty" if dirty else "") if head else None
 
 
-def versions() -> dict[str, str]:
-    """What config.yaml records about the software that made the run (never compared on resume)."""
-    out = {"whitebox_eval_version": whitebox_eval.__version__,
+def versions() -> dict[str, Any]:
+    """What config.yaml records about the software that made the run and where it computes
+    (``placement``: device, GPU name, device map, SDPA backends); never compared on resume."""
+    from whitebox_eval.models.placement import record
+
+    out = {"placement": record(), "whitebox_eval_version": whitebox_eval.__version__,
            "python_version": platform.python_version(),
            "torch_version": _package_version("torch"),
            "transformers_version": _package_version("transformers")}
