@@ -137,7 +137,7 @@ def test_mcnemar_interval_agrees_with_its_exact_p_value():
     t = stats.mcnemar(x, y)
     assert t.p_value == pytest.approx(0.0625)
     assert t.lo < 0 < t.hi
-    assert t.as_dict()["ci_method"] == "exact_conditional"
+    assert t.as_dict()["ci_method"] == "exact_cp_product"
     # every (b, c) with b + c <= 30 on n = 60: excludes 0 exactly when p < 0.05
     from scipy.stats import binomtest
     for b in range(31):

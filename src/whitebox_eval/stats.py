@@ -260,7 +260,7 @@ class PairedTest:
     b: int | None = None
     c: int | None = None
     alpha: float = ALPHA
-    #: how [lo, hi] was made; McNemar's ("exact_conditional") agrees with its p-value
+    #: how [lo, hi] was made; McNemar's ("exact_cp_product") agrees with its p-value
     ci_method: str = "paired_bootstrap"
 
     @property
@@ -334,7 +334,7 @@ def mcnemar(
         p = float(binomtest(b, b + c, 0.5).pvalue)
     lo, hi = mcnemar_interval(b, c, int(x.size), _level(level))
     return PairedTest("mcnemar_exact", (b - c) / x.size, lo, hi, p, int(x.size), b, c,
-                      ci_method="exact_conditional")
+                      ci_method="exact_cp_product")
 
 
 def paired_bootstrap(

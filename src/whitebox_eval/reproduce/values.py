@@ -49,7 +49,7 @@ def record(t: stats.PairedTest | Mapping[str, Any], source: str) -> Record:
     if d.get("test") == "mcnemar_exact" and d.get("b") is not None and d.get("c") is not None and out["n"]:
         out["b"], out["c"] = int(d["b"]), int(d["c"])
         out["lo"], out["hi"] = stats.mcnemar_interval(out["b"], out["c"], int(out["n"]))
-        out["ci_method"] = "exact_conditional"
+        out["ci_method"] = "exact_cp_product"
     if d.get("diff_stderr") is not None:
         out["se"] = float(d["diff_stderr"])
     return out
