@@ -129,15 +129,140 @@ def test_draws_report_every_draw():
     assert d.sd == pytest.approx(0.1)
 
 
-def test_verdict_says_when_interval_and_exact_test_disagree():
-    # 5 discordant items all one way: exact p = 2 / 2**5 = 0.0625, bootstrap interval > 0
+def test_mcnemar_interval_agrees_with_its_exact_p_value():
+    # 5 discordant items all one way: exact p = 2 / 2**5 = 0.0625 -- and the interval, now
+    # exact too, includes 0 (the bootstrap's excluded it: the two disagreed)
     x = np.array([1] * 13 + [0] * 19)
     y = np.array([1] * 8 + [0] * 24)
     t = stats.mcnemar(x, y)
     assert t.p_value == pytest.approx(0.0625)
-    assert t.lo > 0
-    assert "NOT significant by the test" in stats.verdict(t)
-    assert t.as_dict()["ci_method"] == "paired_bootstrap"
+    assert t.lo < 0 < t.hi
+    assert t.as_dict()["ci_method"] == "exact_cp_product"
+    # every (b, c) with b + c <= 30 on n = 60: excludes 0 exactly when p < 0.05
+    from scipy.stats import binomtest
+    for b in range(31):
+        for c in range(31 - b):
+            lo, hi = stats.mcnemar_interval(b, c, 60)
+            p = 1.0 if b + c == 0 else binomtest(b, b + c, 0.5).pvalue
+            assert (lo > 0 or hi < 0) == (p < 0.05), (b, c)
+            assert lo <= (b - c) / 60 <= hi
+
+
+def test_mcnemar_interval_worked_value_and_no_discordant_item():
+    # b = 8, c = 2 of n = 40: Clopper-Pearson of pi = 8/10 is [0.4439, 0.9748], of rho = 10/40
+    # [0.1269, 0.4120] (both checked against scipy's exact binomial interval below); the
+    # difference rho (2 pi - 1) spans [0.4120 x (2 x 0.4439 - 1), 0.4120 x (2 x 0.9748 - 1)]
+    from scipy.stats import binomtest
+    pi = binomtest(8, 10).proportion_ci(0.95, "exact")
+    rho = binomtest(10, 40).proportion_ci(0.95, "exact")
+    assert (pi.low, pi.high) == pytest.approx((0.443905, 0.974789), abs=1e-6)
+    lo, hi = stats.mcnemar_interval(8, 2, 40)
+    assert lo == pytest.approx(rho.high * (2 * pi.low - 1)) and hi == pytest.approx(rho.high * (2 * pi.high - 1))
+    # nothing differs on 60 items: +- the 0-of-60 upper bound, 1 - 0.025 ** (1 / 60)
+    lo, hi = stats.mcnemar_interval(0, 0, 60)
+    assert hi == pytest.approx(1 - 0.025 ** (1 / 60)) and lo == -hi
+
+
+def test_mcnemar_interval_covers_the_true_difference():
+    """By simulation, where the interval conditional on the discordant count covers 55-85%:
+    a strong effect on few discordant items (rho = 0.15, pi = 0.95, n = 40)."""
+    rng = np.random.default_rng(0)
+    n, rho, pi = 40, 0.15, 0.95
+    d = rho * (2 * pi - 1)
+    hits = 0
+    for _ in range(1000):
+        m = rng.binomial(n, rho)
+        b = rng.binomial(m, pi) if m else 0
+        lo, hi = stats.mcnemar_interval(b, m - b, n)
+        hits += lo <= d <= hi
+    assert hits / 1000 >= 0.95
+
+
+def test_an_all_zero_estimate_is_not_zero_width():
+    """0 of 12: Wilson's upper bound is z^2 / (n + z^2) = 0.2425 (closed form at k = 0),
+    Clopper-Pearson's 1 - (alpha/2)^(1/n) = 0.2646; a bootstrap of twelve 0s used to give [0, 0]."""
+    z2 = 1.959964 ** 2
+    assert stats.wilson(0, 12) == pytest.approx((0.0, z2 / (12 + z2)), abs=1e-6)
+    assert stats.clopper_pearson(0, 12) == pytest.approx((0.0, 1 - 0.025 ** (1 / 12)), abs=1e-9)
+    assert stats.clopper_pearson(12, 12)[0] == pytest.approx(0.025 ** (1 / 12), abs=1e-9)
+    est = stats.bootstrap([0.0] * 12)
+    assert (est.value, est.lo, est.method) == (0.0, 0.0, "wilson_at_bound")
+    assert est.hi == pytest.approx(z2 / (12 + z2), abs=1e-6)
+    assert stats.bootstrap([1.0] * 12).lo == pytest.approx(12 / (12 + z2), abs=1e-6)
+    # paired 0/1 vectors that never differ: +- the 0-of-n rate of differing items
+    t = stats.paired_bootstrap([0.0] * 12, [0.0] * 12)
+    assert t.p_value == 1.0 and t.hi == pytest.approx(1 - 0.025 ** (1 / 12)) and t.lo == -t.hi
+    # Clopper-Pearson against scipy's own exact interval
+    from scipy.stats import binomtest
+    ci = binomtest(7, 30).proportion_ci(0.95, method="exact")
+    assert stats.clopper_pearson(7, 30) == pytest.approx((ci.low, ci.high))
+
+
+def test_two_groups_all_at_zero_get_newcombes_interval_not_zero_width():
+    # Newcombe (1998) Table II, example (h): 0/10 vs 0/20 -> [-0.1611, 0.2775]
+    assert stats.newcombe(0, 10, 0, 20) == pytest.approx((-0.1611, 0.2775), abs=1e-4)
+    # example (a): 56/70 vs 48/80 -> [0.0524, 0.3339]
+    assert stats.newcombe(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=1e-4)
+    t = stats.permutation_test([0.0] * 10, [0.0] * 20)
+    assert t.p_value == 1.0 and t.ci_method == "newcombe" and (t.lo, t.hi) == pytest.approx((-0.1611, 0.2775), abs=1e-4)
+
+
+def test_holm_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 5, 17):
+        p = np.concatenate([rng.uniform(0, 0.05, m // 2), rng.uniform(0, 1, m - m // 2)])
+        rng.shuffle(p)
+        ref = multipletests(p, method="holm")[1]
+        assert stats.holm(p) == pytest.approx(list(ref))
+    # a textbook case (Holm 1979's procedure by hand): 0.01, 0.04, 0.03 -> 0.03, 0.06, 0.06
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    with pytest.raises(WhiteboxError):
+        stats.holm([0.5, 1.2])
+
+
+def test_tost_shows_equivalence_only_when_the_90_interval_is_inside_the_margin():
+    from scipy.stats import norm
+
+    # significant difference (z = 4) yet inside the margin: equivalent
+    e = stats.tost(0.04, 0.01, margin=0.1)
+    assert e.equivalent and 2 * norm.sf(4) < 0.05
+    assert e.p == pytest.approx(norm.sf((0.1 - 0.04) / 0.01))
+    assert e.hi == pytest.approx(0.04 + 1.644854 * 0.01, abs=1e-6)
+    # near zero but too uncertain: not equivalent
+    assert not stats.tost(0.0, 0.1, margin=0.1).equivalent
+    # the boundary: the 90% interval touching the margin gives p = alpha
+    se = 0.02
+    v = 0.1 - 1.644854 * se
+    assert stats.tost(v, se, margin=0.1).p == pytest.approx(0.05, abs=1e-5)
+
+
+def test_clustered_difference_matches_statsmodels_cluster_robust_ols():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(7)
+    values, groups, clusters = [], [], []
+    for seq in range(25):
+        shift = rng.normal(0, 0.5)  # a per-sequence effect: tokens of one sequence correlate
+        for _ in range(rng.integers(3, 12)):
+            g = rng.random() < 0.6
+            values.append(shift + 0.3 * g + rng.normal(0, 0.2))
+            groups.append(g)
+            clusters.append(seq)
+    t = stats.clustered_difference(values, groups, clusters)
+    x = sm.add_constant(np.asarray(groups, dtype=float))
+    ref = sm.OLS(np.asarray(values), x).fit(cov_type="cluster", cov_kwds={"groups": np.asarray(clusters)}, use_t=True)
+    assert t.diff == pytest.approx(ref.params[1])
+    assert t.p_value == pytest.approx(ref.pvalues[1], rel=1e-6)
+    lo, hi = ref.conf_int()[1]
+    assert (t.lo, t.hi) == pytest.approx((lo, hi), rel=1e-6)
+    assert t.n == 25
+    # the pooled difference is the difference of pooled means
+    v, gr = np.asarray(values), np.asarray(groups)
+    assert t.diff == pytest.approx(v[gr].mean() - v[~gr].mean())
+    with pytest.raises(WhiteboxError, match="clusters"):
+        stats.clustered_difference([1.0, 2.0], [True, False], [0, 1])
 
 
 def test_bootstrap_pairs_resamples_item_pairs_and_counts_undefined_resamples():

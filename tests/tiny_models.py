@@ -97,3 +97,28 @@ def tiny_llama_with_bpe(texts, vocab_size: int) -> LoadedModel:
                          num_attention_heads=4, num_key_value_heads=2, head_dim=12, attn_implementation="sdpa")
     model = tf.LlamaForCausalLM(cfg).eval()
     return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")
+
+
+def tiny_formats_llama() -> LoadedModel:
+    """A tiny random llama (2 layers) with a byte-level BPE trained on arithmetic questions in the
+    formats study's three prompt formats (paper 004)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from whitebox_eval.models.architectures import Architecture
+    from whitebox_eval.tasks.arithmetic import make_arithmetic_suite
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    texts = [render_prompt(it, fmt=f).text + " A B C D " + it.gold_text + "\n"
+             for it in make_arithmetic_suite(6, seed=3) for f in ("mcq_plain", "free", "free_options")]
+    tk = Tokenizer(models.BPE(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<unk>", "</s>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", eos_token="</s>")
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, attn_implementation="sdpa",
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model = tf.LlamaForCausalLM(cfg).eval()
+    return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")

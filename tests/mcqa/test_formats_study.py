@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import transformers as tf
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from whitebox_eval.mcqa import formats_study as fs
 from whitebox_eval.mcqa import metrics as m
@@ -17,29 +17,15 @@ from whitebox_eval.tasks.arithmetic import make_arithmetic_suite
 from whitebox_eval.internals.generation import inverse_cdf, sampling_probs
 from whitebox_eval.mcqa.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.prompts import render_prompt
-from whitebox_eval.models.architectures import Architecture
-from whitebox_eval.models.loading import LoadedModel
 from whitebox_eval.runs import RunFolder
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from tiny_models import tiny_formats_llama  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    texts = []
-    for it in make_arithmetic_suite(6, seed=3):
-        for f in ("mcq_plain", "free", "free_options"):
-            texts.append(render_prompt(it, fmt=f).text + " A B C D " + it.gold_text + "\n")
-    tk = Tokenizer(models.BPE(unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<unk>", "</s>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", eos_token="</s>")
-    torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, attn_implementation="sdpa",
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    model = tf.LlamaForCausalLM(cfg).eval()
-    return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")
+    return tiny_formats_llama()
 
 
 def _cfg(**kw):

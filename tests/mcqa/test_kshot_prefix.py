@@ -56,10 +56,12 @@ def test_lm_eval_demonstrations_hit_the_cache_and_score_as_without_it(newline_mo
     base = dict(model="tiny", task=f"mmlu={test_dir}", demos_from=str(dev_dir), prompt="lm-eval", shots=3, batch_size=4,
                 min_val_items=4, methods=("baseline", "qk", "attention", "lens", "cloze"))
     on = run_mcqa(MCQAConfig(**base), tmp_path, run_id="on", loaded=newline_model, show_progress=False)
-    # 12 items, 6 per subject: the main pass in batches of 4 ([4 | 2 + 2 | 4]); the cloze too, each
+    # 12 items, 6 per subject: the main pass in batches of 4 ([4 | 2 + 2 | 4]); the explorer's rows pass
+    # (mcqa/explorer.py), batched as the main pass and reading the same prefixes; the cloze too, each
     # subject's items longest first (a run of shared demonstrations stays in its place)
-    assert len(passes) == 3 + 3
-    main, cloze = passes[:3], passes[3:]
+    assert len(passes) == 3 + 3 + 3
+    main, rows, cloze = passes[:3], passes[3:6], passes[6:]
+    assert [r.ids for r in rows] == [m.ids for m in main]
     # the batch that mixes two subjects shares their header's first words only
     assert main[1] is not None and tok.decode(main[1].ids).startswith("The following") and "Answer" not in tok.decode(main[1].ids)
     for p, subject in zip((main[0], main[2]), SUBJECTS):  # the demonstrations, as tokenized inside the prompts
@@ -71,10 +73,10 @@ def test_lm_eval_demonstrations_hit_the_cache_and_score_as_without_it(newline_mo
         assert cloze[k] is not None and cloze[k].ids[:main[k].length] == main[k].ids
     passes.clear()
     off = run_mcqa(MCQAConfig(**base, prefix_cache=False), tmp_path, run_id="off", loaded=newline_model, show_progress=False)
-    assert len(passes) == 6 and not any(passes)
+    assert len(passes) == 9 and not any(passes)
     # float32 passes of other shapes (the prefix computed alone, the suffix reading its keys from the
     # cache): sums of a few hundred terms of size ~1 agree to ~1e-6
-    for name in ("letter_logits", "qk", "attention", "lens"):
+    for name in ("letter_logits", "qk", "attention", "lens", "attention_rows"):
         np.testing.assert_allclose(on.load_array(name), off.load_array(name), rtol=1e-4, atol=1e-5, err_msg=name)
     for x, y in zip(on.read_samples(), off.read_samples()):
         np.testing.assert_allclose(x["cloze_loglik"], y["cloze_loglik"], rtol=1e-5, atol=1e-4)  # sums of a few

@@ -49,3 +49,20 @@ def tiny_lm(family: str = "llama", seed: int = 0, chat: bool = False):
     lm.model.generation_config.eos_token_id = 2
     lm.model.generation_config.pad_token_id = 0
     return lm
+
+
+def save_tiny_sae(lm, folder):
+    """A random TopK SAE (64 features, k=4) on the residual leaving block 1 of ``lm``, saved in
+    SAELens' layout under ``folder``; returns the SAE."""
+    import torch
+
+    from whitebox_eval.mui.sae import SAE
+    from whitebox_eval.mui.sae_files import save_sae
+
+    d, f = lm.arch.d_model, 64
+    g = torch.Generator().manual_seed(0)
+    sae = SAE(torch.randn(d, f, generator=g) * 0.1, torch.zeros(f), torch.randn(f, d, generator=g) * 0.1,
+              torch.zeros(d), activation="topk", k=4)
+    sae.metadata.update({"hook_name": "blocks.1.hook_resid_post", "hook_layer": 1})
+    save_sae(sae, folder)
+    return sae

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from mui_testing import tiny_lm  # noqa: E402
+from mui_testing import save_tiny_sae, tiny_lm  # noqa: E402
 from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals import Engine  # noqa: E402
@@ -223,16 +223,8 @@ def test_sae_run_reports_reconstruction_quality_and_warns_when_poor(tmp_path, ca
     """A random (untrained) SAE reconstructs the residual stream badly: the run reports its explained
     variance (recomputed here from hooked residuals at the scored positions) and dead features, and warns
     once, from the fidelity figures."""
-    from whitebox_eval.mui.sae import SAE
-    from whitebox_eval.mui.sae_files import save_sae
-
     lm = tiny_lm("llama")
-    d, f = lm.arch.d_model, 64
-    g = torch.Generator().manual_seed(0)
-    sae = SAE(torch.randn(d, f, generator=g) * 0.1, torch.zeros(f), torch.randn(f, d, generator=g) * 0.1,
-              torch.zeros(d), activation="topk", k=4)
-    sae.metadata.update({"hook_name": "blocks.1.hook_resid_post", "hook_layer": 1})
-    save_sae(sae, tmp_path / "sae")
+    sae = save_tiny_sae(lm, tmp_path / "sae")
     cfg = _cfg(score="sae", sae=(str(tmp_path / "sae"),), responses="gold", threshold="topk", threshold_value=3)
     folder = run_mui(cfg, tmp_path, run_id="s", loaded=lm)
     res = folder.load_results()
@@ -270,12 +262,12 @@ def test_identical_key_sets_are_warned(tmp_path, monkeypatch):
     from whitebox_eval.mui import study
 
     lm = tiny_lm("llama")
-    def same(engine, seqs, cfg, sae_set=None, prefixes=None):
+    def same(scores, cfg):
         m = torch.zeros(lm.arch.n_layers, lm.arch.d_ff, dtype=torch.bool)
         m[:, 0] = True
-        return [m.clone() for _ in seqs]
+        return m
 
-    monkeypatch.setattr(study, "key_masks", same)
+    monkeypatch.setattr(study, "sample_key_mask", same)
     folder = run_mui(_cfg(responses="gold"), tmp_path, run_id="same", loaded=lm)
     assert any("same key set" in w for w in folder.load_results()["warnings"])
 

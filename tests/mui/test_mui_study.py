@@ -70,7 +70,7 @@ def test_resume_after_interruption_gives_the_same_run(tmp_path, monkeypatch):
     cfg = _cfg()
     full = run_mui(cfg, tmp_path, run_id="full", loaded=lm)
     calls = {"n": 0}
-    real = study.key_masks
+    real = study.token_scores
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -78,11 +78,11 @@ def test_resume_after_interruption_gives_the_same_run(tmp_path, monkeypatch):
             raise KeyboardInterrupt("killed")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(study, "key_masks", failing)
+    monkeypatch.setattr(study, "token_scores", failing)
     with pytest.raises(KeyboardInterrupt):
         run_mui(cfg, tmp_path, run_id="cut", loaded=lm)
     assert len(list(RunFolder.open(tmp_path / "cut").read_samples())) == 2  # one batch finished
-    monkeypatch.setattr(study, "key_masks", real)
+    monkeypatch.setattr(study, "token_scores", real)
     with pytest.raises(WhiteboxError, match="resume"):
         run_mui(cfg, tmp_path, run_id="cut", loaded=lm)  # never overwrite finished work
     resumed = run_mui(cfg, tmp_path, run_id="cut", resume=True, loaded=lm)

@@ -95,6 +95,10 @@ def test_an_lm_eval_generation_task_is_scored_by_its_own_filters(tmp_path):
     assert res["lm_eval_metrics"]["gsm8k"]["exact_match,flexible-extract"] == pytest.approx(np.mean(em))
     assert "exact_match_ci,flexible-extract" in res["lm_eval_metrics"]["gsm8k"]
     assert res["accuracy_rule"].startswith("correct = the task's first metric under its first filter")
+    for s in samples:  # each line holds its prompt and the request as lm-eval logs it
+        (request,) = s["arguments"].values()
+        assert request["arg_0"] == s["prompt"] and "Question:" in s["prompt"]
+        assert "Question:" in request["arg_1"]["until"] and request["arg_1"]["do_sample"] is False
 
 
 def test_a_missing_file_stops_before_any_run(tiny_everywhere, tmp_path):

@@ -1,12 +1,22 @@
-"""Fake run folders for the report tests, written with the real RunFolder.
+"""Fake run folders for the report tests, written with the real RunFolder, and the browser.
 
 The MCQA fake carries hostile text (script tags, an ``onerror`` image, ``&amp;`` and
 quotes) in its prompt, options, config and results, so escaping is tested everywhere
 the page shows run text.
+
+The browser is Debian's ``chromium`` (with ``chromium-driver`` for the clicking tests,
+driven by Selenium from the ``test`` extra). When one is missing the tests install both
+once with ``apt-get`` if they run as root and ``CI=true`` or ``WHITEBOX_INSTALL_BROWSER=1``
+is set; otherwise, or when the install fails, they are skipped with the reason printed.
+Nothing is downloaded by Selenium: the driver and browser paths are given.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -131,3 +141,76 @@ def payloads() -> dict[str, str]:
 def make_plot() -> Callable[..., Path]:
     """``make_plot(folder, name, red=False)``: a small matplotlib PNG in the run's plots/."""
     return save_plot
+
+
+# ---------------------------------------------------------------------- the browser
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+DRIVERS = ("chromedriver",)
+_INSTALL_OUTCOME: list[str] = []
+"""Why the one install attempt of this session did not give a browser (empty: not tried)."""
+
+
+def _find(names: tuple[str, ...]) -> str | None:
+    return next((path for path in map(shutil.which, names) if path), None)
+
+
+def _install_browser() -> str:
+    """Try ``apt-get install -y chromium chromium-driver`` once; return why it was not done or failed."""
+    wanted = os.environ.get("CI", "").lower() == "true" or os.environ.get("WHITEBOX_INSTALL_BROWSER") == "1"
+    if not wanted:
+        return "set WHITEBOX_INSTALL_BROWSER=1 (or CI=true) to let the test apt-get install chromium chromium-driver"
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "installing chromium needs root (apt-get install -y chromium chromium-driver)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium", "chromium-driver"]):
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"`{' '.join(command)}` failed: {exc}"
+        if done.returncode != 0:
+            return f"`{' '.join(command)}` failed: {done.stderr.strip()[-300:]}"
+    return ""
+
+
+def _skip(reason: str) -> None:
+    print(f"SKIPPED browser test: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
+def _need(names: tuple[str, ...], what: str) -> str:
+    path = _find(names)
+    if path is None:
+        if not _INSTALL_OUTCOME:  # try the install once per session, whatever the scope
+            _INSTALL_OUTCOME.append(_install_browser())
+        path = _find(names)
+        if path is None:
+            _skip(f"{what} not available: {_INSTALL_OUTCOME[0] or 'installed, but not found on PATH'}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of a Chromium binary, installed once if allowed; skips (printing why) otherwise."""
+    return _need(BROWSERS, "headless Chromium")
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
+    """A headless Chromium driven by Selenium through Debian's chromedriver (one per session)."""
+    driver_path = _need(DRIVERS, "chromedriver (Debian package chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _skip("selenium is not installed (pip install -e '.[test]')")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-extensions", "--window-size=1280,1600"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()

@@ -1,10 +1,8 @@
-"""The report in headless Chromium: no injected script runs, hostile text shows literally,
-tables and images render, and the console stays silent.
+"""The --static report in headless Chromium: no injected script runs, hostile text shows
+literally, tables and images render, and the console stays silent.
 
-Chromium (Debian package ``chromium``) is found on PATH. When it is missing the test
-installs it once with ``apt-get`` if it runs as root and ``CI=true`` or
-``WHITEBOX_INSTALL_BROWSER=1`` is set; otherwise, or when the install fails, the tests
-are skipped with the reason printed.
+Chromium comes from the ``chromium`` fixture (conftest.py: found on PATH, installed once
+with apt-get where allowed, else the test is skipped with the reason printed).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,53 +18,10 @@ import pytest
 
 from whitebox_eval.report import write_report
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-extensions", "--enable-logging=stderr", "--v=0"]
 CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\]\s*(.*)")
-
-
-_INSTALL_OUTCOME: list[str] = []
-"""Why the one install attempt of this session did not give a browser (empty: not tried)."""
-
-
-def _find_browser() -> str | None:
-    return next((path for path in map(shutil.which, BROWSERS) if path), None)
-
-
-def _install_browser() -> str:
-    """Try ``apt-get install -y chromium`` once; return why it was not done or failed."""
-    wanted = os.environ.get("CI", "").lower() == "true" or os.environ.get("WHITEBOX_INSTALL_BROWSER") == "1"
-    if not wanted:
-        return "set WHITEBOX_INSTALL_BROWSER=1 (or CI=true) to let the test apt-get install chromium"
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "installing chromium needs root (apt-get install -y chromium)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"`{' '.join(command)}` failed: {exc}"
-        if done.returncode != 0:
-            return f"`{' '.join(command)}` failed: {done.stderr.strip()[-300:]}"
-    return ""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """Path of a Chromium binary, installed once if allowed; skips (printing why) otherwise."""
-    path = _find_browser()
-    if path is None:
-        if not _INSTALL_OUTCOME:  # try the install once per session, whatever the scope
-            _INSTALL_OUTCOME.append(_install_browser())
-        why = _INSTALL_OUTCOME[0]
-        path = _find_browser()
-        if path is None:
-            reason = f"headless Chromium not available: {why or 'installed, but not found on PATH'}"
-            print(f"SKIPPED browser test: {reason}", file=sys.stderr)
-            pytest.skip(reason)
-    return path
 
 
 @dataclass
@@ -120,7 +74,7 @@ def test_harness_sees_a_script_that_runs(chromium, tmp_path):
 
 def test_report_in_chromium(chromium, mcqa_run, tmp_path):
     run = mcqa_run(n_samples=3)
-    page = write_report([run.path], tmp_path / "report.html")
+    page = write_report([run.path], tmp_path / "report.html", static=True)
     result = load(chromium, tmp_path, page)
     dom = result.dom
 
@@ -146,7 +100,7 @@ def test_report_screenshot_shows_the_plot(chromium, mcqa_run, tmp_path):
     """The red test heatmap is drawn: many pure-red pixels in the screenshot."""
     import matplotlib.image as mpimg
 
-    page = write_report([mcqa_run().path], tmp_path / "report.html")
+    page = write_report([mcqa_run().path], tmp_path / "report.html", static=True)
     shot = screenshot(chromium, tmp_path, page, tmp_path / "report.png")
     pixels = mpimg.imread(shot)[..., :3]
     red = (pixels[..., 0] > 0.9) & (pixels[..., 1] < 0.1) & (pixels[..., 2] < 0.1)

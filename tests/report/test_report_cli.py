@@ -17,12 +17,18 @@ def test_report_writes_next_to_the_first_run_by_default(mcqa_run, mui_run):
     assert "Runs side by side" in (a.path / "report.html").read_text(encoding="utf-8")
 
 
-def test_report_out_and_sample_cap(mcqa_run, tmp_path):
+def test_report_out_static_and_sample_cap(mcqa_run, tmp_path):
     run = mcqa_run(n_samples=5)
     out = tmp_path / "page.html"
-    result = CliRunner().invoke(report, [str(run.path), "--out", str(out), "--samples", "2"])
+    result = CliRunner().invoke(report, [str(run.path), "--out", str(out), "--samples", "2", "--static"])
     assert result.exit_code == 0, result.output
-    assert out.read_text(encoding="utf-8").count("<details class=sample>") == 2
+    static = out.read_text(encoding="utf-8")
+    assert static.count("<details class=sample>") == 2 and "<script" not in static
+    result = CliRunner().invoke(report, [str(run.path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")  # the explorer holds every item; no sample viewer
+    assert "<details class=sample>" not in page and page.count("<script") == 2
+    assert '"id":"item-4-\\u003cscript\\u003e' in page
 
 
 def test_compare_prints_an_aligned_delta_table(mcqa_run):

@@ -38,7 +38,7 @@ def _text_between(html: str, start: str, end: str) -> str:
 
 def test_hostile_text_appears_only_escaped(mcqa_run, payloads, tmp_path):
     run = mcqa_run()
-    html = write_report([run.path], tmp_path / "r.html").read_text(encoding="utf-8")
+    html = write_report([run.path], tmp_path / "r.html", static=True).read_text(encoding="utf-8")
     lowered = html.lower()
     assert "<script" not in lowered  # the page has no script at all, injected or own
     for raw in payloads.values():
@@ -81,7 +81,7 @@ def test_images_are_data_uris_and_nothing_is_fetched(mcqa_run, tmp_path):
 
 def test_sections_headline_first_heatmaps_and_samples(mcqa_run, tmp_path):
     run = mcqa_run(n_samples=205)
-    html = write_report([run.path], tmp_path / "r.html", sample_cap=200).read_text(encoding="utf-8")
+    html = write_report([run.path], tmp_path / "r.html", sample_cap=200, static=True).read_text(encoding="utf-8")
     metrics = _text_between(html, "<h3>Summary metrics</h3>", "</details>")
     assert metrics.index("acc,baseline") < metrics.index("acc,qk_head") < metrics.index("lens_accuracy_per_layer")
     assert metrics.index("acc,qk_head") < metrics.index("zz_first_sorted")  # headline before the rest
@@ -142,7 +142,7 @@ def test_unfinished_run_reports_its_samples(tmp_path):
     folder = RunFolder.create(tmp_path, {"suite": "mcqa", "model": "m", "task": "t"}, run_id="running")
     folder.append_samples([{"id": 1, "gold": 0, "labels": ["A", "B"], "letter_logits": [2, 1],
                             "pred_baseline": 0}])
-    html = write_report([folder.path], tmp_path / "r.html").read_text(encoding="utf-8")
+    html = write_report([folder.path], tmp_path / "r.html", static=True).read_text(encoding="utf-8")
     assert "No results.json yet" in html and "<details class=sample>" in html
 
 
@@ -170,7 +170,7 @@ def test_span_samples_link_to_their_rollout_map(tmp_path, make_plot):
         {"id": "base/id/1", "stage": "base/id", "index": 1, "input": "2+2=", "target": "4",
          "predicted": "4", "exact": True}])
     make_plot(folder, "rollout_base_id_0")
-    html = write_report([folder.path], tmp_path / "r.html").read_text(encoding="utf-8")
+    html = write_report([folder.path], tmp_path / "r.html", static=True).read_text(encoding="utf-8")
     assert "<h3>Attention maps (rollout with the reference mask)</h3>" in html
     assert "<a href='#run0-plot-rollout_base_id_0'>" in html and 'id="run0-plot-rollout_base_id_0"' in html
     assert html.count("href='#run0-plot-rollout") == 1  # sample 1 has no plotted map

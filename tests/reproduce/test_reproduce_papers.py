@@ -33,7 +33,11 @@ def _check(r, paper: str) -> None:
     tested = [c for c in p["claims"] if c["verdict"] not in (verdicts.NOT_RUN, verdicts.NOT_TESTED)]
     assert tested, [(c["id"], c.get("reason")) for c in p["claims"]]
     for c in tested:
-        assert c["statistic"]["test"] and c["statistic"]["n"] is not None
+        if c["verdict"] == verdicts.UNINFORMATIVE:
+            assert c["reason"]  # names the failed precondition or the explaining control
+        if "statistic" in c or c["verdict"] != verdicts.UNINFORMATIVE:  # a group too small has none
+            assert c["statistic"]["test"] and c["statistic"]["n"] is not None
+        assert all("passed" in x or "error" in x for x in c.get("preconditions", ()))
 
 
 @pytest.mark.slow

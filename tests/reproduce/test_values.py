@@ -44,3 +44,15 @@ def test_not_at_marks_a_claim_as_not_run_at_that_scale():
                        "direction": "greater", "not_at": {"huge": "why"}}]}
     with pytest.raises(WhiteboxError, match="not_at names unknown scales"):
         spec.parse_paper(doc, "x.yaml")
+
+
+def test_a_zero_width_bootstrap_at_a_bound_is_read_as_wilson():
+    """A child written before stats stopped bootstrapping constants: 12 items all at 0 give
+    [0, 0]; the reader gives Wilson's [0, z^2 / (n + z^2)] = [0, 24.3%] instead."""
+    results = {"p_correct,free": 0.0, "p_correct_ci,free": [0.0, 0.0], "p_correct_n,free": 12,
+               "p_correct_ci_method,free": "bootstrap"}
+    got = values.estimate(results, {"key": "p_correct,free"})
+    assert (got["lo"], got["method"]) == (0.0, "wilson_at_bound")
+    assert got["hi"] == pytest.approx(1.959964 ** 2 / (12 + 1.959964 ** 2), abs=1e-6)
+    kept = values.estimate({**results, "p_correct,free": 0.2, "p_correct_ci,free": [0.1, 0.3]}, {"key": "p_correct,free"})
+    assert (kept["lo"], kept["hi"], kept["method"]) == (0.1, 0.3, "bootstrap")

@@ -37,12 +37,45 @@ def test_verdict_changes_when_the_statistic_crosses_the_rule():
     assert v.verdict({"value": 0.7, "lo": 0.51, "hi": 0.9}, "less", than=0.5)["verdict"] == v.CONTRADICTED
 
 
-def test_a_claim_of_no_difference_needs_the_power_for_its_margin():
-    tight = _t(0.01, -0.02, 0.04, p=0.5)   # SE ~0.015: detects ~0.043
-    wide = _t(0.01, -0.20, 0.22, p=0.9)    # SE ~0.107: detects ~0.30
-    assert v.verdict(tight, "none", margin=0.05)["verdict"] == v.HOLDS
-    assert v.verdict(wide, "none", margin=0.05)["verdict"] == v.NOT_SHOWN
-    assert v.verdict(_t(0.2, 0.1, 0.3, p=0.001), "none", margin=0.5)["verdict"] == v.CONTRADICTED
+def test_a_claim_of_no_difference_is_decided_by_tost_on_its_margin():
+    # significant (p = 0.001) yet the whole 90% interval inside +-0.05: equivalence holds
+    assert v.verdict(_t(0.02, 0.012, 0.028, p=0.001), "none", margin=0.05)["verdict"] == v.HOLDS
+    # near 0 but too wide to place inside the margin: not shown (more items could settle it)
+    assert v.verdict(_t(0.01, -0.20, 0.22, p=0.9), "none", margin=0.05)["verdict"] == v.NOT_SHOWN
+    # the whole 95% interval beyond the margin: contradicted
+    assert v.verdict(_t(0.2, 0.1, 0.3, p=0.001), "none", margin=0.05)["verdict"] == v.CONTRADICTED
+    # significant and partly beyond the margin: neither shown equivalent nor beyond it
+    assert v.verdict(_t(0.05, 0.02, 0.08, p=0.001), "none", margin=0.05)["verdict"] == v.NOT_SHOWN
+    # a statistic's own standard error is used when it has one (the TOST p from it)
+    from scipy.stats import norm
+    out = v.verdict({"value": 0.04, "lo": -1.0, "hi": 1.0, "se": 0.01, "p_value": 0.0}, "none", margin=0.1)
+    assert out["verdict"] == v.HOLDS and out["p_value"] == pytest.approx(norm.sf(6.0))
+
+
+def test_preconditions_and_controls_turn_a_verdict_uninformative_and_say_why():
+    sig = _t(0.10, 0.02, 0.18, p=0.01)
+    floor = {"kind": "not_at_bound", "passed": False, "text": "floor: no item right in any arm"}
+    ok = {"kind": "above_chance", "passed": True, "text": "fine"}
+    out = v.verdict(sig, "greater", preconditions=[ok, floor])
+    assert out["verdict"] == v.UNINFORMATIVE and "not_at_bound" in out["reason"] and "floor" in out["reason"]
+    assert out["statistical_verdict"] == v.HOLDS
+    explains = {"kind": "constant_letter", "explains": True, "text": "always 'D' scores 34%"}
+    out = v.verdict(sig, "greater", controls=[explains])
+    assert out["verdict"] == v.UNINFORMATIVE and "constant_letter explains" in out["reason"]
+    # a control explains a holding effect only: a contradiction stays a contradiction
+    assert v.verdict(sig, "less", controls=[explains])["verdict"] == v.CONTRADICTED
+    # a control that could not be evaluated does not let the claim hold
+    assert v.verdict(sig, "greater", controls=[{"kind": "beat", "error": "no such test", "text": "?"}])[
+        "verdict"] == v.UNINFORMATIVE
+    # a Holm-adjusted p decides when given
+    assert v.verdict(sig, "greater", p=0.2)["verdict"] == v.NOT_SHOWN
+
+
+def test_an_interval_only_statistic_gets_the_p_its_interval_implies():
+    est = {"value": 0.40, "lo": 0.31, "hi": 0.499}
+    assert v.interval_p(est, 0.5) < 0.05 < v.interval_p({**est, "hi": 0.501}, 0.5)
+    # the half-width on the boundary's side: exactly 0.05 when the interval touches the boundary
+    assert v.interval_p({"value": 0.3, "lo": 0.1, "hi": 0.9}, 0.1) == pytest.approx(0.05)
 
 
 def test_the_smallest_detectable_effect_is_quoted_from_the_interval():

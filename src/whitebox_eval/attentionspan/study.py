@@ -161,15 +161,20 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
         gen_exact = generation_verdicts(gens, toks) if gens is not None else None
         records = []
         for j, (i, tok, s) in enumerate(zip(chunk, toks, scores)):
+            ex = tok.example
+            view = {}  # what the report's rollout view reads beside the kept rollout
             if s.rollout is not None:
                 folder.save_array(f"rollout_{_stage_file_name(stage)}_{i}", s.rollout)
-            ex = tok.example
+                folder.save_array(f"reference_{_stage_file_name(stage)}_{i}", np.asarray(tok.reference_mask, dtype=bool))
+                view = {"prediction_positions": [int(p) for p in tok.prediction_positions],
+                        "tokens": [str(t) for t in lm.tokenizer.convert_ids_to_tokens([int(x) for x in tok.input_ids])]
+                        if hasattr(lm.tokenizer, "convert_ids_to_tokens") else None}
             rec = {
                 "id": ids[i], "stage": stage, "split": split, "index": i,
                 "input": ex.input, "target": ex.target, "input_length": len(ex.input),
                 "predicted": lm.tokenizer.decode(s.predicted.tolist()) if hasattr(lm.tokenizer, "decode") else None,
                 "correct": [int(c) for c in s.correct], "exact": s.exact, "partial": round(s.partial, 5),
-                "rollout_scores": _rounded(s.rollout_scores),
+                "rollout_scores": _rounded(s.rollout_scores), **view,
             }
             if gens is not None:
                 rec["generated"] = gens[j]

@@ -52,7 +52,7 @@ def _score_record(ex: GARExample, enc: EncodedExample, s: ExampleScore) -> dict:
     t = ex.task
     return {"id": example_id(ex), "task_id": ex.task_id, "index": ex.index, "n_r": t.n_r,
             "negate": t.negate, "g2c": t.g2c, "syntactic": None if t.is_kr else t.syntactic,
-            "kr": t.is_kr, "target": ex.target, "label": ex.label,
+            "kr": t.is_kr, "prompt": ex.prompt, "target": ex.target, "label": ex.label,
             "alternatives": list(ex.alternatives), "n_tokens": enc.n_tokens, **s.to_dict()}
 
 

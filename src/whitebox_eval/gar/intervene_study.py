@@ -74,7 +74,8 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     def score_base(idx: list[int]):
         chunk = [encoded[i] for i in idx]
         m = matched_attention(engine, chunk, [pat.text], batch_size=len(chunk)).weights[:, 0]
-        return [s.to_dict() for s in score_batch(engine, chunk, rule=cfg.rule)], {"matched": m}
+        return [{"prompt": e.example.prompt, "target": e.example.target, **s.to_dict()}
+                for e, s in zip(chunk, score_batch(engine, chunk, rule=cfg.rule))], {"matched": m}
 
     base = run_stage(folder, "base", keys, cfg.batch_size, score_base, show_progress)
     before = scores_from_samples(encoded, base.samples, keys, cfg.rule)

@@ -14,6 +14,7 @@ from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields, hash_string, item_accuracy, log_arguments
 
 from whitebox_eval.mcqa.config import HEAD_METHODS
+from whitebox_eval.mcqa.explorer import ROWS_RULE
 
 SPLIT_RULE = ("heads (best QK / Attention head, HeadScore head, ablation's key heads), degenerate-head marks and "
               "PriDe's prior are chosen on the validation items; every reported number is on the disjoint test items")
@@ -102,13 +103,15 @@ def finalize(study) -> RunFolder:
     for key, arr in main.items() if writer else ():
         folder.save_array(key, arr)
     selected: dict[str, hs.HeadSelection] = {}
+    tables: dict[str, np.ndarray] = {}  # each head method's accuracy per head over all items
+    score_heads: list = []  # HeadScore's choice
     pride_pred, cloze = None, None
     for method in HEAD_METHODS:
         if method not in main:
             continue
         scores = np.where(np.isnan(main[method]), -np.inf, main[method])
         sel = selected[method] = hs.select_best_head(scores, gold, split=split, seed=cfg.seed)
-        table = hs.head_accuracy(scores, gold, cfg.seed)
+        table = tables[method] = hs.head_accuracy(scores, gold, cfg.seed)
         ranked = hs.rank_heads(table, exclude=sel.degenerate)
         degenerate = [[int(l), int(h)] for l, h in zip(*np.nonzero(sel.degenerate))]
         results[method] = {"best_head": [sel.layer, sel.head], "val_accuracy": sel.val_accuracy, "test_accuracy": sel.test_accuracy,
@@ -135,10 +138,13 @@ def finalize(study) -> RunFolder:
         results["head_score"] = {"top": [{"head": [l, h], "head_score": float(score[l, h]), "accuracy_all_items": float(table[l, h])}
                                          for l, h in top], "selected_on": "validation (label-free)"}
         l0, h0 = top[0]
+        score_heads = [(l0, h0)]
         correct["head_score_head"] = _correct(predict(main["attention"][:, l0, h0])[test], gold[test])
         stats.add_proportion(headline, "acc,head_score_head", correct["head_score_head"])
         if "qk" in main:
             stats.add_proportion(headline, "acc,head_score_qk", _correct(predict(main["qk"][:, l0, h0])[test], gold[test]))
+    # the report's per-item views: right after the heads are chosen, while the main pass's prefixes are cached
+    explorer = _explorer(study, selected, tables, score_heads) if tables else None
     if "lens" in main:  # nothing is chosen: every evaluated item
         lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])
         curve = per_layer_accuracy(lens, gold)
@@ -195,8 +201,16 @@ def finalize(study) -> RunFolder:
         by_count.update({f"acc,{name}": (test, c) for name, c in correct.items() if name != "baseline"})
         results["by_option_count"] = by_option_count(counts, by_count)
     if writer:
-        folder.annotate_samples(_per_item_extras(study, main, selected, pride_pred, cloze,
-                                                 base_pred if study.letters else None))
+        extras = _per_item_extras(study, main, selected, pride_pred, cloze, base_pred if study.letters else None)
+        if explorer is not None:  # the report's per-item views (mcqa/explorer.py)
+            heads, rows, offsets, before, fields = explorer
+            folder.save_array("attention_rows", rows)
+            folder.save_array("attention_rows_offsets", offsets)
+            folder.save_array("attention_rows_before", before)
+            results["explorer"] = {"heads": [list(h) for h in heads], "rows": ROWS_RULE}
+            for it, f in zip(items, fields):
+                extras[it.id].update(f)
+        folder.annotate_samples(extras)
         if dists:
             plots.plot_prediction_distribution(dists, folder.plot_path("prediction_distribution"),
                                                letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
@@ -207,6 +221,14 @@ def finalize(study) -> RunFolder:
         add_lm_eval_fields(results, folder.config, cfg.spec.lm_eval_task or cfg.spec.name)  # lm-eval's results-file blocks (lm-eval:TASK: its name)
         folder.save_results(results)
     return folder
+
+
+def _explorer(study, selected, tables, score_heads):
+    """The heads the report can show on every item and their attention rows (:mod:`.explorer`)."""
+    from whitebox_eval.mcqa.explorer import explorer_heads, rows_pass
+
+    heads = explorer_heads(selected, tables, score_heads)
+    return (heads, *rows_pass(study, heads))
 
 
 def _per_item_extras(study, main, selected, pride_pred, cloze, base_pred=None) -> dict:

@@ -294,12 +294,13 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
         for it in (data.items[i] for i in chunk):
             mcq = mcq_probabilities(engine, it, data.demos, prefixes)
             answer = answer_of(it, data.answer_type)
-            gens = {f: sample_prompt(loaded, render_prompt(it, fmt=f, demos=data.demos).text, n_samples=cfg.n_samples,
+            prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
+            gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                                      seed=stream_seed(cfg.seed, it.id, f))
                     for f in FREE_FORMATS}
             records.append({
-                "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "mcq": mcq,
+                "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,
                 "p_correct": {"mcq": mcq["p_renorm"],
                               **{f: score_free(gens[f], answer, data.answer_type, cfg.extract) for f in FREE_FORMATS}},
                 "generations": gens,

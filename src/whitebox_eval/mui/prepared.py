@@ -29,10 +29,13 @@ class PreparedTask:
     budget_given: bool = False  # --max-new-tokens (else an item's own budget wins: lm-eval's max_gen_toks)
     stops_given: bool = False  # --stop (else an item's own stop strings win: lm-eval's until)
 
+    def prompt_text(self, item: GenItem, tokenizer) -> str:
+        """The prompt of ``item`` as text (App. A.6 format, or the task's own prompt)."""
+        return rsp.build_prompt(item, self.style or self.spec.record.generation, self.fmt, tokenizer, self.demonstration)
+
     def prompt(self, item: GenItem, tokenizer) -> list[int]:
-        """The prompt ids of ``item`` (App. A.6 format, or the task's own prompt)."""
-        style = self.style or self.spec.record.generation
-        return rsp.prompt_ids(tokenizer, rsp.build_prompt(item, style, self.fmt, tokenizer, self.demonstration))
+        """The prompt ids of ``item`` (:meth:`prompt_text` tokenized)."""
+        return rsp.prompt_ids(tokenizer, self.prompt_text(item, tokenizer))
 
     def settings(self, item: GenItem) -> tuple[tuple[str, ...], int]:
         """(stop strings, token budget) of ``item``."""

@@ -32,7 +32,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, lm_eval_metrics, threshold_summary
-from whitebox_eval.mui.keyneurons import KeyNeuronConfig, SAESet, ScoredSequence, key_masks, load_sae_set
+from whitebox_eval.mui.explorer import token_view
+from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, SAESet, ScoredSequence, load_sae_set, sample_key_mask,
+                                          token_scores)
 from whitebox_eval.mui.sae import ReconstructionStats
 from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
@@ -214,10 +216,13 @@ def run_mui(
         prompts, responses = respond(loaded, task, items)
         scorable = [j for j, r in enumerate(responses) if r.ids]
         masks: dict[int, np.ndarray] = {}
+        tokens: dict[int, dict] = {}  # the report's per-token view (mui/explorer.py)
         if scorable:
             seqs = [ScoredSequence(prompts[j], responses[j].ids) for j in scorable]
-            for j, m in zip(scorable, key_masks(engine, seqs, kcfg, sae_set, prefixes)):
+            for j, scores in zip(scorable, token_scores(engine, seqs, kcfg, sae_set, prefixes)):
+                m = sample_key_mask(scores, kcfg)  # key_masks, with the scores kept for the per-token view
                 masks[j] = np.flatnonzero(m.numpy().reshape(-1)).astype(np.int64)
+                tokens[j] = token_view(scores, m, responses[j].ids, loaded.tokenizer)
         flats = [masks.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(items))]
         offsets = np.zeros(len(items) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([f.size for f in flats])
@@ -235,9 +240,12 @@ def run_mui(
             r = responses[j]
             scored = task.score(it, r, loaded.tokenizer)
             records.append({
-                "id": it.id, "group": it.group, "gold": it.gold, "response": scored["text"],
+                "id": it.id, "group": it.group, "gold": it.gold, "prompt": task.prompt_text(it, loaded.tokenizer),
+                **({"arguments": it.meta["lm_eval_arguments"]} if "lm_eval_arguments" in it.meta else {}),
+                "response": scored["text"],
                 "correct": bool(scored["correct"]), "n_prompt_tokens": len(prompts[j]),
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
+                **tokens.get(j, {}),
                 **({"lm_eval": {"filters": scored["filters"], "primary": scored["primary"]}} if "filters" in scored else {}),
             })
         return records, arrays

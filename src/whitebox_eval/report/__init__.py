@@ -4,7 +4,9 @@
 * ``rundata``: a run folder read for the report;
 * ``metrics``: results as rows (headline first), value formatting, deltas (estimates and
   their intervals are read by :mod:`whitebox_eval.runs.estimates`);
-* ``samples``: the sample viewer;
+* ``samples``: the sample viewer (``--static``);
+* ``explorer_data`` / ``explorer_views``: the items and each suite's per-item views as data;
+* ``interactive``: the page's script (``data/explorer/*.js``), style and JSON block;
 * ``comparison``: several runs side by side, the direction each moved (results.json ``moves``);
 * ``lm_eval_results``: lm-eval results files read and mapped onto our tasks and metrics;
 * ``compare``: the ``compare`` table (run folders and lm-eval files as columns);

@@ -17,15 +17,22 @@ from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="where to write the page (default: <first run>/report.html)")
 @click.option("--samples", "sample_cap", type=click.IntRange(min=0), default=DEFAULT_SAMPLE_CAP,
-              show_default=True, help="samples shown per run in the viewer")
-def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> None:
+              show_default=True, help="samples shown per run in the --static page's viewer")
+@click.option("--static", is_flag=True, default=False,
+              help="the page without any script: no item explorer, samples as collapsed text")
+def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int, static: bool) -> None:
     """Write one self-contained report.html for one or more run folders.
 
     \b
     The page works offline (plots embedded): config, summary metrics (headline first),
-    every plot and per-head heatmap, and a sample viewer. With several runs: headline
-    metrics side by side, and for runs of one task whose results.json names its moves
-    (e.g. the directions of paper 001 sec. 3.3) the direction each moved.
+    every plot and per-head heatmap, and an item explorer: the items filtered by each
+    method's correctness, disagreement and search, sorted by any score, and per item the
+    suite's views (mcqa: a kept head's attention over the prompt, option scores, logit
+    lens, the head grid; gar: flips per intervention; span: rollout beside the reference
+    mask; mui: key neurons or SAE features; formats: letters beside free answers). With
+    several runs: headline metrics side by side, the same item across runs, and for runs
+    of one task whose results.json names its moves (e.g. paper 001 sec. 3.3) the
+    direction each moved. --static: today's page without script.
 
     \b
       whitebox-eval report runs/20260101-120000-mcqa-smollm2-135m-ssd
@@ -34,7 +41,7 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int) -> Non
     from whitebox_eval.report.page import write_report
     from whitebox_eval.runs.folder import RunFolder
 
-    path = write_report(list(run_dirs), out, sample_cap=sample_cap)
+    path = write_report(list(run_dirs), out, sample_cap=sample_cap, static=static)
     for run_dir in (d for d in run_dirs if is_finished(d)):
         try:  # a corrupted results.json is flagged on the page and named here
             RunFolder.open(run_dir).load_results()

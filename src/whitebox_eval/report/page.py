@@ -1,8 +1,11 @@
 """``write_report``: one self-contained ``report.html`` for one or more run folders.
 
-The page needs no network: plots are embedded as base64 ``data:`` URIs, the style is
-inline, and there is no script at all (the sample viewer uses ``<details>``). A
-Content-Security-Policy in the page allows only inline style and ``data:`` images, so
+The page needs no network: plots are embedded as base64 ``data:`` URIs and the style is
+inline. By default each run gets an item explorer (:mod:`.interactive`: the item table
+and the suite's per-item views, built by the page's one script from a JSON block; with
+several runs, the same item across runs); ``static=True`` gives the page without any
+script (the sample viewer uses ``<details>``). The Content-Security-Policy allows inline
+style, ``data:`` images and, on the interactive page, only its own script by hash, so
 even text that escaped escaping could not run or load anything. All run text goes
 through :mod:`whitebox_eval.report.markup`.
 """
@@ -29,14 +32,15 @@ REPORT_FILE = "report.html"
 
 
 def write_report(run_dirs: list[Path], out: Path | None = None, *,
-                 sample_cap: int = DEFAULT_SAMPLE_CAP) -> Path:
+                 sample_cap: int = DEFAULT_SAMPLE_CAP, static: bool = False) -> Path:
     """Write the report of ``run_dirs`` to ``out`` and return its path.
 
     ``out`` defaults to ``<first run>/report.html``; an existing folder gets
     ``report.html`` inside it. With several runs the page starts with their headline
     metrics side by side (deltas against the first run) and, for runs of the same task
-    whose results.json names moves (``moves``), the direction each moved. Raises :class:`WhiteboxError` for a path that is not
-    a run folder.
+    whose results.json names moves (``moves``), the direction each moved. ``static``: the
+    page without script (no item explorer; the sample viewer shows ``sample_cap`` samples).
+    Raises :class:`WhiteboxError` for a path that is not a run folder.
     """
     if not run_dirs:
         raise WhiteboxError("give at least one run folder to report on")
@@ -44,17 +48,22 @@ def write_report(run_dirs: list[Path], out: Path | None = None, *,
     out = Path(out) if out is not None else runs[0].path / REPORT_FILE
     if out.is_dir():
         out = out / REPORT_FILE
-    _write_atomic(out, render_page(runs))
+    _write_atomic(out, render_page(runs, static=static))
     return out
 
 
-def render_page(runs: list[RunData]) -> str:
-    """The whole HTML document for ``runs``."""
+def render_page(runs: list[RunData], static: bool = False) -> str:
+    """The whole HTML document for ``runs`` (interactive unless ``static``)."""
     title = "whitebox-eval report: " + ", ".join(r.run_id for r in runs)
     nav = join(render("<li><a href=\"#{key}\">{id}</a> <span class=meta>{what}</span></li>",
                       key=_run_key(i), id=r.run_id, what=_describe(r)) for i, r in enumerate(runs))
-    comparison = _comparison(runs) if len(runs) > 1 else Markup("")
-    sections = join(_run_section(i, r) for i, r in enumerate(runs))
+    comparison = _comparison(runs, static) if len(runs) > 1 else Markup("")
+    sections = join(_run_section(i, r, static) for i, r in enumerate(runs))
+    csp, style, end = CSP, Markup(STYLE), Markup("")
+    if not static:
+        from whitebox_eval.report import interactive
+
+        csp, style, end = interactive.csp(), Markup(STYLE + interactive.style()), interactive.body_end(runs)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return render(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -63,15 +72,15 @@ def render_page(runs: list[RunData]) -> str:
         "<title>{title}</title><style>{style}</style></head>\n<body>"
         "<header><h1>whitebox-eval report</h1>"
         "<p class=meta>{n} run(s); written {generated} by whitebox-eval {version}</p>"
-        "<ul class=nav>{nav}</ul></header>\n{comparison}{sections}</body></html>\n",
-        csp=CSP, title=title, style=Markup(STYLE), n=len(runs), generated=generated,
-        version=whitebox_eval.__version__, nav=nav, comparison=comparison, sections=sections)
+        "<ul class=nav>{nav}</ul></header>\n{comparison}{sections}{end}</body></html>\n",
+        csp=csp, title=title, style=style, n=len(runs), generated=generated,
+        version=whitebox_eval.__version__, nav=nav, comparison=comparison, sections=sections, end=end)
 
 
 # ---------------------------------------------------------------------- several runs
 
 
-def _comparison(runs: list[RunData]) -> Markup:
+def _comparison(runs: list[RunData], static: bool) -> Markup:
     head = join(render("<th>{id}</th>", id=r.run_id) for r in runs)
     rows = []
     for row in headline_rows(runs):
@@ -86,8 +95,9 @@ def _comparison(runs: list[RunData]) -> Markup:
                    head=head, rows=join(rows)) if rows else \
         render("<p class=note>None of these runs has headline metrics yet.</p>")
     directions = _directions(runs)
-    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{directions}</section>\n",
-                  table=table, directions=directions)
+    same = Markup("") if static else render("<div class=explorer data-explorer=compare></div>")
+    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{directions}{same}</section>\n",
+                  table=table, directions=directions, same=same)
 
 
 def _directions(runs: list[RunData]) -> Markup:
@@ -115,7 +125,7 @@ def _directions(runs: list[RunData]) -> Markup:
 # ---------------------------------------------------------------------- one run
 
 
-def _run_section(i: int, run: RunData) -> Markup:
+def _run_section(i: int, run: RunData, static: bool = True) -> Markup:
     key = _run_key(i)
     plot_names = {p.stem for p in run.plots}
     heatmaps = [p for p in run.plots if "head" in p.stem and not p.stem.startswith("rollout")]
@@ -129,7 +139,10 @@ def _run_section(i: int, run: RunData) -> Markup:
         _unembedded(run),
         render("<details open><summary><h3>Config</h3></summary>{t}</details>", t=_config(run.config)),
         _arrays(run),
-        render("<h3>Samples</h3>{v}", v=render_samples(run.samples, run.n_samples, key, plot_names)),
+        render("<h3>Samples</h3>{v}", v=render_samples(run.samples, run.n_samples, key, plot_names)) if static else
+        render("<h3>Items</h3><p class=note>Filter, sort and select an item to see its views ({n} items; every "
+               "sample line is in samples.jsonl).</p><div class=explorer data-explorer=\"{key}\"></div>",
+               n=run.n_samples, key=key),
     ]
     return render("<section class=run id=\"{key}\"><h2>{id}</h2><p class=meta>{what}</p>"
                   "<p class=meta>{path}</p>{parts}</section>\n",

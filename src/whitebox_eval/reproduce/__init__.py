@@ -100,7 +100,7 @@ def write_outputs(folder: Path, content: dict[str, Any], command: str) -> None:
     write_atomic(folder / CLAIMS_FILE, json.dumps(content, indent=1, sort_keys=True, allow_nan=False) + "\n")
     bs = render.blocks(content, command)
     write_atomic(folder / MARKDOWN_FILE, render.markdown(bs))
-    write_atomic(folder / HTML_FILE, render.html(bs, "whitebox-eval reproduce"))
+    write_atomic(folder / HTML_FILE, render.html(bs, "whitebox-eval reproduce", base=folder))
 
 
 def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quick",

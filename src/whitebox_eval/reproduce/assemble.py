@@ -11,14 +11,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from whitebox_eval import power, stats
-from whitebox_eval.reproduce import derived, values, verdicts
+from whitebox_eval.reproduce import checks, derived, values, verdicts
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
-SCHEMA = 1
+SCHEMA = 2
+
+
+class NoChild(Exception):
+    """None of the child runs a claim across models needs ran (the reason is the message)."""
 
 
 @dataclass
@@ -46,6 +51,12 @@ def _cell_from(outcome: Outcome | None, spec: Mapping[str, Any], scale: float) -
     if outcome.status != "done":
         return {"not_run": outcome.reason or outcome.status, "run": outcome.child.run_id}
     try:
+        if "flips" in spec:  # a count of answers before / after an edit, from the child's samples
+            f = checks.flips(spec["flips"], {}, outcome.study().results, outcome.study().samples, "greater")
+            when, answer = spec["count"]
+            return {"run": outcome.child.run_id, "source": f"samples.jsonl prediction, stages "
+                    f"{spec['flips']['before']} / {spec['flips']['after']}", "value": float(f[when].get(answer, 0)),
+                    "n": f["n"], "scale": 1.0}
         if spec.get("text"):
             return {"run": outcome.child.run_id, "source": "/".join(map(str, spec["at"])),
                     "text": values.text(outcome.study().results, spec)}
@@ -122,21 +133,46 @@ def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
         if "values" in stat:  # the two sides as the child reports them
             for side in ("a", "b"):
                 if side in stat["values"]:
-                    t[side] = values.estimate(results, stat["values"][side])["value"]
+                    t[f"side_{side}"] = values.estimate(results, stat["values"][side])["value"]
         return t
     if "paired" in stat or "test_at" in stat:
-        return values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]})
+        return dict(values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]}))
     est = values.estimate(results, stat)
     if "lo" not in est:
         raise values.Missing(f"{est['source']} has no interval in the child run")
     return {**est, "p_value": None, "test": f"95% {est.get('method') or ''} interval".replace("  ", " ")}
 
 
+def _arms(c: Claim, stat: Mapping[str, Any], results: Mapping[str, Any], samples: list) -> dict[str, dict[str, Any]]:
+    """The claim's two sides on the same items: declared ``arms``, else those the statistic carries."""
+    arms: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (stat.get("arms") or {}).items()}
+    for name, spec in c.arms.items():
+        try:
+            arms[name] = checks.arm(results, samples, spec)
+        except values.Missing as e:
+            arms[name] = {"label": spec.get("label", name), "error": str(e)}
+    return arms
+
+
+def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results: Mapping[str, Any],
+            samples: list) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    pre = [checks.evaluate(checks.PRECONDITIONS, spec, arms, results, stat) for spec in c.preconditions]
+    ctl = [checks.evaluate(checks.CONTROLS, spec, arms, results, samples, c.direction) for spec in c.controls]
+    return pre, ctl
+
+
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
-    """The verdict of claim ``c`` for ``model`` (or across models)."""
-    c = dataclasses.replace(c, stat=fill(c.stat, plan.data_env()))
+    """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
+    preconditions and controls."""
+    env = plan.data_env()
+    c = dataclasses.replace(c, stat=fill(c.stat, env), arms=fill(c.arms, env),
+                            preconditions=tuple(fill(list(c.preconditions), env)),
+                            controls=tuple(fill(list(c.controls), env)))
     out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
-                           "direction": c.direction, "published": c.published, "headline": c.headline}
+                           "direction": c.direction, "published": c.published, "headline": c.headline,
+                           "effect_unit": c.effect_unit,
+                           "declared": {"preconditions": [x["kind"] for x in c.preconditions],
+                                        "controls": [x["kind"] for x in c.controls]}}
     if c.margin is not None:
         out["margin"] = c.margin
     if c.differs:
@@ -145,6 +181,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     out["than"] = than
     if plan.scale in c.not_at:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": f"not tested at the {plan.scale} scale: {c.not_at[plan.scale]}"}
+    results: Mapping[str, Any] = {}
+    samples: list = []
     try:
         if c.across_models:
             stat = _across_models(paper, c, plan, outcomes)
@@ -155,24 +193,30 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             out["run"] = o.child.run_id
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
+            results, samples = o.study().results, o.study().samples
             stat = _statistic(c, o)
+    except NoChild as e:
+        return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
+    except derived.TooFew as e:
+        pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
+        failed = verdicts.failed_precondition(pre)
+        return {**out, "preconditions": pre, **(failed or {"verdict": verdicts.NOT_TESTED, "reason": str(e)})}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
-    margin = c.margin
-    if margin is not None and "margin_of" in c.stat:
-        if c.across_models:
-            raise values.Missing("a relative margin needs one child run")
-        base = values.estimate(_outcome(plan, outcomes, paper, c.experiment, model).study().results,
-                               c.stat["margin_of"])["value"]
-        margin = c.margin * abs(base)
-        out["margin"] = margin
-        out["margin_rule"] = f"{c.margin:g} x {c.stat['margin_of'].get('key') or c.stat['margin_of'].get('at')}"
-    v = verdicts.verdict(stat, c.direction, than, margin)
-    out["statistic"] = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source") if k in stat}
-    for extra in ("a", "b", "r2", "points", "skipped"):
+    arms = _arms(c, stat, results, samples)
+    if c.unit:
+        try:
+            out["unit"] = checks.unit(results, c.unit)
+        except values.Missing as e:
+            out["unit"] = f"n/a ({e})"
+    pre, ctl = _checks(c, stat, arms, results, samples)
+    v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl)
+    out["statistic"] = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source", "se", "ci_method",
+                                             "b", "c") if k in stat}
+    for extra in ("side_a", "side_b", "r2", "points", "skipped", "groups", "subset_size", "tokens", "runs"):
         if extra in stat:
             out["statistic"][extra] = stat[extra]
-    out.update(v)
+    out.update(arms=arms, preconditions=pre, controls=ctl, **v)
     effect = c.published.get("effect")
     if isinstance(effect, int | float) and v["minimum_detectable_effect"] is not None:
         out["published_effect_detectable"] = bool(abs(effect) >= v["minimum_detectable_effect"])
@@ -191,11 +235,58 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
             labels.append(f"{model} / {expid}")
     if c.stat.get("derived") != "utility_law":
         raise values.Missing(f"unknown statistic across models: {c.stat}")
+    if not folders:
+        raise NoChild(f"none of its {len(missing)} child runs ran: {missing[0]}")
     t = derived.utility_law(folders, labels)
     t["runs"] = [str(f).rsplit("/", 1)[-1] for f in folders]
     if missing:
         t.setdefault("skipped", []).extend(missing)
     return t
+
+
+def holm(claims: list[dict[str, Any]]) -> None:
+    """Holm's adjustment over one paper's deciding p-values (every claim and model with a
+    statistic), each claim's verdict recomputed with its adjusted p (``p_holm``,
+    ``verdict_holm``); claims without a statistic keep their verdict."""
+    tested = [c for c in claims if c.get("p_value") is not None and "statistic" in c]
+    for c, adj in zip(tested, stats.holm([c["p_value"] for c in tested]) if tested else []):
+        c["p_holm"] = adj
+        c["verdict_holm"] = verdicts.verdict(c["statistic"], c["direction"], c["than"], c.get("margin"),
+                                             c.get("preconditions", ()), c.get("controls", ()), p=adj)["verdict"]
+    for c in claims:
+        c.setdefault("verdict_holm", c["verdict"])
+
+
+def figures(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> list[dict[str, Any]]:
+    """What the child runs hold for the report's figures besides the claims: every mcqa
+    run's QK-score accuracy per head (arrays/qk_head_accuracy.npy, degenerate heads as
+    None) and every span run's reference-attention maps (plots/rollout_*.png, by path
+    relative to the reproduction folder)."""
+    import numpy as np
+
+    out: list[dict[str, Any]] = []
+    for ch in plan.children:
+        uses = [e for p, e in ch.uses if p == paper.number]
+        o = outcomes.get(ch.run_id)
+        if not uses or o is None or o.status != "done" or not o.folder:
+            continue
+        folder = Path(o.folder)
+        table = folder / "arrays" / "qk_head_accuracy.npy"
+        if ch.suite == "mcqa" and table.is_file():
+            m = np.load(table)
+            deg_path = folder / "arrays" / "qk_degenerate_heads.npy"
+            deg = np.load(deg_path).astype(bool) if deg_path.is_file() else np.zeros(m.shape, dtype=bool)
+            res = o.study().results
+            out.append({"kind": "heatmap", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
+                        "matrix": [[None if deg[i, j] else round(float(v), 4) for j, v in enumerate(row)]
+                                   for i, row in enumerate(m)],
+                        "chosen": (res.get("qk") or {}).get("best_head"), "chance": float(res.get("chance") or 0.0),
+                        "source": f"runs/{ch.run_id}/arrays/qk_head_accuracy.npy"})
+        if ch.suite == "span":
+            for png in sorted((folder / "plots").glob("rollout_*.png")):
+                out.append({"kind": "image", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
+                            "path": f"runs/{ch.run_id}/plots/{png.name}"})
+    return out
 
 
 def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
@@ -212,13 +303,14 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     for c in paper.claims:
         for model in (["all"] if c.across_models else plan.models):
             claims.append(claim(paper, c, plan, outcomes, model))
+    holm(claims)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs}
               for e in paper.experiments if e.differs and e.points(plan.scale)]
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
             "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
-            "claims": claims, "scaled_down": scaled, "not_run": not_run}
+            "claims": claims, "figures": figures(paper, plan, outcomes), "scaled_down": scaled, "not_run": not_run}
 
 
 def content(plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:

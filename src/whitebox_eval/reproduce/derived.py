@@ -6,8 +6,10 @@ samples with :mod:`whitebox_eval.stats` (the suites stay as they are).
 - ``stage_gap``: two stages of one span run (ID vs OOD, 003 Table 1): permutation test;
 - ``paired_fields``: two per-sample fields of one stage (partial vs exact accuracy, 003
   Table 1): paired bootstrap;
-- ``t_interval``: a child's t-test (``mean_correct``, ``mean_error``, ``statistic``,
-  ``p_value``) as a difference with the interval its t implies (003 Table 2);
+- ``clustered``: token-level scores of correct vs wrong tokens, the sequence as the unit
+  (cluster-robust t; 003 Table 2);
+- ``rarefied_relative``: 001's correct-vs-incorrect MUI on the rarefied subsets, as the
+  relative difference its margin is stated on (sec. 3.7);
 - ``utility_law``: ``MUI = A ln(P) + B`` over several MUI runs with the suite's own fit
   (``whitebox-eval mui law``; 001 sec. 3.2): A with its t-interval.
 
@@ -20,8 +22,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from whitebox_eval import power, stats
-from whitebox_eval.reproduce.values import Missing, at
+import numpy as np
+
+from whitebox_eval import stats
+from whitebox_eval.reproduce.values import Missing, at, record
+
+
+class TooFew(Missing):
+    """The statistic is undefined because a group is too small; ``groups`` holds the counts
+    (a claim's ``enough_per_group`` precondition reads them)."""
+
+    def __init__(self, message: str, groups: Mapping[str, int]):
+        super().__init__(message)
+        self.groups = dict(groups)
 
 
 def _matches(sample: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
@@ -29,8 +42,7 @@ def _matches(sample: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
 
 
 def _test_dict(t: stats.PairedTest, source: str) -> dict[str, Any]:
-    return {"value": t.diff, "lo": t.lo, "hi": t.hi, "p_value": t.p_value, "n": t.n, "test": t.test,
-            "source": source}
+    return dict(record(t, source))
 
 
 def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,7 +53,10 @@ def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     b = [float(bool(s[field])) for s in samples if _matches(s, spec["b"])]
     if len(a) < 2 or len(b) < 2:
         raise Missing(f"groups too small to compare: {len(a)} vs {len(b)} samples")
-    return _test_dict(stats.permutation_test(a, b), f"samples.jsonl {field}: {_where(spec['a'])} vs {_where(spec['b'])}")
+    out = _test_dict(stats.permutation_test(a, b), f"samples.jsonl {field}: {_where(spec['a'])} vs {_where(spec['b'])}")
+    out["arms"] = {"a": {"label": _where(spec["a"]), "k": int(sum(a)), "n": len(a), "value": float(np.mean(a))},
+                   "b": {"label": _where(spec["b"]), "k": int(sum(b)), "n": len(b), "value": float(np.mean(b))}}
+    return out
 
 
 def _where(where: Mapping[str, Any]) -> str:
@@ -64,21 +79,53 @@ def paired_fields(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any])
     return _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {spec['stage']}: {spec['x']} - {spec['y']}")
 
 
-def t_interval(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The child's two-group test at ``spec["at"]`` as ``mean_correct - mean_error`` with
-    the normal interval its t statistic implies (SE = |difference / t|)."""
+def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Token-level ``score`` (default ``rollout_scores``) of correct minus wrong tokens
+    (``correct``, one 0/1 per token) in ``stage``, pooled as the child's test pools them, but
+    with the sequence as the unit: cluster-robust t (:func:`whitebox_eval.stats.clustered_difference`;
+    003 Table 2). ``groups`` counts the sequences holding each kind of token."""
+    score, flag = spec.get("score", "rollout_scores"), spec.get("correct", "correct")
+    values, good, seq = [], [], []
+    n_good = n_bad = 0
+    for s in samples:
+        if s.get("stage") != spec["stage"] or s.get(score) is None:
+            continue
+        pairs = [(float(v), bool(c)) for v, c in zip(s[score], s[flag]) if v is not None and v == v]
+        n_good += any(c for _, c in pairs)
+        n_bad += any(not c for _, c in pairs)
+        for v, c in pairs:
+            values.append(v)
+            good.append(c)
+            seq.append(str(s["id"]))
+    groups = {"sequences with a correct token": n_good, "sequences with a wrong token": n_bad}
+    if not values or all(good) or not any(good) or len(set(seq)) < 3:
+        raise TooFew(f"no clustered comparison: {n_good} sequences with a correct token, {n_bad} with a wrong one "
+                     f"({len(set(seq))} sequences)", groups)
+    t = stats.clustered_difference(values, good, seq)
+    v, g = np.asarray(values), np.asarray(good)
+    return {**_test_dict(t, f"samples.jsonl {spec['stage']} {score} by {flag}, clustered by sequence"),
+            "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size)}
+
+
+def rarefied_relative(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """001 sec. 3.7 on the statistic's own scale: the child's correct-vs-incorrect test on
+    rarefied subsets of r responses, as ``relative_diff`` = diff / mean of the two rarefied
+    MUIs, its interval and standard error divided by the same mean (held fixed)."""
     t = at(results, spec["at"])
-    keys = ("mean_correct", "mean_error", "statistic", "p_value")
-    if any(t.get(k) is None for k in keys):
-        missing = [k for k in keys if t.get(k) is None]
-        raise Missing(f"the child's test has no {', '.join(missing)} "
-                      f"({t.get('n_correct', 0)} correct, {t.get('n_error', 0)} error tokens)")
-    diff = float(t["mean_correct"]) - float(t["mean_error"])
-    se = abs(diff / float(t["statistic"])) if float(t["statistic"]) != 0 else float("inf")
-    z = power._z(0.5 + stats.LEVEL / 2)
-    return {"value": diff, "lo": diff - z * se, "hi": diff + z * se, "p_value": float(t["p_value"]),
-            "n": int(t.get("n_correct", 0)) + int(t.get("n_error", 0)), "test": t.get("test"),
-            "source": "/".join(map(str, spec["at"])), "a": float(t["mean_correct"]), "b": float(t["mean_error"])}
+    if t.get("refused"):
+        raise TooFew(f"the child run did not test it: {t['refused']}",
+                     {"correct": int(t.get("n_correct", 0)), "incorrect": int(t.get("n_incorrect", 0))})
+    a, b = float(t["mui_correct_at_r"]), float(t["mui_incorrect_at_r"])
+    mean = (a + b) / 2
+    if mean <= 0:
+        raise Missing("both rarefied MUIs are 0")
+    lo, hi = t["diff_ci"]
+    return {"value": float(t["relative_diff"]), "lo": float(lo) / mean, "hi": float(hi) / mean,
+            "se": float(t["diff_stderr"]) / mean, "p_value": float(t["p_value"]),
+            "n": int(t["n_correct"]) + int(t["n_incorrect"]), "test": f"{t.get('test')}; jackknife interval / mean",
+            "source": "/".join(map(str, spec["at"])) + "/relative_diff", "side_a": a, "side_b": b,
+            "subset_size": int(t["subset_size"]),
+            "groups": {"correct": int(t["n_correct"]), "incorrect": int(t["n_incorrect"])}}
 
 
 def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
@@ -101,8 +148,9 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
             "skipped": list(fit.skipped)}
 
 
-SAMPLE_DERIVED = {"group_gap": group_gap, "stage_gap": stage_gap, "paired_fields": paired_fields}
-RESULTS_DERIVED = {"t_interval": t_interval}
+SAMPLE_DERIVED = {"group_gap": group_gap, "stage_gap": stage_gap, "paired_fields": paired_fields,
+                  "clustered": clustered}
+RESULTS_DERIVED = {"rarefied_relative": rarefied_relative}
 
 
 def compute(name: str, spec: Mapping[str, Any], results: Mapping[str, Any],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from whitebox_eval import stats
@@ -19,11 +20,14 @@ from whitebox_eval.reproduce.spec import UNREADABLE
 
 @dataclass
 class Block:
-    kind: str  # "h1" | "h2" | "h3" | "p" | "table" | "list"
+    kind: str  # "h1" | "h2" | "h3" | "p" | "table" | "list" | "plot" (inline SVG) | "image" (a child's PNG)
     text: str = ""
     header: Sequence[str] = ()
     rows: Sequence[Sequence[str]] = ()
     items: Sequence[str] = ()
+    svg: str = ""  # "plot": the figure's markup (made by :mod:`.plots`, escaped there)
+    name: str = ""  # "plot" / "image": its data-plot name
+    path: str = ""  # "image": relative to the reproduction folder
 
 
 # ------------------------------------------------------------------------ numbers
@@ -66,10 +70,23 @@ def ours_cell(cell: dict[str, Any] | None, unit: str) -> str:
     return text
 
 
-def signed(v: float | None) -> str:
+def signed(v: float | None, digits: str = ".3g") -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "n/a"
-    return f"{v:+.3g}"
+    return format(v, "+" + digits)
+
+
+def _k(c: dict[str, Any]) -> float:
+    return 100.0 if c.get("effect_unit", "pp") == "pp" else 1.0
+
+
+def _u(c: dict[str, Any]) -> str:
+    return " pp" if c.get("effect_unit", "pp") == "pp" else ""
+
+
+def effect(c: dict[str, Any], v: float) -> str:
+    """An effect in the claim's unit: percentage points (1 decimal) or the statistic's own."""
+    return signed(v * _k(c), ".1f" if _k(c) == 100.0 else ".3g")
 
 
 def p_text(p: float | None) -> str:
@@ -77,10 +94,12 @@ def p_text(p: float | None) -> str:
 
 
 def statistic_text(c: dict[str, Any]) -> str:
+    """``+14.0 pp [+1.0, +26.0] n=100`` (the effect against the claim's boundary)."""
     s = c.get("statistic")
     if not s:
         return ""
-    text = f"{signed(s['value'])} [{signed(s['lo'])}, {signed(s['hi'])}]"
+    than = c.get("than", 0.0)
+    text = f"{effect(c, s['value'] - than)} [{effect(c, s['lo'] - than)}, {effect(c, s['hi'] - than)}]{_u(c)}"
     if s.get("n") is not None:
         text += f" n={s['n']}"
     return text
@@ -90,7 +109,7 @@ def published_text(c: dict[str, Any]) -> str:
     pub = c.get("published") or {}
     parts = []
     if isinstance(pub.get("effect"), int | float):
-        parts.append(signed(float(pub["effect"])))
+        parts.append(effect(c, float(pub["effect"])) + _u(c))
     if pub.get("text"):
         parts.append(str(pub["text"]))
     if pub.get("model"):
@@ -98,16 +117,39 @@ def published_text(c: dict[str, Any]) -> str:
     return " ".join(parts) or "not stated"
 
 
-def verdict_text(c: dict[str, Any]) -> str:
-    v = c["verdict"]
-    if v == "not run":
-        return f"not run: {c.get('reason', '')}"
-    if v == "not tested":
-        return f"not tested: {c.get('reason', '')}"
+def _arm_text(a: dict[str, Any]) -> str:
+    if "error" in a:
+        return f"{a.get('label', '')}: n/a ({a['error']})"
+    if "k" in a:
+        return f"{a.get('label', '')} {100 * a['value']:.1f}% ({a['k']}/{a['n']})"
+    return f"{a.get('label', '')} {a['value']:.3g}" + (f" n={a['n']}" if a.get("n") else "")
+
+
+def arms_text(c: dict[str, Any]) -> str:
+    """Both sides on the same items: ``QK head 30.0% (30/100) vs baseline 16.0% (16/100)``."""
+    arms = c.get("arms") or {}
+    if arms:
+        return " vs ".join(_arm_text(arms[k]) for k in sorted(arms))
+    s = c.get("statistic") or {}
+    if "side_a" in s and "side_b" in s:
+        return f"{s['side_a']:.4g} vs {s['side_b']:.4g}"
+    return ""
+
+
+def checks_text(c: dict[str, Any]) -> str:
+    pre = [f"{'ok' if x.get('passed') else 'FAILED'} {x['kind']}: {x['text']}" for x in c.get("preconditions", ())]
+    ctl = [f"{'EXPLAINS' if x.get('explains') or 'error' in x else 'ok'} {x['kind']}: {x['text']}"
+           for x in c.get("controls", ())]
+    return "; ".join(pre + ctl)
+
+
+def verdict_text(c: dict[str, Any], holm: bool = False) -> str:
+    v = c["verdict_holm"] if holm else c["verdict"]
+    if v in ("not run", "not tested", "uninformative") and not holm:
+        return f"{v}: {c.get('reason', '')}"
     if v == "not shown at this n":
         mde = c.get("minimum_detectable_effect")
-        v += (f" (smallest detectable: {abs(mde):.3g})" if mde is not None
-              else " (no item differs: the interval has no width, so this n says nothing)")
+        v += (f" (smallest detectable: {abs(mde) * _k(c):.3g}{_u(c)})" if mde is not None else "")
     return v
 
 
@@ -119,10 +161,13 @@ def _claim_rows(claims: list[dict[str, Any]]) -> list[list[str]]:
     for c in claims:
         direction = {"greater": "> ", "less": "< ", "none": "within ±"}[c["direction"]]
         bound = c.get("margin") if c["direction"] == "none" else c.get("than", 0.0)
-        test = (c.get("statistic") or {}).get("test") or ""
-        rows.append([c["claim"] + f" ({c['cite']})", c["model"], f"{direction}{bound:g}",
-                     statistic_text(c), f"{test}, {p_text((c.get('statistic') or {}).get('p_value'))}"
-                     if c.get("statistic") else "", published_text(c), verdict_text(c)])
+        bound_text = f"{bound * _k(c):g}{_u(c)}" if c["direction"] == "none" else f"{bound:g}"
+        s = c.get("statistic") or {}
+        test = s.get("test") or ""
+        p = f"{p_text(c.get('p_value'))}" + (f"; Holm {stats.fmt_p(c['p_holm'])}" if "p_holm" in c else "")
+        rows.append([c["claim"] + f" ({c['cite']})", c["model"], c.get("unit", ""), f"{direction}{bound_text}",
+                     arms_text(c), statistic_text(c), f"{test}, {p}" if s else "", checks_text(c),
+                     published_text(c), verdict_text(c), verdict_text(c, holm=True)])
     return rows
 
 
@@ -177,20 +222,24 @@ def _label(label: list[str], width: int) -> list[str]:
 
 
 def short_verdict(c: dict[str, Any]) -> str:
-    """``holds: +0.33 [+0.29, +0.38] n=100, mcnemar_exact p < 0.001`` (one cell of the overview)."""
+    """``holds (Holm: holds): +33.0 pp [+29.0, +38.0] n=100, mcnemar_exact p < 0.001`` (an overview cell)."""
     v = c["verdict"]
+    holm = "" if c.get("verdict_holm", v) == v else f" (Holm: {c['verdict_holm']})"
     if v in ("not run", "not tested"):
         return f"{v} ({c.get('reason', '')})"
-    s = c["statistic"]
-    text = f"{v}: {statistic_text(c)}, {s.get('test') or ''} {p_text(s.get('p_value'))}".replace("  ", " ")
-    if v == "not shown at this n":
-        mde = c.get("minimum_detectable_effect")
-        text += f"; detectable {abs(mde):.3g}" if mde is not None else "; no item differs"
+    text = v + holm
+    if c.get("statistic"):
+        s = c["statistic"]
+        text += f": {statistic_text(c)}, {s.get('test') or ''} {p_text(c.get('p_value'))}".replace("  ", " ")
+    if v == "uninformative":
+        text += f" -- {c.get('reason', '')}"
+    elif v == "not shown at this n" and c.get("minimum_detectable_effect") is not None:
+        text += f"; detectable {abs(c['minimum_detectable_effect']) * _k(c):.3g}{_u(c)}"
     return text
 
 
 def overview(content: dict[str, Any]) -> Block:
-    """One row per claim, one column per model: the verdict and its statistic."""
+    """One row per claim, one column per model: the verdict (and Holm's, where it differs)."""
     models = content["models"]
     rows = []
     for p in content["papers"]:
@@ -205,6 +254,61 @@ def overview(content: dict[str, Any]) -> Block:
     return Block("table", header=["paper", "claim (cite)", *models], rows=rows)
 
 
+def counts(content: dict[str, Any]) -> Block:
+    """Verdicts counted per paper, raw and with Holm's adjustment within the paper."""
+    from whitebox_eval.reproduce.verdicts import VERDICTS
+
+    rows = []
+    total = {(v, h): 0 for v in VERDICTS for h in (False, True)}
+    for p in content["papers"]:
+        for holm in (False, True):
+            key = "verdict_holm" if holm else "verdict"
+            n = {v: sum(1 for c in p["claims"] if c.get(key, c["verdict"]) == v) for v in VERDICTS}
+            for v in VERDICTS:
+                total[(v, holm)] += n[v]
+            rows.append([p["number"], "Holm" if holm else "raw", *[str(n[v]) for v in VERDICTS]])
+    for holm in (False, True):
+        rows.append(["all", "Holm" if holm else "raw", *[str(total[(v, holm)]) for v in VERDICTS]])
+    return Block("table", header=["paper", "p-values", *VERDICTS], rows=rows)
+
+
+def _figures(p: dict[str, Any]) -> list[Block]:
+    from whitebox_eval.reproduce import plots
+
+    out = []
+    fig = plots.forest(p)
+    if fig:
+        out.append(Block("plot", text=f"Forest plot of {p['number']}'s claims", svg=fig, name=f"forest-{p['number']}"))
+    for f in p.get("figures", ()):
+        if f["kind"] == "heatmap":
+            out.append(Block("plot", text=f"head accuracy, {f['model']} {f['experiment']}", svg=plots.heatmap(f),
+                             name=f"heatmap-000-{f['model']}-{f['experiment']}"))
+    bars: dict[str, list[tuple[str, float, str]]] = {}
+    for c in p["claims"]:
+        for ctl in c.get("controls", ()):
+            if ctl["kind"] == "constant_letter" and "recall" in ctl and "mmlu" in c["id"]:
+                out.append(Block("plot", text=f"recall per letter, {c['model']} {c['id']}", svg=plots.recall(c, ctl),
+                                 name=f"recall-000-{c['model']}-{c['id']}"))
+            if ctl["kind"] == "random_heads" and "selected_accuracy" in ctl:
+                b = bars.setdefault(c["model"], [])
+                if not b and "b" in (c.get("arms") or {}) and "value" in c["arms"]["b"]:
+                    b.append(("before", c["arms"]["b"]["value"], "#bbbbbb"))
+                b.append((c["id"].split("-")[0] + " edit", ctl["selected_accuracy"], "#1f77b4"))
+                if c["id"].startswith("true-false"):
+                    b += [(f"random {i}", a, "#d08a00") for i, a in enumerate(ctl["random_accuracy"])]
+        if c["id"] == "utility-law" and (c.get("statistic") or {}).get("points"):
+            out.append(Block("plot", text="Utility Law", svg=plots.utility_law(c), name="utility-law"))
+    for model, b in bars.items():
+        out.append(Block("plot", text=f"interventions, {model}", svg=plots.interventions(model, b),
+                         name=f"interventions-002-{model}"))
+    for f in p.get("figures", ()):
+        if f["kind"] == "image":
+            out.append(Block("image", text=f"{f['experiment']}, {f['model']}: {f['path'].rsplit('/', 1)[-1]}",
+                             path=f["path"], name=plots.slug(f"attention-003-{f['model']}-{f['experiment']}-"
+                                                             f"{f['path'].rsplit('/', 1)[-1].removesuffix('.png')}")))
+    return out
+
+
 def blocks(content: dict[str, Any], command: str) -> list[Block]:
     models = content["models"]
     out = [Block("h1", "Reproducing the papers"),
@@ -212,16 +316,21 @@ def blocks(content: dict[str, Any], command: str) -> list[Block]:
            Block("p", "Verdict rule: " + content["rule"]),
            Block("h2", "Verdicts"),
            Block("p", "Each claim's statistic is ours: the effect (difference, or value against the claimed "
-                      "boundary) with its 95% interval and n, the test and its p-value; a claim across models "
-                      "(the Utility Law) has the same entry under every model."),
+                      "boundary; percentage points for accuracies) with its 95% interval and n, the test and "
+                      "its p-value; a claim across models (the Utility Law) has one entry. Where Holm's "
+                      "adjustment within the paper changes the verdict, both are given."),
+           counts(content),
            overview(content)]
     for p in content["papers"]:
         out.append(Block("h2", f"{p['number']} {p['short']}: {p['title']}"))
         if p.get("summary"):
             out.append(Block("p", p["summary"]))
         out.append(Block("h3", "Claims"))
-        out.append(Block("table", header=["claim (cite)", "model", "claimed", "ours: effect [95%] n", "test",
-                                          "published effect", "verdict"], rows=_claim_rows(p["claims"])))
+        out.append(Block("table", header=["claim (cite)", "model", "unit", "claimed", "arms on the same items",
+                                          "ours: effect [95%] n", "test, p (raw; Holm)", "preconditions; controls",
+                                          "published effect", "verdict", "verdict (Holm)"],
+                         rows=_claim_rows(p["claims"])))
+        out.extend(_figures(p))
         for c in p["claims"]:
             points = (c.get("statistic") or {}).get("points")
             if points:
@@ -264,6 +373,8 @@ def markdown(bs: list[Block]) -> str:
             lines += [b.text, ""]
         elif b.kind == "list":
             lines += [f"- {i}" for i in b.items] + [""]
+        elif b.kind in ("plot", "image"):
+            lines += [f"_Figure `{b.name}` (in reproduction.html): {b.text}_", ""]
         elif b.kind == "table":
             lines.append("| " + " | ".join(_md_cell(h) for h in b.header) + " |")
             lines.append("|" + "---|" * len(b.header))
@@ -272,12 +383,26 @@ def markdown(bs: list[Block]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def html(bs: list[Block], title: str) -> str:
+def html(bs: list[Block], title: str, base: Path | None = None) -> str:
+    """The page; ``base`` is the reproduction folder, where an ``image`` block's PNG is read
+    (embedded as a data: URI, the only images the CSP allows)."""
+    import base64
+
     from whitebox_eval.report.markup import Markup, join, render
     from whitebox_eval.report.style import CSP, STYLE
 
     parts = []
     for b in bs:
+        if b.kind == "plot":
+            parts.append(Markup(b.svg))
+            continue
+        if b.kind == "image":
+            png = (base / b.path) if base is not None else None
+            if png is not None and png.is_file():
+                uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+                parts.append(render('<figure data-plot="{name}"><img src="{src}" alt="{alt}" style="max-width:100%">'
+                                    '<figcaption>{alt}</figcaption></figure>\n', name=b.name, src=uri, alt=b.text))
+            continue
         if b.kind in ("h1", "h2", "h3"):
             parts.append(render("<{tag}>{text}</{tag}>\n", tag=Markup(b.kind), text=b.text))
         elif b.kind == "p":

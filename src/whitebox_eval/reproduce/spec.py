@@ -10,7 +10,9 @@ and checks them; it knows the suites only by their records. The layout of a file
 - ``tables``: the paper's tables cell by cell: ``cite`` (table number), ``region`` (text
   around the table in the seed file), ``columns`` and ``rows`` (a row's ``label``, its
   ``published`` numbers, where they are in the seed text, and where ours come from).
-- ``claims``: testable statements with their statistic, direction and published effect.
+- ``claims``: testable statements with their statistic, direction and published effect,
+  and what the verdict needs besides (:mod:`.checks`): ``arms`` (both sides on the same
+  items), ``unit`` (e.g. the chosen head), ``preconditions`` and ``controls``.
 - ``not_run``: parts of the paper that do not run here, and why.
 """
 
@@ -31,6 +33,7 @@ from whitebox_eval.suites import suite as record
 PAPERS_DIR = Path(__file__).parent / "papers"
 SCALES = ("quick", "paper", "micro")
 DIRECTIONS = ("greater", "less", "none")
+EFFECT_UNITS = ("pp", "number")
 UNREADABLE = "unreadable"
 """A published cell the text extraction garbled: shown as such, never guessed."""
 
@@ -127,6 +130,11 @@ class Claim:
     headline: bool = False
     differs: str | None = None
     not_at: dict[str, str] = field(default_factory=dict)  # scale -> why the claim is not tested there
+    arms: dict[str, dict[str, Any]] = field(default_factory=dict)  # the two sides on the same items
+    unit: dict[str, Any] | None = None  # what the claim is about, e.g. the chosen head
+    preconditions: tuple[dict[str, Any], ...] = ()
+    controls: tuple[dict[str, Any], ...] = ()
+    effect_unit: str = "pp"  # "pp": a difference of fractions, shown in percentage points; "number"
 
 
 @dataclass(frozen=True)
@@ -269,10 +277,24 @@ def _claim(d: dict, where: str) -> Claim:
     experiment = d.get("experiment")
     if experiment is None and not across:
         raise WhiteboxError(f"{where}: missing 'experiment'")
+    from whitebox_eval.reproduce.checks import CONTROLS, PRECONDITIONS
+
+    for key, known in (("preconditions", PRECONDITIONS), ("controls", CONTROLS)):
+        for check in d.get(key) or ():
+            if not isinstance(check, dict) or check.get("kind") not in known:
+                raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(known)}; got {check!r}")
+    effect_unit = d.get("effect_unit", "pp")
+    if effect_unit not in EFFECT_UNITS:
+        raise WhiteboxError(f"{where}: effect_unit must be one of {EFFECT_UNITS}")
+    if "margin_of" in (d.get("stat") or {}):
+        raise WhiteboxError(f"{where}: margin_of is gone: state the margin on the statistic's own scale")
     return Claim(id=_require(d, "id", where), claim=_require(d, "claim", where), cite=_require(d, "cite", where),
                  stat=dict(_require(d, "stat", where)), direction=direction, experiment=experiment,
                  published=dict(d.get("published") or {}), across_models=across, margin=margin,
-                 headline=bool(d.get("headline", False)), differs=d.get("differs"), not_at=not_at)
+                 headline=bool(d.get("headline", False)), differs=d.get("differs"), not_at=not_at,
+                 arms={str(k): dict(v) for k, v in (d.get("arms") or {}).items()}, unit=d.get("unit"),
+                 preconditions=tuple(d.get("preconditions") or ()), controls=tuple(d.get("controls") or ()),
+                 effect_unit=effect_unit)
 
 
 def parse_paper(doc: dict, source: str) -> Paper:

@@ -1,17 +1,58 @@
-"""Reading a number, its interval and its test out of a child run's results.json.
+"""The one reader of a child run's results.json: a number, its interval and its test.
 
 Every number the reproduction reports comes from here, with its source: the child run
 and the place in its results.json (``key``: an estimate ``name,filter`` at the top level
-or in ``headline``; ``at``: a path of keys). Nothing is recomputed: an estimate's interval
-is the one :mod:`whitebox_eval.stats` wrote beside it, a test is the child's own.
+or in ``headline``; ``at``: a path of keys). An estimate's interval is the one
+:mod:`whitebox_eval.stats` wrote beside it. Every test, the child's or one computed from
+its samples (:mod:`.derived`, :mod:`.checks`), is one :class:`Record`; an exact McNemar
+test gets the exact interval its b and c imply (:func:`whitebox_eval.stats.mcnemar_interval`,
+which agrees with its p-value), whatever interval the child wrote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
+
+from whitebox_eval import stats
 
 from whitebox_eval.runs.estimates import interval, is_number
+
+
+class Record(TypedDict, total=False):
+    """A test or estimate as claims read it: ``value`` (a difference, or an estimate), its 95%
+    interval ``lo``-``hi``, ``p_value`` (None: the interval decides), ``n``, ``test`` (its
+    name), ``source`` (where in the child run); ``se`` where the statistic has its own,
+    McNemar's ``b`` and ``c``, and the two sides ``a`` and ``b_value`` where known."""
+
+    value: float
+    lo: float
+    hi: float
+    p_value: float | None
+    n: int | None
+    test: str | None
+    source: str
+    ci_method: str
+    se: float
+    b: int
+    c: int
+
+
+def record(t: stats.PairedTest | Mapping[str, Any], source: str) -> Record:
+    """The :class:`Record` of a :class:`~whitebox_eval.stats.PairedTest` or of a paired-test
+    dict as results.json holds it (``diff``, ``lo``/``hi`` or ``diff_ci``, ``p_value``...)."""
+    d = t.as_dict() if isinstance(t, stats.PairedTest) else dict(t)
+    lo, hi = (d["lo"], d["hi"]) if "lo" in d else d["diff_ci"]
+    out: Record = {"value": float(d["diff"]), "lo": float(lo), "hi": float(hi),
+                   "p_value": None if d.get("p_value") is None else float(d["p_value"]), "n": _test_n(d),
+                   "test": d.get("test"), "source": source, "ci_method": d.get("ci_method") or d.get("diff_ci_method") or ""}
+    if d.get("test") == "mcnemar_exact" and d.get("b") is not None and d.get("c") is not None and out["n"]:
+        out["b"], out["c"] = int(d["b"]), int(d["c"])
+        out["lo"], out["hi"] = stats.mcnemar_interval(out["b"], out["c"], int(out["n"]))
+        out["ci_method"] = "exact_cp_product"
+    if d.get("diff_stderr") is not None:
+        out["se"] = float(d["diff_stderr"])
+    return out
 
 
 class Missing(Exception):
@@ -45,9 +86,21 @@ def _estimate_key(results: Mapping[str, Any], key: str) -> dict[str, Any]:
             ci = interval(key, where, results, head)
             out = {"value": float(value), "source": key}
             if ci is not None:
-                out.update(lo=ci["lo"], hi=ci["hi"], n=ci["n"], method=ci["method"])
+                out.update(_honest(float(value), ci))
             return out
     raise Missing(f"no {key!r} in results.json")
+
+
+def _honest(value: float, ci: Mapping[str, Any]) -> dict[str, Any]:
+    """The child's interval, except a zero-width bootstrap at 0 or 1 (a run written before
+    :func:`whitebox_eval.stats.bootstrap` stopped giving one): then Wilson over its n items,
+    as stats gives now (``wilson_at_bound``)."""
+    out = {"lo": ci["lo"], "hi": ci["hi"], "n": ci["n"], "method": ci["method"]}
+    if ci["method"] == "bootstrap" and ci["lo"] == ci["hi"] == value and value in (0.0, 1.0) and ci.get("n"):
+        n = int(ci["n"])
+        out["lo"], out["hi"] = stats.wilson(int(value) * n, n)
+        out["method"] = "wilson_at_bound"
+    return out
 
 
 def estimate(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,11 +122,11 @@ def estimate(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, A
         if isinstance(parent, Mapping) and isinstance(path[-1], str):
             ci = interval(path[-1], parent)
             if ci is not None:
-                out.update(lo=ci["lo"], hi=ci["hi"], n=ci["n"], method=ci["method"])
+                out.update(_honest(out["value"], ci))
     return out
 
 
-def test(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+def test(results: Mapping[str, Any], spec: Mapping[str, Any]) -> Record:
     """A paired test of the child run: ``spec`` is ``{paired: NAME}`` (results.json
     ``paired_tests``) or ``{at: path}``; returns value (the difference), lo, hi, p_value,
     n, test (its name) and source."""
@@ -95,10 +148,7 @@ def test(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
         raise Missing(f"the child run did not test it: {t['refused']}")
     if not isinstance(t, Mapping) or "diff" not in t:
         raise Missing(f"{'/'.join(map(str, path))} is not a test in the child run")
-    lo, hi = (t["lo"], t["hi"]) if "lo" in t else t["diff_ci"]
-    return {"value": float(t["diff"]), "lo": float(lo), "hi": float(hi),
-            "p_value": None if t.get("p_value") is None else float(t["p_value"]), "n": _test_n(t),
-            "test": t.get("test"), "source": "/".join(map(str, path))}
+    return record(t, "/".join(map(str, path)))
 
 
 def _test_n(t: Mapping[str, Any]) -> int | None:

@@ -176,7 +176,9 @@ def gen_items(spec: TaskSpec, *, limit: int | None = None, shots: int | None = N
                            prompt=str(context), stops=tuple(until),
                            max_new_tokens=int(kwargs.get("max_gen_toks") or DEFAULT_MAX_GEN_TOKS),
                            meta={"lm_eval_task": tname, "doc_id": int(doc_id),
-                                 "sampled_in_lm_eval": bool(kwargs.get("do_sample"))})
+                                 "sampled_in_lm_eval": bool(kwargs.get("do_sample")),
+                                 # the request as lm-eval's --log_samples writes it (samples.jsonl "arguments")
+                                 "lm_eval_arguments": {"gen_args_0": {"arg_0": str(context), "arg_1": kwargs}}})
             scorer.instances[item.id] = inst
             items.append(item)
         infos.append({"name": tname, "version": (task.config.metadata or {}).get("version"), "num_fewshot": k,

@@ -1,0 +1,86 @@
+"""Put a finished reproduction where every number traces to a file in the repository.
+
+    python benchmarks/reproduce_commit.py /work/repro/quick-v2
+
+Copies the reproduction's ``claims.json`` and, for every child run, its ``results.json``
+and ``config.yaml`` into ``benchmarks/results/reproduce_quick/`` (``runs/<child>/``), and
+its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``. A child the
+reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is recomputed.
+It prints the README's verdict table (one row per claim, one column per model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEST = ROOT / "benchmarks" / "results" / "reproduce_quick"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path, help="a reproduction folder (holds claims.json and runs/)")
+    args = ap.parse_args()
+    folder = args.folder
+    content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
+    if DEST.exists():
+        shutil.rmtree(DEST)
+    (DEST / "runs").mkdir(parents=True)
+    shutil.copy(folder / "claims.json", DEST / "claims.json")
+    runs = sorted({r["run"] for p in content["papers"] for r in p["runs"]})
+    missing = []
+    for run in runs:
+        src = (folder / "runs" / run).resolve()
+        if not (src / "results.json").is_file():
+            missing.append(run)
+            continue
+        (DEST / "runs" / run).mkdir()
+        for name in ("results.json", "config.yaml"):
+            if (src / name).is_file():
+                shutil.copy(src / name, DEST / "runs" / run / name)
+    (DEST / "missing.txt").write_text("".join(f"{r}\n" for r in missing), encoding="utf-8")
+    shutil.copy(folder / "reproduction.md", ROOT / "benchmarks" / "results" / "reproduce_all_quick.md")
+    print(f"{len(runs) - len(missing)} child runs copied to {DEST}, {len(missing)} missing")
+    print(readme_table(content))
+
+
+def _cell(c: dict) -> str:
+    from whitebox_eval.reproduce import render
+
+    v = c["verdict"]
+    if v in ("not run", "not tested"):
+        return v
+    text = f"**{v}**"
+    if c.get("verdict_holm", v) != v:
+        text += f" (Holm: {c['verdict_holm']})"
+    if c.get("statistic"):
+        text += f" {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}"
+    if v == "uninformative":
+        text += "; " + c.get("reason", "").replace("precondition ", "").replace(" failed", "")[:140]
+    elif v == "not shown at this n" and c.get("minimum_detectable_effect") is not None:
+        text += f"; detects {abs(c['minimum_detectable_effect']) * render._k(c):.3g}{render._u(c)}"
+    return text.replace("|", "/")
+
+
+def readme_table(content: dict) -> str:
+    models = content["models"]
+    lines = ["| paper | claim | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
+    for p in content["papers"]:
+        by: dict = {}
+        for c in p["claims"]:
+            by.setdefault(c["id"], {})[c["model"]] = c
+        for per in by.values():
+            first = next(iter(per.values()))
+            name = first["claim"] + (" (headline)" if first.get("headline") else "")
+            cells = [_cell(per["all"]) if "all" in per else _cell(per[m]) if m in per else "" for m in models]
+            if "all" in per:
+                cells = [cells[0]] + ["same fit"] * (len(models) - 1)
+            lines.append(f"| {p['number']} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Every branch of the verdict rule on synthetic child results: the papers' own claims (as
+their YAML declares them) read child runs made here from known per-item answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from whitebox_eval import stats
+from whitebox_eval.reproduce import assemble, spec, verdicts
+from whitebox_eval.reproduce.plan import Child
+
+MODEL = "m"
+
+
+@dataclass
+class _Study:
+    results: dict[str, Any]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Plan:
+    scale, models = "quick", [MODEL]
+
+    def data_env(self) -> dict[str, str]:
+        return {"data.snli.name": "snli.jsonl"}
+
+    def child(self, paper: str, expid: str, model: str) -> Child:
+        return Child(run_id=f"{paper}-{expid}", suite="x", mode=None, model=model, settings={})
+
+
+def _claim(paper: str, cid: str, results: dict[str, Any], samples: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    p = spec.papers()[paper]
+    c = next(x for x in p.claims if x.id == cid)
+    plan = _Plan()
+    child = plan.child(paper, c.experiment, MODEL)
+    outcome = assemble.Outcome(child, "done", folder="/nonexistent", _study=_Study(results, list(samples)))
+    return assemble.claim(p, c, plan, {child.run_id: outcome}, MODEL)
+
+
+def _kinds(out: dict[str, Any], key: str) -> dict[str, dict[str, Any]]:
+    return {x["kind"]: x for x in out[key]}
+
+
+# ------------------------------------------------------------------ 000: heads and letters
+
+
+def _mcqa(gold: list[int], head: list[int], base: list[int]) -> tuple[dict, list]:
+    """A 0-shot mcqa child: test items with gold letters, the QK head's and the baseline's answers."""
+    samples = [{"id": f"q{i}", "split": "test", "gold": g, "labels": ["A", "B", "C", "D"], "n_options": 4,
+                "qk_head": {"head": [14, 0], "pred": h}, "pred_baseline": b,
+                "acc,qk_head": float(h == g), "acc,baseline": float(b == g)}
+               for i, (g, h, b) in enumerate(zip(gold, head, base))]
+    hc = np.array(head) == np.array(gold)
+    bc = np.array(base) == np.array(gold)
+    results = {"chance": 0.25, "qk": {"best_head": [14, 0]}, "paired_tests": {}}
+    stats.add_paired(results, "qk_head_vs_baseline", stats.mcnemar(hc, bc))
+    return results, samples
+
+
+def test_a_head_that_does_not_beat_the_best_constant_letter_is_explained_by_the_label_prior():
+    # gold letters: A 25, B 21, C 20, D 34; the head answers D always, and A on 4 of the A items
+    gold = [0] * 25 + [1] * 21 + [2] * 20 + [3] * 34
+    head = [0] * 4 + [3] * 96
+    base = [1] * 100  # the baseline answers B: 21%, not significantly below chance
+    results, samples = _mcqa(gold, head, base)
+    out = _claim("000", "qk-beats-baseline-mmlu-0shot", results, samples)
+    assert out["statistical_verdict"] == verdicts.HOLDS  # +17 pp, McNemar p < 0.05 ...
+    assert out["p_value"] < 0.05 and out["statistic"]["value"] == pytest.approx(0.38 - 0.21)
+    assert out["verdict"] == verdicts.UNINFORMATIVE  # ... but always answering D scores 34%
+    ctl = _kinds(out, "controls")["constant_letter"]
+    assert ctl["explains"] and ctl["best_letter"] == "D" and ctl["constant_accuracy"] == pytest.approx(0.34)
+    assert ctl["recall"] == pytest.approx({"A": 4 / 25, "B": 0.0, "C": 0.0, "D": 1.0})
+    assert ctl["reference_recall"]["B"] == 1.0 and ctl["test"]["b"] == 4 and ctl["test"]["c"] == 0
+    assert "constant_letter explains" in out["reason"] and "always 'D' scores 34.0%" in out["reason"]
+    assert out["unit"] == "L14H0"
+    assert out["arms"]["a"]["k"] == 38 and out["arms"]["b"]["k"] == 21 and out["arms"]["a"]["n"] == 100
+    pre = _kinds(out, "preconditions")
+    assert pre["above_chance"]["passed"] and pre["reference_sound"]["passed"] and pre["not_at_bound"]["passed"]
+
+
+def test_a_head_that_reads_the_answer_beats_the_constant_letter_and_holds():
+    rng = np.random.default_rng(0)
+    gold = list(rng.integers(0, 4, 100))
+    head = [g if i % 10 < 7 else (g + 1) % 4 for i, g in enumerate(gold)]  # 70% right, every letter
+    base = [0] * 100
+    results, samples = _mcqa(gold, head, base)
+    out = _claim("000", "qk-beats-baseline-mmlu-0shot", results, samples)
+    assert out["verdict"] == verdicts.HOLDS, out.get("reason")
+    assert not _kinds(out, "controls")["constant_letter"]["explains"]
+
+
+def test_a_degenerate_baseline_below_chance_makes_the_claim_uninformative():
+    gold = [0] * 10 + [1] * 30 + [2] * 30 + [3] * 30
+    head = [g if i % 2 else 0 for i, g in enumerate(gold)]
+    base = [0] * 100  # answers A whatever the question: 10%, significantly below 25%
+    results, samples = _mcqa(gold, head, base)
+    out = _claim("000", "qk-beats-baseline-mmlu-0shot", results, samples)
+    assert out["verdict"] == verdicts.UNINFORMATIVE
+    assert "reference_sound failed" in out["reason"] and "degenerate reference" in out["reason"]
+
+
+# ------------------------------------------------------------------ 003: floors
+
+
+def _span(k_reinforced: int, k_none: int, n: int = 60) -> dict[str, Any]:
+    rein, none = np.arange(n) < k_reinforced, np.arange(n) < k_none
+    ev: dict[str, Any] = {"reinforced": {}, "no_intervention": {}, "shifted_reference": {}}
+    stats.add_proportion(ev["reinforced"], "accuracy", rein)
+    stats.add_proportion(ev["no_intervention"], "accuracy", none)
+    stats.add_proportion(ev["shifted_reference"], "accuracy", none)
+    results = {"reinforcement": {"evaluation": ev, "key_heads": [{"layer": 3, "head": 1, "score": 0.2}]},
+               "paired_tests": {}}
+    stats.add_paired(results, "reinforced vs none", stats.mcnemar(rein, none))
+    stats.add_paired(results, "reinforced vs shifted reference", stats.mcnemar(rein, none))
+    stats.add_paired(results, "reinforced vs random heads", stats.paired_bootstrap(rein.astype(float), none.astype(float)))
+    return results
+
+
+def test_no_item_right_in_either_arm_is_uninformative_floor_not_a_matter_of_n():
+    out = _claim("003", "reinforcement-raises-ood-string-reversal", _span(0, 0))
+    assert out["verdict"] == verdicts.UNINFORMATIVE
+    assert "not_at_bound failed: floor: no item right in any arm" in out["reason"]
+    assert out["statistic"]["lo"] < 0 < out["statistic"]["hi"]  # the exact interval is not [0, 0]
+    assert out["unit"] == "L3H1"
+    # one arm off the floor: a real comparison, decided by the test
+    assert _claim("003", "reinforcement-raises-ood-string-reversal", _span(20, 0))["verdict"] == verdicts.HOLDS
+
+
+def test_the_claims_substance_is_a_precondition():
+    # 3.3% partial accuracy exceeds 0% exact accuracy, significantly -- but "most target tokens
+    # are right" (partial >= 0.5) is false: the claim's substance fails
+    samples = [{"stage": "base/ood", "partial": 0.4 if i < 5 else 0.0, "exact": False} for i in range(60)]
+    results = {"partial,ood": 2 / 60, "acc,ood": 0.0}
+    out = _claim("003", "partial-above-exact-string-reversal", results, samples)
+    assert out["statistical_verdict"] == verdicts.HOLDS
+    assert out["verdict"] == verdicts.UNINFORMATIVE and "at_least failed" in out["reason"]
+
+
+def test_token_level_claims_are_clustered_by_sequence():
+    rng = np.random.default_rng(2)
+    samples = []
+    for i in range(12):
+        n = int(rng.integers(3, 8))
+        correct = [int(rng.random() < 0.5) for _ in range(n)]
+        samples.append({"id": f"base/ood/{i}", "stage": "base/ood", "correct": correct,
+                        "rollout_scores": [float(rng.normal(0.05 * c + 0.01 * i, 0.01)) for c in correct] + [None]})
+    out = _claim("003", "errors-attend-less-string-reversal", {}, samples)
+    s = out["statistic"]
+    assert s["test"] == "cluster_robust_t" and s["n"] == 12
+    values = [v for x in samples for v in x["rollout_scores"][:-1]]
+    good = [bool(c) for x in samples for c in x["correct"]]
+    ids = [x["id"] for x in samples for _ in x["correct"]]
+    ref = stats.clustered_difference(values, good, ids)
+    assert (s["value"], s["lo"], s["hi"], s["p_value"]) == pytest.approx((ref.diff, ref.lo, ref.hi, ref.p_value))
+    # only wrong tokens: the groups are too small -- uninformative, naming the counts
+    for x in samples:
+        x["correct"] = [0] * len(x["correct"])
+    out = _claim("003", "errors-attend-less-string-reversal", {}, samples)
+    assert out["verdict"] == verdicts.UNINFORMATIVE and "sequences with a correct token 0" in out["reason"]
+
+
+# ------------------------------------------------------------------ 001: equivalence on its own scale
+
+
+def _mui(a: float, b: float, se: float, p: float) -> dict[str, Any]:
+    d = a - b
+    return {"correct_vs_incorrect": {"n_correct": 20, "n_incorrect": 28, "subset_size": 19,
+                                     "mui_correct_at_r": a, "mui_incorrect_at_r": b, "diff": d,
+                                     "diff_ci": [d - 1.96 * se, d + 1.96 * se], "diff_stderr": se,
+                                     "relative_diff": d / ((a + b) / 2), "p_value": p, "test": "permutation"}}
+
+
+def test_a_significant_difference_inside_the_margin_is_equivalence_holding():
+    # rarefied MUI 0.0110 vs 0.0100: +9.5% of their mean, significant (p = 0.002) yet the 90%
+    # interval on the relative scale lies inside +-25%: the claim of no difference holds
+    out = _claim("001", "mui-correct-like-incorrect-arithmetic", _mui(0.011, 0.010, 0.0003, 0.002))
+    assert out["verdict"] == verdicts.HOLDS
+    eq = out["equivalence"]
+    assert out["statistic"]["value"] == pytest.approx(0.001 / 0.0105)
+    assert eq["se"] == pytest.approx(0.0003 / 0.0105) and eq["hi"] < 0.25 and eq["lo"] > -0.25
+    # far beyond the margin: contradicted; too uncertain: not shown at this n
+    assert _claim("001", "mui-correct-like-incorrect-arithmetic", _mui(0.02, 0.01, 0.001, 0.001))["verdict"] \
+        == verdicts.CONTRADICTED
+    assert _claim("001", "mui-correct-like-incorrect-arithmetic", _mui(0.0102, 0.01, 0.004, 0.9))["verdict"] \
+        == verdicts.NOT_SHOWN
+
+
+def test_a_law_over_models_needs_enough_models():
+    from whitebox_eval.reproduce import derived
+
+    stat = {"value": -2.0, "lo": -3.0, "hi": -1.0, "p_value": None, "n": 10,
+            "points": [{"label": f"m{i % 2} / mui-{i}", "performance": 10.0 + i, "mui": 1.0} for i in range(10)]}
+    p = spec.papers()["001"]
+    c = next(x for x in p.claims if x.id == "utility-law")
+    orig = assemble._across_models
+    try:
+        assemble._across_models = lambda *a, **k: dict(stat)
+        out = assemble.claim(p, c, _Plan(), {}, "all")
+    finally:
+        assemble._across_models = orig
+    assert out["verdict"] == verdicts.UNINFORMATIVE and "enough_units failed: 2 model(s)" in out["reason"]
+    assert derived.utility_law  # the real fit is what _across_models calls
+
+
+# ------------------------------------------------------------------ 002: interventions
+
+
+def _gar(after_tf: np.ndarray, before: np.ndarray, draws: list[np.ndarray], after_inv: np.ndarray) -> tuple[dict, list]:
+    keys = [f"k{i}" for i in range(before.size)]
+    results: dict[str, Any] = {"true_heads": [[5, 1]], "false_heads": [[6, 2]], "interventions": {}}
+    for name, after in (("true_false", after_tf), ("inverse_true_false", after_inv)):
+        block: dict[str, Any] = {"before": {}, "after": {}}
+        stats.add_proportion(block["before"], "acc,appc", before)
+        stats.add_proportion(block["after"], "acc,appc", after)
+        stats.add_paired(block, "acc,appc", stats.mcnemar(after, before))
+        results["interventions"][name] = block
+    samples = []
+    for stage, correct in (("base", before), ("tf", after_tf), ("inv", after_inv),
+                           *((f"rand{d}", x) for d, x in enumerate(draws))):
+        for k, c in zip(keys, correct):
+            samples.append({"id": f"{stage}:{k}", "stage": stage, "correct": bool(c),
+                            "prediction": "Yes" if (c == (int(k[1:]) % 2 == 0)) else "No"})
+    return results, samples
+
+
+def test_an_intervention_no_better_than_random_heads_is_uninformative():
+    n = 40
+    before = np.arange(n) < 12  # 30%
+    after = np.arange(n) < 30  # 75%: McNemar p < 0.001 against before
+    draws = [np.roll(after, d) for d in range(3)]  # the same edit on random heads does as well
+    results, samples = _gar(after, before, draws, before)
+    out = _claim("002", "true-false-intervention-raises", results, samples)
+    assert out["statistical_verdict"] == verdicts.HOLDS and out["verdict"] == verdicts.UNINFORMATIVE
+    ctl = _kinds(out, "controls")["random_heads"]
+    assert ctl["explains"] and ctl["random_accuracy"] == pytest.approx([0.75] * 3) and ctl["n"] == n
+    assert "random_heads explains" in out["reason"]
+    # random heads that do nothing: the selected heads' effect stands
+    results, samples = _gar(after, before, [before.copy() for _ in range(3)], before)
+    assert _claim("002", "true-false-intervention-raises", results, samples)["verdict"] == verdicts.HOLDS
+
+
+def test_an_inverse_edit_that_drops_accuracy_like_the_forward_one_is_damage():
+    n = 40
+    before = np.arange(n) < 30
+    broken = np.zeros(n, dtype=bool)  # both edits drive accuracy to 0 (Gemma in the quick run)
+    results, samples = _gar(broken, before, [before.copy() for _ in range(3)], broken)
+    out = _claim("002", "inverse-intervention-lowers", results, samples)
+    assert out["statistical_verdict"] == verdicts.HOLDS and out["verdict"] == verdicts.UNINFORMATIVE
+    assert "opposite_edit explains" in out["reason"]
+    flips = _kinds(out, "controls")["flips"]
+    assert flips["n"] == n and sum(flips["before"].values()) == sum(flips["after"].values()) == n
+    assert sum(flips["changes"].values()) == 30  # the 30 right answers all flipped
+
+
+def test_a_probe_no_better_than_random_heads_is_explained_by_them():
+    def results(draws: list[float]) -> dict[str, Any]:
+        probe = {"acc": 0.70, "random_heads": stats.draws(draws).as_dict(), "paired_tests": {}}
+        y = np.arange(200) < 140
+        stats.add_paired(probe, "probe_vs_majority", stats.mcnemar(y, np.arange(200) < 100))
+        return {"probes": {"snli.jsonl": probe}}
+
+    out = _claim("002", "truth-probe-snli", results([0.60, 0.72, 0.65]))
+    assert out["statistical_verdict"] == verdicts.HOLDS and out["verdict"] == verdicts.UNINFORMATIVE
+    assert "random_draws explains" in out["reason"] and "72.0%" in out["reason"]
+    assert _claim("002", "truth-probe-snli", results([0.60, 0.62, 0.65]))["verdict"] == verdicts.HOLDS
+
+
+# ------------------------------------------------------------------ Holm within a paper
+
+
+def test_holm_gives_a_second_verdict_within_the_paper():
+    claims = []
+    for i, p in enumerate([0.01, 0.04, 0.03, 0.5]):
+        stat = {"value": 0.1, "lo": 0.01, "hi": 0.2, "p_value": p, "n": 100, "test": "t", "source": "x"}
+        c = {"id": f"c{i}", "direction": "greater", "than": 0.0, "statistic": stat, "preconditions": [],
+             "controls": [], **verdicts.verdict(stat, "greater")}
+        claims.append(c)
+    claims.append({"id": "untested", "verdict": verdicts.NOT_TESTED})
+    assemble.holm(claims)
+    from statsmodels.stats.multitest import multipletests
+
+    ref = multipletests([0.01, 0.04, 0.03, 0.5], method="holm")[1]
+    assert [c["p_holm"] for c in claims[:4]] == pytest.approx(list(ref))
+    assert [c["verdict"] for c in claims[:4]] == [verdicts.HOLDS] * 3 + [verdicts.NOT_SHOWN]
+    assert [c["verdict_holm"] for c in claims[:4]] == [verdicts.HOLDS] + [verdicts.NOT_SHOWN] * 3
+    assert claims[4]["verdict_holm"] == verdicts.NOT_TESTED and "p_holm" not in claims[4]
