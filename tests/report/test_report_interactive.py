@@ -76,7 +76,7 @@ def test_a_run_made_before_rows_were_kept_shows_what_its_arrays_allow(tmp_path):
 
     import numpy as np
 
-    from whitebox_eval.report.explorer_data import page_data
+    from whitebox_eval.report.explorer_views import page_data
     from whitebox_eval.report.rundata import load_run
 
     sys.path.insert(0, str(Path(__file__).parent))

@@ -3,8 +3,8 @@
 Per run: its items (every sample line; for GAR's intervention runs one item per example,
 a method per stage), each item's predictions and correctness per method (the sample
 viewer's :func:`~whitebox_eval.report.samples.scorers_of`), its numeric fields (to sort by)
-and, per suite, what its views draw (:mod:`.explorer_views`). Floats are rounded to 4
-significant digits; attention rows travel as base64 float32 (:func:`f32`). The page embeds
+and the helpers each suite's views draw with (:mod:`.explorer_views`, which also assembles
+the page's data). Floats are rounded to 4 significant digits; attention rows travel as base64 float32 (:func:`f32`). The page embeds
 the object as JSON text (:func:`embed`) and its script builds the views with ``textContent``.
 """
 
@@ -22,7 +22,6 @@ from whitebox_eval.report.metrics import cut
 from whitebox_eval.report.rundata import RunData
 from whitebox_eval.report.samples import scorers_of
 from whitebox_eval.runs.estimates import is_number
-from whitebox_eval.runs.folder import RunFolder
 
 TEXT_CAP = 4000
 """Characters of an item's text kept for its view (the whole text stays in samples.jsonl)."""
@@ -51,21 +50,6 @@ def embed(payload: Mapping[str, Any]) -> str:
     written as ``\\u`` escapes, so no data string can close the element."""
     text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
-def page_data(runs: list[RunData]) -> dict[str, Any]:
-    """Every run's explorer data, in page order (``key`` matches the run's section id)."""
-    from whitebox_eval.report.explorer_views import suite_views
-
-    out = []
-    for i, run in enumerate(runs):
-        samples = [s for s in RunFolder.open(run.path).read_samples() if isinstance(s, dict)]
-        entry = {"key": f"run{i}", "id": run.run_id, "suite": run.suite, "model": run.model, "task": run.task}
-        entry.update(suite_views(run, samples))
-        if "items" not in entry:
-            entry.update(item_table(samples))
-        out.append(entry)
-    return {"runs": out}
 
 
 def item_table(samples: list[dict[str, Any]]) -> dict[str, Any]:

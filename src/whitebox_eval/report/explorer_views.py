@@ -31,6 +31,7 @@ import numpy as np
 from whitebox_eval.report.explorer_data import TEXT_CAP, f32, item_row, item_table, num, nums
 from whitebox_eval.report.metrics import cut
 from whitebox_eval.report.rundata import RunData
+from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.estimates import is_number
 
 KEY_UNITS_SHOWN = 64
@@ -38,6 +39,19 @@ KEY_UNITS_SHOWN = 64
 
 FEATURE_ITEMS = 8
 """Items listed per SAE feature in the features view."""
+
+
+def page_data(runs: list[RunData]) -> dict[str, Any]:
+    """Every run's explorer data, in page order (``key`` matches the run's section id)."""
+    out = []
+    for i, run in enumerate(runs):
+        samples = [s for s in RunFolder.open(run.path).read_samples() if isinstance(s, dict)]
+        entry = {"key": f"run{i}", "id": run.run_id, "suite": run.suite, "model": run.model, "task": run.task}
+        entry.update(suite_views(run, samples))
+        if "items" not in entry:
+            entry.update(item_table(samples))
+        out.append(entry)
+    return {"runs": out}
 
 
 def suite_views(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import hashlib
 from functools import cache
 from importlib import resources
 
-from whitebox_eval.report.explorer_data import embed, page_data
+from whitebox_eval.report.explorer_data import embed
+from whitebox_eval.report.explorer_views import page_data
 from whitebox_eval.report.markup import Markup
 from whitebox_eval.report.rundata import RunData
 
