@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.stats import ALPHA, LEVEL, _level
+from whitebox_eval.stats.intervals import ALPHA, LEVEL, _level
 
 POWER = 0.80
 
