@@ -64,3 +64,18 @@ def test_rows_resume_from_their_parts(tiny_mcqa_model, tmp_path):
     again = run_mcqa(cfg, tmp_path, run_id="x", resume=True, loaded=tiny_mcqa_model, show_progress=False)
     np.testing.assert_array_equal(again.load_array("attention_rows"), rows)
     np.testing.assert_array_equal(again.load_array("attention_rows_offsets"), offsets)
+
+
+def test_no_item_views_skips_the_rows_pass_and_changes_no_number(tiny_mcqa_model, tmp_path):
+    kw = dict(model="tiny", limit=12, min_val_items=4, batch_size=4, methods=("baseline", "qk", "attention"))
+    on = run_mcqa(MCQAConfig(**kw), tmp_path, run_id="on", loaded=tiny_mcqa_model, show_progress=False)
+    off = run_mcqa(MCQAConfig(**kw, item_views=False), tmp_path, run_id="off", loaded=tiny_mcqa_model,
+                   show_progress=False)
+    assert not (off.path / "arrays" / "parts" / "rows").exists() and "explorer" not in off.load_results()
+    assert not (off.path / "arrays" / "attention_rows.npy").exists()
+    assert on.load_results()["headline"] == off.load_results()["headline"]
+    keep = ("attention_head", "qk_head", "baseline")
+    for a, b in zip(on.read_samples(), off.read_samples()):
+        assert "prompt_tokens" in a and "prompt_tokens" not in b
+        assert {k: a.get(k) for k in keep} == {k: b.get(k) for k in keep}
+    assert "item_views" not in on.config and off.config["item_views"] is False

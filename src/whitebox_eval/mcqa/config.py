@@ -49,7 +49,8 @@ class MCQAConfig:
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of --task mcq=PATH (config.yaml: task_spec.fields)
     lm_eval_data: str | None = None  # --lm-eval-data DIR of --task lm-eval:TASK
     view: str | None = None  # --view cloze|letters of --task lm-eval:TASK
-    volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache"), repr=False)
+    item_views: bool = True  # keep the report's per-item attention rows (one more pass, mcqa/explorer.py)
+    volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache", "item_views"), repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
@@ -73,4 +74,6 @@ class MCQAConfig:
         for key in ("lm_eval_data", "view"):  # likewise: only lm-eval:TASK studies have them
             if d.get(key) is None:
                 del d[key]
+        if self.item_views:  # recorded only when turned off, so earlier runs resume as before
+            del d["item_views"]
         return d

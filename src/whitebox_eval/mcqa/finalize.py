@@ -144,7 +144,7 @@ def finalize(study) -> RunFolder:
         if "qk" in main:
             stats.add_proportion(headline, "acc,head_score_qk", _correct(predict(main["qk"][:, l0, h0])[test], gold[test]))
     # the report's per-item views: right after the heads are chosen, while the main pass's prefixes are cached
-    explorer = _explorer(study, selected, tables, score_heads) if tables else None
+    explorer = _explorer(study, selected, tables, score_heads) if tables and cfg.item_views else None
     if "lens" in main:  # nothing is chosen: every evaluated item
         lens = np.where(np.isnan(main["lens"]), -np.inf, main["lens"])
         curve = per_layer_accuracy(lens, gold)
