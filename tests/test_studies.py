@@ -46,6 +46,10 @@ def test_every_suite_runs_from_python(tiny, tmp_path):
         "mui": studies.mui(tmp_path, model=tiny, task="arithmetic-gen", limit=4, max_new_tokens=3, show_progress=False),
         "span": studies.span(tmp_path, model=tiny, task="string_reversal", split="id", limit=4, show_progress=False),
     }
+    # a config field named like the record's own mode argument (span's reinforcement mode) is a setting
+    conditional = studies.span(tmp_path, run_id="conditional", model=tiny, task="value_assignment", split="id", limit=4,
+                               mode="conditional", show_progress=False)
+    assert conditional.config["mode"] == "conditional"
     for suite, r in runs.items():
         assert r.config["suite"] in (suite, f"{suite}-study"), r.config["suite"]
         assert r.samples and r.results, suite

@@ -94,10 +94,12 @@ def suite(name: str) -> Suite:
     return SUITES[name]
 
 
-def run(name: str, mode: str | None, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
+def run(name: str, mode: str | None, /, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
         show_progress: bool | None = None, loaded=None, **settings: Any):
     """Run (or resume) one study of suite ``name`` and read its folder back; ``settings`` are
-    the mode's config fields, ``loaded`` a model already loaded (its spec is the default model)."""
+    the mode's config fields, ``loaded`` a model already loaded (its spec is the default model).
+    ``name`` and ``mode`` are positional only: a config may have a field called ``mode`` (span's
+    reinforcement mode), which then arrives in ``settings``."""
     from whitebox_eval.runs.finished import read
 
     record = suite(name)
