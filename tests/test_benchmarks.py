@@ -50,6 +50,12 @@ NOT_RUN = {
     "saelens_fixture.py": "SAELens (not installed here; writes tests/fixtures/saelens)",
     "sae_training.py": "the bundled model's layer 15 (not yet given a tiny size)",
     "sae_dead_features.py": "the bundled model's layer 15 (not yet given a tiny size)",
+    "report_size.py": "the shared MMLU and ARC samples, 1,000 items (no smaller size yet; the report's own tests "
+                      "build the same pages on tiny runs)",
+    "explorer_screenshots.py": "headless Chromium and chromedriver, clicking through every view (the explorer's "
+                               "browser tests drive the same views)",
+    "reproduce_commit.py": "writes benchmarks/results/reproduce_quick/ from a finished reproduction (it would "
+                           "overwrite the committed quick run)",
 }
 
 
