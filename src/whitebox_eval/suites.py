@@ -152,6 +152,8 @@ def _mcqa_work(cfg, mode: str) -> tuple[int, float]:
     passes = 1.0 + ("pa" in methods) + 0.3 * ("pride" in methods) + 0.5 * ("cloze" in methods) * 4
     if "ablation" in methods:
         passes += 1 + cfg.ablation_draws
+    if cfg.item_views and methods & {"qk", "attention"}:  # the explorer's rows pass (mcqa/explorer.py)
+        passes += 1
     return n, n * passes * (1 + 0.15 * cfg.shots)
 
 
