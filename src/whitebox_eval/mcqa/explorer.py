@@ -73,9 +73,6 @@ def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.n
     def score(batch: list[int]):
         chunk = [toks[i] for i in batch]
         prefix = study.prefix_for([t.input_ids for t in chunk], min(t.prefix_tokens for t in chunk))
-        if prefix is not None and not all(t.input_ids[:prefix.length] == prefix.ids and len(t.input_ids) > prefix.length
-                                          for t in chunk):
-            prefix = None
         skip = prefix.length if prefix is not None else 0
         b = batch_from_ids([t.input_ids[skip:] for t in chunk], pad_id=study.loaded.pad_id).to(study.loaded.device)
         attn = study.engine.run(b, [Capture("attn", "last", layers=layers)], prefix=prefix)["attn"][:, :, :, 0]
