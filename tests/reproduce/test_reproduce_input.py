@@ -79,3 +79,17 @@ def test_resume_refuses_another_plan(tmp_path):
     with pytest.raises(WhiteboxError, match="plan in .* differs in papers"):
         rep._open_folder(folder, {"papers": ["000"]}, resume=True)
     rep._open_folder(folder, {"papers": ["004"]}, resume=True)
+
+
+def test_cpu_scale_takes_quick_settings_where_an_experiment_names_no_cpu_point(tmp_path):
+    f = tmp_path / "triviaqa"
+    f.mkdir()
+    (f / "t.jsonl").write_text("{}\n")
+    quick = prepare(["004"], ["m1"], "quick", data_root=str(tmp_path))
+    cpu = prepare(["004"], ["m1"], "cpu", data_root=str(tmp_path))
+    assert [c.run_id for c in cpu.children] == [c.run_id for c in quick.children]  # the same children, reused
+    exp = spec.Experiment(id="x", suite="formats", title="t", settings={"limit": 1},
+                          scales={"quick": {"limit": 5}, "cpu": {"limit": 50}})
+    assert exp.settings_for("cpu", {}, {})["limit"] == 50 and exp.settings_for("quick", {}, {})["limit"] == 5
+    assert exp.points("cpu") == [{}] and spec.Experiment(id="y", suite="formats", title="t",
+                                                           settings={}, scales={"paper": {}}).points("cpu") == []

@@ -9,6 +9,7 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
 from whitebox_eval.reproduce.data import BENCHMARKS
+from whitebox_eval.reproduce.spec import SCALES
 from whitebox_eval.runs.run_ids import run_id_option
 
 #: the exit status when the reproduction folder was written but some child runs failed (marked not run)
@@ -16,7 +17,8 @@ PARTLY_RUN = 3
 
 SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n chosen so each headline test "
               "can detect the paper's effect where the data allow; the report gives the smallest detectable "
-              "effect); paper: the papers' sample sizes and shot counts (for a GPU); micro: a handful of "
+              "effect); cpu: quick plus what a CPU can reach in about an hour per paper per model (the papers' "
+              "own training experiments, more items where n limits); paper: the papers' sample sizes and shot counts (for a GPU); micro: a handful of "
               "items, to check the plumbing")
 
 
@@ -30,7 +32,7 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 @click.option("--data-root", default=None, metavar="DIR",
               help="folder laid out as ../shared/datasets (DIR/mmlu/test, DIR/hellaswag/<file>, ...); default "
                    "$WHITEBOX_EVAL_DATA, else ../shared/datasets when it exists")
-@click.option("--scale", type=click.Choice(["quick", "paper", "micro"]), default="quick", show_default=True,
+@click.option("--scale", type=click.Choice(list(SCALES)), default="quick", show_default=True,
               help=SCALE_HELP)
 @click.option("--output", default="runs", show_default=True, help="folder that receives the reproduction folder")
 @click.option("--run-id", default=None, callback=run_id_option,

@@ -31,7 +31,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.suites import suite as record
 
 PAPERS_DIR = Path(__file__).parent / "papers"
-SCALES = ("quick", "paper", "micro")
+SCALES = ("quick", "cpu", "paper", "micro")
+#: a scale an experiment does not name takes the named one's settings (cpu: quick, plus what it adds)
+FALLBACK = {"cpu": "quick"}
 DIRECTIONS = ("greater", "less", "none")
 EFFECT_UNITS = ("pp", "number")
 UNREADABLE = "unreadable"
@@ -53,8 +55,13 @@ class Experiment:
     differs: str | None = None
     skip_models: dict[str, str] = field(default_factory=dict)
 
+    def scale_named(self, scale: str) -> str:
+        """The scale whose settings run at ``scale``: itself when named, else its fallback."""
+        return scale if scale in self.scales else FALLBACK.get(scale, scale)
+
     def points(self, scale: str) -> list[dict[str, Any]]:
         """The matrix points run at ``scale`` (one empty point without a matrix)."""
+        scale = self.scale_named(scale)
         matrix = dict(self.matrix)
         matrix.update((self.scales.get(scale) or {}).get("matrix", {}))
         if scale not in self.scales:
@@ -81,6 +88,7 @@ class Experiment:
 
     def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
         """The suite settings at ``scale`` and matrix ``point``, data paths filled in."""
+        scale = self.scale_named(scale)
         merged = {**self.settings, **{k: v for k, v in (self.scales.get(scale) or {}).items() if k != "matrix"}}
         env = {f"data.{k}": v for k, v in data.items()}
         env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
