@@ -265,3 +265,34 @@ def test_by_position_comparison_groups_tokens_at_the_same_answer_position():
     assert p0["p_value"] == pytest.approx(ref.pvalue)
     p2 = rows[2]  # only the two 3-token samples, both right there
     assert (p2["n_correct"], p2["n_error"]) == (2, 0) and math.isnan(p2["p_value"])
+
+
+def test_compare_clustered_uses_the_sequence_as_unit_against_statsmodels():
+    import statsmodels.api as sm
+
+    from whitebox_eval.attentionspan.metrics import compare_clustered
+
+    rng = np.random.default_rng(3)
+    scores, correct, y, a, g = [], [], [], [], []
+    for i in range(8):  # each sequence shares a level: its tokens are not independent
+        level = rng.normal(0, 1)
+        s = level + rng.normal(0, 0.1, size=6)
+        c = rng.random(6) < 0.5
+        c[0], c[1] = True, False
+        s[3] = np.nan  # a row without reference is skipped
+        scores.append(s)
+        correct.append(c)
+        keep = ~np.isnan(s)
+        y += s[keep].tolist()
+        a += c[keep].tolist()
+        g += [i] * int(keep.sum())
+    out = compare_clustered(scores, correct)
+    fit = sm.OLS(np.asarray(y), sm.add_constant(np.asarray(a, dtype=float))).fit(
+        cov_type="cluster", cov_kwds={"groups": np.asarray(g)}, use_t=True)
+    assert out["n_sequences"] == 8 and out["n_tokens"] == len(y) and out["test"]["n"] == 8
+    assert out["test"]["diff"] == pytest.approx(fit.params[1], rel=1e-9)
+    assert out["test"]["p_value"] == pytest.approx(fit.pvalues[1], rel=1e-6)
+    lo, hi = fit.conf_int()[1]
+    assert (out["test"]["lo"], out["test"]["hi"]) == (pytest.approx(lo, rel=1e-6), pytest.approx(hi, rel=1e-6))
+    none = compare_clustered([np.array([0.1, 0.2])], [np.array([True, True])])
+    assert none["test"] is None and "both groups" in none["why"]

@@ -3,7 +3,7 @@
 from whitebox_eval.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "whitebox_eval.attentionspan.metrics": ["CorrectErrorComparison", "attention_rollout", "compare_by_position", "compare_correct_vs_error", "compare_within_samples", "exact_match_accuracy", "generation_accuracy", "generation_exact", "key_head_scores", "partial_accuracy", "rank_key_heads", "reference_attention_scores", "token_correctness"],
+    "whitebox_eval.attentionspan.metrics": ["CorrectErrorComparison", "attention_rollout", "compare_by_position", "compare_clustered", "compare_correct_vs_error", "compare_within_samples", "exact_match_accuracy", "generation_accuracy", "generation_exact", "key_head_scores", "partial_accuracy", "rank_key_heads", "reference_attention_scores", "token_correctness"],
     "whitebox_eval.attentionspan.tasks": ["TASKS", "generate", "task_config"],
     "whitebox_eval.attentionspan.examples": ["SpanExample"],
     "whitebox_eval.attentionspan.tokenization": ["TokenizedExample", "tokenize_example"],

@@ -186,6 +186,11 @@ def print_summary(folder) -> None:
             click.echo(f"    ref-attn correct {_num(cve['mean_correct'])} (n={cve['n_correct']} tokens) vs wrong "
                        f"{_num(cve['mean_error'])} (n={cve['n_error']}), pooled {cve['test']} "
                        f"p={_num(cve['p_value'], '.2g')}")
+        clus = s.get("clustered")
+        if clus and clus.get("test"):
+            click.echo("    " + stats.verdict(clus["test"], "clustered by sequence, correct - wrong ref-attn"))
+        elif clus is not None:
+            click.echo(f"    clustered by sequence: no test ({clus.get('why', 'too few sequences')})")
         within = s.get("within_sample")
         if within and within.get("test"):
             click.echo("    " + stats.verdict(within["test"], "within samples, correct - wrong ref-attn"))

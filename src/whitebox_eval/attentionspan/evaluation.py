@@ -25,6 +25,7 @@ from whitebox_eval.attentionspan.metrics import (
     CorrectErrorComparison,
     attention_rollout,
     compare_by_position,
+    compare_clustered,
     compare_correct_vs_error,
     compare_within_samples,
     exact_match_accuracy,
@@ -268,7 +269,8 @@ def summarize(correct: Sequence[np.ndarray], *, rollout_scores: Sequence[np.ndar
     :func:`~whitebox_eval.attentionspan.metrics.generation_exact`) gives its accuracy,
     ``generation_correct`` (per character) its partial accuracy. The token-pooled test
     of table 2 comes with a within-sample test (Wilcoxon on per-sample mean
-    differences) in ``within_sample`` and a per-position one in ``by_position``.
+    differences) in ``within_sample``, a cluster-robust one with the sequence as the unit in
+    ``clustered`` (the one that decides) and a per-position one in ``by_position``.
     """
     from whitebox_eval import stats
 
@@ -288,6 +290,7 @@ def summarize(correct: Sequence[np.ndarray], *, rollout_scores: Sequence[np.ndar
     if rollout_scores is not None:
         summary.reference_attention = mean_reference_attention(rollout_scores)
         summary.correct_vs_error = compare_correct_vs_error(rollout_scores, rows, test=test)
+        summary.extra["clustered"] = compare_clustered(rollout_scores, rows)
         summary.extra["within_sample"] = compare_within_samples(rollout_scores, rows)
         summary.extra["by_position"] = compare_by_position(rollout_scores, rows, test=test)
     return summary

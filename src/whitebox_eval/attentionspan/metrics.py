@@ -224,7 +224,8 @@ def compare_correct_vs_error(scores: Sequence[np.ndarray], correct: Sequence[np.
     the test; its released code uses Welch's unequal-variance t-test, the default here
     (two-sided). ``test="mannwhitney"`` gives the two-sided Mann-Whitney U test.
     Statistic and p-value are NaN when a group has fewer than 2 tokens. Pooling treats
-    tokens of one sample as independent; :func:`compare_within_samples` does not.
+    tokens of one sample as independent; :func:`compare_clustered` and
+    :func:`compare_within_samples` do not.
     """
     groups = _token_groups(scores, correct)
     if test not in ("welch", "mannwhitney"):
@@ -255,6 +256,28 @@ def compare_within_samples(scores: Sequence[np.ndarray], correct: Sequence[np.nd
            "mean_error": float(np.mean(me)) if me else None, "test": None}
     if mc:
         out["test"] = st.wilcoxon(mc, me).as_dict()
+    return out
+
+
+def compare_clustered(scores: Sequence[np.ndarray], correct: Sequence[np.ndarray]) -> dict:
+    """Table 2 with the sequence as the unit: pooled mean reference attention of correct
+    minus wrong tokens, cluster-robust t over sequences
+    (:func:`whitebox_eval.stats.clustered_difference`). Tokens of one sequence share its
+    prompt and are not independent, so this test, not the pooled one, decides. ``test`` is
+    None (with ``why``) when a group is empty or fewer than 3 sequences hold tokens."""
+    from whitebox_eval import stats as st
+
+    values, in_a, seq = [], [], []
+    for i, (g, b) in enumerate(_token_groups(scores, correct)):
+        for group, flag in ((_present(g), True), (_present(b), False)):
+            values.extend(group.tolist())
+            in_a.extend([flag] * group.size)
+            seq.extend([i] * group.size)
+    out: dict = {"n_tokens": len(values), "n_sequences": len(set(seq)), "test": None}
+    try:
+        out["test"] = st.clustered_difference(values, in_a, seq).as_dict()
+    except WhiteboxError as e:
+        out["why"] = str(e)
     return out
 
 
