@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.key_set_file import FORMAT, read_key_set_file
 
 Kind = Literal["neuron", "feature"]
-_FORMAT = "whitebox-eval/keysets/v1"
+_FORMAT = FORMAT
 
 
 def _to_numpy_mask(mask: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -189,26 +190,7 @@ class KeySets:
     @classmethod
     def load(cls, path: str | Path) -> KeySets:
         """Load a file written by :meth:`save`."""
-        path = Path(path)
-        if not path.is_file():
-            raise WhiteboxError(f"key-set file not found: {path}")
-        try:
-            if path.suffix == ".safetensors":
-                from safetensors import safe_open
-
-                with safe_open(str(path), framework="numpy") as f:
-                    meta = json.loads((f.metadata() or {})["whitebox_eval"])
-                    indices, offsets = f.get_tensor("indices"), f.get_tensor("offsets")
-            elif path.suffix == ".npz":
-                with np.load(path) as z:
-                    meta = json.loads(str(z["meta"]))
-                    indices, offsets = z["indices"], z["offsets"]
-            else:
-                raise WhiteboxError(f"key-set file must end in .safetensors or .npz, got {path.name!r}")
-        except (KeyError, ValueError, OSError) as exc:
-            raise WhiteboxError(f"{path} is not a key-set file written by KeySets.save: {exc}") from exc
-        if meta.get("format") != _FORMAT:
-            raise WhiteboxError(f"{path} has format {meta.get('format')!r}, expected {_FORMAT!r}")
+        indices, offsets, meta = read_key_set_file(path)
         out = cls(int(meta["n_layers"]), int(meta["width"]), meta["kind"])
         ids = meta["sample_ids"]
         for i in range(len(offsets) - 1):

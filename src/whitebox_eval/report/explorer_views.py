@@ -22,7 +22,6 @@ suite lays its items out itself, else only the suite's extras).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,9 @@ from whitebox_eval.report.explorer_data import TEXT_CAP, f32, item_row, item_tab
 from whitebox_eval.report.metrics import cut
 from whitebox_eval.report.rundata import RunData
 from whitebox_eval.runs import RunFolder
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.estimates import is_number
+from whitebox_eval.runs.key_set_file import read_key_set_file
 
 KEY_UNITS_SHOWN = 64
 """Key units listed per response (all are counted per layer)."""
@@ -195,16 +196,12 @@ def _span(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _key_sets(path: Path) -> tuple[np.ndarray, np.ndarray, dict] | None:
-    """(indices, offsets, meta) of ``arrays/key_sets.safetensors`` (mui's CSR layout)."""
+    """(indices, offsets, meta) of ``arrays/key_sets.safetensors``, None when absent or unreadable."""
     if not path.is_file():
         return None
     try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="numpy") as f:
-            meta = json.loads((f.metadata() or {})["whitebox_eval"])
-            return f.get_tensor("indices"), f.get_tensor("offsets"), meta
-    except (KeyError, ValueError, OSError):
+        return read_key_set_file(path)
+    except WhiteboxError:
         return None
 
 
