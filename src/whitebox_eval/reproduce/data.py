@@ -29,6 +29,14 @@ BENCHMARKS: dict[str, str] = {
     "snli": "SNLI 1.0 (JSON lines)",
     "geometry_of_truth": "Geometry of Truth (a folder of its CSVs: cities.csv, sp_en_trans.csv, ...)",
 }
+HUB_IDS: dict[str, str] = {
+    "mmlu": "cais/mmlu", "hellaswag": "Rowan/hellaswag", "cosmosqa": "allenai/cosmos_qa",
+    "halueval": "pminervini/HaluEval (dialogue)", "arc": "allenai/ai2_arc (ARC-Challenge)",
+    "triviaqa": "mandarjoshi/trivia_qa", "gsm8k": "openai/gsm8k", "snli": "stanfordnlp/snli",
+    "geometry_of_truth": "none (github.com/saprmarks/geometry-of-truth, datasets/)",
+}
+"""Where each benchmark is published on the Hugging Face hub (for the paper-scale plan), to be
+saved in the layout above (the loaders read the files, never the hub)."""
 FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": ""}
 """Benchmarks given as a folder: the sub-folder of DIR/NAME that is used."""
 IGNORED = {"license", "readme", "readme.md", "license.txt", ".ds_store"}

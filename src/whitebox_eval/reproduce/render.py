@@ -342,7 +342,7 @@ def blocks(content: dict[str, Any], command: str) -> list[Block]:
             if skipped:
                 out.append(Block("p", "Left out of the fit: " + "; ".join(skipped)))
         for t in p["tables"]:
-            out.extend(_table_blocks(t, models))
+            out.extend(_table_blocks(t, p.get("models", models)))
         if p["scaled_down"]:
             out.append(Block("h3", "Scaled down at this scale"))
             out.append(Block("list", items=[f"{s['title']} ({s['experiment']}): {s['differs']}"
