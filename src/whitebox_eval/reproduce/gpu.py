@@ -32,12 +32,18 @@ GPU_CHECK = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "gp
 GPU_CHECK_MODELS = {"llama-3-8b": "meta-llama/Meta-Llama-3-8B", "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
                     "gemma-2-9b": "google/gemma-2-9b-it"}
 """gpu_check.py's model names -> a model of the same shapes in model_configs.yaml."""
-#: forward-pass tokens one unit of work processes (our reading of each suite's unit, suites.py):
-#: mcqa, a 0-shot prompt (~100 tokens: MMLU 72 by gpu_check.py, CosmosQA longer; shots scale the units); formats, 16 tokens (a share of the
-#: 5-shot prompt and a burst of sampled tokens); mui, a generated token and its scoring pass (3);
-#: masking, a masked scoring or generation step (32); span, one example's characters (100);
-#: gar, a one-shot GAR prompt (150)
-TOKENS_PER_UNIT: dict[str, float] = {"mcqa": 100, "formats": 16, "mui": 3, "masking": 32, "span": 100, "gar": 150}
+#: forward-pass tokens one unit of work processes (our reading of each suite's unit, suites.py;
+#: prompt lengths with SmolLM2's tokenizer): mcqa, a 0-shot prompt (MMLU 72 tokens, gpu_check.py;
+#: CosmosQA and HaluEval longer: 100; shots scale the units); formats, 16 (a share of the 5-shot
+#: prompt and a burst of sampled tokens); mui, a generated token and its scoring pass (3); masking,
+#: a masked scoring or generation step (32); span, one example's characters and the instruction
+#: (100: 13-190 characters per example, ID to OOD); gar, a one-shot GAR prompt (100: 94 tokens over
+#: the 384 tasks, 109 for the truth tasks)
+TOKENS_PER_UNIT: dict[str, float] = {"mcqa": 100, "formats": 16, "mui": 3, "masking": 32, "span": 100, "gar": 100}
+CPU_REFERENCE_TOKENS_PER_S = 240 * 72 / 64.3
+"""SmolLM2-135M on the CPU: 240 0-shot MMLU items of 72 tokens in 64.3 s, one thread, every
+white-box scorer (benchmarks/results/kshot_prefix.txt); with :func:`flops_per_token` the CPU
+FLOP/s at which :func:`cpu_check` sets this rule beside costs.py's measured rates."""
 FINETUNE_FORWARDS = 3.0
 
 
@@ -112,6 +118,11 @@ def seconds(suite: str, units: float, s: dict[str, Any], settings: dict[str, Any
     tokens = units * TOKENS_PER_UNIT.get(suite, 100)
     tokens += FINETUNE_FORWARDS * float(settings.get("finetune_examples") or 0) * TOKENS_PER_UNIT.get(suite, 100)
     return tokens * flops_per_token(s) / flops
+
+
+def cpu_flops() -> float:
+    """The CPU's FLOP/s by :data:`CPU_REFERENCE_TOKENS_PER_S`."""
+    return CPU_REFERENCE_TOKENS_PER_S * flops_per_token(known_configs()["smollm2-135m"])
 
 
 def cpu_check(suite: str, mode: str | None, model: str, settings: dict[str, Any], cpu_flops: float) -> tuple[float, float]:

@@ -97,8 +97,10 @@ class Plan:
 
     def lines(self) -> list[str]:
         """The plan as printed before any work starts."""
+        who = (f"{len(self.models)} models (per paper below)" if self.scale == "paper" and len(self.models) > 3
+               else ", ".join(self.models))
         head = (f"reproduce {', '.join(p.name for p in self.papers)} at scale {self.scale} on "
-                f"{', '.join(self.models)}: {sum(c.skip is None for c in self.children)} runs, "
+                f"{who}: {sum(c.skip is None for c in self.children)} runs, "
                 f"{self.items:,} items, estimated {costs.duration(self.seconds)} "
                 f"({costs.BASIS})")
         out = [head]
@@ -122,7 +124,8 @@ class Plan:
             known = [c.gpu_seconds for c in mine if c.gpu_seconds is not None]
             unknown = sorted({c.model for c in mine if c.gpu_seconds is None})
             hours = sum(known) / 3600
-            out.append(f"paper {p.name}: {len(mine)} runs, {sum(c.items for c in mine):,} items, ~{hours:,.1f} GPU hours"
+            out.append(f"paper {p.name}: {len(mine)} runs, {sum(c.items for c in mine):,} items, ~{hours:,.1f} GPU hours "
+                       f"({costs.duration(sum(known))})"
                        + (f" (no shapes for {', '.join(unknown)}: not counted)" if unknown else ""))
             for m in self.models_for(p.number):
                 runs = [c for c in self.children if c.model == m and any(q == p.number for q, _ in c.uses)]
@@ -131,7 +134,7 @@ class Plan:
                 where = next((c.source for c in runs if c.source), None)
                 out.append(f"  model {m}" + (f" [{cite(p, m)}]" if cite(p, m) else "")
                            + (f": not run ({'; '.join(sorted(skips))})" if skips and len(skips) == len(runs) else
-                              f": {len(runs)} runs, ~{h:,.1f} GPU h") + (f", from {where}" if where else ""))
+                              f": {len(runs)} runs, ~{costs.duration(h * 3600)} on the GPU") + (f", from {where}" if where else ""))
             needed = needed_data([p], self.scale)
             for name in needed:
                 out.append(f"  data {name}: --data {name}=PATH (hub: {HUB_IDS.get(name, 'none')})")
