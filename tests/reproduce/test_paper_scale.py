@@ -160,6 +160,28 @@ def test_gpu_rule_beside_the_cpu_rates_for_the_bundled_models(shared_datasets):
     assert 0.5 < by_suite["mcqa"][0] / by_suite["mcqa"][1] < 2  # the suite the CPU reference measures
 
 
+def test_gpu_check_results_set_the_throughput(tmp_path, monkeypatch):
+    rows = [{"model": "llama-3-8b", "study_tokens_per_s": 10000.0}, {"model": "qwen2.5-7b"}]
+    (tmp_path / "gpu_check.json").write_text(json.dumps(rows), encoding="utf-8")
+    monkeypatch.setattr(gpu, "GPU_CHECK", tmp_path / "gpu_check.json")
+    gpu.measured_throughput.cache_clear()
+    try:
+        flops, basis = gpu.throughput()
+        assert flops == pytest.approx(10000.0 * gpu.flops_per_token(gpu.shapes("meta-llama/Meta-Llama-3-8B")))
+        assert "measured by benchmarks/gpu_check.py" in basis
+        monkeypatch.setattr(gpu, "GPU_CHECK", tmp_path / "absent.json")
+        gpu.measured_throughput.cache_clear()
+        assert gpu.throughput()[0] == pytest.approx(gpu.GPU_PEAK_FLOPS * gpu.GPU_EFFICIENCY)
+    finally:
+        gpu.measured_throughput.cache_clear()
+
+
+def test_a_local_config_json_sets_the_shapes(tiny):
+    s = gpu.shapes("any/model", str(tiny))
+    cfg = json.loads((tiny / "config.json").read_text(encoding="utf-8"))
+    assert (s["hidden"], s["layers"], s["vocab"]) == (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"])
+
+
 def test_plan_only_every_paper_at_paper_scale_from_a_models_root(cli, models_root, shared_datasets):
     code, out, err = cli(["reproduce", "all", "--scale", "paper", "--plan-only", "--models-root", str(models_root),
                           "--data-root", str(shared_datasets)])
