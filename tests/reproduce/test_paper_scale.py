@@ -82,6 +82,18 @@ def test_models_root_by_folder_name_and_by_mapping_file(tmp_path):
     assert paper_models.local_folder("other/model", tmp_path) == str((tmp_path / "elsewhere" / "m").resolve())
     assert paper_models.local_folder("not/there", tmp_path) is None
     assert paper_models.local_folder("org/name", None) is None
+    (tmp_path / "llama-30b-hf").mkdir()
+    (tmp_path / "models.yaml").write_text("other/model: elsewhere/m\nLLaMA-30B: llama-30b-hf\n", encoding="utf-8")
+    assert paper_models.local_folder("LLaMA-30B", tmp_path) == str((tmp_path / "llama-30b-hf").resolve())
+    assert paper_models.local_folder("LLaMA-65B", tmp_path) is None  # a name is found by the mapping only
+    wise = spec.papers()["000"]
+    from whitebox_eval.reproduce.plan import build
+
+    plan = build([wise], [], "paper", {"mmlu": "m", "cosmosqa": "c", "hellaswag": "h", "halueval": "x"},
+                 models_root=tmp_path)
+    runs = {c.model: c for c in plan.children if "0" in str(c.settings.get("shots"))}
+    assert runs["LLaMA-30B"].skip is None and runs["LLaMA-30B"].source.endswith("llama-30b-hf")
+    assert runs["LLaMA-65B"].skip.startswith("no hub id")
     with pytest.raises(WhiteboxError, match="no such folder"):
         paper_models.models_root(str(tmp_path / "missing"))
 

@@ -4,7 +4,8 @@ The rule, first match: ``--model PAPER=ID`` (that paper), ``--model ID`` (every 
 paper's own models at ``--scale paper`` (``models:`` in its YAML, an experiment's subset), the
 bundled models. ``--models-root DIR`` maps a hub id ``org/name`` (or ``org/name@revision``) to
 a local folder: the path ``DIR/models.yaml`` names for it (relative to DIR), else
-``DIR/org--name`` (``DIR/org--name@revision``) when that folder exists. A child keeps the hub id
+``DIR/org--name`` (``DIR/org--name@revision``) when that folder exists; a model the paper names
+without a hub id runs when ``DIR/models.yaml`` maps its name. A child keeps the hub id
 as its name, so moving the folder changes nothing but where the weights are read.
 """
 
@@ -76,8 +77,9 @@ def models_root(root: str | None) -> Path | None:
 
 
 def local_folder(model: str, root: Path | None) -> str | None:
-    """The folder holding hub id ``model`` under ``root`` (None: not there, or not a hub id)."""
-    if root is None or model.count("/") != 1 or Path(model).expanduser().exists():
+    """The folder holding hub id ``model`` under ``root`` (None: not there). A model the paper
+    names without a hub id (000's LLaMA-30B) is found by that name in ``DIR/models.yaml`` only."""
+    if root is None or model.count("/") > 1 or Path(model).expanduser().exists():
         return None
     mapping_file = root / MAPPING_FILE
     if mapping_file.is_file():
@@ -92,6 +94,8 @@ def local_folder(model: str, root: Path | None) -> str | None:
             if not folder.is_dir():
                 raise WhiteboxError(f"--models-root: {mapping_file} maps {model} to {folder}, which is no folder")
             return str(folder.resolve())
+    if "/" not in model:
+        return None
     folder = root / model.replace("/", "--")
     return str(folder.resolve()) if folder.is_dir() else None
 

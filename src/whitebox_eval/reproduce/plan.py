@@ -191,8 +191,11 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
     name = run_name(exp.suite, exp.mode, model, settings)
     if name not in children:
         items, seconds = costs.estimate(exp.suite, exp.mode, model, settings)
+        source = local_folder(model, root)
+        if why and why.startswith("no hub id") and source:
+            why = None  # a converted copy mapped by the paper's name in --models-root's models.yaml
         skip = why or exp.skip_models.get(model)
-        source = None if skip else local_folder(model, root)
+        source = None if skip else source
         child = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip, source)
         if flops and (shape := gpu.shapes(model, source)):
             from whitebox_eval.suites import suite as record
