@@ -227,3 +227,19 @@ def test_one_paper_end_to_end_with_a_hub_id_mapped_to_a_tiny_model(tiny, tmp_pat
     runs = r.content["papers"][0]["runs"]
     assert runs and all(x["status"] == "done" and x["model"] == "test-org/tiny-llama" for x in runs)
     assert r.content["papers"][0]["models"] == ["test-org/tiny-llama"]
+
+
+def test_overview_when_each_paper_has_its_own_models():
+    from whitebox_eval.reproduce import render
+
+    def claim(cid, model):
+        return {"id": cid, "model": model, "claim": "c", "cite": "sec. 1", "verdict": "not run", "reason": "r"}
+
+    content = {"models": ["a/x", "b/y", "c/z"], "papers": [
+        {"number": "002", "models": ["a/x", "b/y"], "claims": [claim("k", "a/x"), claim("k", "b/y")]},
+        {"number": "003", "models": ["c/z"], "claims": [claim("j", "c/z")]}]}
+    block = render.overview(content)
+    assert block.header == ["paper", "claim (cite)", "verdict per model"]
+    assert block.rows[0][2] == "x: not run (r); y: not run (r)" and block.rows[1][2] == "z: not run (r)"
+    content["papers"] = [{**content["papers"][0], "models": content["models"]}]
+    assert render.overview(content).header == ["paper", "claim (cite)", "a/x", "b/y", "c/z"]
