@@ -205,7 +205,7 @@ def test_plan_only_every_paper_at_paper_scale_from_a_models_root(cli, models_roo
                 assert f"model {m.id} [{m.name}: {m.cite}" in out
                 assert f"from {(models_root / m.id.replace('/', '--')).resolve()}" in out
     assert "not run (no hub id" in out  # 000's LLaMA-30B / -65B
-    assert "--data triviaqa=PATH (hub: mandarjoshi/trivia_qa)" in out
+    assert "--data triviaqa=PATH (hub: mandarjoshi/trivia_qa; given: " in out
     assert "TFLOP/s" in out and "warning" not in err
     plan = prepare(["all"], [], "paper", data_root=str(shared_datasets), models_root=str(models_root))
     assert all(c.source or c.skip for c in plan.children)

@@ -30,10 +30,11 @@ BENCHMARKS: dict[str, str] = {
     "geometry_of_truth": "Geometry of Truth (a folder of its CSVs: cities.csv, sp_en_trans.csv, ...)",
 }
 HUB_IDS: dict[str, str] = {
-    "mmlu": "cais/mmlu", "hellaswag": "Rowan/hellaswag", "cosmosqa": "allenai/cosmos_qa",
-    "halueval": "pminervini/HaluEval (dialogue)", "arc": "allenai/ai2_arc (ARC-Challenge)",
-    "triviaqa": "mandarjoshi/trivia_qa", "gsm8k": "openai/gsm8k", "snli": "stanfordnlp/snli",
-    "geometry_of_truth": "none (github.com/saprmarks/geometry-of-truth, datasets/)",
+    "mmlu": "cais/mmlu, test 14,042 items", "hellaswag": "Rowan/hellaswag, validation 10,042",
+    "cosmosqa": "allenai/cosmos_qa, validation 2,985", "halueval": "pminervini/HaluEval, dialogue 10,000",
+    "arc": "allenai/ai2_arc, ARC-Challenge test 1,172", "triviaqa": "mandarjoshi/trivia_qa",
+    "gsm8k": "openai/gsm8k, test 1,319", "snli": "stanfordnlp/snli, test 10,000",
+    "geometry_of_truth": "none: github.com/saprmarks/geometry-of-truth, datasets/",
 }
 """Where each benchmark is published on the Hugging Face hub (for the paper-scale plan), to be
 saved in the layout above (the loaders read the files, never the hub)."""

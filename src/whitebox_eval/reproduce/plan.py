@@ -137,7 +137,8 @@ class Plan:
                               f": {len(runs)} runs, ~{costs.duration(h * 3600)} on the GPU") + (f", from {where}" if where else ""))
             needed = needed_data([p], self.scale)
             for name in needed:
-                out.append(f"  data {name}: --data {name}=PATH (hub: {HUB_IDS.get(name, 'none')})")
+                given = f"; given: {self.data[name]}" if name in self.data else ""
+                out.append(f"  data {name}: --data {name}=PATH (hub: {HUB_IDS.get(name, 'none')}{given})")
         return out
 
 
