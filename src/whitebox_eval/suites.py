@@ -185,11 +185,13 @@ def _span_work(cfg, mode: str) -> tuple[int, float]:
 def _gar_work(cfg, mode: str) -> tuple[int, float]:
     from whitebox_eval.gar.selection import select_tasks
 
-    per_task = int(cfg.limit or 8)
+    def count(tasks) -> int:  # limit examples per task, else each task's own 8 / 16 (gar.selection.task_examples)
+        return sum(int(cfg.limit) if cfg.limit else (8 if t.is_kr else t.n_examples) for t in tasks)
+
     if mode == "evaluate":
-        n = per_task * len(select_tasks(cfg.tasks, include_kr=cfg.include_kr))
+        n = count(select_tasks(cfg.tasks, include_kr=cfg.include_kr))
         return n, n
-    n = per_task * len(select_tasks(getattr(cfg, "tasks", "truth"), include_kr=False))
+    n = count(select_tasks(getattr(cfg, "tasks", "truth"), include_kr=False))
     probe = int(getattr(cfg, "probe_limit", None) or 300) * len(getattr(cfg, "probe_data", ()))
     steps, draws = getattr(cfg, "steps", 5), getattr(cfg, "random_draws", 5)
     return n + probe, n * (2 * steps + 8 + 5 * draws) + probe

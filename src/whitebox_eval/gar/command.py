@@ -25,7 +25,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="examples per task (first N of the 8 / 16; even when classification tasks are in: Yes/No pairs)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")

@@ -1,5 +1,5 @@
 """Which GAR tasks and examples a run covers (paper 002 sec. 2): task lists as written
-on the command line, the named selections, and the first N examples of each task."""
+on the command line, the named selections, and N examples of each task."""
 
 from __future__ import annotations
 
@@ -81,8 +81,9 @@ def select_tasks(spec: str | Sequence[str], *, include_kr: bool = True) -> list[
 
 
 def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> list[GARExample]:
-    """The first ``limit`` examples of each task's default set (8 generation, 16 classification),
-    so a limited run is a subset of the full benchmark with the same seed."""
+    """``limit`` examples of each task (None: its default set, 8 generation / 16 classification,
+    sec. 3). A limit below the default takes the default set's first ``limit`` (a subset of the
+    full benchmark with the same seed); a limit above it generates that many, never fewer."""
     if limit is not None and limit < 1:
         raise WhiteboxError(f"--limit must be >= 1 (got {limit})")
     if limit is not None and limit % 2 and any(t.g2c for t in tasks):
@@ -90,8 +91,11 @@ def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> lis
                             f"limit would keep more Yes than No items; use an even --limit (e.g. {limit + 1})")
     out = []
     for t in tasks:
-        exs = generate_task_examples(t, seed=seed)
-        out += exs if limit is None else exs[:limit]
+        default = generate_task_examples(t, seed=seed)
+        if limit is None or limit <= len(default):
+            out += default if limit is None else default[:limit]
+        else:
+            out += generate_task_examples(t, n_examples=limit, seed=seed)
     return out
 
 

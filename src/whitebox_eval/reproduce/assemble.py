@@ -84,7 +84,7 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
     for r in t.rows:
         published = [c if c is None or c == UNREADABLE or t.unit == "text" else float(c) for c in r.published]
         ours: dict[str, list[dict[str, Any]] | dict[str, Any] | None] = {}
-        for model in plan.models:
+        for model in plan.models_for(paper.number):
             if r.ours is None:
                 ours[model] = None
             elif t.ours_by == "model":
@@ -105,7 +105,7 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
         rows.append({"label": list(r.label), "published": published, "ours": ours,
                      **({"note": r.note} if r.note else {})})
     our_rows = []
-    for model in plan.models:
+    for model in plan.models_for(paper.number):
         for r in t.ours_rows:
             specs = [None if spec is None else fill(spec, data) for spec in r.ours]
             cells = [{"none": True} if spec is None else
@@ -225,7 +225,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     folders, labels, missing = [], [], []
-    for model in plan.models:
+    for model in plan.models_for(paper.number):
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":
@@ -301,15 +301,15 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
                      "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
     claims = []
     for c in paper.claims:
-        for model in (["all"] if c.across_models else plan.models):
+        for model in (["all"] if c.across_models else plan.models_for(paper.number)):
             claims.append(claim(paper, c, plan, outcomes, model))
     holm(claims)
-    scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs}
-              for e in paper.experiments if e.differs and e.points(plan.scale)]
+    scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
+              for e in paper.experiments if e.differs_at(plan.scale) and e.points(plan.scale)]
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
-            "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
+            "models": plan.models_for(paper.number), "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
             "claims": claims, "figures": figures(paper, plan, outcomes), "scaled_down": scaled, "not_run": not_run}
 
 

@@ -110,7 +110,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
-                result = _study(child, runs, models.get(child.model), show_progress)
+                result = _study(child, runs, models.get(child.load), show_progress)
                 outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder))
                 how = "done"
             except WhiteboxError as e:

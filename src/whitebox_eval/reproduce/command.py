@@ -24,8 +24,15 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 
 @click.command(name="reproduce", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("papers", nargs=-1, required=True)
-@click.option("--model", "models", multiple=True,
-              help="model to reproduce on (repeatable; default both bundled models): " + MODEL_SPEC_HELP)
+@click.option("--model", "models", multiple=True, metavar="[PAPER=]MODEL",
+              help="model to reproduce on (repeatable): MODEL for every paper, PAPER=MODEL (number or short "
+                   "name) for one paper, which then ignores the plain ones; default: each paper's own models "
+                   "(hub ids, named in its YAML) at --scale paper, both bundled models otherwise. "
+                   + MODEL_SPEC_HELP)
+@click.option("--models-root", default=None, metavar="DIR",
+              help="local copies of hub models, for a machine without the hub: DIR/<org>--<name> (e.g. "
+                   "DIR/meta-llama--Llama-2-7b-hf; DIR/<org>--<name>@<revision> for a checkpoint), or the "
+                   "folder DIR/models.yaml maps the hub id to")
 @click.option("--data", "data", multiple=True, metavar="NAME=PATH",
               help=f"a benchmark file or folder (repeatable): {', '.join(BENCHMARKS)}; the others are looked up "
                    "under --data-root")
@@ -39,7 +46,7 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
               help="name of the reproduction folder (default: reproduce-<papers>-<scale>)")
 @click.option("--resume", is_flag=True, help="continue the reproduction folder --output/--run-id where it stopped")
 @click.option("--plan-only", is_flag=True, help="print the plan (runs, items, estimated time) and stop")
-def reproduce(papers, models, data, data_root, scale, output, run_id, resume, plan_only) -> None:
+def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
     claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
     (number or name), or all.
@@ -65,19 +72,22 @@ def reproduce(papers, models, data, data_root, scale, output, run_id, resume, pl
       whitebox-eval reproduce all --data-root ../shared/datasets
       whitebox-eval reproduce mui --model smollm2-135m --data gsm8k=gsm8k/test.jsonl --data mmlu=mmlu/test
       whitebox-eval --device cuda reproduce all --scale paper --data-root data/   # on a GPU
+      whitebox-eval reproduce all --scale paper --plan-only     # models, data, GPU hours per paper
+      whitebox-eval reproduce 003 --scale paper --models-root /models --model 002=lmsys/vicuna-7b-v1.3
     """
     import whitebox_eval.reproduce as rep
     from whitebox_eval.reproduce import prechecks
 
     if plan_only:
-        plan = rep.prepare(papers, models, scale, data, data_root)
+        plan = rep.prepare(papers, models, scale, data, data_root, models_root)
         for line in plan.lines():
             click.echo(line)
         for line in prechecks.check(plan):
             click.echo(line, err=True)
         return
     result = rep.run(papers, models=models, scale=scale, data=data, data_root=data_root, output=output,
-                     run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True))
+                     run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True),
+                     models_root=models_root)
     failed, done = _children(result)
     if failed and not done:
         first = " ".join(next(iter(failed.values())).split())  # a library's reason may hold line breaks

@@ -29,6 +29,15 @@ BENCHMARKS: dict[str, str] = {
     "snli": "SNLI 1.0 (JSON lines)",
     "geometry_of_truth": "Geometry of Truth (a folder of its CSVs: cities.csv, sp_en_trans.csv, ...)",
 }
+HUB_IDS: dict[str, str] = {
+    "mmlu": "cais/mmlu, test 14,042 items", "hellaswag": "Rowan/hellaswag, validation 10,042",
+    "cosmosqa": "allenai/cosmos_qa, validation 2,985", "halueval": "pminervini/HaluEval, dialogue 10,000",
+    "arc": "allenai/ai2_arc, ARC-Challenge test 1,172", "triviaqa": "mandarjoshi/trivia_qa",
+    "gsm8k": "openai/gsm8k, test 1,319", "snli": "stanfordnlp/snli, test 10,000",
+    "geometry_of_truth": "none: github.com/saprmarks/geometry-of-truth, datasets/",
+}
+"""Where each benchmark is published on the Hugging Face hub (for the paper-scale plan), to be
+saved in the layout above (the loaders read the files, never the hub)."""
 FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": ""}
 """Benchmarks given as a folder: the sub-folder of DIR/NAME that is used."""
 IGNORED = {"license", "readme", "readme.md", "license.txt", ".ds_store"}

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce import costs
+from whitebox_eval.reproduce import costs, gpu
+from whitebox_eval.reproduce.paper_models import DEFAULT_MODELS, cite, local_folder, models_for
 from whitebox_eval.reproduce.spec import Experiment, Paper
 
-DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
+__all__ = ["DEFAULT_MODELS", "Child", "Plan", "build", "needed_data", "run_name"]
 
 
 @dataclass
@@ -34,6 +34,13 @@ class Child:
     items: int = 0
     seconds: float = 0.0
     skip: str | None = None  # why this model does not run it (known before running)
+    source: str | None = None  # the local folder a hub id's weights are read from (--models-root)
+    gpu_seconds: float | None = None  # estimated on a GPU from the model's shapes (None: shapes unknown)
+
+    @property
+    def load(self) -> str:
+        """What the child loads: its local folder, else the model as named."""
+        return self.source or self.model
 
     def describe(self) -> str:
         what = self.suite + (f" {self.mode}" if self.mode else "")
@@ -44,7 +51,8 @@ class Child:
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "suite": self.suite, "mode": self.mode, "model": self.model,
                 "settings": self.settings, "uses": [list(u) for u in self.uses], "items": self.items,
-                "estimated_seconds": round(self.seconds), "skip": self.skip}
+                "estimated_seconds": round(self.seconds), "skip": self.skip, "source": self.source,
+                "estimated_gpu_seconds": None if self.gpu_seconds is None else round(self.gpu_seconds)}
 
 
 @dataclass
@@ -69,6 +77,10 @@ class Plan:
         env.update({f"data.{k}.name": Path(v).name for k, v in self.data.items()})
         return env
 
+    def models_for(self, paper: str) -> list[str]:
+        """The models ``paper``'s children run on, in plan order."""
+        return list(dict.fromkeys(c.model for c in self.children if any(p == paper for p, _ in c.uses)))
+
     def child(self, paper: str, expid: str, model: str) -> Child | None:
         for c in self.children:
             if c.model == model and (paper, expid) in c.uses:
@@ -79,13 +91,16 @@ class Plan:
         """What must match for ``--resume`` (no times, no machine facts)."""
         return {"papers": [p.number for p in self.papers], "models": list(self.models), "scale": self.scale,
                 "data": dict(sorted(self.data.items())),
-                "children": [{k: v for k, v in c.to_dict().items() if k not in ("estimated_seconds",)}
+                "children": [{k: v for k, v in c.to_dict().items()
+                              if k not in ("estimated_seconds", "estimated_gpu_seconds", "source")}
                              for c in self.children]}
 
     def lines(self) -> list[str]:
         """The plan as printed before any work starts."""
+        who = (f"{len(self.models)} models (per paper below)" if self.scale == "paper" and len(self.models) > 3
+               else ", ".join(self.models))
         head = (f"reproduce {', '.join(p.name for p in self.papers)} at scale {self.scale} on "
-                f"{', '.join(self.models)}: {sum(c.skip is None for c in self.children)} runs, "
+                f"{who}: {sum(c.skip is None for c in self.children)} runs, "
                 f"{self.items:,} items, estimated {costs.duration(self.seconds)} "
                 f"({costs.BASIS})")
         out = [head]
@@ -96,6 +111,34 @@ class Plan:
             else:
                 out.append(f"  [{i}/{len(self.children)}] {c.describe()}: {c.items:,} items, "
                            f"~{costs.duration(c.seconds)}  ({used})")
+        return out + (self.paper_lines() if self.scale == "paper" else [])
+
+    def paper_lines(self) -> list[str]:
+        """Per paper: its models (with the table naming them), the data it needs, items and GPU time."""
+        from whitebox_eval.reproduce.data import HUB_IDS
+
+        flops, basis = gpu.throughput()
+        out = [f"GPU estimate per paper ({basis}; {gpu.__name__.rsplit('.', 1)[-1]}.py states the rule):"]
+        for p in self.papers:
+            mine = [c for c in self.children if c.skip is None and any(q == p.number for q, _ in c.uses)]
+            known = [c.gpu_seconds for c in mine if c.gpu_seconds is not None]
+            unknown = sorted({c.model for c in mine if c.gpu_seconds is None})
+            hours = sum(known) / 3600
+            out.append(f"paper {p.name}: {len(mine)} runs, {sum(c.items for c in mine):,} items, ~{hours:,.1f} GPU hours "
+                       f"({costs.duration(sum(known))})"
+                       + (f" (no shapes for {', '.join(unknown)}: not counted)" if unknown else ""))
+            for m in self.models_for(p.number):
+                runs = [c for c in self.children if c.model == m and any(q == p.number for q, _ in c.uses)]
+                skips = {c.skip for c in runs if c.skip}
+                h = sum(c.gpu_seconds or 0 for c in runs if c.skip is None) / 3600
+                where = next((c.source for c in runs if c.source), None)
+                out.append(f"  model {m}" + (f" [{cite(p, m)}]" if cite(p, m) else "")
+                           + (f": not run ({'; '.join(sorted(skips))})" if skips and len(skips) == len(runs) else
+                              f": {len(runs)} runs, ~{costs.duration(h * 3600)} on the GPU") + (f", from {where}" if where else ""))
+            needed = needed_data([p], self.scale)
+            for name in needed:
+                given = f"; given: {self.data[name]}" if name in self.data else ""
+                out.append(f"  data {name}: --data {name}=PATH (hub: {HUB_IDS.get(name, 'none')}{given})")
         return out
 
 
@@ -121,29 +164,46 @@ def run_name(suite: str, mode: str | None, model: str, settings: dict[str, Any])
     return "-".join(p for p in parts if p) + "-" + digest
 
 
-def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, str]) -> Plan:
-    """Every child run of ``papers`` on ``models`` at ``scale`` (shared children once)."""
-    if not models:
-        raise WhiteboxError("give at least one --model")
+def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, str], *,
+          per_paper: dict[str, list[str]] | None = None, models_root: Path | None = None) -> Plan:
+    """Every child run of ``papers`` at ``scale`` (shared children once), each experiment on the
+    models :func:`.paper_models.models_for` gives (``models``: for every paper; ``per_paper``: by
+    paper number), a model's children together (one model in memory at a time)."""
+    todo: list[tuple[str, str | None, Paper, Experiment, dict]] = []
+    for paper in papers:
+        for exp in paper.experiments:
+            for model, why in models_for(paper, exp, scale, models, per_paper or {}):
+                todo.extend((model, why, paper, exp, point) for point in exp.points(scale))
+    order_of = {m: i for i, m in enumerate(dict.fromkeys(t[0] for t in todo))}
+    todo.sort(key=lambda t: order_of[t[0]])  # stable: papers and experiments keep their order per model
     children: dict[str, Child] = {}
     order: list[str] = []
-    for model in models:
-        for paper in papers:
-            for exp in paper.experiments:
-                for point in exp.points(scale):
-                    _add(children, order, paper, exp, point, model, scale, data)
-    return Plan(list(papers), list(models), scale, data, [children[k] for k in order])
+    flops = gpu.throughput()[0] if scale == "paper" else None
+    for model, why, paper, exp, point in todo:
+        _add(children, order, paper, exp, point, model, scale, data, why, models_root, flops)
+    return Plan(list(papers), list(order_of), scale, data, [children[k] for k in order])
 
 
 def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experiment, point: dict, model: str,
-         scale: str, data: dict[str, str]) -> None:
+         scale: str, data: dict[str, str], why: str | None = None, root: Path | None = None,
+         flops: float | None = None) -> None:
     settings = exp.settings_for(scale, point, data)
     settings = {k: v for k, v in settings.items() if k != "model"}
     name = run_name(exp.suite, exp.mode, model, settings)
     if name not in children:
         items, seconds = costs.estimate(exp.suite, exp.mode, model, settings)
-        skip = exp.skip_models.get(model)
-        children[name] = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip)
+        source = local_folder(model, root)
+        if why and why.startswith("no hub id") and source:
+            why = None  # a converted copy mapped by the paper's name in --models-root's models.yaml
+        skip = why or exp.skip_models.get(model)
+        source = None if skip else source
+        child = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip, source)
+        if flops and (shape := gpu.shapes(model, source)):
+            from whitebox_eval.suites import suite as record
+
+            units = record(exp.suite).estimate(exp.mode, settings)[1]
+            child.gpu_seconds = gpu.seconds(exp.suite, units, shape, settings, flops)
+        children[name] = child
         order.append(name)
     use = (paper.number, exp.run_id(point))
     if use not in children[name].uses:

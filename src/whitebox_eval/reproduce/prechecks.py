@@ -22,11 +22,13 @@ def check(plan: Plan) -> list[str]:
     :class:`WhiteboxError` when they stop every child that would run."""
     runnable = [c for c in plan.children if c.skip is None]
     stops: dict[str, int] = {}  # a model's problem -> how many runs it stops
-    for model in dict.fromkeys(c.model for c in runnable):
-        if why := model_problem(model):
-            stops[f"model {model}: {why}"] = sum(c.model == model for c in runnable)
+    for load in dict.fromkeys(c.load for c in runnable):
+        if why := model_problem(load):
+            stops[f"model {load}: {why}"] = sum(c.load == load for c in runnable)
     if stops and sum(stops.values()) == len(runnable):
-        raise WhiteboxError(f"none of the plan's {len(runnable)} runs can start: " + "; ".join(stops))
+        first = next(iter(stops))
+        more = f" (and {len(stops) - 1} more model(s) alike: {', '.join(p.split(':')[0][6:] for p in list(stops)[1:])})"
+        raise WhiteboxError(f"none of the plan's {len(runnable)} runs can start: {first}" + (more if len(stops) > 1 else ""))
     return [f"warning: {problem} ({n} run(s) will be marked not run; the others go on)" for problem, n in stops.items()]
 
 
@@ -36,6 +38,11 @@ def model_problem(spec: str) -> str | None:
 
     if spec in BUNDLED:
         return None
+    hub_id, _, revision = spec.partition("@")
+    if revision and hub_id.count("/") == 1 and not Path(spec).expanduser().exists():
+        folder = hub_id.replace("/", "--") + "@" + revision
+        return (f"checkpoint {revision} of {hub_id} loads from a local folder only: download it (huggingface-cli "
+                f"download {hub_id} --revision {revision} --local-dir DIR/{folder}) and give --models-root DIR")
     from whitebox_eval.models.loading import _hub_unreachable_reason, resolve_source
 
     try:
@@ -45,7 +52,9 @@ def model_problem(spec: str) -> str | None:
 
             AutoConfig.from_pretrained(source)  # a config.json that does not load
         elif reason := _hub_unreachable_reason():  # a hub id (load_model's own first check)
-            return f"not a bundled name or a local path, and the Hugging Face hub is unavailable ({reason})"
+            return (f"not a bundled name or a local path, and the Hugging Face hub is unavailable ({reason}); "
+                    f"give --models-root DIR holding DIR/{spec.replace('/', '--')} (or a DIR/models.yaml naming "
+                    "its folder)")
     except WhiteboxError as e:
         return str(e)
     except (OSError, ValueError) as e:

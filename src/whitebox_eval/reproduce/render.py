@@ -241,6 +241,7 @@ def short_verdict(c: dict[str, Any]) -> str:
 def overview(content: dict[str, Any]) -> Block:
     """One row per claim, one column per model: the verdict (and Holm's, where it differs)."""
     models = content["models"]
+    shared = all(p.get("models", models) == models for p in content["papers"])
     rows = []
     for p in content["papers"]:
         by_claim: dict[str, dict[str, dict[str, Any]]] = {}
@@ -248,10 +249,13 @@ def overview(content: dict[str, Any]) -> Block:
             by_claim.setdefault(c["id"], {})[c["model"]] = c
         for cid, per in by_claim.items():
             first = next(iter(per.values()))
-            cells = [short_verdict(per["all"]) if "all" in per else short_verdict(per[m]) if m in per else ""
-                     for m in models]
+            if shared:
+                cells = [short_verdict(per["all"]) if "all" in per else short_verdict(per[m]) if m in per else ""
+                         for m in models]
+            else:  # each paper its own models (--scale paper): one cell, model by model
+                cells = ["; ".join(f"{m.rsplit('/', 1)[-1]}: {short_verdict(c)}" for m, c in per.items())]
             rows.append([p["number"], f"{first['claim']} ({first['cite']})", *cells])
-    return Block("table", header=["paper", "claim (cite)", *models], rows=rows)
+    return Block("table", header=["paper", "claim (cite)", *(models if shared else ["verdict per model"])], rows=rows)
 
 
 def counts(content: dict[str, Any]) -> Block:
@@ -342,7 +346,7 @@ def blocks(content: dict[str, Any], command: str) -> list[Block]:
             if skipped:
                 out.append(Block("p", "Left out of the fit: " + "; ".join(skipped)))
         for t in p["tables"]:
-            out.extend(_table_blocks(t, models))
+            out.extend(_table_blocks(t, p.get("models", models)))
         if p["scaled_down"]:
             out.append(Block("h3", "Scaled down at this scale"))
             out.append(Block("list", items=[f"{s['title']} ({s['experiment']}): {s['differs']}"

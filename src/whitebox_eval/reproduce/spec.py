@@ -14,6 +14,11 @@ and checks them; it knows the suites only by their records. The layout of a file
   and what the verdict needs besides (:mod:`.checks`): ``arms`` (both sides on the same
   items), ``unit`` (e.g. the chosen head), ``preconditions`` and ``controls``.
 - ``not_run``: parts of the paper that do not run here, and why.
+- ``models``: the paper's own models, run at ``--scale paper``: a hub ``id`` (``org/name``, or
+  ``org/name@revision`` for a training checkpoint), the ``name`` the paper uses, ``cite`` (the
+  table or section naming it) and ``ambiguous`` where the text leaves the exact model open (our
+  reading is stated; ``id: null`` when no hub id can be named). An experiment's ``models``
+  (names or ids) narrows them; ``differs_paper`` is how the paper scale still differs.
 """
 
 from __future__ import annotations
@@ -54,6 +59,12 @@ class Experiment:
     data: tuple[str, ...] = ()
     differs: str | None = None
     skip_models: dict[str, str] = field(default_factory=dict)
+    models: tuple[str, ...] = ()  # the paper's models this experiment runs at --scale paper (names); () = all
+    differs_paper: str | None = None
+
+    def differs_at(self, scale: str) -> str | None:
+        """How ``scale`` differs from the paper (``differs_paper`` at the paper scale, where given)."""
+        return self.differs_paper if scale == "paper" and self.differs_paper else self.differs
 
     def scale_named(self, scale: str) -> str:
         """The scale whose settings run at ``scale``: itself when named, else its fallback."""
@@ -154,6 +165,16 @@ class NotRun:
 
 
 @dataclass(frozen=True)
+class PaperModel:
+    """One of a paper's own models (``models:``): its hub id, the paper's name for it, the citation."""
+
+    id: str | None
+    name: str
+    cite: str
+    ambiguous: str | None = None
+
+
+@dataclass(frozen=True)
 class Paper:
     number: str
     short: str
@@ -164,6 +185,11 @@ class Paper:
     claims: tuple[Claim, ...]
     not_run: tuple[NotRun, ...]
     summary: str = ""
+    models: tuple[PaperModel, ...] = ()
+
+    def models_of(self, exp: Experiment) -> list[PaperModel]:
+        """The paper's models ``exp`` runs at --scale paper."""
+        return [m for m in self.models if not exp.models or m.name in exp.models or m.id in exp.models]
 
     @property
     def name(self) -> str:
@@ -231,7 +257,8 @@ def _experiment(d: dict, where: str) -> Experiment:
                       settings=dict(d.get("settings") or {}), scales={k: dict(v or {}) for k, v in scales.items()},
                       matrix={k: list(v) for k, v in (d.get("matrix") or {}).items()}, mode=d.get("mode"),
                       data=tuple(d.get("data") or ()), differs=d.get("differs"),
-                      skip_models=dict(d.get("skip_models") or {}))
+                      skip_models=dict(d.get("skip_models") or {}), models=tuple(d.get("models") or ()),
+                      differs_paper=d.get("differs_paper"))
 
 
 def _table(d: dict, where: str) -> Table:
@@ -305,6 +332,18 @@ def _claim(d: dict, where: str) -> Claim:
                  effect_unit=effect_unit)
 
 
+def _model(d: dict, where: str) -> PaperModel:
+    mid = d.get("id", ...)
+    if mid is ...:
+        raise WhiteboxError(f"{where}: missing 'id' (null when no hub id can be named, with 'ambiguous' saying why)")
+    if mid is None and not d.get("ambiguous"):
+        raise WhiteboxError(f"{where}: id null needs 'ambiguous' (why no hub id is named)")
+    if mid is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w.-]+)?", str(mid)):
+        raise WhiteboxError(f"{where}: id {mid!r} is not a hub id (org/name, or org/name@revision)")
+    return PaperModel(id=mid, name=str(_require(d, "name", where)), cite=str(_require(d, "cite", where)),
+                      ambiguous=d.get("ambiguous"))
+
+
 def parse_paper(doc: dict, source: str) -> Paper:
     """A :class:`Paper` from the parsed YAML ``doc`` (``source`` names it in errors)."""
     experiments = tuple(_experiment(e, f"{source} experiment {e.get('id')}") for e in doc.get("experiments") or ())
@@ -313,10 +352,16 @@ def parse_paper(doc: dict, source: str) -> Paper:
     not_run = tuple(NotRun(what=_require(n, "what", source), cite=_require(n, "cite", source),
                            reason=_require(n, "reason", source), scales=tuple(n.get("scales") or SCALES))
                     for n in doc.get("not_run") or ())
+    models = tuple(_model(m, f"{source} model {m.get('name')}") for m in doc.get("models") or ())
     paper = Paper(number=str(_require(doc, "paper", source)), short=_require(doc, "short", source),
                   title=_require(doc, "title", source), seed=_require(doc, "seed", source),
                   experiments=experiments, tables=tables, claims=claims, not_run=not_run,
-                  summary=doc.get("summary", ""))
+                  summary=doc.get("summary", ""), models=models)
+    known = {m.name for m in models} | {m.id for m in models if m.id}
+    for e in experiments:
+        if set(e.models) - known:
+            raise WhiteboxError(f"{source} experiment {e.id}: models {sorted(set(e.models) - known)} are not in "
+                                "the paper's models")
     ids = [e.id for e in experiments]
     if len(set(ids)) != len(ids):
         raise WhiteboxError(f"{source}: experiment ids repeat")
