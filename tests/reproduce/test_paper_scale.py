@@ -243,3 +243,13 @@ def test_overview_when_each_paper_has_its_own_models():
     assert block.rows[0][2] == "x: not run (r); y: not run (r)" and block.rows[1][2] == "z: not run (r)"
     content["papers"] = [{**content["papers"][0], "models": content["models"]}]
     assert render.overview(content).header == ["paper", "claim (cite)", "a/x", "b/y", "c/z"]
+
+
+def test_plan_only_prints_the_plan_and_notes_what_would_stop_the_run(cli, tmp_path):
+    f = tmp_path / "triviaqa"
+    f.mkdir()
+    (f / "t.jsonl").write_text("{}\n")
+    code, out, err = cli(["reproduce", "004", "--plan-only", "--model", str(tmp_path / "no_such_model"),
+                          "--data-root", str(tmp_path)])
+    assert code == 0 and "formats" in out
+    assert "note: the run would stop here: none of the plan's" in err and "model path not found" in err
