@@ -247,6 +247,7 @@ def run_mui(
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
                 **tokens.get(j, {}),
                 **({"lm_eval": {"filters": scored["filters"], "primary": scored["primary"]}} if "filters" in scored else {}),
+                **({"execution": scored["execution"]} if "execution" in scored else {}),
             })
         return records, arrays
 
@@ -349,6 +350,8 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     results: dict = {"n_items": len(items)}
     head: dict = {}  # accuracy and MUI as fractions with their intervals (the stats contract)
     stats.add_proportion(head, "accuracy", correct)
+    if any(it.check == "execution" for it in items):  # HumanEval: one greedy completion each, pass@1 = accuracy
+        stats.add_proportion(head, "pass@1", correct)
     stats.add_estimate(head, "mui", mui_est)
     results.update(head)
     results.update({
