@@ -74,12 +74,13 @@ __all__ = ["StudyResult", "read", *suites.SUITES, "reproduce"]
 def reproduce(papers: str | list[str] = "all", output: str | Path = "runs", *, run_id: str | None = None,
               resume: bool = False, show_progress: bool | None = None, models: list[str] | tuple[str, ...] = (),
               scale: str = "quick", data: dict[str, str] | list[str] | tuple[str, ...] = (),
-              data_root: str | None = None):
+              data_root: str | None = None, allow_code_execution: bool = False):
     """Reproduce papers (``whitebox-eval reproduce``): ``papers`` by number or name, or
     ``"all"``; ``data`` maps benchmark names to files (``{"mmlu": "path/to/test"}``). Returns
-    a :class:`whitebox_eval.reproduce.Reproduction` (its folder and claims.json's content)."""
+    a :class:`whitebox_eval.reproduce.Reproduction` (its folder and claims.json's content);
+    ``allow_code_execution`` runs the experiments scored by running the model's code."""
     from whitebox_eval.reproduce import run
 
     names = [papers] if isinstance(papers, str) else list(papers)
     return run(names, models=models, scale=scale, data=data, data_root=data_root, output=output, run_id=run_id,
-               resume=resume, show_progress=show_progress)
+               resume=resume, show_progress=show_progress, allow_code_execution=allow_code_execution)

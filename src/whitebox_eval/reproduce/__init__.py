@@ -49,8 +49,9 @@ def default_run_id(papers: Sequence[str], scale: str) -> str:
 
 
 def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequence[str] | dict[str, str] = (),
-            data_root: str | None = None):
-    """The plan of a reproduction (nothing runs): papers, data files and child runs."""
+            data_root: str | None = None, allow_code_execution: bool = False):
+    """The plan of a reproduction (nothing runs): papers, data files and child runs (those that run
+    the model's code only with ``allow_code_execution``)."""
     from whitebox_eval.reproduce import data as bench
     from whitebox_eval.reproduce import plan as planning
     from whitebox_eval.reproduce import spec
@@ -61,7 +62,8 @@ def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequ
     given = dict(data) if isinstance(data, dict) else bench.parse_data_options(list(data))
     needed = planning.needed_data(chosen, scale)
     located = bench.locate(list(needed), given, bench.data_root(data_root), needed)
-    return planning.build(chosen, list(models or planning.DEFAULT_MODELS), scale, located)
+    return planning.build(chosen, list(models or planning.DEFAULT_MODELS), scale, located,
+                          allow_code_execution=allow_code_execution)
 
 
 def _identity(plan_dict: dict) -> dict:
@@ -106,12 +108,12 @@ def write_outputs(folder: Path, content: dict[str, Any], command: str) -> None:
 def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quick",
         data: Sequence[str] | dict[str, str] = (), data_root: str | None = None, output: str | Path = "runs",
         run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
-        echo: Callable[[str], None] | None = None) -> Reproduction:
+        echo: Callable[[str], None] | None = None, allow_code_execution: bool = False) -> Reproduction:
     """Plan, run (or reuse) every child run, and write the reproduction folder."""
     from whitebox_eval.reproduce import assemble, children, prechecks
     from whitebox_eval.runs.run_ids import run_path
 
-    plan = prepare(papers, models, scale, data, data_root)
+    plan = prepare(papers, models, scale, data, data_root, allow_code_execution)
     folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
     notes = prechecks.check(plan)  # one line, and no work, when no child could run
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))

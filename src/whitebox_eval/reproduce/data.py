@@ -28,8 +28,11 @@ BENCHMARKS: dict[str, str] = {
     "gsm8k": "GSM8K test (JSON lines, answers ending '#### N')",
     "snli": "SNLI 1.0 (JSON lines)",
     "geometry_of_truth": "Geometry of Truth (a folder of its CSVs: cities.csv, sp_en_trans.csv, ...)",
+    "humaneval": "HumanEval (OpenAI's JSON lines: task_id, prompt, canonical_solution, test, entry_point)",
+    "bigbench": "BIG-Bench tasks (a folder of task.json files: <task>.task.json)",
+    "wikitext2": "WikiText-2 (plain text, e.g. valid.txt): running text to train SAEs on",
 }
-FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": ""}
+FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": "", "bigbench": ""}
 """Benchmarks given as a folder: the sub-folder of DIR/NAME that is used."""
 IGNORED = {"license", "readme", "readme.md", "license.txt", ".ds_store"}
 LENIENT_TEXT = {"geometry_of_truth"}

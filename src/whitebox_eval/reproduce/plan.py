@@ -19,6 +19,9 @@ from whitebox_eval.reproduce import costs
 from whitebox_eval.reproduce.spec import Experiment, Paper
 
 DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
+NEEDS_CODE_EXECUTION = ("it is scored by running the model's code, HumanEval's tests: give --allow-code-execution to "
+                        "run it, each completion in a subprocess with a time limit, no network, a temporary folder")
+"""Why a child whose settings allow code execution is not run without the flag."""
 
 
 @dataclass
@@ -121,8 +124,10 @@ def run_name(suite: str, mode: str | None, model: str, settings: dict[str, Any])
     return "-".join(p for p in parts if p) + "-" + digest
 
 
-def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, str]) -> Plan:
-    """Every child run of ``papers`` on ``models`` at ``scale`` (shared children once)."""
+def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, str], *,
+          allow_code_execution: bool = False) -> Plan:
+    """Every child run of ``papers`` on ``models`` at ``scale`` (shared children once); a child that
+    runs the model's code is planned as not run unless ``allow_code_execution``."""
     if not models:
         raise WhiteboxError("give at least one --model")
     children: dict[str, Child] = {}
@@ -132,6 +137,9 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
             for exp in paper.experiments:
                 for point in exp.points(scale):
                     _add(children, order, paper, exp, point, model, scale, data)
+    for c in children.values():
+        if c.settings.get("allow_code_execution") and not allow_code_execution and c.skip is None:
+            c.skip = NEEDS_CODE_EXECUTION
     return Plan(list(papers), list(models), scale, data, [children[k] for k in order])
 
 
