@@ -105,3 +105,21 @@ def test_every_canonical_solution_of_the_shared_file_passes(shared_datasets):
     assert len(rows) == 164
     failed = [r["task_id"] for r in rows[::8] if not humaneval.score(item(r), r["canonical_solution"])["correct"]]
     assert failed == []
+
+
+def test_online_users_read_the_hub_copy_exported_once(tmp_path, monkeypatch):
+    from whitebox_eval.tasks import hub
+
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def fake(dataset_id, config, split):
+        calls.append((dataset_id, config, split))
+        return [dict(ADD)]
+
+    monkeypatch.setattr(hub, "datasets_load_dataset", lambda: fake)
+    for _ in range(2):
+        task = load_generation(TaskSpec.parse("humaneval=hf:openai/openai_humaneval", GENERATION_TASKS,
+                                              GENERATION_USAGE), allow_code_execution=True)
+        assert [it.id for it in task.items] == ["HumanEval/53"] and task.score(task.items[0], "    return x + y\n")["correct"]
+    assert calls == [("openai/openai_humaneval", None, "test")]
