@@ -64,8 +64,9 @@ def _study_options(f):
         field_option,
         lm_eval_data_option,
         click.option("--allow-code-execution", is_flag=True,
-                     help="run lm-eval tasks whose metric executes the model's code (HumanEval, MBPP), each document's "
-                     "test in a subprocess with a timeout"),
+                     help="run the model's code to score it: humaneval=PATH (pass@1, each completion in a subprocess "
+                     "with a time limit, no network, a temporary folder) and lm-eval tasks whose metric executes it "
+                     "(HumanEval, MBPP); without it those tasks are refused"),
         click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True,
                      help="what to do with malformed rows of a local file (skipped rows are listed)"),
         click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
@@ -106,7 +107,8 @@ def _config(model: str, task, kw: dict):
         batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
-        allow_code_execution=kw["allow_code_execution"] and spec.is_lm_eval, on_bad_row=kw["on_bad_row"],
+        allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
+        on_bad_row=kw["on_bad_row"],
     )
 
 
@@ -159,9 +161,11 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
 
     forms = {"lm-eval": "lm-eval:TASK", "gen": "gen=PATH"}
     for option, flag, name in (("lm_eval_data", "--lm-eval-data", "lm-eval"), ("answer", "--answer", "gen"),
-                               ("allow_code_execution", "--allow-code-execution", "lm-eval"), ("fields", "--field", "gen")):
+                               ("fields", "--field", "gen")):
         if kw[option] and not any(spec.name == name for spec in task):
             raise WhiteboxError(f"{flag} applies to --task {forms[name]} only")
+    if kw["allow_code_execution"] and not any(spec.is_lm_eval or spec.record.runs_code for spec in task):
+        raise WhiteboxError("--allow-code-execution applies to --task lm-eval:TASK and humaneval=PATH only")
     for spec in task:  # every file is there before the first run starts
         spec.check_file()
     folders = []

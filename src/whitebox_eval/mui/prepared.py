@@ -68,8 +68,12 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
             raise WhiteboxError(f"--chat on does not apply to --task {spec}: lm-eval's context is used as it is")
         options = {"shots": None if cfg.shots in ("auto", None) else int(cfg.shots), "lm_eval_data": cfg.lm_eval_data,
                    "allow_code_execution": cfg.allow_code_execution}
-    elif cfg.lm_eval_data or cfg.allow_code_execution:
-        raise WhiteboxError("--lm-eval-data and --allow-code-execution apply to --task lm-eval:TASK only")
+    elif cfg.lm_eval_data:
+        raise WhiteboxError("--lm-eval-data applies to --task lm-eval:TASK only")
+    elif spec.record.runs_code:  # HumanEval: refused in one line without the flag
+        options = {"allow_code_execution": cfg.allow_code_execution}
+    elif cfg.allow_code_execution:
+        raise WhiteboxError("--allow-code-execution applies to --task lm-eval:TASK and humaneval=PATH only")
     own_demo = fmt.shots == 1 and style.demonstration is None and not spec.is_lm_eval
     limit = None if cfg.limit is None else cfg.limit + own_demo
     gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, on_bad_row=cfg.on_bad_row,

@@ -36,6 +36,7 @@ from whitebox_eval.mui.explorer import token_view
 from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, SAESet, ScoredSequence, load_sae_set, sample_key_mask,
                                           token_scores)
 from whitebox_eval.mui.sae import ReconstructionStats
+from whitebox_eval.mui.sae_cache import check_sae_options, fidelity_summary, study_saes
 from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
@@ -100,6 +101,7 @@ class MUIConfig:
     ig_steps: int = 10
     ig_joint_layers: bool = False
     sae: tuple[str, ...] = ()
+    train_sae: dict | None = None  # --score sae with an SAE trained here once and cached (mui/sae_cache.py)
     shots: str = "auto"
     chat: str = "auto"
     responses: str = "model"
@@ -157,7 +159,7 @@ class MUIConfig:
         d["sae"] = list(self.sae)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
-        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution"):  # recorded only when given
+        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution", "train_sae"):  # recorded only when given
             if not d[key]:
                 del d[key]
         d["task_spec"] = self.spec.to_config()
@@ -194,10 +196,10 @@ def run_mui(
     from whitebox_eval.models import load_model
 
     kcfg = cfg.key_neuron_config()
-    if (cfg.score == "sae") != bool(cfg.sae):
-        raise WhiteboxError("--score sae needs --sae LAYER=PATH (and --sae is only used with --score sae)")
-    sae_set = load_sae_set(cfg.sae) if cfg.sae else None
+    check_sae_options(cfg.score, cfg.sae, cfg.train_sae)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    sae_specs, trained = study_saes(loaded, cfg.sae, cfg.train_sae, show_progress=show_progress)
+    sae_set = load_sae_set(sae_specs) if sae_specs else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
     config = cfg.to_dict()
@@ -205,6 +207,8 @@ def run_mui(
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
+    if trained is not None:
+        folder.log(f"SAE {trained['path']}: {'trained now' if trained['trained_now'] else 'read from the cache'}")
     engine = Engine(loaded)
     prefixes = PrefixCache(engine)  # a demonstration or chat header the prompts share, computed once
     n_layers, width, kind = _unit_shape(loaded, sae_set)
@@ -247,6 +251,7 @@ def run_mui(
                 "n_response_tokens": len(r.ids), "stopped_by": r.stopped_by, "n_key_units": int(flats[j].size),
                 **tokens.get(j, {}),
                 **({"lm_eval": {"filters": scored["filters"], "primary": scored["primary"]}} if "filters" in scored else {}),
+                **({"execution": scored["execution"]} if "execution" in scored else {}),
             })
         return records, arrays
 
@@ -349,6 +354,8 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     results: dict = {"n_items": len(items)}
     head: dict = {}  # accuracy and MUI as fractions with their intervals (the stats contract)
     stats.add_proportion(head, "accuracy", correct)
+    if any(it.check == "execution" for it in items):  # HumanEval: one greedy completion each, pass@1 = accuracy
+        stats.add_proportion(head, "pass@1", correct)
     stats.add_estimate(head, "mui", mui_est)
     results.update(head)
     results.update({
@@ -390,6 +397,7 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
         results["sae_quality"] = _sae_quality(folder, sae_set)
     if sae_fidelity is not None:
         results["sae_fidelity"] = sae_fidelity
+        results["sae_summary"] = fidelity_summary(sae_fidelity, sae_set.paths if sae_set is not None else [])
         warnings += [f"layer {l}, fidelity on this task's tokens: {q['warning']}"
                      for l, q in sae_fidelity.items() if "warning" in q]
     scored = [i for i, it in enumerate(items) if samples[it.id]["n_response_tokens"] > 0]

@@ -49,10 +49,11 @@ def default_run_id(papers: Sequence[str], scale: str) -> str:
 
 
 def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequence[str] | dict[str, str] = (),
-            data_root: str | None = None, models_root: str | None = None):
+            data_root: str | None = None, models_root: str | None = None, allow_code_execution: bool = False):
     """The plan of a reproduction (nothing runs): papers, data files and child runs. ``models``
     are ``--model`` values: ``ID`` for every paper, ``PAPER=ID`` for one (:mod:`.paper_models`);
-    none: each paper's own models at scale paper, the bundled ones otherwise."""
+    none: each paper's own models at scale paper, the bundled ones otherwise. Children that run
+    the model's code run only with ``allow_code_execution``."""
     from whitebox_eval.reproduce import paper_models
     from whitebox_eval.reproduce import data as bench
     from whitebox_eval.reproduce import plan as planning
@@ -66,7 +67,8 @@ def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequ
     located = bench.locate(list(needed), given, bench.data_root(data_root), needed)
     every, per_paper = paper_models.parse_model_options(list(models or ()))
     return planning.build(chosen, every, scale, located, per_paper=per_paper,
-                          models_root=paper_models.models_root(models_root))
+                          models_root=paper_models.models_root(models_root),
+                          allow_code_execution=allow_code_execution)
 
 
 def _identity(plan_dict: dict) -> dict:
@@ -111,12 +113,13 @@ def write_outputs(folder: Path, content: dict[str, Any], command: str) -> None:
 def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quick",
         data: Sequence[str] | dict[str, str] = (), data_root: str | None = None, output: str | Path = "runs",
         run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
-        echo: Callable[[str], None] | None = None, models_root: str | None = None) -> Reproduction:
+        echo: Callable[[str], None] | None = None, models_root: str | None = None,
+        allow_code_execution: bool = False) -> Reproduction:
     """Plan, run (or reuse) every child run, and write the reproduction folder."""
     from whitebox_eval.reproduce import assemble, children, prechecks
     from whitebox_eval.runs.run_ids import run_path
 
-    plan = prepare(papers, models, scale, data, data_root, models_root)
+    plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
     folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
     notes = prechecks.check(plan)  # one line, and no work, when no child could run
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))

@@ -46,7 +46,11 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
               help="name of the reproduction folder (default: reproduce-<papers>-<scale>)")
 @click.option("--resume", is_flag=True, help="continue the reproduction folder --output/--run-id where it stopped")
 @click.option("--plan-only", is_flag=True, help="print the plan (runs, items, estimated time) and stop")
-def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only) -> None:
+@click.option("--allow-code-execution", is_flag=True,
+              help="run the experiments scored by executing the model's code (001's HumanEval, cpu scale); without "
+                   "it they are reported as not run")
+def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only,
+              allow_code_execution) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
     claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
     (number or name), or all.
@@ -79,7 +83,7 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
     from whitebox_eval.reproduce import prechecks
 
     if plan_only:
-        plan = rep.prepare(papers, models, scale, data, data_root, models_root)
+        plan = rep.prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
         for line in plan.lines():
             click.echo(line)
         try:
@@ -90,7 +94,7 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
         return
     result = rep.run(papers, models=models, scale=scale, data=data, data_root=data_root, output=output,
                      run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True),
-                     models_root=models_root)
+                     models_root=models_root, allow_code_execution=allow_code_execution)
     failed, done = _children(result)
     if failed and not done:
         first = " ".join(next(iter(failed.values())).split())  # a library's reason may hold line breaks

@@ -28,6 +28,9 @@ BENCHMARKS: dict[str, str] = {
     "gsm8k": "GSM8K test (JSON lines, answers ending '#### N')",
     "snli": "SNLI 1.0 (JSON lines)",
     "geometry_of_truth": "Geometry of Truth (a folder of its CSVs: cities.csv, sp_en_trans.csv, ...)",
+    "humaneval": "HumanEval (OpenAI's JSON lines: task_id, prompt, canonical_solution, test, entry_point)",
+    "bigbench": "BIG-Bench tasks (a folder of task.json files: <task>.task.json)",
+    "wikitext2": "WikiText-2 (plain text, e.g. valid.txt): running text to train SAEs on",
 }
 HUB_IDS: dict[str, str] = {
     "mmlu": "cais/mmlu, test 14,042 items", "hellaswag": "Rowan/hellaswag, validation 10,042",
@@ -35,10 +38,12 @@ HUB_IDS: dict[str, str] = {
     "arc": "allenai/ai2_arc, ARC-Challenge test 1,172", "triviaqa": "mandarjoshi/trivia_qa",
     "gsm8k": "openai/gsm8k, test 1,319", "snli": "stanfordnlp/snli, test 10,000",
     "geometry_of_truth": "none: github.com/saprmarks/geometry-of-truth, datasets/",
+    "humaneval": "openai/openai_humaneval, test 164", "bigbench": "none: github.com/google/BIG-bench, task.json files",
+    "wikitext2": "Salesforce/wikitext, wikitext-2-raw-v1",
 }
 """Where each benchmark is published on the Hugging Face hub (for the paper-scale plan), to be
 saved in the layout above (the loaders read the files, never the hub)."""
-FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": ""}
+FOLDER_BENCHMARKS = {"mmlu": "test", "geometry_of_truth": "", "bigbench": ""}
 """Benchmarks given as a folder: the sub-folder of DIR/NAME that is used."""
 IGNORED = {"license", "readme", "readme.md", "license.txt", ".ds_store"}
 LENIENT_TEXT = {"geometry_of_truth"}

@@ -19,6 +19,9 @@ from whitebox_eval.reproduce.paper_models import DEFAULT_MODELS, cite, local_fol
 from whitebox_eval.reproduce.spec import Experiment, Paper
 
 __all__ = ["DEFAULT_MODELS", "Child", "Plan", "build", "needed_data", "run_name"]
+NEEDS_CODE_EXECUTION = ("it is scored by running the model's code, HumanEval's tests: give --allow-code-execution to "
+                        "run it, each completion in a subprocess with a time limit, no network, a temporary folder")
+"""Why a child whose settings allow code execution is not run without the flag."""
 
 
 @dataclass
@@ -165,10 +168,12 @@ def run_name(suite: str, mode: str | None, model: str, settings: dict[str, Any])
 
 
 def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, str], *,
-          per_paper: dict[str, list[str]] | None = None, models_root: Path | None = None) -> Plan:
+          per_paper: dict[str, list[str]] | None = None, models_root: Path | None = None,
+          allow_code_execution: bool = False) -> Plan:
     """Every child run of ``papers`` at ``scale`` (shared children once), each experiment on the
     models :func:`.paper_models.models_for` gives (``models``: for every paper; ``per_paper``: by
-    paper number), a model's children together (one model in memory at a time)."""
+    paper number), a model's children together (one model in memory at a time); a child that runs
+    the model's code is planned as not run unless ``allow_code_execution``."""
     todo: list[tuple[str, str | None, Paper, Experiment, dict]] = []
     for paper in papers:
         for exp in paper.experiments:
@@ -181,6 +186,9 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
     flops = gpu.throughput()[0] if scale == "paper" else None
     for model, why, paper, exp, point in todo:
         _add(children, order, paper, exp, point, model, scale, data, why, models_root, flops)
+    for c in children.values():
+        if c.settings.get("allow_code_execution") and not allow_code_execution and c.skip is None:
+            c.skip = NEEDS_CODE_EXECUTION
     return Plan(list(papers), list(order_of), scale, data, [children[k] for k in order])
 
 

@@ -17,7 +17,8 @@ generation file takes one with ``--answer``; :func:`is_correct` applies it to a
 - ``contains``: a normalised reference occurs in the normalised response as whole words;
 - ``regex:PATTERN``: the first match of PATTERN in the response (its first group if it has
   one) equals a reference after normalisation;
-- ``lm-eval``: lm-eval's own filters and metrics (:mod:`.lm_eval_generation`), not here.
+- ``lm-eval``: lm-eval's own filters and metrics (:mod:`.lm_eval_generation`), not here;
+- ``execution``: the response runs against the item's tests (HumanEval, :mod:`.humaneval`), not here.
 """
 
 from __future__ import annotations
@@ -140,4 +141,6 @@ def is_correct(item, response: str) -> bool:
         return choice_from_response(response, item.labels, item.options) == item.gold
     if check == "lm-eval":
         raise WhiteboxError("an lm-eval task is checked by its own filters and metrics (tasks.lm_eval_generation)")
+    if check == "execution":
+        raise WhiteboxError("a HumanEval completion is checked by running its tests (tasks.humaneval)")
     return matches(check, response, item.references)

@@ -57,6 +57,8 @@ GSM8K_DEMO = ("Question: Weng earns $12 an hour for babysitting. Yesterday, she 
               "How much did she earn?",
               "Weng babysat for 50 minutes, which is 50/60 = 5/6 of an hour. At $12 per hour, her earnings are "
               "12 * 5/6 = 10 dollars. The answer is 10.")
+HUMANEVAL_STOPS = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
+"""lm-eval's humaneval ``until``: a completion ends where a new top-level block starts."""
 SSD_DEMO = ('Question: Which of the following options corresponds to " river "?\n'
             "A. candle\nB. river\nC. window\nD. silver", "The correct answer is B.")
 
@@ -108,7 +110,8 @@ class TaskRecord:
     (:mod:`.demos`). ``answer_types``: ``text`` when the gold choice is text a free answer can
     match (paper 004's free formats), ``number`` for arithmetic. ``hub_row``: reshapes a hub row
     into its file layout (None: the rows have it); ``lm_eval_doc``: the item as lm-eval's task
-    sees it (``--prompt lm-eval``); both ``module:function``.
+    sees it (``--prompt lm-eval``); both ``module:function``. ``runs_code``: its answers are scored
+    by running them (HumanEval), allowed only with ``--allow-code-execution``.
     """
 
     name: str
@@ -130,6 +133,7 @@ class TaskRecord:
     answer_type: str = "text"
     hub_row: str | None = None
     lm_eval_doc: str | None = None
+    runs_code: bool = False  # scored by executing the model's output: only with --allow-code-execution
 
     @property
     def is_generator(self) -> bool:
@@ -216,6 +220,15 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
                generation_loader=_T + "generation:gsm8k_items", lm_eval_tasks=(("gsm8k", "hf:openai/gsm8k:main@test"),),
                hub="hf:openai/gsm8k:main@test",
                no_lm_eval="lm-eval's gsm8k is a generation task (--task lm-eval:gsm8k)"),
+    TaskRecord("humaneval", "HumanEval (Chen et al.): pass@1 by running each problem's tests (paper 001)", FILE,
+               files="OpenAI's JSON lines (task_id, prompt, canonical_solution, test, entry_point), .jsonl or .jsonl.gz",
+               generation=Generation("execution", stops=HUMANEVAL_STOPS), generation_loader=_T + "humaneval:gen_items",
+               lm_eval_tasks=(("humaneval", "hf:openai/openai_humaneval@test"),), hub="hf:openai/openai_humaneval@test",
+               no_lm_eval="lm-eval's humaneval is a generation task (--task lm-eval:humaneval, online)", runs_code=True),
+    TaskRecord("bigbench", "BIG-Bench tasks asked as BIG-Bench Hard asks them, 3-shot (paper 001)", FILE,
+               files="BIG-Bench task.json (examples: input with target_scores or target), or a folder of them",
+               generation=Generation("exact", stops=("\n", *BASE_STOPS)), generation_loader=_T + "bigbench:gen_items",
+               no_lm_eval="lm-eval's bbh tasks read BBH's re-laid-out rows (--task lm-eval:bbh_fewshot_...)"),
     TaskRecord("mcq", "your own multiple-choice file", FILE, mcq=True, loader=_T + "mcq:load_mcq_file", hub_row=_T + "mcq:hub_row",
                lm_eval_doc=_T + "mcq:lm_eval_doc",
                files="JSON lines, CSV or Parquet with a question, 2-26 choices (a list or one column per choice) and "
