@@ -93,3 +93,17 @@ def test_cpu_scale_takes_quick_settings_where_an_experiment_names_no_cpu_point(t
     assert exp.settings_for("cpu", {}, {})["limit"] == 50 and exp.settings_for("quick", {}, {})["limit"] == 5
     assert exp.points("cpu") == [{}] and spec.Experiment(id="y", suite="formats", title="t",
                                                            settings={}, scales={"paper": {}}).points("cpu") == []
+
+
+def test_cpu_scale_runs_more_items_where_n_limits():
+    papers = spec.papers()
+    wise, gar = papers["000"], papers["002"]
+    ex = {e.id: e for e in wise.experiments}
+    ssd = ex["ssd"].settings_for("cpu", {}, {})
+    assert ssd["limit"] - ssd["min_val_items"] >= 700  # a +5-point head effect at 80% power
+    for name in ("mmlu", "cosmosqa", "hellaswag", "halueval"):
+        e = ex[name + "-{shots}shot"]
+        assert e.points("cpu") == [{"shots": 0}] and e.settings_for("cpu", {"shots": 0}, {name: "f"})["limit"] is None
+        assert "every row" in e.differs_at("cpu") and e.differs_at("quick") == e.differs
+    evaluate = {e.id: e for e in gar.experiments}["evaluate"]
+    assert evaluate.settings_for("cpu", {}, {})["limit"] is None and "whole benchmark" in evaluate.differs_at("cpu")

@@ -18,7 +18,8 @@ and checks them; it knows the suites only by their records. The layout of a file
   ``org/name@revision`` for a training checkpoint), the ``name`` the paper uses, ``cite`` (the
   table or section naming it) and ``ambiguous`` where the text leaves the exact model open (our
   reading is stated; ``id: null`` when no hub id can be named). An experiment's ``models``
-  (names or ids) narrows them; ``differs_paper`` is how the paper scale still differs.
+  (names or ids) narrows them; ``differs_<scale>`` (``differs_paper``, ``differs_cpu``) is how
+  that scale differs from the paper where it is not what ``differs`` says.
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ class Experiment:
     differs: str | None = None
     skip_models: dict[str, str] = field(default_factory=dict)
     models: tuple[str, ...] = ()  # the paper's models this experiment runs at --scale paper (names); () = all
-    differs_paper: str | None = None
+    differs_by: dict[str, str] = field(default_factory=dict)  # scale -> its own ``differs_<scale>`` text
 
     def differs_at(self, scale: str) -> str | None:
-        """How ``scale`` differs from the paper (``differs_paper`` at the paper scale, where given)."""
-        return self.differs_paper if scale == "paper" and self.differs_paper else self.differs
+        """How ``scale`` differs from the paper (its ``differs_<scale>`` where given, else ``differs``)."""
+        return self.differs_by.get(scale) or self.differs
 
     def scale_named(self, scale: str) -> str:
         """The scale whose settings run at ``scale``: itself when named, else its fallback."""
@@ -258,7 +259,7 @@ def _experiment(d: dict, where: str) -> Experiment:
                       matrix={k: list(v) for k, v in (d.get("matrix") or {}).items()}, mode=d.get("mode"),
                       data=tuple(d.get("data") or ()), differs=d.get("differs"),
                       skip_models=dict(d.get("skip_models") or {}), models=tuple(d.get("models") or ()),
-                      differs_paper=d.get("differs_paper"))
+                      differs_by={s: d[f"differs_{s}"] for s in SCALES if d.get(f"differs_{s}")})
 
 
 def _table(d: dict, where: str) -> Table:
