@@ -1,24 +1,32 @@
 """The benchmark scripts at a micro size on a tiny random model: each runs to its end, so a
 change of the API they call cannot break one silently. Each script is run here, run by
-another test (named), or listed with the reason it cannot run in a unit test."""
+another test (named), or listed with the reason it cannot run on a fresh test machine.
+
+Placeholders in the arguments: ``{tiny}`` a tiny model folder, ``{out}`` a scratch folder,
+``{data}`` tiny stand-ins for the shared samples (``tests/benchmark_data.py``; also
+``$WHITEBOX_SHARED_DATASETS``), ``{src}`` this checkout's ``src``."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "faults"))
+sys.path[:0] = [str(Path(__file__).parent / "faults"), str(Path(__file__).parent)]
 from cases import build_model_dir  # noqa: E402
+
+from benchmark_data import write_datasets  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-TINY, OUT = "{tiny}", "{out}"
+TINY, OUT, DATA, SRC = "{tiny}", "{out}", "{data}", "{src}"
+CLI = "whitebox-eval"  # a setup step that runs the command line instead of a script
 
-#: script -> its arguments at micro size ({tiny}: a tiny model folder, {out}: a scratch folder)
+#: script -> its arguments at micro size (run last, after the script's SETUP steps)
 RUNS: dict[str, list[str]] = {
     "edited_generation.py": ["--model", TINY, "--batch", "2", "--new", "4", "--neurons", "2", "--rounds", "1",
                              "--uncached-rounds", "1"],
@@ -28,17 +36,55 @@ RUNS: dict[str, list[str]] = {
     "mui_scoring.py": ["--model", TINY, "--task", "ssd", "--limit", "4", "--repeats", "1", "--no-memory"],
     "kill_resume.py": ["--model", "tiny", "--limit", "16", "--kills", "1", "--out", OUT + "/kill"],
     "dtype_agreement.py": ["--models", TINY, "--limit", "12"],
+    "sae_training.py": ["--model", TINY, "--text", DATA + "/wikitext2/valid.txt", "--layer", "1", "--context", "16",
+                        "--chunks", "4", "--batch-size", "2", "--d-sae", "16", "--k", "4", "--steps", "2",
+                        "--train-batch", "8", "--threads", "1", "--json", OUT + "/sae.json"],
+    "sae_dead_features.py": ["--model", TINY, "--text", DATA + "/wikitext2/valid.txt", "--layer", "1", "--tokens", "2000",
+                             "--context", "16", "--eval-tokens", "64", "--cache", OUT + "/residuals",
+                             "--config", "16:256", "--config", "32:512:0.05:1", "--k", "4", "--steps", "3",
+                             "--batch-size", "16", "--threads", "1", "--json", OUT + "/dead.json"],
+    "engine_overhead.py": ["--models", TINY, "--batch-size", "2", "--n-prompts", "2", "--repeats", "1", "--shots", "0,5",
+                           "--threads", "1", "--out", OUT + "/engine_overhead.json"],
+    "cli_startup.py": ["--repeat", "1", "--commands", ",mcqa,runs"],
+    "kshot_prefix.py": ["--model", TINY, "--items", "12", "--batch-size", "4", "--check", "8"],
+    "same_numbers.py": ["compare", OUT + "/a", OUT + "/b"],
+    "reproduce_timing.py": ["--paper", "003", "--scale", "micro", "--model", TINY, "--data-root", DATA,
+                            "--output", OUT, "--run-id", "timed", "--out", OUT + "/reproduce_timing"],
+    "reproduce_commit.py": [OUT + "/reproduce-003-micro", "--dest", OUT + "/quick", "--md", OUT + "/quick.md"],
+    "fault_table.py": ["--before", SRC, "--case", "mcqa --batch-size 0", "--out", OUT + "/fault_table.md"],
+    "data_parallel.py": ["--model", TINY, "--items", "16", "--min-val-items", "4", "--batch-size", "4",
+                         "--device", "cpu"],
+    "report_size.py": ["--data", DATA, "--work", OUT + "/work", "--items", "12", "--gar-tasks", "generation",
+                       "--gar-limit", "1", "--out", OUT + "/report_size.md"],
+    "explorer_screenshots.py": ["--out", OUT + "/png", "mcqa=" + OUT + "/m"],
+}
+#: steps run before a script (a program, "whitebox-eval" or a script, then its arguments)
+SETUP: dict[str, list[list[str]]] = {
+    "same_numbers.py": [["same_numbers.py", "record", "--out", OUT + f"/{x}", "--model", TINY, "--only", "mcqa_ssd"]
+                        for x in "ab"],
+    "reproduce_commit.py": [[CLI, "reproduce", "003", "--model", TINY, "--scale", "micro", "--data-root", DATA,
+                             "--output", OUT]],
+    "explorer_screenshots.py": [[CLI, "mcqa", "--model", TINY, "--task", "ssd", "--limit", "12", "--min-val-items", "4",
+                                 "--output", OUT, "--run-id", "m"]],
+}
+#: what the script's output must show (regular expressions)
+EXPECT: dict[str, list[str]] = {
+    "same_numbers.py": [r"mcqa_ssd: same;"],
+    "data_parallel.py": [r"results_max_difference\s+0\.0\n", r"samples_same_order\s+True",
+                         r"arrays_max_difference\s+\{'letter_logits': 0\.0, 'qk': 0\.0, 'attention': 0\.0\}"],
+    "reproduce_commit.py": [r"3 child runs copied to .*, 0 missing"],
+    "fault_table.py": [r"\| mcqa --batch-size 0 \| 2 \|.*\| 2 \|", r"torn arrays/parts/main part, then --resume \| 0 \|"],
+    "kshot_prefix.py": [r"5-shot / 0-shot = "],
+}
+#: what a script needs beyond a tiny model; a test without it is skipped with the reason
+NEEDS: dict[str, str] = {
+    "report_size.py": "bundled",  # GAR's first-token scoring needs SmolLM2's word-initial tokens
+    "explorer_screenshots.py": "browser",
 }
 #: scripts another test runs at a micro size
 ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py": "tests/test_gpu_smoke.py (--cpu steps)"}
-#: scripts that need what a unit test does not have
+#: scripts that need what a fresh test machine does not have
 NOT_RUN = {
-    "same_numbers.py": "the bundled SmolLM2 on the shared samples (a recording takes minutes per study)",
-    "reproduce_timing.py": "a whole `reproduce all` run, or its finished folder",
-    "cli_startup.py": "times fresh processes (14 commands x --repeat), no fixed output to check",
-    "engine_overhead.py": "the bundled models (timings against their plain forward pass)",
-    "data_parallel.py": "torchrun with two ranks",
-    "kshot_prefix.py": "the shared MMLU sample and the bundled model",
     "cloze_context.py": "lm-eval run beside ours on the shared samples",
     "lm_eval_chat_template.py": "lm-eval and the bundled SmolLM2's folder",
     "lm_eval_fixtures.py": "lm-eval and the bundled SmolLM2's folder (writes the fixtures)",
@@ -46,23 +92,19 @@ NOT_RUN = {
     "lm_eval_parity.py": "lm-eval and the bundled SmolLM2's folder (writes the fixture)",
     "lm_eval_side_by_side.py": "an lm-eval results file and our runs of the same tasks",
     "lm_eval_whole_files.py": "lm-eval on the shared samples' whole files",
-    "fault_table.py": "two checkouts (--before SRC)",
     "saelens_fixture.py": "SAELens (not installed here; writes tests/fixtures/saelens)",
-    "sae_training.py": "the bundled model's layer 15 (not yet given a tiny size)",
-    "sae_dead_features.py": "the bundled model's layer 15 (not yet given a tiny size)",
-    "report_size.py": "the shared MMLU and ARC samples, 1,000 items (no smaller size yet; the report's own tests "
-                      "build the same pages on tiny runs)",
-    "explorer_screenshots.py": "headless Chromium and chromedriver, clicking through every view (the explorer's "
-                               "browser tests drive the same views)",
-    "reproduce_commit.py": "writes benchmarks/results/reproduce_quick/ from a finished reproduction (it would "
-                           "overwrite the committed quick run)",
 }
+BROWSER = (Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"))  # the paths the script drives
 
 
 def test_every_benchmark_is_run_or_listed_with_its_reason():
     scripts = {p.name for p in BENCHMARKS.glob("*.py")}
     listed = set(RUNS) | set(ELSEWHERE) | set(NOT_RUN)
     assert scripts == listed, {"unlisted": sorted(scripts - listed), "gone": sorted(listed - scripts)}
+    assert not set(RUNS) & (set(ELSEWHERE) | set(NOT_RUN))
+    assert set(SETUP) | set(EXPECT) | set(NEEDS) <= set(RUNS)
+    for steps in SETUP.values():
+        assert all(s[0] == CLI or (BENCHMARKS / s[0]).is_file() for s in steps)
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +112,57 @@ def tiny(tmp_path_factory) -> str:
     return str(build_model_dir(tmp_path_factory.mktemp("bench") / "tiny"))
 
 
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    return str(write_datasets(tmp_path_factory.mktemp("bench_data")))
+
+
+def _need(what: str) -> None:
+    if what == "browser" and not all(p.exists() for p in BROWSER):
+        pytest.skip(f"headless Chromium and chromedriver not found at {', '.join(map(str, BROWSER))}")
+    if what == "bundled":
+        from whitebox_eval.errors import WhiteboxError
+        from whitebox_eval.models import load_model
+
+        try:
+            load_model("smollm2-135m")
+        except WhiteboxError as e:
+            pytest.skip(f"smollm2-135m not available: {e}")
+
+
+def _run(argv: list[str], env: dict, cwd: Path) -> str:
+    program, *args = argv
+    cmd = [sys.executable, *(["-m", "whitebox_eval"] if program == CLI else [str(BENCHMARKS / program)]), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    assert proc.returncode == 0, " ".join(argv) + "\n" + proc.stdout[-2000:] + proc.stderr[-4000:]
+    return proc.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(RUNS))
-def test_benchmark_runs_at_micro_size(script, tiny, tmp_path):
-    args = [a.replace(TINY, tiny).replace(OUT, str(tmp_path)) for a in RUNS[script]]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WHITEBOX_EVAL_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
-                          env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+def test_benchmark_runs_at_micro_size(script, tiny, data, tmp_path):
+    if script in NEEDS:
+        _need(NEEDS[script])
+    values = {TINY: tiny, OUT: str(tmp_path), DATA: data, SRC: str(ROOT / "src")}
+
+    def fill(args: list[str]) -> list[str]:
+        for key, value in values.items():
+            args = [a.replace(key, value) for a in args]
+        return args
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WHITEBOX_SHARED_DATASETS": data, "WHITEBOX_PROGRESS": "off"}
+    if NEEDS.get(script) != "bundled":  # the bundled model's dequantized folder stays where it is cached
+        env["WHITEBOX_EVAL_CACHE"] = str(tmp_path / "cache")
+    for step in SETUP.get(script, []):
+        _run(fill(step), env, tmp_path)
+    stdout = _run(fill([script, *RUNS[script]]), env, tmp_path)
+    for pattern in EXPECT.get(script, []):
+        assert re.search(pattern, stdout), (pattern, stdout[-3000:])
+
+
+def test_every_output_goes_to_the_scratch_folder():
+    """No micro run writes into the checkout: the committed results stay as they are."""
+    for script, args in RUNS.items():
+        for flag in ("--out", "--json", "--dest", "--md", "--work", "--output", "--results-out"):
+            if flag in args:
+                assert args[args.index(flag) + 1].startswith(OUT), (script, flag)
