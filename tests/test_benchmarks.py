@@ -4,12 +4,15 @@ another test (named), or listed with the reason it cannot run on a fresh test ma
 
 Placeholders in the arguments: ``{tiny}`` a tiny model folder, ``{out}`` a scratch folder,
 ``{data}`` tiny stand-ins for the shared samples (``tests/benchmark_data.py``; also
-``$WHITEBOX_SHARED_DATASETS``), ``{src}`` this checkout's ``src``."""
+``$WHITEBOX_SHARED_DATASETS``), ``{src}`` this checkout's ``src``, ``{tiny_chat}`` the tiny
+model with a chat template. The lm-eval scripts run lm-eval itself (the ``lm-eval`` extra)
+offline on the tiny model and those files, and their checks are lm-eval's parity with ours."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +26,9 @@ from benchmark_data import write_datasets  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-TINY, OUT, DATA, SRC = "{tiny}", "{out}", "{data}", "{src}"
+TINY, OUT, DATA, SRC, TINY_CHAT = "{tiny}", "{out}", "{data}", "{src}", "{tiny_chat}"
+ARC, HELLASWAG = DATA + "/arc/arc_challenge_sample.llmfoundry.jsonl", DATA + "/hellaswag/hellaswag_val_sample.jsonl"
+WHOLE = "arc_challenge/0,mmlu/5,hellaswag/10"  # the whole-files settings scored at micro size
 CLI = "whitebox-eval"  # a setup step that runs the command line instead of a script
 
 #: script -> its arguments at micro size (run last, after the script's SETUP steps)
@@ -57,6 +62,14 @@ RUNS: dict[str, list[str]] = {
     "report_size.py": ["--data", DATA, "--work", OUT + "/work", "--items", "12", "--gar-tasks", "generation",
                        "--gar-limit", "1", "--out", OUT + "/report_size.md"],
     "explorer_screenshots.py": ["--out", OUT + "/png", "mcqa=" + OUT + "/m"],
+    "lm_eval_side_by_side.py": [OUT + "/parity.json", "hellaswag=" + OUT + "/hs", "arc_challenge=" + OUT + "/arc"],
+    "lm_eval_fixtures.py": ["--part", "tasks", "--model-dir", TINY, "--tmp", OUT + "/tmp", "--out", OUT + "/tasks"],
+    "lm_eval_whole_files.py": ["--fixture", OUT + "/lm_eval_whole.json", "--model", TINY, "--datasets", DATA,
+                               "--out", OUT + "/whole_files.md"],
+    "lm_eval_generation_fixture.py": ["--model-dir", TINY, "--out", OUT + "/generation", "--limit", "2"],
+    "lm_eval_chat_template.py": [ARC, "--n", "2", "--model", TINY_CHAT, "--out", OUT + "/chat.json"],
+    "cloze_context.py": ["--model", TINY, "--datasets", DATA, "--arms", "new,lm-eval", "--only", "hellaswag/10",
+                         "--out", OUT + "/cloze_context.md"],
 }
 #: steps run before a script (a program, "whitebox-eval" or a script, then its arguments)
 SETUP: dict[str, list[list[str]]] = {
@@ -66,7 +79,16 @@ SETUP: dict[str, list[list[str]]] = {
                              "--output", OUT]],
     "explorer_screenshots.py": [[CLI, "mcqa", "--model", TINY, "--task", "ssd", "--limit", "12", "--min-val-items", "4",
                                  "--output", OUT, "--run-id", "m"]],
+    "lm_eval_side_by_side.py": [
+        ["lm_eval_parity.py", "--model-dir", TINY, "--datasets", DATA, "--n-items", "3", "--out", OUT + "/parity.json",
+         "--results-out", OUT + "/parity_results.json"],
+        *([CLI, "mcqa", "--model", TINY, "--task", f"{name}={path}", "--prompt", "lm-eval", "--limit", "3",
+           "--output", OUT, "--run-id", run] for name, path, run in (("hellaswag", HELLASWAG, "hs"), ("arc", ARC, "arc")))],
+    "lm_eval_whole_files.py": [["lm_eval_fixtures.py", "--part", "whole", "--model-dir", TINY, "--datasets", DATA,
+                                "--tmp", OUT + "/tmp", "--out", OUT + "/lm_eval_whole.json"]],
 }
+#: environment of a script's steps beyond the common one
+ENV: dict[str, dict[str, str]] = {"lm_eval_whole_files.py": {"ONLY": WHOLE, "LIMIT": "2"}}
 #: what the script's output must show (regular expressions)
 EXPECT: dict[str, list[str]] = {
     "same_numbers.py": [r"mcqa_ssd: same;"],
@@ -75,25 +97,33 @@ EXPECT: dict[str, list[str]] = {
     "reproduce_commit.py": [r"3 child runs copied to .*, 0 missing"],
     "fault_table.py": [r"\| mcqa --batch-size 0 \| 2 \|.*\| 2 \|", r"torn arrays/parts/main part, then --resume \| 0 \|"],
     "kshot_prefix.py": [r"5-shot / 0-shot = "],
+    # lm-eval beside ours: the same prompts, no item predicted differently
+    "lm_eval_side_by_side.py": [rf"{t}\s+3\s+\S+ / \S+\s+\S+ / \S+\s+0 / 0\s+\S+\s+identical"
+                                for t in ("hellaswag", "arc_challenge")],
+    "lm_eval_whole_files.py": [rf"\| {k} \(first 2 per task scored.*\| {n} of {n} \|.*\| none \|"
+                               for k, n in (("arc_challenge/0", 2), ("mmlu/5", 6), ("hellaswag/10", 2))],
+    "cloze_context.py": [r"\| hellaswag/10 \| new \|.*\| 0, 0 \| \S+ \|"],
 }
 #: what a script needs beyond a tiny model; a test without it is skipped with the reason
 NEEDS: dict[str, str] = {
     "report_size.py": "bundled",  # GAR's first-token scoring needs SmolLM2's word-initial tokens
     "explorer_screenshots.py": "browser",
+    **{s: "lm_eval" for s in ("lm_eval_side_by_side.py", "lm_eval_fixtures.py", "lm_eval_whole_files.py",
+                              "lm_eval_generation_fixture.py", "lm_eval_chat_template.py", "cloze_context.py")},
 }
 #: scripts another test runs at a micro size
-ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py": "tests/test_gpu_smoke.py (--cpu steps)"}
+ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py": "tests/test_gpu_smoke.py (--cpu steps)",
+             "lm_eval_parity.py": "here, in lm_eval_side_by_side.py's setup (its output is what that script reads)"}
 #: scripts that need what a fresh test machine does not have
 NOT_RUN = {
-    "cloze_context.py": "lm-eval run beside ours on the shared samples",
-    "lm_eval_chat_template.py": "lm-eval and the bundled SmolLM2's folder",
-    "lm_eval_fixtures.py": "lm-eval and the bundled SmolLM2's folder (writes the fixtures)",
-    "lm_eval_generation_fixture.py": "lm-eval and the bundled SmolLM2's folder (writes the fixture)",
-    "lm_eval_parity.py": "lm-eval and the bundled SmolLM2's folder (writes the fixture)",
-    "lm_eval_side_by_side.py": "an lm-eval results file and our runs of the same tasks",
-    "lm_eval_whole_files.py": "lm-eval on the shared samples' whole files",
     "saelens_fixture.py": "SAELens (not installed here; writes tests/fixtures/saelens)",
 }
+#: options whose default is a file of the checkout (benchmarks/results/, tests/fixtures/)
+DEFAULT_IN_CHECKOUT = {"engine_overhead.py": ["--out"], "mcqa_study.py": ["--out"], "reproduce_timing.py": ["--out"],
+                       "reproduce_commit.py": ["--dest", "--md"], "lm_eval_parity.py": ["--out", "--results-out"],
+                       "lm_eval_fixtures.py": ["--out"], "lm_eval_generation_fixture.py": ["--out"],
+                       "lm_eval_chat_template.py": ["--out"], "lm_eval_whole_files.py": ["--out"],
+                       "cloze_context.py": ["--out"]}
 BROWSER = (Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"))  # the paths the script drives
 
 
@@ -102,7 +132,7 @@ def test_every_benchmark_is_run_or_listed_with_its_reason():
     listed = set(RUNS) | set(ELSEWHERE) | set(NOT_RUN)
     assert scripts == listed, {"unlisted": sorted(scripts - listed), "gone": sorted(listed - scripts)}
     assert not set(RUNS) & (set(ELSEWHERE) | set(NOT_RUN))
-    assert set(SETUP) | set(EXPECT) | set(NEEDS) <= set(RUNS)
+    assert set(SETUP) | set(EXPECT) | set(NEEDS) | set(ENV) <= set(RUNS)
     for steps in SETUP.values():
         assert all(s[0] == CLI or (BENCHMARKS / s[0]).is_file() for s in steps)
 
@@ -117,9 +147,25 @@ def data(tmp_path_factory) -> str:
     return str(write_datasets(tmp_path_factory.mktemp("bench_data")))
 
 
+@pytest.fixture(scope="module")
+def tiny_chat(tiny, tmp_path_factory) -> str:
+    """The tiny model folder with a SmolLM2-like chat template (its markers are plain text here)."""
+    import transformers as tf
+
+    path = tmp_path_factory.mktemp("bench_chat") / "tiny_chat"
+    shutil.copytree(tiny, path)
+    tok = tf.AutoTokenizer.from_pretrained(path)
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    tok.save_pretrained(path)
+    return str(path)
+
+
 def _need(what: str) -> None:
     if what == "browser" and not all(p.exists() for p in BROWSER):
         pytest.skip(f"headless Chromium and chromedriver not found at {', '.join(map(str, BROWSER))}")
+    if what == "lm_eval":
+        pytest.importorskip("lm_eval", reason="the lm-eval extra is not installed (make installs it)")
     if what == "bundled":
         from whitebox_eval.errors import WhiteboxError
         from whitebox_eval.models import load_model
@@ -140,17 +186,20 @@ def _run(argv: list[str], env: dict, cwd: Path) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(RUNS))
-def test_benchmark_runs_at_micro_size(script, tiny, data, tmp_path):
+def test_benchmark_runs_at_micro_size(script, tiny, data, tmp_path, request):
     if script in NEEDS:
         _need(NEEDS[script])
     values = {TINY: tiny, OUT: str(tmp_path), DATA: data, SRC: str(ROOT / "src")}
+    if any(TINY_CHAT in a for step in [RUNS[script], *SETUP.get(script, [])] for a in step):
+        values[TINY_CHAT] = request.getfixturevalue("tiny_chat")
 
     def fill(args: list[str]) -> list[str]:
         for key, value in values.items():
             args = [a.replace(key, value) for a in args]
         return args
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WHITEBOX_SHARED_DATASETS": data, "WHITEBOX_PROGRESS": "off"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WHITEBOX_SHARED_DATASETS": data, "WHITEBOX_PROGRESS": "off",
+           "HF_DATASETS_CACHE": str(tmp_path / "hf_datasets"), **ENV.get(script, {})}
     if NEEDS.get(script) != "bundled":  # the bundled model's dequantized folder stays where it is cached
         env["WHITEBOX_EVAL_CACHE"] = str(tmp_path / "cache")
     for step in SETUP.get(script, []):
@@ -161,8 +210,11 @@ def test_benchmark_runs_at_micro_size(script, tiny, data, tmp_path):
 
 
 def test_every_output_goes_to_the_scratch_folder():
-    """No micro run writes into the checkout: the committed results stay as they are."""
-    for script, args in RUNS.items():
-        for flag in ("--out", "--json", "--dest", "--md", "--work", "--output", "--results-out"):
+    """No micro run writes into the checkout: the committed results and fixtures stay as they are."""
+    steps = [[script, *args] for script, args in RUNS.items()] + [s for ss in SETUP.values() for s in ss]
+    for program, *args in steps:
+        for flag in ("--out", "--json", "--dest", "--md", "--work", "--output", "--results-out", "--tmp"):
             if flag in args:
-                assert args[args.index(flag) + 1].startswith(OUT), (script, flag)
+                assert args[args.index(flag) + 1].startswith(OUT), (program, flag)
+        for flag in DEFAULT_IN_CHECKOUT.get(program, ()):
+            assert flag in args, (program, flag)
