@@ -10,7 +10,7 @@ the GGUF cache key after editing one byte near the end of the file.
     python benchmarks/fault_table.py --before /tmp/base/src --after src --out benchmarks/results/fault_table.md
     python benchmarks/fault_table.py --before /tmp/base/src --issue 38 --out benchmarks/results/fault_table_38.md
 
-``--before`` is the ``src`` folder of the old version (e.g. ``git archive <commit> src | tar -x -C /tmp/base``).
+``--case ID`` (repeatable) runs only those cases. ``--before`` is the ``src`` folder of the old version (e.g. ``git archive <commit> src | tar -x -C /tmp/base``).
 """
 
 from __future__ import annotations

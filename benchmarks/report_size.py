@@ -12,6 +12,7 @@ and on the 8 kept heads, not on the weights; with SmolLM2's 30 layers the lens a
 numbers per item (about 0.2 MB per 1,000 items) and the two head grids 2 x 270 cells.
 
     python benchmarks/report_size.py --data ../shared/datasets --out benchmarks/results/report_size.md
+    python benchmarks/report_size.py --items 12 --gar-tasks generation --gar-limit 1 --work /tmp/rs   # a small check
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
     python benchmarks/reproduce_timing.py --data-root ../shared/datasets            # run, then write
     python benchmarks/reproduce_timing.py --from runs/reproduce-all-quick            # a finished folder
+    python benchmarks/reproduce_timing.py --paper 003 --scale micro --model MODEL_DIR --out /tmp/t   # small
 
 Runs (or resumes) the reproduction in this process while a thread samples the machine's
 load average, then writes ``benchmarks/results/reproduce_timing.md`` and ``.json``: wall
@@ -82,8 +83,9 @@ def summarize(folder: Path, load: list[float], wall: float | None) -> dict:
         for c in p["claims"]:
             verdicts.setdefault(f"{p['number']} {c['model']}", {}).setdefault(c["verdict"], 0)
             verdicts[f"{p['number']} {c['model']}"][c["verdict"]] += 1
-    every = sorted(spec.papers()) == sorted(plan["papers"])
-    return {"folder": str(folder), "papers": "all" if every else " ".join(plan["papers"]), "scale": plan["scale"],
+    papers = plan.get("papers") or sorted(spec.papers())
+    every = sorted(spec.papers()) == sorted(papers)
+    return {"folder": str(folder), "papers": "all" if every else " ".join(papers), "scale": plan["scale"],
             "models": plan["models"], "wall_seconds": wall,
             "children": children, "per_paper_model_seconds": per_paper,
             "seconds_per_unit": {f"{s} | {m}": statistics.median(v) for (s, m), v in sorted(per_suite.items())},

@@ -11,6 +11,7 @@ version fields), samples.jsonl, config.yaml's study keys and every array are equ
     python benchmarks/same_numbers.py compare /tmp/same/before /tmp/same/after
 
     python benchmarks/same_numbers.py record --out DIR --only mcqa_ssd,gar_evaluate
+    python benchmarks/same_numbers.py record --out DIR --only mcqa_ssd --model MODEL_DIR   # another model
 
 Studies (each a few minutes or less on 2 CPU cores): mcqa on SSD with every method
 (ablation and cloze included), mcqa MMLU 5-shot ``--prompt lm-eval`` on the shared
