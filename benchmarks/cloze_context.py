@@ -82,7 +82,7 @@ def _clock():
 
 # ------------------------------------------------------------------ workers (one arm, one setting)
 
-def ours(setting: str, shared: Path, tmp: Path) -> dict:
+def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m") -> dict:
     """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH)."""
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
     from whitebox_eval.models import load_model
@@ -91,13 +91,13 @@ def ours(setting: str, shared: Path, tmp: Path) -> dict:
     from lm_eval_whole_files_data import task_spec
 
     name, shots, n = SETTINGS[setting]
-    loaded = load_model("smollm2-135m", dtype="float32")
+    loaded = load_model(model, dtype="float32")
     counter = TokenCounter(loaded.model)
     if name == "winogrande":
-        cfg = MCQAConfig(model="smollm2-135m", task="lm-eval:winogrande", prompt="lm-eval", shots=shots, view="cloze",
+        cfg = MCQAConfig(model=model, task="lm-eval:winogrande", prompt="lm-eval", shots=shots, view="cloze",
                          lm_eval_data=str(WINOGRANDE), methods=("cloze",), uncertainty=False, batch_size=BATCH)
     else:
-        cfg = MCQAConfig(model="smollm2-135m", task=task_spec(name, shots, shared, tmp), prompt="lm-eval", shots=shots,
+        cfg = MCQAConfig(model=model, task=task_spec(name, shots, shared, tmp), prompt="lm-eval", shots=shots,
                          limit=n, methods=("cloze",), uncertainty=False, batch_size=BATCH)
     t0, c0 = _clock()
     folder = run_mcqa(cfg, tmp / "runs", run_id="r", loaded=loaded, show_progress=False)
@@ -158,21 +158,21 @@ def lm_eval_arm(setting: str, shared: Path, tmp: Path) -> dict:
             "aggregate": {k: v for k, v in res["results"][task_name].items() if k.endswith(",none")}}
 
 
-def worker(arm: str, setting: str, shared: Path, out: Path) -> None:
+def worker(arm: str, setting: str, shared: Path, out: Path, model: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        result = lm_eval_arm(setting, shared, Path(tmp)) if arm == "lm-eval" else ours(setting, shared, Path(tmp))
+        result = lm_eval_arm(setting, shared, Path(tmp)) if arm == "lm-eval" else ours(setting, shared, Path(tmp), model)
     out.write_text(json.dumps(result), encoding="utf-8")
 
 
 # ------------------------------------------------------------------ the driver
 
-def needed_of(items: list[dict]) -> int:
+def needed_of(items: list[dict], model: str = "smollm2-135m") -> int:
     """Tokens needed by lm-eval's requests of every item, tokenized as lm-eval's ``_encode_pair`` does."""
     sys.path.insert(0, str(REPO / "src"))
     from whitebox_eval.models import load_model
     from whitebox_eval.tasks.lm_eval import encode_request
 
-    tok = load_model("smollm2-135m", dtype="float32").tokenizer
+    tok = load_model(model, dtype="float32").tokenizer
     encode = lambda text: tok(text)["input_ids"]  # noqa: E731  (lm-eval adds no BOS with this tokenizer)
     total = 0
     for it in items:
@@ -193,7 +193,7 @@ def run_arm(arm: str, setting: str, args, before_src: Path) -> dict:
         out = Path(tmp) / "out.json"
         load = os.getloadavg()[0]
         subprocess.run([python, __file__, "--worker", arm, "--setting", setting, "--datasets", str(args.datasets),
-                        "--worker-out", str(out)], env=env, check=True)
+                        "--worker-out", str(out), "--model", args.model], env=env, check=True)
         result = json.loads(out.read_text(encoding="utf-8"))
     result["load_before"], result["load_after"] = load, os.getloadavg()[0]
     print(f"  {setting:17s} {arm:8s} {result['seconds']:8.1f} s wall {result['cpu_seconds']:8.1f} s cpu "
@@ -273,19 +273,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--lm-eval-python", default=sys.executable)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cloze_context.md")
+    ap.add_argument("--model", default="smollm2-135m", help="every arm's model (default: %(default)s)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.setting, args.datasets, args.worker_out)
+        worker(args.worker, args.setting, args.datasets, args.worker_out, args.model)
         return
     started = time.strftime("%Y-%m-%d %H:%M")
     arms = args.arms.split(",")
     sys.path.insert(0, str(REPO / "src"))
     from whitebox_eval.models.loading import resolve_source
 
-    os.environ["SMOLLM2_DIR"] = str(resolve_source("smollm2-135m")[0])
+    os.environ["SMOLLM2_DIR"] = str(resolve_source(args.model)[0])  # lm-eval's pretrained= folder
     rows: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         before_src = Path(tmp) / "before"
@@ -302,7 +303,7 @@ def main() -> None:
                 order = arms if rnd % 2 == 0 else arms[::-1]  # alternate which arm runs first
                 rounds.append({arm: run_arm(arm, setting, args, before_src) for arm in order})
             items = next(r["items"] for r in rounds[0].values() if r["items"][0].get("requests"))
-            rows[setting] = {"rounds": rounds, "needed": needed_of(items), "agreement": [compare(r) for r in rounds]}
+            rows[setting] = {"rounds": rounds, "needed": needed_of(items, args.model), "agreement": [compare(r) for r in rounds]}
             print(json.dumps({setting: {"needed": rows[setting]["needed"], "agreement": rows[setting]["agreement"]}}),
                   flush=True)
     text = report(rows, args, started)

@@ -49,17 +49,19 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default="auto")
     p.add_argument("--methods", default="baseline,qk,attention,lens,pride,pa")
+    p.add_argument("--min-val-items", type=int, default=None, help="as mcqa's (default: mcqa's own)")
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args()
     study = ["mcqa", "--model", args.model, "--limit", str(args.items), "--batch-size", str(args.batch_size),
-             "--methods", args.methods]
+             "--methods", args.methods, *(["--min-val-items", str(args.min_val_items)] if args.min_val_items else [])]
     with tempfile.TemporaryDirectory() as tmp:
         one = _run([sys.executable, "-m", "whitebox_eval", "--device", args.device, *study,
                     "--output", tmp, "--run-id", "one"])
         many = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
                      "-m", "whitebox_eval", "--device", args.device, *study, "--output", tmp, "--run-id", "many"])
         a, b = Path(tmp, "one"), Path(tmp, "many")
-        ra, rb = (json.loads((d / "results.json").read_text()) for d in (a, b))
+        ra, rb = ({k: v for k, v in json.loads((d / "results.json").read_text()).items() if k != "date"}  # start time
+                  for d in (a, b))
         sa, sb = ([json.loads(line) for line in (d / "samples.jsonl").read_text().splitlines()] for d in (a, b))
         arrays = {n: float(np.nanmax(np.abs(np.load(a / "arrays" / f"{n}.npy") - np.load(b / "arrays" / f"{n}.npy"))))
                   for n in ("letter_logits", "qk", "attention")}

@@ -10,7 +10,7 @@ the GGUF cache key after editing one byte near the end of the file.
     python benchmarks/fault_table.py --before /tmp/base/src --after src --out benchmarks/results/fault_table.md
     python benchmarks/fault_table.py --before /tmp/base/src --issue 38 --out benchmarks/results/fault_table_38.md
 
-``--before`` is the ``src`` folder of the old version (e.g. ``git archive <commit> src | tar -x -C /tmp/base``).
+``--case ID`` (repeatable) runs only those cases. ``--before`` is the ``src`` folder of the old version (e.g. ``git archive <commit> src | tar -x -C /tmp/base``).
 """
 
 from __future__ import annotations
@@ -90,12 +90,12 @@ def extra_rows(src: Path, d: Path) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def table(versions: dict[str, Path], fixtures: Path, issue: int | None = None) -> str:
+def table(versions: dict[str, Path], fixtures: Path, issue: int | None = None, only: list[str] | None = None) -> str:
     rows: dict[str, dict[str, tuple[str, str, str]]] = {}
     for label, src in versions.items():
         d = fixtures.parent / f"{label}-fixtures"
         shutil.copytree(fixtures, d, symlinks=True)
-        for case in (c for c in CASES if issue is None or c.issue == issue):
+        for case in (c for c in CASES if (issue is None or c.issue == issue) and (not only or c.id in only)):
             existing = {p.name for p in (d / "runs").iterdir()}
             code, last = run(src, case.args(d), case.patch, case.env)
             args = case.args(d)
@@ -126,10 +126,14 @@ def main() -> None:
     ap.add_argument("--after", type=Path, default=HERE.parent / "src", help="src folder of the new version")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here too")
     ap.add_argument("--issue", type=int, default=None, help="only the cases of this issue (13, 38)")
+    ap.add_argument("--case", action="append", default=[], help="only this case (its id; repeatable)")
     ns = ap.parse_args()
+    unknown = sorted(set(ns.case) - {c.id for c in CASES})
+    if unknown:
+        ap.error(f"unknown case(s) {unknown}")
     with tempfile.TemporaryDirectory() as tmp:
         fixtures = build_fixtures(Path(tmp) / "fixtures")
-        text = table({"before": ns.before.resolve(), "after": ns.after.resolve()}, fixtures, ns.issue)
+        text = table({"before": ns.before.resolve(), "after": ns.after.resolve()}, fixtures, ns.issue, ns.case)
     print(text)
     if ns.out:
         which = f" --issue {ns.issue}" if ns.issue else ""

@@ -45,7 +45,8 @@ def shared_mmlu() -> Path:
 def command(model: str, mmlu: Path, shots: int, items: int, batch_size: int, out: Path, run_id: str) -> list[str]:
     return [sys.executable, "-m", "whitebox_eval", "mcqa", "--model", model, "--task", f"mmlu={mmlu / 'test'}",
             "--demos-from", str(mmlu / "dev"), "--prompt", "lm-eval", "--shots", str(shots), "--methods", METHODS,
-            "--limit", str(items), "--batch-size", str(batch_size), "--output", str(out), "--run-id", run_id]
+            "--limit", str(items), "--min-val-items", str(min(50, items // 4)),  # 50, the default, from 200 items
+            "--batch-size", str(batch_size), "--output", str(out), "--run-id", run_id]
 
 
 def check_same_scores(model: str, mmlu: Path, items: int, batch_size: int) -> str:

@@ -54,6 +54,7 @@ TRAIN_ROWS = {"arc_challenge": 50, "hellaswag": 40}  # first rows used as the tr
 LEADERBOARD_SHOTS = {"arc_challenge": 25, "hellaswag": 10}
 TASK_SHOTS = 3
 TASKS_DIR = REPO / "tests" / "fixtures" / "lm_eval_tasks"
+WHOLE_FILE = REPO / "tests" / "fixtures" / "lm_eval_whole_files.json"
 
 # ----------------------------------------------------------------------------- synthetic hub rows
 
@@ -280,7 +281,11 @@ def main() -> None:
     ap.add_argument("--project-python", default=os.environ.get("WHITEBOX_PYTHON", str(REPO / ".venv" / "bin" / "python")))
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lm_eval_fixtures"))
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"--part tasks: the folder (default {TASKS_DIR.relative_to(REPO)}); --part whole: the file "
+                         f"(default {WHOLE_FILE.relative_to(REPO)})")
     args = ap.parse_args()
+    tasks_dir = args.out or TASKS_DIR
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import lm_eval
@@ -293,10 +298,10 @@ def main() -> None:
               "model": "smollm2-135m (dequantized GGUF, float32, cpu)", "batch_size": args.batch_size,
               "fewshot_random_seed": 1234, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "python benchmarks/lm_eval_fixtures.py --part " + args.part}
-    replacements = {model_dir: MODEL_PLACEHOLDER, str(args.tmp): DATA_PLACEHOLDER, str(TASKS_DIR): "<fixture data>"}
+    replacements = {model_dir: MODEL_PLACEHOLDER, str(args.tmp): DATA_PLACEHOLDER, str(tasks_dir): "<fixture data>"}
 
     if args.part == "tasks":
-        files = write_task_data(TASKS_DIR / "data")
+        files = write_task_data(tasks_dir / "data")
         out = {"header": {**header, "data": "tests/fixtures/lm_eval_tasks/data/<task>/<split>.jsonl (synthetic, "
                           "each task's hub schema; train = the first 10 rows)", "splits": TASK_SPLITS}, "runs": {}}
         for shots in (0, TASK_SHOTS):
@@ -309,7 +314,7 @@ def main() -> None:
                                                "n": len(res["samples"][t]),
                                                "items": items_of(res["samples"][t], ms, hashed=False)}
                 print(t, shots, out["runs"][f"{t}/{shots}"]["aggregate"], flush=True)
-        path = TASKS_DIR / "lm_eval_tasks.json"
+        path = tasks_dir / "lm_eval_tasks.json"
     else:
         ds = args.datasets
         arc_file = sorted((ds / "arc").glob("*.jsonl"))[0]
@@ -341,7 +346,7 @@ def main() -> None:
             "arc_challenge": f"arc/{arc_file.name}", "hellaswag": f"hellaswag/{hs_file.name}",
             "mmlu": "mmlu/test/<subject>_test.csv, demos mmlu/dev/<subject>_dev.csv"},
             "source_files_sha256": {str(p.relative_to(ds)): sha256(p) for p in [arc_file, hs_file]}}, "runs": {}}
-        path = REPO / "tests" / "fixtures" / "lm_eval_whole_files.json"
+        path = args.out or WHOLE_FILE
         if path.exists():  # scored runs already frozen are kept (the model runs take long on 2 cores)
             out["runs"] = json.loads(path.read_text(encoding="utf-8")).get("runs", {})
         for key, (spec, shots) in runs.items():  # 1. every prompt, from lm-eval's request building alone

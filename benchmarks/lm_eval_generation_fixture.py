@@ -107,7 +107,7 @@ def algebra_rows(rng: random.Random, n: int) -> list[dict]:
     return rows
 
 
-def write_data() -> dict[str, dict[str, str]]:
+def write_data(out: Path = OUT) -> dict[str, dict[str, str]]:
     makers = {"gsm8k": gsm8k_rows, "bbh_fewshot_boolean_expressions": boolean_rows,
               "hendrycks_math_algebra": algebra_rows}
     files: dict[str, dict[str, str]] = {}
@@ -115,7 +115,7 @@ def write_data() -> dict[str, dict[str, str]]:
         rows = makers[task](random.Random(f"whitebox-eval/generation/{task}"), sum(splits.values()))
         files[task], start = {}, 0
         for split, k in splits.items():
-            files[task][split] = write_jsonl(OUT / "data" / task / f"{split}.jsonl", rows[start:start + k])
+            files[task][split] = write_jsonl(out / "data" / task / f"{split}.jsonl", rows[start:start + k])
             start += k
     return files
 
@@ -132,6 +132,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir")
     ap.add_argument("--project-python", default=os.environ.get("WHITEBOX_PYTHON", str(REPO / ".venv" / "bin" / "python")))
+    ap.add_argument("--out", type=Path, default=OUT, help="folder written (default: %(default)s)")
+    ap.add_argument("--limit", type=int, default=None, help="lm-eval's --limit: the first N documents of each task")
     args = ap.parse_args()
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -140,11 +142,11 @@ def main() -> None:
 
     model_dir = args.model_dir or find_model_dir(args.project_python)
     model_args = {"pretrained": model_dir, "dtype": "float32"}
-    files = write_data()
+    files = write_data(args.out)
     tm = TaskManager(metadata=dict(model_args))
     tasks = [build_task(tm, t, overrides(files[t])) for t in TASKS]
     res = lm_eval.simple_evaluate(model="hf", model_args=dict(model_args), tasks=tasks, batch_size=1, device="cpu",
-                                  log_samples=True, task_manager=tm)
+                                  log_samples=True, task_manager=tm, limit=args.limit)
     out = {"header": {"lm_eval_version": getattr(lm_eval, "__version__", "0.4.13"),
                       "model": "smollm2-135m (dequantized GGUF, float32, cpu)", "batch_size": 1,
                       "fewshot_random_seed": 1234, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -163,7 +165,7 @@ def main() -> None:
         out["tasks"][t] = {"n_shot": res["n-shot"][t], "results": res["results"][t],
                            "docs": [by_doc[k] for k in sorted(by_doc)]}
         print(t, {k: v for k, v in res["results"][t].items() if "stderr" not in k}, flush=True)
-    path = OUT / "lm_eval_generation.json"
+    path = args.out / "lm_eval_generation.json"
     path.write_text(json.dumps(sanitize(out, {model_dir: MODEL_PLACEHOLDER}), indent=1, ensure_ascii=False) + "\n",
                     encoding="utf-8")
     print(f"wrote {path} ({path.stat().st_size} bytes)")

@@ -94,12 +94,14 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma list of settings (default: every scored one)")
     ap.add_argument("--limit", type=int, default=None, help="first N items of each setting (lm-eval's first N too)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "lm_eval_whole_files.md")
+    ap.add_argument("--fixture", type=Path, default=FIXTURE, help="lm-eval's side (default: %(default)s)")
+    ap.add_argument("--model", default="smollm2-135m", help="the model lm-eval ran (default: %(default)s)")
     args = ap.parse_args()
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
     from whitebox_eval.models import load_model
 
-    fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    loaded = load_model("smollm2-135m", dtype="float32")
+    fixture = json.loads(args.fixture.read_text(encoding="utf-8"))
+    loaded = load_model(args.model, dtype="float32")
     kept = args.out.with_suffix(".json")  # every setting's last row, so settings can be run one at a time
     rows_by_key = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else {}
     for key, (name, shots) in SETTINGS.items():
@@ -118,7 +120,7 @@ def main() -> None:
                 task = (f"mmlu={args.datasets / 'mmlu' / 'test' / (lm_task[len('mmlu_'):] + '_test.csv')}"
                         if name == "mmlu" else task_for(name, shots, args.datasets, Path(tmp)))
                 # one item per cloze chunk (batch 2): its choices share the whole context, computed once
-                cfg = MCQAConfig(model="smollm2-135m", task=task, prompt="lm-eval", shots=shots, limit=limit,
+                cfg = MCQAConfig(model=args.model, task=task, prompt="lm-eval", shots=shots, limit=limit,
                                  methods=("baseline",) if name == "mmlu" else ("cloze",), uncertainty=False,
                                  batch_size=8 if name == "mmlu" else 2)
                 folder = run_mcqa(cfg, Path(tmp) / "runs", run_id=lm_task, loaded=loaded, show_progress=True)

@@ -12,6 +12,7 @@ and on the 8 kept heads, not on the weights; with SmolLM2's 30 layers the lens a
 numbers per item (about 0.2 MB per 1,000 items) and the two head grids 2 x 270 cells.
 
     python benchmarks/report_size.py --data ../shared/datasets --out benchmarks/results/report_size.md
+    python benchmarks/report_size.py --items 12 --gar-tasks generation --gar-limit 1 --work /tmp/rs   # a small check
 """
 
 from __future__ import annotations
@@ -87,14 +88,20 @@ def main() -> None:
     ap.add_argument("--data", default="../shared/datasets", help="folder holding mmlu/{test,dev}/*.csv and arc/")
     ap.add_argument("--work", default="/tmp/report_size", help="where the runs and pages go")
     ap.add_argument("--out", default=None, help="write the table here (markdown) as well as printing it")
+    ap.add_argument("--items", type=int, default=1000, help="questions in the mcqa run (default: %(default)s)")
+    ap.add_argument("--gar-tasks", default="all", help="the GAR run's --tasks (default: %(default)s)")
+    ap.add_argument("--gar-limit", type=int, default=2, help="examples per GAR task (default: %(default)s)")
+    ap.add_argument("--tokenizer", default="smollm2-135m",
+                    help="model whose tokenizer the random llamas get (default: %(default)s)")
     args = ap.parse_args()
     from whitebox_eval.gar.intervene_study import GARInterveneConfig, run_gar_intervene
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
 
     work = Path(args.work)
-    tokenizer = load_model("smollm2-135m").tokenizer
+    tokenizer = load_model(args.tokenizer).tokenizer
     rows = []
-    items = mmlu_style_file(Path(args.data), work / "mmlu_style_1000.jsonl")
+    n = args.items
+    items = mmlu_style_file(Path(args.data), work / f"mmlu_style_{n}.jsonl", n)
     made: dict[str, float | None] = {}
 
     def made_once(run_id: str, make) -> Path:
@@ -107,13 +114,15 @@ def main() -> None:
         made[run_id] = round(time.perf_counter() - t0, 1)
         return path
 
-    mcqa = made_once("mmlu-1000", lambda: run_mcqa(
-        MCQAConfig(model="random-4x9", task=f"mcq={items}", limit=1000, methods=("baseline", "qk", "attention", "lens"),
-                   batch_size=16),
-        work, run_id="mmlu-1000", loaded=random_llama(tokenizer, 4, 9, 3, 4, 36), show_progress=False))
-    gar = made_once("gar-all-2", lambda: run_gar_intervene(
-        GARInterveneConfig(model="random-2-layer", tasks="all", limit=2, heads="1.0,1.1", batch_size=16),
-        work, run_id="gar-all-2", loaded=random_llama(tokenizer, 2, 4, 2, 8, 32), show_progress=False))
+    mcqa = made_once(f"mmlu-{n}", lambda: run_mcqa(
+        MCQAConfig(model="random-4x9", task=f"mcq={items}", limit=n, methods=("baseline", "qk", "attention", "lens"),
+                   batch_size=16, min_val_items=min(50, n // 4)),  # 50 (the default) from 200 items on
+        work, run_id=f"mmlu-{n}", loaded=random_llama(tokenizer, 4, 9, 3, 4, 36), show_progress=False))
+    gar_id = f"gar-{args.gar_tasks.replace(',', '+')}-{args.gar_limit}"
+    gar = made_once(gar_id, lambda: run_gar_intervene(
+        GARInterveneConfig(model="random-2-layer", tasks=args.gar_tasks, limit=args.gar_limit, heads="1.0,1.1",
+                           batch_size=16),
+        work, run_id=gar_id, loaded=random_llama(tokenizer, 2, 4, 2, 8, 32), show_progress=False))
     for run in (mcqa, gar):
         rows.append({**measure(run, work), "run_made_s": made[run.name]})
     lines = ["| run | sample lines | report.html | build | --static | build | run folder (no parts) | samples.jsonl | attention_rows.npy |",

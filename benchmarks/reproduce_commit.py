@@ -7,6 +7,7 @@ and ``config.yaml`` into ``benchmarks/results/reproduce_quick/`` (``runs/<child>
 its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``. A child the
 reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is recomputed.
 It prints the README's verdict table (one row per claim, one column per model).
+``--dest`` and ``--md`` write elsewhere (a check that leaves the committed files alone).
 """
 
 from __future__ import annotations
@@ -18,18 +19,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results" / "reproduce_quick"
+MARKDOWN = ROOT / "benchmarks" / "results" / "reproduce_all_quick.md"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path, help="a reproduction folder (holds claims.json and runs/)")
+    ap.add_argument("--dest", type=Path, default=DEST, help="folder to write (default: %(default)s)")
+    ap.add_argument("--md", type=Path, default=MARKDOWN, help="where reproduction.md goes (default: %(default)s)")
     args = ap.parse_args()
-    folder = args.folder
+    folder, dest = args.folder, args.dest
     content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
-    if DEST.exists():
-        shutil.rmtree(DEST)
-    (DEST / "runs").mkdir(parents=True)
-    shutil.copy(folder / "claims.json", DEST / "claims.json")
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "runs").mkdir(parents=True)
+    shutil.copy(folder / "claims.json", dest / "claims.json")
     runs = sorted({r["run"] for p in content["papers"] for r in p["runs"]})
     missing = []
     for run in runs:
@@ -37,13 +41,13 @@ def main() -> None:
         if not (src / "results.json").is_file():
             missing.append(run)
             continue
-        (DEST / "runs" / run).mkdir()
+        (dest / "runs" / run).mkdir()
         for name in ("results.json", "config.yaml"):
             if (src / name).is_file():
-                shutil.copy(src / name, DEST / "runs" / run / name)
-    (DEST / "missing.txt").write_text("".join(f"{r}\n" for r in missing), encoding="utf-8")
-    shutil.copy(folder / "reproduction.md", ROOT / "benchmarks" / "results" / "reproduce_all_quick.md")
-    print(f"{len(runs) - len(missing)} child runs copied to {DEST}, {len(missing)} missing")
+                shutil.copy(src / name, dest / "runs" / run / name)
+    (dest / "missing.txt").write_text("".join(f"{r}\n" for r in missing), encoding="utf-8")
+    shutil.copy(folder / "reproduction.md", args.md)
+    print(f"{len(runs) - len(missing)} child runs copied to {dest}, {len(missing)} missing")
     print(readme_table(content))
 
 

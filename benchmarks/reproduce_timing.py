@@ -2,6 +2,7 @@
 
     python benchmarks/reproduce_timing.py --data-root ../shared/datasets            # run, then write
     python benchmarks/reproduce_timing.py --from runs/reproduce-all-quick            # a finished folder
+    python benchmarks/reproduce_timing.py --paper 003 --scale micro --model MODEL_DIR --out /tmp/t   # small
 
 Runs (or resumes) the reproduction in this process while a thread samples the machine's
 load average, then writes ``benchmarks/results/reproduce_timing.md`` and ``.json``: wall
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 from whitebox_eval import suites
-from whitebox_eval.reproduce import costs
+from whitebox_eval.reproduce import costs, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +83,10 @@ def summarize(folder: Path, load: list[float], wall: float | None) -> dict:
         for c in p["claims"]:
             verdicts.setdefault(f"{p['number']} {c['model']}", {}).setdefault(c["verdict"], 0)
             verdicts[f"{p['number']} {c['model']}"][c["verdict"]] += 1
-    return {"folder": str(folder), "scale": plan["scale"], "models": plan["models"], "wall_seconds": wall,
+    papers = plan.get("papers") or sorted(spec.papers())
+    every = sorted(spec.papers()) == sorted(papers)
+    return {"folder": str(folder), "papers": "all" if every else " ".join(papers), "scale": plan["scale"],
+            "models": plan["models"], "wall_seconds": wall,
             "children": children, "per_paper_model_seconds": per_paper,
             "seconds_per_unit": {f"{s} | {m}": statistics.median(v) for (s, m), v in sorted(per_suite.items())},
             "verdicts": verdicts, "load_average": {"samples": len(load), "mean": statistics.mean(load) if load else None,
@@ -92,7 +96,7 @@ def summarize(folder: Path, load: list[float], wall: float | None) -> dict:
 
 def markdown(s: dict) -> str:
     models = s["models"]
-    lines = ["# `whitebox-eval reproduce all` at the quick scale: time per paper and model", "",
+    lines = [f"# `whitebox-eval reproduce {s['papers']}` at the {s['scale']} scale: time per paper and model", "",
              f"Folder `{s['folder']}`; {s['machine']['cpus']} CPU cores ({s['machine']['platform']}).", ""]
     load = s["load_average"]
     if load["mean"] is not None:
@@ -129,6 +133,8 @@ def main() -> None:
     ap.add_argument("--output", default="runs")
     ap.add_argument("--run-id", default="reproduce-all-quick")
     ap.add_argument("--model", action="append", default=[], help="repeatable; default both bundled models")
+    ap.add_argument("--paper", default="all", help="as whitebox-eval reproduce PAPERS (default: %(default)s)")
+    ap.add_argument("--scale", default="quick", help="as whitebox-eval reproduce --scale (default: %(default)s)")
     ap.add_argument("--load-log", default=None,
                     help="with --from: a file of load samples written during the run (lines '<time> <loadavg 1 5 15 ...>')")
     ap.add_argument("--wall", type=float, default=None, help="with --from: the run's wall seconds, if measured outside")
@@ -149,8 +155,8 @@ def main() -> None:
         sampler.start()
         start = time.monotonic()
         folder = Path(a.output) / a.run_id
-        r = studies.reproduce("all", a.output, run_id=a.run_id, resume=folder.exists(), models=a.model,
-                              data_root=a.data_root)
+        r = studies.reproduce(a.paper, a.output, run_id=a.run_id, resume=folder.exists(), models=a.model,
+                              scale=a.scale, data_root=a.data_root)
         wall = time.monotonic() - start
         load = sampler.stop()
         folder = r.folder

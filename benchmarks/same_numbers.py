@@ -11,6 +11,7 @@ version fields), samples.jsonl, config.yaml's study keys and every array are equ
     python benchmarks/same_numbers.py compare /tmp/same/before /tmp/same/after
 
     python benchmarks/same_numbers.py record --out DIR --only mcqa_ssd,gar_evaluate
+    python benchmarks/same_numbers.py record --out DIR --only mcqa_ssd --model MODEL_DIR   # another model
 
 Studies (each a few minutes or less on 2 CPU cores): mcqa on SSD with every method
 (ablation and cloze included), mcqa MMLU 5-shot ``--prompt lm-eval`` on the shared
@@ -43,44 +44,46 @@ def shared_datasets() -> Path | None:
     return next((p for p in candidates if p.is_dir()), None)
 
 
-def studies(data: Path | None) -> dict[str, list[str] | str]:
+def studies(data: Path | None, model: str = MODEL) -> dict[str, list[str] | str]:
     """name -> CLI arguments (a string: why the study cannot run here)."""
     s: dict[str, list[str] | str] = {
-        "mcqa_ssd": ["mcqa", "--model", MODEL, "--task", "ssd", "--limit", "48", "--min-val-items", "16",
+        "mcqa_ssd": ["mcqa", "--model", model, "--task", "ssd", "--limit", "48", "--min-val-items", "16",
                      "--methods", "baseline,qk,attention,lens,pride,pa,ablation,cloze", "--ablation-k", "2",
                      "--ablation-draws", "2", "--batch-size", "8"],
-        "formats_arith": ["formats", "--model", MODEL, "--task", "arithmetic", "--limit", "12", "--shots", "5",
+        "formats_arith": ["formats", "--model", model, "--task", "arithmetic", "--limit", "12", "--shots", "5",
                           "--n-samples", "3", "--max-new-tokens", "8", "--batch-size", "4"],
-        "mui_arith": ["mui", "--model", MODEL, "--task", "arithmetic-gen", "--limit", "8", "--max-new-tokens", "16",
+        "mui_arith": ["mui", "--model", model, "--task", "arithmetic-gen", "--limit", "8", "--max-new-tokens", "16",
                       "--batch-size", "4"],
-        "mui_masking": ["mui", "masking", "--model", MODEL, "--source-task", "arithmetic-gen", "--eval-task", "ssd",
+        "mui_masking": ["mui", "masking", "--model", model, "--source-task", "arithmetic-gen", "--eval-task", "ssd",
                         "--ks", "1,4", "--limit", "6", "--random-draws", "2", "--max-new-tokens", "12",
                         "--batch-size", "4"],
-        "gar_evaluate": ["gar", "--model", MODEL, "--tasks", "all", "--limit", "2", "--batch-size", "8"],
-        "gar_intervene": ["gar", "--mode", "intervene", "--model", MODEL, "--tasks", "generation", "--limit", "2",
+        "gar_evaluate": ["gar", "--model", model, "--tasks", "all", "--limit", "2", "--batch-size", "8"],
+        "gar_intervene": ["gar", "--mode", "intervene", "--model", model, "--tasks", "generation", "--limit", "2",
                           "--heads", "20.3,14.1", "--pattern", "V->E", "--batch-size", "8"],
-        "gar_truth": ["gar", "--mode", "truth-heads", "--model", MODEL, "--limit", "4", "--steps", "2",
+        "gar_truth": ["gar", "--mode", "truth-heads", "--model", model, "--limit", "4", "--steps", "2",
                       "--candidates", "6", "--n-true", "2", "--n-false", "2", "--random-draws", "2",
                       "--batch-size", "8"],
-        "span_reinforce": ["span", "--model", MODEL, "--task", "string_reversal", "--split", "both", "--limit", "8",
+        "span_reinforce": ["span", "--model", model, "--task", "string_reversal", "--split", "both", "--limit", "8",
                            "--reinforce", "--key-samples", "4", "--select-limit", "4", "--heads", "2",
                            "--values", "0.3", "--random-draws", "2", "--batch-size", "4"],
     }
     if data is None:
         s["mcqa_mmlu_lmeval"] = "no shared datasets folder (set WHITEBOX_SHARED_DATASETS)"
     else:
-        s["mcqa_mmlu_lmeval"] = ["mcqa", "--model", MODEL, "--task", f"mmlu={data / 'mmlu' / 'test'}",
+        s["mcqa_mmlu_lmeval"] = ["mcqa", "--model", model, "--task", f"mmlu={data / 'mmlu' / 'test'}",
                                  "--prompt", "lm-eval", "--shots", "5", "--demos-from", str(data / "mmlu" / "dev"),
                                  "--limit", "40", "--min-val-items", "10", "--methods", "baseline,qk,attention,lens",
                                  "--batch-size", "8"]
     return s
 
 
-def record(out: Path, only: set[str] | None) -> None:
+def record(out: Path, only: set[str] | None, model: str = MODEL) -> int:
+    """Runs the studies into ``out``; returns how many failed."""
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WHITEBOX_PROGRESS": "off"}
     timings = {}
-    for name, args in studies(shared_datasets()).items():
+    failed = 0
+    for name, args in studies(shared_datasets(), model).items():
         if only and name not in only:
             continue
         if isinstance(args, str):
@@ -93,8 +96,10 @@ def record(out: Path, only: set[str] | None) -> None:
         (out / f"{name}.stdout").write_text(proc.stdout + "\n--- stderr\n" + proc.stderr)
         print(f"{name}: exit {proc.returncode} in {timings[name]} s")
         if proc.returncode != 0:
+            failed += 1
             print(proc.stderr[-2000:])
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
+    return failed
 
 
 VOLATILE = {"date", "git", "git_commit", "git_hash", "versions", "created", "finished", "start_time", "end_time",
@@ -177,12 +182,13 @@ def main() -> None:
     r = sub.add_parser("record")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--only", default="", help="comma list of study names")
+    r.add_argument("--model", default=MODEL, help="the model of every study (default: %(default)s)")
     c = sub.add_parser("compare")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
     args = ap.parse_args()
     if args.what == "record":
-        record(args.out, set(filter(None, args.only.split(","))) or None)
+        sys.exit(1 if record(args.out, set(filter(None, args.only.split(","))) or None, args.model) else 0)
     else:
         sys.exit(1 if compare(args.before, args.after) else 0)
 
