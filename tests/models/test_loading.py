@@ -68,7 +68,7 @@ def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
 def test_hub_id_offline_names_the_offline_alternatives(monkeypatch):
     from whitebox_eval.models import loading
 
-    monkeypatch.setattr(loading, "_hub_unreachable_reason", lambda: "no network here")
+    monkeypatch.setattr(loading, "hub_unreachable_reason", lambda: "no network here")
     with pytest.raises(WhiteboxError, match="smollm2-135m"):
         load_model("someorg/some-model")
 

@@ -101,7 +101,7 @@ def test_models_root_by_folder_name_and_by_mapping_file(tmp_path):
 def test_a_hub_id_without_a_local_folder_names_the_fix(monkeypatch):
     import whitebox_eval.models.loading as loading
 
-    monkeypatch.setattr(loading, "_hub_unreachable_reason", lambda: "offline")
+    monkeypatch.setattr(loading, "hub_unreachable_reason", lambda: "offline")
     why = prechecks.model_problem("org/absent-model")
     assert "--models-root DIR holding DIR/org--absent-model" in why
     why = prechecks.model_problem("allenai/OLMo-2-1124-7B@stage1-step122000-tokens512B")

@@ -289,7 +289,7 @@ def _cached_gguf(gguf: Path) -> str:
     return str(target)
 
 
-def _hub_unreachable_reason() -> str | None:
+def hub_unreachable_reason() -> str | None:
     """Why the hub cannot be used right now (offline mode or no DNS), or None.
 
     Checked before loading so an offline user gets the error at once instead of
@@ -372,7 +372,7 @@ def load_model(
             torch.cuda.set_device(where)  # this rank's GPU is the current one (kernels, caches, memory stats)
         device_map = {"": str(where)}
     is_hub = not Path(source).exists()
-    if is_hub and (reason := _hub_unreachable_reason()):
+    if is_hub and (reason := hub_unreachable_reason()):
         raise WhiteboxError(
             f"{spec!r} is not a bundled name or a local path, and the Hugging Face hub is unavailable: {reason}. "
             f"Offline, use a bundled model ({', '.join(BUNDLED)}), a local model folder, or a .gguf file."

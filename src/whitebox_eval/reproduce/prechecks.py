@@ -43,7 +43,7 @@ def model_problem(spec: str) -> str | None:
         folder = hub_id.replace("/", "--") + "@" + revision
         return (f"checkpoint {revision} of {hub_id} loads from a local folder only: download it (huggingface-cli "
                 f"download {hub_id} --revision {revision} --local-dir DIR/{folder}) and give --models-root DIR")
-    from whitebox_eval.models.loading import _hub_unreachable_reason, resolve_source
+    from whitebox_eval.models.loading import hub_unreachable_reason, resolve_source
 
     try:
         source, _ = resolve_source(spec)  # a missing path, a folder without config.json or weights
@@ -51,7 +51,7 @@ def model_problem(spec: str) -> str | None:
             from transformers import AutoConfig
 
             AutoConfig.from_pretrained(source)  # a config.json that does not load
-        elif reason := _hub_unreachable_reason():  # a hub id (load_model's own first check)
+        elif reason := hub_unreachable_reason():  # a hub id (load_model's own first check)
             return (f"not a bundled name or a local path, and the Hugging Face hub is unavailable ({reason}); "
                     f"give --models-root DIR holding DIR/{spec.replace('/', '--')} (or a DIR/models.yaml naming "
                     "its folder)")
