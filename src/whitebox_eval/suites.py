@@ -176,6 +176,8 @@ def _masking_work(cfg, mode: str) -> tuple[int, float]:
 def _span_work(cfg, mode: str) -> tuple[int, float]:
     splits = 2 if cfg.split == "both" else 1
     units = cfg.limit * splits
+    if cfg.finetune_examples:  # a training step ~ 3 forwards per example (a cached training costs none)
+        units += cfg.limit * splits + 3 * cfg.finetune_examples * cfg.finetune.epochs
     if cfg.reinforce:
         units += cfg.key_samples + cfg.select_limit * (len(cfg.heads) * len(cfg.values) + 1)
         units += cfg.limit * (2 + cfg.random_draws)
