@@ -24,9 +24,18 @@ import torch
 from whitebox_eval.attentionspan.tokenization import TokenizedExample
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs import progress
-from whitebox_eval.models.training import MasterWeights, RowBatch, adamw, row_batch, row_loss
+from whitebox_eval.models.training import (
+    WEIGHTS_FILE,
+    MasterWeights,
+    RowBatch,
+    adamw,
+    load_weights,
+    row_batch,
+    row_loss,
+    save_weights,
+)
 
-CHECKPOINT_WEIGHTS = "model.safetensors"
+CHECKPOINT_WEIGHTS = WEIGHTS_FILE
 
 
 @dataclass
@@ -96,39 +105,12 @@ class FinetuneResult:
 
 def save_checkpoint(lm, path: str | Path) -> Path:
     """Write ``lm``'s model (safetensors) and tokenizer as a loadable HF folder."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    lm.model.save_pretrained(path, safe_serialization=True)
-    tok = getattr(lm, "tokenizer", None)
-    if tok is not None and hasattr(tok, "save_pretrained"):
-        tok.save_pretrained(path)
-    return path
+    return save_weights(lm, path)
 
 
 def load_checkpoint_weights(lm, path: str | Path) -> None:
-    """Load weights written by :func:`save_checkpoint` into ``lm.model`` in place.
-
-    Weights tied to the input embeddings (the unembedding of tied models) may be
-    absent from the file; any other missing or unexpected key is an error.
-    """
-    from safetensors.torch import load_file
-
-    file = Path(path) / CHECKPOINT_WEIGHTS
-    if not file.is_file():
-        raise WhiteboxError(f"no checkpoint weights at {file}; fine-tune again or give the "
-                            "folder that save_checkpoint wrote")
-    from whitebox_eval.models.loading import check_safetensors
-
-    check_safetensors(file)
-    state = load_file(str(file), device=str(next(lm.model.parameters()).device))
-    missing, unexpected = lm.model.load_state_dict(state, strict=False)
-    tied = {k for k in missing if k.endswith("lm_head.weight")} if getattr(
-        lm.model.config, "tie_word_embeddings", False) else set()
-    if unexpected or set(missing) - tied:
-        raise WhiteboxError(f"checkpoint {file} does not fit this model: missing "
-                            f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
-    if tied:
-        lm.model.tie_weights()
+    """Load weights written by :func:`save_checkpoint` into ``lm.model`` in place."""
+    load_weights(lm.model, path)
 
 
 def _adamw(params, cfg: FinetuneConfig) -> torch.optim.Optimizer:

@@ -28,6 +28,7 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.loading import _exclusive, cache_root
 
+WEIGHTS_FILE = "model.safetensors"
 KEY_FILE = "key.json"
 INFO_FILE = "info.json"
 #: trainings run in this process (a test reads it to see that a second call trained nothing)
@@ -153,6 +154,41 @@ def kept_weights(model) -> Iterator[None]:
         with torch.no_grad():
             model.load_state_dict(saved)
         model.eval()
+
+
+def save_weights(lm, path: str | Path) -> Path:
+    """Write ``lm``'s model (safetensors) and tokenizer as a Hugging Face folder that
+    ``load_model(path)`` loads again."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    lm.model.save_pretrained(path, safe_serialization=True)
+    tok = getattr(lm, "tokenizer", None)
+    if tok is not None and hasattr(tok, "save_pretrained"):
+        tok.save_pretrained(path)
+    return path
+
+
+def load_weights(model, path: str | Path) -> None:
+    """Load weights written by :func:`save_weights` into ``model`` in place. Weights tied to
+    the input embeddings (the unembedding of tied models) may be absent from the file; any
+    other missing or unexpected key is an error."""
+    from safetensors.torch import load_file
+
+    from whitebox_eval.models.loading import check_safetensors
+
+    file = Path(path) / WEIGHTS_FILE
+    if not file.is_file():
+        raise WhiteboxError(f"no checkpoint weights at {file}; fine-tune again or give the folder save_weights wrote")
+    check_safetensors(file)
+    state = load_file(str(file), device=str(next(model.parameters()).device))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {k for k in missing if k.endswith("lm_head.weight")} if getattr(
+        model.config, "tie_word_embeddings", False) else set()
+    if unexpected or set(missing) - tied:
+        raise WhiteboxError(f"weights {file} do not fit this model: missing "
+                            f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+    if tied:
+        model.tie_weights()
 
 
 # ------------------------------------------------------------------------------- cache

@@ -19,7 +19,7 @@ BASIS = "on 2 CPU cores, from per-item costs measured there; a GPU is far faster
 #: medians of benchmarks/results/reproduce_timing.md (reproduce all, quick scale, 2026-11-26)
 RATES: dict[str, float] = {
     "mcqa": 0.35, "formats": 0.25, "mui": 0.02, "masking": 0.17, "span": 0.095, "gar": 0.17,
-    "gar truth-heads": 0.04,
+    "gar truth-heads": 0.04, "contamination": 0.02,
 }
 #: the other bundled model's time relative to SmolLM2-135M, measured on the same runs (its
 #: per-paper minutes over SmolLM2's: 1.08; per suite 0.9-1.7)
