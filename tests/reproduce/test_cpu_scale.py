@@ -36,11 +36,6 @@ def cache(tmp_path_factory):
         yield root
 
 
-def _runs(r, paper: str) -> dict[str, dict]:
-    return {run["experiment"] if "experiment" in run else run["run_id"]: run
-            for p in r.content["papers"] if p["number"] == paper for run in p["runs"]}
-
-
 def _claims(r, paper: str) -> dict[str, dict]:
     return {c["id"]: c for p in r.content["papers"] if p["number"] == paper for c in p["claims"]}
 
@@ -73,6 +68,9 @@ def test_003_fine_tunes_then_evaluates_and_a_second_call_reuses_the_weights(tiny
     gap = claims["ood-below-id-string-reversal"]
     if "statistic" in gap:
         assert "finetuned/ood" in gap["statistic"]["source"]
+    table2 = next(t for p in r.content["papers"] for t in p["tables"] if t["id"] == "table2")
+    cells = json.dumps([row["ours"] for row in table2["our_rows"]])
+    assert "stages/finetuned/ood/correct_vs_error" in cells and "stages/base/ood" not in cells
     # another reproduction folder, nothing to copy from: the children run again, the training is reused
     again = studies.reproduce("003", tmp_path / "two", models=[tiny], scale="micro", data_root=str(shared_datasets),
                               show_progress=False)
