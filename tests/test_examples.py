@@ -34,15 +34,17 @@ def test_mcqa_ssd_options(tiny, tmp_path, monkeypatch, capsys):
 
 
 def test_mui_contamination(tiny, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))  # the fine-tuned weights' cache
     run_script(EXAMPLES / "mui_contamination.py", "--model", tiny, "--limit", "4", "--epochs", "1",
-               "--train-batch-size", "2", "--max-new-tokens", "3", "--checkpoint", str(tmp_path / "ckpt"),
-               "--output", str(tmp_path / "runs"), monkeypatch=monkeypatch)
+               "--train-batch-size", "2", "--max-new-tokens", "3", "--output", str(tmp_path / "runs"),
+               monkeypatch=monkeypatch)
     out = capsys.readouterr().out
-    assert "fine-tune:" in out and "results and plot:" in out
-    assert (tmp_path / "ckpt" / "config.json").is_file()
+    assert "fine-tune:" in out and "results:" in out and "step-2" in out
+    assert list((tmp_path / "cache" / "finetuned" / "contamination").glob("*/step-2/config.json"))
 
 
 def test_span_finetune_study(tiny, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))  # the fine-tuned weights' cache
     run_script(EXAMPLES / "span_finetune_study.py", "--model", tiny, "--train", "4", "--limit", "4",
                "--key-samples", "4", "--heads", "1", "--values", "1.0", "--random-draws", "2",
                "--output", str(tmp_path), "--run-id", "ex", monkeypatch=monkeypatch)

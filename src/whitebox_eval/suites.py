@@ -167,6 +167,15 @@ def _mui_work(cfg, mode: str) -> tuple[int, float]:
     return n, n * (4 + int(cfg.max_new_tokens or 64))  # None: the task's own budget
 
 
+def _contamination_work(cfg, mode: str) -> tuple[int, float]:
+    """Its MUI runs (every task at step 0 and each checkpoint), in mui's units, plus training
+    (a step ~ 3 forwards of the batch; a cached training costs none)."""
+    n = int(cfg.limit)
+    points = 2 + len(cfg.checkpoints)
+    per_run = n * (4 + int(cfg.max_new_tokens or 64))
+    return n * len(cfg.tasks), per_run * len(cfg.tasks) * points + 3 * n * cfg.epochs * 16
+
+
 def _masking_work(cfg, mode: str) -> tuple[int, float]:
     n = int(cfg.limit or 32)
     gen = int(cfg.max_new_tokens or 64) if cfg.generate else 1
@@ -176,6 +185,8 @@ def _masking_work(cfg, mode: str) -> tuple[int, float]:
 def _span_work(cfg, mode: str) -> tuple[int, float]:
     splits = 2 if cfg.split == "both" else 1
     units = cfg.limit * splits
+    if cfg.finetune_examples:  # a training step ~ 3 forwards per example (a cached training costs none)
+        units += cfg.limit * splits + 3 * cfg.finetune_examples * cfg.finetune.epochs
     if cfg.reinforce:
         units += cfg.key_samples + cfg.select_limit * (len(cfg.heads) * len(cfg.values) + 1)
         units += cfg.limit * (2 + cfg.random_draws)
@@ -213,6 +224,11 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("masking", "Paper 001's masking validation: key neurons masked vs random ones (mui masking).", None,
           {"study": Mode("whitebox_eval.mui.masking:MaskingConfig", "whitebox_eval.mui.masking:run_masking")},
           _masking_work),
+    Suite("contamination", "Paper 001 sec. 3.4: fine-tune on a task's test items, then (accuracy, MUI) per checkpoint "
+          "in and out of domain (Python and reproduce; examples/mui_contamination.py).", None,
+          {"study": Mode("whitebox_eval.mui.contamination:ContaminationConfig",
+                         "whitebox_eval.mui.contamination:run_contamination")},
+          _contamination_work),
     Suite("span", "AttentionSpan (paper 003): algorithmic tasks with reference attention masks.",
           "whitebox_eval.attentionspan.command:command",
           {"study": Mode("whitebox_eval.attentionspan.study:SpanConfig", "whitebox_eval.attentionspan.study:run_span")},

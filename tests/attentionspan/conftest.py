@@ -86,3 +86,12 @@ def make_tiny_span_lm(tokenizer, seed: int = 0, attn: str = "sdpa"):
 def make_span_lm(char_tokenizer):
     """Factory of fresh tiny models (for tests that train or need eager attention)."""
     return lambda seed=0, attn="sdpa": make_tiny_span_lm(char_tokenizer, seed=seed, attn=attn)
+
+
+@pytest.fixture(autouse=True)
+def _finetune_cache(tmp_path_factory, monkeypatch, request):
+    """Fine-tuned weights of tiny models go to a temporary cache root, not the user's
+    (tests marked slow or integration keep the real cache: the bundled GGUF model lives there)."""
+    if request.node.get_closest_marker("slow") or request.node.get_closest_marker("integration"):
+        return
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path_factory.mktemp("cache")))

@@ -119,13 +119,14 @@ def command(**kw) -> None:
     beside no intervention, N random non-key heads (--random-draws) and the same heads on
     the shifted, wrong reference cell, with McNemar tests:
       whitebox-eval span --task string_reversal --split both --reinforce --heads 5,10 --values 0.3,1
-    Evaluate a fine-tuned checkpoint written by an earlier run:
-      whitebox-eval span --model runs/<run-id>/checkpoints/final --reinforce
+    Evaluate the fine-tuned weights of an earlier run (cached under the cache root,
+    $WHITEBOX_EVAL_CACHE; the run's finetune.json names the folder):
+      whitebox-eval span --model <weights folder from finetune.json> --reinforce
     Shorter tasks for small models or CPUs:
       whitebox-eval span --id-params length=1-6 --ood-params length=7-12
 
     The run folder holds config.yaml, samples.jsonl (one line per example and stage),
-    results.json, arrays/ (rollouts, key-head scores, losses), plots/ and checkpoints/.
+    results.json, arrays/ (rollouts, key-head scores, losses), plots/ and finetune.json.
     """
     task = kw["task"]
     from whitebox_eval.attentionspan.finetune import FinetuneConfig  # torch: imported only to run

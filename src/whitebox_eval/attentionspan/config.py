@@ -3,6 +3,7 @@ fine-tuning and reinforcement settings, and the task instructions."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,15 @@ class SpanConfig:
     batch_size: int = 8
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.finetune, dict):  # from a paper's YAML or config.yaml: App. E's fields by name
+            known = {f.name for f in dataclasses.fields(FinetuneConfig)}
+            unknown = sorted(set(self.finetune) - known)
+            if unknown:
+                raise WhiteboxError(f"unknown fine-tuning setting(s) {', '.join(unknown)}; "
+                                    f"the settings are: {', '.join(sorted(known))}")
+            self.finetune = FinetuneConfig(**{k: tuple(v) if k == "betas" else v for k, v in self.finetune.items()})
 
     def to_dict(self) -> dict:
         return config_dict(self, "span")

@@ -23,8 +23,19 @@ import torch
 
 from whitebox_eval.attentionspan.tokenization import TokenizedExample
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs import progress
+from whitebox_eval.models.training import (
+    WEIGHTS_FILE,
+    MasterWeights,
+    RowBatch,
+    adamw,
+    load_weights,
+    row_batch,
+    row_loss,
+    save_weights,
+)
 
-CHECKPOINT_WEIGHTS = "model.safetensors"
+CHECKPOINT_WEIGHTS = WEIGHTS_FILE
 
 
 @dataclass
@@ -58,66 +69,19 @@ class FinetuneConfig:
             raise WhiteboxError("max_steps must be at least 1 (or None for all epochs)")
 
 
-@dataclass
-class TrainingBatch:
-    """Right-padded inputs with the target rows to score."""
-
-    input_ids: torch.Tensor  # [B, S]
-    attention_mask: torch.Tensor  # [B, S]
-    position_ids: torch.Tensor  # [B, S]
-    rows: torch.Tensor  # [B, P] prediction rows (padded by repeating the last)
-    targets: torch.Tensor  # [B, P] target ids at those rows
-    weights: torch.Tensor  # [B, P] 1 for a real target row, 0 for padding
+TrainingBatch = RowBatch
 
 
-def training_batch(tokenized: Sequence[TokenizedExample], pad_id: int = 0) -> TrainingBatch:
+def training_batch(tokenized: Sequence[TokenizedExample], pad_id: int = 0) -> RowBatch:
     """Right-pad the examples' full sequences and list their target rows (App. E)."""
-    if not tokenized:
-        raise WhiteboxError("a training batch needs at least one example")
-    s = max(t.seq_len for t in tokenized)
-    p = max(len(t.target_positions) for t in tokenized)
-    if p == 0:
-        raise WhiteboxError("the examples have no target tokens to train on")
-    b = len(tokenized)
-    ids = torch.full((b, s), pad_id, dtype=torch.long)
-    mask = torch.zeros((b, s), dtype=torch.long)
-    rows = torch.zeros((b, p), dtype=torch.long)
-    targets = torch.zeros((b, p), dtype=torch.long)
-    weights = torch.zeros((b, p), dtype=torch.float32)
-    for i, t in enumerate(tokenized):
-        n, k = t.seq_len, len(t.target_positions)
-        ids[i, :n] = torch.from_numpy(t.input_ids)
-        mask[i, :n] = 1
-        pr = torch.from_numpy(t.prediction_positions)
-        rows[i, :k], rows[i, k:] = pr, pr[-1]
-        tg = torch.from_numpy(t.target_ids)
-        targets[i, :k], targets[i, k:] = tg, tg[-1]
-        weights[i, :k] = 1.0
-    positions = torch.arange(s).unsqueeze(0).expand(b, -1).clone()
-    return TrainingBatch(ids, mask, positions, rows, targets, weights)
+    return row_batch([(t.input_ids.tolist(), t.prediction_positions.tolist(), t.target_ids.tolist())
+                      for t in tokenized], pad_id)
 
 
-def target_loss(model, batch: TrainingBatch) -> torch.Tensor:
-    """Mean cross-entropy of the target tokens given everything before them (App. E).
-
-    Logits are computed only at the target rows (the hidden states are gathered before
-    the unembedding), which keeps the vocabulary projection small.
-    """
-    device = next(model.parameters()).device
-    out = model.base_model(input_ids=batch.input_ids.to(device),
-                           attention_mask=batch.attention_mask.to(device),
-                           position_ids=batch.position_ids.to(device), use_cache=False)
-    hidden = out.last_hidden_state  # [B, S, D]
-    rows = batch.rows.to(device)
-    picked = hidden.gather(1, rows.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-    logits = model.get_output_embeddings()(picked).float()
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.to(device).flatten(),
-                                            reduction="none").view_as(batch.weights)
-    w = batch.weights.to(device)
-    return (nll * w).sum() / w.sum()
+def target_loss(model, batch: RowBatch) -> torch.Tensor:
+    """Mean cross-entropy of the target tokens given everything before them (App. E);
+    logits only at the target rows (:func:`whitebox_eval.models.training.row_loss`)."""
+    return row_loss(model, batch)
 
 
 @dataclass
@@ -141,94 +105,29 @@ class FinetuneResult:
 
 def save_checkpoint(lm, path: str | Path) -> Path:
     """Write ``lm``'s model (safetensors) and tokenizer as a loadable HF folder."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    lm.model.save_pretrained(path, safe_serialization=True)
-    tok = getattr(lm, "tokenizer", None)
-    if tok is not None and hasattr(tok, "save_pretrained"):
-        tok.save_pretrained(path)
-    return path
+    return save_weights(lm, path)
 
 
 def load_checkpoint_weights(lm, path: str | Path) -> None:
-    """Load weights written by :func:`save_checkpoint` into ``lm.model`` in place.
-
-    Weights tied to the input embeddings (the unembedding of tied models) may be
-    absent from the file; any other missing or unexpected key is an error.
-    """
-    from safetensors.torch import load_file
-
-    file = Path(path) / CHECKPOINT_WEIGHTS
-    if not file.is_file():
-        raise WhiteboxError(f"no checkpoint weights at {file}; fine-tune again or give the "
-                            "folder that save_checkpoint wrote")
-    from whitebox_eval.models.loading import check_safetensors
-
-    check_safetensors(file)
-    state = load_file(str(file), device=str(next(lm.model.parameters()).device))
-    missing, unexpected = lm.model.load_state_dict(state, strict=False)
-    tied = {k for k in missing if k.endswith("lm_head.weight")} if getattr(
-        lm.model.config, "tie_word_embeddings", False) else set()
-    if unexpected or set(missing) - tied:
-        raise WhiteboxError(f"checkpoint {file} does not fit this model: missing "
-                            f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
-    if tied:
-        lm.model.tie_weights()
+    """Load weights written by :func:`save_checkpoint` into ``lm.model`` in place."""
+    load_weights(lm.model, path)
 
 
 def _adamw(params, cfg: FinetuneConfig) -> torch.optim.Optimizer:
-    """AdamW, fused where torch supports it for these parameters (same update, ~8x
-    faster on CPU than the per-tensor loop), else the default implementation."""
-    kw = dict(lr=cfg.learning_rate, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
-    if all(p.dtype in (torch.float32, torch.float16, torch.bfloat16) for p in params):
-        try:
-            return torch.optim.AdamW(params, fused=True, **kw)
-        except (RuntimeError, TypeError, ValueError):
-            pass
-    return torch.optim.AdamW(params, **kw)
-
-
-class MasterWeights:
-    """float32 master copies of a model's bf16/fp16 parameters (mixed-precision training).
-
-    AdamW steps the float32 copies and each step is rounded into the model afterwards: an update
-    far below a bf16 weight's spacing (App. E's lr 5e-6 against weights near 0.1, spacing ~5e-4)
-    accumulates in the copy until it moves the weight, where stepping the bf16 weights directly
-    would round every one of them away. float32 parameters are stepped as they are."""
-
-    HALF = (torch.bfloat16, torch.float16)
-
-    def __init__(self, params: Sequence[torch.Tensor]):
-        self.pairs = [(p, p.detach().float().requires_grad_(True) if p.dtype in self.HALF else p) for p in params]
-
-    @property
-    def params(self) -> list[torch.Tensor]:
-        """What the optimizer steps: the masters (and the float32 parameters themselves)."""
-        return [m for _, m in self.pairs]
-
-    def grads_to_masters(self) -> None:
-        for p, m in self.pairs:
-            if m is not p:
-                m.grad = None if p.grad is None else p.grad.float()
-                p.grad = None
-
-    def masters_to_model(self) -> None:
-        with torch.no_grad():
-            for p, m in self.pairs:
-                if m is not p:
-                    p.copy_(m)
+    return adamw(params, cfg.learning_rate, cfg.betas, cfg.weight_decay)
 
 
 def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None = None, *,
              checkpoint_dir: str | Path | None = None,
-             on_step: Callable[[int, float], None] | None = None) -> FinetuneResult:
+             on_step: Callable[[int, float], None] | None = None,
+             show_progress: bool | None = None) -> FinetuneResult:
     """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E);
     bf16/fp16 weights through float32 master copies (:class:`MasterWeights`).
 
     Examples are shuffled each epoch with ``cfg.seed``; the model is left in eval mode.
     With ``checkpoint_dir`` the final weights go to ``<dir>/final`` (and every
     ``checkpoint_every`` steps to ``<dir>/step-XXXXXX``). ``on_step(step, loss)`` is
-    called after every optimizer step.
+    called after every optimizer step; progress on stderr and run.log (``show_progress``).
     """
     cfg = cfg or FinetuneConfig()
     cfg.check()
@@ -248,10 +147,14 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
     start = time.perf_counter()
     model.train()
     try:
-        for _ in range(cfg.epochs):
+        for epoch in range(cfg.epochs):
             order = list(range(len(train)))
             order_rng.shuffle(order)
-            for i in range(0, len(order), cfg.batch_size):
+            batches = range(0, len(order), cfg.batch_size)
+            if cfg.max_steps is not None:
+                batches = batches[:max(0, cfg.max_steps - step)]
+            for i in progress(batches, desc=f"fine-tuning epoch {epoch + 1}/{cfg.epochs} (steps)",
+                              enabled=show_progress):
                 chunk = [train[j] for j in order[i:i + cfg.batch_size]]
                 loss = target_loss(model, training_batch(chunk, pad))
                 opt.zero_grad(set_to_none=True)

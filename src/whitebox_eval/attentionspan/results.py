@@ -118,6 +118,7 @@ def finalize(folder: RunFolder, cfg: SpanConfig,
                                 "samples; run again with --resume to finish it")
         results["stages"][stage] = _stage_summary(recs, cfg.test)
     phase = "finetuned" if cfg.finetune_examples else "base"
+    results["phase"] = phase  # the stages the headline reads (a paper's claims name them as {phase})
     headline: dict[str, Any] = {}
     for split in cfg.splits:
         recs = by_stage.get(f"{phase}/{split}")
@@ -131,6 +132,9 @@ def finalize(folder: RunFolder, cfg: SpanConfig,
         results["finetune"] = {"steps": int(len(losses)), "loss_first": float(losses[:w].mean()),
                                "loss_last": float(losses[-w:].mean()), **cfg.finetune.to_dict(),
                                "examples": cfg.finetune_examples}
+        record = folder.path / "finetune.json"  # the cache entry the run evaluated (study.FINETUNE_FILE)
+        if record.is_file():
+            results["finetune"]["cache_key"] = json.loads(record.read_text(encoding="utf-8")).get("cache_key")
     if cfg.reinforce:
         _reinforcement_results(folder, cfg, by_stage, results, headline, phase)
     results["headline"] = headline

@@ -6,9 +6,12 @@ Stages, each streamed to ``samples.jsonl`` (one line per example, id
 1. ``base/<split>``: teacher-forced accuracy and partial accuracy (table 1), attention
    rollout and its reference score per target token (sec. 4, App. C), optionally free
    greedy generation, for the ID and/or OOD split (App. F).
-2. With fine-tuning (App. E): train on fresh ID examples (checkpoint in
-   ``checkpoints/final``; a finished checkpoint is reloaded on resume instead of
-   training again), then ``finetuned/<split>``: the same evaluation after training.
+2. With fine-tuning (App. E): train on fresh ID examples, then ``finetuned/<split>``: the
+   same evaluation after training. The weights are cached outside the run
+   (:mod:`whitebox_eval.models.training`: ``<cache>/finetuned/span/...``, keyed by the
+   model, task, ID parameters, training data, fine-tuning settings and seed), so another
+   run with the same training loads them instead of training; ``finetune.json`` names the
+   entry this run used (a resume loads it). A model handed in gets its weights back at the end.
 3. With reinforcement (sec. 5.1, App. G; protocol in
    :mod:`whitebox_eval.attentionspan.protocol`): key heads from ``key_samples`` ID
    examples (``arrays/key_head_scores.npy``); ``select/<setting>``: the top-N key heads
@@ -31,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +63,7 @@ from whitebox_eval.attentionspan.tokenization import TokenizedExample, tokenize_
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.models.training import data_digest, kept_weights, trained, weights_fingerprint
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.folder import ARRAYS_DIR
@@ -78,6 +83,9 @@ from whitebox_eval.attentionspan.results import (
 #: Seed offsets: evaluation, training, key-head, demonstration and selection examples
 #: never share a stream.
 TRAIN_SEED, KEY_SEED, DEMO_SEED, SELECT_SEED = 1_000_000, 2_000_000, 3_000_000, 4_000_000
+#: the run's record of the fine-tuned weights it evaluated (cache folder, key digest, reused?)
+FINETUNE_FILE = "finetune.json"
+LOSSES_FILE = "losses.npy"
 
 #: Free generation under reinforcement goes through this one function (switch here to
 #: a cached implementation; signature ``(engine, tokenized, edits_for) -> list[str]``).
@@ -248,33 +256,58 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
                          show_progress=show_progress)
 
     evaluate("base")
-    if cfg.finetune_examples:
-        ckpt = folder.path / "checkpoints" / "final"
-        trained_here = []
+    # a model handed in (reproduce's children share one) gets its own weights back afterwards
+    with kept_weights(lm.model) if (cfg.finetune_examples and loaded is not None) else nullcontext():
+        if cfg.finetune_examples:
+            _finetuned(folder, lm, cfg, sum(examples.values(), []), show_progress)
+            evaluate("finetuned")
+        if cfg.reinforce:
+            _reinforce(folder, engine, lm, cfg, examples, tokenized["ood"], show_progress)
+        return finalize(folder, cfg, tokenized)
 
-        def train() -> np.ndarray:
-            train = tokenize_all(cfg, lm.tokenizer, training_examples(cfg, sum(examples.values(), [])))
+
+def finetune_key(cfg: SpanConfig, lm: LoadedModel, train: Sequence[TokenizedExample]) -> dict:
+    """What sets the fine-tuned weights (the cache key): the model and its weights, the task,
+    ID parameters and seed, the training sequences as tokenized, the fine-tuning settings."""
+    return {"suite": "span", "model": lm.spec, "weights": weights_fingerprint(lm.model), "dtype": cfg.dtype,
+            "task": cfg.task, "id_params": cfg.id_params, "seed": cfg.seed, "examples": cfg.finetune_examples,
+            "finetune": cfg.finetune.to_dict(),
+            "data": data_digest([[t.input_ids.tolist(), t.prediction_positions.tolist()] for t in train])}
+
+
+def _finetuned(folder: RunFolder, lm: LoadedModel, cfg: SpanConfig, evaluated: Sequence[SpanExample],
+               show_progress: bool | None) -> None:
+    """App. E: fine-tune on fresh ID examples, or load the weights the cache (or this run,
+    on resume) holds for the same training; the losses go to ``arrays/finetune_losses.npy``."""
+    mine = folder.path / FINETUNE_FILE
+    record = json.loads(mine.read_text(encoding="utf-8")) if mine.is_file() else None
+    if record and (Path(record["weights"]) / CHECKPOINT_WEIGHTS).is_file():
+        folder.log(f"loading this run's fine-tuned weights {record['weights']}")
+        load_checkpoint_weights(lm, record["weights"])
+    else:
+        train = tokenize_all(cfg, lm.tokenizer, training_examples(cfg, evaluated))
+
+        def run_training(dest: Path) -> dict:
             folder.log(f"fine-tuning on {len(train)} ID examples ({cfg.finetune})")
 
             def log_step(step: int, loss: float) -> None:
                 if step % 25 == 0:
                     folder.log(f"fine-tuning step {step}: loss {loss:.4f}")
 
-            result = finetune(lm, train, cfg.finetune, checkpoint_dir=folder.path / "checkpoints", on_step=log_step)
-            folder.log(f"fine-tuning done: {result.summary()}")
-            trained_here.append(True)
-            return np.asarray(result.losses)
+            result = finetune(lm, train, cfg.finetune, checkpoint_dir=dest, on_step=log_step,
+                              show_progress=show_progress)
+            np.save(dest / LOSSES_FILE, np.asarray(result.losses))
+            summary = {k: v for k, v in result.summary().items() if k != "checkpoint"}
+            folder.log(f"fine-tuning done: {summary}")
+            return summary
 
-        # the stage is the losses beside the final checkpoint; a resume loads the checkpoint's weights
-        stage(folder.path / ARRAYS_DIR, "finetune_losses", train, kind=NPY,
-              valid=lambda _: (ckpt / CHECKPOINT_WEIGHTS).is_file())
-        if not trained_here:
-            folder.log(f"loading the finished fine-tuning checkpoint {ckpt}")
-            load_checkpoint_weights(lm, ckpt)
-        evaluate("finetuned")
-    if cfg.reinforce:
-        _reinforce(folder, engine, lm, cfg, examples, tokenized["ood"], show_progress)
-    return finalize(folder, cfg, tokenized)
+        entry = trained("span", finetune_key(cfg, lm, train), f"{cfg.model}-{cfg.task}", run_training, log=folder.log)
+        if entry.reused:
+            load_checkpoint_weights(lm, entry.path / "final")
+        record = {"weights": str(entry.path / "final"), "cache_key": entry.digest, "reused": entry.reused}
+        write_atomic(mine, json.dumps(record, indent=1) + "\n")
+    losses = Path(record["weights"]).parent / LOSSES_FILE
+    stage(folder.path / ARRAYS_DIR, "finetune_losses", lambda: np.load(losses), kind=NPY)
 
 
 def _reinforce(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanConfig,

@@ -45,12 +45,25 @@ class Outcome:
         return self._study
 
 
+def _env(plan: Plan) -> dict[str, str]:
+    """The specs' placeholders filled before any child is read: the data paths; ``{phase}``
+    stays for :func:`_child_filled`."""
+    return {**plan.data_env(), "phase": "{phase}"}
+
+
+def _child_filled(spec: Any, results: Mapping[str, Any]) -> Any:
+    """``{phase}`` in a spec: the stages the child's headline reads (a span run fine-tuned first
+    reports ``finetuned/...``, else ``base/...``; results.json ``phase``)."""
+    return fill(spec, {"phase": str(results.get("phase", "base"))})
+
+
 def _cell_from(outcome: Outcome | None, spec: Mapping[str, Any], scale: float) -> dict[str, Any]:
     if outcome is None:
         return {"not_run": "not run at this scale"}
     if outcome.status != "done":
         return {"not_run": outcome.reason or outcome.status, "run": outcome.child.run_id}
     try:
+        spec = _child_filled(spec, outcome.study().results)
         if "flips" in spec:  # a count of answers before / after an edit, from the child's samples
             f = checks.flips(spec["flips"], {}, outcome.study().results, outcome.study().samples, "greater")
             when, answer = spec["count"]
@@ -79,7 +92,7 @@ def _scale(table: Table, spec: Mapping[str, Any]) -> float:
 def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     """One table: its published cells and ours per model (and per column when ours follow
     the published columns)."""
-    data = plan.data_env()
+    data = _env(plan)
     rows = []
     for r in t.rows:
         published = [c if c is None or c == UNREADABLE or t.unit == "text" else float(c) for c in r.published]
@@ -161,13 +174,16 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
     return pre, ctl
 
 
+def _claim_filled(c: Claim, env: Mapping[str, Any]) -> Claim:
+    return dataclasses.replace(c, stat=fill(c.stat, env), arms=fill(c.arms, env),
+                               preconditions=tuple(fill(list(c.preconditions), env)),
+                               controls=tuple(fill(list(c.controls), env)))
+
+
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
     preconditions and controls."""
-    env = plan.data_env()
-    c = dataclasses.replace(c, stat=fill(c.stat, env), arms=fill(c.arms, env),
-                            preconditions=tuple(fill(list(c.preconditions), env)),
-                            controls=tuple(fill(list(c.controls), env)))
+    c = _claim_filled(c, _env(plan))
     out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
                            "direction": c.direction, "published": c.published, "headline": c.headline,
                            "effect_unit": c.effect_unit,
@@ -194,6 +210,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
+            c = _claim_filled(c, {"phase": str(results.get("phase", "base"))})
             stat = _statistic(c, o)
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}

@@ -19,7 +19,7 @@ BASIS = "on 2 CPU cores, from per-item costs measured there; a GPU is far faster
 #: medians of benchmarks/results/reproduce_timing.md (reproduce all, quick scale, 2026-11-26)
 RATES: dict[str, float] = {
     "mcqa": 0.35, "formats": 0.25, "mui": 0.02, "masking": 0.17, "span": 0.095, "gar": 0.17,
-    "gar truth-heads": 0.1,
+    "gar truth-heads": 0.1, "contamination": 0.02,
 }
 # gar truth-heads: 0.04 s per unit was measured while gar.selection capped every task at its first 16
 # examples, so the quick plan's 40 per task ran 16: 0.04 x 40 / 16 = 0.1 s per unit actually run

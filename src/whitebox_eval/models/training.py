@@ -1,0 +1,277 @@
+"""Fine-tuning pieces the suites share: a loss on chosen target rows, AdamW through float32
+master copies, and a cache of trained weights that two runs (or two experiments with the
+same training) share instead of training twice.
+
+The loss is the next-token cross-entropy at given rows only (003 App. E: the target tokens;
+001 App. A.6: the answer after the test prompt), logits computed at those rows alone.
+Trained weights are kept under ``<cache root>/finetuned/<kind>/<label>-<digest>/`` (the
+cache root is ``$WHITEBOX_EVAL_CACHE``, as for dequantised GGUF models), the digest a
+SHA-256 of everything that sets them: the model and its weights' fingerprint, the
+training data and the optimiser settings. A folder is written under a ``.partial`` name
+and renamed into place, with an exclusive lock, so a killed run leaves no half entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.loading import _exclusive, cache_root
+
+WEIGHTS_FILE = "model.safetensors"
+KEY_FILE = "key.json"
+INFO_FILE = "info.json"
+#: trainings run in this process (a test reads it to see that a second call trained nothing)
+TRAINED: list[str] = []
+
+
+# ------------------------------------------------------------------ loss and optimiser
+
+
+@dataclass
+class RowBatch:
+    """Right-padded inputs and the rows whose next token is scored (``weights`` 0 on padding)."""
+
+    input_ids: torch.Tensor  # [B, S]
+    attention_mask: torch.Tensor  # [B, S]
+    position_ids: torch.Tensor  # [B, S]
+    rows: torch.Tensor  # [B, P] prediction rows (padded by repeating the last)
+    targets: torch.Tensor  # [B, P] target ids at those rows
+    weights: torch.Tensor  # [B, P] 1 for a real target row, 0 for padding
+
+
+def row_batch(sequences: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]], pad_id: int = 0) -> RowBatch:
+    """Right-pad ``(input_ids, prediction_rows, target_ids)`` triples (position ids 0..n-1 per
+    sequence, padding masked as keys and never scored, so no query row is fully masked)."""
+    if not sequences:
+        raise WhiteboxError("a training batch needs at least one example")
+    s = max(len(ids) for ids, _, _ in sequences)
+    p = max(len(rows) for _, rows, _ in sequences)
+    if p == 0:
+        raise WhiteboxError("the examples have no target tokens to train on")
+    b = len(sequences)
+    ids_t = torch.full((b, s), pad_id, dtype=torch.long)
+    mask = torch.zeros((b, s), dtype=torch.long)
+    rows_t = torch.zeros((b, p), dtype=torch.long)
+    targets = torch.zeros((b, p), dtype=torch.long)
+    weights = torch.zeros((b, p), dtype=torch.float32)
+    for i, (ids, rows, tgt) in enumerate(sequences):
+        n, k = len(ids), len(rows)
+        if k != len(tgt) or (k and (min(rows) < 0 or max(rows) >= n)):
+            raise WhiteboxError("each prediction row needs one target id, inside its sequence")
+        ids_t[i, :n] = torch.as_tensor(list(ids), dtype=torch.long)
+        mask[i, :n] = 1
+        if k:
+            pr = torch.as_tensor(list(rows), dtype=torch.long)
+            rows_t[i, :k], rows_t[i, k:] = pr, pr[-1]
+            tg = torch.as_tensor(list(tgt), dtype=torch.long)
+            targets[i, :k], targets[i, k:] = tg, tg[-1]
+            weights[i, :k] = 1.0
+    positions = torch.arange(s).unsqueeze(0).expand(b, -1).clone()
+    return RowBatch(ids_t, mask, positions, rows_t, targets, weights)
+
+
+def row_loss(model, batch: RowBatch) -> torch.Tensor:
+    """Mean cross-entropy of the target ids at the batch's rows (the hidden states are gathered
+    before the unembedding, so the vocabulary projection runs on those rows only)."""
+    device = next(model.parameters()).device
+    out = model.base_model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                           position_ids=batch.position_ids.to(device), use_cache=False)
+    hidden = out.last_hidden_state  # [B, S, D]
+    rows = batch.rows.to(device)
+    picked = hidden.gather(1, rows.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+    logits = model.get_output_embeddings()(picked).float()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.to(device).flatten(),
+                                            reduction="none").view_as(batch.weights)
+    w = batch.weights.to(device)
+    return (nll * w).sum() / w.sum()
+
+
+def adamw(params, learning_rate: float, betas: Sequence[float], weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW, fused where torch supports it for these parameters (same update, ~8x faster on
+    CPU than the per-tensor loop), else the default implementation."""
+    kw = dict(lr=learning_rate, betas=tuple(betas), weight_decay=weight_decay)
+    if all(p.dtype in (torch.float32, torch.float16, torch.bfloat16) for p in params):
+        try:
+            return torch.optim.AdamW(params, fused=True, **kw)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.AdamW(params, **kw)
+
+
+class MasterWeights:
+    """float32 master copies of a model's bf16/fp16 parameters (mixed-precision training).
+
+    AdamW steps the float32 copies and each step is rounded into the model afterwards: an update
+    far below a bf16 weight's spacing (003 App. E's lr 5e-6 against weights near 0.1, spacing ~5e-4)
+    accumulates in the copy until it moves the weight, where stepping the bf16 weights directly
+    would round every one of them away. float32 parameters are stepped as they are."""
+
+    HALF = (torch.bfloat16, torch.float16)
+
+    def __init__(self, params: Sequence[torch.Tensor]):
+        self.pairs = [(p, p.detach().float().requires_grad_(True) if p.dtype in self.HALF else p) for p in params]
+
+    @property
+    def params(self) -> list[torch.Tensor]:
+        """What the optimizer steps: the masters (and the float32 parameters themselves)."""
+        return [m for _, m in self.pairs]
+
+    def grads_to_masters(self) -> None:
+        for p, m in self.pairs:
+            if m is not p:
+                m.grad = None if p.grad is None else p.grad.float()
+                p.grad = None
+
+    def masters_to_model(self) -> None:
+        with torch.no_grad():
+            for p, m in self.pairs:
+                if m is not p:
+                    p.copy_(m)
+
+
+@contextmanager
+def kept_weights(model) -> Iterator[None]:
+    """Put ``model``'s weights back as they were when the block ends (a model shared by
+    several studies, e.g. reproduce's children, is trained in place for one of them)."""
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            model.load_state_dict(saved)
+        model.eval()
+
+
+def save_weights(lm, path: str | Path) -> Path:
+    """Write ``lm``'s model (safetensors) and tokenizer as a Hugging Face folder that
+    ``load_model(path)`` loads again."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    lm.model.save_pretrained(path, safe_serialization=True)
+    tok = getattr(lm, "tokenizer", None)
+    if tok is not None and hasattr(tok, "save_pretrained"):
+        tok.save_pretrained(path)
+    return path
+
+
+def load_weights(model, path: str | Path) -> None:
+    """Load weights written by :func:`save_weights` into ``model`` in place. Weights tied to
+    the input embeddings (the unembedding of tied models) may be absent from the file; any
+    other missing or unexpected key is an error."""
+    from safetensors.torch import load_file
+
+    from whitebox_eval.models.loading import check_safetensors
+
+    file = Path(path) / WEIGHTS_FILE
+    if not file.is_file():
+        raise WhiteboxError(f"no checkpoint weights at {file}; fine-tune again or give the folder save_weights wrote")
+    check_safetensors(file)
+    state = load_file(str(file), device=str(next(model.parameters()).device))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {k for k in missing if k.endswith("lm_head.weight")} if getattr(
+        model.config, "tie_word_embeddings", False) else set()
+    if unexpected or set(missing) - tied:
+        raise WhiteboxError(f"weights {file} do not fit this model: missing "
+                            f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+    if tied:
+        model.tie_weights()
+
+
+# ------------------------------------------------------------------------------- cache
+
+
+def weights_fingerprint(model) -> str:
+    """A short digest of every parameter's name, shape, dtype and float64 sum and sum of
+    squares: two models that differ in any weight almost surely differ here."""
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, p in sorted(model.state_dict().items()):
+            x = p.detach().double()
+            h.update(f"{name}|{tuple(p.shape)}|{p.dtype}|{float(x.sum()):.10e}|{float((x * x).sum()):.10e}".encode())
+    return h.hexdigest()[:16]
+
+
+def data_digest(items: Sequence[Any]) -> str:
+    """SHA-256 of training data given as JSON-able items (token ids, texts)."""
+    h = hashlib.sha256()
+    for it in items:
+        h.update(json.dumps(it, sort_keys=True, default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def _digest(key: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")[-48:] or "model"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A cache entry: its folder, whether it was there before this call, and its info."""
+
+    path: Path
+    reused: bool
+    info: dict[str, Any]
+    digest: str
+
+
+def cache_folder(kind: str, key: Mapping[str, Any], label: str) -> Path:
+    """The entry of ``key`` (``kind``: the suite's name for its trainings)."""
+    return cache_root() / "finetuned" / kind / f"{_slug(label)}-{_digest(key)}"
+
+
+def _complete(path: Path) -> bool:
+    return (path / KEY_FILE).is_file() and (path / INFO_FILE).is_file()
+
+
+def trained(kind: str, key: Mapping[str, Any], label: str, train: Callable[[Path], Mapping[str, Any]],
+            log: Callable[[str], None] = lambda line: None) -> Trained:
+    """The cached training of ``key``, trained now by ``train(folder)`` when absent.
+
+    ``train`` writes its checkpoints and files into the folder it is given and returns a
+    JSON-able summary (kept as ``info.json``); nothing it wrote stays if it raises.
+    """
+    target = cache_folder(kind, key, label)
+    digest = target.name.rsplit("-", 1)[-1]
+    if _complete(target):
+        log(f"fine-tuned weights reused from the cache: {target}")
+        return Trained(target, True, json.loads((target / INFO_FILE).read_text(encoding="utf-8")), digest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(target.with_name(target.name + ".lock")):
+        if _complete(target):  # another process finished it while this one waited
+            log(f"fine-tuned weights reused from the cache: {target}")
+            return Trained(target, True, json.loads((target / INFO_FILE).read_text(encoding="utf-8")), digest)
+        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            tmp.mkdir()
+            log(f"fine-tuning (cache entry {target})")
+            info = dict(train(tmp))
+            (tmp / INFO_FILE).write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
+            (tmp / KEY_FILE).write_text(json.dumps(dict(key), indent=1, sort_keys=True, default=str) + "\n",
+                                        encoding="utf-8")
+            if target.exists():
+                shutil.rmtree(target, ignore_errors=True)  # an entry left incomplete by an older version
+            tmp.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    TRAINED.append(str(target))
+    return Trained(target, False, info, digest)

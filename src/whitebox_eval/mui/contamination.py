@@ -1,0 +1,312 @@
+"""Data contamination, simulated (paper 001 sec. 3.4, Table 10, Fig. 8; App. A.6).
+
+A model is fine-tuned on a task's test items ("test samples are concatenated with answers",
+App. A.6): every evaluated item of the contaminated task, prompted exactly as the MUI study
+prompts it, followed by its gold response and the end-of-turn token; the loss is on the
+answer tokens only. Checkpoints are saved along the way; each (and the model before
+training, step 0) is run through the MUI study on the contaminated task and on
+out-of-domain tasks (the paper: GSM8K against ARC and MMLU). Per task and checkpoint:
+accuracy and MUI with their intervals, the change from step 0 by an exact McNemar test on
+the same items (accuracy) and a paired delete-one jackknife (MUI, as ``mui compare``), and
+the direction of sec. 3.3 (:func:`~whitebox_eval.mui.utility_law.classify_direction`),
+also stated only where both changes are significant (``direction_at_alpha``).
+
+The paper expects the contaminated task to gain accuracy and MUI (accumulating, after an
+early coarsening) and the out-of-domain tasks to lose both (collapsing).
+
+The trained weights are cached under the cache root (:mod:`whitebox_eval.models.training`,
+keyed by the model and its weights, the training sequences and the optimiser settings), so
+two runs with the same training train once; each (checkpoint, task) MUI run is a resumable
+run folder inside this run's ``runs/``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from whitebox_eval import stats
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.training import (
+    MasterWeights,
+    adamw,
+    data_digest,
+    kept_weights,
+    load_weights,
+    row_batch,
+    row_loss,
+    save_weights,
+    trained,
+    weights_fingerprint,
+)
+from whitebox_eval.mui.compare import paired_tests
+from whitebox_eval.mui.study import MUIConfig, prepare_task, run_mui, run_point
+from whitebox_eval.mui.utility_law import Direction, classify_direction
+from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
+from whitebox_eval.runs.finished import is_finished
+
+SUB_RUNS = "runs"
+BASE = "step-0"
+
+
+@dataclass
+class ContaminationConfig:
+    """Everything that sets a contamination study's numbers (App. A.6's ranges: lr 7e-5 .. 2e-9,
+    2-4 epochs, batch 4-128; full-parameter AdamW)."""
+
+    model: str = "smollm2-135m"
+    task: str = "arithmetic-gen"
+    """The contaminated task: its ``limit`` evaluated test items are trained on."""
+    ood_tasks: tuple[str, ...] = ("ssd",)
+    limit: int = 48
+    epochs: int = 3
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.0
+    train_batch_size: int = 4
+    checkpoints: tuple[int, ...] = ()
+    """Optimizer steps at which a checkpoint is also evaluated (the final one always is)."""
+    max_new_tokens: int | None = None
+    mui: dict[str, Any] = field(default_factory=dict)
+    """Further MUI study settings for every evaluation (score, threshold, shots, chat, ...)."""
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def __post_init__(self) -> None:
+        self.ood_tasks = tuple(self.ood_tasks)
+        self.checkpoints = tuple(int(s) for s in self.checkpoints)
+
+    def check(self) -> None:
+        if self.limit is None or self.limit < 2:
+            raise WhiteboxError("contamination needs limit >= 2 items (paired tests on the same items)")
+        if self.epochs < 1 or self.train_batch_size < 1:
+            raise WhiteboxError("epochs and train_batch_size must be at least 1")
+        if self.learning_rate <= 0:
+            raise WhiteboxError(f"learning rate must be positive; got {self.learning_rate}")
+        if any(s < 1 for s in self.checkpoints):
+            raise WhiteboxError("checkpoint steps must be >= 1 (step 0 is the model before training)")
+        reserved = {"model", "task", "limit", "seed", "batch_size", "dtype", "max_new_tokens"} & set(self.mui)
+        if reserved:
+            raise WhiteboxError(f"set {', '.join(sorted(reserved))} on the contamination study itself, not in mui")
+        if not self.ood_tasks:
+            raise WhiteboxError("give at least one out-of-domain task (ood_tasks)")
+
+    def to_dict(self) -> dict:
+        return config_dict(self, "contamination")
+
+    def mui_config(self, model: str, task: str) -> MUIConfig:
+        """The MUI study every checkpoint runs on ``task``."""
+        return MUIConfig(model=model, task=task, limit=self.limit, seed=self.seed, batch_size=self.batch_size,
+                         dtype=self.dtype, max_new_tokens=self.max_new_tokens, **self.mui)
+
+    @property
+    def tasks(self) -> list[str]:
+        return [self.task, *self.ood_tasks]
+
+
+def task_label(task: str) -> str:
+    """A task's short name in result keys (``gsm8k`` for ``gsm8k=path/test.jsonl``)."""
+    return MUIConfig(task=task).spec.name
+
+
+def training_sequences(cfg: ContaminationConfig, lm) -> list[tuple[list[int], list[int], list[int]]]:
+    """Each evaluated item of the contaminated task as prompted, then its gold response and the
+    end-of-turn token: ``(ids, prediction rows, answer ids)`` for :func:`row_batch`."""
+    tok = lm.tokenizer
+    prepared = prepare_task(cfg.mui_config(cfg.model, cfg.task), tok)
+    eos = lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+    out = []
+    for it in prepared.items:
+        prompt = list(prepared.prompt(it, tok))
+        text = it.gold_response.strip() if prepared.fmt.chat else it.gold_response
+        answer = list(tok(text, add_special_tokens=False)["input_ids"]) + ([int(eos)] if eos is not None else [])
+        if not answer:
+            raise WhiteboxError(f"item {it.id} of {cfg.task} has no gold response to train on")
+        ids = prompt + answer
+        out.append((ids, list(range(len(prompt) - 1, len(ids) - 1)), answer))
+    return out
+
+
+def _train(lm, seqs, cfg: ContaminationConfig, dest: Path, show_progress: bool | None, log) -> dict:
+    """Full-parameter AdamW on the answer tokens; weights saved at ``cfg.checkpoints`` and at the end."""
+    model = lm.model
+    torch.manual_seed(cfg.seed)
+    masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
+    opt = adamw(masters.params, cfg.learning_rate, (0.9, 0.999), cfg.weight_decay)
+    rng = random.Random(f"mui/contamination/{cfg.seed}")
+    steps_per_epoch = -(-len(seqs) // cfg.train_batch_size)
+    total = steps_per_epoch * cfg.epochs
+    saves = sorted({s for s in cfg.checkpoints if s < total} | {total})
+    losses: list[float] = []
+    start = time.perf_counter()
+    model.train()
+    try:
+        for step in progress(range(1, total + 1), desc="contamination fine-tuning (steps)", enabled=show_progress):
+            if (step - 1) % steps_per_epoch == 0:
+                order = list(range(len(seqs)))
+                rng.shuffle(order)
+            i = (step - 1) % steps_per_epoch * cfg.train_batch_size
+            loss = row_loss(model, row_batch([seqs[j] for j in order[i:i + cfg.train_batch_size]], lm.pad_id))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            masters.grads_to_masters()
+            opt.step()
+            masters.masters_to_model()
+            losses.append(float(loss.detach()))
+            if step in saves:
+                model.eval()
+                save_weights(lm, dest / f"step-{step}")
+                log(f"contamination step {step}/{total}: loss {losses[-1]:.4f}, checkpoint saved")
+                model.train()
+    finally:
+        model.eval()
+        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+    (dest / "losses.json").write_text(json.dumps(losses) + "\n", encoding="utf-8")
+    return {"steps": total, "examples": len(seqs), "checkpoints": [f"step-{s}" for s in saves],
+            "loss_first": losses[0], "loss_last": losses[-1], "seconds": round(time.perf_counter() - start, 1)}
+
+
+def training_key(cfg: ContaminationConfig, lm, seqs) -> dict:
+    """What sets the contaminated weights (the cache key)."""
+    return {"suite": "contamination", "model": lm.spec, "weights": weights_fingerprint(lm.model), "dtype": cfg.dtype,
+            "task": cfg.task, "seed": cfg.seed, "epochs": cfg.epochs, "learning_rate": cfg.learning_rate,
+            "weight_decay": cfg.weight_decay, "train_batch_size": cfg.train_batch_size,
+            "checkpoints": list(cfg.checkpoints), "data": data_digest([s[0] + [-1] + s[2] for s in seqs])}
+
+
+def run_contamination(cfg: ContaminationConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                      resume: bool = False, loaded=None, show_progress: bool | None = None) -> RunFolder:
+    """Run (or resume) a contamination study and write its run folder (sec. 3.4)."""
+    from whitebox_eval.models import load_model
+
+    cfg.check()
+    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume)
+    lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    runs = folder.path / SUB_RUNS
+    labels = {t: task_label(t) for t in cfg.tasks}
+    if len(set(labels.values())) != len(labels):
+        raise WhiteboxError(f"two tasks share a name ({', '.join(labels.values())}): give different tasks")
+
+    def evaluate(name: str, model_spec: str) -> dict[str, str]:
+        out = {}
+        for task in cfg.tasks:
+            path = runs / f"{name}-{labels[task]}"
+            if not is_finished(path):
+                folder.log(f"MUI of {name} on {labels[task]}")
+                run_mui(cfg.mui_config(model_spec, task), runs, run_id=path.name, resume=path.is_dir(), loaded=lm,
+                        show_progress=show_progress)
+            out[labels[task]] = str(path)
+        return out
+
+    folders = {BASE: evaluate(BASE, cfg.model)}
+    with kept_weights(lm.model):
+        seqs = training_sequences(cfg, lm)
+        entry = trained("contamination", training_key(cfg, lm, seqs), f"{cfg.model}-{labels[cfg.task]}",
+                        lambda dest: _train(lm, seqs, cfg, dest, show_progress, folder.log), log=folder.log)
+        for name in entry.info["checkpoints"]:
+            path = entry.path / name
+            if not all(is_finished(runs / f"{name}-{labels[t]}") for t in cfg.tasks):
+                load_weights(lm.model, path)
+            folders[name] = evaluate(name, str(path))
+    results = summarize(cfg, folders, labels, entry.info)
+    results["finetune"]["cache_key"] = entry.digest
+    done = folder.done_ids()
+    folder.append_samples([s for s in _samples(folders) if s["id"] not in done])
+    folder.save_results(results)
+    folder.log(f"fine-tuned weights: {entry.path} ({'reused' if entry.reused else 'trained here'})")
+    return folder
+
+
+def _samples(folders: dict[str, dict[str, str]]) -> list[dict]:
+    """One line per checkpoint, task and item: whether it was answered correctly."""
+    out = []
+    for name, by_task in folders.items():
+        for label, path in by_task.items():
+            for s in RunFolder.open(path).read_samples():
+                out.append({"id": f"{name}/{label}/{s['id']}", "stage": f"{name}/{label}", "checkpoint": name,
+                            "task": label, "item": s["id"], "correct": bool(s["correct"]),
+                            "n_key_units": s.get("n_key_units")})
+    return out
+
+
+def _significant(t: dict) -> int:
+    """+1 / -1 where the change is significant (p < alpha) up / down, else 0."""
+    if t.get("p_value") is None or t["p_value"] >= stats.ALPHA:
+        return 0
+    return 1 if t["diff"] > 0 else -1
+
+
+def direction_at_alpha(acc: dict, mui: dict) -> str:
+    """Sec. 3.3's direction where both changes are significant, else ``undetermined``."""
+    a, m = _significant(acc), _significant(mui)
+    if not a or not m:
+        return Direction.UNDETERMINED.value
+    return classify_direction((0, 0), (a, m)).value
+
+
+def summarize(cfg: ContaminationConfig, folders: dict[str, dict[str, str]], labels: dict[str, str],
+              info: dict) -> dict[str, Any]:
+    """results.json: per task and checkpoint the point with intervals, the change from step 0
+    (``paired_tests``: ``accuracy,<task>`` / ``mui,<task>`` for the final checkpoint, and
+    ``...,<checkpoint>`` for each), the direction; the headline holds the final checkpoint's."""
+    final = info["checkpoints"][-1]
+    results: dict[str, Any] = {"task": labels[cfg.task], "ood_tasks": [labels[t] for t in cfg.ood_tasks],
+                               "checkpoints": [BASE, *info["checkpoints"]], "final": final,
+                               "finetune": dict(info, seconds=None), "tasks": {}, "paired_tests": {}}
+    head: dict[str, Any] = {}
+    for task in cfg.tasks:
+        label = labels[task]
+        role = "contaminated" if task == cfg.task else "out of domain"
+        per: dict[str, Any] = {}
+        base_run = folders[BASE][label]
+        base_point = run_point(base_run)
+        for name, by_task in folders.items():
+            res = RunFolder.open(by_task[label]).load_results()
+            row = {k: res[k] for key in ("accuracy", "mui")
+                   for k in (key, *(stats.derived_key(key, s) for s in stats.DERIVED_SUFFIXES)) if k in res}
+            if name != BASE:
+                acc, mui = paired_tests(base_run, by_task[label])
+                point = run_point(by_task[label])
+                row.update(direction=classify_direction(base_point, point).value,
+                           direction_at_alpha=direction_at_alpha(acc, mui), accuracy_change=acc, mui_change=mui)
+                stats_names = [f"accuracy,{label},{name}", f"mui,{label},{name}"]
+                results["paired_tests"][stats_names[0]], results["paired_tests"][stats_names[1]] = acc, mui
+                if name == final:
+                    results["paired_tests"][f"accuracy,{label}"] = acc
+                    results["paired_tests"][f"mui,{label}"] = mui
+                    stats.add_difference(head, f"accuracy_change,{label}", acc)
+                    stats.add_difference(head, f"mui_change,{label}", mui)
+                    head[f"direction,{label}"] = row["direction"]
+                    head[f"direction_at_alpha,{label}"] = row["direction_at_alpha"]
+            per[name] = row
+            for key in ("accuracy", "mui"):
+                which = "base" if name == BASE else ("final" if name == final else name)
+                if key in res:
+                    head_key = f"{key},{label},{which}"
+                    head[head_key] = res[key]
+                    for suffix in stats.DERIVED_SUFFIXES:
+                        if f"{key}_{suffix}" in res:
+                            head[stats.derived_key(head_key, suffix)] = res[f"{key}_{suffix}"]
+        results["tasks"][label] = {"role": role, "spec": task, "runs": {k: Path(v[label]).name for k, v in folders.items()},
+                                   "checkpoints": per}
+    results["headline"] = head
+    return results
+
+
+def describe(results: dict[str, Any]) -> str:
+    """A plain-text table of every task's move from step 0 to each checkpoint."""
+    lines = [f"{'task':10s} {'checkpoint':11s} {'accuracy %':>11s} {'MUI %':>8s}  direction (at alpha)"]
+    for label, t in results["tasks"].items():
+        for name, row in t["checkpoints"].items():
+            lines.append(f"{label[:10]:10s} {name:11s} {100 * row.get('accuracy', float('nan')):10.1f} "
+                         f"{100 * row.get('mui', float('nan')):8.3f}  "
+                         + (f"{row['direction']} ({row['direction_at_alpha']})" if "direction" in row else "-"))
+    return "\n".join(lines)

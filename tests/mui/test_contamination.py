@@ -1,0 +1,111 @@
+"""Paper 001 sec. 3.4 on a tiny model: training on the contaminated task's items, MUI per
+checkpoint, paired changes checked against stats computed here, directions, the cache."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from mui_testing import tiny_lm  # noqa: E402
+from whitebox_eval import stats  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.models import training  # noqa: E402
+from whitebox_eval.models.training import weights_fingerprint  # noqa: E402
+from whitebox_eval.mui.contamination import (  # noqa: E402
+    ContaminationConfig,
+    describe,
+    direction_at_alpha,
+    run_contamination,
+    training_sequences,
+)
+from whitebox_eval.mui.utility_law import classify_direction  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHITEBOX_EVAL_CACHE", str(tmp_path / "cache"))
+
+
+def _cfg(**kw) -> ContaminationConfig:
+    base = dict(model="tiny", task="arithmetic-gen", ood_tasks=("ssd",), limit=6, epochs=2, train_batch_size=3,
+                learning_rate=3e-3, checkpoints=(2,), max_new_tokens=4, batch_size=3)
+    base.update(kw)
+    return ContaminationConfig(**base)
+
+
+def test_training_sequences_score_only_the_answer():
+    lm = tiny_lm()
+    seqs = training_sequences(_cfg(), lm)
+    assert len(seqs) == 6
+    for ids, rows, answer in seqs:
+        assert answer[-1] == 2  # the end-of-turn (eos) token closes every answer
+        assert [ids[r + 1] for r in rows] == answer  # each row predicts the next answer token
+
+
+def test_study_reports_paired_changes_directions_and_reuses_the_training(tmp_path):
+    lm = tiny_lm(seed=1)
+    fp = weights_fingerprint(lm.model)
+    before = len(training.TRAINED)
+    folder = run_contamination(_cfg(), tmp_path / "runs", run_id="a", loaded=lm, show_progress=False)
+    assert len(training.TRAINED) == before + 1
+    assert weights_fingerprint(lm.model) == fp  # the shared model is as it was
+    res = folder.load_results()
+    assert res["checkpoints"] == ["step-0", "step-2", "step-4"] and res["final"] == "step-4"
+    samples = list(folder.read_samples())
+    for label in ("arithmetic-gen", "ssd"):
+        for name in ("step-2", "step-4"):
+            base = {s["item"]: s["correct"] for s in samples if s["stage"] == f"step-0/{label}"}
+            after = {s["item"]: s["correct"] for s in samples if s["stage"] == f"{name}/{label}"}
+            ids = sorted(base)
+            ref = stats.mcnemar([after[i] for i in ids], [base[i] for i in ids]).as_dict()
+            got = res["paired_tests"][f"accuracy,{label},{name}"]
+            assert (got["diff"], got["b"], got["c"]) == (ref["diff"], ref["b"], ref["c"])
+            row = res["tasks"][label]["checkpoints"][name]
+            b0 = res["tasks"][label]["checkpoints"]["step-0"]
+            assert row["direction"] == classify_direction((100 * b0["accuracy"], 100 * b0["mui"]),
+                                                          (100 * row["accuracy"], 100 * row["mui"])).value
+            assert row["mui"] - b0["mui"] == pytest.approx(res["paired_tests"][f"mui,{label},{name}"]["diff"])
+        assert res["paired_tests"][f"accuracy,{label}"] == res["paired_tests"][f"accuracy,{label},step-4"]
+        head = res["headline"]
+        assert {f"accuracy,{label},base", f"accuracy_ci,{label},base", f"mui,{label},final",
+                f"mui_change,{label}", f"mui_change_ci,{label}", f"direction,{label}"} <= set(head)
+    assert res["tasks"]["arithmetic-gen"]["role"] == "contaminated" and res["tasks"]["ssd"]["role"] == "out of domain"
+    assert "step-4" in describe(res)
+    # training lowers the loss on the items it saw
+    assert res["finetune"]["loss_last"] < res["finetune"]["loss_first"]
+    # a second study with the same training (another run, a fresh copy of the model): no training
+    again = run_contamination(_cfg(), tmp_path / "runs", run_id="b", loaded=tiny_lm(seed=1), show_progress=False)
+    assert len(training.TRAINED) == before + 1
+    assert "reused" in (again.path / "run.log").read_text()
+    assert again.load_results()["paired_tests"] == res["paired_tests"]
+    # resuming a finished study reruns nothing and writes the same results
+    resumed = run_contamination(_cfg(), tmp_path / "runs", run_id="a", resume=True, loaded=tiny_lm(seed=1),
+                                show_progress=False)
+    assert resumed.load_results() == res
+    assert len([s for s in resumed.read_samples()]) == len(samples)
+
+
+def test_direction_needs_both_changes_significant():
+    up = {"diff": 0.2, "p_value": 0.01}
+    down = {"diff": -0.1, "p_value": 0.001}
+    flat = {"diff": 0.3, "p_value": 0.2}
+    assert direction_at_alpha(up, up) == "accumulating"
+    assert direction_at_alpha(up, down) == "evolving"
+    assert direction_at_alpha(down, up) == "coarsening"
+    assert direction_at_alpha(down, down) == "collapsing"
+    assert direction_at_alpha(up, flat) == "undetermined"
+    assert direction_at_alpha({"diff": 0.1, "p_value": None}, up) == "undetermined"
+
+
+def test_config_errors_are_one_line():
+    for bad, words in ((dict(limit=1), "limit"), (dict(epochs=0), "epochs"), (dict(learning_rate=0), "learning rate"),
+                       (dict(checkpoints=(0,)), "step 0"), (dict(ood_tasks=()), "out-of-domain"),
+                       (dict(mui={"limit": 3}), "not in mui")):
+        with pytest.raises(WhiteboxError, match=words):
+            _cfg(**bad).check()
+    assert np.isfinite(_cfg().limit)
