@@ -141,7 +141,7 @@ def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.with_name(target.name + ".lock")):
+    with exclusive_lock(target.with_name(target.name + ".lock")):
         if (target / "config.json").is_file():  # another process finished it while this one waited
             return
         log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
@@ -178,8 +178,9 @@ def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
 
 
 @contextmanager
-def _exclusive(lock: Path):
-    """Hold an exclusive ``flock`` on ``lock`` (nothing where the platform has none)."""
+def exclusive_lock(lock: Path):
+    """Hold an exclusive ``flock`` on ``lock`` (nothing where the platform has none): one process
+    fills a cache entry while the others wait (the GGUF cache, fine-tuned weights, trained SAEs)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: the rename alone keeps the cache whole

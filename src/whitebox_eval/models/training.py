@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.models.loading import _exclusive, cache_root
+from whitebox_eval.models.loading import cache_root, exclusive_lock
 
 WEIGHTS_FILE = "model.safetensors"
 KEY_FILE = "key.json"
@@ -256,7 +256,7 @@ def trained(kind: str, key: Mapping[str, Any], label: str, train: Callable[[Path
         log(f"fine-tuned weights reused from the cache: {target}")
         return Trained(target, True, json.loads((target / INFO_FILE).read_text(encoding="utf-8")), digest)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.with_name(target.name + ".lock")):
+    with exclusive_lock(target.with_name(target.name + ".lock")):
         if _complete(target):  # another process finished it while this one waited
             log(f"fine-tuned weights reused from the cache: {target}")
             return Trained(target, True, json.loads((target / INFO_FILE).read_text(encoding="utf-8")), digest)

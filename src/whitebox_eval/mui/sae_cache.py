@@ -30,11 +30,11 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.loading import exclusive_lock
 
 DEFAULTS: dict[str, Any] = {
     "layer": "middle", "text": None, "tokens": None, "context": 256, "heldout": 0.05, "eval_tokens": 16384,
@@ -110,7 +110,7 @@ def trained_sae(lm, train: Mapping[str, Any], *, root: Path | None = None,
     folder, layer, full = cache_folder(lm, train, root)
     folder.parent.mkdir(parents=True, exist_ok=True)
     trained_now = False
-    with _exclusive(folder.with_name(folder.name + ".lock")):
+    with exclusive_lock(folder.with_name(folder.name + ".lock")):
         if not is_whole(folder):
             partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
             shutil.rmtree(partial, ignore_errors=True)
@@ -143,22 +143,6 @@ def study_saes(lm, sae: Sequence[str], train: Mapping[str, Any] | None, *,
         return tuple(sae), None
     spec, info = trained_sae(lm, train, show_progress=show_progress)
     return (spec,), info
-
-
-@contextmanager
-def _exclusive(lock: Path):
-    """An exclusive ``flock`` on ``lock`` (nothing where the platform has none)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: the rename alone keeps the cache whole
-        yield
-        return
-    with open(lock, "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def heldout_fidelity(path: str | Path) -> dict[str, Any]:
