@@ -243,6 +243,29 @@ def _complete(path: Path) -> bool:
     return (path / KEY_FILE).is_file() and (path / INFO_FILE).is_file()
 
 
+def fill_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> bool:
+    """Fill the cache entry ``target`` once: ``build(folder)`` writes it into a fresh partial
+    folder that is renamed into place under an exclusive lock, so a killed process leaves no
+    half entry and a second process waits and then reuses the first's. True when built now,
+    False when ``complete(target)`` already held (before or after the wait)."""
+    if complete(target):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(target.with_name(target.name + ".lock")):
+        if complete(target):  # another process finished it while this one waited
+            return False
+        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            tmp.mkdir()
+            build(tmp)
+            if target.exists():
+                shutil.rmtree(target, ignore_errors=True)  # an entry left incomplete by an older version
+            tmp.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
 def trained(kind: str, key: Mapping[str, Any], label: str, train: Callable[[Path], Mapping[str, Any]],
             log: Callable[[str], None] = lambda line: None) -> Trained:
     """The cached training of ``key``, trained now by ``train(folder)`` when absent.
@@ -252,26 +275,17 @@ def trained(kind: str, key: Mapping[str, Any], label: str, train: Callable[[Path
     """
     target = cache_folder(kind, key, label)
     digest = target.name.rsplit("-", 1)[-1]
-    if _complete(target):
+    built: dict[str, Any] = {}
+
+    def build(tmp: Path) -> None:
+        log(f"fine-tuning (cache entry {target})")
+        built.update(train(tmp))
+        (tmp / INFO_FILE).write_text(json.dumps(built, indent=1, default=str) + "\n", encoding="utf-8")
+        (tmp / KEY_FILE).write_text(json.dumps(dict(key), indent=1, sort_keys=True, default=str) + "\n",
+                                    encoding="utf-8")
+
+    if not fill_once(target, _complete, build):
         log(f"fine-tuned weights reused from the cache: {target}")
         return Trained(target, True, json.loads((target / INFO_FILE).read_text(encoding="utf-8")), digest)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(target.with_name(target.name + ".lock")):
-        if _complete(target):  # another process finished it while this one waited
-            log(f"fine-tuned weights reused from the cache: {target}")
-            return Trained(target, True, json.loads((target / INFO_FILE).read_text(encoding="utf-8")), digest)
-        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
-        try:
-            tmp.mkdir()
-            log(f"fine-tuning (cache entry {target})")
-            info = dict(train(tmp))
-            (tmp / INFO_FILE).write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
-            (tmp / KEY_FILE).write_text(json.dumps(dict(key), indent=1, sort_keys=True, default=str) + "\n",
-                                        encoding="utf-8")
-            if target.exists():
-                shutil.rmtree(target, ignore_errors=True)  # an entry left incomplete by an older version
-            tmp.rename(target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     TRAINED.append(str(target))
-    return Trained(target, False, info, digest)
+    return Trained(target, False, built, digest)

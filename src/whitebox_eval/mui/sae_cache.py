@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.models.loading import exclusive_lock
 
 DEFAULTS: dict[str, Any] = {
     "layer": "middle", "text": None, "tokens": None, "context": 256, "heldout": 0.05, "eval_tokens": 16384,
@@ -105,26 +102,19 @@ def trained_sae(lm, train: Mapping[str, Any], *, root: Path | None = None,
                 show_progress: bool | None = None) -> tuple[str, dict[str, Any]]:
     """``LAYER=PATH`` of the SAE for ``train`` (trained now, or read from the cache) and what
     config notes of it: ``{"path", "layer", "trained_now", "settings"}``."""
+    from whitebox_eval.models.training import fill_once
     from whitebox_eval.mui.sae_training import train_sae_for_model
 
     folder, layer, full = cache_folder(lm, train, root)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    trained_now = False
-    with exclusive_lock(folder.with_name(folder.name + ".lock")):
-        if not is_whole(folder):
-            partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
-            shutil.rmtree(partial, ignore_errors=True)
-            try:
-                train_sae_for_model(lm, layer, partial, text=full["text"], n_tokens=full["tokens"],
-                                    context=full["context"], heldout=full["heldout"], d_sae=full["d_sae"], k=full["k"],
-                                    steps=full["steps"], lr=full["lr"], batch_size=full["batch_size"],
-                                    seed=full["seed"], aux_coef=full["aux_coef"], dead_tokens=full["dead_window"],
-                                    eval_tokens=full["eval_tokens"], cache_dir=None, show_progress=show_progress)
-                shutil.rmtree(folder, ignore_errors=True)  # an incomplete folder left by an older process
-                partial.rename(folder)
-            finally:
-                shutil.rmtree(partial, ignore_errors=True)
-            trained_now = True
+
+    def build(partial: Path) -> None:
+        train_sae_for_model(lm, layer, partial, text=full["text"], n_tokens=full["tokens"], context=full["context"],
+                            heldout=full["heldout"], d_sae=full["d_sae"], k=full["k"], steps=full["steps"],
+                            lr=full["lr"], batch_size=full["batch_size"], seed=full["seed"], aux_coef=full["aux_coef"],
+                            dead_tokens=full["dead_window"], eval_tokens=full["eval_tokens"], cache_dir=None,
+                            show_progress=show_progress)
+
+    trained_now = fill_once(folder, is_whole, build)
     return f"{layer}={folder}", {"path": str(folder), "layer": layer, "trained_now": trained_now, "settings": full}
 
 
