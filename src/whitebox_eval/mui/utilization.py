@@ -25,7 +25,6 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs.key_set_file import FORMAT, read_key_set_file
 
 Kind = Literal["neuron", "feature"]
-_FORMAT = FORMAT
 
 
 def _to_numpy_mask(mask: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -172,7 +171,7 @@ class KeySets:
         offsets[1:] = np.cumsum(self.counts())
         indices = np.concatenate(self._flat) if self._flat else np.zeros(0, dtype=np.int64)
         meta = {
-            "format": _FORMAT, "n_layers": self.n_layers, "width": self.width,
+            "format": FORMAT, "n_layers": self.n_layers, "width": self.width,
             "kind": self.kind, "sample_ids": self.sample_ids,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
