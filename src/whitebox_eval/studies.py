@@ -74,15 +74,17 @@ __all__ = ["StudyResult", "read", *suites.SUITES, "reproduce"]
 def reproduce(papers: str | list[str] = "all", output: str | Path = "runs", *, run_id: str | None = None,
               resume: bool = False, show_progress: bool | None = None, models: list[str] | tuple[str, ...] = (),
               scale: str = "quick", data: dict[str, str] | list[str] | tuple[str, ...] = (),
-              data_root: str | None = None, models_root: str | None = None, allow_code_execution: bool = False):
+              data_root: str | None = None, models_root: str | None = None, allow_code_execution: bool = False,
+              reuse_only: bool = False):
     """Reproduce papers (``whitebox-eval reproduce``): ``papers`` by number or name, or
     ``"all"``; ``data`` maps benchmark names to files (``{"mmlu": "path/to/test"}``); ``models``
     as ``--model`` takes them (``"002=ID"`` for one paper); ``models_root`` as ``--models-root``;
-    ``allow_code_execution`` runs the experiments scored by running the model's code. Returns
+    ``allow_code_execution`` runs the experiments scored by running the model's code;
+    ``reuse_only`` runs nothing and assembles the children already finished under ``output``. Returns
     a :class:`whitebox_eval.reproduce.Reproduction` (its folder and claims.json's content)."""
     from whitebox_eval.reproduce import run
 
     names = [papers] if isinstance(papers, str) else list(papers)
     return run(names, models=models, scale=scale, data=data, data_root=data_root, output=output, run_id=run_id,
                resume=resume, show_progress=show_progress, models_root=models_root,
-               allow_code_execution=allow_code_execution)
+               allow_code_execution=allow_code_execution, reuse_only=reuse_only)

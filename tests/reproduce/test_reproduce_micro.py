@@ -113,6 +113,21 @@ def test_children_are_reused_across_reproduction_folders(micro, capsys):
     assert again.content == r.content
 
 
+def test_reuse_only_assembles_finished_children_and_runs_nothing(micro, cli, tmp_path):
+    r, out, data = micro
+    again = studies.reproduce("004", out, run_id="assembled", models=r.content["models"], scale="micro",
+                              data_root=str(data), show_progress=False, reuse_only=True)
+    assert again.content == r.content  # every child found finished under the same --output
+    code, _, err = cli(["reproduce", "004", "--reuse-only", "--scale", "micro", "--model", r.content["models"][0],
+                        "--data-root", str(data), "--output", str(tmp_path / "empty")])
+    assert code == 0, err
+    assert "--reuse-only:" in err and "marked not run" in err
+    claims = json.loads(next((tmp_path / "empty").glob("*/" + CLAIMS_FILE)).read_text())
+    verdicts = {c["verdict"] for p in claims["papers"] for c in p["claims"]}
+    assert verdicts == {"not run"}
+    assert not any((tmp_path / "empty").glob("*/runs/*/results.json"))  # nothing ran
+
+
 def test_a_model_that_cannot_run_is_marked_and_the_others_go_on(micro, tiny, tmp_path):
     _, out, data = micro  # the tiny model's children are reused from the first reproduction
     missing = str(tmp_path / "no-such-model")

@@ -114,8 +114,9 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         data: Sequence[str] | dict[str, str] = (), data_root: str | None = None, output: str | Path = "runs",
         run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
         echo: Callable[[str], None] | None = None, models_root: str | None = None,
-        allow_code_execution: bool = False) -> Reproduction:
-    """Plan, run (or reuse) every child run, and write the reproduction folder."""
+        allow_code_execution: bool = False, reuse_only: bool = False) -> Reproduction:
+    """Plan, run (or reuse) every child run, and write the reproduction folder. ``reuse_only``:
+    run nothing, assemble the children already finished under ``output`` (the rest not run)."""
     from whitebox_eval.reproduce import assemble, children, prechecks
     from whitebox_eval.runs.run_ids import run_path
 
@@ -145,7 +146,7 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         write_atomic(timing_path, json.dumps(timings, indent=1, sort_keys=True) + "\n")
 
     outcomes = children.run(plan, folder, Path(output), show_progress=show_progress, log=log, timings=timings,
-                            save_timings=save_timings)
+                            save_timings=save_timings, reuse_only=reuse_only)
     content = assemble.content(plan, outcomes)
     command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {scale}"
     write_outputs(folder, content, command)

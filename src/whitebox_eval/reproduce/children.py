@@ -80,8 +80,9 @@ class _Models:
 def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = None,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
         timings: dict[str, float] | None = None,
-        save_timings: Callable[[], None] | None = None) -> dict[str, Outcome]:
-    """Run (or reuse) every child of ``plan`` in ``folder/runs``; their outcomes by run id."""
+        save_timings: Callable[[], None] | None = None, reuse_only: bool = False) -> dict[str, Outcome]:
+    """Run (or reuse) every child of ``plan`` in ``folder/runs``; their outcomes by run id.
+    ``reuse_only``: run nothing; a child with no finished copy under ``output`` is not run."""
     runs = folder / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, Outcome] = {}
@@ -107,6 +108,10 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
             how = f"reused from {copy.parent.parent.name}"
             if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
                 timings[child.run_id] = seconds  # its time travels with it
+        elif reuse_only:
+            reason = f"--reuse-only: no finished copy of {child.run_id} under {output}"
+            outcomes[child.run_id] = Outcome(child, "skipped", reason)
+            how = f"not run ({reason})"
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:

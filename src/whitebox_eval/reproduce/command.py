@@ -49,8 +49,12 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 @click.option("--allow-code-execution", is_flag=True,
               help="run the experiments scored by executing the model's code (001's HumanEval, cpu scale); without "
                    "it they are reported as not run")
+@click.option("--reuse-only", is_flag=True,
+              help="run nothing: write the report from the child runs already finished under --output (in any "
+                   "reproduction folder there, e.g. per-paper or per-model calls run apart or on other machines); "
+                   "the others are marked not run")
 def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only,
-              allow_code_execution) -> None:
+              allow_code_execution, reuse_only) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
     claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
     (number or name), or all.
@@ -94,7 +98,7 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
         return
     result = rep.run(papers, models=models, scale=scale, data=data, data_root=data_root, output=output,
                      run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True),
-                     models_root=models_root, allow_code_execution=allow_code_execution)
+                     models_root=models_root, allow_code_execution=allow_code_execution, reuse_only=reuse_only)
     failed, done = _children(result)
     if failed and not done:
         first = " ".join(next(iter(failed.values())).split())  # a library's reason may hold line breaks
@@ -106,6 +110,12 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
     click.echo(f"reproduction folder: {result.folder}")
     click.echo("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
     click.echo(f"see {result.folder / rep.MARKDOWN_FILE} (and {rep.HTML_FILE}, {rep.CLAIMS_FILE})")
+    if reuse_only:
+        runs = [r for p in result.content["papers"] for r in p["runs"]]
+        missing = sum("--reuse-only" in (r.get("reason") or "") for r in runs)
+        if missing:
+            click.echo(f"note: --reuse-only: {missing} of {len(runs)} child runs had no finished copy under "
+                       f"{output} and are marked not run; run them without --reuse-only", err=True)
     if failed:
         click.echo(f"warning: {len(failed)} of {len(failed) + len(done)} child runs failed and are marked not run "
                    f"(reasons in {rep.MARKDOWN_FILE}); fix them and rerun with --resume to run only those", err=True)
