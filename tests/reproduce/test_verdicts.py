@@ -131,3 +131,19 @@ def test_mde_of_a_mcnemar_difference_by_simulation():
     c = np.array([rng.binomial(n - bi, pc / (1 - pb)) for bi in b])
     achieved = np.mean([binomtest(int(bi), int(bi + ci), 0.5).pvalue < 0.05 for bi, ci in zip(b, c)])
     assert 0.74 < achieved < 0.86
+
+
+def test_a_control_is_said_to_explain_only_an_effect_that_held():
+    """The report labels a control the arm does not beat EXPLAINS only where it turned a
+    holding effect uninformative; beside a contradicted or not-shown effect it is 'not beaten'."""
+    from whitebox_eval.reproduce.render import checks_text
+
+    control = {"kind": "random_heads", "text": "random heads of the same layers", "explains": True}
+    held = dict(v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "greater", controls=[control]), controls=[control])
+    against = dict(v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "less", controls=[control]), controls=[control])
+    assert held["verdict"] == v.UNINFORMATIVE and against["verdict"] == v.CONTRADICTED
+    assert checks_text(held).startswith("EXPLAINS random_heads")
+    assert checks_text(against).startswith("not beaten random_heads")
+    beaten = {**control, "explains": False}
+    assert checks_text({"controls": [beaten]}).startswith("ok random_heads")
+    assert checks_text({"controls": [{**control, "error": "no draws"}]}).startswith("ERROR random_heads")

@@ -138,9 +138,18 @@ def arms_text(c: dict[str, Any]) -> str:
 
 def checks_text(c: dict[str, Any]) -> str:
     pre = [f"{'ok' if x.get('passed') else 'FAILED'} {x['kind']}: {x['text']}" for x in c.get("preconditions", ())]
-    ctl = [f"{'EXPLAINS' if x.get('explains') or 'error' in x else 'ok'} {x['kind']}: {x['text']}"
-           for x in c.get("controls", ())]
+    ctl = [f"{_control_label(c, x)} {x['kind']}: {x['text']}" for x in c.get("controls", ())]
     return "; ".join(pre + ctl)
+
+
+def _control_label(c: dict[str, Any], x: dict[str, Any]) -> str:
+    """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding effect
+    uninformative; not beaten: it does not, but there was no holding effect to explain."""
+    if "error" in x:
+        return "ERROR"
+    if not x.get("explains"):
+        return "ok"
+    return "EXPLAINS" if c.get("statistical_verdict") == "holds" else "not beaten"
 
 
 def verdict_text(c: dict[str, Any], holm: bool = False) -> str:
