@@ -16,8 +16,6 @@ import logging
 import os
 import pickle
 import re
-import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,18 +130,14 @@ def gguf_sha256(gguf: Path) -> str:
 
 
 def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
-    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``.
-
-    Safe with several processes at once (torchrun ranks on a cold cache): each writes its own
-    ``.partial-<pid>-<random>`` folder and renames it into place; a process that finds ``target``
-    already complete keeps that one. An exclusive lock on ``<target>.lock`` (where the file
-    system has ``flock``) makes the others wait for the first instead of repeating its work."""
+    """Dequantize a GGUF file with transformers and save it as safetensors in ``target``, once
+    (:func:`whitebox_eval.runs.atomic.fill_once`: several processes at once, e.g. torchrun
+    ranks on a cold cache, wait for the first; a killed one leaves no half cache)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(target.with_name(target.name + ".lock")):
-        if (target / "config.json").is_file():  # another process finished it while this one waited
-            return
+    from whitebox_eval.runs.atomic import fill_once
+
+    def build(tmp: Path) -> None:
         log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)
         try:
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -158,40 +152,13 @@ def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
         # under torchrun save_pretrained writes nothing on a rank other than 0; here every rank
         # that gets the lock first writes the cache the others then read
         model.should_save_on_this_rank = lambda is_main_process: True
-        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
-        try:
-            tmp.mkdir()
-            model.save_pretrained(tmp, safe_serialization=True)
-            tok.save_pretrained(tmp)
-            (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
-            if not (tmp / "config.json").is_file() or not any(tmp.glob("*.safetensors")):
-                raise WhiteboxError(f"dequantising {gguf} wrote no model files to {tmp}")
-            if target.exists() and not (target / "config.json").is_file():
-                shutil.rmtree(target, ignore_errors=True)  # a cache left incomplete by an older version
-            try:
-                tmp.rename(target)  # atomic: an interrupted save never leaves a half cache
-            except OSError:
-                if not (target / "config.json").is_file():  # not another process's finished cache
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / "SOURCE").write_text(f"{gguf}\nsha256 {gguf_sha256(gguf)}\n")
+        if not (tmp / "config.json").is_file() or not any(tmp.glob("*.safetensors")):
+            raise WhiteboxError(f"dequantising {gguf} wrote no model files to {tmp}")
 
-
-@contextmanager
-def exclusive_lock(lock: Path):
-    """Hold an exclusive ``flock`` on ``lock`` (nothing where the platform has none): one process
-    fills a cache entry while the others wait (the GGUF cache, fine-tuned weights, trained SAEs)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: the rename alone keeps the cache whole
-        yield
-        return
-    with open(lock, "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    fill_once(target, lambda folder: (folder / "config.json").is_file(), build)
 
 
 def _weights_kind(folder: Path) -> str:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +24,8 @@ from typing import Any
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.models.loading import cache_root, exclusive_lock
+from whitebox_eval.models.loading import cache_root
+from whitebox_eval.runs.atomic import fill_once
 
 WEIGHTS_FILE = "model.safetensors"
 KEY_FILE = "key.json"
@@ -241,29 +240,6 @@ def cache_folder(kind: str, key: Mapping[str, Any], label: str) -> Path:
 
 def _complete(path: Path) -> bool:
     return (path / KEY_FILE).is_file() and (path / INFO_FILE).is_file()
-
-
-def fill_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> bool:
-    """Fill the cache entry ``target`` once: ``build(folder)`` writes it into a fresh partial
-    folder that is renamed into place under an exclusive lock, so a killed process leaves no
-    half entry and a second process waits and then reuses the first's. True when built now,
-    False when ``complete(target)`` already held (before or after the wait)."""
-    if complete(target):
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(target.with_name(target.name + ".lock")):
-        if complete(target):  # another process finished it while this one waited
-            return False
-        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
-        try:
-            tmp.mkdir()
-            build(tmp)
-            if target.exists():
-                shutil.rmtree(target, ignore_errors=True)  # an entry left incomplete by an older version
-            tmp.rename(target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return True
 
 
 def trained(kind: str, key: Mapping[str, Any], label: str, train: Callable[[Path], Mapping[str, Any]],
