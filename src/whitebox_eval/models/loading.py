@@ -131,11 +131,11 @@ def gguf_sha256(gguf: Path) -> str:
 
 def _dequantize_gguf_to_cache(gguf: Path, target: Path) -> None:
     """Dequantize a GGUF file with transformers and save it as safetensors in ``target``, once
-    (:func:`whitebox_eval.runs.atomic.fill_once`: several processes at once, e.g. torchrun
+    (:func:`whitebox_eval.models.cache_entries.fill_once`: several processes at once, e.g. torchrun
     ranks on a cold cache, wait for the first; a killed one leaves no half cache)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from whitebox_eval.runs.atomic import fill_once
+    from whitebox_eval.models.cache_entries import fill_once
 
     def build(tmp: Path) -> None:
         log.info("dequantizing %s once (later loads read the safetensors cache %s)", gguf, target)

@@ -25,7 +25,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.loading import cache_root
-from whitebox_eval.runs.atomic import fill_once
+from whitebox_eval.models.cache_entries import fill_once
 
 WEIGHTS_FILE = "model.safetensors"
 KEY_FILE = "key.json"

@@ -102,7 +102,7 @@ def trained_sae(lm, train: Mapping[str, Any], *, root: Path | None = None,
                 show_progress: bool | None = None) -> tuple[str, dict[str, Any]]:
     """``LAYER=PATH`` of the SAE for ``train`` (trained now, or read from the cache) and what
     config notes of it: ``{"path", "layer", "trained_now", "settings"}``."""
-    from whitebox_eval.runs.atomic import fill_once
+    from whitebox_eval.models.cache_entries import fill_once
     from whitebox_eval.mui.sae_training import train_sae_for_model
 
     folder, layer, full = cache_folder(lm, train, root)

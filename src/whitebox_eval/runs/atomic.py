@@ -1,5 +1,4 @@
-"""Atomic writes, cache entries filled once, and the one line a run prints when its folder
-cannot be written.
+"""Atomic writes, and the one line a run prints when its folder cannot be written.
 
 Every file of a run folder that is replaced as a whole (config.yaml, results.json,
 arrays, parts, report.html) goes through :class:`AtomicFile`: a temporary file beside
@@ -17,8 +16,7 @@ import errno
 import os
 import re
 import secrets
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
@@ -115,48 +113,3 @@ def disk_error(exc: BaseException, folder: Path | None = None) -> WhiteboxError 
         f"{where}: {DISK_ERRNOS[exc.errno]} ({exc.strerror}); free space or fix the permissions "
         "(or choose another --output), then rerun the same command with --resume: finished "
         "batches are kept")
-
-
-@contextlib.contextmanager
-def exclusive_lock(lock: Path):
-    """Hold an exclusive ``flock`` on ``lock`` (nothing where the platform has none): one process
-    fills a cache entry while the others wait (the GGUF cache, fine-tuned weights, trained SAEs)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: the rename alone keeps the cache whole
-        yield
-        return
-    with open(lock, "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def fill_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> bool:
-    """Fill the cache entry ``target`` once: ``build(folder)`` writes it into a fresh partial
-    folder that is renamed into place under an exclusive lock, so a killed process leaves no
-    half entry and a second process waits and then reuses the first's (where there is no
-    ``flock``, the one whose rename loses keeps the winner's). True when built now, False when
-    ``complete(target)`` already held (before or after the wait)."""
-    if complete(target):
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(target.with_name(target.name + ".lock")):
-        if complete(target):  # another process finished it while this one waited
-            return False
-        tmp = target.with_name(f"{target.name}.partial-{os.getpid()}-{os.urandom(4).hex()}")
-        try:
-            tmp.mkdir()
-            build(tmp)
-            if target.exists() and not complete(target):
-                shutil.rmtree(target, ignore_errors=True)  # an entry left incomplete by an older version
-            try:
-                tmp.rename(target)
-            except OSError:
-                if not complete(target):  # not another process's finished entry
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return True

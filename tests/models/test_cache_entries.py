@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from whitebox_eval.runs import atomic
+from whitebox_eval.models import cache_entries as atomic
 
 
 def _whole(folder: Path) -> bool:
