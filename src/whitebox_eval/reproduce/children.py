@@ -109,7 +109,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
             if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
                 timings[child.run_id] = seconds  # its time travels with it
         elif reuse_only:
-            reason = f"--reuse-only: no finished copy of {child.run_id} under {output}"
+            reason = "--reuse-only: no finished copy under --output"
             outcomes[child.run_id] = Outcome(child, "skipped", reason)
             how = f"not run ({reason})"
         else:
