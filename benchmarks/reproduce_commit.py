@@ -6,8 +6,10 @@ Copies the reproduction's ``claims.json`` and, for every child run, its ``result
 and ``config.yaml`` into ``benchmarks/results/reproduce_quick/`` (``runs/<child>/``), and
 its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``. A child the
 reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is recomputed.
-It prints the README's verdict table (one row per claim, one column per model).
-``--dest`` and ``--md`` write elsewhere (a check that leaves the committed files alone).
+It prints the README's verdict table (one row per claim, one column per model);
+``--beside OTHER/claims.json`` prints instead each model's verdict there beside this one's
+(e.g. the quick scale beside the cpu scale). ``--dest`` and ``--md`` write elsewhere (a
+check that leaves the committed files alone).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def main() -> None:
     ap.add_argument("folder", type=Path, help="a reproduction folder (holds claims.json and runs/)")
     ap.add_argument("--dest", type=Path, default=DEST, help="folder to write (default: %(default)s)")
     ap.add_argument("--md", type=Path, default=MARKDOWN, help="where reproduction.md goes (default: %(default)s)")
+    ap.add_argument("--beside", type=Path, default=None,
+                    help="another reproduction's claims.json: print its verdicts beside this one's")
     args = ap.parse_args()
     folder, dest = args.folder, args.dest
     content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
@@ -48,7 +52,11 @@ def main() -> None:
     (dest / "missing.txt").write_text("".join(f"{r}\n" for r in missing), encoding="utf-8")
     shutil.copy(folder / "reproduction.md", args.md)
     print(f"{len(runs) - len(missing)} child runs copied to {dest}, {len(missing)} missing")
-    print(readme_table(content))
+    if args.beside:
+        other = json.loads(args.beside.read_text(encoding="utf-8"))
+        print(beside_table(other, content, (other["scale"], content["scale"])))
+    else:
+        print(readme_table(content))
 
 
 def _cell(c: dict) -> str:
@@ -83,6 +91,39 @@ def readme_table(content: dict) -> str:
             if "all" in per:
                 cells = [cells[0]] + ["same fit"] * (len(models) - 1)
             lines.append(f"| {p['number']} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _short(c: dict | None) -> str:
+    """A verdict and, where it was decided on one, the effect and p."""
+    from whitebox_eval.reproduce import render
+
+    if c is None:
+        return ""
+    v = c["verdict"]
+    if v in ("not run", "not tested") or not c.get("statistic"):
+        return v
+    return f"{v} {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}".replace("|", "/")
+
+
+def beside_table(before: dict, after: dict, names: tuple[str, str]) -> str:
+    """One row per claim of ``after``; per model, ``before``'s verdict then ``after``'s."""
+    models = after["models"]
+    old = {(p["number"], c["id"], c["model"]): c for p in before["papers"] for c in p["claims"]}
+    head = " | ".join(f"{m} {n}" for m in models for n in names)
+    lines = [f"| paper | claim | {head} |", "|---|---|" + "---|" * (2 * len(models))]
+    for p in after["papers"]:
+        by: dict = {}
+        for c in p["claims"]:
+            by.setdefault(c["id"], {})[c["model"]] = c
+        for cid, per in by.items():
+            first = next(iter(per.values()))
+            cells = []
+            for m in models:
+                mine = per.get(m, per.get("all"))
+                was = old.get((p["number"], cid, m), old.get((p["number"], cid, "all")))
+                cells += [was["verdict"] if was else "", _short(mine)]
+            lines.append(f"| {p['number']} | {first['claim']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
