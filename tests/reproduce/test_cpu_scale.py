@@ -50,6 +50,20 @@ def test_cpu_scale_fine_tunes_where_quick_does_not():
     assert contamination.points("quick") == [] and contamination.points("cpu") == [{}]
 
 
+def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_settings():
+    from whitebox_eval.reproduce.assemble import not_tested_at
+
+    p = spec.papers()["001"]
+    c = next(c for c in p.claims if c.id == "masking-key-below-random-accuracy")
+    assert "quick" in c.not_at and "cpu" not in c.not_at
+    assert p.experiment(c.experiment).scale_named("cpu") == "quick"  # no cpu settings of its own
+    assert not_tested_at(p, c, "quick").startswith("not tested at the quick scale: ")
+    assert not_tested_at(p, c, "cpu").startswith("not tested at the cpu scale (its experiment runs the quick "
+                                                  "scale's settings): ")
+    assert not_tested_at(p, c, "paper") is None
+    assert not_tested_at(p, next(c for c in p.claims if c.id == "masking-key-below-random-logprob"), "cpu") is None
+
+
 def test_003_fine_tunes_then_evaluates_and_a_second_call_reuses_the_weights(tiny, cache, tmp_path, shared_datasets):
     before = len(training.TRAINED)
     r = studies.reproduce("003", tmp_path / "one", models=[tiny], scale="micro", data_root=str(shared_datasets),

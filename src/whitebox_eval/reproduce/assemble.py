@@ -180,6 +180,18 @@ def _claim_filled(c: Claim, env: Mapping[str, Any]) -> Claim:
                                controls=tuple(fill(list(c.controls), env)))
 
 
+def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
+    """Why ``c`` is not tested at ``scale`` (None when it is): its ``not_at`` entry for the
+    scale, or for the scale whose settings its experiment runs there (cpu runs quick's where
+    the experiment names no cpu settings)."""
+    named = paper.experiment(c.experiment).scale_named(scale) if c.experiment else scale
+    for s in dict.fromkeys((scale, named)):
+        if s in c.not_at:
+            via = "" if s == scale else f" (its experiment runs the {s} scale's settings)"
+            return f"not tested at the {scale} scale{via}: {c.not_at[s]}"
+    return None
+
+
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
     preconditions and controls."""
@@ -195,8 +207,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         out["differs"] = c.differs
     than = float(c.stat.get("than", 0.0))
     out["than"] = than
-    if plan.scale in c.not_at:
-        return {**out, "verdict": verdicts.NOT_RUN, "reason": f"not tested at the {plan.scale} scale: {c.not_at[plan.scale]}"}
+    if (why := not_tested_at(paper, c, plan.scale)) is not None:
+        return {**out, "verdict": verdicts.NOT_RUN, "reason": why}
     results: Mapping[str, Any] = {}
     samples: list = []
     try:
