@@ -24,6 +24,8 @@ from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.runs.finished import is_finished, is_started
 
 RUNS = "runs"
+#: the reason of a child ``reuse_only`` found no finished copy of
+NOT_REUSED = "--reuse-only: no finished copy under --output"
 
 
 def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
@@ -109,9 +111,8 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
             if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
                 timings[child.run_id] = seconds  # its time travels with it
         elif reuse_only:
-            reason = "--reuse-only: no finished copy under --output"
-            outcomes[child.run_id] = Outcome(child, "skipped", reason)
-            how = f"not run ({reason})"
+            outcomes[child.run_id] = Outcome(child, "skipped", NOT_REUSED)
+            how = f"not run ({NOT_REUSED})"
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:

@@ -111,8 +111,10 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
     click.echo("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
     click.echo(f"see {result.folder / rep.MARKDOWN_FILE} (and {rep.HTML_FILE}, {rep.CLAIMS_FILE})")
     if reuse_only:
-        runs = [r for p in result.content["papers"] for r in p["runs"]]
-        missing = sum("--reuse-only" in (r.get("reason") or "") for r in runs)
+        from whitebox_eval.reproduce.children import NOT_REUSED
+
+        runs = _runs(result)
+        missing = sum(r.get("reason") == NOT_REUSED for r in runs)
         if missing:
             click.echo(f"note: --reuse-only: {missing} of {len(runs)} child runs had no finished copy under "
                        f"{output} and are marked not run; run them without --reuse-only", err=True)
@@ -124,6 +126,11 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
 
 def _children(result) -> tuple[dict[str, str], set[str]]:
     """The child runs that failed (run id -> reason) and those done (run here or reused)."""
-    runs = [r for p in result.content["papers"] for r in p["runs"]]
+    runs = _runs(result)
     failed = {r["run"]: r.get("reason", "") for r in runs if r["status"] == "failed"}
     return failed, {r["run"] for r in runs if r["status"] == "done"}
+
+
+def _runs(result) -> list[dict]:
+    """Every paper's child runs as claims.json lists them (a child two papers share, twice)."""
+    return [r for p in result.content["papers"] for r in p["runs"]]
