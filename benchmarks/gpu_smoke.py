@@ -360,13 +360,18 @@ def step_suite_clis(device: str, tmp: Path, tokenizer_dir: Path, tiny: bool) -> 
     }
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     top = ["--device", "cpu" if device == "cpu" else "cuda"]
-    done = []
-    for name, args in runs.items():
+    done, failed = [], []
+    for name, args in runs.items():  # every command runs, so one GPU call reports every failure
         cmd = [sys.executable, "-m", "whitebox_eval", *top, *args, "--model", model, "--output", out, "--run-id", name]
-        _run(cmd, env, name)
-        config = (Path(out) / name / "config.yaml").read_text()
-        assert f"device: {device if device == 'cpu' else 'cuda:0'}" in config, f"{name}: config.yaml placement"
-        done.append(name)
+        try:
+            _run(cmd, env, name)
+            config = (Path(out) / name / "config.yaml").read_text()
+            assert f"device: {device if device == 'cpu' else 'cuda:0'}" in config, f"{name}: config.yaml placement"
+            done.append(name)
+        except AssertionError as e:
+            failed.append(f"{name}: {str(e)[-700:]}")
+    if failed:
+        raise AssertionError(f"passed: {', '.join(done) or 'none'}; failed: " + " || ".join(failed))
     # torchrun: 2 ranks (sharing the one GPU here) against one process
     study = runs["mcqa-2shot"] + ["--model", model, "--output", out]
     _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "whitebox_eval", *top, *study,

@@ -153,6 +153,24 @@ def test_out_of_range_requests_raise_the_project_error():
     assert torch.isfinite(engine.run(batch).logits).all()  # the engine is still usable after errors
 
 
+def test_a_bare_cuda_device_resolves_to_the_current_gpus_index(monkeypatch):
+    """``--device cuda`` outside torchrun is the current GPU, with its index: ``torch.cuda.set_device``
+    (which load_model calls) refuses ``torch.device("cuda")`` (found on an H200)."""
+    from whitebox_eval.models import placement
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    assert placement.resolve_device("cuda") == torch.device("cuda", 2)
+    assert placement.resolve_device("auto") == torch.device("cuda", 2)
+    assert placement.resolve_device("cuda:1") == torch.device("cuda", 1)  # an explicit index stays
+    from torch.cuda._utils import _get_device_index
+
+    assert _get_device_index(placement.resolve_device("cuda")) == 2  # what set_device reads
+    with pytest.raises(ValueError):
+        _get_device_index(torch.device("cuda"))  # the bare device it refused
+
+
 def test_a_gpu_load_goes_straight_to_its_device_and_makes_it_current(tmp_path, monkeypatch):
     """Simulated GPU: the weights are loaded onto cuda:1 (no whole copy in host memory first) and
     cuda:1 becomes the current device (a torchrun rank's kernels and caches go there)."""

@@ -65,7 +65,8 @@ def rank_device(device: str | torch.device) -> str:
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``auto`` (or None) is the GPU when there is one, else the CPU; under torchrun
-    ``cuda`` means this rank's GPU (``LOCAL_RANK``)."""
+    ``cuda`` means this rank's GPU (``LOCAL_RANK``), otherwise the current GPU. A CUDA device
+    always comes back with its index (``torch.cuda.set_device`` refuses a bare ``cuda``)."""
     device = rank_device(PLACEMENT.device if device is None else device)
     try:
         resolved = torch.device(device)
@@ -75,6 +76,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         raise WhiteboxError(f"device {device!r} asked for, but this torch build sees no CUDA GPU; use --device cpu (or auto)")
     if resolved.type == "mps" and not torch.backends.mps.is_available():
         raise WhiteboxError(f"device {device!r} asked for, but MPS is not available here; use --device cpu (or auto)")
+    if resolved.type == "cuda" and resolved.index is None:
+        resolved = torch.device("cuda", torch.cuda.current_device())
     return resolved
 
 
@@ -95,8 +98,6 @@ def record() -> dict:
     and compared: the device (this rank's), the GPU's name, the ``--device-map`` option and the
     SDPA backends torch may choose from on that device (it picks one per call by the inputs)."""
     device = resolve_device(None)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
     out = {"device": str(device), "device_map": PLACEMENT.device_map, "gpu": None, "sdpa_backends": None}
     if device.type == "cuda":
         b = torch.backends.cuda
