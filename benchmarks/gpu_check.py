@@ -17,6 +17,8 @@ Per model it prints:
 - ``peak GiB``: peak GPU memory allocated during the white-box pass (weights included); the
   peak is reset, and the previous model's memory freed, before each model is built
   (``start_GiB``: what was still allocated then, 0 when nothing of the last model was left);
+- ``white-box tok/s`` (0-shot and 5-shot): prompt tokens per second of that white-box pass, every
+  token computed (no shared prefix); ``reproduce --plan-only`` turns the 0-shot one into FLOP/s;
 - ``study tok/s``: prompt tokens per second of a 5-shot MMLU-length study (prompts that
   share their 5 demonstrations, every scorer, the demonstrations computed once through the
   prefix cache as ``mcqa`` does).
@@ -149,7 +151,7 @@ def check(name: str, args, device: str, dtype: torch.dtype) -> dict:
     t0 = time.perf_counter()
     lm = build(name, tiny=args.tiny, device=device, dtype=dtype)
     engine = Engine(lm)
-    row: dict = {"model": name + (" (tiny)" if args.tiny else ""),
+    row: dict = {"model": name + (" (tiny)" if args.tiny else ""), "gpu": torch.cuda.get_device_name() if cuda else None,
                  "params_M": round(sum(p.numel() for p in lm.model.parameters()) / 1e6, 1),
                  "build_s": round(time.perf_counter() - t0, 1)}
     if cuda:
@@ -181,6 +183,7 @@ def check(name: str, args, device: str, dtype: torch.dtype) -> dict:
             row[f"{label}_plain_ms"] = round(plain * 1e3, 2)
             row[f"{label}_whitebox_ms"] = round(white * 1e3, 2)
             row[f"{label}_overhead"] = round(white / plain, 3)
+            row[f"{label}_whitebox_tokens_per_s"] = round(args.batch * length / white, 1)  # every token computed
             if cuda:
                 row[f"{label}_peak_GiB"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         # 3. a 5-shot study: prompts sharing their demonstrations, every scorer, the prefix cached once
@@ -206,8 +209,9 @@ def check(name: str, args, device: str, dtype: torch.dtype) -> dict:
     return row  # the model is freed (and the peak reset) when the next check starts
 
 
-COLUMNS = ["model", "params_M", "logits_ok", "logits_max_abs_diff", "0-shot_plain_ms", "0-shot_whitebox_ms", "0-shot_overhead",
-           "5-shot_plain_ms", "5-shot_whitebox_ms", "5-shot_overhead", "start_GiB", "peak_GiB", "study_tokens_per_s"]
+COLUMNS = ["model", "params_M", "logits_ok", "logits_max_abs_diff", "0-shot_plain_ms", "0-shot_whitebox_ms", "0-shot_overhead", "0-shot_whitebox_tokens_per_s",
+           "5-shot_plain_ms", "5-shot_whitebox_ms", "5-shot_overhead", "5-shot_whitebox_tokens_per_s", "start_GiB", "peak_GiB",
+           "study_tokens_per_s"]
 
 
 def table(rows: list[dict]) -> str:

@@ -173,14 +173,16 @@ def test_gpu_rule_beside_the_cpu_rates_for_the_bundled_models(shared_datasets):
 
 
 def test_gpu_check_results_set_the_throughput(tmp_path, monkeypatch):
-    rows = [{"model": "llama-3-8b", "study_tokens_per_s": 10000.0}, {"model": "qwen2.5-7b"}]
+    rows = [{"model": "llama-3-8b", "gpu": "NVIDIA H200", "0-shot_whitebox_tokens_per_s": 10000.0,
+             "5-shot_whitebox_tokens_per_s": 30000.0, "study_tokens_per_s": 90000.0},
+            {"model": "qwen2.5-7b", "study_tokens_per_s": 80000.0}]  # only the 0-shot white-box rate counts
     (tmp_path / "gpu_check.json").write_text(json.dumps(rows), encoding="utf-8")
     monkeypatch.setattr(gpu, "GPU_CHECK", tmp_path / "gpu_check.json")
     gpu.measured_throughput.cache_clear()
     try:
         flops, basis = gpu.throughput()
         assert flops == pytest.approx(10000.0 * gpu.flops_per_token(gpu.shapes("meta-llama/Meta-Llama-3-8B")))
-        assert "measured by benchmarks/gpu_check.py" in basis
+        assert basis.endswith("measured by benchmarks/gpu_check.py on NVIDIA H200")
         monkeypatch.setattr(gpu, "GPU_CHECK", tmp_path / "absent.json")
         gpu.measured_throughput.cache_clear()
         assert gpu.throughput()[0] == pytest.approx(gpu.GPU_PEAK_FLOPS * gpu.GPU_EFFICIENCY)
