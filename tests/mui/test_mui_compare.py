@@ -103,6 +103,24 @@ def test_law_refuses_mixed_settings_in_one_line(tmp_path):
     assert isinstance(r.exception, WhiteboxError) and "threshold" in str(r.exception)
 
 
+def test_reproduce_fits_the_largest_comparable_group_and_names_the_runs_left_out(tmp_path):
+    """reproduce's Utility Law: a task run with more items and a longer budget than the rest (BIG-Bench
+    at the cpu scale) is left out of the fit with the settings that differ, not mixed in, and the
+    fit over the rest equals fit_runs over those runs alone (an exact law: A = -2)."""
+    from whitebox_eval.mui.compare import comparable_groups
+    from whitebox_eval.reproduce.derived import utility_law
+
+    same = [_run_with(tmp_path, f"m{p}", p, -2.0 * math.log(p) + 12.0, n=48, max_new_tokens=32) for p in (10.0, 30.0, 60.0)]
+    other = _run_with(tmp_path, "bbh", 20.0, 9.0, n=200, max_new_tokens=8)
+    runs = [same[0], other, same[1], same[2]]
+    assert comparable_groups(runs) == [[0, 2, 3], [1]]
+    t = utility_law([str(r) for r in runs], ["a", "bbh", "b", "c"])
+    assert t["n"] == 3 and t["value"] == pytest.approx(-2.0) and [p["label"] for p in t["points"]] == ["a", "b", "c"]
+    assert t["skipped"] == ["bbh (settings differ from the fit's runs: max_new_tokens (32 vs 8); n (48 vs 200))"]
+    assert t["value"] == pytest.approx(fit_runs(same).fit.a)
+    assert comparable_groups([other, same[0]]) == [[0], [1]]  # a tie: the group whose first run comes first
+
+
 def test_law_needs_three_runs_for_r2_and_reports_intervals(tmp_path):
     """R^2 with two points is always 1: not reported. From 3 points, A and B get OLS t-intervals,
     checked against scipy.stats.linregress's standard errors."""

@@ -211,6 +211,15 @@ def mixed_settings(folders: Sequence[RunFolder]) -> list[str]:
     return out
 
 
+def comparable_groups(runs: Sequence[str | Path]) -> list[list[int]]:
+    """Indices of ``runs`` grouped by equal MUI settings (those :func:`mixed_settings` compares),
+    the largest group first (ties: the group whose first run comes first)."""
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(runs):
+        groups.setdefault(repr(sorted(_settings(RunFolder.open(r)).items())), []).append(i)
+    return sorted(groups.values(), key=lambda g: (-len(g), g[0]))
+
+
 def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labels: Sequence[str] | None = None,
              allow_mixed: bool = False) -> LawFitResult:
     """Fit ``MUI = A ln(P) + B`` (percent units, sec. 3.2) over finished MUI runs; optionally plot it.

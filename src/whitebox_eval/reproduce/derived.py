@@ -130,14 +130,22 @@ def rarefied_relative(results: Mapping[str, Any], spec: Mapping[str, Any]) -> di
 
 def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
     """A of the Utility Law fitted over ``folders`` (percent units, as the paper and
-    ``mui law``), with its t-interval; also B, R^2 and the points."""
+    ``mui law``), with its t-interval; also B, R^2 and the points. MUI is a union that grows
+    with the items and tokens, so only runs of equal MUI settings are comparable: the fit takes
+    the largest such group, and each run outside it is listed as left out with the settings
+    that differ (a task run with more items or a longer budget than the rest)."""
     from whitebox_eval.errors import WhiteboxError
-    from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.mui.compare import comparable_groups, fit_runs, mixed_settings
+    from whitebox_eval.runs import RunFolder
 
+    kept, *others = comparable_groups(folders)
+    left = [f"{labels[i]} (settings differ from the fit's runs: "
+            + "; ".join(mixed_settings([RunFolder.open(folders[kept[0]]), RunFolder.open(folders[i])])) + ")"
+            for g in others for i in g]
     try:
-        fit = fit_runs(list(folders), labels=list(labels))
+        fit = fit_runs([folders[i] for i in kept], labels=[labels[i] for i in kept])
     except WhiteboxError as e:
-        raise Missing(str(e)) from None
+        raise Missing(str(e) + (f"; left out: {'; '.join(left)}" if left else "")) from None
     f = fit.fit
     if f.a_ci is None:
         raise Missing(f"{f.n_points} points: the interval of A needs at least 3")
@@ -145,7 +153,7 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
             "test": "OLS t-interval of A (MUI = A ln(P) + B, percent units)", "source": "mui law over the runs",
             "b": f.b, "r2": f.r2, "points": [{"label": lab, "performance": p, "mui": m}
                                              for lab, p, m in zip(fit.labels, fit.performance, fit.mui)],
-            "skipped": list(fit.skipped)}
+            "skipped": list(fit.skipped) + left}
 
 
 SAMPLE_DERIVED = {"group_gap": group_gap, "stage_gap": stage_gap, "paired_fields": paired_fields,
