@@ -172,6 +172,23 @@ def test_gpu_rule_beside_the_cpu_rates_for_the_bundled_models(shared_datasets):
     assert 0.5 < by_suite["mcqa"][0] / by_suite["mcqa"][1] < 2  # the suite the CPU reference measures
 
 
+def test_every_suite_has_tokens_per_unit_and_contamination_counts_in_muis_units(shared_datasets):
+    """A suite missing from TOKENS_PER_UNIT once fell back to 100 tokens a unit: contamination, whose
+    units are mui's (3 tokens), was estimated at 30 GPU hours per 7B model, ~30x its MUI runs. At the
+    cpu scale (where contamination runs) the FLOP rule over the measured CPU rate is the same for
+    contamination as for mui, the suite whose units it counts in."""
+    from whitebox_eval.suites import SUITES
+
+    assert set(SUITES) <= set(gpu.TOKENS_PER_UNIT)
+    plan = prepare(["001"], ["smollm2-135m"], "cpu", data_root=str(shared_datasets))
+    ratio = {}
+    for c in plan.children:
+        if c.suite in ("mui", "contamination") and not c.skip:
+            f, r = gpu.cpu_check(c.suite, c.mode, c.model, c.settings, gpu.cpu_flops())
+            ratio.setdefault(c.suite, []).append(f / r)
+    assert 0.5 < max(ratio["contamination"]) / min(ratio["mui"]) < 2
+
+
 def test_gpu_check_results_set_the_throughput(tmp_path, monkeypatch):
     rows = [{"model": "llama-3-8b", "gpu": "NVIDIA H200", "0-shot_whitebox_tokens_per_s": 10000.0,
              "5-shot_whitebox_tokens_per_s": 30000.0, "study_tokens_per_s": 90000.0},

@@ -38,8 +38,9 @@ GPU_CHECK_MODELS = {"llama-3-8b": "meta-llama/Meta-Llama-3-8B", "qwen2.5-7b": "Q
 #: prompt and a burst of sampled tokens); mui, a generated token and its scoring pass (3); masking,
 #: a masked scoring or generation step (32); span, one example's characters and the instruction
 #: (100: 13-190 characters per example, ID to OOD); gar, a one-shot GAR prompt (100: 94 tokens over
-#: the 384 tasks, 109 for the truth tasks)
-TOKENS_PER_UNIT: dict[str, float] = {"mcqa": 100, "formats": 16, "mui": 3, "masking": 32, "span": 100, "gar": 100}
+#: the 384 tasks, 109 for the truth tasks); contamination counts its MUI runs and training in mui's units (3)
+TOKENS_PER_UNIT: dict[str, float] = {"mcqa": 100, "formats": 16, "mui": 3, "masking": 32, "span": 100, "gar": 100,
+                                     "contamination": 3}
 CPU_REFERENCE_TOKENS_PER_S = 240 * 72 / 64.3
 """SmolLM2-135M on the CPU: 240 0-shot MMLU items of 72 tokens in 64.3 s, one thread, every
 white-box scorer (benchmarks/results/kshot_prefix.txt); with :func:`flops_per_token` the CPU
@@ -129,8 +130,8 @@ def throughput() -> tuple[float, str]:
 
 def seconds(suite: str, units: float, s: dict[str, Any], settings: dict[str, Any], flops: float) -> float:
     """GPU seconds of ``units`` of ``suite``'s work on shapes ``s`` at ``flops`` FLOP/s."""
-    tokens = units * TOKENS_PER_UNIT.get(suite, 100)
-    tokens += FINETUNE_FORWARDS * float(settings.get("finetune_examples") or 0) * TOKENS_PER_UNIT.get(suite, 100)
+    tokens = units * TOKENS_PER_UNIT[suite]
+    tokens += FINETUNE_FORWARDS * float(settings.get("finetune_examples") or 0) * TOKENS_PER_UNIT[suite]
     return tokens * flops_per_token(s) / flops
 
 
