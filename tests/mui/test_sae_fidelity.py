@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -69,6 +70,23 @@ def test_truncated_collection_equals_the_full_forward_and_skips_the_blocks_above
     assert x.shape == (8 + 4, lm.arch.d_model)
     ref = torch.cat([_hooked_logits(lm, s, 1)[1][1:] for s in sorted(seqs, key=len)])
     torch.testing.assert_close(torch.from_numpy(x).float(), ref, atol=2e-2, rtol=2e-3)  # float16 cache
+
+
+def test_residuals_beyond_float16s_range_are_kept_in_float32(monkeypatch):
+    """Gemma-3's residual stream holds values beyond float16's 65,504: cast to float16 they were
+    inf, and the SAE trained on them. The collection keeps float32 then (the values exactly),
+    float16 otherwise (half the memory)."""
+    from whitebox_eval.mui import sae_training
+
+    lm = tiny_lm("llama")
+    seqs = [list(range(3, 12)), list(range(20, 25))]
+    small = collect_residuals(lm, 1, seqs, batch_size=2)
+    assert small.dtype == np.float16
+    monkeypatch.setattr(sae_training, "block_output", lambda lm, ids, mask, layer: torch.full(
+        (*ids.shape, lm.arch.d_model), 1.0e5) * (1 + torch.arange(ids.shape[1])[None, :, None]))
+    big = collect_residuals(lm, 1, seqs, batch_size=2)
+    assert big.dtype == np.float32 and np.isfinite(big).all()
+    assert set(np.unique(big).tolist()) == {1.0e5 * (1 + i) for i in range(1, 9)}  # positions 1..8, exact
 
 
 def test_fidelity_figures_equal_a_hand_computation():

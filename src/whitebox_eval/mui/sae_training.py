@@ -7,7 +7,8 @@ few seed prompts (the engine's decoder, :func:`whitebox_eval.internals.generatio
 sampling at temperature 1), with a warning. Residuals leaving block ``layer`` (SAELens'
 ``hook_resid_post``) are collected with the forward stopped after that block
 (:func:`whitebox_eval.internals.truncated.block_output`), the first position of each sequence
-(the attention sink) and padding left out, and cached on disk as float16; then
+(the attention sink) and padding left out, and cached on disk as float16 (float32 where a value
+is beyond float16's range); then
 :func:`whitebox_eval.mui.sae.train_topk_sae` fits the SAE (auxiliary dead-feature loss) and
 :func:`whitebox_eval.mui.sae_fidelity.evaluate_fidelity` measures it on the held-out chunks.
 The SAE is saved in SAELens' layout with ``hook_name`` ``blocks.{layer}.hook_resid_post`` and
@@ -102,7 +103,9 @@ def generated_sequences(lm, n_tokens: int, *, seed: int = 0, max_new_tokens: int
 
 def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size: int = 16,
                       show_progress: bool | None = False) -> np.ndarray:
-    """Residuals leaving block ``layer`` at every real position but the first, ``[n, d_model]`` float16.
+    """Residuals leaving block ``layer`` at every real position but the first, ``[n, d_model]``:
+    float16 where every value fits its range (65,504), else float32 (Gemma-3's residual stream
+    holds values beyond it, which float16 would turn into inf).
 
     The forward stops after block ``layer``; sequences are right-padded in batches (progress
     per batch, :mod:`whitebox_eval.runs.progress`).
@@ -121,10 +124,11 @@ def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size:
         h = block_output(lm, ids, mask, layer)
         keep = mask.bool().to(h.device)
         keep[:, 0] = False
-        rows.append(h[keep].float().cpu().numpy().astype(np.float16))
+        rows.append(h[keep].float().cpu().numpy())
     if not rows:
         raise WhiteboxError("no sequences to collect residuals from")
-    return np.concatenate(rows)
+    fits = max(float(np.abs(r).max(initial=0.0)) for r in rows) <= np.finfo(np.float16).max
+    return np.concatenate(rows, dtype=np.float16 if fits else np.float32)
 
 
 def cached_residuals(lm, layer: int, chunks: TextChunks, cache_dir: str | Path | None, *,
