@@ -127,7 +127,8 @@ def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size:
         rows.append(h[keep].float().cpu().numpy())
     if not rows:
         raise WhiteboxError("no sequences to collect residuals from")
-    fits = max(float(np.abs(r).max(initial=0.0)) for r in rows) <= np.finfo(np.float16).max
+    # against a float (a float16 scalar would cast the max to float16: inf, and a warning)
+    fits = max(float(np.abs(r).max(initial=0.0)) for r in rows) <= float(np.finfo(np.float16).max)
     return np.concatenate(rows, dtype=np.float16 if fits else np.float32)
 
 
