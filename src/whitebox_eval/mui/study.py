@@ -31,7 +31,8 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.internals.prefixes import PrefixCache
-from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, lm_eval_metrics, threshold_summary
+from whitebox_eval.mui.inference import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
+                                        threshold_summary)
 from whitebox_eval.mui.explorer import token_view
 from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, SAESet, ScoredSequence, load_sae_set, sample_key_mask,
                                           token_scores)
@@ -256,15 +257,17 @@ def run_mui(
         return records, arrays
 
     run_pass(folder, PASS, ids, cfg.batch_size, score, desc="mui batches", show_progress=show_progress, collect=False)
-    fidelity = _sae_fidelity(folder, loaded, sae_set, cfg.batch_size) if sae_set is not None else None
+    fidelity = (_sae_fidelity(folder, loaded, sae_set, cfg.batch_size, show_progress)
+                if sae_set is not None else None)
     budget = max(task.settings(it)[1] for it in task.items)
     return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget)
 
 
-def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int) -> dict:
+def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None) -> dict:
     """Per SAE layer: the fidelity figures (:mod:`whitebox_eval.mui.sae_fidelity`) on the task's
-    prompt + response tokens; the stage arrays/sae_fidelity.json (reused on resume, judged by
-    today's thresholds)."""
+    prompt + response tokens, with the study's progress (three forwards a batch: after the last
+    sample, minutes on long prompts); the stage arrays/sae_fidelity.json (reused on resume, judged
+    by today's thresholds)."""
     def compute() -> dict:
         seqs: list[list[int]] = []
         for z in iter_parts(folder, PASS):
@@ -273,7 +276,7 @@ def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int) -> di
                 seqs += [toks[offs[i]:offs[i + 1]].tolist() for i in range(len(offs) - 1)]
         seqs = [q for q in seqs if len(q) >= 2]
         return {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size,
-                                              judge_dead=False)
+                                              judge_dead=False, show_progress=show_progress)
                 if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
 
     kept = stage(folder.path / ARRAYS_DIR, "sae_fidelity", compute)
