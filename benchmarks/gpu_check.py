@@ -209,9 +209,10 @@ def check(name: str, args, device: str, dtype: torch.dtype) -> dict:
     return row  # the model is freed (and the peak reset) when the next check starts
 
 
-COLUMNS = ["model", "params_M", "logits_ok", "logits_max_abs_diff", "0-shot_plain_ms", "0-shot_whitebox_ms", "0-shot_overhead", "0-shot_whitebox_tokens_per_s",
-           "5-shot_plain_ms", "5-shot_whitebox_ms", "5-shot_overhead", "5-shot_whitebox_tokens_per_s", "start_GiB", "peak_GiB",
-           "study_tokens_per_s"]
+COLUMNS = ["model", "params_M", "logits_ok", "logits_max_abs_diff",
+           "0-shot_plain_ms", "0-shot_whitebox_ms", "0-shot_overhead", "0-shot_whitebox_tokens_per_s",
+           "5-shot_plain_ms", "5-shot_whitebox_ms", "5-shot_overhead", "5-shot_whitebox_tokens_per_s",
+           "start_GiB", "peak_GiB", "study_tokens_per_s"]
 
 
 def table(rows: list[dict]) -> str:

@@ -8,8 +8,8 @@ forward count (Kaplan et al. 2020, sec. 2.1), attention over the context left ou
 example costs 3 forwards (forward and backward). Throughput: :data:`GPU_PEAK_FLOPS` x
 :data:`GPU_EFFICIENCY` (H100 SXM bf16 dense at a stated fraction of peak), or, where
 ``benchmarks/results/gpu_check.json`` holds measured white-box tokens per second, the median
-FLOP/s those imply (:func:`measured_throughput`). Shapes: ``model_configs.yaml`` (the hub configs, offline), or the config.json of a
-``--models-root`` folder when there is one.
+FLOP/s those imply (:func:`measured_throughput`). Shapes: ``model_configs.yaml`` (the hub
+configs, offline), or the config.json of a ``--models-root`` folder when there is one.
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def flops_per_token(s: dict[str, Any]) -> float:
 
 
 @functools.cache
-def measured_throughput() -> float | None:
-    """FLOP/s implied by gpu_check.py's measured 0-shot white-box tokens per second (median over
-    its models): batches of 8 prompts of 72 tokens with every scorer, the shape of a unit above
+def measured_throughput() -> tuple[float, str] | None:
+    """(FLOP/s, `` on GPU`` as the rows name it, or empty) implied by gpu_check.py's measured
+    0-shot white-box tokens per second (median over its models): batches of 8 prompts of 72 tokens with every scorer, the shape of a unit above
     (~100 tokens) at the suites' default batch of 8. Not its 5-shot rate (long prompts fill the
     GPU better: the estimate would be low for short-prompt suites) nor its study rate (the shared
     demonstrations are computed once, so it counts tokens the GPU never computes)."""
@@ -107,23 +107,18 @@ def measured_throughput() -> float | None:
     key = "0-shot_whitebox_tokens_per_s"
     rates = [r[key] * flops_per_token(known_configs()[GPU_CHECK_MODELS[r["model"]]])
              for r in rows if r.get("model") in GPU_CHECK_MODELS and r.get(key)]
-    return statistics.median(rates) if rates else None
-
-
-def measured_on() -> str:
-    """`` on GPU`` as gpu_check.json's rows name it (empty where they do not)."""
-    try:
-        names = {r.get("gpu") for r in json.loads(GPU_CHECK.read_text(encoding="utf-8"))} - {None}
-    except (OSError, ValueError):
-        return ""
-    return f" on {', '.join(sorted(names))}" if names else ""
+    if not rates:
+        return None
+    gpus = sorted({r["gpu"] for r in rows if r.get("gpu")})
+    return statistics.median(rates), f" on {', '.join(gpus)}" if gpus else ""
 
 
 def throughput() -> tuple[float, str]:
     """(FLOP/s, how it was set) for the estimate."""
     measured = measured_throughput()
     if measured:
-        return measured, f"{measured / 1e12:.0f} TFLOP/s measured by benchmarks/gpu_check.py{measured_on()}"
+        flops, where = measured
+        return flops, f"{flops / 1e12:.0f} TFLOP/s measured by benchmarks/gpu_check.py{where}"
     return GPU_PEAK_FLOPS * GPU_EFFICIENCY, (f"one H100 SXM, bf16, at {GPU_EFFICIENCY:.0%} of its "
                                              f"{GPU_PEAK_FLOPS / 1e12:.0f} TFLOP/s peak")
 
