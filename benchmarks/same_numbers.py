@@ -16,7 +16,9 @@ version fields), samples.jsonl, config.yaml's study keys and every array are equ
 Studies (each a few minutes or less on 2 CPU cores): mcqa on SSD with every method
 (ablation and cloze included), mcqa MMLU 5-shot ``--prompt lm-eval`` on the shared
 sample, formats arithmetic 5-shot with sampling, mui arithmetic-gen and masking, gar
-evaluate / intervene / truth-heads, span with reinforcement. The shared samples are
+evaluate / intervene / truth-heads, span with reinforcement, and an SAE-scored mui study
+(``--score sae`` on a seeded random TopK SAE this script writes in SAELens' layout, so the
+SAE's code path is compared without training one). The shared samples are
 looked for in ``$WHITEBOX_SHARED_DATASETS`` or ``../shared/datasets`` beside the clone;
 a study whose data is missing is skipped with a printed reason.
 """
@@ -67,6 +69,8 @@ def studies(data: Path | None, model: str = MODEL) -> dict[str, list[str] | str]
                            "--reinforce", "--key-samples", "4", "--select-limit", "4", "--heads", "2",
                            "--values", "0.3", "--random-draws", "2", "--batch-size", "4"],
     }
+    s["mui_sae"] = ["mui", "--model", model, "--task", "arithmetic-gen", "--limit", "6", "--max-new-tokens", "12",
+                    "--batch-size", "4", "--score", "sae", "--sae", f"{SAE_LAYER}={{sae}}"]
     if data is None:
         s["mcqa_mmlu_lmeval"] = "no shared datasets folder (set WHITEBOX_SHARED_DATASETS)"
     else:
@@ -77,9 +81,32 @@ def studies(data: Path | None, model: str = MODEL) -> dict[str, list[str] | str]
     return s
 
 
+SAE_LAYER = 15
+
+
+def write_sae(folder: Path, d_in: int = 576, d_sae: int = 512, k: int = 16, seed: int = 0) -> Path:
+    """A seeded random TopK SAE in SAELens' layout (cfg.json + sae_weights.safetensors) at
+    block SAE_LAYER's output residual; the same bytes on every machine (numpy's PCG64)."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    w_dec = rng.standard_normal((d_sae, d_in)).astype(np.float32)
+    w_dec /= np.linalg.norm(w_dec, axis=1, keepdims=True)
+    save_file({"W_enc": np.ascontiguousarray(w_dec.T), "W_dec": w_dec,
+               "b_enc": np.zeros(d_sae, np.float32), "b_dec": np.zeros(d_in, np.float32)},
+              str(folder / "sae_weights.safetensors"))
+    cfg = {"d_in": d_in, "d_sae": d_sae, "dtype": "float32", "device": "cpu", "apply_b_dec_to_input": True,
+           "normalize_activations": "none", "metadata": {"hook_name": f"blocks.{SAE_LAYER}.hook_resid_post"},
+           "k": k, "architecture": "topk"}
+    (folder / "cfg.json").write_text(json.dumps(cfg))
+    return folder
+
+
 def record(out: Path, only: set[str] | None, model: str = MODEL) -> int:
     """Runs the studies into ``out``; returns how many failed."""
     out.mkdir(parents=True, exist_ok=True)
+    sae = write_sae(out / "_sae")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WHITEBOX_PROGRESS": "off"}
     timings = {}
     failed = 0
@@ -89,6 +116,7 @@ def record(out: Path, only: set[str] | None, model: str = MODEL) -> int:
         if isinstance(args, str):
             print(f"{name}: skipped ({args})")
             continue
+        args = [a.replace("{sae}", str(sae)) for a in args]
         cmd = [sys.executable, "-m", "whitebox_eval", *args, "--output", str(out), "--run-id", name]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
