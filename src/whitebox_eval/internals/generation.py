@@ -132,7 +132,7 @@ def generate(
     for step in range(max_new_tokens):
         if step:
             batch = batch.append(torch.where(done, pad, nxt))
-        step_edits = list(edits(batch.lengths.tolist()) if callable(edits) else edits)
+        step_edits = list(edits(batch.host_lengths.tolist()) if callable(edits) else edits)
         if guard is not None:
             guard.check(step_edits, batch)
         with torch.no_grad():
@@ -161,7 +161,8 @@ def generate(
 def _repeat_rows(batch: Batch, n: int) -> Batch:
     """Every example of ``batch`` repeated ``n`` times in place (rows i*n .. i*n+n-1)."""
     return Batch(*(t.repeat_interleave(n, dim=0) for t in (batch.input_ids, batch.attention_mask, batch.position_ids,
-                                                         batch.lengths)), batch.prefix_len)
+                                                         batch.lengths)), batch.prefix_len,
+                 host_lengths=batch.host_lengths.repeat_interleave(n, dim=0))
 
 
 def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -234,7 +235,7 @@ class _CacheGuard:
         for e in edits:
             if not isinstance(e, EditAttention):
                 _check_absolute(e)
-        n = batch.example_lengths.cpu()
+        n = batch.host_example_lengths
         cells = [_attention_cells(e, n) if isinstance(e, EditAttention) else None for e in edits]
         if self.prev is not None:
             if len(edits) != len(self.prev) or not all(_same_edit(a, b) for a, b in zip(edits, self.prev)):

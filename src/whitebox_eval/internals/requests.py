@@ -29,7 +29,7 @@ resid           [B, L, P, d_model]        residual stream leaving the block
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -81,6 +81,7 @@ class MaskNeurons:
 
 
 AttentionMode = Literal["add", "add_above", "force", "copy_head"]
+ATTENTION_MODES = ("add", "add_above", "force", "copy_head")
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,23 @@ class Patch:
     heads: Sequence[int] | None = None
 
 
-Edit = ScaleHeads | MaskNeurons | EditAttention | Patch
+@dataclass(frozen=True)
+class Replace:
+    """Replace ``point`` of ``layer`` by ``fn(x)`` (SAE fidelity: the residual leaving a block
+    swapped for its reconstruction; a block's output zeroed).
+
+    ``x`` holds the point's values at the tokens this pass computes, left-aligned: row ``i``'s
+    ``j``-th computed token at ``[i, j]`` and zeros after its last token (without a cached
+    prefix these are example coordinates, [B, S, ...] as a right-padded batch lays them
+    out). ``fn`` returns a tensor of that shape; the real tokens take its values, pads keep theirs.
+    """
+
+    point: str
+    layer: int
+    fn: Callable[[torch.Tensor], torch.Tensor]
+
+
+Edit = ScaleHeads | MaskNeurons | EditAttention | Patch | Replace
 
 
 def cells_from_pairs(batch_size: int, seq_len: int, pairs: Sequence[Sequence[tuple[int, int]]]) -> torch.Tensor:

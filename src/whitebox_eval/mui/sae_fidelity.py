@@ -26,7 +26,7 @@ import math
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals.truncated import replaced_block_output
+from whitebox_eval.internals import Engine, Replace, batch_from_ids
 from whitebox_eval.mui.sae import SAE
 from whitebox_eval.runs.progress import progress
 
@@ -98,7 +98,9 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
             lp = torch.log_softmax(rows, dim=-1)
             return float(-lp.gather(1, targets.to(lp.device)[:, None]).sum())
 
-        ce["clean"] += nll(replaced_block_output(lm, ids, mask, block, record))
+        batch = batch_from_ids([r[:n] for r, n in zip(ids.tolist(), mask.sum(1).tolist())], lm.pad_id).to(lm.device)
+        replaced = lambda fn, run=Engine(lm).run: batch.unpad(run(batch, edits=[Replace("resid", block, fn)], logits="all").logits, 1)  # noqa: E731
+        ce["clean"] += nll(replaced(record))
         h = seen["h"]  # on the hooked block's device (a device map puts it anywhere)
         keep_h = keep.to(h.device)
         sae = sae.to(h.device)
@@ -111,8 +113,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         recon = torch.zeros_like(h)
         recon[keep_h] = x_hat.to(h.dtype)
         where = keep_h[..., None]
-        ce["sae"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where, r=recon: torch.where(w, r, h)))
-        ce["zero"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where: torch.where(w, 0.0, h)))
+        ce["sae"] += nll(replaced(lambda h, w=where, r=recon: torch.where(w, r, h)))
+        ce["zero"] += nll(replaced(lambda h, w=where: torch.where(w, 0.0, h)))
     x = torch.cat(xs).double()
     sse_t = torch.cat(sse)
     centred = ((x - x.mean(0)) ** 2).sum(-1)
