@@ -256,31 +256,20 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None
 
     ``prefixes`` (a :class:`~whitebox_eval.internals.prefixes.PrefixCache`): the
     demonstrations' key/values, computed once for every question."""
-    return mcq_probabilities_batch(engine, [item], demos, prefixes)[0]
-
-
-def mcq_probabilities_batch(engine, items: list[MCQItem], demos: list[MCQItem], prefixes=None) -> list[dict]:
-    """:func:`mcq_probabilities` of several questions in one pass (their demonstrations cached once),
-    the last-position logits brought back in one copy."""
     import torch
 
     from whitebox_eval.internals import batch_from_ids
     from whitebox_eval.mcqa.tokens import tokenize_prompt
 
-    toks = [tokenize_prompt(engine.tokenizer, render_prompt(it, fmt="mcq_plain", demos=demos), "eol") for it in items]
-    prefix = prefixes.for_batch([t.input_ids for t in toks], limit=min(t.prefix_tokens for t in toks)) \
-        if prefixes is not None else None
+    t = tokenize_prompt(engine.tokenizer, render_prompt(item, fmt="mcq_plain", demos=demos), "eol")
+    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None else None
     skip = prefix.length if prefix is not None else 0
-    batch = batch_from_ids([t.input_ids[skip:] for t in toks], pad_id=engine.loaded.pad_id).to(engine.loaded.device)
-    logits = engine.run(batch, prefix=prefix).logits.double().cpu()
-    logp = torch.log_softmax(logits, -1)
-    out = []
-    for it, t, row, lp in zip(items, toks, logits, logp):
-        raw = lp[t.answer_ids].exp()
-        renorm = torch.softmax(row[t.answer_ids], -1)
-        out.append({"p_renorm": float(renorm[it.gold]), "p_raw": float(raw[it.gold]),
-                    "letter_mass": float(raw.sum()), "pred": int(row[t.answer_ids].argmax())})
-    return out
+    logits = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), prefix=prefix).logits[0].double().cpu()
+    logp = torch.log_softmax(logits, -1)[t.answer_ids]
+    raw = logp.exp()
+    renorm = torch.softmax(logits[t.answer_ids], -1)
+    return {"p_renorm": float(renorm[item.gold]), "p_raw": float(raw[item.gold]),
+            "letter_mass": float(raw.sum()), "pred": int(logits[t.answer_ids].argmax())}
 
 
 def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
@@ -302,8 +291,8 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
 
     def score(chunk: list[int]):
         records = []
-        mcqs = mcq_probabilities_batch(engine, [data.items[i] for i in chunk], data.demos, prefixes)  # one pass
-        for it, mcq in zip((data.items[i] for i in chunk), mcqs):
+        for it in (data.items[i] for i in chunk):
+            mcq = mcq_probabilities(engine, it, data.demos, prefixes)
             answer = answer_of(it, data.answer_type)
             prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
             gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
