@@ -31,7 +31,7 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 PLACEHOLDER = re.compile(r"<[A-Za-z][^<>]*>")  # <run-id>, <formats run A>: a value, not a redirection
-SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1", "(", ")"}
+SHELL_PUNCTUATION = "|&;<>()"  # a token of these alone (|, &&, >, 2>&1's >&, ...) ends a command
 
 
 def _rel(page: Path) -> str:
@@ -103,20 +103,23 @@ def _inline_spans(prose: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return [(number, m.group(2).strip()) for number, text in _paragraphs(prose) for m in INLINE_CODE.finditer(text)]
 
 
-def quoted_commands(page: Path) -> list[tuple[int, list[str]]]:
+def quoted_commands(page: Path) -> list[tuple[int, list[str] | None]]:
     """Every ``whitebox-eval ARGS`` (or ``python -m whitebox_eval ARGS``, ``torchrun ... -m
     whitebox_eval ARGS``) the page quotes, as (line, ARGS): a comment after ``#``, a pipe or
-    a redirection ends it, ``<placeholders>`` stand for a value."""
+    a redirection ends it, ``<placeholders>`` stand for a value. ARGS is None where the
+    shell could not read the line (an unbalanced quote)."""
     prose, code = _blocks(page.read_text(encoding="utf-8"))
     found = []
     for number, text in _code_commands(code) + _inline_spans(prose):
         text = PLACEHOLDER.sub("PLACEHOLDER", text)
         try:
-            lexer = shlex.shlex(text, posix=True, punctuation_chars="|&;<>()")
+            lexer = shlex.shlex(text, posix=True, punctuation_chars=SHELL_PUNCTUATION)
             lexer.whitespace_split = True
             lexer.commenters = "#"
             tokens = list(lexer)
-        except ValueError:  # an unbalanced quote in prose code (not a command)
+        except ValueError:  # an unbalanced quote: a problem where it quotes a command
+            if re.search(r"whitebox-eval|-m whitebox_eval", text):
+                found.append((number, None))
             continue
         i = 0
         while i < len(tokens):
@@ -129,9 +132,12 @@ def quoted_commands(page: Path) -> list[tuple[int, list[str]]]:
                 i += 1
                 continue
             end = start
-            while end < len(tokens) and tokens[end] not in SHELL_STOP:
+            while end < len(tokens) and not set(tokens[end]) <= set(SHELL_PUNCTUATION):
                 end += 1
-            found.append((number, tokens[start:end]))
+            args = tokens[start:end]
+            if end < len(tokens) and tokens[end][0] in "<>" and args and args[-1].isdigit():
+                args = args[:-1]  # the 2 of 2>&1
+            found.append((number, args))
             i = end
     return found
 
@@ -234,7 +240,9 @@ def test_relative_links_resolve(page):
 def test_quoted_commands_parse(page):
     problems = []
     for number, args in quoted_commands(page):
-        if "..." in args:
+        if args is None:
+            problems.append(f"{_rel(page)}:{number}: the shell cannot read this command (an unbalanced quote)")
+        elif "..." in args:
             problems.append(f"{_rel(page)}:{number}: whitebox-eval {' '.join(args)}: write a <placeholder>, not ...")
         elif (why := parse_with_help(args)) is not None:
             problems.append(f"{_rel(page)}:{number}: whitebox-eval {' '.join(args)}: {why}")
@@ -281,11 +289,14 @@ def test_the_checker_reads_shell_and_markdown(tmp_path):
         "    whitebox-eval report runs/<run-id>     # a comment --nope\n"
         "    torchrun --nproc-per-node 2 -m whitebox_eval --device cuda mcqa \\\n"
         "        --task mmlu=data/mmlu/test | tee log\n\n"
-        "```\nWHITEBOX_PROGRESS=lines whitebox-eval runs > list.txt\n```\n", encoding="utf-8")
+        "```\nWHITEBOX_PROGRESS=lines whitebox-eval runs > list.txt\nnohup whitebox-eval runs 2>&1 && echo\n"
+        "whitebox-eval gar --pattern 'V->E\n```\n", encoding="utf-8")
     assert [a for _, a in quoted_commands(page)] == [
         ["report", "runs/PLACEHOLDER"],
         ["--device", "cuda", "mcqa", "--task", "mmlu=data/mmlu/test"],
         ["runs"],
+        ["runs"],
+        None,
         ["mcqa", "--limit", "5"],
         ["gar", "--limit", "2"]]
     assert anchors(page) == {"title-code-and-more", "repeated", "repeated-1"}
