@@ -6,10 +6,12 @@ Copies the reproduction's ``claims.json`` and, for every child run, its ``result
 and ``config.yaml`` into ``benchmarks/results/reproduce_quick/`` (``runs/<child>/``), and
 its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``. A child the
 reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is recomputed.
-It prints the README's verdict table (one row per claim, one column per model);
-``--beside OTHER/claims.json`` prints instead each model's verdict there beside this one's
-(e.g. the quick scale beside the cpu scale). ``--dest`` and ``--md`` write elsewhere (a
-check that leaves the committed files alone).
+It prints the verdict table (one row per claim, one column per model) and writes it into
+``docs/reproduce.md`` between the markers ``<!-- verdicts: SCALE -->`` and ``<!-- /verdicts -->``
+(added at the page's end when it has none); ``--beside OTHER/claims.json`` makes instead each
+model's verdict there beside this one's (e.g. the quick scale beside the cpu scale), under
+``<!-- verdicts: OTHER_SCALE beside SCALE -->``. ``--dest``, ``--md`` and ``--page`` write
+elsewhere (a check that leaves the committed files alone).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results" / "reproduce_quick"
 MARKDOWN = ROOT / "benchmarks" / "results" / "reproduce_all_quick.md"
+PAGE = ROOT / "docs" / "reproduce.md"
+BEGIN, END = "<!-- verdicts: {} -->", "<!-- /verdicts -->"
 
 
 def main() -> None:
@@ -30,7 +34,9 @@ def main() -> None:
     ap.add_argument("--dest", type=Path, default=DEST, help="folder to write (default: %(default)s)")
     ap.add_argument("--md", type=Path, default=MARKDOWN, help="where reproduction.md goes (default: %(default)s)")
     ap.add_argument("--beside", type=Path, default=None,
-                    help="another reproduction's claims.json: print its verdicts beside this one's")
+                    help="another reproduction's claims.json: its verdicts beside this one's")
+    ap.add_argument("--page", type=Path, default=PAGE,
+                    help="the docs page the verdict table is written into (default: %(default)s)")
     args = ap.parse_args()
     folder, dest = args.folder, args.dest
     content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
@@ -54,9 +60,32 @@ def main() -> None:
     print(f"{len(runs) - len(missing)} child runs copied to {dest}, {len(missing)} missing")
     if args.beside:
         other = json.loads(args.beside.read_text(encoding="utf-8"))
-        print(beside_table(other, content, (other["scale"], content["scale"])))
+        key, table = f"{other['scale']} beside {content['scale']}", beside_table(other, content, (other["scale"], content["scale"]))
     else:
-        print(readme_table(content))
+        key, table = content["scale"], verdict_table(content)
+    print(table)
+    page = args.page
+    page.write_text(put_table(page.read_text(encoding="utf-8") if page.is_file() else "", key, table), encoding="utf-8")
+    print(f"verdict table '{key}' written to {page}")
+
+
+def block(key: str, table: str) -> str:
+    """The table between its markers (blank lines around it, so that it renders as a table)."""
+    return f"{BEGIN.format(key)}\n\n{table}\n\n{END}\n"
+
+
+def put_table(text: str, key: str, table: str) -> str:
+    """``text`` with the table between the markers of ``key`` replaced by ``table``; the block
+    is added at the end where the page has no such markers."""
+    begin = BEGIN.format(key)
+    start = text.find(begin)
+    if start < 0:
+        return (text.rstrip("\n") + "\n\n" if text.strip() else "") + block(key, table)
+    stop = text.find(END, start)
+    if stop < 0:
+        raise SystemExit(f"{begin} has no end marker {END} after it")
+    rest = text[stop + len(END):]
+    return text[:start] + block(key, table) + rest.removeprefix("\n")
 
 
 def _cell(c: dict) -> str:
@@ -77,7 +106,7 @@ def _cell(c: dict) -> str:
     return text.replace("|", "/")
 
 
-def readme_table(content: dict) -> str:
+def verdict_table(content: dict) -> str:
     models = content["models"]
     lines = ["| paper | claim | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
     for p in content["papers"]:

@@ -56,7 +56,7 @@ RUNS: dict[str, list[str]] = {
     "reproduce_timing.py": ["--paper", "003", "--scale", "micro", "--model", TINY, "--data-root", DATA,
                             "--output", OUT, "--run-id", "timed", "--out", OUT + "/reproduce_timing"],
     "reproduce_commit.py": [OUT + "/reproduce-003-micro", "--dest", OUT + "/quick", "--md", OUT + "/quick.md",
-                            "--beside", OUT + "/reproduce-003-micro/claims.json"],
+                            "--page", OUT + "/page.md", "--beside", OUT + "/reproduce-003-micro/claims.json"],
     "fault_table.py": ["--before", SRC, "--case", "mcqa --batch-size 0", "--out", OUT + "/fault_table.md"],
     "data_parallel.py": ["--model", TINY, "--items", "16", "--min-val-items", "4", "--batch-size", "4",
                          "--device", "cpu"],
@@ -96,7 +96,8 @@ EXPECT: dict[str, list[str]] = {
     "data_parallel.py": [r"results_max_difference\s+0\.0\n", r"samples_same_order\s+True",
                          r"arrays_max_difference\s+\{'letter_logits': 0\.0, 'qk': 0\.0, 'attention': 0\.0\}"],
     "reproduce_commit.py": [r"3 child runs copied to .*, 0 missing", r"\| paper \| claim \| \S+ micro \| \S+ micro \|",
-                            r"\| 003 \| [^|]+ \| (holds|contradicted|not shown at this n|uninformative|not run|not tested) \| "],
+                            r"\| 003 \| [^|]+ \| (holds|contradicted|not shown at this n|uninformative|not run|not tested) \| ",
+                            r"verdict table 'micro beside micro' written to \S+page\.md"],
     "fault_table.py": [r"\| mcqa --batch-size 0 \| 2 \|.*\| 2 \|", r"torn arrays/parts/main part, then --resume \| 0 \|"],
     "kshot_prefix.py": [r"5-shot / 0-shot = "],
     # lm-eval beside ours: the same prompts, no item predicted differently
@@ -125,7 +126,7 @@ NOT_RUN = {
 }
 #: options whose default is a file of the checkout (benchmarks/results/, tests/fixtures/)
 DEFAULT_IN_CHECKOUT = {"engine_overhead.py": ["--out"], "mcqa_study.py": ["--out"], "reproduce_timing.py": ["--out"],
-                       "reproduce_commit.py": ["--dest", "--md"], "lm_eval_parity.py": ["--out", "--results-out"],
+                       "reproduce_commit.py": ["--dest", "--md", "--page"], "lm_eval_parity.py": ["--out", "--results-out"],
                        "lm_eval_fixtures.py": ["--out"], "lm_eval_generation_fixture.py": ["--out"],
                        "lm_eval_chat_template.py": ["--out"], "lm_eval_whole_files.py": ["--out"],
                        "cloze_context.py": ["--out"]}
@@ -218,7 +219,7 @@ def test_every_output_goes_to_the_scratch_folder():
     """No micro run writes into the checkout: the committed results and fixtures stay as they are."""
     steps = [[script, *args] for script, args in RUNS.items()] + [s for ss in SETUP.values() for s in ss]
     for program, *args in steps:
-        for flag in ("--out", "--json", "--dest", "--md", "--work", "--output", "--results-out", "--tmp"):
+        for flag in ("--out", "--json", "--dest", "--md", "--page", "--work", "--output", "--results-out", "--tmp"):
             if flag in args:
                 assert args[args.index(flag) + 1].startswith(OUT), (program, flag)
         for flag in DEFAULT_IN_CHECKOUT.get(program, ()):
