@@ -69,20 +69,62 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
     """``{label, k, n, value, source}`` of one arm."""
     label = spec.get("label", "")
     if "samples" in spec:
-        rows = _where(samples, spec.get("where"))
-        vals = [_field(s, spec["samples"]) for s in rows]
-        vals = [v for v in vals if v is not None]
-        if not vals:
+        rows = [s for s in _where(samples, spec.get("where")) if _field(s, spec["samples"]) is not None]
+        if not rows:
             raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
-        k, n = int(sum(bool(v) for v in vals)), len(vals)
-        return {"label": label, "k": k, "n": n, "value": k / n,
-                "source": f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")}
+        items = {item_id(s): float(_field(s, spec["samples"])) for s in rows}
+        vals = list(items.values())
+        source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
+        out = {"label": label, "n": len(vals), "value": float(np.mean(vals)), "source": source, "items": items}
+        if all(v in (0.0, 1.0) for v in vals):
+            out["k"] = int(sum(vals))
+        key = {item_id(s): answer_key(s, spec) for s in rows}
+        if any(v is not None for v in key.values()):
+            out["answers"] = {k: v for k, v in key.items() if v is not None}
+        return out
     est = estimate(results, spec)
     n = est.get("n")
     out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
     if n:
         out["k"] = int(round(est["value"] * n))
     return out
+
+
+def item_id(sample: Mapping[str, Any]) -> str:
+    """A sample's item id, its stage prefix (``stage:`` or ``stage/``) dropped so that the same item
+    pairs across stages."""
+    sid, stage = str(sample.get("id")), sample.get("stage")
+    if stage:
+        for sep in (":", "/"):
+            if sid.startswith(f"{stage}{sep}"):
+                return sid[len(stage) + 1:]
+    return sid
+
+
+def answer_key(sample: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any] | None:
+    """``[K, gold answer, gold position]`` of one item, for its uninformed level (:mod:`.chance`):
+    ``answers: options`` (the row's ``alternatives`` + ``target``, or ``labels``/``n_options`` +
+    ``gold``; ``options: K`` where the row does not list them), ``answers: free`` (free text: K is
+    None, the gold answer is ``gold:`` or the row's ``answer``/``target``), ``answers: none``
+    (no answer: a measure without an uninformed level). Default: options where the row has them,
+    else free text where it has an answer, else none."""
+    kind = spec.get("answers")
+    alts, labels = sample.get("alternatives"), sample.get("labels")
+    n_opt = spec.get("options") or sample.get("n_options") or (len(labels) if labels else None)
+    gold_field = spec.get("gold")
+    if kind is None:
+        kind = "options" if (alts or n_opt) else "free" if any(k in sample for k in ("answer", "target")) else "none"
+    if kind == "none":
+        return None
+    if kind == "options":
+        if alts and "target" in sample:
+            return [len(alts), str(sample["target"]), alts.index(sample["target"]) if sample["target"] in alts else None]
+        gold = _field(sample, gold_field or "gold")
+        if n_opt is None or gold is None:
+            return None
+        return [int(n_opt), labels[int(gold)] if labels else str(gold), int(gold)]
+    gold = _field(sample, gold_field) if gold_field else sample.get("answer", sample.get("target"))
+    return None if gold is None else [None, str(gold).strip(), None]
 
 
 def _fmt_where(where: Mapping[str, Any]) -> str:
@@ -254,12 +296,37 @@ def random_heads(spec, arms, results, samples, direction) -> dict[str, Any]:
     vs_mean, _ = stats.against_draws(x, ys)
     t = record(vs_mean, f"samples.jsonl {field}: stage {spec['stage']} vs {', '.join(draws)}")
     acc = [float(np.mean(y)) for y in ys]
-    return {"explains": not _significant_in(t, direction), "test": t, "selected_accuracy": float(np.mean(x)),
-            "random_accuracy": acc, "n": len(keys),
-            "text": f"the same edit on {len(draws)} random head sets: {pct(float(np.mean(acc)))} "
-                    f"({', '.join(pct(a) for a in acc)}) vs the selected heads {pct(float(np.mean(x)))}; selected - random "
-                    f"{100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, {100 * t['hi']:+.1f}], {t['test']} "
-                    f"{stats.fmt_p(t['p_value'])}"}
+    rank = draw_rank(float(np.mean(x)), acc, direction)
+    out = {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "test": t,
+           "selected_accuracy": float(np.mean(x)), "random_accuracy": acc, "n": len(keys),
+           "draw_items": {d: {k: float(bool(r[k][field])) for k in keys} for d, r in zip(draws, per_draw)},
+           "text": f"the same edit on {len(draws)} random head sets: {pct(float(np.mean(acc)))} "
+                   f"({', '.join(pct(a) for a in acc)}) vs the selected heads {pct(float(np.mean(x)))}; {rank['text']}; "
+                   f"per item, selected - mean of the draws {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                   f"{100 * t['hi']:+.1f}], {t['test']} {stats.fmt_p(t['p_value'])}"}
+    return out
+
+
+MIN_DRAWS = 20
+"""Fewest random draws whose rank test can reach p < 0.05: 1 / (1 + 20) = 0.048."""
+
+
+def draw_rank(selected: float, draws: Sequence[float], direction: str) -> dict[str, Any]:
+    """The selected units against random draws of as many, as a test: p = (1 + draws at least as
+    far in ``direction`` as the selected) / (1 + draws) (the draws' permutation distribution). With
+    fewer than :data:`MIN_DRAWS` draws no p reaches 0.05: the draws are *descriptive* (the claim's
+    specificity is untested), never a control that passed nor one that explains."""
+    sign = -1 if direction == "less" else 1
+    n = len(draws)
+    at_least = sum(1 for d in draws if sign * (d - selected) >= 0)
+    p = (1 + at_least) / (1 + n)
+    descriptive = n < MIN_DRAWS
+    return {"p_value": p, "draws": n, "at_least_selected": at_least, "descriptive": descriptive,
+            "explains": (not descriptive) and p >= stats.ALPHA, "test": "rank among random draws",
+            "text": f"{at_least} of {n} random draws at least as {'low' if sign < 0 else 'high'}: rank p = "
+                    f"(1 + {at_least}) / (1 + {n}) = {p:.3f}"
+                    + (f" -- {n} draws cannot reach p < 0.05 (needs >= {MIN_DRAWS}): descriptive, specificity untested"
+                       if descriptive else "")}
 
 
 def _test_of(results: Mapping[str, Any], spec: Mapping[str, Any]):
@@ -290,11 +357,10 @@ def random_draws(spec, arms, results, samples, direction) -> dict[str, Any]:
     draws = [float(v) for v in at(results, list(spec["draws"]))]
     if not draws:
         raise Missing("no random draws in the child run")
-    sign = -1 if direction == "less" else 1
-    beyond = all(sign * (sel - d) > 0 for d in draws)
-    return {"explains": not beyond, "selected": sel, "draws": draws,
-            "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
-                    f"vs {pct(sel)} selected" + ("" if beyond else " -- not beyond every draw")}
+    rank = draw_rank(sel, draws, direction)
+    return {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "selected": sel,
+            "draws": draws, "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
+                                    f"vs {pct(sel)} selected; {rank['text']}"}
 
 
 def flips(spec, arms, results, samples, direction) -> dict[str, Any]:
@@ -329,3 +395,103 @@ def evaluate(kind_table: Mapping[str, Any], spec: Mapping[str, Any], *args: Any)
     except Missing as e:
         out = {"error": str(e), "text": f"could not be evaluated: {e}"}
     return {"kind": kind, **({"label": spec["label"]} if "label" in spec else {}), **out}
+
+
+# ------------------------------------------------------------------------ antecedents, substance, reliability
+
+
+def raised(spec, results, samples) -> dict[str, Any]:
+    """The manipulation moved what it must (``paired``/``test_at``: the child's test, significant
+    in ``direction``, default greater): e.g. contamination raised the in-domain accuracy."""
+    t = _test_of(results, spec)
+    direction = spec.get("direction", "greater")
+    ok = _significant_in(t, direction)
+    return {"passed": ok, "test": t,
+            "text": f"{spec.get('label', t['source'])}: {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                    f"{100 * t['hi']:+.1f}] n={t['n']}, {t['test']} {stats.fmt_p(t['p_value'])}"
+                    + ("" if ok else f" -- not significantly {'up' if direction == 'greater' else 'down'}")}
+
+
+def choice_mass(spec, results, samples) -> dict[str, Any]:
+    """An intervention left the answer on the candidates: the mean probability on the candidates'
+    first tokens after the edit (``at``) is at least ``min`` (default 0.5: most of the next-token
+    mass stays on the answers whose accuracy is read)."""
+    after = float(at(results, list(spec["at"])))
+    before = float(at(results, list(spec["before"]))) if spec.get("before") else None
+    floor = float(spec.get("min", 0.5))
+    ok = after >= floor
+    return {"passed": ok, "after": after, "before": before, "min": floor,
+            "text": f"{spec.get('label', 'choice mass')} after the edit {after:.2f}"
+                    + (f" (before {before:.2f})" if before is not None else "") + f"; needs >= {floor:g}"
+                    + ("" if ok else " -- the edit moves the answer off the candidates")}
+
+
+def finetuned(spec, results, samples) -> dict[str, Any]:
+    """Fine-tuning reached its in-distribution accuracy: exact accuracy on the ID split after
+    (stage ``<phase>/id``) above before (``base/id``) on the same items, exact McNemar (greater).
+    A child not fine-tuned at this scale passes (nothing to check)."""
+    phase = str(results.get("phase", "base"))
+    if phase == "base":
+        return {"passed": True, "text": "not fine-tuned at this scale (nothing to check)"}
+    before, after = _stage_rows(samples, "base/id"), _stage_rows(samples, f"{phase}/id")
+    keys = [k for k in after if k in before]
+    if not keys:
+        raise Missing("no ID item scored both before and after fine-tuning")
+    field = spec.get("field", "exact")
+    x = np.array([bool(after[k][field]) for k in keys])
+    y = np.array([bool(before[k][field]) for k in keys])
+    t = record(stats.mcnemar(x, y), f"samples.jsonl {field}: {phase}/id vs base/id")
+    ok = _significant_in(t, "greater")
+    return {"passed": ok, "test": t, "before": float(y.mean()), "after": float(x.mean()),
+            "text": f"ID exact accuracy {pct(float(y.mean()))} before fine-tuning -> {pct(float(x.mean()))} after "
+                    f"({len(keys)} items), exact McNemar {stats.fmt_p(t['p_value'])}"
+                    + ("" if ok else " -- fine-tuning did not raise it significantly")}
+
+
+MANIPULATIONS = {"raised": raised, "choice_mass": choice_mass, "finetuned": finetuned}
+
+
+def substance(spec, results) -> dict[str, Any]:
+    """The claim's substance (``stat``: an estimate with its interval) against ``value``: shown when
+    the 95% interval lies above it, *below* when it lies under it (the claim fails significantly),
+    else *unshown*."""
+    est = estimate(results, spec["stat"])
+    if "lo" not in est:
+        raise Missing(f"{est['source']} has no interval")
+    v, lo, hi, bound = est["value"], float(est["lo"]), float(est["hi"]), float(spec["value"])
+    state = "shown" if lo >= bound else "below" if hi < bound else "unshown"
+    return {"state": state, "value": v, "lo": lo, "hi": hi, "bound": bound,
+            "text": f"{spec.get('label', est['source'])} = {v:.3g} [{lo:.3g}, {hi:.3g}] (needs >= {bound:g}"
+                    + {"shown": ": shown)", "below": ": significantly below)", "unshown": ": not shown)"}[state]}
+
+
+TRUNCATED_SHARE = 0.10
+"""A child whose responses hit the token budget on more than this share of items reads them cut."""
+
+
+def reliability(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The reliability warnings a child run records, each a precondition of every claim reading it:
+    an unreliable head selection (``selection.reliable`` false), a truncated response budget (more
+    than :data:`TRUNCATED_SHARE` of the responses cut), a fine-tune whose loss did not fall, and any
+    other warning the child lists (poor SAE fidelity, degenerate heads): named, failed."""
+    out = []
+    sel = results.get("selection")
+    if isinstance(sel, Mapping) and sel.get("reliable") is False:
+        out.append({"kind": "reliable_selection", "passed": False,
+                    "text": "the child marks its head selection unreliable: " + "; ".join(sel.get("warnings") or ())})
+    ft = results.get("finetune")
+    if isinstance(ft, Mapping) and ft.get("loss_first") is not None and ft.get("loss_last") is not None:
+        ok = float(ft["loss_last"]) < float(ft["loss_first"])
+        if not ok:
+            out.append({"kind": "finetune_converged", "passed": False,
+                        "text": f"fine-tuning loss {ft['loss_first']:.3g} -> {ft['loss_last']:.3g}: it did not fall"})
+    for w in results.get("warnings") or ():
+        text = str(w)
+        if "hit the" in text and "budget" in text:
+            import re
+
+            m = re.match(r"(\d+) of (\d+)", text)
+            if m and int(m.group(1)) <= TRUNCATED_SHARE * int(m.group(2)):
+                continue  # a few cut responses: noted by the child, not a failed precondition
+        out.append({"kind": "child_warning", "passed": False, "text": text})
+    return out

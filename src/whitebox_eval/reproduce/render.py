@@ -143,13 +143,16 @@ def checks_text(c: dict[str, Any]) -> str:
 
 
 def _control_label(c: dict[str, Any], x: dict[str, Any]) -> str:
-    """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding effect
-    uninformative; not beaten: it does not, but there was no holding effect to explain."""
+    """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding or a
+    contradicting effect uninformative; not beaten: it does not, but there was no such effect;
+    DESCRIPTIVE: too few random draws for a test (specificity untested)."""
     if "error" in x:
         return "ERROR"
+    if x.get("descriptive"):
+        return "DESCRIPTIVE"
     if not x.get("explains"):
         return "ok"
-    return "EXPLAINS" if c.get("statistical_verdict") == "holds" else "not beaten"
+    return "EXPLAINS" if c.get("statistical_verdict") in ("holds", "contradicted") else "not beaten"
 
 
 def verdict_text(c: dict[str, Any], holm: bool = False) -> str:

@@ -109,24 +109,73 @@ def decide(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: f
     return out
 
 
+def _named(checks: Sequence[Mapping[str, Any]], what: str, verb: str) -> str:
+    return "; ".join(f"{what} {c['kind']} {verb}: {c['text']}" for c in checks)
+
+
+def _demote(out: dict[str, Any], verdict: str, qualifier: str, reason: str) -> dict[str, Any]:
+    out.setdefault("statistical_verdict", out["verdict"])
+    out["verdict"], out["qualifier"], out["reason"] = verdict, qualifier, reason
+    return out
+
+
 def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: float | None = None,
             preconditions: Sequence[Mapping[str, Any]] = (), controls: Sequence[Mapping[str, Any]] = (),
-            p: float | None = None, alpha: float = stats.ALPHA) -> dict[str, Any]:
-    """The verdict of one claim: :func:`decide`, then its preconditions (a failed one, or
-    one the child could not evaluate, makes it uninformative) and controls (one that
-    explains a holding effect makes it uninformative). ``reason`` names what decided."""
+            p: float | None = None, alpha: float = stats.ALPHA, chance: Mapping[str, Any] | None = None,
+            manipulation: Sequence[Mapping[str, Any]] = (), substance: Sequence[Mapping[str, Any]] = (),
+            sensitivity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The verdict of one claim: :func:`decide`, then, in this order, whatever makes it
+    uninformative or decides it otherwise (``reason`` names it, ``qualifier`` says which rule):
+
+    1. a failed manipulation check (``manipulation``: the antecedent of a conditional claim) --
+       *uninformative (manipulation failed)*;
+    2. a failed precondition (declared, or a reliability warning the child recorded) --
+       *uninformative (precondition failed)*;
+    3. the claim's substance (``substance``): significantly on the wrong side -- *contradicted*;
+       not shown -- a holding verdict becomes *not shown at this n*;
+    4. the uninformed level (``chance``, :mod:`.chance`): a directional verdict needs the arm the
+       observed difference favours above its level, a claim of no difference (or of a weak
+       relation) both arms, a correlation variance in both -- else *uninformative (at chance)*;
+    5. a control that explains the effect (evaluated in the observed direction) demotes *holds*
+       and *contradicted* alike -- *uninformative (control explains)*; a control with too few
+       random draws is descriptive (``specificity untested`` in ``caveats``), never passed;
+    6. a claim of no difference that holds needs its positive control (``sensitivity``) to reach
+       the margin at this n -- else *uninformative (insensitive)*.
+    """
     out = decide(stat, direction, than, margin, p, alpha)
+    out["caveats"] = []
+    failed = [c for c in manipulation if not c.get("passed", False)]
+    if failed:
+        return _demote(out, UNINFORMATIVE, "manipulation failed", _named(failed, "manipulation check", "failed"))
     failed = [c for c in preconditions if not c.get("passed", False)]
     if failed:
-        out["statistical_verdict"] = out["verdict"]
-        out["verdict"] = UNINFORMATIVE
-        out["reason"] = "; ".join(f"precondition {c['kind']} failed: {c['text']}" for c in failed)
-        return out
-    explaining = [c for c in controls if c.get("explains") or "error" in c]
-    if out["verdict"] == HOLDS and explaining:
-        out["statistical_verdict"] = HOLDS
-        out["verdict"] = UNINFORMATIVE
-        out["reason"] = "; ".join(f"control {c['kind']} explains the effect: {c['text']}" for c in explaining)
+        return _demote(out, UNINFORMATIVE, "precondition failed", _named(failed, "precondition", "failed"))
+    below = [c for c in substance if c.get("state") == "below"]
+    unshown = [c for c in substance if c.get("state") not in ("below", "shown")]  # unshown, or not evaluated
+    if below:
+        return _demote(out, CONTRADICTED, "substance fails", _named(below, "substance", "fails significantly"))
+    if unshown and out["verdict"] == HOLDS:
+        return _demote(out, NOT_SHOWN, "substance not shown", _named(unshown, "substance", "is not shown"))
+    if chance and out["verdict"] in (HOLDS, CONTRADICTED):
+        at = [a for a in chance.get("needed", ()) if chance["arms"].get(a, {}).get("above") is False]
+        flat = [a for a in chance.get("needed_variance", ()) if chance["arms"].get(a, {}).get("varies") is False]
+        if at or flat:
+            why = [chance["arms"][a]["text"] for a in at] + \
+                  [f"{chance['arms'][a].get('label', a)}: no variance over its items" for a in flat]
+            return _demote(out, UNINFORMATIVE, "at chance", "; ".join(why))
+        unknown = [a for a in chance.get("needed", ()) if chance["arms"].get(a, {}).get("above") is None]
+        if unknown:
+            out["caveats"].append("uninformed level not computed: " + "; ".join(chance["arms"][a]["text"] for a in unknown))
+    descriptive = [c for c in controls if c.get("descriptive")]
+    if descriptive:
+        out["caveats"].append("specificity untested: " + "; ".join(c["text"] for c in descriptive))
+    explaining = [c for c in controls if (c.get("explains") or "error" in c) and not c.get("descriptive")]
+    if out["verdict"] in (HOLDS, CONTRADICTED) and explaining:
+        return _demote(out, UNINFORMATIVE, "control explains", _named(explaining, "control", "explains the effect"))
+    if direction == "none" and out["verdict"] == HOLDS:
+        if not sensitivity or not sensitivity.get("reaches"):
+            why = sensitivity["text"] if sensitivity else "no positive control at this scale"
+            return _demote(out, UNINFORMATIVE, "insensitive", f"positive control: {why}")
     return out
 
 
