@@ -143,10 +143,13 @@ def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
     results = outcome.study().results
     if "derived" in stat:
         t = derived.compute(stat["derived"], stat, results, outcome.study().samples)
-        if "values" in stat:  # the two sides as the child reports them
+        if "values" in stat:  # the two sides as the child reports them (shown beside, where it has them)
             for side in ("a", "b"):
                 if side in stat["values"]:
-                    t[f"side_{side}"] = values.estimate(results, stat["values"][side])["value"]
+                    try:
+                        t[f"side_{side}"] = values.estimate(results, stat["values"][side])["value"]
+                    except values.Missing:
+                        pass
         return t
     if "paired" in stat or "test_at" in stat:
         return dict(values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]}))
