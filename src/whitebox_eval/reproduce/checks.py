@@ -321,7 +321,7 @@ def draw_rank(selected: float, draws: Sequence[float], direction: str) -> dict[s
     at_least = sum(1 for d in draws if sign * (d - selected) >= 0)
     p = (1 + at_least) / (1 + n)
     descriptive = n < MIN_DRAWS
-    return {"p_value": p, "draws": n, "at_least_selected": at_least, "descriptive": descriptive,
+    return {"p_value": p, "draws": n, "at_least_selected": at_least, "descriptive": descriptive, "direction": direction,
             "explains": (not descriptive) and p >= stats.ALPHA, "test": "rank among random draws",
             "text": f"{at_least} of {n} random draws at least as {'low' if sign < 0 else 'high'}: rank p = "
                     f"(1 + {at_least}) / (1 + {n}) = {p:.3f}"

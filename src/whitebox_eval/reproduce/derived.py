@@ -67,6 +67,8 @@ def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
         key = {item_id(s): answer_key(s, {}) for s in rows}
         if any(v is not None for v in key.values()):
             arm["answers"] = {k: v for k, v in key.items() if v is not None}
+        if spec.get("strata"):
+            arm["strata"] = {item_id(s): stratum_of(s, spec["strata"]) for s in rows}
         out["arms"][side] = arm
     if spec.get("strata"):
         out["stratified"] = stratified_gap(rows_a, a, rows_b, b, spec["strata"])
