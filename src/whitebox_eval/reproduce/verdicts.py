@@ -4,9 +4,14 @@ A claim has a statistic (a paired test, an estimate, a fit coefficient) with its
 interval, a direction (``greater`` or ``less`` than a boundary, 0 unless stated; or
 ``none``: no difference beyond a margin), the preconditions and controls its paper file
 declares (:mod:`.checks`) and, within its paper, a Holm-adjusted p-value beside the raw one.
+Besides, every claim gets the same rules by construction (:func:`verdict` lists them in order):
+its arms against their uninformed levels (:mod:`.chance`), its manipulation checks, its
+substance conditions, the child's reliability warnings, controls that explain a holding or a
+contradicting effect, a positive control for a claim of no difference.
 
-- **uninformative**: a precondition failed (named), or the claim would hold but a control
-  explains the effect (named);
+- **uninformative**: a manipulation failed, a precondition failed, the favoured arm is at
+  chance, a control explains the effect, or an equivalence is insensitive (``qualifier`` says
+  which, ``reason`` names it);
 - **holds**: significant in the claimed direction (p < 0.05); for a claim of no difference,
   the two one-sided tests (TOST) show the difference inside the margin (p < 0.05, i.e. the
   90% interval inside +-margin), on the statistic's own scale;
@@ -37,18 +42,31 @@ NOT_RUN = "not run"  # its child run did not run (not at this scale, or failed: 
 NOT_TESTED = "not tested"  # the child ran but holds no such statistic
 VERDICTS = (HOLDS, CONTRADICTED, NOT_SHOWN, UNINFORMATIVE, NOT_RUN, NOT_TESTED)
 
-RULE = ("uninformative = a declared precondition failed (named, with its value), or the claim would hold "
-        "but a declared control explains the effect (named: e.g. the head does not beat always answering "
-        "the most frequent letter, or the same edit on random heads does as well); "
-        "holds = significant in the claimed direction (p < 0.05; a statistic with only an interval gets the "
-        "normal p it implies, below 0.05 exactly when the interval excludes the boundary); contradicted = significant the other way; not shown at this n = neither, "
-        "with the smallest effect this n could detect, (z_0.975 + z_0.80) x SE (two-sided alpha 0.05, 80% "
-        "power): more items could settle it; not run = its child run did not run; not tested = the child "
-        "ran but holds no such statistic. A claim of no difference is decided by two one-sided tests "
-        "(TOST) against its margin on the statistic's own scale: holds when the 90% interval lies inside "
-        "+-margin, contradicted when the whole 95% interval lies outside it. Within each paper, Holm's "
-        "adjustment of the deciding p-values gives a second verdict beside the raw one (the overview "
-        "counts both); a control's own test is not adjusted. Effects of accuracies are in percentage points.")
+RULE = ("holds = significant in the claimed direction (p < 0.05; a statistic with only an interval gets the normal p "
+        "it implies, below 0.05 exactly when the interval excludes the boundary); contradicted = significant the "
+        "other way; not shown at this n = neither, with the smallest effect this n could detect, (z_0.975 + z_0.80) x "
+        "SE (two-sided alpha 0.05, 80% power); not run = its child run did not run; not tested = the child ran but "
+        "holds no such statistic. A claim of no difference is decided by two one-sided tests (TOST, normal) against its "
+        "margin on the statistic's own scale: holds when the 90% interval lies inside +-margin, contradicted when the "
+        "whole 95% interval lies outside it (its row names TOST, the difference test beside it, and the smallest "
+        "margin this n could show, z_0.95 x SE). Then, for every claim alike: uninformative (manipulation failed) = "
+        "the manipulation the claim is conditional on did not take (contamination did not raise the in-domain "
+        "accuracy significantly, an edit moved the answer off the candidates, fine-tuning did not raise the ID "
+        "accuracy); uninformative (precondition failed) = a declared precondition or a reliability warning of the "
+        "child failed (named); a substance condition of the claim significantly false = contradicted, not shown = "
+        "not shown at this n; uninformative (at chance) = holds or contradicted, but the arm the observed difference "
+        "favours (both arms for a claim of no difference or of a weak relation) is not above what an uninformed "
+        "answerer scores on the same items -- the better of a constant answer and a uniform guess over the options, "
+        "by an exact binomial test (0/1 arms) or an exact sign test (per-item values) -- or a correlation's arm does "
+        "not vary; uninformative (control explains) = a control explains the effect, holding or contradicting (named: "
+        "e.g. always answering the most frequent letter does as well, the opposite edit moves the same way, random "
+        "heads do as well by their rank among >= 20 draws; fewer draws are descriptive, the verdict says its "
+        "specificity is untested); uninformative (insensitive) = a claim of no difference whose positive control "
+        "(the same statistic between groups known to differ) does not reach the margin at this n. A pooled "
+        "comparison over strata (tasks, positions) is decided within strata when the two disagree in sign or "
+        "significance, the pooled one shown beside it. Within each paper, Holm's adjustment of the deciding p-values "
+        "gives a second verdict beside the raw one (the overview counts both); a control's own test is not adjusted. "
+        "Effects of accuracies are in percentage points.")
 
 
 def _se(stat: Mapping[str, Any]) -> float:
