@@ -232,3 +232,19 @@ def test_five_random_draws_are_descriptive_and_twenty_are_a_test():
     out = _claim("002", "truth-probe-snli", {"probes": {"snli.jsonl": probe}})
     assert out["verdict"] == verdicts.HOLDS and "specificity untested" in out["caveats"][0]
     assert _kinds(out, "controls")["random_draws"]["descriptive"]
+
+
+def test_stability_across_lengths_reads_the_chosen_reinforcement_stage():
+    # 003's headline: reinforced exact accuracy 0.8 on the shorter half, 0.1 on the longer; the
+    # positive control (OOD vs ID without intervention) shows the measure registers such gaps
+    setting = "key-top10-C1-standard"
+    samples = [{"id": f"reinforce/{setting}/{i}", "stage": f"reinforce/{setting}", "input_length": 10 + i,
+                "exact": (i < 20 and i % 5 != 0) or (i >= 20 and i % 10 == 0), "target": f"t{i}"} for i in range(40)]
+    samples += [{"id": f"base/{sp}/{i}", "stage": f"base/{sp}", "exact": sp == "id" or i < 2, "target": f"t{i}"}
+                for sp in ("id", "ood") for i in range(40)]
+    results = {"selection": {"chosen": {"setting": setting}}, "phase": "base"}
+    out = _claim("003", "reinforcement-stable-across-lengths-string-reversal", results, samples)
+    s = out["statistic"]
+    assert s["value"] == pytest.approx(0.1 - 0.8) and s["test"] == "permutation"
+    assert out["rules"]["sensitivity"]["reaches"]  # -95 points OOD vs ID
+    assert out["verdict"] == verdicts.CONTRADICTED  # the whole interval beyond -15 points

@@ -252,6 +252,7 @@ def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
     if o is None or o.status != "done":
         return {"reaches": False, "text": f"its child run {expid} did not run"}
     try:
+        spec = _child_filled(spec, o.study().results)
         probe = dataclasses.replace(c, stat={k: v for k, v in spec.items() if k != "label"})
         t = _statistic(probe, o)
     except values.Missing as e:

@@ -313,6 +313,8 @@ def compute(name: str, spec: Mapping[str, Any], results: Mapping[str, Any],
             samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The derived test ``name`` of one child run."""
     if name in SAMPLE_DERIVED:
+        if "stage_at" in spec:  # a stage named by the child's results (e.g. the chosen reinforcement setting)
+            spec = {**spec, "stage": str(spec.get("stage_prefix", "")) + str(at(results, list(spec["stage_at"])))}
         return SAMPLE_DERIVED[name](samples, spec)
     if name in RESULTS_DERIVED:
         return RESULTS_DERIVED[name](results, spec)
