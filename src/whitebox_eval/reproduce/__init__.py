@@ -128,6 +128,9 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
     plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
     folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
     notes = prechecks.check(plan)  # one line, and no work, when no child could run
+    from whitebox_eval.reproduce import claims_plan
+
+    notes = claims_plan.lines(plan.papers, plan.scale) + notes
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     for line in plan.lines() + notes:
         say(line)
