@@ -19,7 +19,7 @@ from whitebox_eval.reproduce import checks, derived, values, verdicts
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
-SCHEMA = 2
+SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
 
 class NoChild(Exception):
