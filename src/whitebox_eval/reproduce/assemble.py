@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval import power, stats
-from whitebox_eval.reproduce import checks, derived, values, verdicts
+from whitebox_eval.reproduce import antecedents, checks, derived, values, verdicts
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
@@ -180,7 +180,7 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
     return pre, ctl
 
 
-SUBSTANCE = {"substance": checks.substance}
+SUBSTANCE = {"substance": antecedents.substance}
 
 
 def _stratified(stat: dict[str, Any]) -> dict[str, Any]:
@@ -234,7 +234,7 @@ def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: 
             continue
         if spec.get("applies_to") and spec["applies_to"] not in (c.stat.get("test_at") or [c.stat.get("paired")]):
             continue
-        out.append(checks.evaluate(checks.MANIPULATIONS, spec, results, samples))
+        out.append(checks.evaluate(antecedents.MANIPULATIONS, spec, results, samples))
     return out
 
 
@@ -338,7 +338,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     observed = "greater" if effect > 0 else "less" if effect < 0 else c.direction
     pre, ctl = _checks(c, stat, arms, results, samples, observed)
     if not c.across_models:
-        pre += checks.reliability(results)
+        pre += antecedents.reliability(results)
     rules = {"chance": _chance(c, stat, arms, effect),
              "manipulation": _manipulations(paper, c, results, samples),
              "substance": [checks.evaluate(SUBSTANCE, {"kind": "substance", **x}, results) for x in c.substance],

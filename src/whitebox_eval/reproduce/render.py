@@ -16,6 +16,7 @@ from typing import Any
 
 from whitebox_eval import stats
 from whitebox_eval.reproduce.spec import UNREADABLE
+from whitebox_eval.reproduce.wording import detectable_text, test_text
 
 
 @dataclass
@@ -262,31 +263,6 @@ def short_verdict(c: dict[str, Any]) -> str:
     for caveat in c.get("caveats") or ():
         text += f"; {caveat}"
     return text
-
-
-def test_text(c: dict[str, Any]) -> str:
-    """The deciding test named with its own p-value: ``TOST (normal) p = 0.010; difference: mcnemar_exact
-    p = 0.400`` for a claim of no difference, ``mcnemar_exact p < 0.001`` otherwise."""
-    s = c.get("statistic") or {}
-    diff = f"{s.get('test') or 'interval'} {p_text(s.get('p_value')) if s.get('p_value') is not None else '(interval rule)'}"
-    if c.get("direction") == "none" and c.get("equivalence"):
-        return f"TOST (two one-sided, normal) {p_text(c.get('p_value'))}; difference: {diff}"
-    if s.get("p_value") is None:
-        return f"{s.get('test') or ''} {p_text(c.get('p_value'))} (from its interval)".strip()
-    return diff if c.get("p_value") == s.get("p_value") else f"{diff} (deciding p {p_text(c.get('p_value'))})"
-
-
-def detectable_text(c: dict[str, Any]) -> str:
-    """The smallest effect this n could show: for a difference, (z_0.975 + z_0.80) x SE; for a claim
-    of no difference, the smallest margin TOST could show equivalence at (z_0.95 x SE, at a true 0)."""
-    if c.get("direction") == "none" and c.get("equivalence"):
-        from scipy.stats import norm
-
-        m = float(norm.ppf(0.95)) * float(c["equivalence"]["se"])
-        return f"; smallest margin this n could show: {m * _k(c):.3g}{_u(c)} (margin {c['margin'] * _k(c):g}{_u(c)})"
-    if c.get("minimum_detectable_effect") is not None:
-        return f"; detectable {abs(c['minimum_detectable_effect']) * _k(c):.3g}{_u(c)}"
-    return ""
 
 
 def overview(content: dict[str, Any]) -> Block:

@@ -62,7 +62,7 @@ class Experiment:
     skip_models: dict[str, str] = field(default_factory=dict)
     models: tuple[str, ...] = ()  # the paper's models this experiment runs at --scale paper (names); () = all
     differs_by: dict[str, str] = field(default_factory=dict)  # scale -> its own ``differs_<scale>`` text
-    #: manipulation checks every claim on this experiment is conditional on (checks.MANIPULATIONS);
+    #: manipulation checks every claim on this experiment is conditional on (antecedents.MANIPULATIONS);
     #: a claim whose statistic is the check's own test is exempt (it *is* the check)
     manipulation: tuple[dict[str, Any], ...] = ()
 
@@ -158,7 +158,7 @@ class Claim:
     preconditions: tuple[dict[str, Any], ...] = ()
     controls: tuple[dict[str, Any], ...] = ()
     effect_unit: str = "pp"  # "pp": a difference of fractions, shown in percentage points; "number"
-    substance: tuple[dict[str, Any], ...] = ()  # the claim's own condition (checks.substance): failing it fails the claim
+    substance: tuple[dict[str, Any], ...] = ()  # the claim's own condition (antecedents.substance): failing it fails the claim
     positive_control: dict[str, Any] | None = None  # no-difference claims: a statistic known to differ, same measure
     manipulation: tuple[dict[str, Any], ...] = ()  # the claim's own manipulation checks, beside its experiment's
 
@@ -270,7 +270,7 @@ def _experiment(d: dict, where: str) -> Experiment:
 
 
 def _checked(checks: Any, key: str, where: str) -> list[dict[str, Any]]:
-    from whitebox_eval.reproduce.checks import MANIPULATIONS
+    from whitebox_eval.reproduce.antecedents import MANIPULATIONS
 
     out = list(checks or ())
     for c in out:
