@@ -2,10 +2,14 @@
 
     python benchmarks/reproduce_commit.py /work/repro/quick-v2
 
-Copies the reproduction's ``claims.json`` and, for every child run, its ``results.json``
-and ``config.yaml`` into ``benchmarks/results/reproduce_quick/`` (``runs/<child>/``), and
-its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``. A child the
-reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is recomputed.
+Copies the reproduction's ``claims.json`` and ``evidence.json.gz`` and, for every child run, its
+``results.json`` and ``config.yaml`` into ``benchmarks/results/reproduce_quick/``
+(``runs/<child>/``), and its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``.
+A child the reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is
+recomputed. No copied file keeps an absolute path of the machine that made it: data paths become
+relative to the data root (``--data-root``, default: the deepest folder holding every data file of
+the reproduction's plan.json), the cache root's become ``<cache>/...``, the reproduction folder's
+relative to it; a path left over stops the copy, naming it.
 It prints the verdict table (one row per claim, one column per model) and writes it into
 ``docs/reproduce.md`` between the markers ``<!-- verdicts: SCALE -->`` and ``<!-- /verdicts -->``
 (added at the page's end when it has none); ``--beside OTHER/claims.json`` makes instead each
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -37,13 +42,17 @@ def main() -> None:
                     help="another reproduction's claims.json: its verdicts beside this one's")
     ap.add_argument("--page", type=Path, default=PAGE,
                     help="the docs page the verdict table is written into (default: %(default)s)")
+    ap.add_argument("--data-root", type=Path, default=None, help="the data root the data paths are made relative to")
     args = ap.parse_args()
     folder, dest = args.folder, args.dest
     content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
+    roots = path_roots(folder, args.data_root)
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "runs").mkdir(parents=True)
-    shutil.copy(folder / "claims.json", dest / "claims.json")
+    copy_relative(folder / "claims.json", dest / "claims.json", roots)
+    if (folder / "evidence.json.gz").is_file():
+        shutil.copy(folder / "evidence.json.gz", dest / "evidence.json.gz")
     runs = sorted({r["run"] for p in content["papers"] for r in p["runs"]})
     missing = []
     for run in runs:
@@ -54,7 +63,7 @@ def main() -> None:
         (dest / "runs" / run).mkdir()
         for name in ("results.json", "config.yaml"):
             if (src / name).is_file():
-                shutil.copy(src / name, dest / "runs" / run / name)
+                copy_relative(src / name, dest / "runs" / run / name, roots)
     (dest / "missing.txt").write_text("".join(f"{r}\n" for r in missing), encoding="utf-8")
     shutil.copy(folder / "reproduction.md", args.md)
     print(f"{len(runs) - len(missing)} child runs copied to {dest}, {len(missing)} missing")
@@ -86,6 +95,39 @@ def put_table(text: str, key: str, table: str) -> str:
         raise SystemExit(f"{begin} has no end marker {END} after it")
     rest = text[stop + len(END):]
     return text[:start] + block(key, table) + rest.removeprefix("\n")
+
+
+ABSOLUTE = re.compile(r"(?<![\w.~<>-])(/(?:work|home|tmp|root|Users|mnt|private|var|opt)/[^\s\"',\]}]*)")
+
+
+def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
+    """(absolute prefix, what replaces it), longest first: the data root's children become relative
+    paths, the cache root ``<cache>/``, the reproduction folder relative."""
+    import os
+
+    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8")) if (folder / "plan.json").is_file() else {}
+    data = [str(Path(p).resolve()) for p in (plan.get("data") or {}).values()]
+    if data_root is None and data:
+        data_root = Path(os.path.commonpath([str(Path(d).parent) for d in data]))
+    roots = []
+    if data_root is not None:
+        roots.append((str(Path(data_root).resolve()) + "/", ""))
+    from whitebox_eval.models.loading import cache_root
+
+    roots.append((str(cache_root().resolve()) + "/", "<cache>/"))
+    roots.append((str(folder.resolve()) + "/", ""))
+    return sorted(roots, key=lambda r: -len(r[0]))
+
+
+def copy_relative(src: Path, dst: Path, roots: list[tuple[str, str]]) -> None:
+    """Copy a text file with each absolute prefix of ``roots`` replaced; refuse one left over."""
+    text = src.read_text(encoding="utf-8")
+    for prefix, replacement in roots:
+        text = text.replace(prefix, replacement)
+    left = sorted(set(ABSOLUTE.findall(text)))
+    if left:
+        raise SystemExit(f"{src}: absolute path(s) left after making them relative: {', '.join(left[:5])}")
+    dst.write_text(text, encoding="utf-8")
 
 
 def _cell(c: dict) -> str:

@@ -69,20 +69,62 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
     """``{label, k, n, value, source}`` of one arm."""
     label = spec.get("label", "")
     if "samples" in spec:
-        rows = _where(samples, spec.get("where"))
-        vals = [_field(s, spec["samples"]) for s in rows]
-        vals = [v for v in vals if v is not None]
-        if not vals:
+        rows = [s for s in _where(samples, spec.get("where")) if _field(s, spec["samples"]) is not None]
+        if not rows:
             raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
-        k, n = int(sum(bool(v) for v in vals)), len(vals)
-        return {"label": label, "k": k, "n": n, "value": k / n,
-                "source": f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")}
+        items = {item_id(s): float(_field(s, spec["samples"])) for s in rows}
+        vals = list(items.values())
+        source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
+        out = {"label": label, "n": len(vals), "value": float(np.mean(vals)), "source": source, "items": items}
+        if all(v in (0.0, 1.0) for v in vals):
+            out["k"] = int(sum(vals))
+        key = {item_id(s): answer_key(s, spec) for s in rows}
+        if any(v is not None for v in key.values()):
+            out["answers"] = {k: v for k, v in key.items() if v is not None}
+        return out
     est = estimate(results, spec)
     n = est.get("n")
     out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
     if n:
         out["k"] = int(round(est["value"] * n))
     return out
+
+
+def item_id(sample: Mapping[str, Any]) -> str:
+    """A sample's item id, its stage prefix (``stage:`` or ``stage/``) dropped so that the same item
+    pairs across stages."""
+    sid, stage = str(sample.get("id")), sample.get("stage")
+    if stage:
+        for sep in (":", "/"):
+            if sid.startswith(f"{stage}{sep}"):
+                return sid[len(stage) + 1:]
+    return sid
+
+
+def answer_key(sample: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any] | None:
+    """``[K, gold answer, gold position]`` of one item, for its uninformed level (:mod:`.chance`):
+    ``answers: options`` (the row's ``alternatives`` + ``target``, or ``labels``/``n_options`` +
+    ``gold``; ``options: K`` where the row does not list them), ``answers: free`` (free text: K is
+    None, the gold answer is ``gold:`` or the row's ``answer``/``target``), ``answers: none``
+    (no answer: a measure without an uninformed level). Default: options where the row has them,
+    else free text where it has an answer, else none."""
+    kind = spec.get("answers")
+    alts, labels = sample.get("alternatives"), sample.get("labels")
+    n_opt = spec.get("options") or sample.get("n_options") or (len(labels) if labels else None)
+    gold_field = spec.get("gold")
+    if kind is None:
+        kind = "options" if (alts or n_opt) else "free" if any(k in sample for k in ("answer", "target")) else "none"
+    if kind == "none":
+        return None
+    if kind == "options":
+        if alts and "target" in sample:
+            return [len(alts), str(sample["target"]), alts.index(sample["target"]) if sample["target"] in alts else None]
+        gold = _field(sample, gold_field or "gold")
+        if n_opt is None or gold is None:
+            return None
+        return [int(n_opt), labels[int(gold)] if labels else str(gold), int(gold)]
+    gold = _field(sample, gold_field) if gold_field else sample.get("answer", sample.get("target"))
+    return None if gold is None else [None, str(gold).strip(), None]
 
 
 def _fmt_where(where: Mapping[str, Any]) -> str:
@@ -254,12 +296,37 @@ def random_heads(spec, arms, results, samples, direction) -> dict[str, Any]:
     vs_mean, _ = stats.against_draws(x, ys)
     t = record(vs_mean, f"samples.jsonl {field}: stage {spec['stage']} vs {', '.join(draws)}")
     acc = [float(np.mean(y)) for y in ys]
-    return {"explains": not _significant_in(t, direction), "test": t, "selected_accuracy": float(np.mean(x)),
-            "random_accuracy": acc, "n": len(keys),
-            "text": f"the same edit on {len(draws)} random head sets: {pct(float(np.mean(acc)))} "
-                    f"({', '.join(pct(a) for a in acc)}) vs the selected heads {pct(float(np.mean(x)))}; selected - random "
-                    f"{100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, {100 * t['hi']:+.1f}], {t['test']} "
-                    f"{stats.fmt_p(t['p_value'])}"}
+    rank = draw_rank(float(np.mean(x)), acc, direction)
+    out = {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "test": t,
+           "selected_accuracy": float(np.mean(x)), "random_accuracy": acc, "n": len(keys),
+           "draw_items": {d: {k: float(bool(r[k][field])) for k in keys} for d, r in zip(draws, per_draw)},
+           "text": f"the same edit on {len(draws)} random head sets: {pct(float(np.mean(acc)))} "
+                   f"({', '.join(pct(a) for a in acc)}) vs the selected heads {pct(float(np.mean(x)))}; {rank['text']}; "
+                   f"per item, selected - mean of the draws {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                   f"{100 * t['hi']:+.1f}], {t['test']} {stats.fmt_p(t['p_value'])}"}
+    return out
+
+
+MIN_DRAWS = 20
+"""Fewest random draws whose rank test can reach p < 0.05: 1 / (1 + 20) = 0.048."""
+
+
+def draw_rank(selected: float, draws: Sequence[float], direction: str) -> dict[str, Any]:
+    """The selected units against random draws of as many, as a test: p = (1 + draws at least as
+    far in ``direction`` as the selected) / (1 + draws) (the draws' permutation distribution). With
+    fewer than :data:`MIN_DRAWS` draws no p reaches 0.05: the draws are *descriptive* (the claim's
+    specificity is untested), never a control that passed nor one that explains."""
+    sign = -1 if direction == "less" else 1
+    n = len(draws)
+    at_least = sum(1 for d in draws if sign * (d - selected) >= 0)
+    p = (1 + at_least) / (1 + n)
+    descriptive = n < MIN_DRAWS
+    return {"p_value": p, "draws": n, "at_least_selected": at_least, "descriptive": descriptive, "direction": direction,
+            "explains": (not descriptive) and p >= stats.ALPHA, "test": "rank among random draws",
+            "text": f"{at_least} of {n} random draws at least as {'low' if sign < 0 else 'high'}: rank p = "
+                    f"(1 + {at_least}) / (1 + {n}) = {p:.3f}"
+                    + (f" -- {n} draws cannot reach p < 0.05 (needs >= {MIN_DRAWS}): descriptive, specificity untested"
+                       if descriptive else "")}
 
 
 def _test_of(results: Mapping[str, Any], spec: Mapping[str, Any]):
@@ -290,11 +357,10 @@ def random_draws(spec, arms, results, samples, direction) -> dict[str, Any]:
     draws = [float(v) for v in at(results, list(spec["draws"]))]
     if not draws:
         raise Missing("no random draws in the child run")
-    sign = -1 if direction == "less" else 1
-    beyond = all(sign * (sel - d) > 0 for d in draws)
-    return {"explains": not beyond, "selected": sel, "draws": draws,
-            "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
-                    f"vs {pct(sel)} selected" + ("" if beyond else " -- not beyond every draw")}
+    rank = draw_rank(sel, draws, direction)
+    return {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "selected": sel,
+            "draws": draws, "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
+                                    f"vs {pct(sel)} selected; {rank['text']}"}
 
 
 def flips(spec, arms, results, samples, direction) -> dict[str, Any]:

@@ -88,7 +88,9 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
 
     if plan_only:
         plan = rep.prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
-        for line in plan.lines():
+        from whitebox_eval.reproduce import claims_plan
+
+        for line in plan.lines() + claims_plan.lines(plan.papers, plan.scale):
             click.echo(line)
         try:
             for line in prechecks.check(plan):

@@ -62,6 +62,9 @@ class Experiment:
     skip_models: dict[str, str] = field(default_factory=dict)
     models: tuple[str, ...] = ()  # the paper's models this experiment runs at --scale paper (names); () = all
     differs_by: dict[str, str] = field(default_factory=dict)  # scale -> its own ``differs_<scale>`` text
+    #: manipulation checks every claim on this experiment is conditional on (antecedents.MANIPULATIONS);
+    #: a claim whose statistic is the check's own test is exempt (it *is* the check)
+    manipulation: tuple[dict[str, Any], ...] = ()
 
     def differs_at(self, scale: str) -> str | None:
         """How ``scale`` differs from the paper (its ``differs_<scale>`` where given, else ``differs``)."""
@@ -155,6 +158,9 @@ class Claim:
     preconditions: tuple[dict[str, Any], ...] = ()
     controls: tuple[dict[str, Any], ...] = ()
     effect_unit: str = "pp"  # "pp": a difference of fractions, shown in percentage points; "number"
+    substance: tuple[dict[str, Any], ...] = ()  # the claim's own condition (antecedents.substance): failing it fails the claim
+    positive_control: dict[str, Any] | None = None  # no-difference claims: a statistic known to differ, same measure
+    manipulation: tuple[dict[str, Any], ...] = ()  # the claim's own manipulation checks, beside its experiment's
 
 
 @dataclass(frozen=True)
@@ -259,7 +265,18 @@ def _experiment(d: dict, where: str) -> Experiment:
                       matrix={k: list(v) for k, v in (d.get("matrix") or {}).items()}, mode=d.get("mode"),
                       data=tuple(d.get("data") or ()), differs=d.get("differs"),
                       skip_models=dict(d.get("skip_models") or {}), models=tuple(d.get("models") or ()),
-                      differs_by={s: d[f"differs_{s}"] for s in SCALES if d.get(f"differs_{s}")})
+                      differs_by={s: d[f"differs_{s}"] for s in SCALES if d.get(f"differs_{s}")},
+                      manipulation=tuple(_checked(d.get("manipulation"), "manipulation", where)))
+
+
+def _checked(checks: Any, key: str, where: str) -> list[dict[str, Any]]:
+    from whitebox_eval.reproduce.antecedents import MANIPULATIONS
+
+    out = list(checks or ())
+    for c in out:
+        if not isinstance(c, dict) or c.get("kind") not in MANIPULATIONS:
+            raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(MANIPULATIONS)}; got {c!r}")
+    return out
 
 
 def _table(d: dict, where: str) -> Table:
@@ -322,6 +339,13 @@ def _claim(d: dict, where: str) -> Claim:
     effect_unit = d.get("effect_unit", "pp")
     if effect_unit not in EFFECT_UNITS:
         raise WhiteboxError(f"{where}: effect_unit must be one of {EFFECT_UNITS}")
+    positive = d.get("positive_control")
+    if direction == "none" and not positive:
+        raise WhiteboxError(f"{where}: a claim of no difference needs a positive_control (the same statistic between "
+                            "two groups known to differ), or positive_control: {none: why} (then it cannot hold)")
+    for sub in d.get("substance") or ():
+        if not isinstance(sub, dict) or "stat" not in sub or "value" not in sub:
+            raise WhiteboxError(f"{where}: substance entries need stat and value; got {sub!r}")
     if "margin_of" in (d.get("stat") or {}):
         raise WhiteboxError(f"{where}: margin_of is gone: state the margin on the statistic's own scale")
     return Claim(id=_require(d, "id", where), claim=_require(d, "claim", where), cite=_require(d, "cite", where),
@@ -330,7 +354,8 @@ def _claim(d: dict, where: str) -> Claim:
                  headline=bool(d.get("headline", False)), differs=d.get("differs"), not_at=not_at,
                  arms={str(k): dict(v) for k, v in (d.get("arms") or {}).items()}, unit=d.get("unit"),
                  preconditions=tuple(d.get("preconditions") or ()), controls=tuple(d.get("controls") or ()),
-                 effect_unit=effect_unit)
+                 effect_unit=effect_unit, substance=tuple(d.get("substance") or ()), positive_control=positive,
+                 manipulation=tuple(_checked(d.get("manipulation"), "manipulation", where)))
 
 
 def _model(d: dict, where: str) -> PaperModel:
