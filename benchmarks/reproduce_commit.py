@@ -9,7 +9,7 @@ A child the reproduction has not (yet) finished is listed in ``missing.txt``. No
 recomputed. No copied file keeps an absolute path of the machine that made it: data paths become
 relative to the data root (``--data-root``, default: the deepest folder holding every data file of
 the reproduction's plan.json), the cache root's become ``<cache>/...``, the reproduction folder's
-relative to it; a path left over stops the copy, naming it.
+relative to it, a local model folder its folder's name; a path left over stops the copy, naming it.
 It prints the verdict table (one row per claim, one column per model) and writes it into
 ``docs/reproduce.md`` between the markers ``<!-- verdicts: SCALE -->`` and ``<!-- /verdicts -->``
 (added at the page's end when it has none); ``--beside OTHER/claims.json`` makes instead each
@@ -102,7 +102,8 @@ ABSOLUTE = re.compile(r"(?<![\w.~<>-])(/(?:work|home|tmp|root|Users|mnt|private|
 
 def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
     """(absolute prefix, what replaces it), longest first: the data root's children become relative
-    paths, the cache root ``<cache>/``, the reproduction folder relative."""
+    paths, the cache root ``<cache>/``, the reproduction folder relative, a local model folder its
+    name."""
     import os
 
     plan = json.loads((folder / "plan.json").read_text(encoding="utf-8")) if (folder / "plan.json").is_file() else {}
@@ -116,6 +117,10 @@ def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
 
     roots.append((str(cache_root().resolve()) + "/", "<cache>/"))
     roots.append((str(folder.resolve()) + "/", ""))
+    for model in plan.get("models") or []:  # a local model folder is named by its folder's name
+        if Path(model).is_absolute():
+            roots.append((str(Path(model).parent) + "/", ""))
+            roots.append((str(Path(model).resolve().parent) + "/", ""))
     return sorted(roots, key=lambda r: -len(r[0]))
 
 
