@@ -20,8 +20,10 @@ LAYERS = (
     ("internals", "power", "tasks"),
     ("runs",),
     ("command_options",),
-    ("mcqa", "mui", "gar", "attentionspan", "report"),
+    ("sae",),
+    ("mcqa", "formats", "mui", "gar", "span"),
     ("suites",),
+    ("report",),
     ("reproduce", "cli"),
     ("studies", "__main__"),
 )
@@ -146,7 +148,7 @@ def test_every_record_names_code_that_exists():
 
 def test_no_suite_imports_report_and_report_names_no_suite():
     graph = _graph()
-    suites = ("whitebox_eval.mcqa", "whitebox_eval.mui", "whitebox_eval.gar", "whitebox_eval.attentionspan")
+    suites = ("whitebox_eval.mcqa", "whitebox_eval.mui", "whitebox_eval.gar", "whitebox_eval.span")
     bad = [(m, n) for m, deps in graph.items() for n in deps
            if (m.startswith(suites) and n.startswith("whitebox_eval.report"))
            or (m.startswith("whitebox_eval.report") and n.startswith(suites))]

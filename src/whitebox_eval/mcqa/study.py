@@ -45,7 +45,7 @@ from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
-from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
+from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run

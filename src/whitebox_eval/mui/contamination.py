@@ -45,7 +45,7 @@ from whitebox_eval.models.training import (
     trained,
     weights_fingerprint,
 )
-from whitebox_eval.mui.compare import paired_tests
+from whitebox_eval.mui.over_runs import paired_tests
 from whitebox_eval.mui.study import MUIConfig, prepare_task, run_mui, run_point
 from whitebox_eval.mui.utility_law import Direction, classify_direction
 from whitebox_eval.runs import RunFolder, config_dict, open_run, progress

@@ -55,7 +55,7 @@ from whitebox_eval.mui.study import MUIConfig
 from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
-from whitebox_eval.runs.stages import stage
+from whitebox_eval.runs.kept import kept
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.tasks.generation import GenItem
 
@@ -289,7 +289,7 @@ def run_masking(
     splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
               "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
     write_atomic(split_path, json.dumps(splits, indent=1))
-    targets = stage(folder.path, "targets", lambda: {t: answer_targets(loaded, cfg, task) for t, task in tasks.items()},
+    targets = kept(folder.path, "targets", lambda: {t: answer_targets(loaded, cfg, task) for t, task in tasks.items()},
                     valid=lambda kept: set(tasks) <= set(kept))
     conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
     for k in cfg.ks:

@@ -135,7 +135,7 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
     the largest such group, and each run outside it is listed as left out with the settings
     that differ (a task run with more items or a longer budget than the rest)."""
     from whitebox_eval.errors import WhiteboxError
-    from whitebox_eval.mui.compare import comparable_groups, fit_runs, mixed_settings
+    from whitebox_eval.mui.over_runs import comparable_groups, fit_runs, mixed_settings
     from whitebox_eval.runs import RunFolder
 
     kept, *others = comparable_groups(folders)

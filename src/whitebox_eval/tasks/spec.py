@@ -58,7 +58,7 @@ FORMATS_USAGE = ("arithmetic[:CATEGORY,...] (number answers), or a multiple-choi
                  + ", lm-eval:TASK (a multiple-choice task of lm-eval)")
 """The formats study's tasks (paper 004): every multiple-choice task, asked also in free text."""
 ANSWER_CHECKS = ("exact", "numeric", "contains")
-"""``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.checks`."""
+"""``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.answer_checks`."""
 
 
 @dataclass(frozen=True)
