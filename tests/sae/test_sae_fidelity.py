@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "mui"))
 
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402

@@ -11,6 +11,7 @@ import pytest
 from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import load_mcq_dataset
+from whitebox_eval.tasks.hub import HubPath
 from whitebox_eval.tasks.demos import (
     DEV_SOURCE, FILE_SOURCE, POOL_SOURCE, SPLIT_SOURCE, demo_source, plan_demonstrations, sibling_split)
 
@@ -58,32 +59,32 @@ def test_split_siblings_follow_each_datasets_naming(tmp_path):
     arc = tmp_path / "ARC-V1-Feb2018" / "ARC-Challenge"
     arc.mkdir(parents=True)
     test = _arc_ai2(arc / "ARC-Challenge-Test.jsonl", 4, "test")
-    assert sibling_split("arc", str(test)) is None  # no train or dev file yet
+    assert sibling_split("arc", Path(test)) is None  # no train or dev file yet
     _arc_ai2(arc / "ARC-Challenge-Dev.jsonl", 4, "dev")
-    assert sibling_split("arc", str(test)) == ("dev", str(arc / "ARC-Challenge-Dev.jsonl"))
+    assert sibling_split("arc", Path(test)) == ("dev", str(arc / "ARC-Challenge-Dev.jsonl"))
     _arc_ai2(arc / "ARC-Challenge-Train.jsonl", 4, "train")
-    assert sibling_split("arc", str(test)) == ("train", str(arc / "ARC-Challenge-Train.jsonl"))  # train first, as lm-eval
+    assert sibling_split("arc", Path(test)) == ("train", str(arc / "ARC-Challenge-Train.jsonl"))  # train first, as lm-eval
     hs = tmp_path / "hs"
     hs.mkdir()
     val = _hellaswag(hs / "hellaswag_val.jsonl", 3, "v")
     _hellaswag(hs / "hellaswag_train.jsonl", 3, "t")
-    assert sibling_split("hellaswag", str(val)) == ("train", str(hs / "hellaswag_train.jsonl"))
+    assert sibling_split("hellaswag", Path(val)) == ("train", str(hs / "hellaswag_train.jsonl"))
     cq = tmp_path / "cosmosqa"
     cq.mkdir()
     valid = _cosmosqa(cq / "valid.csv", 3, "v")
     _cosmosqa(cq / "train.csv", 3, "t")
-    assert sibling_split("cosmosqa", str(valid)) == ("train", str(cq / "train.csv"))
+    assert sibling_split("cosmosqa", Path(valid)) == ("train", str(cq / "train.csv"))
     for split in ("test", "train"):  # sibling folders, same file name
         (tmp_path / "f" / split).mkdir(parents=True)
         _arc_foundry(tmp_path / "f" / split / "arc.jsonl", 3, split)
-    assert sibling_split("arc", str(tmp_path / "f" / "test" / "arc.jsonl")) == ("train", str(tmp_path / "f" / "train" / "arc.jsonl"))
+    assert sibling_split("arc", Path(tmp_path / "f" / "test" / "arc.jsonl")) == ("train", str(tmp_path / "f" / "train" / "arc.jsonl"))
     # words inside other words are not split names; a file without a split word has no sibling
     plain = _arc_foundry(tmp_path / "contest_devices.jsonl", 2, "x")
     _arc_foundry(tmp_path / "contrain_devices.jsonl", 2, "x")
-    assert sibling_split("arc", str(plain)) is None
-    assert sibling_split("arc", "hf:allenai/ai2_arc:ARC-Challenge@test") == ("train", "hf:allenai/ai2_arc:ARC-Challenge@train")
-    assert sibling_split("hellaswag", "hf:Rowan/hellaswag@validation") == ("train", "hf:Rowan/hellaswag@train")
-    assert sibling_split("halueval", "hf:pminervini/HaluEval:dialogue@data") is None
+    assert sibling_split("arc", Path(plain)) is None
+    assert sibling_split("arc", HubPath.parse("hf:allenai/ai2_arc:ARC-Challenge@test")) == ("train", "hf:allenai/ai2_arc:ARC-Challenge@train")
+    assert sibling_split("hellaswag", HubPath.parse("hf:Rowan/hellaswag@validation")) == ("train", "hf:Rowan/hellaswag@train")
+    assert sibling_split("halueval", HubPath.parse("hf:pminervini/HaluEval:dialogue@data")) is None
 
 
 @pytest.mark.parametrize("maker,name,test_name,train_name", [

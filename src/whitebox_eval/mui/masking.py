@@ -97,7 +97,7 @@ class MaskingConfig:
         d = dataclasses.asdict(self)
         d["eval_tasks"], d["ks"] = list(self.eval_tasks), list(self.ks)
         d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "mui-masking"
+        d["suite"] = "masking"  # its record's name (studies.masking, suite: masking)
         d["task"] = self.source_task
         return d
 

@@ -130,21 +130,22 @@ class Demonstrations:
         return out
 
 
-def mmlu_dev_location(path: str) -> str | None:
-    """The dev split beside an MMLU test/val path (folder or one subject file), or None.
+def mmlu_dev_location(source: Path | HubPath) -> str | None:
+    """The dev split beside an MMLU test/val path (folder or one subject file; a task's parsed
+    ``TaskSpec.source``), or None.
 
     ``.../test`` or ``.../test/x_test.csv`` -> ``.../dev``; ``hf:ID:CONFIG@test`` -> ``hf:ID:CONFIG@dev``.
     """
-    if (hub := HubPath.parse(path)) is not None:
-        return str(hub.with_split("dev")) if (hub.split or "test") != "dev" else None
-    p = Path(path)
+    if isinstance(source, HubPath):
+        return str(source.with_split("dev")) if (source.split or "test") != "dev" else None
+    p = Path(source)
     folder = p.parent if p.is_file() else p
     if folder.name.lower() in _EVAL_SPLITS and (folder.parent / "dev").is_dir():
         return str(folder.parent / "dev")
     return None
 
 
-def sibling_split(name: str, path: str) -> tuple[str, str] | None:
+def sibling_split(name: str, source: Path | HubPath) -> tuple[str, str] | None:
     """``(split, location)`` of the train (else dev) split beside an evaluated file, or None.
 
     The file's name (or its folder's) must carry a split word (test, val, valid,
@@ -154,10 +155,10 @@ def sibling_split(name: str, path: str) -> tuple[str, str] | None:
     ``hellaswag_val.jsonl`` -> ``hellaswag_train.jsonl``, ``valid.csv`` -> ``train.csv``,
     ``test/x.jsonl`` -> ``train/x.jsonl``. A hub spec of ARC, HellaSwag or CosmosQA gives ``@train``.
     """
-    if (hub := HubPath.parse(path)) is not None:
-        train = registry.record(name).hub_train and (hub.split or "test") != "train"
-        return ("train", str(hub.with_split("train"))) if train else None
-    p = Path(path)
+    if isinstance(source, HubPath):
+        train = registry.record(name).hub_train and (source.split or "test") != "train"
+        return ("train", str(source.with_split("train"))) if train else None
+    p = Path(source)
     if not p.is_file():
         return None
     word = _last_split_word(p.name) or _last_split_word(p.parent.name)
@@ -218,11 +219,11 @@ def demo_source(spec: TaskSpec, shots: int, demos_from: str | None = None) -> De
         return DemoSource(POOL_SOURCE)
     rule = spec.record.demos
     if rule == registry.DEV_SAME_SUBJECT:
-        where = demos_from or mmlu_dev_location(spec.path)
+        where = demos_from or mmlu_dev_location(spec.source)
         return DemoSource(DEV_SOURCE, where, "dev", given=bool(demos_from)) if where else DemoSource(POOL_SOURCE)
     if demos_from:
         return DemoSource(FILE_SOURCE, demos_from, given=True)
-    found = sibling_split(spec.name, spec.path)
+    found = sibling_split(spec.name, spec.source)
     return DemoSource(SPLIT_SOURCE, found[1], found[0]) if found else DemoSource(POOL_SOURCE)
 
 
@@ -232,7 +233,7 @@ def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None
     default the one beside the evaluated path)."""
     from whitebox_eval.tasks.loading import load_mcq_dataset
 
-    where = where or mmlu_dev_location(spec.path)
+    where = where or mmlu_dev_location(spec.source)
     wanted = sorted({s or "" for s in subjects})
     files = [Path(where) / f"{s}_dev.csv" for s in wanted]
     if HubPath.parse(where) is None and Path(where).is_dir() and all(f.is_file() for f in files):

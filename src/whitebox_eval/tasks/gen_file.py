@@ -99,7 +99,7 @@ def references(value: Any, what: str) -> list[str]:
 
 def gen_items(spec: TaskSpec, *, limit: int | None = None, on_bad_row: str = "skip", **_: Any) -> list[GenItem]:
     """Your own generation file's rows (module docstring), the first ``limit`` of them."""
-    path = local_file("gen", spec.path) if spec.is_hub else existing(spec.path, file=True)
+    path = local_file("gen", spec.hub) if spec.is_hub else existing(spec.path, file=True)
     fields = dict(spec.fields)
     check = spec.answer or "exact"
     col = Collector(on_bad_row)

@@ -153,7 +153,7 @@ def gsm8k_items(spec: TaskSpec, *, limit: int | None = None, **_: Any) -> list[G
     return [GenItem(id=r.id, question=f"Question: {' '.join(r.question.split())}", check="final_number", gold=r.gold,
                     references=[r.gold],
                     gold_response=" " + " ".join(r.solution.split()) + f" The answer is {r.gold}.", group="gsm8k")
-            for r in load_gsm8k(local_file("gsm8k", spec.path), limit)]
+            for r in load_gsm8k(local_file("gsm8k", spec.source), limit)]
 
 
 def triviaqa_items(spec: TaskSpec, *, limit: int | None = None, seed: int = 0, on_bad_row: str = "skip",

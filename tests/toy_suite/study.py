@@ -1,4 +1,4 @@
-"""A toy suite for the registration test: no model inside, each item "correct" by a seeded
+"""The toy suite's study: no model inside, each item "correct" by a seeded
 draw; a run folder like any suite's (config.yaml, samples.jsonl through the one pass,
 results.json with an estimate and its interval)."""
 
@@ -34,7 +34,8 @@ def run_toy(cfg: ToyConfig, output: str | Path = "runs", *, run_id: str | None =
     def score(batch: list[int]):
         out = []
         for i in batch:
-            out.append({"id": ids[i], "correct": random.Random(cfg.seed * 1000 + i).random() < cfg.p})
+            draw = random.Random(cfg.seed * 1000 + i).random()
+            out.append({"id": ids[i], "correct": draw < cfg.p, "draw": draw})
         return out, {}
 
     run_pass(folder, "main", ids, cfg.batch_size, score, desc="toy", show_progress=False)
