@@ -52,5 +52,5 @@ def test_an_npy_stage_keeps_the_exact_array_and_maps_it_on_request(tmp_path):
 
 
 def test_an_unknown_kind_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="unknown stage kind"):
+    with pytest.raises(ValueError, match="unknown kept kind"):
         kept(tmp_path, "s", dict, kind="pickle")

@@ -69,7 +69,7 @@ from whitebox_eval.mui.neuron_scores import (
     riemann_alphas,
 )
 from whitebox_eval.sae.encoding import ReconstructionStats, sae_feature_scores
-from whitebox_eval.sae.files import SAESet
+from whitebox_eval.sae.encoding import SAESet
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
 
 ScoreKind = Literal["contribution", "activation", "ig", "sae"]

@@ -50,7 +50,7 @@ from whitebox_eval.internals import Engine, MaskNeurons
 from whitebox_eval.mui import responses as rsp
 from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, layer_rankings, token_scores
-from whitebox_eval.mui.prepared import PreparedTask, prepare_task, respond
+from whitebox_eval.mui.responses import PreparedTask, prepare_task, respond
 from whitebox_eval.mui.study import MUIConfig
 from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, open_run

@@ -34,7 +34,8 @@ from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
-from whitebox_eval.sae.files import SAESet, load_sae_set
+from whitebox_eval.sae.encoding import SAESet
+from whitebox_eval.sae.files import load_sae_set
 from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, ScoredSequence, sample_key_mask,
                                           token_scores)
 from whitebox_eval.sae.encoding import ReconstructionStats
@@ -47,7 +48,7 @@ from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import iter_parts, run_pass
 from whitebox_eval.runs.kept import kept
-from whitebox_eval.mui.prepared import prepare_task, respond
+from whitebox_eval.mui.responses import prepare_task, respond
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
 
@@ -178,12 +179,6 @@ class MUIConfig:
         return f"{unit}; scored against the {token}"
 
 
-def _unit_shape(lm, sae_set: SAESet | None) -> tuple[int, int, str]:
-    if sae_set is not None:
-        return len(sae_set.layers), sae_set.width, "feature"
-    return lm.arch.n_layers, lm.arch.d_ff, "neuron"
-
-
 def run_mui(
     cfg: MUIConfig,
     output: str | Path = "runs",
@@ -211,7 +206,8 @@ def run_mui(
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded)
     prefixes = PrefixCache(engine)  # a demonstration or chat header the prompts share, computed once
-    n_layers, width, kind = _unit_shape(loaded, sae_set)
+    n_layers, width, kind = ((len(sae_set.layers), sae_set.width, "feature") if sae_set is not None
+                             else (loaded.arch.n_layers, loaded.arch.d_ff, "neuron"))
     ids = [it.id for it in task.items]
     folder.log(f"{len(ids)} items, model {cfg.model}, prompt format {task.fmt}")
 

@@ -52,9 +52,9 @@ def _consumed(sample: Mapping[str, Any]) -> set[str]:
             "prediction", "probs", *TEXT_KEYS, *OPTION_KEYS}
     keys |= {k for k in sample if k.startswith("pred_")}
     keys |= {k for k, v in sample.items() if k.endswith("_head") and isinstance(v, Mapping) and "pred" in v}
-    gold_key = gold_key(sample)
-    if gold_key:
-        keys.add(gold_key)
+    gold = gold_key(sample)
+    if gold:
+        keys.add(gold)
     if "prediction" not in sample:
         keys |= {"predicted", "response"} & set(sample)
     return keys

@@ -14,8 +14,8 @@ folder (:mod:`.study`) that feature MUI reads.
 from whitebox_eval.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "whitebox_eval.sae.encoding": ["SAE", "ReconstructionStats", "reconstruction_mse", "sae_feature_scores",
+    "whitebox_eval.sae.encoding": ["SAE", "SAESet", "ReconstructionStats", "reconstruction_mse", "sae_feature_scores",
                                    "sae_feature_scores_by_layer"],
-    "whitebox_eval.sae.files": ["SAESet", "load_sae", "load_sae_set", "save_sae"],
+    "whitebox_eval.sae.files": ["load_sae", "load_sae_set", "save_sae"],
     "whitebox_eval.sae.training": ["train_topk_sae"],
 })

@@ -15,7 +15,6 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.sae.encoding import SAE, Activation, ReconstructionStats
+from whitebox_eval.sae.encoding import SAE, Activation, SAESet
 
 CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
@@ -268,27 +267,6 @@ def save_sae(sae: SAE, directory: str | Path) -> Path:
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(out / WEIGHTS_FILE))
     (out / CFG_FILE).write_text(json.dumps(cfg, indent=2))
     return out
-
-
-@dataclass
-class SAESet:
-    """One SAE per chosen layer, all of the same width, reading ``point`` (resid or resid_pre)."""
-
-    layers: list[int]
-    saes: list[SAE]
-    point: str = "resid"
-    paths: list[str] = field(default_factory=list)
-    quality: list[ReconstructionStats] = field(default_factory=list)
-
-    def take_quality(self) -> list[ReconstructionStats]:
-        """Reconstruction statistics gathered since the last call (one per SAE), then reset."""
-        out = self.quality or [ReconstructionStats() for _ in self.saes]
-        self.quality = [ReconstructionStats() for _ in self.saes]
-        return out
-
-    @property
-    def width(self) -> int:
-        return self.saes[0].d_sae
 
 
 def load_sae_set(specs: Sequence[str]) -> SAESet:

@@ -11,7 +11,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import registry
-from whitebox_eval.tasks.hub import HubPath, export_split, location
+from whitebox_eval.tasks.hub import HubPath, export_split
 from whitebox_eval.tasks.rows import MCQDataset
 
 #: the file datasets with multiple-choice items and their loaders (:mod:`.registry`)
@@ -52,8 +52,8 @@ def load_mcq_dataset(name: str, path: str | Path | HubPath, *, on_bad_row: str =
     Args:
         name: ``"mmlu"``, ``"hellaswag"``, ``"cosmosqa"``, ``"halueval"``, ``"arc"``, ``"triviaqa"``.
         path: the file (or for MMLU a folder of subject CSVs), or a hub split (a parsed
-            :class:`~.hub.HubPath`, or its text ``hf:DATASET_ID[:CONFIG][@SPLIT]``) when online
-            (see :func:`load_from_hub`); a task's parsed ``TaskSpec.source`` is either.
+            :class:`~.hub.HubPath`: :func:`~.hub.location` reads ``hf:DATASET_ID[:CONFIG][@SPLIT]``)
+            when online (see :func:`load_from_hub`); a task's parsed ``TaskSpec.source`` is either.
         on_bad_row: ``"error"`` raises at the first malformed row (``file:line: problem``);
             ``"skip"`` drops such rows, lists them in the result's ``bad_rows`` and warns.
         limit: return only the first ``limit`` items.
@@ -65,10 +65,9 @@ def load_mcq_dataset(name: str, path: str | Path | HubPath, *, on_bad_row: str =
         raise WhiteboxError(lm_eval_name_hint(f"{name}={path}") or f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
     if limit is not None and limit < 0:
         raise WhiteboxError(f"limit must be >= 0, got {limit}")
-    source = path if isinstance(path, (Path, HubPath)) else location(path)
-    if isinstance(source, HubPath):
-        return load_from_hub(key, source, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
-    return LOADERS[key](source, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    if isinstance(path, HubPath):
+        return load_from_hub(key, path, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    return LOADERS[key](Path(path), on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
 
 
 def load_from_hub(name: str, spec: str | HubPath, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
