@@ -22,9 +22,6 @@ from whitebox_eval.command_options import dtype_option
 #: the commands that are not a suite's (imported only when run, or their own --help asked
 #: for): name -> (module:attribute, short help)
 OTHER_COMMANDS = {
-    "universal": ("whitebox_eval.mcqa.command:universal", "Heads that select-and-copy across MCQA runs (000)."),
-    "formats-compare": ("whitebox_eval.mcqa.command:formats_compare",
-                        "Alignment error vs MCQ performance across formats runs (004 Fig. 6)."),
     "reproduce": ("whitebox_eval.reproduce.command:reproduce",
                   "Reproduce the papers' tables and claims, published figures beside ours, a verdict per claim."),
     "report": ("whitebox_eval.report.command:report", "Write one self-contained report.html for one or more run folders."),
@@ -32,8 +29,10 @@ OTHER_COMMANDS = {
 }
 
 #: every command imported lazily, so that ``whitebox-eval --help`` lists them without
-#: importing torch: each suite's (its record in :mod:`whitebox_eval.suites`) and the others
-LAZY_COMMANDS = {**{s.name: (s.command, s.summary) for s in SUITES.values() if s.command is not None},
+#: importing torch: each suite's (its record in :mod:`whitebox_eval.suites`: its command and the
+#: others it owns) and the others
+LAZY_COMMANDS = {**{name: target for s in SUITES.values()
+                    for name, target in ([(s.name, (s.command, s.summary))] if s.command else []) + list(s.commands.items())},
                  **OTHER_COMMANDS}
 
 #: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.runs import config_dict
 from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec
+from whitebox_eval.tasks.hub import location
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -57,6 +58,7 @@ class MCQAConfig:
             self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)
         self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
         self.task = str(self._spec)
+        self._demos = location(self.demos_from) if self.demos_from else None
         if self._spec.is_lm_eval:  # always lm-eval's own text, no extra options
             self.prompt, self.uncertainty = "lm-eval", False
             if self.view is None:
@@ -66,6 +68,11 @@ class MCQAConfig:
     def spec(self) -> TaskSpec:
         """The task, read once (:class:`~whitebox_eval.tasks.spec.TaskSpec`)."""
         return self._spec
+
+    @property
+    def demos_source(self):
+        """``--demos-from``, read once: a local path or a hub split (:func:`whitebox_eval.tasks.hub.location`)."""
+        return self._demos
 
     def to_dict(self) -> dict:
         d = config_dict(self, "mcqa", task_spec=self.spec.to_config())

@@ -45,7 +45,7 @@ from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
-from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
+from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run
@@ -74,7 +74,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
         return _lm_eval_items(cfg)[0]
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
-    extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_from).takes_pool else 0
+    extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_source).takes_pool else 0
     return load_mcq(cfg.spec, n + extra, seed=cfg.seed, n_options=cfg.n_options, language=cfg.language,
                     on_bad_row=cfg.on_bad_row)
 
@@ -96,9 +96,8 @@ class _Study:
         self.engine = Engine(loaded)
         self.world = world
         self.show_progress = show_progress if world.main else False
-        self.dataset = cfg.spec.name
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
-            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(self.dataset, items[0]).metrics)
+            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(self.cfg.spec.record, items[0]).metrics)
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
         self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
         self.rendered = [self.render(it) for it in items] if self.letters else []
@@ -114,8 +113,8 @@ class _Study:
         """The item and its demonstrations as lm-eval's task sees them (``--prompt lm-eval``;
         ``--task lm-eval:TASK`` items carry their own, drawn by lm-eval's sampler)."""
         if "lm_eval_demos" in item.meta:
-            return lm_eval.doc(self.dataset, item), list(item.meta["lm_eval_demos"])
-        return lm_eval.doc(self.dataset, item), [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
+            return lm_eval.doc(self.cfg.spec.record, item), list(item.meta["lm_eval_demos"])
+        return lm_eval.doc(self.cfg.spec.record, item), [lm_eval.doc(self.cfg.spec.record, d) for d in self.demos.for_item(item)]
 
     def render(self, item: MCQItem) -> RenderedPrompt:
         if self.cfg.prompt == lm_eval.LM_EVAL:
@@ -312,7 +311,7 @@ def run_mcqa(
             demos = Demonstrations()
         else:
             items = load_items(cfg)
-            demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from,
+            demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
                                                lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
     if cfg.limit is not None:
@@ -331,9 +330,8 @@ def run_mcqa(
         config["lm_eval_view"] = {"view": cfg.view, "rule": VIEW_RULES[cfg.view]}
         config["lm_eval_tasks"] = [t.to_config() for t in lm_tasks]
     if cfg.prompt == lm_eval.LM_EVAL:
-        study_name = cfg.spec.name
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
-                                  "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(study_name, it).task
+                                  "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(cfg.spec.record, it).task
                                                    for it in items})}
     if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
         config["chat_template"] = {"rule": CHAT_RULE}
@@ -381,7 +379,7 @@ def check_prompt(cfg: MCQAConfig) -> None:
     if cfg.spec.is_lm_eval:
         _check_lm_eval_task(cfg)
         return
-    lm_eval.check_style(name, cfg.prompt)
+    lm_eval.check_style(cfg.spec.record, cfg.prompt)
     if cfg.prompt != lm_eval.LM_EVAL:
         return
     letters = [m for m in cfg.methods if m in LETTER_METHODS]

@@ -45,7 +45,7 @@ def _study_options(f):
                      "--unit pair --final-norm none (contribution/activation scores only)"),
         click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
-        click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
+        click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder, or an SAE study's run folder); repeatable"),
         shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
                      type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
@@ -180,7 +180,7 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
 
 def _print_tasks(folders) -> None:
     """Accuracy and MUI per task with their intervals, then the Utility Law across the tasks."""
-    from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.mui.over_runs import fit_runs
     from whitebox_eval.runs.estimates import describe
 
     click.echo("\nper task (95% intervals):")
@@ -217,7 +217,7 @@ def _print_study(folder) -> None:
     for w in res.get("warnings") or []:
         click.echo(f"WARNING: {w}")
     if res.get("sae_fidelity"):
-        from whitebox_eval.mui.sae_fidelity import fidelity_lines
+        from whitebox_eval.sae.fidelity import fidelity_lines
 
         for layer, fid in res["sae_fidelity"].items():
             click.echo(f"SAE layer {layer} fidelity on this task's prompt + response tokens (feature MUI "
@@ -262,7 +262,7 @@ def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: fl
     collapsing    accuracy down, MUI down  (breakdown; seen off-task after contamination)
     Runs land in --output and are reused when the same comparison is repeated.
     """
-    from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, save_comparison
+    from whitebox_eval.mui.over_runs import compare_checkpoints, comparison_table, save_comparison
 
     base = _config(before, tasks[0], kw)
     rows = compare_checkpoints(before, after, tasks, base, kw["output"], tol_performance=tol_performance, tol_mui=tol_mui)
@@ -286,7 +286,7 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
     The runs must share every MUI setting and n (a union grows with n); R^2 and the
     95% intervals of A and B need at least 3 runs.
     """
-    from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.mui.over_runs import fit_runs
 
     res = fit_runs(list(runs), plot, allow_mixed=allow_mixed)
     for label, p, m in zip(res.labels, res.performance, res.mui):
@@ -396,7 +396,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     """
     import numpy as np
 
-    from whitebox_eval.mui.inference import jackknife_mui
+    from whitebox_eval.mui.statistics import jackknife_mui
     from whitebox_eval.mui.study import load_key_sets
     from whitebox_eval.runs import RunFolder
     from whitebox_eval.runs.estimates import format_estimate
@@ -416,7 +416,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
 
 
 def _register_sae_commands() -> None:
-    from whitebox_eval.mui.sae_commands import sae_fidelity, train_sae
+    from whitebox_eval.sae.commands import sae_fidelity, train_sae
 
     command.add_command(train_sae)
     command.add_command(sae_fidelity)

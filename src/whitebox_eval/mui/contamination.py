@@ -45,7 +45,7 @@ from whitebox_eval.models.training import (
     trained,
     weights_fingerprint,
 )
-from whitebox_eval.mui.compare import paired_tests
+from whitebox_eval.mui.over_runs import paired_tests
 from whitebox_eval.mui.study import MUIConfig, prepare_task, run_mui, run_point
 from whitebox_eval.mui.utility_law import Direction, classify_direction
 from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
@@ -145,7 +145,7 @@ def trained_item_accuracy(lm, cfg: ContaminationConfig) -> list[bool]:
     """Whether each trained item of the contaminated task is answered right now, read exactly as the
     MUI study reads it: its prompt, greedy generation within the study's budget and stop strings,
     the task's answer check (no MUI is scored)."""
-    from whitebox_eval.mui.prepared import respond
+    from whitebox_eval.mui.responses import respond
 
     task = prepare_task(cfg.mui_config(cfg.model, cfg.task), lm.tokenizer)
     was = lm.model.training

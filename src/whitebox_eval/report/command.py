@@ -66,7 +66,7 @@ def compare(inputs: tuple[Path, ...]) -> None:
       whitebox-eval compare runs/base runs/tuned
       whitebox-eval compare runs/hs-lm-eval lm_eval_out/ runs/hs-paper
     """
-    from whitebox_eval.report.compare import compare_lines, load_inputs
+    from whitebox_eval.report.side_by_side import compare_lines, load_inputs
 
     for line in compare_lines(load_inputs(list(inputs))):
         click.echo(line)

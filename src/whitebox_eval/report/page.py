@@ -19,7 +19,7 @@ from typing import Any
 
 import whitebox_eval
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.report.comparison import headline_rows, moves, skipped_moves
+from whitebox_eval.report.moves import headline_rows, moves, skipped_moves
 from whitebox_eval.report.markup import Markup, join, render
 from whitebox_eval.report.metrics import flatten, format_cell, format_delta, format_value, metric_rows, paired_rows
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, IMAGE_TYPES, RunData, load_run

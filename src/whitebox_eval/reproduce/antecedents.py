@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from whitebox_eval import stats
-from whitebox_eval.reproduce.checks import _significant_in, _stage_rows, _test_of, pct
+from whitebox_eval.reproduce.claim_checks import _significant_in, _stage_rows, _test_of, pct
 from whitebox_eval.reproduce.values import Missing, at, estimate, record
 
 

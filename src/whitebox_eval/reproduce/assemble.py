@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval import power, stats
-from whitebox_eval.reproduce import antecedents, checks, derived, values, verdicts
+from whitebox_eval import power, stats, suites
+from whitebox_eval.lazy import resolve
+from whitebox_eval.reproduce import antecedents, claim_checks as checks, derived, values, verdicts
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
@@ -394,34 +395,21 @@ def holm(claims: list[dict[str, Any]]) -> None:
 
 
 def figures(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> list[dict[str, Any]]:
-    """What the child runs hold for the report's figures besides the claims: every mcqa
-    run's QK-score accuracy per head (arrays/qk_head_accuracy.npy, degenerate heads as
-    None) and every span run's reference-attention maps (plots/rollout_*.png, by path
-    relative to the reproduction folder)."""
-    import numpy as np
-
+    """What the child runs hold for the report's figures besides the claims: each finished
+    child's own, from its suite's record (``figures``: mcqa's head heatmaps, span's
+    reference-attention maps), paths relative to the reproduction folder."""
     out: list[dict[str, Any]] = []
     for ch in plan.children:
         uses = [e for p, e in ch.uses if p == paper.number]
         o = outcomes.get(ch.run_id)
         if not uses or o is None or o.status != "done" or not o.folder:
             continue
-        folder = Path(o.folder)
-        table = folder / "arrays" / "qk_head_accuracy.npy"
-        if ch.suite == "mcqa" and table.is_file():
-            m = np.load(table)
-            deg_path = folder / "arrays" / "qk_degenerate_heads.npy"
-            deg = np.load(deg_path).astype(bool) if deg_path.is_file() else np.zeros(m.shape, dtype=bool)
-            res = o.study().results
-            out.append({"kind": "heatmap", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
-                        "matrix": [[None if deg[i, j] else round(float(v), 4) for j, v in enumerate(row)]
-                                   for i, row in enumerate(m)],
-                        "chosen": (res.get("qk") or {}).get("best_head"), "chance": float(res.get("chance") or 0.0),
-                        "source": f"runs/{ch.run_id}/arrays/qk_head_accuracy.npy"})
-        if ch.suite == "span":
-            for png in sorted((folder / "plots").glob("rollout_*.png")):
-                out.append({"kind": "image", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
-                            "path": f"runs/{ch.run_id}/plots/{png.name}"})
+        record = suites.SUITES.get(ch.suite)
+        if record is None or record.figures is None:
+            continue
+        for f in resolve(record.figures)(Path(o.folder), f"runs/{ch.run_id}"):
+            out.append({"kind": f["kind"], "model": ch.model, "experiment": uses[0], "run": ch.run_id,
+                        **{k: v for k, v in f.items() if k != "kind"}})
     return out
 
 

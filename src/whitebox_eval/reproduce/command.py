@@ -57,7 +57,8 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
               allow_code_execution, reuse_only) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
     claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
-    (number or name), or all.
+    (number or name), all, or a paper file of your own (PATH.yaml, laid out as the bundled ones,
+    its experiments on any registered suite).
 
     \b
     Prints the plan first (child runs, items, estimated time), runs each child as an

@@ -48,7 +48,7 @@ def _test_dict(t: stats.PairedTest, source: str) -> dict[str, Any]:
 def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Accuracy of samples matching ``spec["a"]`` minus those matching ``spec["b"]``
     (``field``: the 0/1 field, default ``correct``), permutation test over samples."""
-    from whitebox_eval.reproduce.checks import answer_key, item_id
+    from whitebox_eval.reproduce.claim_checks import answer_key, item_id
 
     field = spec.get("field", "correct")
     rows_a = [s for s in samples if _matches(s, spec["a"])]
@@ -211,7 +211,7 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
     the largest such group, and each run outside it is listed as left out with the settings
     that differ (a task run with more items or a longer budget than the rest)."""
     from whitebox_eval.errors import WhiteboxError
-    from whitebox_eval.mui.compare import comparable_groups, fit_runs, mixed_settings
+    from whitebox_eval.mui.over_runs import comparable_groups, fit_runs, mixed_settings
     from whitebox_eval.runs import RunFolder
 
     kept, *others = comparable_groups(folders)
@@ -235,7 +235,7 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
 def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Two 0/1 fields ``x`` and ``y`` of the same samples (``where`` filters them): exact McNemar of
     x - y, with both sides as arms (e.g. the QK head against PriDe on the test split, 000 sec. 5.4)."""
-    from whitebox_eval.reproduce.checks import answer_key, item_id
+    from whitebox_eval.reproduce.claim_checks import answer_key, item_id
 
     rows = [s for s in samples if _matches(s, spec.get("where") or {}) and s.get(spec["x"]) is not None
             and s.get(spec["y"]) is not None]
@@ -272,7 +272,7 @@ def length_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) ->
     if len(a) < 2 or len(b) < 2:
         raise Missing(f"length halves too small: {len(a)} vs {len(b)}")
     out = _test_dict(stats.permutation_test(a, b), f"samples.jsonl {spec['stage']} {field}: length > {cut:g} vs <= {cut:g}")
-    from whitebox_eval.reproduce.checks import item_id
+    from whitebox_eval.reproduce.claim_checks import item_id
 
     out["arms"] = {"a": {"label": f"length > {cut:g}", "k": int(sum(a)), "n": len(a), "value": float(np.mean(a)),
                          "items": {item_id(s): v for s, v in zip(long_, a)}},

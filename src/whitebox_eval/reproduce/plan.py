@@ -195,7 +195,9 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
 def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experiment, point: dict, model: str,
          scale: str, data: dict[str, str], why: str | None = None, root: Path | None = None,
          flops: float | None = None) -> None:
-    settings = exp.settings_for(scale, point, data)
+    earlier = {e: run_ref(c.run_id) for c in children.values() if c.model == model
+               for p, e in c.uses if p == paper.number}
+    settings = exp.settings_for(scale, point, data, earlier)
     settings = {k: v for k, v in settings.items() if k != "model"}
     name = run_name(exp.suite, exp.mode, model, settings)
     if name not in children:
@@ -210,12 +212,30 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
             from whitebox_eval.suites import suite as record
 
             units = record(exp.suite).estimate(exp.mode, settings)[1]
-            child.gpu_seconds = gpu.seconds(exp.suite, units, shape, settings, flops)
+            child.gpu_seconds = gpu.seconds(record(exp.suite), units, shape, flops)
         children[name] = child
         order.append(name)
     use = (paper.number, exp.run_id(point))
     if use not in children[name].uses:
         children[name].uses.append(use)
+
+
+def run_ref(run_id: str) -> str:
+    """How a child's settings name another child's run folder (``{run.EXPERIMENT}`` in a paper):
+    by its run id, so the name hashes the same under any ``--output``; the folder is put in when
+    the child runs (:func:`resolve_refs`)."""
+    return f"{{run:{run_id}}}"
+
+
+def resolve_refs(value: Any, runs: Path) -> Any:
+    """``value`` with every :func:`run_ref` replaced by that child's folder under ``runs``."""
+    if isinstance(value, str):
+        return re.sub(r"\{run:([^{}]+)\}", lambda m: str(runs / m.group(1)), value)
+    if isinstance(value, list | tuple):
+        return [resolve_refs(v, runs) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, runs) for k, v in value.items()}
+    return value
 
 
 def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ and checks them; it knows the suites only by their records. The layout of a file
   around the table in the seed file), ``columns`` and ``rows`` (a row's ``label``, its
   ``published`` numbers, where they are in the seed text, and where ours come from).
 - ``claims``: testable statements with their statistic, direction and published effect,
-  and what the verdict needs besides (:mod:`.checks`): ``arms`` (both sides on the same
+  and what the verdict needs besides (:mod:`.claim_checks`): ``arms`` (both sides on the same
   items), ``unit`` (e.g. the chosen head), ``preconditions`` and ``controls``.
 - ``not_run``: parts of the paper that do not run here, and why.
 - ``models``: the paper's own models, run at ``--scale paper``: a hub ``id`` (``org/name``, or
@@ -25,6 +25,7 @@ and checks them; it knows the suites only by their records. The layout of a file
 from __future__ import annotations
 
 import functools
+from importlib import resources
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ import yaml
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.suites import suite as record
 
-PAPERS_DIR = Path(__file__).parent / "papers"
+PAPERS_DIR = "papers"
+"""The bundled papers' folder, package data of this package."""
 SCALES = ("quick", "cpu", "paper", "micro")
 #: a scale an experiment does not name takes the named one's settings (cpu: quick, plus what it adds)
 FALLBACK = {"cpu": "quick"}
@@ -101,11 +103,15 @@ class Experiment:
     def run_id(self, point: dict[str, Any]) -> str:
         return fill(self.id, point)
 
-    def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
-        """The suite settings at ``scale`` and matrix ``point``, data paths filled in."""
+    def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str],
+                     runs: dict[str, str] | None = None) -> dict[str, Any]:
+        """The suite settings at ``scale`` and matrix ``point``, data paths filled in, and
+        ``{run.EXPERIMENT}`` with ``runs[EXPERIMENT]`` (the run folder of an earlier child of the
+        paper on the same model, as the plan names it: :func:`.plan.run_ref`)."""
         scale = self.scale_named(scale)
         merged = {**self.settings, **{k: v for k, v in (self.scales.get(scale) or {}).items() if k != "matrix"}}
         env = {f"data.{k}": v for k, v in data.items()}
+        env.update({f"run.{k}": v for k, v in (runs or {}).items()})
         env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
         return {k: fill(v, env) for k, v in merged.items()}
 
@@ -222,7 +228,7 @@ def fill(value: Any, env: dict[str, Any]) -> Any:
     """``"{name}"`` alone becomes ``env[name]`` (its type kept); ``{name}`` inside a longer
     string is formatted; lists, tuples and dicts are filled item by item."""
     if isinstance(value, str):
-        whole = re.fullmatch(r"\{([a-z0-9_.]+)\}", value)
+        whole = re.fullmatch(r"\{([a-z0-9_.-]+)\}", value)
         if whole:
             if whole.group(1) not in env:
                 raise WhiteboxError(f"no value for {{{whole.group(1)}}}")
@@ -233,7 +239,7 @@ def fill(value: Any, env: dict[str, Any]) -> Any:
                 raise WhiteboxError(f"no value for {{{m.group(1)}}} in {value!r}")
             return str(env[m.group(1)])
 
-        return re.sub(r"\{([a-z0-9_.]+)\}", one, value)
+        return re.sub(r"\{([a-z0-9_.-]+)\}", one, value)
     if isinstance(value, list | tuple):
         return [fill(v, env) for v in value]
     if isinstance(value, dict):
@@ -330,7 +336,7 @@ def _claim(d: dict, where: str) -> Claim:
     experiment = d.get("experiment")
     if experiment is None and not across:
         raise WhiteboxError(f"{where}: missing 'experiment'")
-    from whitebox_eval.reproduce.checks import CONTROLS, PRECONDITIONS
+    from whitebox_eval.reproduce.claim_checks import CONTROLS, PRECONDITIONS
 
     for key, known in (("preconditions", PRECONDITIONS), ("controls", CONTROLS)):
         for check in d.get(key) or ():
@@ -408,22 +414,40 @@ def parse_paper(doc: dict, source: str) -> Paper:
 def papers() -> dict[str, Paper]:
     """Every paper file in ``papers/``, by number."""
     out = {}
-    for path in sorted(PAPERS_DIR.glob("*.yaml")):
-        with open(path, encoding="utf-8") as f:
-            paper = parse_paper(yaml.safe_load(f), path.name)
+    folder = resources.files(__package__) / PAPERS_DIR
+    for entry in sorted((e for e in folder.iterdir() if e.name.endswith(".yaml")), key=lambda e: e.name):
+        paper = parse_paper(yaml.safe_load(entry.read_text(encoding="utf-8")), entry.name)
         out[paper.number] = paper
     return out
 
 
+def paper_file(path: str | Path) -> Paper:
+    """A paper of your own: a YAML file laid out as ``papers/*.yaml`` (``reproduce PATH.yaml``),
+    its experiments on any registered suite (a plug-in's too)."""
+    p = Path(path).expanduser()
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise WhiteboxError(f"cannot read the paper file {p}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise WhiteboxError(f"{p} is not YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise WhiteboxError(f"{p}: a paper file is a mapping (paper, short, title, experiments, claims ...)")
+    return parse_paper(data, p.name)
+
+
 def resolve(names: tuple[str, ...] | list[str]) -> list[Paper]:
-    """Papers named by number (``000``, ``0``), short name (``wise-few``) or ``all``."""
+    """Papers named by number (``000``, ``0``), short name (``wise-few``), ``all``, or a paper file of
+    your own (``PATH.yaml``, :func:`paper_file`)."""
     known = papers()
     if not names:
         raise WhiteboxError("name a paper: " + _choices(known))
     out: list[Paper] = []
     for name in names:
         key = str(name).strip().lower()
-        if key == "all":
+        if key.endswith((".yaml", ".yml")):
+            chosen = [paper_file(str(name).strip())]
+        elif key == "all":
             chosen = list(known.values())
         else:
             chosen = [p for p in known.values()

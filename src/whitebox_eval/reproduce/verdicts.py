@@ -3,7 +3,7 @@
 A claim has a statistic (a paired test, an estimate, a fit coefficient) with its 95%
 interval, a direction (``greater`` or ``less`` than a boundary, 0 unless stated; or
 ``none``: no difference beyond a margin), the preconditions and controls its paper file
-declares (:mod:`.checks`) and, within its paper, a Holm-adjusted p-value beside the raw one.
+declares (:mod:`.claim_checks`) and, within its paper, a Holm-adjusted p-value beside the raw one.
 Besides, every claim gets the same rules by construction (:func:`verdict` lists them in order):
 its arms against their uninformed levels (:mod:`.chance`), its manipulation checks, its
 substance conditions, the child's reliability warnings, controls that explain a holding or a
