@@ -100,8 +100,8 @@ def sae_fidelity(model, sae_spec, text, context, heldout, eval_tokens, threads, 
     from whitebox_eval.mui.sae_text import chunk_text, first_tokens
 
     torch.set_num_threads(threads or os.cpu_count() or 1)
-    sae_set = load_sae_set([sae_spec])
     lm = load_model(model, dtype=resolved_dtype(dtype, model))
+    sae_set = load_sae_set([sae_spec], lm.arch)  # its hook and width checked against this model
     held = first_tokens(chunk_text(lm.tokenizer, list(text), context=context, heldout=heldout).heldout, eval_tokens)
     if not held:
         raise WhiteboxError("the held-out share of --text has no chunk; give more text or a larger --heldout")

@@ -200,10 +200,12 @@ def run_mui(
     check_sae_options(cfg.score, cfg.sae, cfg.train_sae)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     sae_specs, trained = study_saes(loaded, cfg.sae, cfg.train_sae, show_progress=show_progress)
-    sae_set = load_sae_set(sae_specs) if sae_specs else None
+    sae_set = load_sae_set(sae_specs, loaded.arch) if sae_specs else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
     config = cfg.to_dict()
+    if sae_set is not None:  # what each SAE is: route, release, id, hook, commit, SHA-256 (mui/sae_sources.py)
+        config["sae_sources"] = sae_set.sources
     config.update(task.gen.notes if task.gen is not None else {})
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
