@@ -59,7 +59,7 @@ def test_gpt_neox_refuses_the_mid_block_residual_in_one_line():
 
 
 @pytest.mark.parametrize("name, fix", [("blocks.3.attn.hook_result", "hook_z"), ("blocks.0.mlp.hook_pre", "hook_post"),
-                                       ("hook_embed", "outside the blocks"), ("blocks.1.hook_nonsense", "unknown hook")])
+                                       ("hook_embed", "outside the blocks"), ("blocks.1.hook_nonsense", "unknown capture point or hook name")])
 def test_unserved_names_are_refused_naming_the_hook(name, fix):
     with pytest.raises(WhiteboxError, match=fix):
         parse_hook(name)

@@ -118,9 +118,9 @@ def parse_hook(name: str, family=None) -> HookPoint:
     h = _HF.match(name)
     if h:
         return _hf_path(name, int(h.group(1)), h.group(2), h.group(3), family)
-    raise WhiteboxError(f"unknown hook name {name!r}: use a TransformerLens name (blocks.L.hook_resid_post, "
-                        "hook_resid_pre, hook_resid_mid, hook_mlp_out, hook_attn_out, attn.hook_z, mlp.hook_post) "
-                        "or a capture point")
+    raise WhiteboxError(f"unknown capture point or hook name {name!r}: use a capture point or a TransformerLens "
+                        "name (blocks.L.hook_resid_post, hook_resid_pre, hook_resid_mid, hook_mlp_out, hook_attn_out, "
+                        "attn.hook_z, mlp.hook_post)")
 
 
 def _hf_path(name: str, layer: int, module: str | None, io: str, family) -> HookPoint:

@@ -7,7 +7,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.command_options import dtype_option, resolved_dtype
+from whitebox_eval.command_options import dtype_option, model_load_options, resolved_dtype
 
 
 
@@ -42,6 +42,7 @@ from whitebox_eval.command_options import dtype_option, resolved_dtype
 @click.option("--cache", default=None, help="folder caching collected residuals for reuse (default: OUT/../.residual-cache)")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads (default: all cores)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_sae, k, steps, batch_size, lr, aux_k,
               aux_coef, dead_window, cache, threads, seed, dtype) -> None:
@@ -85,6 +86,7 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
 @click.option("--eval-tokens", type=click.IntRange(min=1), default=16384, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads (default: all cores)")
 @click.option("--json", "json_out", default=None, help="write the figures to this JSON file")
+@model_load_options
 @dtype_option
 def sae_fidelity(model, sae_spec, text, context, heldout, eval_tokens, threads, json_out, dtype) -> None:
     """Fidelity figures of an existing SAE on the held-out chunks of --text (as train-sae reports them)."""
