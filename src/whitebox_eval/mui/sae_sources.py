@@ -1,5 +1,5 @@
-"""Where an SAE comes from: a local folder or file, ``hf:ORG/REPO/PATH[@REVISION]`` (Hugging Face
-hub, offline from its cache), or ``saelens:RELEASE/SAE_ID`` (a name in SAELens' release list,
+"""Where an SAE comes from: a local folder or file, ``hf:ORG/REPO/PATH[@REVISION]`` (a
+``--models-root`` copy ``DIR/ORG--REPO``, else the Hugging Face hub, offline from its cache), or ``saelens:RELEASE/SAE_ID`` (a name in SAELens' release list,
 ``pretrained_saes.yaml``, looked up only: the files are read by our own loaders from the hub
 cache). What was loaded is recorded (:meth:`ResolvedSAE.record`: route, release, id, repository,
 commit, SHA-256 of the weights, Neuronpedia id) and each feature links to Neuronpedia where the
@@ -48,6 +48,8 @@ class ResolvedSAE:
         for key in ("repo_id", "revision", "release", "sae_id", "neuronpedia"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.neuronpedia:  # a feature's page is this plus /INDEX (the explorer links each feature)
+            out["neuronpedia_url"] = f"{NEURONPEDIA}/{self.neuronpedia.strip('/')}"
         return out
 
 
@@ -100,6 +102,16 @@ def hub_offline() -> str | None:
 
 def _from_hub(source: str, **extra) -> ResolvedSAE:
     repo_id, inner, revision = _split_hub(source.removeprefix("hf:"))
+    from whitebox_eval.models.hub_sources import local_folder, models_root
+    from whitebox_eval.models.load_options import LOAD
+
+    copy = local_folder(f"{repo_id}@{revision}" if revision else repo_id, models_root(LOAD.models_root))
+    if copy is not None:  # a --models-root copy of the repository, found the way models are
+        path = Path(copy) / inner
+        if not path.exists():
+            raise WhiteboxError(f"{source}: the --models-root copy {copy} has no {inner!r}")
+        return ResolvedSAE(path, extra.pop("route", "hf"), extra.pop("given", source), repo_id=repo_id, revision=revision,
+                           hook_name=_cfg_hook(path), names_hook=hook_from_names(repo_id, inner), **extra)
     offline = hub_offline()
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
@@ -189,3 +201,25 @@ def weights_sha256(path: Path) -> str:
 def neuronpedia_link(neuronpedia: str | None, index: int) -> str | None:
     """A feature's Neuronpedia page (``model/source/index``), or None where the release names none."""
     return None if not neuronpedia else f"{NEURONPEDIA}/{neuronpedia.strip('/')}/{int(index)}"
+
+
+def feature_links(sources: list[dict], unit_counts, width: int, top: int = 32) -> dict:
+    """results.json's ``sae_features``: each SAE's source (layer, hook, Neuronpedia id) and the ``top``
+    features the most items use (``unit_counts``: items per flat unit ``sae * width + feature``),
+    each with its Neuronpedia id (``model/source/index``) and link where the release names one."""
+    import numpy as np
+
+    counts = np.asarray(unit_counts)
+    order = [int(u) for u in np.argsort(-counts, kind="stable")[:top] if counts[u] > 0]
+    features = []
+    for u in order:
+        sae, index = divmod(u, width)
+        src = sources[sae] if sae < len(sources) else {}
+        entry = {"unit": f"{sae}.{index}", "layer": src.get("layer"), "feature": index, "n_items": int(counts[u])}
+        if src.get("neuronpedia"):
+            entry["neuronpedia"] = f"{src['neuronpedia'].strip('/')}/{index}"
+            entry["link"] = neuronpedia_link(src["neuronpedia"], index)
+        features.append(entry)
+    return {"saes": [{k: s.get(k) for k in ("layer", "hook", "route", "release", "sae_id", "neuronpedia") if s.get(k) is not None}
+                     for s in sources],
+            "top_features": features}

@@ -240,11 +240,16 @@ def _mui(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
     if kind != "neuron":  # SAE features: the features used by most items, with those items
         top = sorted(feature_items.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:32]
         out["features"] = []
+        sources = (run.config or {}).get("sae_sources") or []  # config.yaml: each SAE's Neuronpedia page, if any
         for u, ids in top:
             name = f"{u // width}.{u % width}"
             best = sorted(activations.get(name, []), key=lambda a: -a[0])[:FEATURE_ITEMS]
-            out["features"].append({"unit": name, "n": len(ids), "items": ids[:FEATURE_ITEMS],
-                                    "tokens": [[num(x), t, i] for x, t, i in best]})
+            feat = {"unit": name, "n": len(ids), "items": ids[:FEATURE_ITEMS], "tokens": [[num(x), t, i] for x, t, i in best]}
+            src = sources[u // width] if u // width < len(sources) and isinstance(sources[u // width], dict) else {}
+            if str(src.get("neuronpedia_url", "")).startswith("https://www.neuronpedia.org/"):  # never another scheme
+                feat["neuronpedia"] = f"{src['neuronpedia']}/{u % width}"
+                feat["link"] = f"{src['neuronpedia_url']}/{u % width}"
+            out["features"].append(feat)
     return out
 
 
