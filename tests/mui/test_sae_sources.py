@@ -101,7 +101,7 @@ def test_gemma_scope_routes_agree(tmp_path, hub, monkeypatch):
     assert rec["revision"] == COMMIT and rec["repo_id"] == "google/gemma-scope-2b-pt-mlp"
     assert rec["neuronpedia"] == "gemma-2-2b/3-gemmascope-mlp-16k" and len(rec["sha256"]) == 64
     assert Path(rec["path"]) == gs1 / "layer_3/width_16k/average_l0_71"
-    links = feature_links([rec], np.bincount([5, 5, 9], minlength=20), 20)
+    links = feature_links([rec], [np.array([5, 9]), np.array([5])], 20)
     assert links["top_features"][0] == {"unit": "0.5", "layer": 3, "feature": 5, "n_items": 2,
                                         "neuronpedia": "gemma-2-2b/3-gemmascope-mlp-16k/5",
                                         "link": "https://www.neuronpedia.org/gemma-2-2b/3-gemmascope-mlp-16k/5"}

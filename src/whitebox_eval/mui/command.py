@@ -45,7 +45,9 @@ def _study_options(f):
                      "--unit pair --final-norm none (contribution/activation scores only)"),
         click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
-        click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
+        click.option("--sae", "sae", multiple=True, help="SAE for --score sae (repeatable): [LAYER=|HOOK=]SOURCE, SOURCE a folder or file (SAELens, "
+                          "Gemma Scope, Llama Scope layouts), hf:ORG/REPO/PATH[@REV] or saelens:RELEASE/SAE_ID; the hook "
+                          "and layer are read from the files or names (HOOK e.g. blocks.5.hook_mlp_out)"),
         shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
                      type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,

@@ -78,7 +78,7 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
 
 @click.command("sae-fidelity")
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--sae", "sae_spec", required=True, help="LAYER=PATH or PATH (SAELens folder whose cfg.json names hook_layer)")
+@click.option("--sae", "sae_spec", required=True, help="[LAYER=|HOOK=]SOURCE: a folder or file, hf:ORG/REPO/PATH or saelens:RELEASE/SAE_ID (as mui --sae)")
 @click.option("--text", "text", multiple=True, required=True, help="text files or folders (repeatable), read as train-sae reads them")
 @click.option("--context", type=click.IntRange(min=2), default=256, show_default=True)
 @click.option("--heldout", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05, show_default=True,

@@ -58,7 +58,7 @@ def load_sae_set(specs: Sequence[str], arch=None) -> SAESet:
     family = None if arch is None else arch.family
     layers, saes, points, paths, sources = [], [], set(), [], []
     for spec in specs:
-        prefix, source = _split_spec(spec)
+        prefix, source = split_spec(spec)
         resolved = resolve_sae(source)
         sae = load_sae(resolved.path)
         given = None if prefix is None or prefix.lstrip("-").isdigit() else parse_hook(prefix, family)
@@ -98,7 +98,7 @@ def load_sae_set(specs: Sequence[str], arch=None) -> SAESet:
                   sources=[sources[i] for i in order])
 
 
-def _split_spec(spec: str) -> tuple[str | None, str]:
+def split_spec(spec: str) -> tuple[str | None, str]:
     """``LAYER=SOURCE`` / ``HOOK=SOURCE`` -> (prefix, source); a source alone -> (None, source). An
     ``=`` inside a path or ``hf:``/``saelens:`` name is not a prefix."""
     head, sep, tail = spec.partition("=")

@@ -203,13 +203,15 @@ def neuronpedia_link(neuronpedia: str | None, index: int) -> str | None:
     return None if not neuronpedia else f"{NEURONPEDIA}/{neuronpedia.strip('/')}/{int(index)}"
 
 
-def feature_links(sources: list[dict], unit_counts, width: int, top: int = 32) -> dict:
+def feature_links(sources: list[dict], key_sets, width: int, top: int = 32) -> dict:
     """results.json's ``sae_features``: each SAE's source (layer, hook, Neuronpedia id) and the ``top``
-    features the most items use (``unit_counts``: items per flat unit ``sae * width + feature``),
+    features the most items use (``key_sets``: each item's key units, flat ``sae * width + feature``),
     each with its Neuronpedia id (``model/source/index``) and link where the release names one."""
     import numpy as np
 
-    counts = np.asarray(unit_counts)
+    counts = np.zeros(max(len(sources), 1) * width, dtype=np.int64)
+    for units in key_sets:
+        np.add.at(counts, np.unique(np.asarray(units, dtype=np.int64)), 1)
     order = [int(u) for u in np.argsort(-counts, kind="stable")[:top] if counts[u] > 0]
     features = []
     for u in order:

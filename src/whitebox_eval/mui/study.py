@@ -38,7 +38,8 @@ from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, SAESet, ScoredSequenc
                                           token_scores)
 from whitebox_eval.mui.sae import ReconstructionStats
 from whitebox_eval.mui.sae_cache import check_sae_options, fidelity_summary, study_saes
-from whitebox_eval.mui.sae_sources import feature_links
+from whitebox_eval.mui.sae_set import split_spec
+from whitebox_eval.mui.sae_sources import feature_links, resolve_sae
 from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
@@ -199,6 +200,8 @@ def run_mui(
 
     kcfg = cfg.key_neuron_config()
     check_sae_options(cfg.score, cfg.sae, cfg.train_sae)
+    for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
+        resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     sae_specs, trained = study_saes(loaded, cfg.sae, cfg.train_sae, show_progress=show_progress)
     sae_set = load_sae_set(sae_specs, loaded.arch) if sae_specs else None
@@ -401,9 +404,7 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     warnings = []
     if sae_set is not None:
         results["sae_quality"] = _sae_quality(folder, sae_set)
-        used = np.bincount(np.concatenate([ks.flat_indices(i) for i in range(len(items))] or [np.zeros(0, np.int64)]),
-                           minlength=ks.total_units)
-        results["sae_features"] = feature_links(sae_set.sources, used, width)  # Neuronpedia ids and links
+        results["sae_features"] = feature_links(sae_set.sources, map(ks.flat_indices, range(len(items))), width)
     if sae_fidelity is not None:
         results["sae_fidelity"] = sae_fidelity
         results["sae_summary"] = fidelity_summary(sae_fidelity, sae_set.paths if sae_set is not None else [])
