@@ -116,6 +116,8 @@ def test_revision_from_models_root_and_from_a_hub_cache_snapshot(tmp_path, monke
     assert Path(source) == repo / "snapshots" / commit and extra == {"use_safetensors": True}
     lm = load_model("EleutherAI/pythia-tiny@step143000", dtype="float32", device="cpu")
     assert lm.arch.family.name == "llama" and lm.source == source
+    configure("EleutherAI/pythia-tiny@step143000")  # what a command does first: config.yaml records the commit
+    assert lo.record()["model_load"]["model_commit"] == commit
     with pytest.raises(WhiteboxError, match="revision step1 is not in the Hugging Face cache.*--models-root"):
         resolve_source("EleutherAI/pythia-tiny@step1")
 

@@ -40,6 +40,8 @@ def configure(model: str | None = None, *, models_root: str | None = None, model
         raise WhiteboxError("a LoRA adapter cannot be merged into 4/8-bit weights; add --adapter-mode keep")
     if model is not None and ("@" in model or adapter):
         source, extra = resolve_source(model)  # a revision nowhere to be read is refused here
+        if Path(source).parent.name == "snapshots":  # read from the hub cache: its commit pins the weights
+            options.model_commit = Path(source).name
         if adapter:
             _, weights = adapter_files(adapter, allow_pickle)
             check_adapter_fits(adapter, weights, _model_config(source, extra, trust_remote_code))

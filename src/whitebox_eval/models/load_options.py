@@ -59,9 +59,11 @@ class LoadOptions:
     adapter_mode: str = "merge"
     trust_remote_code: bool = False
     allow_pickle: bool = False
+    model_commit: str | None = None  # the hub-cache snapshot an ORG/NAME@REVISION resolved to (recorded)
 
 
 LOAD = LoadOptions()
+_FIELDS = ("models_root", "model_args", "adapter", "adapter_mode", "trust_remote_code", "allow_pickle", "model_commit")
 
 
 def parse_model_args(items) -> dict[str, Any]:
@@ -205,19 +207,20 @@ def record(options: LoadOptions | None = None) -> dict:
                           "sha256": file_sha256(weights)}
     if o.trust_remote_code:
         out["trust_remote_code"] = True
+    if o.model_commit:
+        out["model_commit"] = o.model_commit
     return {"model_load": out} if out else {}
 
 
 def reset() -> None:
     """Back to a plain load (each ``whitebox-eval`` invocation starts here)."""
-    set_load(**{f: getattr(LoadOptions(), f) for f in ("models_root", "model_args", "adapter", "adapter_mode",
-                                                        "trust_remote_code", "allow_pickle")})
+    set_load(**{f: getattr(LoadOptions(), f) for f in _FIELDS})
 
 
 def set_load(**kw) -> LoadOptions:
     """Set this process's :data:`LOAD` (fields of :class:`LoadOptions`); returns the new value."""
     new = replace(LOAD, **kw)
-    for f in ("models_root", "model_args", "adapter", "adapter_mode", "trust_remote_code", "allow_pickle"):
+    for f in _FIELDS:
         setattr(LOAD, f, getattr(new, f))
     return LOAD
 
