@@ -55,7 +55,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
