@@ -271,6 +271,9 @@ class Architecture:
 
     def linear_weight(self, module: nn.Module) -> torch.Tensor:
         w = self.parameter(module)
+        if not w.is_floating_point() or type(w).__name__ in ("Params4bit", "Int8Params"):
+            raise WhiteboxError("this model's weights are quantized (--model-arg load_in_4bit/8bit): what reads weights "
+                                "outside a forward (MUI's contribution scores, the lens) needs an unquantized load")
         return w.t() if self.family.conv1d else w
 
     def down_proj_weight(self, layer: int) -> torch.Tensor:
