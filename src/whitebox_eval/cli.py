@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     finally:
         warnings.showwarning = shown_before
+        from whitebox_eval.models.load_options import reset
+
+        reset()  # this invocation's --adapter, --model-arg... end with it (a caller in the same process starts plain)
 
 
 if __name__ == "__main__":
