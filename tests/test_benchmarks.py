@@ -123,6 +123,8 @@ NOT_RUN = {
     # line before transformers 5), so it runs once in a venv of its own; tests/mui/test_sae_saelens_parity.py checks
     # the fixture it wrote
     "saelens_fixture.py": "SAELens, installed only in a separate venv (writes tests/fixtures/saelens)",
+    # 4-bit loading is bitsandbytes on CUDA only (refused on the CPU in one line: tests/models/test_load_options.py)
+    "quantized_check.py": "a CUDA GPU and bitsandbytes (a 4-bit load through --model-arg)",
 }
 #: options whose default is a file of the checkout (benchmarks/results/, tests/fixtures/)
 DEFAULT_IN_CHECKOUT = {"engine_overhead.py": ["--out"], "mcqa_study.py": ["--out"], "reproduce_timing.py": ["--out"],

@@ -39,7 +39,8 @@ def test_mcqa_scorers_and_cloze_log_likelihoods():
 
 def test_sae_fidelity_and_feature_scores():
     from whitebox_eval.mui import keyneurons as kn
-    from whitebox_eval.sae.encoding import SAE, SAESet
+    from whitebox_eval.sae.encoding import SAE
+    from whitebox_eval.sae.sets import SAESet
     from whitebox_eval.sae.fidelity import evaluate_fidelity
 
     plain, split = split_pair(tiny_loaded("llama"))

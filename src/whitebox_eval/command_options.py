@@ -99,3 +99,54 @@ def resolved_dtype(dtype: str, model: str) -> str:
     from whitebox_eval.models.loading import resolve_dtype
 
     return resolve_dtype(dtype, model)
+
+
+def model_load_options(f=None, *, models_root: bool = True):
+    """The options of every command that loads a model: ``--models-root``, ``--model-arg``
+    (repeatable), ``--adapter``, ``--adapter-mode``, ``--trust-remote-code``, ``--allow-pickle``,
+    ``--device`` and ``--device-map`` (also accepted after the sub-command). They are checked before
+    the command runs (:func:`whitebox_eval.models.load_check.configure`: bad input is one line,
+    exit 2) and become the default of every model the command loads; config.yaml records them
+    (``model_load``). ``models_root=False`` for a command with its own ``--models-root``."""
+    import functools
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def run(*args, **kw):
+            from whitebox_eval.models.load_check import configure
+
+            model = kw.get("model")
+            configure(model if isinstance(model, str) else None,
+                      models_root=kw.pop("models_root", None) if models_root else kw.get("models_root"),
+                      model_args=kw.pop("model_args"), adapter=kw.pop("adapter"), adapter_mode=kw.pop("adapter_mode"),
+                      trust_remote_code=kw.pop("trust_remote_code"), allow_pickle=kw.pop("allow_pickle"),
+                      device=kw.pop("device"), device_map=kw.pop("device_map"))
+            return fn(*args, **kw)
+
+        options = [
+            click.option("--model-arg", "model_args", multiple=True, metavar="KEY=VALUE",
+                         help="passed to from_pretrained (repeatable): load_in_4bit / load_in_8bit=true (bitsandbytes, "
+                              "CUDA only), bnb_4bit_quant_type, bnb_4bit_use_double_quant, bnb_4bit_compute_dtype, "
+                              "attn_implementation, revision, subfolder, low_cpu_mem_usage; recorded in config.yaml"),
+            click.option("--adapter", default=None, metavar="PATH",
+                         help="a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) put on the "
+                              "model; recorded with its SHA-256"),
+            click.option("--adapter-mode", type=click.Choice(["merge", "keep"]), default="merge", show_default=True,
+                         help="merge the adapter into the loaded weights, or keep its LoRA layers (needed with 4/8-bit)"),
+            click.option("--trust-remote-code", is_flag=True, help="allow custom modelling code from the model folder"),
+            click.option("--allow-pickle", is_flag=True, help="allow loading *.bin/*.pt pickle checkpoints (can run code)"),
+            click.option("--device", default=None, metavar="DEVICE",
+                         help="where the model runs (as before the sub-command): auto, cpu, cuda, cuda:N, mps"),
+            click.option("--device-map", default=None, metavar="MAP",
+                         help="split a model too large for one device over several (accelerate), e.g. auto"),
+        ]
+        if models_root:
+            options.insert(0, click.option(
+                "--models-root", default=None, metavar="DIR",
+                help="folder of local model copies: ORG/NAME[@REVISION] is read from DIR/ORG--NAME[@REVISION] "
+                     "(or the folder DIR/models.yaml maps it to) before the hub cache and the hub"))
+        for option in reversed(options):
+            run = option(run)
+        return run
+
+    return decorate if f is None else decorate(f)

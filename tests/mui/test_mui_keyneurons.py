@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals import Capture, Engine, MaskNeurons, Patch, batch_from_ids  # noqa: E402
-from whitebox_eval.sae.files import load_sae_set  # noqa: E402
+from whitebox_eval.sae.sets import load_sae_set  # noqa: E402
 from whitebox_eval.mui.keyneurons import (  # noqa: E402
     KeyNeuronConfig,
     ScoredSequence,

@@ -6,8 +6,8 @@ import click
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
-    task_option)
+    batch_size_option, dtype_option, field_option, lm_eval_data_option, model_load_options, resolved_dtype,
+    run_folder_options, shots_option, task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 
 
@@ -31,6 +31,7 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 @click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
 @batch_size_option("questions per step (samples.jsonl is written after each); results do not depend on it")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 @run_folder_options
 def formats(**kw) -> None:

@@ -24,6 +24,7 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import attention as attn_impl
 from whitebox_eval.internals.batching import Batch, Positions, make_batch
+from whitebox_eval.internals.hook_points import capture_alias, patch_alias
 from whitebox_eval.internals.requests import (
     CAPTURE_POINTS,
     PATCH_POINTS,
@@ -391,6 +392,7 @@ class Engine:
         return [self.arch.check_layer(int(l)) for l in layers]
 
     def _plan_capture(self, plan: _Plan, c: Capture, trace: Trace) -> None:
+        c = capture_alias(c, self.arch)  # SAELens / TransformerLens hook names (internals/hook_points.py)
         if c.point not in CAPTURE_POINTS:
             raise WhiteboxError(f"unknown capture point {c.point!r}; choose one of {', '.join(CAPTURE_POINTS)}")
         if c.key in trace.layers:
@@ -460,6 +462,7 @@ class Engine:
                 arch.check_head(e.source_head)
             plan.attn_edits[layer].append(e)
         elif isinstance(e, Patch):
+            e = patch_alias(e, self.arch)
             if e.point not in PATCH_POINTS:
                 raise WhiteboxError(f"cannot patch {e.point!r}; patchable points: {', '.join(PATCH_POINTS)}")
             ppos = plan.batch.padded_positions(e.positions) - plan.past  # rows in the cache are not patched again
@@ -508,6 +511,10 @@ class Engine:
             if fam.qkv_proj is None:
                 module = arch.attn_part(layer, f"{which}_proj")
                 view = lambda t, n=n: t.unflatten(-1, (n, D))
+            elif fam.qkv_interleaved:  # gpt_neox: [.., H, (q k v) * D] per head
+                module = arch.attn_part(layer, "qkv_proj")
+                s0 = "qkv".index(which) * D
+                view = lambda t, s0=s0, n=n: t.unflatten(-1, (n, 3 * D))[..., s0:s0 + D]
             else:
                 module = arch.attn_part(layer, "qkv_proj")
                 q, k, v = arch.qkv_sizes()
@@ -537,6 +544,10 @@ class Engine:
             module, kind, view = arch.blocks[layer], "pre_block", (lambda t: t)
         elif point == "resid":
             module, kind, view = arch.blocks[layer], "out", (lambda t: t)
+        elif point in ("mlp_out", "attn_out"):  # what the branch adds to the residual (after a post-norm)
+            module, kind, view = arch.block_part(layer, point), "out", (lambda t: t)
+        elif point == "resid_mid":  # the input of the module that reads the residual between attention and MLP
+            module, kind, view = arch.block_part(layer, "resid_mid"), "pre", (lambda t: t)
         else:  # pragma: no cover - guarded by CAPTURE_POINTS
             raise WhiteboxError(f"no hook site for {point}")
         site = plan.sites[key] = _Site(module, kind, view)

@@ -79,3 +79,25 @@ def replaced_block_output(
             return lm.model(input_ids=input_ids.to(lm.device), attention_mask=mask, use_cache=False).logits
         with _hook(lm.arch.blocks[layer], swap):
             return lm.model(input_ids=input_ids.to(lm.device), attention_mask=mask, use_cache=False).logits
+
+
+def replaced_site(
+    lm, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, module, replace: Callable[[torch.Tensor], torch.Tensor],
+    *, on_input: bool = False,
+) -> torch.Tensor:
+    """Logits ``[B, S, vocab]`` with ``module``'s output (or, ``on_input``, its first input) ``h``
+    replaced by ``replace(h)``: the sites of :mod:`.hook_points` below a block (``hook_mlp_out``:
+    the family's MLP-output module; ``hook_z``: o_proj's input)."""
+    def swap(_module, _args, output):
+        return _with_hidden(output, replace(_hidden(output)).to(_hidden(output).dtype))
+
+    def swap_input(_module, args):
+        return (replace(args[0]).to(args[0].dtype), *args[1:])
+
+    mask = None if attention_mask is None else attention_mask.to(lm.device)
+    handle = module.register_forward_pre_hook(swap_input) if on_input else module.register_forward_hook(swap)
+    try:
+        with torch.no_grad():
+            return lm.model(input_ids=input_ids.to(lm.device), attention_mask=mask, use_cache=False).logits
+    finally:
+        handle.remove()

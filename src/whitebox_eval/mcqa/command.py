@@ -7,8 +7,8 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
-    task_option)
+    batch_size_option, dtype_option, field_option, lm_eval_data_option, model_load_options, resolved_dtype, run_folder_options,
+    shots_option, task_option)
 from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -62,6 +62,7 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
                    "pass per item, close to doubling a letter-only study; the accuracies do not change)")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 @run_folder_options
 def mcqa(**kw) -> None:

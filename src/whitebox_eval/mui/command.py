@@ -10,8 +10,8 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
-    task_option)
+    batch_size_option, dtype_option, field_option, lm_eval_data_option, model_load_options, resolved_dtype, run_folder_options,
+    shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -45,7 +45,10 @@ def _study_options(f):
                      "--unit pair --final-norm none (contribution/activation scores only)"),
         click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
-        click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder, or an SAE study's run folder); repeatable"),
+        click.option("--sae", "sae", multiple=True, help="SAE for --score sae (repeatable): [LAYER=|HOOK=]SOURCE, SOURCE a folder or file (SAELens, "
+                          "Gemma Scope, Llama Scope layouts, or an SAE study's run folder), hf:ORG/REPO/PATH[@REV] or "
+                          "saelens:RELEASE/SAE_ID; the hook and layer are read from the files or names (HOOK e.g. "
+                          "blocks.5.hook_mlp_out)"),
         shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
                      type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
@@ -120,6 +123,7 @@ def _config(model: str, task, kw: dict):
 @click.option("--run-id", default=None, callback=run_id_option,
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@model_load_options
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
     """Model Utilization Index (paper 001): how much of the model a task uses.
@@ -252,6 +256,7 @@ def _print_study(folder) -> None:
 @click.option("--tol-performance", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="accuracy change (points) below which the move is undetermined")
 @click.option("--tol-mui", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="MUI change (points) below which the move is undetermined")
 @_study_options
+@model_load_options
 def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: float, tol_mui: float, **kw) -> None:
     """Regression test (Corollary 1): direction of each task's (accuracy, MUI) move between two checkpoints.
 
@@ -337,6 +342,7 @@ def _print_law(res) -> None:
               help="items per split: key neurons are selected on one split, every task is evaluated on a disjoint one")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 @run_folder_options
 def masking(model, source_task, eval_tasks, ks, score, activation, unit, target, random_draws, generate, max_new_tokens,

@@ -21,7 +21,8 @@ Scores (``KeyNeuronConfig.score``):
   ``F`` sums over the response, so the
   gradient at ``p`` also carries ``a_p``'s effect on later tokens (the authors
   differentiate the whole response's loss too).
-* ``sae`` (eq. 5): SAE feature activations of the residual stream at ``p``.
+* ``sae`` (eq. 5): SAE feature activations at ``p``, read at each SAE's own hook (the residual
+  stream, an MLP or attention output, ``hook_z``: :mod:`whitebox_eval.internals.hook_points`).
 
 ``response_level`` sums the token scores over the response (eq. 15) before
 thresholding. Activations are the input of the down projection (``mlp_act`` =
@@ -69,7 +70,7 @@ from whitebox_eval.mui.neuron_scores import (
     riemann_alphas,
 )
 from whitebox_eval.sae.encoding import ReconstructionStats, sae_feature_scores
-from whitebox_eval.sae.encoding import SAESet
+from whitebox_eval.sae.sets import SAESet, load_sae_set  # noqa: F401 (load_sae_set: the suite's one name for it)
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
 
 ScoreKind = Literal["contribution", "activation", "ig", "sae"]
@@ -287,7 +288,8 @@ def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
         trace = engine.run(lay.batch, [Capture(sae_set.point, lay.positions, sae_set.layers, name="x")], logits=False,
                            prefix=lay.prefix)
         valid = lay.valid.to(trace["x"].device)
-        x = trace["x"].permute(0, 2, 1, 3)[valid].float()  # [N, L_sae, d_model], encoded where it was captured
+        captured = trace["x"].flatten(3) if trace["x"].dim() == 5 else trace["x"]  # hook_z: heads concatenated
+        x = captured.permute(0, 2, 1, 3)[valid].float()  # [N, L_sae, d_in], encoded where it was captured
         sae_set.saes = [s.to(x.device) for s in sae_set.saes]  # moved once: later batches find them there
         flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
         if not sae_set.quality:

@@ -34,12 +34,14 @@ from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
-from whitebox_eval.sae.encoding import SAESet
-from whitebox_eval.sae.files import load_sae_set
+from whitebox_eval.sae.sets import SAESet
+from whitebox_eval.sae.sets import load_sae_set
 from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, ScoredSequence, sample_key_mask,
                                           token_scores)
 from whitebox_eval.sae.encoding import ReconstructionStats
 from whitebox_eval.sae.study import fidelity_summary
+from whitebox_eval.sae.sets import split_spec
+from whitebox_eval.sae.sources import feature_links, resolve_sae
 from whitebox_eval.sae.fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
@@ -195,11 +197,15 @@ def run_mui(
     if (cfg.score == "sae") != bool(cfg.sae):
         raise WhiteboxError("--score sae needs --sae LAYER=PATH (or an SAE run folder), and --sae is only used with "
                             "--score sae")
+    for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
+        resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    sae_set = load_sae_set(cfg.sae) if cfg.sae else None
+    sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
     config = cfg.to_dict()
+    if sae_set is not None:  # what each SAE is: route, release, id, hook, commit, SHA-256 (sae/sources.py)
+        config["sae_sources"] = sae_set.sources
     config.update(task.gen.notes if task.gen is not None else {})
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
@@ -393,6 +399,7 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     warnings = []
     if sae_set is not None:
         results["sae_quality"] = _sae_quality(folder, sae_set)
+        results["sae_features"] = feature_links(sae_set.sources, map(ks.flat_indices, range(len(items))), width)
     if sae_fidelity is not None:
         results["sae_fidelity"] = sae_fidelity
         results["sae_summary"] = fidelity_summary(sae_fidelity, sae_set.paths if sae_set is not None else [])

@@ -29,6 +29,17 @@ def _key_sets(path: Path) -> tuple[np.ndarray, np.ndarray, dict] | None:
         return None
 
 
+def _sae_sources(folder: Path) -> list:
+    """config.yaml's ``sae_sources`` (what each SAE is, :mod:`whitebox_eval.sae.sources`), or []."""
+    import yaml
+
+    try:
+        config = yaml.safe_load((Path(folder) / "config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    return config.get("sae_sources") or [] if isinstance(config, dict) else []
+
+
 def views(folder: Path, results: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Each response's key units per layer and the units themselves (layer.index), from
     ``arrays/key_sets.safetensors``; per response token the key units peaking there and its top
@@ -68,9 +79,14 @@ def views(folder: Path, results: dict[str, Any], samples: list[dict[str, Any]]) 
     if kind != "neuron":  # SAE features: the features used by most items, with those items
         top = sorted(feature_items.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:32]
         out["features"] = []
+        sources = _sae_sources(folder)  # config.yaml: each SAE's Neuronpedia page, if any
         for u, ids in top:
             name = f"{u // width}.{u % width}"
             best = sorted(activations.get(name, []), key=lambda a: -a[0])[:FEATURE_ITEMS]
-            out["features"].append({"unit": name, "n": len(ids), "items": ids[:FEATURE_ITEMS],
-                                    "tokens": [[num(x), t, i] for x, t, i in best]})
+            feat = {"unit": name, "n": len(ids), "items": ids[:FEATURE_ITEMS], "tokens": [[num(x), t, i] for x, t, i in best]}
+            src = sources[u // width] if u // width < len(sources) and isinstance(sources[u // width], dict) else {}
+            if str(src.get("neuronpedia_url", "")).startswith("https://www.neuronpedia.org/"):  # never another scheme
+                feat["neuronpedia"] = f"{src['neuronpedia']}/{u % width}"
+                feat["link"] = f"{src['neuronpedia_url']}/{u % width}"
+            out["features"].append(feat)
     return out

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from whitebox_eval.command_options import model_load_options
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
 from whitebox_eval.reproduce.data import BENCHMARKS
@@ -53,6 +54,7 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
               help="run nothing: write the report from the child runs already finished under --output (in any "
                    "reproduction folder there, e.g. per-paper or per-model calls run apart or on other machines); "
                    "the others are marked not run")
+@model_load_options(models_root=False)
 def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only,
               allow_code_execution, reuse_only) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per

@@ -114,7 +114,24 @@ class Plan:
             else:
                 out.append(f"  [{i}/{len(self.children)}] {c.describe()}: {c.items:,} items, "
                            f"~{costs.duration(c.seconds)}  ({used})")
-        return out + (self.paper_lines() if self.scale == "paper" else [])
+        return out + (self.paper_lines() + self.sae_lines() if self.scale == "paper" else [])
+
+    def sae_lines(self) -> list[str]:
+        """The released SAEs each paper read (``saes:``), read at this scale, and where a local copy is."""
+        from whitebox_eval.models.hub_sources import cached_snapshot, local_folder, models_root
+        from whitebox_eval.models.load_options import LOAD
+
+        root = models_root(LOAD.models_root)
+        out = []
+        for p in self.papers:
+            for s in p.saes:
+                first, last = s.ids.format(layer=0), s.ids.format(layer=s.layers - 1)
+                where = "no local copy: downloaded from the hub when reachable"
+                if s.repo and (found := local_folder(s.repo, root) or cached_snapshot(s.repo, None)):
+                    where = f"local copy {found}"
+                out.append(f"SAEs of paper {p.name}, {s.model}: saelens:{s.release}/{first} .. {last} ({s.layers} "
+                           f"layers, {s.hook}; {s.cite}); {where}")
+        return out
 
     def paper_lines(self) -> list[str]:
         """Per paper: its models (with the table naming them), the data it needs, items and GPU time."""
@@ -199,6 +216,9 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
                for p, e in c.uses if p == paper.number}
     settings = exp.settings_for(scale, point, data, earlier)
     settings = {k: v for k, v in settings.items() if k != "model"}
+    released = paper.saes_of(model) if scale == "paper" and settings.get("score") == "sae" else None
+    if released is not None:  # the paper's own SAEs on every layer (saes:), not one trained here
+        settings = {**{k: v for k, v in settings.items() if k != "train_sae"}, "sae": released.specs()}
     name = run_name(exp.suite, exp.mode, model, settings)
     if name not in children:
         items, seconds = costs.estimate(exp.suite, exp.mode, model, settings)

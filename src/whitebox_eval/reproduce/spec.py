@@ -185,6 +185,25 @@ class PaperModel:
     name: str
     cite: str
     ambiguous: str | None = None
+    named_only: bool = False  # runs only in the experiments whose models: list names it
+
+
+@dataclass(frozen=True)
+class PaperSAE:
+    """The released SAEs a paper read for one of its models (``saes:``): a SAELens release and its
+    id per layer (``{layer}`` filled in), the hook, the citation. ``--scale paper`` reads them
+    (``--sae saelens:RELEASE/ID`` on every layer) instead of training one."""
+
+    model: str  # the paper model's name or hub id
+    release: str
+    ids: str
+    layers: int
+    hook: str
+    cite: str
+    repo: str | None = None  # the release's hub repository (where a local copy is looked for)
+
+    def specs(self) -> list[str]:
+        return [f"saelens:{self.release}/{self.ids.format(layer=l)}" for l in range(self.layers)]
 
 
 @dataclass(frozen=True)
@@ -199,10 +218,18 @@ class Paper:
     not_run: tuple[NotRun, ...]
     summary: str = ""
     models: tuple[PaperModel, ...] = ()
+    saes: tuple[PaperSAE, ...] = ()
 
     def models_of(self, exp: Experiment) -> list[PaperModel]:
-        """The paper's models ``exp`` runs at --scale paper."""
-        return [m for m in self.models if not exp.models or m.name in exp.models or m.id in exp.models]
+        """The paper's models ``exp`` runs at --scale paper (a ``named_only`` model only where named)."""
+        if exp.models:
+            return [m for m in self.models if m.name in exp.models or m.id in exp.models]
+        return [m for m in self.models if not m.named_only]
+
+    def saes_of(self, model: str) -> PaperSAE | None:
+        """The released SAEs the paper read for ``model`` (its name or hub id), or None."""
+        names = {model} | {m.name for m in self.models if m.id == model} | {m.id for m in self.models if m.name == model}
+        return next((s for s in self.saes if s.model in names), None)
 
     @property
     def name(self) -> str:
@@ -373,7 +400,19 @@ def _model(d: dict, where: str) -> PaperModel:
     if mid is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w.-]+)?", str(mid)):
         raise WhiteboxError(f"{where}: id {mid!r} is not a hub id (org/name, or org/name@revision)")
     return PaperModel(id=mid, name=str(_require(d, "name", where)), cite=str(_require(d, "cite", where)),
-                      ambiguous=d.get("ambiguous"))
+                      ambiguous=d.get("ambiguous"), named_only=bool(d.get("named_only", False)))
+
+
+def _sae(d: dict, where: str) -> PaperSAE:
+    ids = str(_require(d, "ids", where))
+    if "{layer}" not in ids:
+        raise WhiteboxError(f"{where}: ids {ids!r} must hold {{layer}} (one SAE id per layer)")
+    layers = d.get("layers")
+    if not isinstance(layers, int) or layers < 1:
+        raise WhiteboxError(f"{where}: layers must be the model's number of layers, got {layers!r}")
+    return PaperSAE(model=str(_require(d, "model", where)), release=str(_require(d, "release", where)), ids=ids,
+                    layers=layers, hook=str(_require(d, "hook", where)), cite=str(_require(d, "cite", where)),
+                    repo=d.get("repo"))
 
 
 def parse_paper(doc: dict, source: str) -> Paper:
@@ -388,8 +427,12 @@ def parse_paper(doc: dict, source: str) -> Paper:
     paper = Paper(number=str(_require(doc, "paper", source)), short=_require(doc, "short", source),
                   title=_require(doc, "title", source), seed=_require(doc, "seed", source),
                   experiments=experiments, tables=tables, claims=claims, not_run=not_run,
-                  summary=doc.get("summary", ""), models=models)
+                  summary=doc.get("summary", ""), models=models,
+                  saes=tuple(_sae(x, f"{source} saes {x.get('model')}") for x in doc.get("saes") or ()))
     known = {m.name for m in models} | {m.id for m in models if m.id}
+    for x in paper.saes:
+        if x.model not in known:
+            raise WhiteboxError(f"{source} saes: model {x.model!r} is not in the paper's models")
     for e in experiments:
         if set(e.models) - known:
             raise WhiteboxError(f"{source} experiment {e.id}: models {sorted(set(e.models) - known)} are not in "

@@ -7,7 +7,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.command_options import dtype_option, resolved_dtype
+from whitebox_eval.command_options import dtype_option, model_load_options, resolved_dtype
 
 
 
@@ -42,6 +42,7 @@ from whitebox_eval.command_options import dtype_option, resolved_dtype
 @click.option("--cache", default=None, help="folder caching collected residuals for reuse (default: OUT/../.residual-cache)")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads (default: all cores)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_sae, k, steps, batch_size, lr, aux_k,
               aux_coef, dead_window, cache, threads, seed, dtype) -> None:
@@ -77,7 +78,7 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
 
 @click.command("sae-fidelity")
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--sae", "sae_spec", required=True, help="LAYER=PATH or PATH (SAELens folder whose cfg.json names hook_layer)")
+@click.option("--sae", "sae_spec", required=True, help="[LAYER=|HOOK=]SOURCE: a folder or file, hf:ORG/REPO/PATH or saelens:RELEASE/SAE_ID (as mui --sae)")
 @click.option("--text", "text", multiple=True, required=True, help="text files or folders (repeatable), read as train-sae reads them")
 @click.option("--context", type=click.IntRange(min=2), default=256, show_default=True)
 @click.option("--heldout", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05, show_default=True,
@@ -85,6 +86,7 @@ def train_sae(model, layer, out, text, tokens, context, heldout, eval_tokens, d_
 @click.option("--eval-tokens", type=click.IntRange(min=1), default=16384, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads (default: all cores)")
 @click.option("--json", "json_out", default=None, help="write the figures to this JSON file")
+@model_load_options
 @dtype_option
 def sae_fidelity(model, sae_spec, text, context, heldout, eval_tokens, threads, json_out, dtype) -> None:
     """Fidelity figures of an existing SAE on the held-out chunks of --text (as train-sae reports them)."""
@@ -95,13 +97,13 @@ def sae_fidelity(model, sae_spec, text, context, heldout, eval_tokens, threads, 
     import torch
 
     from whitebox_eval.models import load_model
-    from whitebox_eval.sae.files import load_sae_set
+    from whitebox_eval.sae.sets import load_sae_set
     from whitebox_eval.sae.fidelity import evaluate_fidelity, fidelity_lines
     from whitebox_eval.sae.text import chunk_text, first_tokens
 
     torch.set_num_threads(threads or os.cpu_count() or 1)
-    sae_set = load_sae_set([sae_spec])
     lm = load_model(model, dtype=resolved_dtype(dtype, model))
+    sae_set = load_sae_set([sae_spec], lm.arch)  # its hook and width checked against this model
     held = first_tokens(chunk_text(lm.tokenizer, list(text), context=context, heldout=heldout).heldout, eval_tokens)
     if not held:
         raise WhiteboxError("the held-out share of --text has no chunk; give more text or a larger --heldout")

@@ -199,24 +199,3 @@ def sae_feature_scores_by_layer(saes: Sequence[SAE], residuals: torch.Tensor, *,
     return torch.stack(
         [sae_feature_scores(s, residuals[:, i], chunk_size=chunk_size) for i, s in enumerate(saes)], dim=1
     )
-
-
-@dataclass
-class SAESet:
-    """One SAE per chosen layer, all of the same width, reading ``point`` (resid or resid_pre)."""
-
-    layers: list[int]
-    saes: list[SAE]
-    point: str = "resid"
-    paths: list[str] = field(default_factory=list)
-    quality: list[ReconstructionStats] = field(default_factory=list)
-
-    def take_quality(self) -> list[ReconstructionStats]:
-        """Reconstruction statistics gathered since the last call (one per SAE), then reset."""
-        out = self.quality or [ReconstructionStats() for _ in self.saes]
-        self.quality = [ReconstructionStats() for _ in self.saes]
-        return out
-
-    @property
-    def width(self) -> int:
-        return self.saes[0].d_sae

@@ -13,8 +13,10 @@ and at ``mui --score sae`` time (the task's prompt + response tokens):
 - ``dead_fraction``: features never active on these tokens; ``dense_fraction``: features
   active on more than 10% of them (SAEBench);
 - loss recovered: next-token cross-entropy (mean over the predictions made at the kept
-  positions) clean, with the SAE's reconstruction spliced into the hooked block's output at
-  the kept positions (``ce_loss_sae``), and with that output zeroed there (``ce_loss_zero``);
+  positions) clean, with the SAE's reconstruction spliced into its site at the kept positions
+  (``ce_loss_sae``: the block's output for residual SAEs, the MLP-output or attention-output
+  module's output, o_proj's or the down projection's input; a mid-block residual through the
+  attention output), and with that site zeroed there (``ce_loss_zero``);
   ``delta_loss = ce_loss_sae - ce_loss_clean`` (nats) and
   ``ce_loss_score = (ce_loss_zero - ce_loss_sae) / (ce_loss_zero - ce_loss_clean)``.
 """
@@ -26,7 +28,7 @@ import math
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals.truncated import replaced_block_output
+from whitebox_eval.internals.truncated import replaced_block_output, replaced_site
 from whitebox_eval.sae.encoding import SAE
 from whitebox_eval.runs.progress import progress
 
@@ -43,6 +45,50 @@ judged on running text only (``judge_dead``: held-out text at training time, ``s
 and only where the tokens hold at least 10 activations per feature (``n_tokens * l0 >= 10 *
 d_sae``). On a task's tokens it is reported, never judged: a narrow task uses few features, and
 the share it uses is what feature MUI measures."""
+
+
+def _spliced(lm, ids, mask, layer: int, point: str, replace):
+    """Logits with the SAE's input site of ``layer`` replaced by ``replace(h)`` (None: clean; the
+    residual points through the block's output, the others through their own module)."""
+    if replace is None or point in ("resid", "resid_pre"):
+        return replaced_block_output(lm, ids, mask, hooked_block(layer, point), replace)
+    arch = lm.arch
+    if point in ("mlp_out", "attn_out"):
+        return replaced_site(lm, ids, mask, arch.block_part(layer, point), replace)
+    if point == "head_out":
+        return replaced_site(lm, ids, mask, arch.attn_part(layer, "o_proj"), replace, on_input=True)
+    if point == "mlp_act":
+        return replaced_site(lm, ids, mask, arch.mlp_down(layer), replace, on_input=True)
+    if point == "resid_mid":  # resid_mid = resid_pre + attn_out: replacing it is replacing attn_out by r - resid_pre
+        if arch.parallel_residual:
+            raise WhiteboxError(f"{arch.family.name} has no residual between attention and MLP (parallel residual)")
+        block, entering = arch.blocks[layer], {}
+
+        def grab(_module, args, kwargs):
+            entering["x"] = args[0] if args else kwargs["hidden_states"]
+
+        handle = block.register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            return replaced_site(lm, ids, mask, arch.block_part(layer, "attn_out"),
+                                 lambda a: _shifted(replace, entering["x"], a))
+        finally:
+            handle.remove()
+    raise WhiteboxError(f"loss recovered cannot splice an SAE at {point}")
+
+
+def _shifted(replace, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """attn_out such that resid_pre + attn_out = replace(resid_pre + attn_out); ``a`` itself when
+    ``replace`` only looks (the clean pass stays the model's own)."""
+    mid = x + a
+    new = replace(mid)
+    return a if new is mid else new - x
+
+
+def _seen(lm, ids, mask, layer: int, point: str, record):
+    """Clean logits, with ``record(h)`` seeing the SAE's input site."""
+    if point in ("resid", "resid_pre"):
+        return replaced_block_output(lm, ids, mask, hooked_block(layer, point), record)
+    return _spliced(lm, ids, mask, layer, point, record)
 
 
 def hooked_block(layer: int, point: str) -> int:
@@ -75,7 +121,10 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
     sequences = [list(q) for q in sequences if len(q) >= 2]
     if not sequences:
         raise WhiteboxError("SAE fidelity needs sequences of at least 2 tokens")
-    block = hooked_block(layer, point)
+    if point in ("resid", "resid_pre"):
+        hooked_block(layer, point)  # refused before any pass: a resid_pre SAE at layer 0
+    elif point == "resid_mid" and lm.arch.parallel_residual:
+        raise WhiteboxError(f"{lm.arch.family.name} has no residual between attention and MLP (parallel residual)")
     xs, sse, active, ce = [], [], torch.zeros(sae.d_sae, dtype=torch.long), {"clean": 0.0, "sae": 0.0, "zero": 0.0}
     n_pred = 0
     for ids, mask in progress(_batches(sequences, batch_size, lm.pad_id), total=math.ceil(len(sequences) / batch_size),
@@ -98,7 +147,7 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
             lp = torch.log_softmax(rows, dim=-1)
             return float(-lp.gather(1, targets.to(lp.device)[:, None]).sum())
 
-        ce["clean"] += nll(replaced_block_output(lm, ids, mask, block, record))
+        ce["clean"] += nll(_seen(lm, ids, mask, layer, point, record))
         h = seen["h"]  # on the hooked block's device (a device map puts it anywhere)
         keep_h = keep.to(h.device)
         sae = sae.to(h.device)
@@ -111,8 +160,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         recon = torch.zeros_like(h)
         recon[keep_h] = x_hat.to(h.dtype)
         where = keep_h[..., None]
-        ce["sae"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where, r=recon: torch.where(w, r, h)))
-        ce["zero"] += nll(replaced_block_output(lm, ids, mask, block, lambda h, w=where: torch.where(w, 0.0, h)))
+        ce["sae"] += nll(_spliced(lm, ids, mask, layer, point, lambda h, w=where, r=recon: torch.where(w, r, h)))
+        ce["zero"] += nll(_spliced(lm, ids, mask, layer, point, lambda h, w=where: torch.where(w, 0.0, h)))
     x = torch.cat(xs).double()
     sse_t = torch.cat(sse)
     centred = ((x - x.mean(0)) ** 2).sum(-1)

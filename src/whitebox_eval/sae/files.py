@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.sae.encoding import SAE, Activation, SAESet
+from whitebox_eval.sae.encoding import SAE, Activation
 
 CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
@@ -267,42 +267,3 @@ def save_sae(sae: SAE, directory: str | Path) -> Path:
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(out / WEIGHTS_FILE))
     (out / CFG_FILE).write_text(json.dumps(cfg, indent=2))
     return out
-
-
-def load_sae_set(specs: Sequence[str]) -> SAESet:
-    """Load SAEs from ``LAYER=PATH`` (or ``PATH`` whose cfg.json names ``hook_layer``) entries; ``PATH``
-    may be an SAE study's run folder (its ``sae`` folder is read).
-
-    The hook point is SAELens' ``hook_name``: ``...hook_resid_pre`` reads the residual
-    stream entering the block, anything else the stream leaving it (``hook_resid_post``).
-    """
-    if not specs:
-        raise WhiteboxError("give at least one SAE as LAYER=PATH")
-    layers, saes, points, paths = [], [], set(), []
-    for spec in specs:
-        layer_s, _, path = spec.partition("=") if "=" in spec else ("", "", spec)
-        if (Path(path) / "sae" / "cfg.json").is_file():  # an SAE study's run folder (sae/study.py)
-            path = str(Path(path) / "sae")
-        sae = load_sae(path)
-        if layer_s:
-            try:
-                layer = int(layer_s)
-            except ValueError:
-                raise WhiteboxError(f"SAE spec {spec!r}: the part before '=' must be a layer number") from None
-        elif "hook_layer" in sae.metadata:
-            layer = int(sae.metadata["hook_layer"])
-        else:
-            raise WhiteboxError(f"SAE {path} has no hook_layer in cfg.json; give it as LAYER=PATH")
-        hook = str(sae.metadata.get("hook_name", ""))
-        points.add("resid_pre" if "resid_pre" in hook else "resid")
-        layers.append(layer)
-        saes.append(sae)
-        paths.append(str(Path(path)))
-    if len(points) > 1:
-        raise WhiteboxError("all SAEs must read the same hook point (all resid_pre or all resid_post)")
-    if len({s.d_sae for s in saes}) != 1:
-        raise WhiteboxError("all SAEs must have the same width (d_sae) for feature MUI")
-    if len(set(layers)) != len(layers):
-        raise WhiteboxError(f"two SAEs for the same layer: {layers}")
-    order = np.argsort(layers)
-    return SAESet([layers[i] for i in order], [saes[i] for i in order], points.pop(), [paths[i] for i in order])

@@ -4,7 +4,7 @@ child (paper 001 sec. 2.1.2, eq. 4-6, 9; Tables 6 and 7).
 The paper reads released SAEs (Llama Scope, Gemma Scope: every layer, 128K features, Table 4);
 the bundled models have none, so a reproduction trains one per model with ``mui train-sae``'s
 trainer (:func:`~whitebox_eval.sae.training.train_sae_for_model`) as a child of its own, and the
-MUI children read that child's folder (``--sae RUN_FOLDER``, :func:`whitebox_eval.sae.files.load_sae_set`).
+MUI children read that child's folder (``--sae RUN_FOLDER``, :func:`whitebox_eval.sae.sets.load_sae_set`).
 The SAE is written under ``<run>/sae`` (SAELens' layout and ``fidelity.json``) through a partial
 folder renamed into place, so a killed training leaves no half SAE and ``--resume`` trains again
 only what is missing. Residuals are collected afresh and not kept (the SAE is).

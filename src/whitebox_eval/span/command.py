@@ -8,7 +8,7 @@ from whitebox_eval.span.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_
 from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option)
+    batch_size_option, dtype_option, model_load_options, resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -98,6 +98,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
               help="also generate freely under the chosen reinforcement and the shifted control (slow: one pass per token)")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 @run_folder_options
 def command(**kw) -> None:

@@ -35,7 +35,8 @@ WB.views.mui = function (run, state, it) {
     const f = WB.section('features', `the SAE features most items use (${run.unit_label}): the items that use them and the response tokens where they score highest; green: used by this item`);
     for (const feat of run.features) {
       f.append(WB.el('div', {class: 'feature' + (m.units.includes(feat.unit) ? ' used' : ''), 'data-unit': feat.unit},
-        WB.el('b', {}, feat.unit), ` ${feat.n} items: `, ...feat.items.map(id => WB.el('span', {class: 'chip'}, id)),
+        WB.el('b', {}, feat.unit), feat.link ? WB.el('a', {class: 'np', href: feat.link, target: '_blank', rel: 'noopener'},
+          ` Neuronpedia ${feat.neuronpedia}`) : null, ` ${feat.n} items: `, ...feat.items.map(id => WB.el('span', {class: 'chip'}, id)),
         feat.tokens.length ? WB.el('div', {class: 'acts'}, 'activating tokens: ', ...feat.tokens.map(([x, t, id]) =>
           WB.el('span', {class: 'chip act', 'data-score': x, title: id}, `${JSON.stringify(t)} ${WB.fmt(x, 3)}`))) : null));
     }
