@@ -7,6 +7,7 @@ import click
 from whitebox_eval.attentionspan.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
     batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option)
 
@@ -100,6 +101,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.attentionspan.study:SpanConfig")
 def command(**kw) -> None:
     """AttentionSpan (paper 003): algorithmic tasks with reference attention masks.
 

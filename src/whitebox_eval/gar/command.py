@@ -7,6 +7,7 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import batch_size_option, dtype_option, resolved_dtype, run_folder_options
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
@@ -57,6 +58,9 @@ def _pct(v) -> str:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
+@config_file_option(*(f"whitebox_eval.gar.{m}" for m in (
+    "evaluate_study:GARConfig", "attribute_study:GARAttributeConfig", "truth_heads:GARHeadsConfig",
+    "intervene_study:GARInterveneConfig", "probe_study:GARProbeConfig")))
 def command(**kw) -> None:
     """GAR: compositional relational reasoning, its evaluation and its heads (paper 002).
 

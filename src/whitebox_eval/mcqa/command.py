@@ -6,6 +6,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
     batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
@@ -64,6 +65,7 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_US
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.mcqa.study:MCQAConfig")
 def mcqa(**kw) -> None:
     """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
 
@@ -227,6 +229,7 @@ def _print_mcqa_summary(folder) -> None:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.mcqa.formats_study:FormatsConfig")
 def formats(**kw) -> None:
     """First-token probabilities vs free generation (paper 004).
 

@@ -9,6 +9,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
     batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
@@ -120,6 +121,7 @@ def _config(model: str, task, kw: dict):
 @click.option("--run-id", default=None, callback=run_id_option,
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@config_file_option("whitebox_eval.mui.study:MUIConfig")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
     """Model Utilization Index (paper 001): how much of the model a task uses.
