@@ -5,7 +5,9 @@ folder and the model's dtype, and
 the options lm-eval users type under lm-eval's spelling: ``--tasks``,
 ``--num_fewshot``, ``--batch_size`` and ``--output_path`` are aliases of ``--task``,
 ``--shots``, ``--batch-size`` and ``--output`` (``--seed`` and ``--limit`` are spelled
-alike). Each helper returns a click decorator; ``--help`` lists both spellings."""
+alike); ``--log_samples`` is accepted (samples.jsonl is always written) and
+``--gen_kwargs`` maps onto the generation options a command has. Each helper returns a
+click decorator; ``--help`` lists both spellings."""
 
 from __future__ import annotations
 
@@ -22,9 +24,88 @@ def run_folder_options(f):
         click.option("--run-id", default=None, callback=run_id_option,
                      help="name of the run folder (default: time-suite-model-task)"),
         click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped"),
+        log_samples_option,
     ]):
         f = option(f)
     return f
+
+
+#: ``--log_samples`` (lm-eval's spelling): accepted and changes nothing, samples.jsonl is always written
+log_samples_option = click.option(
+    "--log_samples", "--log-samples", "log_samples", is_flag=True, expose_value=False,
+    help="accepted for lm-eval's spelling: every run writes samples.jsonl (one line per item)")
+
+
+def parse_gen_kwargs(text: str) -> dict:
+    """lm-eval's ``--gen_kwargs``: ``k=v,k=v`` (``true``/``false`` booleans, numbers as
+    numbers, the rest text, as lm-eval's ``simple_parse_args_string``), or a JSON object."""
+    import json
+
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise click.BadParameter(f"not a JSON object: {error}", param_hint="--gen_kwargs") from None
+        if not isinstance(data, dict):
+            raise click.BadParameter("a JSON object of generation settings", param_hint="--gen_kwargs")
+        return data
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{part!r} is not KEY=VALUE (e.g. temperature=0.7,max_gen_toks=64)",
+                                     param_hint="--gen_kwargs")
+        low = value.strip()
+        if low.lower() in ("true", "false"):
+            out[key.strip()] = low.lower() == "true"
+            continue
+        try:
+            out[key.strip()] = int(low)
+        except ValueError:
+            try:
+                out[key.strip()] = float(low)
+            except ValueError:
+                out[key.strip()] = value
+    return out
+
+
+def gen_kwargs_option(mapping: dict[str, str], fixed: dict | None = None, none: str | None = None):
+    """``--gen_kwargs`` (lm-eval's spelling): each key set as the option ``mapping`` names
+    (the command line's own option wins); ``fixed`` keys are accepted only at the one value
+    this command computes with (``{key: (value, why)}``); any other key is refused in one
+    line saying why (``none``: why this command generates nothing at all)."""
+    fixed = fixed or {}
+
+    def load(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if not value:
+            return
+        given = parse_gen_kwargs(value)
+        into = {}
+        for key, v in given.items():
+            if key in mapping:
+                into[mapping[key]] = list(v) if isinstance(v, (list, tuple)) else v
+            elif key in fixed and (v == fixed[key][0] or (isinstance(v, (int, float)) and v == fixed[key][0])):
+                continue
+            elif key in fixed:
+                raise click.BadParameter(f"{key}={v} has no meaning here: {fixed[key][1]}", param_hint="--gen_kwargs")
+            elif none:
+                raise click.BadParameter(f"{key} has no meaning here: {none}", param_hint="--gen_kwargs")
+            else:
+                known = sorted([*mapping, *fixed])
+                raise click.BadParameter(f"{key} has no meaning for `whitebox-eval {ctx.command.name}` (it takes "
+                                         f"{', '.join(known)})", param_hint="--gen_kwargs")
+        for p in ctx.command.params:  # a repeatable option (--stop) takes a list
+            if p.name in into and getattr(p, "multiple", False) and not isinstance(into[p.name], list):
+                into[p.name] = [into[p.name]]
+        ctx.default_map = {**(ctx.default_map or {}), **into}
+
+    keys = ", ".join(f"{k} (--{o.replace('_', '-')})" for k, o in mapping.items())
+    return click.option(
+        "--gen_kwargs", "--gen-kwargs", "gen_kwargs", metavar="K=V,...", is_eager=True, expose_value=False,
+        callback=load,
+        help="lm-eval's generation settings, " + (f"mapped onto this command's options: {keys}; options given "
+                                                  "here win" if mapping else f"refused here: {none}"))
 
 
 def task_option(default: str | None, help: str, tasks: tuple[str, ...] | None = None, usage: str | None = None, **kw):

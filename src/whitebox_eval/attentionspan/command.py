@@ -9,7 +9,7 @@ from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, resolved_dtype, run_folder_options, shots_option)
+    batch_size_option, dtype_option, gen_kwargs_option, resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -99,6 +99,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
               help="also generate freely under the chosen reinforcement and the shifted control (slow: one pass per token)")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@gen_kwargs_option({}, none="span decodes greedily (AttentionSpan's exact-match metric) and fixes each answer's length by its task")
 @dtype_option
 @run_folder_options
 @config_file_option("whitebox_eval.attentionspan.study:SpanConfig")

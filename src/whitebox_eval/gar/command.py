@@ -8,7 +8,8 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
-from whitebox_eval.command_options import batch_size_option, dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.command_options import (
+    batch_size_option, dtype_option, gen_kwargs_option, resolved_dtype, run_folder_options)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -56,6 +57,7 @@ def _pct(v) -> str:
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="truth-heads/probe: what to do with malformed rows of a --probe-data file")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@gen_kwargs_option({}, none="gar reads P(answer) from one forward pass per prompt; it generates nothing")
 @dtype_option
 @run_folder_options
 @config_file_option(*(f"whitebox_eval.gar.{m}" for m in (

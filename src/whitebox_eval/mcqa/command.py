@@ -8,7 +8,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
     task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
@@ -58,6 +58,8 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_US
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
+@gen_kwargs_option({}, none="mcqa scores the options from the model's next-token logits and attention; it "
+                            "generates nothing")
 @click.option("--item-views/--no-item-views", default=True, show_default=True,
               help="keep, per item, 8 heads' attention rows over the prompt for the report's explorer (one more forward "
                    "pass per item, close to doubling a letter-only study; the accuracies do not change)")
@@ -222,6 +224,12 @@ def _print_mcqa_summary(folder) -> None:
 @click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+              help="nucleus filtering of the sampled answers (004 samples without it)")
+@click.option("--top-k", type=click.IntRange(min=1), default=None, help="top-k filtering of the sampled answers")
+@gen_kwargs_option({"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "max_gen_toks": "max_new_tokens"},
+                   fixed={"do_sample": (True, "formats samples its free answers (004: 20 draws at T; greedy "
+                                              "answers are temperature=0)")})
 @click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
               help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
 @click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
@@ -250,6 +258,7 @@ def formats(**kw) -> None:
 
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
+                        top_p=kw["top_p"], top_k=kw["top_k"],
                         extract=kw["extract"], batch_size=kw["batch_size"], seed=kw["seed"],
                         dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
                         lm_eval_data=kw["lm_eval_data"])

@@ -11,8 +11,8 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
-    task_option)
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
+    resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -121,6 +121,10 @@ def _config(model: str, task, kw: dict):
 @click.option("--run-id", default=None, callback=run_id_option,
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@log_samples_option
+@gen_kwargs_option({"max_gen_toks": "max_new_tokens", "until": "stop"},
+                   fixed={"do_sample": (False, "MUI reads greedy responses (001 App. A.6)"),
+                          "temperature": (0, "MUI reads greedy responses (001 App. A.6)")})
 @config_file_option("whitebox_eval.mui.study:MUIConfig")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
