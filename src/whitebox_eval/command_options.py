@@ -155,10 +155,40 @@ def shots_option(default, help: str, type=None):
                         show_default=True, help=help + " (lm-eval: --num_fewshot)")
 
 
+def _batch_size(ctx, param, value):
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    try:
+        size = int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a whole number or 'auto'") from None
+    if size < 1:
+        raise click.BadParameter(f"{size} is not >= 1")
+    return size
+
+
 def batch_size_option(help: str | None = None, default: int = 8):
-    """``--batch-size`` (alias ``--batch_size``, lm-eval's spelling; a number, never ``auto``)."""
-    return click.option("--batch-size", "--batch_size", "batch_size", type=click.IntRange(min=1), default=default,
-                        show_default=True, help=((help + " ") if help else "") + "(lm-eval: --batch_size; no 'auto')")
+    """``--batch-size`` (alias ``--batch_size``, lm-eval's spelling): a number, or ``auto``
+    (:func:`resolved_batch_size`, once the model is known)."""
+    return click.option("--batch-size", "--batch_size", "batch_size", type=str, default=default, callback=_batch_size,
+                        metavar="N|auto", show_default=True,
+                        help=((help + " ") if help else "") + "(lm-eval: --batch_size; auto = a size from the memory "
+                             "free on the device and the model's size, recorded in config.yaml; results never depend "
+                             "on it)")
+
+
+def resolved_batch_size(value: int | str, model: str, dtype: str = "float32") -> int:
+    """``--batch-size`` as a number: ``auto`` resolved for ``model`` (see
+    :mod:`whitebox_eval.models.batch_size`) and said on stderr."""
+    if value != "auto":
+        return int(value)
+    from whitebox_eval.models.batch_size import auto_batch_size
+
+    size = auto_batch_size(model, dtype)
+    click.echo(f"--batch-size auto: {size} (from the memory free on the device and the model's size)", err=True)
+    return size
 
 
 #: the choices of --dtype (models.loading.DTYPES; repeated here so --help imports no torch)

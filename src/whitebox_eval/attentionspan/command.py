@@ -9,7 +9,7 @@ from whitebox_eval.attentionspan.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, gen_kwargs_option, resolved_dtype, run_folder_options, shots_option)
+    batch_size_option, dtype_option, gen_kwargs_option, resolved_batch_size, resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -148,7 +148,7 @@ def command(**kw) -> None:
         heads=_ints(kw["heads"], "--heads"), values=_floats(kw["values"], "--values"),
         mode=kw["mode"], threshold=kw["threshold"], random_draws=kw["random_draws"],
         select_limit=kw["select_limit"], shift=kw["shift"],
-        reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=kw["batch_size"],
+        reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
         dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_span(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     print_summary(folder)

@@ -9,7 +9,7 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, gen_kwargs_option, resolved_dtype, run_folder_options)
+    batch_size_option, dtype_option, gen_kwargs_option, resolved_batch_size, resolved_dtype, run_folder_options)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -128,14 +128,14 @@ def command(**kw) -> None:
         from whitebox_eval.gar import attribute_study as study
 
         cfg = study.GARAttributeConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
-                                       steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=kw["batch_size"])
+                                       steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
     elif mode == "evaluate":
         from whitebox_eval.gar import evaluate_study as study
 
         cfg = study.GARConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
-                              batch_size=kw["batch_size"])
+                              batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
             _print_evaluation(folder)
@@ -149,7 +149,7 @@ def command(**kw) -> None:
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
             edit_at=kw["edit_at"], select_fraction=kw["select_fraction"], random_draws=kw["random_draws"],
             probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
-            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=kw["batch_size"])
+            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
     elif mode == "intervene":
@@ -160,7 +160,7 @@ def command(**kw) -> None:
         cfg = study.GARInterveneConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
                                        edit_at=kw["edit_at"],
-                                       seed=kw["seed"], batch_size=kw["batch_size"])
+                                       seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar_intervene(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
     else:
@@ -171,7 +171,7 @@ def command(**kw) -> None:
         cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
                                    random_draws=kw["random_draws"], on_bad_row=kw["on_bad_row"],
-                                   batch_size=kw["batch_size"])
+                                   batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
 

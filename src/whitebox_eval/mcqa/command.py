@@ -8,7 +8,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, resolved_batch_size, resolved_dtype, run_folder_options, shots_option,
     task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
@@ -108,7 +108,7 @@ def mcqa(**kw) -> None:
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
         uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(methods), prompt=kw["prompt"],
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
         fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"], item_views=kw["item_views"],
     )
@@ -259,7 +259,7 @@ def formats(**kw) -> None:
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
                         top_p=kw["top_p"], top_k=kw["top_k"],
-                        extract=kw["extract"], batch_size=kw["batch_size"], seed=kw["seed"],
+                        extract=kw["extract"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
                         dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
                         lm_eval_data=kw["lm_eval_data"])
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])

@@ -12,7 +12,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
     batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
-    resolved_dtype, run_folder_options, shots_option, task_option)
+    resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -105,7 +105,7 @@ def _config(model: str, task, kw: dict):
         ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
-        batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
+        batch_size=resolved_batch_size(kw["batch_size"], model, kw["dtype"]), dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
         allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
@@ -365,7 +365,7 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
     cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
                         ks=k_list, score=score, activation=activation, unit=unit, target=target,
                         random_draws=random_draws, generate=generate, max_new_tokens=max_new_tokens, shots=shots,
-                        limit=limit, batch_size=batch_size, seed=seed, dtype=resolved_dtype(dtype, model))
+                        limit=limit, batch_size=resolved_batch_size(batch_size, model, dtype), seed=seed, dtype=resolved_dtype(dtype, model))
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
