@@ -31,7 +31,7 @@ def _pct(v) -> str:
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
-@click.option("--heads", default=None, help="intervene/probe: heads as LAYER.HEAD[,LAYER.HEAD...] (e.g. 14.18,14.46)")
+@click.option("--heads", default=None, help="intervene/probe: heads as LAYER.HEAD or LxHy, comma separated (e.g. 14.18,L14H46)")
 @click.option("--true-heads", default=None, help="truth-heads: use these True heads instead of finding them")
 @click.option("--false-heads", default=None, help="truth-heads: use these False heads instead of finding them")
 @click.option("--pattern", default=None,
