@@ -58,6 +58,10 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_US
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
+@click.option("--edit", "edits", multiple=True, metavar="SPEC",
+              help="run every pass under this edit (repeatable): ablate:14.0,L17H1 (zero heads), scale:14.0=0.5, "
+                   "neurons:5:10,20[=VALUE] (MLP neurons); @last after a spec edits the last position only; compare "
+                   "with the unedited run: whitebox-eval compare RUN_A RUN_B")
 @gen_kwargs_option({}, none="mcqa scores the options from the model's next-token logits and attention; it "
                             "generates nothing")
 @click.option("--item-views/--no-item-views", default=True, show_default=True,
@@ -111,6 +115,7 @@ def mcqa(**kw) -> None:
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
         fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"], item_views=kw["item_views"],
+        edits=tuple(kw["edits"]),
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.config_sizes import sizes_of_config
 
 AUTO_MAX = 64
 #: tokens per example the rule budgets for (a 5-shot MMLU prompt is ~600)
@@ -42,19 +43,14 @@ def free_memory(device: torch.device) -> int:
 
 def rule_batch_size(config, dtype: str, free: int, tokens: int = AUTO_TOKENS) -> int:
     """The module docstring's rule for a transformers config and ``free`` bytes."""
-    text = getattr(config, "text_config", None) or config
-    d = int(getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0))
-    layers = int(getattr(text, "num_hidden_layers", 0) or getattr(text, "n_layer", 0))
-    vocab = int(getattr(text, "vocab_size", 0))
-    heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 0) or 1)
-    d_ff = int(getattr(text, "intermediate_size", 0) or getattr(text, "n_inner", 0) or 4 * d)
-    if not (d and layers and vocab):
+    z = sizes_of_config(config)
+    if not (z.d_model and z.n_layers and z.vocab):
         raise WhiteboxError("--batch-size auto: the model's config.json gives no hidden size, layer count or "
                             "vocabulary size; give --batch-size N")
-    tied = bool(getattr(text, "tie_word_embeddings", getattr(config, "tie_word_embeddings", True)))
-    params = vocab * d * (1 if tied else 2) + layers * (4 * d * d + 3 * d * d_ff)
+    d, layers, d_ff = z.d_model, z.n_layers, z.d_ff
+    params = z.vocab * d * (1 if z.tied else 2) + layers * (4 * d * d + 3 * d * d_ff)
     weights = params * _BYTES.get(dtype, 4)
-    per_example = tokens * (layers * 4 * (4 * d + 2 * d_ff) + 4 * heads * tokens // max(layers, 1)) + 4 * vocab
+    per_example = tokens * (layers * 4 * (4 * d + 2 * d_ff) + 4 * max(z.n_heads, 1) * tokens // layers) + 4 * z.vocab
     budget = (free - weights) // 2
     size = 1
     while size * 2 <= AUTO_MAX and size * 2 * per_example <= budget:
