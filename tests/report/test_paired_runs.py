@@ -69,6 +69,14 @@ def test_mcnemar_and_flips_match_a_hand_count():
     assert p.test.lo < p.test.diff < p.test.hi
 
 
+def test_a_method_that_chose_another_head_is_named():
+    a = [{"id": str(i), "acc,qk_head": 1.0, "qk_head": {"head": [14, 0], "pred": 1}} for i in range(3)]
+    b = [{"id": str(i), "acc,qk_head": 0.0, "qk_head": {"head": [20, 3], "pred": 0}} for i in range(3)]
+    cmp = paired_comparison(a, b)
+    assert "qk_head: A chose head L14H0, B chose L20H3" in " ".join(cmp.notes)
+    assert not any("chose" in n for n in paired_comparison(a, a).notes)
+
+
 def test_only_shared_ids_pair_and_repeated_ids_are_refused():
     cmp = paired_comparison(_samples(A_RIGHT, P_A, range(0, 50)), _samples(B_RIGHT, P_B, range(10, 60)))
     assert (cmp.n_shared, cmp.only_a, cmp.only_b) == (40, 10, 10)

@@ -117,6 +117,7 @@ def _by_id(samples: Iterable[Mapping[str, Any]], label: str) -> dict[str, dict[s
 def paired_comparison(samples_a: Iterable[Mapping[str, Any]], samples_b: Iterable[Mapping[str, Any]],
                       label_a: str = "A", label_b: str = "B") -> PairedComparison:
     """Every metric both runs record per item, B - A on the items both hold."""
+    samples_a, samples_b = list(samples_a), list(samples_b)
     a, b = _by_id(samples_a, label_a), _by_id(samples_b, label_b)
     shared = [i for i in a if i in b]
     notes = []
@@ -140,8 +141,25 @@ def paired_comparison(samples_a: Iterable[Mapping[str, Any]], samples_b: Iterabl
         metrics.append(m)
     if not shared:
         notes.append(f"{label_a} and {label_b} share no item id: nothing to pair")
+    for method, (head_a, head_b) in _chosen_heads(samples_a, samples_b).items():
+        if head_a != head_b:
+            notes.append(f"{method}: {label_a} chose head {head_a}, {label_b} chose {head_b}: its rows pair two "
+                         "different heads' answers")
     return PairedComparison(label_a, label_b, len(shared), len(a) - len(shared), len(b) - len(shared),
                             metrics, notes)
+
+
+def _chosen_heads(samples_a, samples_b) -> dict[str, tuple[str, str]]:
+    """Each ``<method>_head`` record's head in each run (the first line's: a study picks one)."""
+    def heads(samples):
+        out: dict[str, str] = {}
+        for s in samples:
+            for key, value in s.items():
+                if key.endswith("_head") and isinstance(value, Mapping) and isinstance(value.get("head"), list):
+                    out.setdefault(key, "L{}H{}".format(*value["head"][:2]))
+        return out
+    ha, hb = heads(samples_a), heads(samples_b)
+    return {k: (ha[k], hb[k]) for k in ha if k in hb}
 
 
 def _fmt(x: float) -> str:
