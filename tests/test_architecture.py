@@ -19,7 +19,7 @@ LAYERS = (
     ("controls", "datafiles", "models", "stats"),
     ("internals", "power", "tasks"),
     ("runs",),
-    ("command_options",),
+    ("command_options", "config_file"),
     ("sae",),
     ("mcqa", "formats", "mui", "gar", "span"),
     ("suites",),

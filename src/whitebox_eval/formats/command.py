@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, model_load_options, resolved_dtype,
-    run_folder_options, shots_option, task_option)
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
+    resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 
 
@@ -26,6 +27,12 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 @click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+              help="nucleus filtering of the sampled answers (004 samples without it)")
+@click.option("--top-k", type=click.IntRange(min=1), default=None, help="top-k filtering of the sampled answers")
+@gen_kwargs_option({"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "max_gen_toks": "max_new_tokens"},
+                   fixed={"do_sample": (True, "formats samples its free answers (004: 20 draws at T; greedy "
+                                              "answers are temperature=0)")})
 @click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
               help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
 @click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
@@ -34,6 +41,7 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 @model_load_options
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.formats.study:FormatsConfig")
 def formats(**kw) -> None:
     """First-token probabilities vs free generation (paper 004).
 
@@ -54,7 +62,8 @@ def formats(**kw) -> None:
 
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
-                        extract=kw["extract"], batch_size=kw["batch_size"], seed=kw["seed"],
+                        top_p=kw["top_p"], top_k=kw["top_k"], extract=kw["extract"],
+                        batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
                         dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
                         lm_eval_data=kw["lm_eval_data"])
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])

@@ -39,8 +39,11 @@ def sample_prompt(
     max_new_tokens: int,
     seed: int,
     stop: str | None = "\n",
+    top_p: float | None = None,
+    top_k: int | None = None,
 ) -> list[str]:
-    """``n_samples`` continuations of one prompt, reproducible from ``seed`` alone."""
+    """``n_samples`` continuations of one prompt, reproducible from ``seed`` alone (after
+    optional top-k / top-p filtering, as HF's and lm-eval's ``top_k`` / ``top_p``)."""
     if n_samples < 1 or max_new_tokens < 1:
         raise WhiteboxError("n_samples and max_new_tokens must be >= 1")
     if temperature < 0:
@@ -52,6 +55,7 @@ def sample_prompt(
     sampled = temperature > 0
     gens = decode(Engine(loaded), [ids], max_new_tokens=max_new_tokens, n_samples=n_samples,
                   do_sample=sampled, temperature=temperature if sampled else 1.0, seeds=[seed] if sampled else None,
+                  top_k=top_k if sampled else None, top_p=top_p if sampled else None,
                   stop_strings=[stop] if stop else ())
     texts = [tok.decode(g.content_ids, skip_special_tokens=True) for g in gens]
     return [t.split(stop, 1)[0] for t in texts] if stop else texts

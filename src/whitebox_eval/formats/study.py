@@ -73,6 +73,8 @@ class FormatsConfig:
     n_samples: int = 20
     temperature: float = 1.0
     max_new_tokens: int = 16
+    top_p: float | None = None  # nucleus filtering of the free answers' draws (004 samples without it)
+    top_k: int | None = None
     n_bins: int = 10
     extract: str = "paper"
     seed: int = 0
@@ -93,7 +95,7 @@ class FormatsConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "formats", task_spec=self.spec.to_config())
-        for key in ("fields", "lm_eval_data"):  # recorded only when given, so earlier runs resume as before
+        for key in ("fields", "lm_eval_data", "top_p", "top_k"):  # recorded only when given, so earlier runs resume as before
             if not d[key]:
                 del d[key]
         return d
@@ -171,6 +173,10 @@ def check_config(cfg: FormatsConfig) -> None:
             raise WhiteboxError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(cfg, name)}")
     if cfg.shots < 0 or cfg.temperature < 0:
         raise WhiteboxError("--shots and --temperature must be >= 0")
+    if cfg.top_p is not None and not 0 < cfg.top_p <= 1:
+        raise WhiteboxError(f"--top-p must be in (0, 1]; got {cfg.top_p}")
+    if cfg.top_k is not None and cfg.top_k < 1:
+        raise WhiteboxError(f"--top-k must be >= 1; got {cfg.top_k}")
 
 
 def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
@@ -297,7 +303,7 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
             prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
             gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                     seed=stream_seed(cfg.seed, it.id, f))
+                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k)
                     for f in FREE_FORMATS}
             records.append({
                 "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,

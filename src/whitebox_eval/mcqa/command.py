@@ -6,9 +6,10 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, model_load_options, resolved_dtype, run_folder_options,
-    shots_option, task_option)
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
+    resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -57,6 +58,12 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
+@click.option("--edit", "edits", multiple=True, metavar="SPEC",
+              help="run every pass under this edit (repeatable): ablate:14.0,L17H1 (zero heads), scale:14.0=0.5, "
+                   "neurons:5:10,20[=VALUE] (MLP neurons); @last after a spec edits the last position only; compare "
+                   "with the unedited run: whitebox-eval compare RUN_A RUN_B")
+@gen_kwargs_option({}, none="mcqa scores the options from the model's next-token logits and attention; it "
+                            "generates nothing")
 @click.option("--item-views/--no-item-views", default=True, show_default=True,
               help="keep, per item, 8 heads' attention rows over the prompt for the report's explorer (one more forward "
                    "pass per item, close to doubling a letter-only study; the accuracies do not change)")
@@ -65,6 +72,7 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 @model_load_options
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.mcqa.study:MCQAConfig")
 def mcqa(**kw) -> None:
     """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
 
@@ -105,9 +113,10 @@ def mcqa(**kw) -> None:
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
         uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(methods), prompt=kw["prompt"],
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
         fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"], item_views=kw["item_views"],
+        edits=tuple(kw["edits"]),
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

@@ -51,9 +51,13 @@ class MCQAConfig:
     lm_eval_data: str | None = None  # --lm-eval-data DIR of --task lm-eval:TASK
     view: str | None = None  # --view cloze|letters of --task lm-eval:TASK
     item_views: bool = True  # keep the report's per-item attention rows (one more pass, mcqa/explorer.py)
+    edits: tuple[str, ...] = ()  # --edit SPEC: every pass runs under these (internals/edit_specs.py)
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache", "item_views"), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.internals.edit_specs import parse_edit
+
+        self.edits = tuple(parse_edit(e).text for e in self.edits)  # a malformed spec: one line, here
         if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
             self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)
         self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
@@ -83,4 +87,6 @@ class MCQAConfig:
                 del d[key]
         if self.item_views:  # recorded only when turned off, so earlier runs resume as before
             del d["item_views"]
+        if not self.edits:  # likewise: recorded only when given
+            del d["edits"]
         return d

@@ -35,6 +35,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
+from whitebox_eval.internals.edit_specs import build_edits
 from whitebox_eval.internals.packing import packed_length
 from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
@@ -47,6 +48,7 @@ from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
 from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.models.config_sizes import config_sizes
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.lm_eval_format import sample_fields
@@ -94,6 +96,8 @@ class _Study:
                  show_progress: bool | None, world: World = World()):
         self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
         self.engine = Engine(loaded)
+        arch = loaded.arch
+        self.user_edits = build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)  # --edit: every pass
         self.world = world
         self.show_progress = show_progress if world.main else False
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
@@ -172,6 +176,7 @@ class _Study:
         return arrays [len(indices), ...]. ``records(chunk, rendered, toks, scores)`` gives the
         batch's sample records (None: the pass writes no samples)."""
         indices = list(indices)
+        edits = [*self.user_edits, *edits]
 
         def score(batch: list[int]):
             chunk = [indices[b] for b in batch]
@@ -304,6 +309,7 @@ def run_mcqa(
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
+    check_edits(cfg, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         lm_tasks = None
         if cfg.spec.is_lm_eval:  # lm-eval's sampler drew each item's demonstrations (item.meta)
@@ -371,6 +377,21 @@ def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
     return {"source": "lm-eval sampler", "shots": shots, "fewshot_random_seed": 1234,
             "note": "each item's demonstrations are the documents lm-eval's few-shot sampler drew for it, in document "
                     "order after set_fewshot_seed(1234), as lm_eval.simple_evaluate draws them"}
+
+
+def check_edits(cfg: MCQAConfig, loaded: LoadedModel | None) -> None:
+    """``--edit`` against the model's sizes (its config.json when not loaded yet) and the
+    methods, before the run folder is written: a head, layer or neuron out of range is one line."""
+    if not cfg.edits:
+        return
+    if "cloze" in cfg.methods:
+        raise WhiteboxError("--edit: the cloze method does not run under edits yet; leave cloze out of --methods")
+    if loaded is not None:
+        arch = loaded.arch
+        build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)
+    else:
+        sizes = config_sizes(cfg.model)
+        build_edits(cfg.edits, sizes.n_layers, sizes.n_heads, sizes.d_ff)
 
 
 def check_prompt(cfg: MCQAConfig) -> None:

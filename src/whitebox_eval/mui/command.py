@@ -9,9 +9,10 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, model_load_options, resolved_dtype, run_folder_options,
-    shots_option, task_option)
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
+    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -107,7 +108,7 @@ def _config(model: str, task, kw: dict):
         ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
-        batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
+        batch_size=resolved_batch_size(kw["batch_size"], model, kw["dtype"]), dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
         allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
@@ -124,6 +125,11 @@ def _config(model: str, task, kw: dict):
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
 @model_load_options
+@log_samples_option
+@gen_kwargs_option({"max_gen_toks": "max_new_tokens", "until": "stop"},
+                   fixed={"do_sample": (False, "MUI reads greedy responses (001 App. A.6)"),
+                          "temperature": (0, "MUI reads greedy responses (001 App. A.6)")})
+@config_file_option("whitebox_eval.mui.study:MUIConfig")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
     """Model Utilization Index (paper 001): how much of the model a task uses.
@@ -365,7 +371,7 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
     cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
                         ks=k_list, score=score, activation=activation, unit=unit, target=target,
                         random_draws=random_draws, generate=generate, max_new_tokens=max_new_tokens, shots=shots,
-                        limit=limit, batch_size=batch_size, seed=seed, dtype=resolved_dtype(dtype, model))
+                        limit=limit, batch_size=resolved_batch_size(batch_size, model, dtype), seed=seed, dtype=resolved_dtype(dtype, model))
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")

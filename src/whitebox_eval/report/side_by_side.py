@@ -8,6 +8,8 @@ rows are (task, metric), our run's task named as lm-eval names it (``hellaswag``
 of the runs beside it (all its tasks when no run folder is given). Deltas are each
 column minus column A; when some row lacks A but two later inputs have it, every row's
 deltas are taken against the first input that has the row (header "X - first in row").
+With run folders only, each later run is then compared with A item by item
+(:mod:`.paired_runs`: paired tests and flips on the items both hold).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from whitebox_eval.report.moves import moves
 from whitebox_eval.report.lm_eval_results import (
     MAPPING_NOTE, MMLU_SUBJECTS, LMEvalFile, find_results_files, lm_eval_rows, load_lm_eval_file)
 from whitebox_eval.report.metrics import delta, format_cell, format_delta, format_value
+from whitebox_eval.report.paired_runs import paired_comparison, paired_lines
 from whitebox_eval.report.rundata import RunData, load_run
 from whitebox_eval.runs.estimates import estimate_rows
 from whitebox_eval.runs.folder import RunFolder
@@ -206,6 +209,14 @@ def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
         lines += [""] + [f"note: {n}" for n in notes]
     runs = [c.run for c in columns if c.run is not None]
     if len(runs) == len(columns):
+        first = list(RunFolder.open(runs[0].path).read_samples())
+        for c in columns[1:]:
+            try:
+                paired = paired_lines(paired_comparison(first, RunFolder.open(c.run.path).read_samples(),
+                                                        columns[0].label, c.label))
+            except WhiteboxError as error:
+                paired = [f"no item-by-item comparison of {c.label}: {error}"]
+            lines += [""] + paired
         for move in moves(runs):
             lines += ["", f"direction on {move.task}: {move.direction} ({move.axes[0]} / {move.axes[1]}: "
                           f"{format_value(move.before[0])} / {format_value(move.before[1])} -> "

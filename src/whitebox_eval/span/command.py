@@ -7,8 +7,10 @@ import click
 from whitebox_eval.span.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, model_load_options, resolved_dtype, run_folder_options, shots_option)
+    batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
+    run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -99,8 +101,10 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @model_load_options
+@gen_kwargs_option({}, none="span decodes greedily (AttentionSpan's exact-match metric) and fixes each answer's length by its task")
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.span.study:SpanConfig")
 def command(**kw) -> None:
     """AttentionSpan (paper 003): algorithmic tasks with reference attention masks.
 
@@ -146,7 +150,7 @@ def command(**kw) -> None:
         heads=_ints(kw["heads"], "--heads"), values=_floats(kw["values"], "--values"),
         mode=kw["mode"], threshold=kw["threshold"], random_draws=kw["random_draws"],
         select_limit=kw["select_limit"], shift=kw["shift"],
-        reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=kw["batch_size"],
+        reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
         dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_span(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     print_summary(folder)
