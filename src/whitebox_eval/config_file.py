@@ -134,6 +134,16 @@ def options_from_file(command: click.Command, path: str, configs: tuple[str, ...
     return out
 
 
+class _ConfigOption(click.Option):
+    """``--config``, not read when ``--help`` is asked for too (the help needs no file)."""
+
+    def handle_parse_result(self, ctx, opts, args):
+        helps = {p.name for p in ctx.command.get_params(ctx) if p.is_eager and "--help" in p.opts}
+        if any(opts.get(h) for h in helps | {"help"}):
+            opts = {k: v for k, v in opts.items() if k != self.name}
+        return super().handle_parse_result(ctx, opts, args)
+
+
 def config_file_option(*configs: str):
     """``--config FILE`` (read first; every option given on the command line wins); ``configs``:
     the study's config classes (``module:attribute``), for the fields that have no option."""
@@ -143,7 +153,7 @@ def config_file_option(*configs: str):
         ctx.default_map = {**(ctx.default_map or {}), **options_from_file(ctx.command, value, configs)}
 
     return lambda f: click.option(
-        "--config", "config_file", metavar="FILE", is_eager=True, expose_value=False, callback=load,
+        "--config", "config_file", cls=_ConfigOption, metavar="FILE", is_eager=True, expose_value=False, callback=load,
         help="YAML or JSON file of this command's options (keys are option names, e.g. limit: 100, methods: "
              "[baseline, qk]), or a finished run's config.yaml to run it again; options given here win; an "
              "unknown key is an error")(f)

@@ -18,7 +18,7 @@ from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals.edit_specs import build_edits, parse_edit  # noqa: E402
 from whitebox_eval.internals.requests import MaskNeurons, ScaleHeads  # noqa: E402
 from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa  # noqa: E402
-from whitebox_eval.mcqa.tokens import tokenize_prompt  # noqa: E402
+from whitebox_eval.tasks.prompt_tokens import tokenize_prompt  # noqa: E402
 from whitebox_eval.tasks.prompts import render_prompt  # noqa: E402
 from whitebox_eval.tasks.ssd import make_ssd  # noqa: E402
 from tiny_models import tiny_llama_with_bpe  # noqa: E402

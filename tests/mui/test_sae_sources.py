@@ -142,11 +142,10 @@ def test_bad_names_are_one_line(tmp_path, hub, monkeypatch):
         resolve_sae("saelens:rel/a")
 
 
-def test_explorer_feature_view_links_neuronpedia(tmp_path):
+def test_explorer_feature_view_links_neuronpedia(tmp_path, monkeypatch):
     """A run whose SAE came from a release with a Neuronpedia id shows each feature's id and link."""
-    import sys
-
-    sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parents[1] / "report")]
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "report"))
     from explorer_runs import mui_sae
 
     from whitebox_eval.report.explorer_views import suite_views

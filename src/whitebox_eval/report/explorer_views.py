@@ -15,7 +15,7 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.report.rundata import RunData
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.items import item_table
-from whitebox_eval.suites import SUITES
+from whitebox_eval import suites
 
 
 def page_data(runs: list[RunData]) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def page_data(runs: list[RunData]) -> dict[str, Any]:
 
 def suite_views(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The suite's view data for ``run`` ({} for a suite without item views)."""
-    record = SUITES.get(run.suite or "")
+    record = suites.SUITES.get(run.suite or "")
     if record is None or record.views is None:
         return {}
     return resolve(record.views)(run.path, run.results or {}, samples)
@@ -41,4 +41,4 @@ def suite_views(run: RunData, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 def scripts() -> list[tuple[str, str]]:
     """(package, file) of every registered suite's view script, in the records' order."""
-    return [tuple(r.script.split(":", 1)) for r in SUITES.values() if r.script]  # type: ignore[misc]
+    return [tuple(r.script.split(":", 1)) for r in suites.SUITES.values() if r.script]  # type: ignore[misc]

@@ -36,6 +36,7 @@ import yaml
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.suites import suite as record
+from whitebox_eval.reproduce.spec_tables import UNREADABLE, Row, Table, require as _require, table as _table  # noqa: F401
 
 PAPERS_DIR = "papers"
 """The bundled papers' folder, package data of this package."""
@@ -44,8 +45,6 @@ SCALES = ("quick", "cpu", "paper", "micro")
 FALLBACK = {"cpu": "quick"}
 DIRECTIONS = ("greater", "less", "none")
 EFFECT_UNITS = ("pp", "number")
-UNREADABLE = "unreadable"
-"""A published cell the text extraction garbled: shown as such, never guessed."""
 
 
 @dataclass(frozen=True)
@@ -114,35 +113,6 @@ class Experiment:
         env.update({f"run.{k}": v for k, v in (runs or {}).items()})
         env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
         return {k: fill(v, env) for k, v in merged.items()}
-
-
-@dataclass(frozen=True)
-class Row:
-    label: tuple[str, ...]
-    published: tuple[Any, ...]
-    seed: dict[str, Any] | None
-    ours: dict[str, Any] | list[dict[str, Any] | None] | None
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class Table:
-    id: str
-    cite: str
-    title: str
-    region: tuple[str, str]
-    columns: tuple[dict[str, Any], ...]
-    rows: tuple[Row, ...]
-    published_model: str | None
-    unit: str = "percent"
-    ours_by: str = "column"  # "column": ours per published column; "model": one ours column per model; "rows"
-    ours_note: str | None = None
-    label_header: tuple[str, ...] = ()
-    ours_rows: tuple[Row, ...] = ()  # ours_by "rows": rows of ours, one set per model, after the published rows
-
-    @property
-    def n_cells(self) -> int:
-        return sum(len(r.published) for r in self.rows)
 
 
 @dataclass(frozen=True)
@@ -277,12 +247,6 @@ def fill(value: Any, env: dict[str, Any]) -> Any:
 # ------------------------------------------------------------------------ reading
 
 
-def _require(d: dict, key: str, where: str) -> Any:
-    if key not in d:
-        raise WhiteboxError(f"{where}: missing {key!r}")
-    return d[key]
-
-
 def _experiment(d: dict, where: str) -> Experiment:
     suite = _require(d, "suite", where)
     try:
@@ -310,43 +274,6 @@ def _checked(checks: Any, key: str, where: str) -> list[dict[str, Any]]:
         if not isinstance(c, dict) or c.get("kind") not in MANIPULATIONS:
             raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(MANIPULATIONS)}; got {c!r}")
     return out
-
-
-def _table(d: dict, where: str) -> Table:
-    cite = _require(d, "cite", where)
-    if not re.match(r"Table \d+", cite):
-        raise WhiteboxError(f"{where}: cite must name the table number ('Table N'), got {cite!r}")
-    columns = tuple(c if isinstance(c, dict) else {"name": str(c)} for c in _require(d, "columns", where))
-    rows = []
-    for i, r in enumerate(_require(d, "rows", where)):
-        published = tuple(r.get("published") or ())
-        if published and len(published) != len(columns):
-            raise WhiteboxError(f"{where} row {i} {r.get('label')}: {len(published)} published cells for "
-                                f"{len(columns)} columns")
-        ours = r.get("ours")
-        if isinstance(ours, list) and len(ours) != len(columns):
-            raise WhiteboxError(f"{where} row {i} {r.get('label')}: {len(ours)} cells of ours for {len(columns)} columns")
-        rows.append(Row(label=tuple(str(x) for x in _require(r, "label", f"{where} row {i}")),
-                        published=published, seed=r.get("seed"), ours=r.get("ours"), note=r.get("note")))
-    region = tuple(_require(d, "region", where))
-    if len(region) != 2:
-        raise WhiteboxError(f"{where}: region is [start text, end text]")
-    ours_by = d.get("ours_by", "column")
-    if ours_by not in ("column", "model", "rows"):
-        raise WhiteboxError(f"{where}: ours_by is 'column', 'model' or 'rows'")
-    ours_rows = []
-    for i, r in enumerate(d.get("ours_rows") or ()):
-        ours = list(_require(r, "ours", f"{where} ours_rows {i}"))
-        if len(ours) != len(columns):
-            raise WhiteboxError(f"{where} ours_rows {i}: {len(ours)} cells for {len(columns)} columns")
-        ours_rows.append(Row(label=tuple(str(x) for x in r.get("label") or ()), published=(), seed=None, ours=ours,
-                             note=r.get("note")))
-    if ours_by == "rows" and not ours_rows:
-        raise WhiteboxError(f"{where}: ours_by rows needs ours_rows")
-    return Table(id=_require(d, "id", where), cite=cite, title=d.get("title", cite), region=region,
-                 columns=columns, rows=tuple(rows), published_model=d.get("published_model"),
-                 unit=d.get("unit", "percent"), ours_by=ours_by, ours_note=d.get("ours_note"),
-                 label_header=tuple(d.get("label_header") or ()), ours_rows=tuple(ours_rows))
 
 
 def _claim(d: dict, where: str) -> Claim:
