@@ -116,7 +116,8 @@ NEEDS: dict[str, str] = {
 }
 #: scripts another test runs at a micro size
 ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py": "tests/test_gpu_smoke.py (--cpu steps)",
-             "lm_eval_parity.py": "here, in lm_eval_side_by_side.py's setup (its output is what that script reads)"}
+             "lm_eval_parity.py": "here, in lm_eval_side_by_side.py's setup (its output is what that script reads)",
+             "recompute_claims.py": "tests/reproduce/test_reproduce_micro.py (a micro reproduction recomputed from its evidence)"}
 #: scripts that need what a fresh test machine does not have
 NOT_RUN = {
     # sae-lens 6.54 is no project extra: it brings about 40 packages (wandb, opentelemetry, transformer-lens 3.9, the
@@ -125,6 +126,11 @@ NOT_RUN = {
     "saelens_fixture.py": "SAELens, installed only in a separate venv (writes tests/fixtures/saelens)",
     # 4-bit loading is bitsandbytes on CUDA only (refused on the CPU in one line: tests/models/test_load_options.py)
     "quantized_check.py": "a CUDA GPU and bitsandbytes (a 4-bit load through --model-arg)",
+    # contamination's manipulation check needs a model that can learn the items: a tiny random one never gets there
+    "contamination_epochs.py": "a bundled model trained for minutes per epoch on real GSM8K items",
+    # a one-off for issue 46's note: the YAMLs at the commit the cpu children ran with, read from git history
+    "reproduce_rules_preview.py": "the git history of the checkout (the YAMLs of commit 7624415) and the committed "
+                                  "cpu children",
 }
 #: options whose default is a file of the checkout (benchmarks/results/, tests/fixtures/)
 DEFAULT_IN_CHECKOUT = {"engine_overhead.py": ["--out"], "mcqa_study.py": ["--out"], "reproduce_timing.py": ["--out"],

@@ -165,7 +165,7 @@ def _batch_size(ctx, param, value):
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a whole number or 'auto'") from None
     if size < 1:
-        raise click.BadParameter(f"{size} is not >= 1")
+        raise click.BadParameter(f"{size} is not in the range x>=1")
     return size
 
 

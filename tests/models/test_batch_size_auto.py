@@ -38,7 +38,7 @@ def test_batch_size_option_reads_numbers_and_auto():
 
     from whitebox_eval.cli import cli
 
-    for bad, says in (("0", "is not >= 1"), ("many", "not a whole number or 'auto'")):
+    for bad, says in (("0", "is not in the range x>=1"), ("many", "not a whole number or 'auto'")):
         out = CliRunner().invoke(cli, ["mcqa", "--batch-size", bad])
         assert out.exit_code == 2 and says in out.output, out.output
 

@@ -60,7 +60,10 @@ def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_
     from whitebox_eval.reproduce.assemble import not_tested_at
 
     # 001's masking has cpu settings of its own since issue 46 (20 random draws): its file without them
-    doc = yaml.safe_load((spec.PAPERS_DIR / "001_mui.yaml").read_text(encoding="utf-8"))
+    from importlib import resources
+
+    doc = yaml.safe_load((resources.files("whitebox_eval.reproduce") / spec.PAPERS_DIR / "001_mui.yaml")
+                         .read_text(encoding="utf-8"))
     masking = next(e for e in doc["experiments"] if e["id"] == "masking")
     masking["scales"].pop("cpu")
     claim = next(c for c in doc["claims"] if c["id"] == "masking-key-below-random-accuracy")

@@ -33,6 +33,8 @@ def test_paper_scale_plan_names_the_papers_saes(tmp_path):
             [line for line in p.lines() if "Llama-3.1-8B" in line and line.startswith("SAEs")][0]
     finally:
         lo.reset()
-    # other scales train their own SAE, as before
-    quick = plan_mod.build([paper], [], "cpu", data)
-    assert all("train_sae" in c.settings for c in quick.children if c.settings.get("score") == "sae")
+    # other scales read the SAE their own child trained (sae-wikitext2, one per model)
+    cpu = plan_mod.build([paper], [], "cpu", data)
+    trained = {c.model: plan_mod.run_ref(c.run_id) for c in cpu.children if c.suite == "sae"}
+    scored = [c for c in cpu.children if c.settings.get("score") == "sae"]
+    assert scored and all(c.settings["sae"] == [trained[c.model]] for c in scored)

@@ -214,9 +214,11 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
          flops: float | None = None) -> None:
     earlier = {e: run_ref(c.run_id) for c in children.values() if c.model == model
                for p, e in c.uses if p == paper.number}
+    released = paper.saes_of(model) if scale == "paper" and exp.settings.get("score") == "sae" else None
+    if released is not None:  # the paper's own SAEs replace an SAE child's folder: no such child is needed
+        earlier = {**{e.id: None for e in paper.experiments}, **earlier}
     settings = exp.settings_for(scale, point, data, earlier)
     settings = {k: v for k, v in settings.items() if k != "model"}
-    released = paper.saes_of(model) if scale == "paper" and settings.get("score") == "sae" else None
     if released is not None:  # the paper's own SAEs on every layer (saes:), not one trained here
         settings = {**{k: v for k, v in settings.items() if k != "train_sae"}, "sae": released.specs()}
     name = run_name(exp.suite, exp.mode, model, settings)
