@@ -271,11 +271,11 @@ def step_device_split(device: str, tmp: Path) -> str:
 
     from whitebox_eval.internals import Engine, logit_lens
     from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
-    from whitebox_eval.mcqa.tokens import TokenizedPrompt
+    from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt
     from whitebox_eval.models.architectures import Architecture
     from whitebox_eval.mui import keyneurons as kn
-    from whitebox_eval.mui.sae import SAE
-    from whitebox_eval.mui.sae_fidelity import evaluate_fidelity
+    from whitebox_eval.sae.encoding import SAE
+    from whitebox_eval.sae.fidelity import evaluate_fidelity
 
     cpu = tiny_loaded("llama")
     split = moved(cpu, device)
@@ -312,7 +312,7 @@ def step_device_split(device: str, tmp: Path) -> str:
     cfg = kn.KeyNeuronConfig(score="contribution", final_norm="full")
     for x, y in zip(kn.token_scores(Engine(off), seqs, cfg), kn.token_scores(Engine(cpu), seqs, cfg)):
         d = max(d, close(x, y, 1e-4, 1e-3, what="offloaded MUI"))
-    from whitebox_eval.mui.sae import train_topk_sae
+    from whitebox_eval.sae.training import train_topk_sae
 
     x = torch.randn(512, 32)  # SAE training on the device draws the CPU run's batches
     a, b = (train_topk_sae(x, 48, 4, steps=20, batch_size=64, device=where) for where in ("cpu", device))

@@ -2,26 +2,35 @@
 
     python benchmarks/reproduce_commit.py /work/repro/quick-v2
 
-Copies the reproduction's ``claims.json`` and, for every child run, its ``results.json``
-and ``config.yaml`` into ``benchmarks/results/reproduce_quick/`` (``runs/<child>/``), and
-its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``. A child the
-reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is recomputed.
-It prints the README's verdict table (one row per claim, one column per model);
-``--beside OTHER/claims.json`` prints instead each model's verdict there beside this one's
-(e.g. the quick scale beside the cpu scale). ``--dest`` and ``--md`` write elsewhere (a
-check that leaves the committed files alone).
+Copies the reproduction's ``claims.json`` and ``evidence.json.gz`` and, for every child run, its
+``results.json`` and ``config.yaml`` into ``benchmarks/results/reproduce_quick/``
+(``runs/<child>/``), and its ``reproduction.md`` to ``benchmarks/results/reproduce_all_quick.md``.
+A child the reproduction has not (yet) finished is listed in ``missing.txt``. Nothing is
+recomputed. No copied file keeps an absolute path of the machine that made it: data paths become
+relative to the data root (``--data-root``, default: the deepest folder holding every data file of
+the reproduction's plan.json), the cache root's become ``<cache>/...``, the reproduction folder's
+relative to it, a local model folder its folder's name; a path left over stops the copy, naming it.
+It prints the verdict table (one row per claim, one column per model) and writes it into
+``docs/reproduce.md`` between the markers ``<!-- verdicts: SCALE -->`` and ``<!-- /verdicts -->``
+(added at the page's end when it has none); ``--beside OTHER/claims.json`` makes instead each
+model's verdict there beside this one's (e.g. the quick scale beside the cpu scale), under
+``<!-- verdicts: OTHER_SCALE beside SCALE -->``. ``--dest``, ``--md`` and ``--page`` write
+elsewhere (a check that leaves the committed files alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results" / "reproduce_quick"
 MARKDOWN = ROOT / "benchmarks" / "results" / "reproduce_all_quick.md"
+PAGE = ROOT / "docs" / "reproduce.md"
+BEGIN, END = "<!-- verdicts: {} -->", "<!-- /verdicts -->"
 
 
 def main() -> None:
@@ -30,14 +39,20 @@ def main() -> None:
     ap.add_argument("--dest", type=Path, default=DEST, help="folder to write (default: %(default)s)")
     ap.add_argument("--md", type=Path, default=MARKDOWN, help="where reproduction.md goes (default: %(default)s)")
     ap.add_argument("--beside", type=Path, default=None,
-                    help="another reproduction's claims.json: print its verdicts beside this one's")
+                    help="another reproduction's claims.json: its verdicts beside this one's")
+    ap.add_argument("--page", type=Path, default=PAGE,
+                    help="the docs page the verdict table is written into (default: %(default)s)")
+    ap.add_argument("--data-root", type=Path, default=None, help="the data root the data paths are made relative to")
     args = ap.parse_args()
     folder, dest = args.folder, args.dest
     content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
+    roots = path_roots(folder, args.data_root)
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "runs").mkdir(parents=True)
-    shutil.copy(folder / "claims.json", dest / "claims.json")
+    copy_relative(folder / "claims.json", dest / "claims.json", roots)
+    if (folder / "evidence.json.gz").is_file():
+        shutil.copy(folder / "evidence.json.gz", dest / "evidence.json.gz")
     runs = sorted({r["run"] for p in content["papers"] for r in p["runs"]})
     missing = []
     for run in runs:
@@ -48,15 +63,76 @@ def main() -> None:
         (dest / "runs" / run).mkdir()
         for name in ("results.json", "config.yaml"):
             if (src / name).is_file():
-                shutil.copy(src / name, dest / "runs" / run / name)
+                copy_relative(src / name, dest / "runs" / run / name, roots)
     (dest / "missing.txt").write_text("".join(f"{r}\n" for r in missing), encoding="utf-8")
     shutil.copy(folder / "reproduction.md", args.md)
     print(f"{len(runs) - len(missing)} child runs copied to {dest}, {len(missing)} missing")
     if args.beside:
         other = json.loads(args.beside.read_text(encoding="utf-8"))
-        print(beside_table(other, content, (other["scale"], content["scale"])))
+        key, table = f"{other['scale']} beside {content['scale']}", beside_table(other, content, (other["scale"], content["scale"]))
     else:
-        print(readme_table(content))
+        key, table = content["scale"], verdict_table(content)
+    print(table)
+    page = args.page
+    page.write_text(put_table(page.read_text(encoding="utf-8") if page.is_file() else "", key, table), encoding="utf-8")
+    print(f"verdict table '{key}' written to {page}")
+
+
+def block(key: str, table: str) -> str:
+    """The table between its markers (blank lines around it, so that it renders as a table)."""
+    return f"{BEGIN.format(key)}\n\n{table}\n\n{END}\n"
+
+
+def put_table(text: str, key: str, table: str) -> str:
+    """``text`` with the table between the markers of ``key`` replaced by ``table``; the block
+    is added at the end where the page has no such markers."""
+    begin = BEGIN.format(key)
+    start = text.find(begin)
+    if start < 0:
+        return (text.rstrip("\n") + "\n\n" if text.strip() else "") + block(key, table)
+    stop = text.find(END, start)
+    if stop < 0:
+        raise SystemExit(f"{begin} has no end marker {END} after it")
+    rest = text[stop + len(END):]
+    return text[:start] + block(key, table) + rest.removeprefix("\n")
+
+
+ABSOLUTE = re.compile(r"(?<![\w.~<>-])(/(?:work|home|tmp|root|Users|mnt|private|var|opt)/[^\s\"',\]}]*)")
+
+
+def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
+    """(absolute prefix, what replaces it), longest first: the data root's children become relative
+    paths, the cache root ``<cache>/``, the reproduction folder relative, a local model folder its
+    name."""
+    import os
+
+    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8")) if (folder / "plan.json").is_file() else {}
+    data = [str(Path(p).resolve()) for p in (plan.get("data") or {}).values()]
+    if data_root is None and data:
+        data_root = Path(os.path.commonpath([str(Path(d).parent) for d in data]))
+    roots = []
+    if data_root is not None:
+        roots.append((str(Path(data_root).resolve()) + "/", ""))
+    from whitebox_eval.models.loading import cache_root
+
+    roots.append((str(cache_root().resolve()) + "/", "<cache>/"))
+    roots.append((str(folder.resolve()) + "/", ""))
+    for model in plan.get("models") or []:  # a local model folder is named by its folder's name
+        if Path(model).is_absolute():
+            roots.append((str(Path(model).parent) + "/", ""))
+            roots.append((str(Path(model).resolve().parent) + "/", ""))
+    return sorted(roots, key=lambda r: -len(r[0]))
+
+
+def copy_relative(src: Path, dst: Path, roots: list[tuple[str, str]]) -> None:
+    """Copy a text file with each absolute prefix of ``roots`` replaced; refuse one left over."""
+    text = src.read_text(encoding="utf-8")
+    for prefix, replacement in roots:
+        text = text.replace(prefix, replacement)
+    left = sorted(set(ABSOLUTE.findall(text)))
+    if left:
+        raise SystemExit(f"{src}: absolute path(s) left after making them relative: {', '.join(left[:5])}")
+    dst.write_text(text, encoding="utf-8")
 
 
 def _cell(c: dict) -> str:
@@ -77,7 +153,7 @@ def _cell(c: dict) -> str:
     return text.replace("|", "/")
 
 
-def readme_table(content: dict) -> str:
+def verdict_table(content: dict) -> str:
     models = content["models"]
     lines = ["| paper | claim | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
     for p in content["papers"]:

@@ -8,7 +8,7 @@ Runs (or resumes) the reproduction in this process while a thread samples the ma
 load average, then writes ``benchmarks/results/reproduce_timing.md`` and ``.json``: wall
 minutes per paper and model (a child shared by papers counts for each), seconds per item
 and per unit of work for each suite and model (the units of
-:mod:`whitebox_eval.reproduce.costs`, so its ``RATES`` and ``MODEL_FACTOR`` can be set from
+:mod:`whitebox_eval.reproduce.costs`, so each suite record's ``rate`` and costs' ``MODEL_FACTOR`` can be set from
 them), the verdicts, and the load the run shared the machine with. A benchmark, not a
 test: nothing is asserted about the times.
 """
@@ -115,7 +115,7 @@ def markdown(s: dict) -> str:
         sec = c["seconds"]
         shown = ("", "") if sec is None else (f"{sec:.0f}", f"{sec / max(c['items'], 1):.2f}")
         lines.append(f"| {c['run_id']} | {c['model']} | {c['items']} | {shown[0]} | {shown[1]} |")
-    lines += ["", "Seconds per unit of work (the units of `suites.py`; its RATES and MODEL_FACTOR come from these):",
+    lines += ["", "Seconds per unit of work (the units of the suite records; their `rate` and costs.py's MODEL_FACTOR come from these):",
               "", "| suite | model | s / unit |", "|---|---|---|"]
     for key, v in s["seconds_per_unit"].items():
         suite, model = key.split(" | ")

@@ -45,9 +45,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from whitebox_eval.models import load_model
-    from whitebox_eval.mui.sae import train_topk_sae
-    from whitebox_eval.mui.sae_text import first_tokens
-    from whitebox_eval.mui.sae_training import cached_residuals, collect_residuals, training_chunks
+    from whitebox_eval.sae.training import train_topk_sae
+    from whitebox_eval.sae.text import first_tokens
+    from whitebox_eval.sae.training import cached_residuals, collect_residuals, training_chunks
 
     lm = load_model(args.model)
     chunks, _ = training_chunks(lm, args.text, n_tokens=args.tokens, context=args.context, heldout=args.heldout, seed=0)

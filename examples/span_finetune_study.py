@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from whitebox_eval.attentionspan.command import _floats, _ints, _parse_params, print_summary
-from whitebox_eval.attentionspan.finetune import FinetuneConfig
-from whitebox_eval.attentionspan.study import SpanConfig, run_span
+from whitebox_eval.span.command import _floats, _ints, _parse_params, print_summary
+from whitebox_eval.span.finetune import FinetuneConfig
+from whitebox_eval.span.study import SpanConfig, run_span
 
 
 def main() -> None:

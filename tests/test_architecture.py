@@ -19,9 +19,11 @@ LAYERS = (
     ("controls", "datafiles", "models", "stats"),
     ("internals", "power", "tasks"),
     ("runs",),
-    ("command_options",),
-    ("mcqa", "mui", "gar", "attentionspan", "report"),
+    ("command_options", "config_file"),
+    ("sae",),
+    ("mcqa", "formats", "mui", "gar", "span"),
     ("suites",),
+    ("report",),
     ("reproduce", "cli"),
     ("studies", "__main__"),
 )
@@ -146,7 +148,7 @@ def test_every_record_names_code_that_exists():
 
 def test_no_suite_imports_report_and_report_names_no_suite():
     graph = _graph()
-    suites = ("whitebox_eval.mcqa", "whitebox_eval.mui", "whitebox_eval.gar", "whitebox_eval.attentionspan")
+    suites = ("whitebox_eval.mcqa", "whitebox_eval.mui", "whitebox_eval.gar", "whitebox_eval.span")
     bad = [(m, n) for m, deps in graph.items() for n in deps
            if (m.startswith(suites) and n.startswith("whitebox_eval.report"))
            or (m.startswith("whitebox_eval.report") and n.startswith(suites))]
@@ -190,4 +192,26 @@ def test_no_code_outside_tasks_splits_a_task_string():
             if node.func.attr in ("split", "rsplit", "partition", "rpartition") or (
                     node.func.attr in ("startswith", "endswith") and any(c in args for c in ("lm-eval", "=", ":"))):
                 hits.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert not hits, hits
+
+
+def test_reproduce_report_and_cli_key_on_no_suite_name():
+    """What a suite is lives in its record: no ``suite == "mcqa"`` (or ``in``, ``!=``) and no dict
+    keyed by suite names in reproduce/, report/ or cli.py (the paper YAMLs name their suites)."""
+    from whitebox_eval.suites import SUITES
+
+    names = set(SUITES)
+    hits = []
+    files = [*(PACKAGE / "reproduce").rglob("*.py"), *(PACKAGE / "report").rglob("*.py"), PACKAGE / "cli.py"]
+    for p in files:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                consts = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
+                sides = " ".join(ast.unparse(c) for c in [node.left, *node.comparators])
+                if any(c in names for c in consts) and "suite" in sides.lower():
+                    hits.append(f"{p.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                if len(keys & names) >= 2:
+                    hits.append(f"{p.relative_to(PACKAGE)}:{node.lineno}: a dict keyed by suites {sorted(keys & names)}")
     assert not hits, hits

@@ -41,7 +41,7 @@ def test_lazy_listing_matches_the_command_help(name):
     assert " ".join(cmd.help.split()).startswith(" ".join(stored[:4])), name
 
 
-@pytest.mark.parametrize("package", ["models", "attentionspan", "internals", "mui", "gar", "report"])
+@pytest.mark.parametrize("package", ["models", "span", "internals", "mui", "gar", "report", "sae", "formats"])
 def test_lazy_exports_do_not_shadow_submodules(package):
     """Importing a submodule sets the package attribute of its name, which would hide a lazy
     export of the same name (``runs.progress`` the function vs the module): none may clash."""

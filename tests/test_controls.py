@@ -212,7 +212,9 @@ def test_head_sorts_prints_and_parses():
     assert sorted(heads) == [(1, 2), (1, 7), (3, 1)]
     assert str(Head(14, 18)) == "14.18" and Head.parse(" 14.18 ") == Head(14, 18) == (14, 18)
     assert json.loads(json.dumps(Head(2, 5))) == [2, 5]
-    for bad in ("14", "a.b", "1.2.3", "-1.2", ""):
+    assert Head.parse("L14H18") == Head.parse("l14h18") == Head(14, 18)  # the reports' notation too
+    assert Head.parse_list("14.0, L17H1 3.2") == [(14, 0), (17, 1), (3, 2)]
+    for bad in ("14", "a.b", "1.2.3", "-1.2", "", "L14", "L1.2", "14H2"):
         with pytest.raises(WhiteboxError, match="LAYER.HEAD"):
             Head.parse(bad)
 

@@ -1,6 +1,7 @@
-"""Adding a suite is one record (DESIGN.md, "How to add a suite"): a toy suite registered
-through :func:`whitebox_eval.suites.register` runs from ``studies`` and as a reproduce child
-at micro scale, with its cost from its own config's defaults."""
+"""Adding a suite is one record in its own package (DESIGN.md, "Adding a suite"): the toy suite
+(``tests/toy_suite/``), registered as a plug-in registers (:func:`whitebox_eval.suites.register`),
+runs from ``studies``, as a reproduce child of a paper file of the user's own at micro scale, in
+``--plan-only`` at every scale, and in the report's explorer, with no file of whitebox_eval naming it."""
 
 from __future__ import annotations
 
@@ -9,18 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "faults"))
 from cases import build_model_dir  # noqa: E402
 
+import toy_suite  # noqa: E402
 from whitebox_eval import studies, suites  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.reproduce import spec  # noqa: E402
-
-TOY = suites.Suite("toy", "A toy suite (tests).", None,
-                   {"study": suites.Mode("toy_suite:ToyConfig", "toy_suite:run_toy")},
-                   lambda cfg, mode: (cfg.limit, float(cfg.limit)))
 
 PAPER = {
     "paper": "999", "short": "toy", "title": "A toy paper", "seed": "none.txt",
@@ -35,8 +34,19 @@ PAPER = {
 @pytest.fixture
 def toy(monkeypatch):
     monkeypatch.setattr(suites, "SUITES", dict(suites.SUITES))
-    suites.register(TOY)
-    return TOY
+    return toy_suite.register()
+
+
+@pytest.fixture
+def paper_file(tmp_path):
+    path = tmp_path / "toy_paper.yaml"
+    path.write_text(yaml.safe_dump(PAPER), encoding="utf-8")
+    return path
+
+
+def test_no_file_of_the_package_names_the_toy_suite():
+    src = Path(__file__).resolve().parents[1] / "src" / "whitebox_eval"
+    assert not [p for p in src.rglob("*") if p.is_file() and "toy_suite" in p.read_text(encoding="utf-8", errors="ignore")]
 
 
 def test_a_registered_suite_runs_from_studies(toy, tmp_path):
@@ -47,23 +57,54 @@ def test_a_registered_suite_runs_from_studies(toy, tmp_path):
     with pytest.raises(WhiteboxError, match="unknown setting.*limt"):
         studies.toy(tmp_path, limt=3)
     with pytest.raises(WhiteboxError, match="registered already"):
-        suites.register(TOY)
+        suites.register(toy)
 
 
-def test_a_registered_suite_runs_as_a_reproduce_child(toy, tmp_path, monkeypatch):
-    paper = spec.parse_paper(PAPER, "toy.yaml")
-    monkeypatch.setattr(spec, "papers", lambda: {"999": paper})
+def test_a_registered_suite_runs_as_a_reproduce_child_of_a_paper_file(toy, tmp_path, paper_file):
     model = str(build_model_dir(tmp_path / "tiny"))
-    r = studies.reproduce("999", tmp_path / "out", models=[model], scale="micro", show_progress=False)
+    r = studies.reproduce(str(paper_file), tmp_path / "out", models=[model], scale="micro", show_progress=False)
     plan = json.loads((r.folder / "plan.json").read_text())
     (child,) = plan["children"]
     assert child["suite"] == "toy" and child["items"] == 12  # limit 12 at micro
     assert studies.read(r.folder / "runs" / child["run_id"]).config["p"] == 0.9
     (claim,) = r.claims
     assert claim["id"] == "toy-above-half" and claim["verdict"] == "holds"
+    content = json.loads((r.folder / "claims.json").read_text())
+    (fig,) = content["papers"][0]["figures"]  # the toy record's own figure, its path under the reproduction
+    assert fig == {"kind": "toy", "model": model, "experiment": "toy-exp", "run": child["run_id"],
+                   "path": f"runs/{child['run_id']}/results.json"} and (r.folder / fig["path"]).is_file()
     # the quick scale sets nothing: the estimate comes from ToyConfig's own default (limit 20)
-    quick = studies.reproduce("999", tmp_path / "out", models=[model], scale="quick", show_progress=False)
+    quick = studies.reproduce(str(paper_file), tmp_path / "out", models=[model], scale="quick", show_progress=False)
     assert json.loads((quick.folder / "plan.json").read_text())["children"][0]["items"] == 20
+
+
+@pytest.mark.parametrize("scale", ["micro", "quick", "cpu", "paper"])
+def test_a_registered_suite_plans_at_every_scale(toy, tmp_path, paper_file, scale, capsys):
+    """``--plan-only`` at every scale; at scale paper the GPU estimate takes the record's tokens per
+    unit (a suite the estimate did not list raised KeyError there)."""
+    from whitebox_eval.cli import main
+    from whitebox_eval.runs.record import DEFAULT_TOKENS_PER_UNIT
+
+    model = str(build_model_dir(tmp_path / "tiny"))
+    main(["reproduce", str(paper_file), "--plan-only", "--scale", scale, "--model", model,
+          "--output", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    items = {"micro": 12, "quick": 20, "cpu": 20, "paper": 1000}[scale]
+    assert f"[1/1] toy {model}" in out and f"{items:,} items" in out, out
+    if scale == "paper":
+        assert "GPU estimate per paper" in out and "~0.0 GPU hours" in out
+        assert toy.tokens_per_unit == DEFAULT_TOKENS_PER_UNIT
+
+
+def test_a_registered_suite_shows_in_the_explorer(toy, tmp_path):
+    from whitebox_eval.report.page import write_report
+
+    r = studies.toy(tmp_path, run_id="t", limit=5)
+    page = write_report([r.folder], tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "WB.views.toy = function" in page  # the record's script, inside the page's one script
+    data = json.loads(page.split('<script type="application/json" id="wb-data">', 1)[1].split("</script>", 1)[0])
+    (run,) = data["runs"]
+    assert run["suite"] == "toy" and [it["toy"]["draw"] for it in run["items"]] == [s["draw"] for s in r.samples]
 
 
 def test_an_unknown_suite_or_mode_in_a_paper_is_one_line():
@@ -74,10 +115,7 @@ def test_an_unknown_suite_or_mode_in_a_paper_is_one_line():
         spec.parse_paper(bad, "toy.yaml")
 
 
-def test_every_measured_rate_names_a_record_and_every_record_has_one():
-    from whitebox_eval.reproduce.costs import RATES
-
-    for key in RATES:
-        name, _, mode = key.partition(" ")
-        suites.suite(name).mode(mode or None)  # one line naming the records otherwise
-    assert set(suites.SUITES) <= set(RATES)
+def test_every_record_has_a_rate_and_tokens_per_unit():
+    for record in suites.SUITES.values():
+        for mode in record.modes:
+            assert record.rate_of(mode) > 0 and record.tokens_per_unit > 0

@@ -20,7 +20,7 @@ from whitebox_eval.internals import Engine  # noqa: E402
 
 def test_mcqa_scorers_and_cloze_log_likelihoods():
     from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
-    from whitebox_eval.mcqa.tokens import TokenizedPrompt
+    from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt
 
     plain, split = split_pair(tiny_loaded("llama"))
     toks = [TokenizedPrompt([5, 9, 17, 33, 2, 41, 7, 12, 20], [2, 5, 7], [30, 31, 32], 0, [[2, 3], [5], [7]]),
@@ -39,8 +39,9 @@ def test_mcqa_scorers_and_cloze_log_likelihoods():
 
 def test_sae_fidelity_and_feature_scores():
     from whitebox_eval.mui import keyneurons as kn
-    from whitebox_eval.mui.sae import SAE
-    from whitebox_eval.mui.sae_fidelity import evaluate_fidelity
+    from whitebox_eval.sae.encoding import SAE
+    from whitebox_eval.sae.sets import SAESet
+    from whitebox_eval.sae.fidelity import evaluate_fidelity
 
     plain, split = split_pair(tiny_loaded("llama"))
     torch.manual_seed(0)
@@ -49,10 +50,10 @@ def test_sae_fidelity_and_feature_scores():
     seqs = [[5, 9, 17, 33, 2, 41, 7], [3, 8, 21, 30]]
     ref = evaluate_fidelity(plain, sae, 2, seqs)  # layer 2's output: on the second device
     scored = [kn.ScoredSequence([5, 9, 17, 33], [41, 7, 12]), kn.ScoredSequence([3, 8, 21], [30, 11])]
-    ref_scores = kn.token_scores(Engine(plain), scored, kn.KeyNeuronConfig(score="sae"), kn.SAESet([2], [sae]))
+    ref_scores = kn.token_scores(Engine(plain), scored, kn.KeyNeuronConfig(score="sae"), SAESet([2], [sae]))
     with SecondDevice():
         got = evaluate_fidelity(split, sae, 2, seqs)
-        got_scores = kn.token_scores(Engine(split), scored, kn.KeyNeuronConfig(score="sae"), kn.SAESet([2], [sae]))
+        got_scores = kn.token_scores(Engine(split), scored, kn.KeyNeuronConfig(score="sae"), SAESet([2], [sae]))
         for cfg in (kn.KeyNeuronConfig(score="contribution", final_norm="full"), kn.KeyNeuronConfig(score="ig", ig_steps=2)):
             kn.token_scores(Engine(split), scored, cfg)  # no device mix on the way
     for k, v in ref.items():

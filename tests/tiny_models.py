@@ -9,14 +9,14 @@ from __future__ import annotations
 import torch
 import transformers as tf
 
-from whitebox_eval.models.architectures import Architecture
+from whitebox_eval.models.architectures import FAMILIES, Architecture
 from whitebox_eval.models.loading import LoadedModel
 
 VOCAB = 64
 
 
-def _config(family: str, attn: str):
-    common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+def _config(family: str, attn: str, vocab: int = VOCAB):
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
                   num_attention_heads=4, num_key_value_heads=2, head_dim=12, max_position_embeddings=128,
                   pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation=attn)
     if family == "llama":
@@ -40,12 +40,18 @@ def _config(family: str, attn: str):
         c.pop("head_dim")
         return tf.Phi3Config(**c)
     if family == "gpt2":
-        return tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=128,
+        return tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=3, n_head=4, n_positions=128,
                              bos_token_id=1, eos_token_id=2, attn_implementation=attn)
-    raise KeyError(family)
+    if family == "gpt_neox":  # Pythia: fused qkv interleaved per head, rotary on half of each head, parallel residual
+        return tf.GPTNeoXConfig(vocab_size=vocab, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                                num_attention_heads=4, rotary_pct=0.5, max_position_embeddings=128,
+                                use_parallel_residual=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                attn_implementation=attn)
+    raise KeyError(f"{family}: add a tiny config for this family of FAMILIES here")
 
 
-FAMILY_NAMES = ["llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "phi3", "gpt2"]
+#: every family the engine supports: the tests cover each by construction (no second list)
+FAMILY_NAMES = list(FAMILIES)
 
 
 def default_attention(family: str) -> str:
@@ -53,10 +59,10 @@ def default_attention(family: str) -> str:
     return "eager" if family == "gemma2" else "sdpa"
 
 
-def tiny_model(family: str, attn: str | None = None, seed: int = 0):
+def tiny_model(family: str, attn: str | None = None, seed: int = 0, vocab: int = VOCAB):
     """A tiny causal LM of ``family`` with random weights (biases randomised too)."""
     torch.manual_seed(seed)
-    cfg = _config(family, attn or default_attention(family))
+    cfg = _config(family, attn or default_attention(family), vocab)
     model = tf.AutoModelForCausalLM.from_config(cfg).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -71,6 +77,35 @@ def tiny_model(family: str, attn: str | None = None, seed: int = 0):
 
 class _Tok:
     pad_token_id = 0
+
+
+def byte_tokenizer(texts=None):
+    """A deterministic byte-level BPE (specials <pad> <s> </s> <unk> = ids 0-3, as the tiny configs'
+    pad/bos/eos), trained on ``texts`` (default: MCQ-like lines), for models saved as folders."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    letters = " ".join("ABCDEFGHIJ")  # " A" .. " J" become single tokens (the MCQ answer letters)
+    texts = texts or [f"Question: which is {w}? A. {w} B. no C. yes D. maybe Answer: {letters}\n" for w in
+                      ("red", "blue", "a cat", "the sum", "two", "France", "water")]
+    tk = Tokenizer(models.BPE(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                      unk_token="<unk>")
+
+
+def tiny_folder(family: str, path, seed: int = 0):
+    """A tiny random ``family`` model saved as a Hugging Face folder (safetensors) with a tokenizer
+    written here: what ``--model FOLDER`` loads."""
+    from pathlib import Path
+
+    tok = byte_tokenizer()
+    model = tiny_model(family, seed=seed, vocab=len(tok))
+    model.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return Path(path)
 
 
 def tiny_loaded(family: str, attn: str | None = None, seed: int = 0) -> LoadedModel:

@@ -16,15 +16,12 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.suites import SUITES
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.command_options import dtype_option
+from whitebox_eval.command_options import dtype_option, model_load_options
 
 
 #: the commands that are not a suite's (imported only when run, or their own --help asked
 #: for): name -> (module:attribute, short help)
 OTHER_COMMANDS = {
-    "universal": ("whitebox_eval.mcqa.command:universal", "Heads that select-and-copy across MCQA runs (000)."),
-    "formats-compare": ("whitebox_eval.mcqa.command:formats_compare",
-                        "Alignment error vs MCQ performance across formats runs (004 Fig. 6)."),
     "reproduce": ("whitebox_eval.reproduce.command:reproduce",
                   "Reproduce the papers' tables and claims, published figures beside ours, a verdict per claim."),
     "report": ("whitebox_eval.report.command:report", "Write one self-contained report.html for one or more run folders."),
@@ -32,8 +29,10 @@ OTHER_COMMANDS = {
 }
 
 #: every command imported lazily, so that ``whitebox-eval --help`` lists them without
-#: importing torch: each suite's (its record in :mod:`whitebox_eval.suites`) and the others
-LAZY_COMMANDS = {**{s.name: (s.command, s.summary) for s in SUITES.values() if s.command is not None},
+#: importing torch: each suite's (its record in :mod:`whitebox_eval.suites`: its command and the
+#: others it owns) and the others
+LAZY_COMMANDS = {**{name: target for s in SUITES.values()
+                    for name, target in ([(s.name, (s.command, s.summary))] if s.command else []) + list(s.commands.items())},
                  **OTHER_COMMANDS}
 
 #: sub-commands that shard their examples over torchrun ranks (see runs/distributed.py)
@@ -85,7 +84,10 @@ def cli(ctx: click.Context, device: str, device_map: str | None) -> None:
     Several processes share one study (data parallel; rank 0 merges the run folder):
       torchrun --nproc-per-node 2 -m whitebox_eval mcqa --run-id ssd-dp --limit 200
     """
+    from whitebox_eval.models.load_options import reset
     from whitebox_eval.runs.distributed import launched_size
+
+    reset()  # the loading options of a command (--adapter, --model-arg...) start plain for each invocation
 
     if launched_size() > 1 and ctx.invoked_subcommand not in DATA_PARALLEL_COMMANDS:
         raise WhiteboxError(f"'{ctx.invoked_subcommand}' does not share its work among torchrun ranks (only "
@@ -122,14 +124,13 @@ def tasks() -> None:
 
 @cli.command()
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@click.option("--allow-pickle", is_flag=True, help="allow loading *.bin/*.pt pickle checkpoints (can run code)")
-@click.option("--trust-remote-code", is_flag=True, help="allow custom modelling code from the model folder")
+@model_load_options
 @dtype_option
-def inspect(model: str, allow_pickle: bool, trust_remote_code: bool, dtype: str) -> None:
+def inspect(model: str, dtype: str) -> None:
     """Load a model and print what the engine sees: sizes, GQA map, modules."""
     from whitebox_eval.models import load_model
 
-    lm = load_model(model, dtype=dtype, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    lm = load_model(model, dtype=dtype)
     a = lm.arch
     for k, v in a.describe().items():
         click.echo(f"{k:14s} {v}")
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     finally:
         warnings.showwarning = shown_before
+        from whitebox_eval.models.load_options import reset
+
+        reset()  # this invocation's --adapter, --model-arg... end with it (a caller in the same process starts plain)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ folder and the model's dtype, and
 the options lm-eval users type under lm-eval's spelling: ``--tasks``,
 ``--num_fewshot``, ``--batch_size`` and ``--output_path`` are aliases of ``--task``,
 ``--shots``, ``--batch-size`` and ``--output`` (``--seed`` and ``--limit`` are spelled
-alike). Each helper returns a click decorator; ``--help`` lists both spellings."""
+alike); ``--log_samples`` is accepted (samples.jsonl is always written) and
+``--gen_kwargs`` maps onto the generation options a command has. Each helper returns a
+click decorator; ``--help`` lists both spellings."""
 
 from __future__ import annotations
 
@@ -22,9 +24,88 @@ def run_folder_options(f):
         click.option("--run-id", default=None, callback=run_id_option,
                      help="name of the run folder (default: time-suite-model-task)"),
         click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped"),
+        log_samples_option,
     ]):
         f = option(f)
     return f
+
+
+#: ``--log_samples`` (lm-eval's spelling): accepted and changes nothing, samples.jsonl is always written
+log_samples_option = click.option(
+    "--log_samples", "--log-samples", "log_samples", is_flag=True, expose_value=False,
+    help="accepted for lm-eval's spelling: every run writes samples.jsonl (one line per item)")
+
+
+def parse_gen_kwargs(text: str) -> dict:
+    """lm-eval's ``--gen_kwargs``: ``k=v,k=v`` (``true``/``false`` booleans, numbers as
+    numbers, the rest text, as lm-eval's ``simple_parse_args_string``), or a JSON object."""
+    import json
+
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise click.BadParameter(f"not a JSON object: {error}", param_hint="--gen_kwargs") from None
+        if not isinstance(data, dict):
+            raise click.BadParameter("a JSON object of generation settings", param_hint="--gen_kwargs")
+        return data
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{part!r} is not KEY=VALUE (e.g. temperature=0.7,max_gen_toks=64)",
+                                     param_hint="--gen_kwargs")
+        low = value.strip()
+        if low.lower() in ("true", "false"):
+            out[key.strip()] = low.lower() == "true"
+            continue
+        try:
+            out[key.strip()] = int(low)
+        except ValueError:
+            try:
+                out[key.strip()] = float(low)
+            except ValueError:
+                out[key.strip()] = value
+    return out
+
+
+def gen_kwargs_option(mapping: dict[str, str], fixed: dict | None = None, none: str | None = None):
+    """``--gen_kwargs`` (lm-eval's spelling): each key set as the option ``mapping`` names
+    (the command line's own option wins); ``fixed`` keys are accepted only at the one value
+    this command computes with (``{key: (value, why)}``); any other key is refused in one
+    line saying why (``none``: why this command generates nothing at all)."""
+    fixed = fixed or {}
+
+    def load(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if not value:
+            return
+        given = parse_gen_kwargs(value)
+        into = {}
+        for key, v in given.items():
+            if key in mapping:
+                into[mapping[key]] = list(v) if isinstance(v, (list, tuple)) else v
+            elif key in fixed and (v == fixed[key][0] or (isinstance(v, (int, float)) and v == fixed[key][0])):
+                continue
+            elif key in fixed:
+                raise click.BadParameter(f"{key}={v} has no meaning here: {fixed[key][1]}", param_hint="--gen_kwargs")
+            elif none:
+                raise click.BadParameter(f"{key} has no meaning here: {none}", param_hint="--gen_kwargs")
+            else:
+                known = sorted([*mapping, *fixed])
+                raise click.BadParameter(f"{key} has no meaning for `whitebox-eval {ctx.command.name}` (it takes "
+                                         f"{', '.join(known)})", param_hint="--gen_kwargs")
+        for p in ctx.command.params:  # a repeatable option (--stop) takes a list
+            if p.name in into and getattr(p, "multiple", False) and not isinstance(into[p.name], list):
+                into[p.name] = [into[p.name]]
+        ctx.default_map = {**(ctx.default_map or {}), **into}
+
+    keys = ", ".join(f"{k} (--{o.replace('_', '-')})" for k, o in mapping.items())
+    return click.option(
+        "--gen_kwargs", "--gen-kwargs", "gen_kwargs", metavar="K=V,...", is_eager=True, expose_value=False,
+        callback=load,
+        help="lm-eval's generation settings, " + (f"mapped onto this command's options: {keys}; options given "
+                                                  "here win" if mapping else f"refused here: {none}"))
 
 
 def task_option(default: str | None, help: str, tasks: tuple[str, ...] | None = None, usage: str | None = None, **kw):
@@ -74,10 +155,40 @@ def shots_option(default, help: str, type=None):
                         show_default=True, help=help + " (lm-eval: --num_fewshot)")
 
 
+def _batch_size(ctx, param, value):
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    try:
+        size = int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a whole number or 'auto'") from None
+    if size < 1:
+        raise click.BadParameter(f"{size} is not in the range x>=1")
+    return size
+
+
 def batch_size_option(help: str | None = None, default: int = 8):
-    """``--batch-size`` (alias ``--batch_size``, lm-eval's spelling; a number, never ``auto``)."""
-    return click.option("--batch-size", "--batch_size", "batch_size", type=click.IntRange(min=1), default=default,
-                        show_default=True, help=((help + " ") if help else "") + "(lm-eval: --batch_size; no 'auto')")
+    """``--batch-size`` (alias ``--batch_size``, lm-eval's spelling): a number, or ``auto``
+    (:func:`resolved_batch_size`, once the model is known)."""
+    return click.option("--batch-size", "--batch_size", "batch_size", type=str, default=default, callback=_batch_size,
+                        metavar="N|auto", show_default=True,
+                        help=((help + " ") if help else "") + "(lm-eval: --batch_size; auto = a size from the memory "
+                             "free on the device and the model's size, recorded in config.yaml; results never depend "
+                             "on it)")
+
+
+def resolved_batch_size(value: int | str, model: str, dtype: str = "float32") -> int:
+    """``--batch-size`` as a number: ``auto`` resolved for ``model`` (see
+    :mod:`whitebox_eval.models.batch_size`) and said on stderr."""
+    if value != "auto":
+        return int(value)
+    from whitebox_eval.models.batch_size import auto_batch_size
+
+    size = auto_batch_size(model, dtype)
+    click.echo(f"--batch-size auto: {size} (from the memory free on the device and the model's size)", err=True)
+    return size
 
 
 #: the choices of --dtype (models.loading.DTYPES; repeated here so --help imports no torch)
@@ -99,3 +210,54 @@ def resolved_dtype(dtype: str, model: str) -> str:
     from whitebox_eval.models.loading import resolve_dtype
 
     return resolve_dtype(dtype, model)
+
+
+def model_load_options(f=None, *, models_root: bool = True):
+    """The options of every command that loads a model: ``--models-root``, ``--model-arg``
+    (repeatable), ``--adapter``, ``--adapter-mode``, ``--trust-remote-code``, ``--allow-pickle``,
+    ``--device`` and ``--device-map`` (also accepted after the sub-command). They are checked before
+    the command runs (:func:`whitebox_eval.models.load_check.configure`: bad input is one line,
+    exit 2) and become the default of every model the command loads; config.yaml records them
+    (``model_load``). ``models_root=False`` for a command with its own ``--models-root``."""
+    import functools
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def run(*args, **kw):
+            from whitebox_eval.models.load_check import configure
+
+            model = kw.get("model")
+            configure(model if isinstance(model, str) else None,
+                      models_root=kw.pop("models_root", None) if models_root else kw.get("models_root"),
+                      model_args=kw.pop("model_args"), adapter=kw.pop("adapter"), adapter_mode=kw.pop("adapter_mode"),
+                      trust_remote_code=kw.pop("trust_remote_code"), allow_pickle=kw.pop("allow_pickle"),
+                      device=kw.pop("device"), device_map=kw.pop("device_map"))
+            return fn(*args, **kw)
+
+        options = [
+            click.option("--model-arg", "model_args", multiple=True, metavar="KEY=VALUE",
+                         help="passed to from_pretrained (repeatable): load_in_4bit / load_in_8bit=true (bitsandbytes, "
+                              "CUDA only), bnb_4bit_quant_type, bnb_4bit_use_double_quant, bnb_4bit_compute_dtype, "
+                              "attn_implementation, revision, subfolder, low_cpu_mem_usage; recorded in config.yaml"),
+            click.option("--adapter", default=None, metavar="PATH",
+                         help="a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) put on the "
+                              "model; recorded with its SHA-256"),
+            click.option("--adapter-mode", type=click.Choice(["merge", "keep"]), default="merge", show_default=True,
+                         help="merge the adapter into the loaded weights, or keep its LoRA layers (needed with 4/8-bit)"),
+            click.option("--trust-remote-code", is_flag=True, help="allow custom modelling code from the model folder"),
+            click.option("--allow-pickle", is_flag=True, help="allow loading *.bin/*.pt pickle checkpoints (can run code)"),
+            click.option("--device", default=None, metavar="DEVICE",
+                         help="where the model runs (as before the sub-command): auto, cpu, cuda, cuda:N, mps"),
+            click.option("--device-map", default=None, metavar="MAP",
+                         help="split a model too large for one device over several (accelerate), e.g. auto"),
+        ]
+        if models_root:
+            options.insert(0, click.option(
+                "--models-root", default=None, metavar="DIR",
+                help="folder of local model copies: ORG/NAME[@REVISION] is read from DIR/ORG--NAME[@REVISION] "
+                     "(or the folder DIR/models.yaml maps it to) before the hub cache and the hub"))
+        for option in reversed(options):
+            run = option(run)
+        return run
+
+    return decorate if f is None else decorate(f)

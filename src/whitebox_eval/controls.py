@@ -27,6 +27,7 @@ nothing is checked. :func:`control_record` is what results.json carries for a co
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
@@ -47,11 +48,25 @@ class Head(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> Head:
-        """``"14.18"`` -> ``Head(14, 18)``."""
-        bits = str(text).strip().split(".")
-        if len(bits) != 2 or not all(b.strip().isdecimal() for b in bits):
-            raise WhiteboxError(f"cannot read head {text!r}: write LAYER.HEAD, e.g. 14.18")
-        return cls(int(bits[0]), int(bits[1]))
+        """``"14.18"`` or ``"L14H18"`` (the papers' and the reports' notations, any case) ->
+        ``Head(14, 18)``."""
+        raw = str(text).strip()
+        match = _HEAD.fullmatch(raw)
+        if match is None:
+            raise WhiteboxError(f"cannot read head {text!r}: write LAYER.HEAD or LxHy, e.g. 14.18 or L14H18")
+        layer, head = (match[1], match[2]) if match[1] is not None else (match[3], match[4])
+        return cls(int(layer), int(head))
+
+    @classmethod
+    def parse_list(cls, text: str) -> list[Head]:
+        """``"14.18,L14H46"`` -> [Head(14, 18), Head(14, 46)] (comma or space separated)."""
+        heads = [cls.parse(part) for part in re.split(r"[,\s]+", str(text)) if part.strip()]
+        if not heads:
+            raise WhiteboxError("no heads given: write them as LAYER.HEAD or LxHy, comma separated (14.18,L14H46)")
+        return heads
+
+
+_HEAD = re.compile(r"[Ll](\d+)[Hh](\d+)|(\d+)\.(\d+)")
 
 
 class _Sizes(Protocol):

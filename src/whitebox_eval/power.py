@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.stats.intervals import ALPHA, LEVEL, _level
+from whitebox_eval.stats.intervals import ALPHA, LEVEL, checked_level
 
 POWER = 0.80
 
@@ -28,7 +28,7 @@ def standard_error_from_interval(lo: float, hi: float, level: float = LEVEL) -> 
     ``(hi - lo) / (2 z_{(1 + level) / 2})``."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
         raise WhiteboxError(f"an interval needs finite bounds lo <= hi; got [{lo}, {hi}]")
-    return (hi - lo) / (2 * _z(0.5 + _level(level) / 2))
+    return (hi - lo) / (2 * _z(0.5 + checked_level(level) / 2))
 
 
 def minimum_detectable_effect(se: float, alpha: float = ALPHA, power: float = POWER) -> float:

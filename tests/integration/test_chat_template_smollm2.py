@@ -15,7 +15,7 @@ from whitebox_eval.internals import Engine
 from whitebox_eval.mcqa.chat import ChatTemplate
 from whitebox_eval.mcqa.scoring import score_prompts
 from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
-from whitebox_eval.mcqa.tokens import tokenize_prompt
+from whitebox_eval.tasks.prompt_tokens import tokenize_prompt
 from whitebox_eval.models import load_model
 from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.tasks.ssd import make_ssd

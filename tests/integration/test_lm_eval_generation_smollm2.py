@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("lm_eval", reason="the lm-eval extra is not installed (make installs it)")
 
-from whitebox_eval.mui.prepared import prepare_task, respond  # noqa: E402
+from whitebox_eval.mui.responses import prepare_task, respond  # noqa: E402
 from whitebox_eval.mui.study import MUIConfig  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

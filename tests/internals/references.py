@@ -31,6 +31,8 @@ def eager_attentions(model, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def blocks(model, family: str):
+    if family == "gpt_neox":
+        return model.gpt_neox.layers
     return model.transformer.h if family == "gpt2" else model.model.layers
 
 
@@ -41,7 +43,7 @@ def attn_input(model, family: str, layer: int, x: torch.Tensor) -> torch.Tensor:
         return x
     if family == "gpt2":
         return block.ln_1(x)
-    return block.input_layernorm(x)
+    return block.input_layernorm(x)  # gpt_neox too
 
 
 def qkv_raw(model, family: str, layer: int, xn: torch.Tensor, H: int, Hkv: int, D: int):
@@ -54,6 +56,11 @@ def qkv_raw(model, family: str, layer: int, xn: torch.Tensor, H: int, Hkv: int, 
     elif family == "phi3":
         out = xn @ block.self_attn.qkv_proj.weight.T
         q, k, v = out.split([H * D, Hkv * D, Hkv * D], dim=-1)
+    elif family == "gpt_neox":  # interleaved per head: [h0: q k v | h1: q k v | ...]
+        a = block.attention.query_key_value
+        out = (xn @ a.weight.T + a.bias).unflatten(-1, (H, 3 * D))
+        shape = xn.shape[:-1]
+        return out[..., :D], out[..., D:2 * D], out[..., 2 * D:]
     else:
         at = block.self_attn
 
@@ -74,7 +81,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> 
 
 def qk_normed(model, family: str, layer: int, q: torch.Tensor, k: torch.Tensor):
     """Apply the family's q/k norm by hand (identity for families without one)."""
-    at = blocks(model, family)[layer].self_attn if family != "gpt2" else None
+    at = blocks(model, family)[layer].self_attn if family not in ("gpt2", "gpt_neox") else None
     if family in ("qwen3", "gemma3"):
         gemma = family == "gemma3"
         return (rms_norm(q, at.q_norm.weight, at.q_norm.variance_epsilon if hasattr(at.q_norm, "variance_epsilon") else at.q_norm.eps, gemma),
@@ -94,6 +101,8 @@ def mlp_act_reference(model, family: str, layer: int, mlp_in: torch.Tensor) -> t
     if family == "gpt2":
         act = ACT2FN[cfg.activation_function]
         return act(mlp_in @ block.mlp.c_fc.weight + block.mlp.c_fc.bias)
+    if family == "gpt_neox":
+        return ACT2FN[cfg.hidden_act](F.linear(mlp_in, block.mlp.dense_h_to_4h.weight, block.mlp.dense_h_to_4h.bias))
     act_name = getattr(cfg, "hidden_activation", None) or cfg.hidden_act
     act = ACT2FN[act_name]
     mlp = block.mlp
@@ -115,3 +124,21 @@ def mlp_inputs(model, family: str, ids: torch.Tensor) -> list[torch.Tensor]:
     for h in handles:
         h.remove()
     return [got[l] for l in range(len(got))]
+
+
+def mlp_out_reference(model, family: str, layer: int, mlp_in: torch.Tensor) -> torch.Tensor:
+    """What the MLP adds to the residual, from its input: the down projection of the activations,
+    then the post-MLP norm written out where the family has one (gemma2/3: RMSNorm * (1 + w); olmo2)."""
+    block = blocks(model, family)[layer]
+    act = mlp_act_reference(model, family, layer, mlp_in)
+    if family == "gpt2":
+        out = act @ block.mlp.c_proj.weight + block.mlp.c_proj.bias
+    elif family == "gpt_neox":
+        out = F.linear(act, block.mlp.dense_4h_to_h.weight, block.mlp.dense_4h_to_h.bias)
+    else:
+        out = F.linear(act, block.mlp.down_proj.weight)
+    if family in ("gemma2", "gemma3", "olmo2"):
+        norm = block.post_feedforward_layernorm
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+        out = rms_norm(out, norm.weight, eps, family != "olmo2")
+    return out

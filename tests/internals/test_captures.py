@@ -39,10 +39,12 @@ def test_architecture_description(family_setup):
     family, lm, _, _ = family_setup
     arch = lm.arch
     assert arch.family.name == family
-    if family != "gpt2":
+    if family not in ("gpt2", "gpt_neox"):  # no GQA in these two
         assert arch.n_kv_heads == 2 and arch.kv_head_map == [0, 0, 1, 1]
-    if family not in ("gpt2", "phi3"):
+    if family not in ("gpt2", "phi3", "gpt_neox"):
         assert arch.head_dim == 12 != arch.d_model // arch.n_heads  # head_dim is read, not derived
+    if family == "gpt_neox":  # rotary_pct 0.5 of an 8-wide head; attention and MLP side by side
+        assert arch.rotary_dim == 4 and arch.parallel_residual
 
 
 def test_qkv_pre_rope_equal_weights_times_normed_input(family_setup):

@@ -30,12 +30,12 @@ def _plain_logits(model, batch):
 
 def _o_proj(model, family, layer):
     b = blocks(model, family)[layer]
-    return b.attn.c_proj if family == "gpt2" else b.self_attn.o_proj
+    return {"gpt2": lambda: b.attn.c_proj, "gpt_neox": lambda: b.attention.dense}.get(family, lambda: b.self_attn.o_proj)()
 
 
 def _down(model, family, layer):
     b = blocks(model, family)[layer]
-    return b.mlp.c_proj if family == "gpt2" else b.mlp.down_proj
+    return {"gpt2": lambda: b.mlp.c_proj, "gpt_neox": lambda: b.mlp.dense_4h_to_h}.get(family, lambda: b.mlp.down_proj)()
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)

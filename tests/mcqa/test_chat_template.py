@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mcqa.chat import ChatTemplate
 from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
-from whitebox_eval.mcqa.tokens import REPRESENTATIVES, tokenize_prompt
+from whitebox_eval.tasks.prompt_tokens import REPRESENTATIVES, tokenize_prompt
 from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models.loading import LoadedModel
 from whitebox_eval.tasks.prompts import render_prompt

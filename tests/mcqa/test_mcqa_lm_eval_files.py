@@ -79,7 +79,7 @@ def test_resume_refuses_a_changed_data_file(tiny_mcqa_model, tmp_path):  # noqa:
 
 
 def test_formats_run_records_its_data_and_lm_eval_blocks(tiny_mcqa_model, tmp_path):  # noqa: F811
-    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
+    from whitebox_eval.formats.study import FormatsConfig, run_formats
 
     cfg = FormatsConfig(model="tiny", task="arithmetic:add1", limit=3, shots=1, n_samples=2, max_new_tokens=3,
                         n_bins=2, batch_size=3)

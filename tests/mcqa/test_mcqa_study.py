@@ -16,7 +16,7 @@ from whitebox_eval.tasks.prompts import render_prompt  # noqa: E402
 from whitebox_eval.mcqa.scoring import score_prompts  # noqa: E402
 from whitebox_eval.mcqa.study import MCQAConfig, load_items, run_mcqa  # noqa: E402
 from whitebox_eval.tasks.ssd import make_ssd  # noqa: E402
-from whitebox_eval.mcqa.tokens import tokenize_prompt  # noqa: E402
+from whitebox_eval.tasks.prompt_tokens import tokenize_prompt  # noqa: E402
 from tiny_models import tiny_llama_with_bpe  # noqa: E402
 
 
@@ -91,8 +91,8 @@ def test_unknown_task_is_a_clear_error():
 
 
 def test_formats_study_on_a_tiny_model(tiny_mcqa_model, tmp_path):
-    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
-    from whitebox_eval.mcqa.generation import generate
+    from whitebox_eval.formats.study import FormatsConfig, run_formats
+    from whitebox_eval.formats.generation import generate
 
     cfg = FormatsConfig(model="tiny", task="arithmetic:add1,mul1", limit=6, n_samples=3, max_new_tokens=4, n_bins=2, batch_size=3)
     folder = run_formats(cfg, tmp_path, run_id="f", loaded=tiny_mcqa_model, show_progress=False)
@@ -101,7 +101,7 @@ def test_formats_study_on_a_tiny_model(tiny_mcqa_model, tmp_path):
     samples = [json.loads(line) for line in (folder.path / "samples.jsonl").read_text().splitlines()]
     # P(correct) in the MCQ format is the softmax of the letter logits at the gold letter
     engine = Engine(tiny_mcqa_model)
-    data = __import__("whitebox_eval.mcqa.formats_study", fromlist=["x"]).load_format_items(cfg)
+    data = __import__("whitebox_eval.formats.study", fromlist=["x"]).load_format_items(cfg)
     items = {it.id: it for it in data.items}
     s = samples[0]
     r = render_prompt(items[s["id"]], fmt="mcq_plain", demos=data.demos)  # 5-shot by default (004)
@@ -132,7 +132,7 @@ def test_samples_carry_the_chosen_heads_scores(tiny_mcqa_model, tmp_path):
 
 def test_sampling_from_a_shared_prefill_equals_plain_generation(tiny_mcqa_model):
     """n samples reuse one prefill per prompt; greedy decoding shows it changes nothing."""
-    from whitebox_eval.mcqa.generation import generate
+    from whitebox_eval.formats.generation import generate
 
     prompts = ["Question: What is 12 + 30?\nAnswer:", "Options:\nA."]
     one = generate(tiny_mcqa_model, prompts, n_samples=1, temperature=0.0, max_new_tokens=6, stop=None)

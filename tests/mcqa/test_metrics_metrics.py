@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.formats import metrics as fm
 from whitebox_eval.mcqa import metrics as m
+from whitebox_eval.tasks import numbers
 
 
 def test_accuracy_by_hand():
@@ -49,9 +51,9 @@ def test_p_correct_renormalized_and_raw():
     # row 0: letters (0.2, 0.2, 0.1, 0.0), gold A -> raw 0.2, within letters 0.2 / 0.5 = 0.4
     # row 1: (0.1, 0.1, 0.1, 0.7), gold D -> raw 0.7, within letters 0.7 / 1.0 = 0.7
     probs = np.array([[0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.1, 0.7]])
-    np.testing.assert_allclose(m.p_correct(probs, [0, 3]), [0.4, 0.7])
-    np.testing.assert_allclose(m.p_correct(probs, [0, 3], renormalize=False), [0.2, 0.7])
-    assert m.mean_p_correct({"mcq": [0.4, 0.7], "free": [0.1, 0.2]}) == pytest.approx(
+    np.testing.assert_allclose(fm.p_correct(probs, [0, 3]), [0.4, 0.7])
+    np.testing.assert_allclose(fm.p_correct(probs, [0, 3], renormalize=False), [0.2, 0.7])
+    assert fm.mean_p_correct({"mcq": [0.4, 0.7], "free": [0.1, 0.2]}) == pytest.approx(
         {"mcq": 0.55, "free": 0.15}
     )
 
@@ -59,8 +61,8 @@ def test_p_correct_renormalized_and_raw():
 def test_format_correlation_by_hand():
     # x = (0,1,2), y = (1,3,2): deviations (-1,0,1), (-1,1,0); Σ dx dy = 1, Σ dx² = Σ dy² = 2
     # r = 1 / sqrt(2 * 2) = 0.5
-    assert m.format_correlation([0, 1, 2], [1, 3, 2]) == pytest.approx(0.5)
-    assert np.isnan(m.format_correlation([0.3, 0.3, 0.3], [0.1, 0.5, 0.9]))
+    assert fm.format_correlation([0, 1, 2], [1, 3, 2]) == pytest.approx(0.5)
+    assert np.isnan(fm.format_correlation([0.3, 0.3, 0.3], [0.1, 0.5, 0.9]))
 
 
 def test_expected_alignment_error_equal_count_bins():
@@ -69,7 +71,7 @@ def test_expected_alignment_error_equal_count_bins():
     # |x - y|: 0.10, 0.00, 0.05 -> mean over 3 bins = 0.05
     x = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2]
     y = [1.0, 0.0, 0.2, 0.6, 0.5, 0.1]
-    res = m.expected_alignment_error(x, y, n_bins=3)
+    res = fm.expected_alignment_error(x, y, n_bins=3)
     np.testing.assert_allclose(res.bin_x, [0.15, 0.40, 0.80])
     np.testing.assert_allclose(res.bin_y, [0.05, 0.40, 0.75])
     assert res.error == pytest.approx(0.05)
@@ -79,51 +81,51 @@ def test_expected_alignment_error_equal_count_bins():
 def test_expected_alignment_error_uneven_and_invalid():
     # 7 questions, 3 bins -> sizes 3, 2, 2; x = y everywhere -> error 0
     v = np.linspace(0, 1, 7)
-    res = m.expected_alignment_error(v, v, n_bins=3)
+    res = fm.expected_alignment_error(v, v, n_bins=3)
     assert res.bin_sizes.tolist() == [3, 2, 2]
     assert res.error == pytest.approx(0.0)
     with pytest.raises(WhiteboxError, match="n_bins"):
-        m.expected_alignment_error([0.1, 0.2], [0.1, 0.2], n_bins=3)
+        fm.expected_alignment_error([0.1, 0.2], [0.1, 0.2], n_bins=3)
 
 
 def test_triviaqa_normalization():
     # cut at first ".", lowercase, drop article "the", collapse whitespace
-    assert m.normalize_generation("The  Eiffel Tower. It is in Paris") == "eiffel tower"
+    assert fm.normalize_generation("The  Eiffel Tower. It is in Paris") == "eiffel tower"
     # cut at newline; punctuation becomes space
-    assert m.normalize_generation(" Rock-and-Roll!\nQuestion: next") == "rock and roll"
-    assert m.normalize_answer("A Tale of Two Cities") == "tale of two cities"
+    assert fm.normalize_generation(" Rock-and-Roll!\nQuestion: next") == "rock and roll"
+    assert fm.normalize_answer("A Tale of Two Cities") == "tale of two cities"
     # article only as a whole word: "Theatre" keeps its "the"
-    assert m.normalize_answer("Theatre") == "theatre"
+    assert fm.normalize_answer("Theatre") == "theatre"
 
 
 def test_exact_match_with_aliases():
     golds = ["Richard Nixon", "Richard M. Nixon", "Nixon"]
-    assert m.exact_match("nixon.", golds)
-    assert m.exact_match("Richard  Nixon\nQuestion:", golds)
-    assert not m.exact_match("Gerald Ford", golds)
-    assert not m.exact_match(".", golds)  # empty after truncation never matches
+    assert fm.exact_match("nixon.", golds)
+    assert fm.exact_match("Richard  Nixon\nQuestion:", golds)
+    assert not fm.exact_match("Gerald Ford", golds)
+    assert not fm.exact_match(".", golds)  # empty after truncation never matches
     # the generation is cut at its first "." (004), the gold is not
-    assert not m.exact_match("Richard M. Nixon", ["Richard M. Nixon"])
-    assert m.exact_match("Richard M. Nixon", ["Richard M. Nixon"], truncate_gold=True)
+    assert not fm.exact_match("Richard M. Nixon", ["Richard M. Nixon"])
+    assert fm.exact_match("Richard M. Nixon", ["Richard M. Nixon"], truncate_gold=True)
 
 
 def test_first_number_extraction():
-    assert m.first_number("The answer is -37.") == -37
-    assert m.first_number("6,237 apples and 5 pears") == 6237
-    assert m.first_number("Answer: 117\nQuestion: 4 + 4") == 117
-    assert m.first_number("about 3.5") == 3.5
-    assert m.first_number("10.0") == 10
-    assert m.first_number("\u221214053") == -14053
-    assert m.first_number("no digits here") is None
+    assert numbers.first_number("The answer is -37.") == -37
+    assert numbers.first_number("6,237 apples and 5 pears") == 6237
+    assert numbers.first_number("Answer: 117\nQuestion: 4 + 4") == 117
+    assert numbers.first_number("about 3.5") == 3.5
+    assert numbers.first_number("10.0") == 10
+    assert numbers.first_number("\u221214053") == -14053
+    assert numbers.first_number("no digits here") is None
 
 
 def test_fraction_correct_of_twenty_samples():
     # 5 of 20 samples name Paris -> 0.25
     samples = ["Paris."] * 5 + ["Lyon"] * 15
-    assert len(samples) == m.FREE_GENERATION_SAMPLES
-    assert m.fraction_correct(samples, ["Paris", "Paris, France"]) == 0.25
+    assert len(samples) == fm.FREE_GENERATION_SAMPLES
+    assert fm.fraction_correct(samples, ["Paris", "Paris, France"]) == 0.25
     # arithmetic: first numbers 629, 629, 630, none -> 2 of 4
     nums = ["629", " 629 is the sum", "630", "I don't know"]
-    assert m.fraction_correct(nums, np.int64(629), answer_type="number") == 0.5
+    assert fm.fraction_correct(nums, np.int64(629), answer_type="number") == 0.5
     with pytest.raises(WhiteboxError, match="numeric gold"):
-        m.fraction_correct(nums, "629", answer_type="number")
+        fm.fraction_correct(nums, "629", answer_type="number")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.formats import plots as formats_plots
 from whitebox_eval.mcqa import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -47,7 +48,7 @@ def test_alignment_chart(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.uniform(size=50)
     y = np.clip(x + rng.normal(scale=0.1, size=50), 0, 1)
-    _assert_png(plots.plot_alignment(x, y, tmp_path / "align.png", n_bins=5))
+    _assert_png(formats_plots.plot_alignment(x, y, tmp_path / "align.png", n_bins=5))
 
 
 def test_logit_lens_accuracy(tmp_path):

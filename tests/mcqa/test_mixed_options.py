@@ -196,7 +196,7 @@ def test_lm_eval_prompt_lists_each_items_own_letters(tiny_model, tmp_path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_smollm2_on_the_example_file(tmp_path):
-    """The README's command on the bundled model: every method, chance per count, a QK head and its test."""
+    """docs/data.md's command on the bundled model: every method, chance per count, a QK head and its test."""
     import subprocess
 
     args = [sys.executable, "-m", "whitebox_eval", "mcqa", "--model", "smollm2-135m", "--task", f"mcq={EXAMPLE}",

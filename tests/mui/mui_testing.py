@@ -56,8 +56,8 @@ def save_tiny_sae(lm, folder):
     SAELens' layout under ``folder``; returns the SAE."""
     import torch
 
-    from whitebox_eval.mui.sae import SAE
-    from whitebox_eval.mui.sae_files import save_sae
+    from whitebox_eval.sae.encoding import SAE
+    from whitebox_eval.sae.files import save_sae
 
     d, f = lm.arch.d_model, 64
     g = torch.Generator().manual_seed(0)

@@ -109,3 +109,41 @@ def test_config_errors_are_one_line():
         with pytest.raises(WhiteboxError, match=words):
             _cfg(**bad).check()
     assert np.isfinite(_cfg().limit)
+
+
+def _scripted(monkeypatch, answers: list[list[bool]]) -> list[int]:
+    """trained_item_accuracy answers from a script (before training, then after each epoch)."""
+    from whitebox_eval.mui import contamination
+
+    calls = []
+
+    def fake(lm, cfg):
+        calls.append(1)
+        return answers[min(len(calls) - 1, len(answers) - 1)]
+
+    monkeypatch.setattr(contamination, "trained_item_accuracy", fake)
+    return calls
+
+
+def test_training_stops_at_the_first_epoch_whose_gain_is_significant(tmp_path, monkeypatch):
+    none, some, all_ = [False] * 6, [True, True] + [False] * 4, [True] * 6
+    calls = _scripted(monkeypatch, [none, some, all_, all_])
+    folder = run_contamination(_cfg(until_significant=True, max_epochs=5, checkpoints=()), tmp_path / "runs",
+                               run_id="u", loaded=tiny_lm(seed=2), show_progress=False)
+    info = folder.load_results()["finetune"]["until_significant"]
+    assert info["reached"] and info["epochs"] == 2 and len(calls) == 3  # before, epoch 1, epoch 2
+    e1, e2 = info["per_epoch"]
+    assert (e1["b"], e1["c"], e1["significant"]) == (2, 0, False)  # 2 of 6 gained: p = 0.5
+    from scipy.stats import binomtest
+
+    assert (e2["b"], e2["c"]) == (6, 0) and e2["p_value"] == pytest.approx(binomtest(6, 6, 0.5).pvalue)
+    assert folder.load_results()["checkpoints"] == ["step-0", "step-4"]  # 2 steps per epoch, stopped at step 4
+
+
+def test_past_the_cap_the_contamination_is_reported_as_not_taken(tmp_path, monkeypatch):
+    _scripted(monkeypatch, [[False] * 6, [True] + [False] * 5])
+    folder = run_contamination(_cfg(until_significant=True, max_epochs=3, checkpoints=()), tmp_path / "runs",
+                               run_id="cap", loaded=tiny_lm(seed=3), show_progress=False)
+    info = folder.load_results()["finetune"]["until_significant"]
+    assert not info["reached"] and info["epochs"] == 3 and "did not take" in info["text"]
+    assert folder.load_results()["checkpoints"] == ["step-0", "step-6"]

@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mui.command import command  # noqa: E402
-from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, fit_runs, save_comparison  # noqa: E402
-from whitebox_eval.mui.sae_files import load_sae  # noqa: E402
-from whitebox_eval.mui.sae_training import train_sae_for_model  # noqa: E402
+from whitebox_eval.mui.over_runs import compare_checkpoints, comparison_table, fit_runs, save_comparison  # noqa: E402
+from whitebox_eval.sae.files import load_sae  # noqa: E402
+from whitebox_eval.sae.training import train_sae_for_model  # noqa: E402
 from whitebox_eval.mui.study import MUIConfig  # noqa: E402
 from whitebox_eval.mui.utility_law import Direction, classify_direction  # noqa: E402
 from whitebox_eval.runs import RunFolder  # noqa: E402
@@ -107,7 +107,7 @@ def test_reproduce_fits_the_largest_comparable_group_and_names_the_runs_left_out
     """reproduce's Utility Law: a task run with more items and a longer budget than the rest (BIG-Bench
     at the cpu scale) is left out of the fit with the settings that differ, not mixed in, and the
     fit over the rest equals fit_runs over those runs alone (an exact law: A = -2)."""
-    from whitebox_eval.mui.compare import comparable_groups
+    from whitebox_eval.mui.over_runs import comparable_groups
     from whitebox_eval.reproduce.derived import utility_law
 
     same = [_run_with(tmp_path, f"m{p}", p, -2.0 * math.log(p) + 12.0, n=48, max_new_tokens=32) for p in (10.0, 30.0, 60.0)]
@@ -145,7 +145,7 @@ def test_law_needs_three_runs_for_r2_and_reports_intervals(tmp_path):
 
 def test_checkpoint_run_ids_differ_for_same_folder_names(tmp_path):
     """Regression: /ckpts/base/model and /ckpts/tuned/model both gave run id mui-model-..."""
-    from whitebox_eval.mui.compare import checkpoint_run_id
+    from whitebox_eval.mui.over_runs import checkpoint_run_id
 
     (tmp_path / "base" / "model").mkdir(parents=True)
     (tmp_path / "tuned" / "model").mkdir(parents=True)
@@ -159,7 +159,7 @@ def test_compare_reports_paired_tests_of_both_moves(tmp_path):
     """Each task's accuracy move gets an exact McNemar and its MUI move a paired jackknife over the items,
     recomputed here from the two run folders."""
     from whitebox_eval import stats
-    from whitebox_eval.mui.inference import jackknife_mui_difference
+    from whitebox_eval.mui.statistics import jackknife_mui_difference
     from whitebox_eval.mui.study import load_key_sets
 
     before, after = tiny_lm("llama", seed=0), tiny_lm("llama", seed=1)
@@ -179,7 +179,7 @@ def test_compare_reports_paired_tests_of_both_moves(tmp_path):
 def test_jackknife_mui_difference_by_hand():
     import numpy as np
 
-    from whitebox_eval.mui.inference import jackknife_mui_difference
+    from whitebox_eval.mui.statistics import jackknife_mui_difference
     from whitebox_eval.mui.utilization import KeySets
 
     def ks(sets):

@@ -19,18 +19,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals import Capture, Engine, MaskNeurons, Patch, batch_from_ids  # noqa: E402
+from whitebox_eval.sae.sets import load_sae_set  # noqa: E402
 from whitebox_eval.mui.keyneurons import (  # noqa: E402
     KeyNeuronConfig,
     ScoredSequence,
     layer_rankings,
-    load_sae_set,
     predicting_positions,
     sample_key_mask,
     token_scores,
 )
 from whitebox_eval.internals.prefixes import PrefixCache  # noqa: E402
-from whitebox_eval.mui.sae import SAE  # noqa: E402
-from whitebox_eval.mui.sae_files import save_sae  # noqa: E402
+from whitebox_eval.sae.encoding import SAE  # noqa: E402
+from whitebox_eval.sae.files import save_sae  # noqa: E402
 
 SEQS = [ScoredSequence([5, 9, 17, 33], [41, 7, 12]), ScoredSequence([3, 8], [21, 30, 11, 6, 19])]
 

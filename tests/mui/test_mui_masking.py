@@ -118,7 +118,7 @@ def test_default_random_draws_and_paired_test_against_a_hand_computation(tmp_pat
 def test_own_answer_target_is_the_unmasked_greedy_answer(tmp_path):
     """target="own" scores the model's own unmasked answer (its format); "gold" the data's answer."""
     from whitebox_eval.mui.masking import answer_targets, prepare_split
-    from whitebox_eval.mui.prepared import respond
+    from whitebox_eval.mui.responses import respond
 
     lm = tiny_lm("llama")
     cfg = MaskingConfig(model="tiny", source_task="ssd", eval_tasks=("ssd",), ks=(1,), limit=3, max_new_tokens=4)

@@ -19,9 +19,9 @@ from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals import Engine  # noqa: E402
 from whitebox_eval.mui.command import _print_study, command  # noqa: E402
-from whitebox_eval.mui.inference import correct_vs_incorrect, jackknife_mui, threshold_summary  # noqa: E402
+from whitebox_eval.mui.statistics import correct_vs_incorrect, jackknife_mui, threshold_summary  # noqa: E402
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, token_scores  # noqa: E402
-from whitebox_eval.mui.prepared import prepare_task  # noqa: E402
+from whitebox_eval.mui.responses import prepare_task  # noqa: E402
 from whitebox_eval.mui.study import MUIConfig, load_key_sets, run_mui  # noqa: E402
 from whitebox_eval.mui.thresholds import layer_topk_mask  # noqa: E402
 from whitebox_eval.mui.utilization import KeySets  # noqa: E402
@@ -172,7 +172,7 @@ def _brute_rarefied(sets: list[set[int]], r: int) -> float:
 
 
 def test_rarefied_union_equals_the_mean_over_all_subsets():
-    from whitebox_eval.mui.inference import rarefied_union
+    from whitebox_eval.mui.statistics import rarefied_union
 
     rng = np.random.default_rng(0)
     sets = [set(rng.choice(12, rng.integers(1, 5), replace=False).tolist()) for _ in range(7)]

@@ -9,7 +9,7 @@ import pytest
 
 from whitebox_eval import suites
 from whitebox_eval.reproduce import prepare
-from whitebox_eval.reproduce.plan import NEEDS_CODE_EXECUTION
+from whitebox_eval.reproduce.plan import NEEDS_CODE_EXECUTION, run_ref
 
 
 @pytest.fixture()
@@ -51,11 +51,14 @@ def test_the_cpu_experiments_are_valid_mui_settings_and_not_at_quick(data_root):
     for expid, (c,) in by_exp.items():
         cfg = suites.suite(c.suite).config(c.mode, c.settings)  # what the child run will be given
         if expid.startswith("mui-sae-"):
-            assert cfg.score == "sae" and cfg.train_sae["layer"] == "middle"
-            assert cfg.train_sae["text"] == [str((data_root / "wikitext2" / "valid.txt").resolve())]
-            assert cfg.allow_code_execution == (expid == "mui-sae-humaneval")
-    sae = {c.settings["train_sae"]["text"][0] for e, (c,) in by_exp.items() if e.startswith("mui-sae-")}
-    assert len(sae) == 1  # one training text, so one cached SAE per model for every task
+            assert cfg.score == "sae" and cfg.allow_code_execution == (expid == "mui-sae-humaneval")
+    (sae,) = by_exp["sae-wikitext2"]  # the SAE is a child of its own, before the tasks that read it
+    cfg = suites.suite(sae.suite).config(sae.mode, sae.settings)
+    assert cfg.layer == "middle" and cfg.text == (str((data_root / "wikitext2" / "valid.txt").resolve()),)
+    reads = {c.settings["sae"][0] for e, (c,) in by_exp.items() if e.startswith("mui-sae-")}
+    assert reads == {run_ref(sae.run_id)}  # one SAE per model for every task
+    order = [c.run_id for c in plan.children]
+    assert all(order.index(sae.run_id) < order.index(c.run_id) for e, (c,) in by_exp.items() if e.startswith("mui-sae-"))
     assert by_exp["mui-bbh"][0].settings["task"] == f"bigbench={(data_root / 'bigbench').resolve()}"
     quick = _tasks(prepare(["001"], ["m1"], "quick", data_root=str(data_root)))
     assert not any(e in quick for e in ("mui-humaneval", "mui-bbh")) and not any(e.startswith("mui-sae") for e in quick)

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mui_testing import CharTokenizer, tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mui import responses as rsp  # noqa: E402
-from whitebox_eval.tasks.checks import choice_from_response, final_number, is_correct  # noqa: E402
+from whitebox_eval.tasks.answer_checks import choice_from_response, final_number, is_correct  # noqa: E402
 from whitebox_eval.tasks.generation import load_generation  # noqa: E402
 from whitebox_eval.tasks.spec import GENERATION_TASKS, TaskSpec  # noqa: E402
 

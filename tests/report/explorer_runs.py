@@ -55,7 +55,7 @@ def mcqa(root: Path, run_id: str = "mcqa", limit: int = 60, seed: int = 0) -> Ru
 
 def span(root: Path) -> RunFolder:
     """String reversal with rollout kept for the first two examples per stage."""
-    from whitebox_eval.attentionspan.study import SpanConfig, run_span
+    from whitebox_eval.span.study import SpanConfig, run_span
 
     vocab = {"<s>": 0, "</s>": 1, "<unk>": 2}
     for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 =+*\n.,:":
@@ -71,7 +71,7 @@ def span(root: Path) -> RunFolder:
 
 def formats(root: Path) -> RunFolder:
     """Paper 004's formats study on arithmetic items."""
-    from whitebox_eval.mcqa import formats_study as fs
+    from whitebox_eval.formats import study as fs
 
     cfg = fs.FormatsConfig(model="tiny", task="arithmetic:add1,add2,mul1", limit=6, n_samples=3, max_new_tokens=5,
                            n_bins=2)

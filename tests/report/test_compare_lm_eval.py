@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.report.command import compare
-from whitebox_eval.report.compare import compare_lines, load_inputs
+from whitebox_eval.report.side_by_side import compare_lines, load_inputs
 from whitebox_eval.report.lm_eval_results import Z, load_lm_eval_file, lm_eval_rows, pooled
 from whitebox_eval.runs import RunFolder
 

@@ -38,7 +38,7 @@ def test_compare_prints_an_aligned_delta_table(mcqa_run):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("A: a  (mcqa / tiny") and lines[1].startswith("B: b  (mcqa")
-    table = lines[3:]
+    table = lines[3:lines.index("", 3)]  # the paired section follows after a blank line
     assert table[0].split() == ["metric", "A", "B", "B", "-", "A"]
     assert set(table[1]) <= {"-", " "}
     rows = {line.split()[0]: line for line in table[2:]}
@@ -86,7 +86,8 @@ def test_compare_rebases_a_row_that_the_first_input_lacks(mcqa_run):
     c = mcqa_run(run_id="c", headline={"acc,y": 0.75, "acc,x": 0.25})
     result = CliRunner().invoke(compare, [str(a.path), str(b.path), str(c.path)])
     assert result.exit_code == 0, result.output
-    table = result.output.splitlines()[4:]
+    lines = result.output.splitlines()
+    table = lines[4:lines.index("", 4)]
     assert "B - first in row" in table[0] and "C - first in row" in table[0]
     rows = {line.split()[0]: line.split() for line in table[2:]}
     assert rows["acc,x"][-1] == "-0.25"  # C - A

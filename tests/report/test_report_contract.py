@@ -22,7 +22,7 @@ from whitebox_eval.report.command import compare  # noqa: E402
 from whitebox_eval.runs.estimates import format_estimate, interval  # noqa: E402
 
 SRC = Path(__file__).parents[2] / "src" / "whitebox_eval"
-SUITES = ("mcqa", "mui", "gar", "attentionspan")
+SUITES = ("mcqa", "formats", "mui", "gar", "span", "sae")
 
 
 def _mui_runs(root: Path) -> list[Path]:

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from whitebox_eval import stats
 from whitebox_eval.report import write_report
 from whitebox_eval.report.command import compare
-from whitebox_eval.report.comparison import headline_rows
+from whitebox_eval.report.moves import headline_rows
 from whitebox_eval.report.metrics import paired_rows
 from whitebox_eval.runs.estimates import estimate_rows, format_estimate
 from whitebox_eval.report.rundata import load_run

@@ -75,7 +75,9 @@ def test_a_head_that_does_not_beat_the_best_constant_letter_is_explained_by_the_
     assert ctl["explains"] and ctl["best_letter"] == "D" and ctl["constant_accuracy"] == pytest.approx(0.34)
     assert ctl["recall"] == pytest.approx({"A": 4 / 25, "B": 0.0, "C": 0.0, "D": 1.0})
     assert ctl["reference_recall"]["B"] == 1.0 and ctl["test"]["b"] == 4 and ctl["test"]["c"] == 0
-    assert "constant_letter explains" in out["reason"] and "always 'D' scores 34.0%" in out["reason"]
+    # the rule every arm gets: the QK head (38%) is not above what always answering D scores (34%)
+    assert out["qualifier"] == "at chance" and "uninformed level 34.0%" in out["reason"]
+    assert "always 'D'" in out["reason"] and out["rules"]["chance"]["needed"] == ["a"]
     assert out["unit"] == "L14H0"
     assert out["arms"]["a"]["k"] == 38 and out["arms"]["b"]["k"] == 21 and out["arms"]["a"]["n"] == 100
     pre = _kinds(out, "preconditions")
@@ -112,6 +114,7 @@ def _span(k_reinforced: int, k_none: int, n: int = 60) -> dict[str, Any]:
     stats.add_proportion(ev["reinforced"], "accuracy", rein)
     stats.add_proportion(ev["no_intervention"], "accuracy", none)
     stats.add_proportion(ev["shifted_reference"], "accuracy", none)
+    ev["random_heads"] = {"accuracy": {"draws": [k_none / n] * 3}}  # 3 draws: descriptive (rule 7)
     results = {"reinforcement": {"evaluation": ev, "key_heads": [{"layer": 3, "head": 1, "score": 0.2}]},
                "paired_tests": {}}
     stats.add_paired(results, "reinforced vs none", stats.mcnemar(rein, none))
@@ -126,18 +129,27 @@ def test_no_item_right_in_either_arm_is_uninformative_floor_not_a_matter_of_n():
     assert "not_at_bound failed: floor: no item right in any arm" in out["reason"]
     assert out["statistic"]["lo"] < 0 < out["statistic"]["hi"]  # the exact interval is not [0, 0]
     assert out["unit"] == "L3H1"
-    # one arm off the floor: a real comparison, decided by the test
-    assert _claim("003", "reinforcement-raises-ood-string-reversal", _span(20, 0))["verdict"] == verdicts.HOLDS
+    # one arm off the floor: a real comparison, decided by the test; its 3 random draws are descriptive
+    out = _claim("003", "reinforcement-raises-ood-string-reversal", _span(20, 0))
+    assert out["verdict"] == verdicts.HOLDS and any("specificity untested" in x for x in out["caveats"])
+    assert _kinds(out, "controls")["random_draws"]["descriptive"]
 
 
-def test_the_claims_substance_is_a_precondition():
+def test_a_substance_condition_failing_significantly_is_the_claim_failing():
     # 3.3% partial accuracy exceeds 0% exact accuracy, significantly -- but "most target tokens
-    # are right" (partial >= 0.5) is false: the claim's substance fails
+    # are right" (partial >= 0.5) is significantly false: the claim is contradicted (rule 4)
     samples = [{"stage": "base/ood", "partial": 0.4 if i < 5 else 0.0, "exact": False} for i in range(60)]
-    results = {"partial,ood": 2 / 60, "acc,ood": 0.0}
+    results = {"partial,ood": 2 / 60, "partial_ci,ood": [0.01, 0.06], "partial_n,ood": 60,
+               "partial_ci_method,ood": "bootstrap", "acc,ood": 0.0}
     out = _claim("003", "partial-above-exact-string-reversal", results, samples)
     assert out["statistical_verdict"] == verdicts.HOLDS
-    assert out["verdict"] == verdicts.UNINFORMATIVE and "at_least failed" in out["reason"]
+    assert out["verdict"] == verdicts.CONTRADICTED and out["qualifier"] == "substance fails"
+    assert "significantly below" in out["reason"]
+    # below 0.5 but not significantly: not shown; above it significantly: the test decides
+    results.update({"partial,ood": 0.45, "partial_ci,ood": [0.35, 0.55]})
+    assert _claim("003", "partial-above-exact-string-reversal", results, samples)["verdict"] == verdicts.NOT_SHOWN
+    results.update({"partial,ood": 0.7, "partial_ci,ood": [0.6, 0.8]})
+    assert _claim("003", "partial-above-exact-string-reversal", results, samples)["verdict"] == verdicts.HOLDS
 
 
 def test_token_level_claims_are_clustered_by_sequence():
@@ -174,11 +186,13 @@ def _mui(a: float, b: float, se: float, p: float) -> dict[str, Any]:
                                      "relative_diff": d / ((a + b) / 2), "p_value": p, "test": "permutation"}}
 
 
-def test_a_significant_difference_inside_the_margin_is_equivalence_holding():
+def test_a_significant_difference_inside_the_margin_is_equivalence_without_a_positive_control():
     # rarefied MUI 0.0110 vs 0.0100: +9.5% of their mean, significant (p = 0.002) yet the 90%
-    # interval on the relative scale lies inside +-25%: the claim of no difference holds
+    # interval on the relative scale lies inside +-25%: TOST shows equivalence -- but no positive
+    # control shows this measure can register a 25% difference: uninformative (insensitive)
     out = _claim("001", "mui-correct-like-incorrect-arithmetic", _mui(0.011, 0.010, 0.0003, 0.002))
-    assert out["verdict"] == verdicts.HOLDS
+    assert out["statistical_verdict"] == verdicts.HOLDS
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "insensitive"
     eq = out["equivalence"]
     assert out["statistic"]["value"] == pytest.approx(0.001 / 0.0105)
     assert eq["se"] == pytest.approx(0.0003 / 0.0105) and eq["hi"] < 0.25 and eq["lo"] > -0.25
@@ -213,7 +227,7 @@ def _gar(after_tf: np.ndarray, before: np.ndarray, draws: list[np.ndarray], afte
     keys = [f"k{i}" for i in range(before.size)]
     results: dict[str, Any] = {"true_heads": [[5, 1]], "false_heads": [[6, 2]], "interventions": {}}
     for name, after in (("true_false", after_tf), ("inverse_true_false", after_inv)):
-        block: dict[str, Any] = {"before": {}, "after": {}}
+        block: dict[str, Any] = {"before": {"choice_mass": 0.95}, "after": {"choice_mass": 0.9}}
         stats.add_proportion(block["before"], "acc,appc", before)
         stats.add_proportion(block["after"], "acc,appc", after)
         stats.add_paired(block, "acc,appc", stats.mcnemar(after, before))
@@ -223,7 +237,8 @@ def _gar(after_tf: np.ndarray, before: np.ndarray, draws: list[np.ndarray], afte
                            *((f"rand{d}", x) for d, x in enumerate(draws))):
         for k, c in zip(keys, correct):
             samples.append({"id": f"{stage}:{k}", "stage": stage, "correct": bool(c),
-                            "prediction": "Yes" if (c == (int(k[1:]) % 2 == 0)) else "No"})
+                            "prediction": "Yes" if (c == (int(k[1:]) % 2 == 0)) else "No",
+                            "alternatives": ["Yes", "No"], "target": "Yes" if int(k[1:]) % 2 == 0 else "No"})
     return results, samples
 
 
@@ -231,16 +246,17 @@ def test_an_intervention_no_better_than_random_heads_is_uninformative():
     n = 40
     before = np.arange(n) < 12  # 30%
     after = np.arange(n) < 30  # 75%: McNemar p < 0.001 against before
-    draws = [np.roll(after, d) for d in range(3)]  # the same edit on random heads does as well
+    draws = [np.roll(after, d) for d in range(20)]  # the same edit on 20 random head sets does as well
     results, samples = _gar(after, before, draws, before)
     out = _claim("002", "true-false-intervention-raises", results, samples)
     assert out["statistical_verdict"] == verdicts.HOLDS and out["verdict"] == verdicts.UNINFORMATIVE
     ctl = _kinds(out, "controls")["random_heads"]
-    assert ctl["explains"] and ctl["random_accuracy"] == pytest.approx([0.75] * 3) and ctl["n"] == n
-    assert "random_heads explains" in out["reason"]
-    # random heads that do nothing: the selected heads' effect stands
-    results, samples = _gar(after, before, [before.copy() for _ in range(3)], before)
-    assert _claim("002", "true-false-intervention-raises", results, samples)["verdict"] == verdicts.HOLDS
+    assert ctl["explains"] and ctl["random_accuracy"] == pytest.approx([0.75] * 20) and ctl["n"] == n
+    assert ctl["rank"]["p_value"] == 1.0 and "random_heads explains" in out["reason"]
+    # random heads that do nothing: the selected heads' effect stands (rank p = 1/21 < 0.05)
+    results, samples = _gar(after, before, [before.copy() for _ in range(20)], before)
+    out = _claim("002", "true-false-intervention-raises", results, samples)
+    assert out["verdict"] == verdicts.HOLDS and _kinds(out, "controls")["random_heads"]["rank"]["p_value"] == 1 / 21
 
 
 def test_an_inverse_edit_that_drops_accuracy_like_the_forward_one_is_damage():
@@ -263,10 +279,10 @@ def test_a_probe_no_better_than_random_heads_is_explained_by_them():
         stats.add_paired(probe, "probe_vs_majority", stats.mcnemar(y, np.arange(200) < 100))
         return {"probes": {"snli.jsonl": probe}}
 
-    out = _claim("002", "truth-probe-snli", results([0.60, 0.72, 0.65]))
+    out = _claim("002", "truth-probe-snli", results([0.60, 0.72, 0.65] + [0.6] * 17))
     assert out["statistical_verdict"] == verdicts.HOLDS and out["verdict"] == verdicts.UNINFORMATIVE
     assert "random_draws explains" in out["reason"] and "72.0%" in out["reason"]
-    assert _claim("002", "truth-probe-snli", results([0.60, 0.62, 0.65]))["verdict"] == verdicts.HOLDS
+    assert _claim("002", "truth-probe-snli", results([0.60, 0.62, 0.65] + [0.6] * 17))["verdict"] == verdicts.HOLDS
 
 
 # ------------------------------------------------------------------ Holm within a paper

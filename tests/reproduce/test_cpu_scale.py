@@ -45,15 +45,30 @@ def test_cpu_scale_fine_tunes_where_quick_does_not():
     for e in p.experiments:
         quick, cpu = e.settings_for("quick", {}, {}), e.settings_for("cpu", {}, {})
         assert not quick.get("finetune_examples") and cpu["finetune_examples"] > 0, e.id
-        assert {k: v for k, v in cpu.items() if k not in ("finetune_examples", "finetune")} == quick, e.id
+        # besides fine-tuning, cpu draws 20 random head sets where quick draws 3 (issue 46: a control's
+        # rank test needs >= 20 draws to reach p < 0.05)
+        assert {k: v for k, v in cpu.items() if k not in ("finetune_examples", "finetune", "random_draws")} == \
+            {k: v for k, v in quick.items() if k != "random_draws"}, e.id
+        assert cpu.get("random_draws", 20) == 20 and quick.get("random_draws", 3) == 3, e.id
     contamination = spec.papers()["001"].experiment("contamination")
     assert contamination.points("quick") == [] and contamination.points("cpu") == [{}]
 
 
 def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_settings():
+    import yaml
+
     from whitebox_eval.reproduce.assemble import not_tested_at
 
-    p = spec.papers()["001"]
+    # 001's masking has cpu settings of its own since issue 46 (20 random draws): its file without them
+    from importlib import resources
+
+    doc = yaml.safe_load((resources.files("whitebox_eval.reproduce") / spec.PAPERS_DIR / "001_mui.yaml")
+                         .read_text(encoding="utf-8"))
+    masking = next(e for e in doc["experiments"] if e["id"] == "masking")
+    masking["scales"].pop("cpu")
+    claim = next(c for c in doc["claims"] if c["id"] == "masking-key-below-random-accuracy")
+    claim["not_at"].pop("cpu")
+    p = spec.parse_paper(doc, "001_mui.yaml without masking's cpu settings")
     c = next(c for c in p.claims if c.id == "masking-key-below-random-accuracy")
     assert "quick" in c.not_at and "cpu" not in c.not_at
     assert p.experiment(c.experiment).scale_named("cpu") == "quick"  # no cpu settings of its own

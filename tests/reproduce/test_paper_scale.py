@@ -173,13 +173,13 @@ def test_gpu_rule_beside_the_cpu_rates_for_the_bundled_models(shared_datasets):
 
 
 def test_every_suite_has_tokens_per_unit_and_contamination_counts_in_muis_units(shared_datasets):
-    """A suite missing from TOKENS_PER_UNIT once fell back to 100 tokens a unit: contamination, whose
+    """A suite without its own tokens per unit once fell back to 100 tokens a unit: contamination, whose
     units are mui's (3 tokens), was estimated at 30 GPU hours per 7B model, ~30x its MUI runs. At the
     cpu scale (where contamination runs) the FLOP rule over the measured CPU rate is the same for
     contamination as for mui, the suite whose units it counts in."""
     from whitebox_eval.suites import SUITES
 
-    assert set(SUITES) <= set(gpu.TOKENS_PER_UNIT)
+    assert SUITES["contamination"].tokens_per_unit == SUITES["mui"].tokens_per_unit
     plan = prepare(["001"], ["smollm2-135m"], "cpu", data_root=str(shared_datasets))
     ratio = {}
     for c in plan.children:
@@ -187,6 +187,24 @@ def test_every_suite_has_tokens_per_unit_and_contamination_counts_in_muis_units(
             f, r = gpu.cpu_check(c.suite, c.mode, c.model, c.settings, gpu.cpu_flops())
             ratio.setdefault(c.suite, []).append(f / r)
     assert 0.5 < max(ratio["contamination"]) / min(ratio["mui"]) < 2
+
+
+def test_span_fine_tuning_is_counted_once_in_the_gpu_estimate():
+    """span's record counts its fine-tuning in its units (3 forwards per example and epoch, and the
+    fine-tuned model's evaluation); the GPU rule multiplies units by tokens and adds nothing of its
+    own (it once added finetune_examples x 3 again: the training counted twice)."""
+    from whitebox_eval.suites import suite
+
+    span, s, flops = suite("span"), gpu.shapes("meta-llama/Meta-Llama-3-8B"), 1e15
+    base = {"task": "string_reversal", "limit": 100, "split": "id"}
+    tuned = {**base, "finetune_examples": 1000}
+    units0, units1 = span.estimate(None, base)[1], span.estimate(None, tuned)[1]
+    cfg = span.config(None, tuned)
+    assert units1 - units0 == 100 + 3 * 1000 * cfg.finetune.epochs  # one more evaluation, and the training once
+    per_unit = span.tokens_per_unit * gpu.flops_per_token(s) / flops
+    assert gpu.seconds(span, units1, s, flops) == pytest.approx(units1 * per_unit)
+    assert gpu.seconds(span, units1, s, flops) - gpu.seconds(span, units0, s, flops) == pytest.approx(
+        (100 + 3 * 1000 * cfg.finetune.epochs) * per_unit)
 
 
 def test_gpu_check_results_set_the_throughput(tmp_path, monkeypatch):

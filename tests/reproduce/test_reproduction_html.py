@@ -92,7 +92,7 @@ def test_every_figure_has_its_data_plot(reproduction):
     assert 'img src="data:image/png;base64,' in page  # 003's map embedded (the CSP allows data: only)
     md = (reproduction / MARKDOWN_FILE).read_text(encoding="utf-8")
     assert "| 000 | raw |" in md and "| all | Holm |" in md  # verdicts counted both ways
-    assert "L14H0" in md and "QK head 38.0% (38/100) vs baseline 21.0% (21/100)" in md
+    assert "L14H0" in md and "QK head 38.0% (38/100) [uninformed level 34.0%" in md and "vs baseline 21.0% (21/100)" in md
     assert "+17.0 [" in md and "pp n=100" in md  # percentage points
     assert "floor: no item right in any arm" in md
 

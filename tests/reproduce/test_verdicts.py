@@ -38,8 +38,12 @@ def test_verdict_changes_when_the_statistic_crosses_the_rule():
 
 
 def test_a_claim_of_no_difference_is_decided_by_tost_on_its_margin():
-    # significant (p = 0.001) yet the whole 90% interval inside +-0.05: equivalence holds
-    assert v.verdict(_t(0.02, 0.012, 0.028, p=0.001), "none", margin=0.05)["verdict"] == v.HOLDS
+    # significant (p = 0.001) yet the whole 90% interval inside +-0.05: equivalence holds, given a
+    # positive control that reaches the margin at this n (rule 5); without one it is insensitive
+    sensitive = {"reaches": True, "text": "a known difference of 0.2 registers"}
+    assert v.verdict(_t(0.02, 0.012, 0.028, p=0.001), "none", margin=0.05, sensitivity=sensitive)["verdict"] == v.HOLDS
+    out = v.verdict(_t(0.02, 0.012, 0.028, p=0.001), "none", margin=0.05)
+    assert out["verdict"] == v.UNINFORMATIVE and out["qualifier"] == "insensitive"
     # near 0 but too wide to place inside the margin: not shown (more items could settle it)
     assert v.verdict(_t(0.01, -0.20, 0.22, p=0.9), "none", margin=0.05)["verdict"] == v.NOT_SHOWN
     # the whole 95% interval beyond the margin: contradicted
@@ -48,7 +52,8 @@ def test_a_claim_of_no_difference_is_decided_by_tost_on_its_margin():
     assert v.verdict(_t(0.05, 0.02, 0.08, p=0.001), "none", margin=0.05)["verdict"] == v.NOT_SHOWN
     # a statistic's own standard error is used when it has one (the TOST p from it)
     from scipy.stats import norm
-    out = v.verdict({"value": 0.04, "lo": -1.0, "hi": 1.0, "se": 0.01, "p_value": 0.0}, "none", margin=0.1)
+    out = v.verdict({"value": 0.04, "lo": -1.0, "hi": 1.0, "se": 0.01, "p_value": 0.0}, "none", margin=0.1,
+                    sensitivity=sensitive)
     assert out["verdict"] == v.HOLDS and out["p_value"] == pytest.approx(norm.sf(6.0))
 
 
@@ -62,8 +67,13 @@ def test_preconditions_and_controls_turn_a_verdict_uninformative_and_say_why():
     explains = {"kind": "constant_letter", "explains": True, "text": "always 'D' scores 34%"}
     out = v.verdict(sig, "greater", controls=[explains])
     assert out["verdict"] == v.UNINFORMATIVE and "constant_letter explains" in out["reason"]
-    # a control explains a holding effect only: a contradiction stays a contradiction
-    assert v.verdict(sig, "less", controls=[explains])["verdict"] == v.CONTRADICTED
+    # a control demotes a contradiction as it demotes a holding effect (rule 2)
+    out = v.verdict(sig, "less", controls=[explains])
+    assert out["verdict"] == v.UNINFORMATIVE and out["statistical_verdict"] == v.CONTRADICTED
+    # a failed precondition demotes an equivalence too
+    eq = v.verdict(_t(0.0, -0.01, 0.01, p=0.5), "none", margin=0.05, preconditions=[floor],
+                   sensitivity={"reaches": True, "text": ""})
+    assert eq["verdict"] == v.UNINFORMATIVE and eq["statistical_verdict"] == v.HOLDS
     # a control that could not be evaluated does not let the claim hold
     assert v.verdict(sig, "greater", controls=[{"kind": "beat", "error": "no such test", "text": "?"}])[
         "verdict"] == v.UNINFORMATIVE
@@ -134,16 +144,18 @@ def test_mde_of_a_mcnemar_difference_by_simulation():
 
 
 def test_a_control_is_said_to_explain_only_an_effect_that_held():
-    """The report labels a control the arm does not beat EXPLAINS only where it turned a
-    holding effect uninformative; beside a contradicted or not-shown effect it is 'not beaten'."""
+    """The report labels a control the arm does not beat EXPLAINS where it turned a holding or a
+    contradicting effect uninformative; beside a not-shown effect it is 'not beaten'."""
     from whitebox_eval.reproduce.render import checks_text
 
     control = {"kind": "random_heads", "text": "random heads of the same layers", "explains": True}
     held = dict(v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "greater", controls=[control]), controls=[control])
     against = dict(v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "less", controls=[control]), controls=[control])
-    assert held["verdict"] == v.UNINFORMATIVE and against["verdict"] == v.CONTRADICTED
+    unshown = dict(v.verdict(_t(0.10, -0.02, 0.18, p=0.2), "greater", controls=[control]), controls=[control])
+    assert held["verdict"] == v.UNINFORMATIVE and against["verdict"] == v.UNINFORMATIVE
     assert checks_text(held).startswith("EXPLAINS random_heads")
-    assert checks_text(against).startswith("not beaten random_heads")
+    assert checks_text(against).startswith("EXPLAINS random_heads")
+    assert checks_text(unshown).startswith("not beaten random_heads")
     beaten = {**control, "explains": False}
     assert checks_text({"controls": [beaten]}).startswith("ok random_heads")
     assert checks_text({"controls": [{**control, "error": "no draws"}]}).startswith("ERROR random_heads")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from whitebox_eval.attentionspan.command import command as span
+from whitebox_eval.span.command import command as span
 from whitebox_eval.cli import main
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.command import command as gar
-from whitebox_eval.mcqa.command import formats, mcqa
+from whitebox_eval.formats.command import formats
+from whitebox_eval.mcqa.command import mcqa
 from whitebox_eval.mui.command import command as mui, masking
 from whitebox_eval.tasks import lm_eval_name_hint
 
@@ -40,7 +41,7 @@ CASES = [
      ["--task", "arc=x.jsonl", "--shots", "3", "--batch-size", "5", "--output", "o", "--seed", "7", "--limit", "9"],
      ["--tasks", "arc=x.jsonl", "--num_fewshot", "3", "--batch_size", "5", "--output_path", "o", "--seed", "7", "--limit", "9"]),
     (mcqa, "whitebox_eval.mcqa.study", "run_mcqa", ["--apply-chat-template"], ["--apply_chat_template"]),
-    (formats, "whitebox_eval.mcqa.formats_study", "run_formats",
+    (formats, "whitebox_eval.formats.study", "run_formats",
      ["--task", "triviaqa=t.jsonl", "--shots", "2", "--batch-size", "3", "--output", "o"],
      ["--tasks", "triviaqa=t.jsonl", "--num_fewshot", "2", "--batch_size", "3", "--output_path", "o"]),
     (mui, "whitebox_eval.mui.study", "run_mui",
@@ -48,7 +49,7 @@ CASES = [
      ["--tasks", "ssd", "--num_fewshot", "1", "--batch_size", "3", "--output_path", "o"]),
     (masking, "whitebox_eval.mui.masking", "run_masking",
      ["--shots", "0", "--batch-size", "3", "--output", "o"], ["--num_fewshot", "0", "--batch_size", "3", "--output_path", "o"]),
-    (span, "whitebox_eval.attentionspan.study", "run_span",
+    (span, "whitebox_eval.span.study", "run_span",
      ["--shots", "2", "--batch-size", "3", "--output", "o"], ["--num_fewshot", "2", "--batch_size", "3", "--output_path", "o"]),
     (gar, "whitebox_eval.gar.evaluate_study", "run_gar", ["--batch-size", "3", "--output", "o"], ["--batch_size", "3", "--output_path", "o"]),
 ]

@@ -10,7 +10,7 @@ import pytest
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import bigbench
-from whitebox_eval.tasks.checks import is_correct
+from whitebox_eval.tasks.answer_checks import is_correct
 from whitebox_eval.tasks.generation import load_generation
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE, TaskSpec
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from whitebox_eval.tasks.registry import record  # noqa: E402
 from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import load_mcq_dataset
+from whitebox_eval.tasks.hub import HubPath
 from whitebox_eval.tasks.demos import (
     DEV_SOURCE, FILE_SOURCE, POOL_SOURCE, SPLIT_SOURCE, demo_source, plan_demonstrations, sibling_split)
 
@@ -58,32 +60,32 @@ def test_split_siblings_follow_each_datasets_naming(tmp_path):
     arc = tmp_path / "ARC-V1-Feb2018" / "ARC-Challenge"
     arc.mkdir(parents=True)
     test = _arc_ai2(arc / "ARC-Challenge-Test.jsonl", 4, "test")
-    assert sibling_split("arc", str(test)) is None  # no train or dev file yet
+    assert sibling_split(record("arc"), Path(test)) is None  # no train or dev file yet
     _arc_ai2(arc / "ARC-Challenge-Dev.jsonl", 4, "dev")
-    assert sibling_split("arc", str(test)) == ("dev", str(arc / "ARC-Challenge-Dev.jsonl"))
+    assert sibling_split(record("arc"), Path(test)) == ("dev", arc / "ARC-Challenge-Dev.jsonl")
     _arc_ai2(arc / "ARC-Challenge-Train.jsonl", 4, "train")
-    assert sibling_split("arc", str(test)) == ("train", str(arc / "ARC-Challenge-Train.jsonl"))  # train first, as lm-eval
+    assert sibling_split(record("arc"), Path(test)) == ("train", arc / "ARC-Challenge-Train.jsonl")  # train first, as lm-eval
     hs = tmp_path / "hs"
     hs.mkdir()
     val = _hellaswag(hs / "hellaswag_val.jsonl", 3, "v")
     _hellaswag(hs / "hellaswag_train.jsonl", 3, "t")
-    assert sibling_split("hellaswag", str(val)) == ("train", str(hs / "hellaswag_train.jsonl"))
+    assert sibling_split(record("hellaswag"), Path(val)) == ("train", hs / "hellaswag_train.jsonl")
     cq = tmp_path / "cosmosqa"
     cq.mkdir()
     valid = _cosmosqa(cq / "valid.csv", 3, "v")
     _cosmosqa(cq / "train.csv", 3, "t")
-    assert sibling_split("cosmosqa", str(valid)) == ("train", str(cq / "train.csv"))
+    assert sibling_split(record("cosmosqa"), Path(valid)) == ("train", cq / "train.csv")
     for split in ("test", "train"):  # sibling folders, same file name
         (tmp_path / "f" / split).mkdir(parents=True)
         _arc_foundry(tmp_path / "f" / split / "arc.jsonl", 3, split)
-    assert sibling_split("arc", str(tmp_path / "f" / "test" / "arc.jsonl")) == ("train", str(tmp_path / "f" / "train" / "arc.jsonl"))
+    assert sibling_split(record("arc"), Path(tmp_path / "f" / "test" / "arc.jsonl")) == ("train", tmp_path / "f" / "train" / "arc.jsonl")
     # words inside other words are not split names; a file without a split word has no sibling
     plain = _arc_foundry(tmp_path / "contest_devices.jsonl", 2, "x")
     _arc_foundry(tmp_path / "contrain_devices.jsonl", 2, "x")
-    assert sibling_split("arc", str(plain)) is None
-    assert sibling_split("arc", "hf:allenai/ai2_arc:ARC-Challenge@test") == ("train", "hf:allenai/ai2_arc:ARC-Challenge@train")
-    assert sibling_split("hellaswag", "hf:Rowan/hellaswag@validation") == ("train", "hf:Rowan/hellaswag@train")
-    assert sibling_split("halueval", "hf:pminervini/HaluEval:dialogue@data") is None
+    assert sibling_split(record("arc"), Path(plain)) is None
+    assert sibling_split(record("arc"), HubPath.parse("hf:allenai/ai2_arc:ARC-Challenge@test")) == ("train", HubPath.parse("hf:allenai/ai2_arc:ARC-Challenge@train"))
+    assert sibling_split(record("hellaswag"), HubPath.parse("hf:Rowan/hellaswag@validation")) == ("train", HubPath.parse("hf:Rowan/hellaswag@train"))
+    assert sibling_split(record("halueval"), HubPath.parse("hf:pminervini/HaluEval:dialogue@data")) is None
 
 
 @pytest.mark.parametrize("maker,name,test_name,train_name", [
@@ -97,7 +99,7 @@ def test_train_split_demonstrations_are_never_evaluated(tmp_path, maker, name, t
     train = maker(tmp_path / train_name, 9, "train")
     items = list(load_mcq_dataset(name, test))
     demos, evaluated = plan_demonstrations(TaskSpec.parse(f"{name}={test}"), 3, items, seed=2)
-    assert demos.source == SPLIT_SOURCE and demos.split == "train" and demos.where == str(train)
+    assert demos.source == SPLIT_SOURCE and demos.split == "train" and demos.where == train
     assert len(evaluated) == 12  # nothing comes off the evaluated items
     assert all(d.options[0].startswith("train") for d in demos.shared) and len(demos.shared) == 3
     _check_apart(demos, evaluated)
@@ -111,7 +113,7 @@ def test_train_split_demonstrations_are_never_evaluated(tmp_path, maker, name, t
 def test_demos_from_the_evaluated_file_removes_those_items(tmp_path):
     test = _hellaswag(tmp_path / "hellaswag_val.jsonl", 20, "v")
     items = list(load_mcq_dataset("hellaswag", test))
-    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"hellaswag={test}"), 4, items, demos_from=str(test))
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"hellaswag={test}"), 4, items, demos_from=Path(test))
     assert demos.source == FILE_SOURCE and demos.given and len(evaluated) == 16
     assert sorted(demos.to_config()["removed_from_evaluated"]) == sorted(demos.ids())
     assert demos.to_config()["given_by"] == "--demos-from"
@@ -122,11 +124,11 @@ def test_demos_from_a_file_beats_the_sibling_split(tmp_path):
     test = _arc_ai2(tmp_path / "ARC-Easy-Test.jsonl", 6, "test")
     _arc_ai2(tmp_path / "ARC-Easy-Train.jsonl", 6, "train")
     mine = _arc_ai2(tmp_path / "mine.jsonl", 5, "mine")
-    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"arc={test}"), 2, list(load_mcq_dataset("arc", test)), demos_from=str(mine))
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"arc={test}"), 2, list(load_mcq_dataset("arc", test)), demos_from=Path(mine))
     assert demos.source == FILE_SOURCE and all(i.startswith("arc/mine_") for i in demos.ids())
     _check_apart(demos, evaluated)
     with pytest.raises(WhiteboxError, match="has 5 usable rows but --shots 6"):
-        plan_demonstrations(TaskSpec.parse(f"arc={test}"), 6, list(load_mcq_dataset("arc", test)), demos_from=str(mine))
+        plan_demonstrations(TaskSpec.parse(f"arc={test}"), 6, list(load_mcq_dataset("arc", test)), demos_from=Path(mine))
 
 
 def test_without_a_split_the_pool_comes_off_the_items(tmp_path):
@@ -139,9 +141,9 @@ def test_without_a_split_the_pool_comes_off_the_items(tmp_path):
     assert demos.to_config()["note"] == f"no train/dev split found beside {test}; give one with --demos-from"
     _check_apart(demos, evaluated)
     with pytest.raises(WhiteboxError, match="--demos-from needs a NAME=PATH task"):
-        demo_source(TaskSpec.parse("ssd"), 2, demos_from=str(test))
+        demo_source(TaskSpec.parse("ssd"), 2, demos_from=Path(test))
     with pytest.raises(WhiteboxError, match="write --task hellaswag=PATH"):
-        demo_source(TaskSpec.parse("hellaswag"), 2, demos_from=str(test))
+        demo_source(TaskSpec.parse("hellaswag"), 2, demos_from=Path(test))
 
 
 def test_mmlu_demos_from_names_the_dev_split(tmp_path):
@@ -151,9 +153,9 @@ def test_mmlu_demos_from_names_the_dev_split(tmp_path):
         name = "test" if split == "test" else "dev"  # a dev split kept elsewhere keeps the hendrycks file names
         (tmp_path / split / f"astronomy_{name}.csv").write_text("\n".join(rows) + "\n")
     items = list(load_mcq_dataset("mmlu", tmp_path / "test"))
-    src = demo_source(TaskSpec.parse(f"mmlu={tmp_path / 'test'}"), 2, demos_from=str(tmp_path / "other"))
-    assert src.kind == DEV_SOURCE and src.where == str(tmp_path / "other")
-    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"mmlu={tmp_path / 'test'}"), 2, items, demos_from=str(tmp_path / "other" / "astronomy_dev.csv"))
+    src = demo_source(TaskSpec.parse(f"mmlu={tmp_path / 'test'}"), 2, demos_from=Path(tmp_path / "other"))
+    assert src.kind == DEV_SOURCE and src.where == tmp_path / "other"
+    demos, evaluated = plan_demonstrations(TaskSpec.parse(f"mmlu={tmp_path / 'test'}"), 2, items, demos_from=Path(tmp_path / "other" / "astronomy_dev.csv"))
     assert [d.question for d in demos.by_subject["astronomy"]] == ["astronomy other q0?", "astronomy other q1?"]
     assert demos.to_config()["given_by"] == "--demos-from" and evaluated == items
     _check_apart(demos, evaluated)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks import checks, registry
+from whitebox_eval.tasks import answer_checks as checks, registry
 from whitebox_eval.tasks.generation import GenItem, load_generation
 from whitebox_eval.tasks.rows import MalformedRowsWarning
 from whitebox_eval.tasks.spec import GENERATION_TASKS, MCQ_TASKS, TaskSpec

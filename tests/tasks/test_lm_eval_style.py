@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from whitebox_eval.tasks.registry import record  # noqa: E402
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import load_mcq_dataset
 from whitebox_eval.tasks import lm_eval as le
@@ -30,7 +31,7 @@ def test_hellaswag_doc_is_activity_label_then_context_with_ctx_b_capitalized(tmp
     path = tmp_path / "h.jsonl"
     path.write_text(json.dumps(row) + "\n")
     item = load_mcq_dataset("hellaswag", path)[0]
-    doc = le.doc("hellaswag", item)
+    doc = le.doc(record("hellaswag"), item)
     assert doc.text == "Baking cookies: A woman mixes dough. She"
     assert doc.choices == ["puts it. in.", "eats it", "x y", "sings"] and doc.gold == 1 and doc.output == "cloze"
     assert le.context(doc) == doc.text and le.continuations(doc)[0] == " puts it. in."
@@ -38,13 +39,13 @@ def test_hellaswag_doc_is_activity_label_then_context_with_ctx_b_capitalized(tmp
     del row["ctx_a"], row["ctx_b"]
     row["ctx"] = "A woman mixes dough. She"
     path.write_text(json.dumps(row) + "\n")
-    assert le.doc("hellaswag", load_mcq_dataset("hellaswag", path)[0]).text == doc.text
+    assert le.doc(record("hellaswag"), load_mcq_dataset("hellaswag", path)[0]).text == doc.text
 
 
 def test_mmlu_doc_and_few_shot_context_are_lm_evals_template():
     item = MCQItem(id="q", question=" What is 2+2? ", options=["3", "4", "5", "6"], gold=1, subject="high_school_math")
     demo = MCQItem(id="d", question="What is 1+1?", options=["2", "3", "4", "5"], gold=0, subject="high_school_math")
-    doc, shot = le.doc("mmlu", item), le.doc("mmlu", demo)
+    doc, shot = le.doc(record("mmlu"), item), le.doc(record("mmlu"), demo)
     header = "The following are multiple choice questions (with answers) about high school math.\n\n"
     assert doc.task == "mmlu_high_school_math" and doc.metrics == ("acc",)
     assert doc.choices == ["A", "B", "C", "D"] and le.continuations(doc) == [" A", " B", " C", " D"]
@@ -57,14 +58,14 @@ def test_arc_doc_is_question_answer_cloze_named_by_file(tmp_path):
     row = {"query": "Question: Which is a gas?\nAnswer:", "choices": ["ice", "steam"], "gold": 1}
     for name, task in (("ARC-Challenge-Test.jsonl", "arc_challenge"), ("arc_easy.jsonl", "arc_easy")):
         (tmp_path / name).write_text(json.dumps(row) + "\n")
-        doc = le.doc("arc", load_mcq_dataset("arc", tmp_path / name)[0])
+        doc = le.doc(record("arc"), load_mcq_dataset("arc", tmp_path / name)[0])
         assert (doc.task, doc.text, doc.choices, doc.gold) == (task, "Question: Which is a gas?\nAnswer:", ["ice", "steam"], 1)
 
 
 def test_render_letters_spans_point_at_each_option():
     item = MCQItem(id="q", question="Pick", options=["red", "green\tish", "blue", "A. trap"], gold=2, subject="x")
     demo = MCQItem(id="d", question="Pick", options=["A. trap", "b", "c", "d"], gold=0, subject="x")
-    r = le.render_letters(le.doc("mmlu", item), [le.doc("mmlu", demo)], item.id)
+    r = le.render_letters(le.doc(record("mmlu"), item), [le.doc(record("mmlu"), demo)], item.id)
     assert r.text.endswith("Answer:") and r.prefix.endswith("Answer: A\n\n") and r.text[r.prefix_len:].startswith("Pick\n")
     for o, label, text in zip(r.options, "ABCD", item.options):
         assert (o.label.of(r.text), o.label_sep.of(r.text), o.content.of(r.text), o.eol.of(r.text)) == (label, ".", text, "\n")
@@ -103,10 +104,10 @@ def test_acc_norm_uses_characters_and_first_choice_wins_ties():
 
 def test_tasks_without_an_lm_eval_style_say_which_styles_they_have():
     with pytest.raises(WhiteboxError, match=r"task cosmosqa has prompt styles: paper \(lm-eval 0.4.13 has no CosmosQA task\)"):
-        le.check_style("cosmosqa", "lm-eval")
+        le.check_style(record("cosmosqa"), "lm-eval")
     with pytest.raises(WhiteboxError, match="unknown --prompt style"):
-        le.check_style("mmlu", "harness")
-    le.check_style("arc", "lm-eval")
+        le.check_style(record("mmlu"), "harness")
+    le.check_style(record("arc"), "lm-eval")
 
 
 def test_each_lm_eval_dataset_scores_answers_as_its_table_says():
@@ -118,4 +119,4 @@ def test_each_lm_eval_dataset_scores_answers_as_its_table_says():
 
     assert set(items) == {n for n, r in RECORDS.items() if r.lm_eval_output and r.mcq and r.is_file}
     for name, item in items.items():
-        assert le.doc(name, item).output == RECORDS[name].lm_eval_output, name
+        assert le.doc(RECORDS[name], item).output == RECORDS[name].lm_eval_output, name

@@ -22,6 +22,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcqa"))
 from test_mcqa_study import tiny_mcqa_model  # noqa: E402,F401  (the module fixture)
 
+from whitebox_eval.tasks.registry import record  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.tasks import lm_eval  # noqa: E402
 
@@ -51,7 +52,7 @@ def test_commonsense_qa_letters_view_is_lm_evals_exact_prompt():
     items, infos = load_items("commonsense_qa", shots=3, data=HERE / "data" / "commonsense_qa")
     assert infos[0].letters_native
     for it in items:
-        query = lm_eval.doc("lm-eval", it)
+        query = lm_eval.doc(record("lm-eval"), it)
         text = lm_eval.context(query, it.meta["lm_eval_demos"])
         assert [[text, c] for c in lm_eval.continuations(query)] == it.meta["lm_eval_requests"]
         assert len(it.options) == 5 and it.options != it.meta["lm_eval_choices"]  # the listed texts, not the letters
@@ -60,7 +61,7 @@ def test_commonsense_qa_letters_view_is_lm_evals_exact_prompt():
 def test_cloze_task_letters_view_lists_the_choices_under_the_question():
     items, infos = load_items("piqa", shots=3, data=HERE / "data" / "piqa")
     it = items[0]
-    query = lm_eval.doc("lm-eval", it)
+    query = lm_eval.doc(record("lm-eval"), it)
     assert not infos[0].letters_native
     assert query.text == it.question.removesuffix("\nAnswer:") + "".join(
         f"\n{'AB'[i]}. {c}" for i, c in enumerate(it.meta["lm_eval_choices"])) + "\nAnswer:"
@@ -71,7 +72,7 @@ def test_cloze_task_letters_view_lists_the_choices_under_the_question():
         question = demo.text.split("\nA. ")[0]
         assert question in context
     # a permuted copy re-renders its letters view (permutation accuracy, PriDe)
-    flipped = lm_eval.doc("lm-eval", it.permuted([1, 0]))
+    flipped = lm_eval.doc(record("lm-eval"), it.permuted([1, 0]))
     assert flipped.options == tuple(reversed(query.options)) and flipped.gold == 1 - query.gold
 
 

@@ -37,8 +37,8 @@ def our_requests(task: str, shots: int, demos_from: str | None = None) -> list[t
     demos, items = plan_demonstrations(TaskSpec.parse(task), shots, items, 0, "error", demos_from, lm_eval_sampler=True)
     out = []
     for it in items:
-        query = lm_eval.doc(spec.name, it)
-        docs = [lm_eval.doc(spec.name, d) for d in demos.for_item(it)]
+        query = lm_eval.doc(spec.record, it)
+        docs = [lm_eval.doc(spec.record, d) for d in demos.for_item(it)]
         out.append((it.subject, hash_string(lm_eval.context(query, docs)), lm_eval.continuations(query)))
     return out
 

@@ -7,7 +7,10 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.command_options import batch_size_option, dtype_option, resolved_dtype, run_folder_options
+from whitebox_eval.config_file import config_file_option
+from whitebox_eval.command_options import (
+    batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
+    run_folder_options)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -29,7 +32,7 @@ def _pct(v) -> str:
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
-@click.option("--heads", default=None, help="intervene/probe: heads as LAYER.HEAD[,LAYER.HEAD...] (e.g. 14.18,14.46)")
+@click.option("--heads", default=None, help="intervene/probe: heads as LAYER.HEAD or LxHy, comma separated (e.g. 14.18,L14H46)")
 @click.option("--true-heads", default=None, help="truth-heads: use these True heads instead of finding them")
 @click.option("--false-heads", default=None, help="truth-heads: use these False heads instead of finding them")
 @click.option("--pattern", default=None,
@@ -55,8 +58,13 @@ def _pct(v) -> str:
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="truth-heads/probe: what to do with malformed rows of a --probe-data file")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
+@gen_kwargs_option({}, none="gar reads P(answer) from one forward pass per prompt; it generates nothing")
 @dtype_option
 @run_folder_options
+@config_file_option(*(f"whitebox_eval.gar.{m}" for m in (
+    "evaluate_study:GARConfig", "attribute_study:GARAttributeConfig", "truth_heads:GARHeadsConfig",
+    "intervene_study:GARInterveneConfig", "probe_study:GARProbeConfig")))
 def command(**kw) -> None:
     """GAR: compositional relational reasoning, its evaluation and its heads (paper 002).
 
@@ -122,14 +130,14 @@ def command(**kw) -> None:
         from whitebox_eval.gar import attribute_study as study
 
         cfg = study.GARAttributeConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
-                                       steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=kw["batch_size"])
+                                       steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
     elif mode == "evaluate":
         from whitebox_eval.gar import evaluate_study as study
 
         cfg = study.GARConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
-                              batch_size=kw["batch_size"])
+                              batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
             _print_evaluation(folder)
@@ -143,7 +151,7 @@ def command(**kw) -> None:
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
             edit_at=kw["edit_at"], select_fraction=kw["select_fraction"], random_draws=kw["random_draws"],
             probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
-            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=kw["batch_size"])
+            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
     elif mode == "intervene":
@@ -154,7 +162,7 @@ def command(**kw) -> None:
         cfg = study.GARInterveneConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
                                        edit_at=kw["edit_at"],
-                                       seed=kw["seed"], batch_size=kw["batch_size"])
+                                       seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar_intervene(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
     else:
@@ -165,7 +173,7 @@ def command(**kw) -> None:
         cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
                                    random_draws=kw["random_draws"], on_bad_row=kw["on_bad_row"],
-                                   batch_size=kw["batch_size"])
+                                   batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
 

@@ -351,11 +351,8 @@ def find_true_false_heads(engine: Engine, encoded: Sequence[EncodedExample], *,
 
 
 def parse_heads(text: str) -> list[Head]:
-    """``"14.18,14.46"`` (layer.head, the paper's notation) -> [Head(14, 18), Head(14, 46)]."""
-    heads = [Head.parse(part) for part in text.split(",") if part.strip()]
-    if not heads:
-        raise WhiteboxError("no heads given: write them as LAYER.HEAD[,LAYER.HEAD...]")
-    return heads
+    """``"14.18,L14H46"`` -> [Head(14, 18), Head(14, 46)] (:meth:`Head.parse_list`)."""
+    return Head.parse_list(text)
 
 
 def format_heads(heads: Sequence[Head]) -> str:

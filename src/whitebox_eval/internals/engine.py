@@ -41,6 +41,7 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import attention as attn_impl
 from whitebox_eval.internals.batching import Batch, Positions, make_batch
+from whitebox_eval.internals.hook_points import capture_alias, patch_alias
 from whitebox_eval.internals.requests import (
     ATTENTION_MODES,
     CAPTURE_POINTS,
@@ -108,6 +109,10 @@ def _projection(which: str) -> Callable[[Architecture, int], SiteSpec]:
         n = arch.n_heads if which == "q" else arch.n_kv_heads
         if arch.family.qkv_proj is None:
             return SiteSpec(arch.attn_part(layer, f"{which}_proj"), "out", 1, n * D, lambda t: t.unflatten(-1, (n, D)))
+        if arch.family.qkv_interleaved:  # gpt_neox: [.., H, (q k v) * D] per head
+            s0 = "qkv".index(which) * D
+            return SiteSpec(arch.attn_part(layer, "qkv_proj"), "out", 1, 3 * n * D,
+                            lambda t: t.unflatten(-1, (n, 3 * D))[..., s0:s0 + D])
         q, k, v = arch.qkv_sizes()
         start, width = {"q": (0, q), "k": (q, k), "v": (q + k, v)}[which]
         return SiteSpec(arch.attn_part(layer, "qkv_proj"), "out", 1, q + k + v,
@@ -146,6 +151,11 @@ SITES: dict[str, Callable[[Architecture, int], SiteSpec]] = {
     "mlp_gate_act": lambda a, l: SiteSpec(a.mlp_act_fn(l), "out", 1, a.d_ff, lambda t: t),
     "resid_pre": lambda a, l: SiteSpec(a.blocks[l], "pre_block", 1, a.d_model, lambda t: t),
     "resid": lambda a, l: SiteSpec(a.blocks[l], "out", 1, a.d_model, lambda t: t),
+    # what a branch adds to the residual (after the family's post-norm, where it has one)
+    "mlp_out": lambda a, l: SiteSpec(a.block_part(l, "mlp_out"), "out", 1, a.d_model, lambda t: t),
+    "attn_out": lambda a, l: SiteSpec(a.block_part(l, "attn_out"), "out", 1, a.d_model, lambda t: t),
+    # the input of the module that reads the residual between attention and MLP
+    "resid_mid": lambda a, l: SiteSpec(a.block_part(l, "resid_mid"), "pre", 1, a.d_model, lambda t: t),
 }
 """Capture points read by a hook on a module: point -> its :class:`SiteSpec` in a layer. A new
 point is one entry here (and its name in ``requests.CAPTURE_POINTS``)."""
@@ -881,6 +891,7 @@ class Engine:
         return [self.arch.check_layer(int(l)) for l in layers]
 
     def _plan_capture(self, plan: _Plan, c: Capture, trace: Trace, stop_after: int | None = None) -> None:
+        c = capture_alias(c, self.arch)  # SAELens / TransformerLens hook names (internals/hook_points.py)
         if c.point not in CAPTURE_POINTS:
             raise WhiteboxError(f"unknown capture point {c.point!r}; choose one of {', '.join(CAPTURE_POINTS)}")
         if c.key in trace.layers:
@@ -977,6 +988,7 @@ class Engine:
                 arch.check_head(e.source_head)
             plan.attn[layer].edits.append(self._attention_edit(plan, e))
         elif isinstance(e, Patch):
+            e = patch_alias(e, self.arch)
             if e.point not in PATCH_POINTS:
                 raise WhiteboxError(f"cannot patch {e.point!r}; patchable points: {', '.join(PATCH_POINTS)}")
             b, p, at, shape = self._patch_rows(plan, e.positions)

@@ -97,7 +97,7 @@ def generate(
       exceeds ``U[t, s]`` (:func:`inverse_cdf`), ``U = numpy.random.default_rng(seeds[i])
       .random((max_new_tokens, n_samples))``. A text then depends on the model, its
       prompt and its seed only: never on the other rows, which row finishes first, or
-      the batch (004 sec. 2.4's free generation, :mod:`whitebox_eval.mcqa.generation`).
+      the batch (004 sec. 2.4's free generation, :mod:`whitebox_eval.formats.generation`).
 
     ``n_samples`` continuations per prompt come from one prefill: the prompts' pass runs
     once and its key/value cache is repeated to ``n_samples`` rows per prompt (no edits

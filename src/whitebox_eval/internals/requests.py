@@ -22,8 +22,17 @@ head_out        [B, L, P, H, D]           per-head output, the input of o_proj
 mlp_act         [B, L, P, d_ff]           input of the down projection (act(gate) * up)
 mlp_gate_act    [B, L, P, d_ff]           act(gate) alone (MUI reference code's choice)
 resid_pre       [B, L, P, d_model]        residual stream entering the block
+resid_mid       [B, L, P, d_model]        residual between attention and MLP (capture only;
+                                          none in a parallel-residual family)
 resid           [B, L, P, d_model]        residual stream leaving the block
+attn_out        [B, L, P, d_model]        what attention adds to the residual (after the
+                                          post-attention norm in gemma2/3, olmo2)
+mlp_out         [B, L, P, d_model]        what the MLP adds to the residual (after the
+                                          post-MLP norm in gemma2/3, olmo2)
 ==============  ========================  ==============================================
+
+A capture or patch may also name its point as SAELens / TransformerLens do
+(``blocks.5.hook_mlp_out``, ``hook_z``...): :mod:`whitebox_eval.internals.hook_points`.
 """
 
 from __future__ import annotations
@@ -38,8 +47,10 @@ from whitebox_eval.internals.batching import Positions
 CAPTURE_POINTS = (
     "q_proj", "k_proj", "q", "k", "q_rot", "k_rot", "v",
     "attn", "attn_full", "attn_mean", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid",
+    "resid_mid", "attn_out", "mlp_out",
 )
-PATCH_POINTS = ("q_proj", "k_proj", "q", "k", "v", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid")
+PATCH_POINTS = ("q_proj", "k_proj", "q", "k", "v", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid",
+                "attn_out", "mlp_out")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ the cloze pass we score the moved whitespace as lm-eval does.
 
 The option spans of :class:`~whitebox_eval.tasks.prompts.RenderedPrompt` are shifted by
 the offset of the user content inside the templated text, so
-:func:`whitebox_eval.mcqa.tokens.tokenize_prompt` finds every option's representative
+:func:`whitebox_eval.tasks.prompt_tokens.tokenize_prompt` finds every option's representative
 token, the answer cue and the last position inside the template.
 """
 

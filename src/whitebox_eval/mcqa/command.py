@@ -1,4 +1,4 @@
-"""The ``mcqa`` and ``formats`` commands (papers 000 and 004)."""
+"""The ``mcqa`` and ``universal`` commands (paper 000)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
-    task_option)
-from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_USAGE
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
+    resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
+from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
@@ -57,13 +58,21 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_FILES, MCQ_TASKS, MCQ_US
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
+@click.option("--edit", "edits", multiple=True, metavar="SPEC",
+              help="run every pass under this edit (repeatable): ablate:14.0,L17H1 (zero heads), scale:14.0=0.5, "
+                   "neurons:5:10,20[=VALUE] (MLP neurons); @last after a spec edits the last position only; compare "
+                   "with the unedited run: whitebox-eval compare RUN_A RUN_B")
+@gen_kwargs_option({}, none="mcqa scores the options from the model's next-token logits and attention; it "
+                            "generates nothing")
 @click.option("--item-views/--no-item-views", default=True, show_default=True,
               help="keep, per item, 8 heads' attention rows over the prompt for the report's explorer (one more forward "
                    "pass per item, close to doubling a letter-only study; the accuracies do not change)")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.mcqa.study:MCQAConfig")
 def mcqa(**kw) -> None:
     """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
 
@@ -104,9 +113,10 @@ def mcqa(**kw) -> None:
         model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
         uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
         representative=kw["representative"], methods=tuple(methods), prompt=kw["prompt"],
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=kw["batch_size"], seed=kw["seed"],
+        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
         fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"], item_views=kw["item_views"],
+        edits=tuple(kw["edits"]),
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
@@ -205,57 +215,6 @@ def _print_mcqa_summary(folder) -> None:
         click.echo(line)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
-@task_option("arithmetic", "arithmetic[:add1,mul2,...] (number answers), or any multiple-choice task whose choices are "
-             "text: triviaqa=PATH (llm-foundry jsonl), mcq=PATH (your own file; see --field), mmlu=PATH, arc=PATH, "
-             "..., lm-eval:TASK (a multiple-choice task of lm-eval, read with --lm-eval-data DIR offline)",
-             tasks=MCQ_TASKS, usage=FORMATS_USAGE)
-@field_option
-@lm_eval_data_option
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 "
-                   "for text answers (004's TriviaQA)]")
-@shots_option(5, "demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
-@click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
-@click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
-              help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
-@click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
-@batch_size_option("questions per step (samples.jsonl is written after each); results do not depend on it")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@dtype_option
-@run_folder_options
-def formats(**kw) -> None:
-    """First-token probabilities vs free generation (paper 004).
-
-    Each question is asked 5-shot as an MCQ (P(correct) from the first token, raw and
-    renormalised over the letters), as free generation and as free generation with
-    the options listed (share of 20 sampled answers at T = 1 that are correct). Prints
-    mean P(correct) per format with 95% intervals, their per-question correlation, the
-    expected alignment error and the MCQ P(correct) split by free-generation P(correct).
-    Samples are seeded per (seed, question, format): any --batch-size, rank count or
-    --resume gives the same texts. Compare models (004 Fig. 6) with `whitebox-eval
-    formats-compare`.
-
-    \b
-    Data parallel (rank 0 merges one run folder, equal to a single-process run):
-      torchrun --nproc-per-node 4 -m whitebox_eval --device cuda formats --limit 1000
-    """
-    from whitebox_eval.mcqa.formats_study import FormatsConfig, run_formats
-
-    cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
-                        temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
-                        extract=kw["extract"], batch_size=kw["batch_size"], seed=kw["seed"],
-                        dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
-                        lm_eval_data=kw["lm_eval_data"])
-    folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-    if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
-        for line in formats_summary(folder.load_results(), folder.path):
-            click.echo(line)
-
-
 def option_count_lines(by_count: dict) -> list[str]:
     """The per-option-count table: items, chance 1 / n and each method's accuracy (n items)."""
     order = ("acc,baseline", "acc,cloze", "acc,qk_head", "acc,attention_head", "acc,head_score_head", "acc,pride")
@@ -266,79 +225,6 @@ def option_count_lines(by_count: dict) -> list[str]:
         cells = [f"{'-' if row[m] is None else f'{row[m]:.1%}':>10s} (n={row[m + '_n']:>3d})" for m in methods]
         out.append(f"  {n:>7s}  {row['n_items']:5d}  {row['chance']:6.1%}  " + "  ".join(f"{c:>18s}" for c in cells))
     return out
-
-
-def formats_summary(res: dict, path) -> list[str]:
-    """The lines ``formats`` prints: every headline with its 95% interval and n."""
-    from whitebox_eval.runs.estimates import describe
-    from whitebox_eval.stats import derived_key, verdict
-
-    answers = (f"arithmetic answers read by --extract {res['extract']}" if "extraction" in res else
-               "free answers checked by exact match with the gold text after 004's normalisation")
-    out = [f"\nrun folder: {path}", f"questions: {res['n_items']} ({res.get('selection')}), {res['shots']}-shot, {answers}"]
-    out.append(f"  MCQ P(correct), renormalised over letters  {describe(res, 'p_correct,renorm', '6.1%')}")
-    out.append(f"  MCQ P(correct), raw next-token softmax     {describe(res, 'p_correct,raw', '6.1%')}")
-    out.append(f"  MCQ mass on the option letters             {describe(res, 'letter_mass', '6.1%')}")
-    out.append(f"  MCQ argmax accuracy (Wilson)               {describe(res, 'acc,mcq', '6.1%')}")
-    for f in ("free", "free_options"):
-        out.append(f"  free generation P(correct), {f:16s}{describe(res, f'p_correct,{f}', '6.1%')}"
-                   f"  empty texts {res[f'empty_rate,{f}']:.0%}")
-    for name, t in res.get("paired_tests", {}).items():
-        out.append("  " + verdict(t, name.replace("_vs_", " - ")))
-    for pair in ("mcq~free", "mcq~free_options", "free~free_options"):
-        key = f"pearson,{pair}"
-        if res.get(key) is None:
-            out.append(f"  pearson {pair:20s} undefined ({res.get(derived_key(key, 'reason'), 'no variance')})")
-        else:
-            out.append(f"  pearson {pair:20s} {describe(res, key, '+.3f')}")
-    for pair in ("mcq~free", "raw~free", "free_options~free"):
-        out.append(f"  alignment error {pair:17s} {describe(res, f'alignment_error,{pair}', '.3f')}")
-    for rule, row in (res.get("extraction") or {}).items():
-        if rule != "paper":
-            out.append(f"  extract {rule:12s}: P(correct) free {row['p_correct,free']:.1%}, free_options "
-                       f"{row['p_correct,free_options']:.1%}; differs from the paper's rule on "
-                       f"{row['disagree_with_paper,free']:.1%} / {row['disagree_with_paper,free_options']:.1%} of texts")
-    by_cat = res.get("p_correct_by_subject") or {}
-    if by_cat:
-        out.append("  P(correct) by category (004 Table 4):    mcq   free  free_options   n")
-        for cat, row in by_cat.items():
-            out.append(f"    {cat:34s} {row['mcq']:6.1%} {row['free']:6.1%} {row['free_options']:8.1%} {row.get('n', ''):>7}")
-    table = res.get("mcq_by_free")
-    if table:
-        out.append("  MCQ P(correct) by free-generation P(correct) (004 Tables 2-3): share per MCQ P(correct) bin")
-        out.append("    " + " " * 14 + " ".join(f"{b:>9s}" for b in table["bins"]) + "      mean    n")
-        for name, part in table["partitions"].items():
-            shares = " ".join(f"{'-' if v is None else f'{v:.0%}':>9s}" for v in part["share"])
-            mean = "-" if part["mean"] is None else f"{part['mean']:.3f}"
-            out.append(f"    {name:14s}{shares}  {mean:>8s} {part['n']:4d}")
-        if "test" in table:
-            out.append("    " + verdict(table["test"], "mean MCQ P(correct), free>=0.5 minus free<0.5"))
-    return out
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("run_dirs", nargs=-1, required=True)
-@click.option("--out", default="alignment_vs_mcq.png", show_default=True, help="where to write the Fig. 6 plot")
-def formats_compare(run_dirs, out: str) -> None:
-    """Alignment error vs MCQ performance across formats runs of one task (004 Fig. 6).
-
-    \b
-      whitebox-eval formats-compare runs/A runs/B runs/C --out fig6.png
-    """
-    from whitebox_eval.mcqa.formats_study import compare_runs
-    from whitebox_eval.mcqa.plots import plot_alignment_vs_mcq
-    from whitebox_eval.runs.estimates import describe
-
-    cmp = compare_runs(list(run_dirs))
-    cols = (("p_correct,renorm", "MCQ P(correct)"), ("p_correct,free", "free P(correct)"),
-            ("alignment_error,mcq~free", "alignment error"))
-    click.echo(f"{'model':24s} {'n':>5s}  " + "  ".join(f"{name + ' [95% CI]':25s}" for _, name in cols))
-    for r in cmp["runs"]:
-        cells = [f"{describe(r, key, '.3f', n=False):25s}" for key, _ in cols]
-        click.echo(f"{str(r['model']):24s} {r['n']:5d}  " + "  ".join(cells))
-    r = cmp["pearson"]
-    click.echo(f"pearson r across {cmp['n_runs']} runs: " + (f"{r:+.3f}" if r is not None else f"undefined ({cmp['pearson_reason']})"))
-    click.echo(f"plot: {plot_alignment_vs_mcq(cmp['runs'], out)}")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.runs import config_dict
 from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec
+from whitebox_eval.tasks.hub import location
 
 METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa", "ablation", "cloze")
 DEFAULT_METHODS = ("baseline", "qk", "attention", "lens", "pride", "pa")
@@ -50,13 +51,18 @@ class MCQAConfig:
     lm_eval_data: str | None = None  # --lm-eval-data DIR of --task lm-eval:TASK
     view: str | None = None  # --view cloze|letters of --task lm-eval:TASK
     item_views: bool = True  # keep the report's per-item attention rows (one more pass, mcqa/explorer.py)
+    edits: tuple[str, ...] = ()  # --edit SPEC: every pass runs under these (internals/edit_specs.py)
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache", "item_views"), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.internals.edit_specs import parse_edit
+
+        self.edits = tuple(parse_edit(e).text for e in self.edits)  # a malformed spec: one line, here
         if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
             self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)
         self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
         self.task = str(self._spec)
+        self._demos = location(self.demos_from) if self.demos_from else None
         if self._spec.is_lm_eval:  # always lm-eval's own text, no extra options
             self.prompt, self.uncertainty = "lm-eval", False
             if self.view is None:
@@ -67,6 +73,11 @@ class MCQAConfig:
         """The task, read once (:class:`~whitebox_eval.tasks.spec.TaskSpec`)."""
         return self._spec
 
+    @property
+    def demos_source(self):
+        """``--demos-from``, read once: a local path or a hub split (:func:`whitebox_eval.tasks.hub.location`)."""
+        return self._demos
+
     def to_dict(self) -> dict:
         d = config_dict(self, "mcqa", task_spec=self.spec.to_config())
         if not self.fields:  # recorded only when given (task_spec.fields), so earlier runs resume as before
@@ -76,4 +87,6 @@ class MCQAConfig:
                 del d[key]
         if self.item_views:  # recorded only when turned off, so earlier runs resume as before
             del d["item_views"]
+        if not self.edits:  # likewise: recorded only when given
+            del d["edits"]
         return d

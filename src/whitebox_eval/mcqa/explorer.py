@@ -72,10 +72,12 @@ def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.n
 
     def score(batch: list[int]):
         chunk = [toks[i] for i in batch]
-        prefix = study.prefix_for([t.input_ids for t in chunk], min(t.prefix_tokens for t in chunk))
+        prefix = None if study.user_edits else study.prefix_for([t.input_ids for t in chunk],
+                                                                 min(t.prefix_tokens for t in chunk))
         skip = prefix.length if prefix is not None else 0
         b = batch_from_ids([t.input_ids[skip:] for t in chunk], pad_id=study.loaded.pad_id).to(study.loaded.device)
-        attn = study.engine.run(b, [Capture("attn", "last", layers=layers)], prefix=prefix)["attn"][:, :, :, 0]
+        attn = study.engine.run(b, [Capture("attn", "last", layers=layers)], study.user_edits,
+                                prefix=prefix)["attn"][:, :, :, 0]
         width = max(len(owned[i][1]) for i in batch)
         rows = np.full((len(batch), len(heads), width), np.nan, dtype=np.float32)
         before = np.zeros((len(batch), len(heads)), dtype=np.float32)

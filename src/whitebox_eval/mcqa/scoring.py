@@ -25,7 +25,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, Prefix, batch_from_ids, logit_lens, to_device
 from whitebox_eval.internals.packing import pack
 from whitebox_eval.internals.requests import Edit
-from whitebox_eval.mcqa.tokens import TokenizedPrompt
+from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt
 
 SCORERS = ("baseline", "qk", "attention", "lens")
 

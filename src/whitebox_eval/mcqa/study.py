@@ -35,6 +35,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
+from whitebox_eval.internals.edit_specs import build_edits
 from whitebox_eval.internals.packing import packed_length
 from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
@@ -45,8 +46,9 @@ from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
-from whitebox_eval.mcqa.tokens import TokenizedPrompt, tokenize_prompt
+from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
+from whitebox_eval.models.config_sizes import config_sizes
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.lm_eval_format import sample_fields
@@ -74,7 +76,7 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
         return _lm_eval_items(cfg)[0]
     n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
-    extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_from).takes_pool else 0
+    extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_source).takes_pool else 0
     return load_mcq(cfg.spec, n + extra, seed=cfg.seed, n_options=cfg.n_options, language=cfg.language,
                     on_bad_row=cfg.on_bad_row)
 
@@ -94,11 +96,12 @@ class _Study:
                  show_progress: bool | None, world: World = World()):
         self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
         self.engine = Engine(loaded)
+        arch = loaded.arch
+        self.user_edits = build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)  # --edit: every pass
         self.world = world
         self.show_progress = show_progress if world.main else False
-        self.dataset = cfg.spec.name
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
-            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(self.dataset, items[0]).metrics)
+            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(self.cfg.spec.record, items[0]).metrics)
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
         self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
         self.rendered = [self.render(it) for it in items] if self.letters else []
@@ -114,8 +117,8 @@ class _Study:
         """The item and its demonstrations as lm-eval's task sees them (``--prompt lm-eval``;
         ``--task lm-eval:TASK`` items carry their own, drawn by lm-eval's sampler)."""
         if "lm_eval_demos" in item.meta:
-            return lm_eval.doc(self.dataset, item), list(item.meta["lm_eval_demos"])
-        return lm_eval.doc(self.dataset, item), [lm_eval.doc(self.dataset, d) for d in self.demos.for_item(item)]
+            return lm_eval.doc(self.cfg.spec.record, item), list(item.meta["lm_eval_demos"])
+        return lm_eval.doc(self.cfg.spec.record, item), [lm_eval.doc(self.cfg.spec.record, d) for d in self.demos.for_item(item)]
 
     def render(self, item: MCQItem) -> RenderedPrompt:
         if self.cfg.prompt == lm_eval.LM_EVAL:
@@ -173,6 +176,7 @@ class _Study:
         return arrays [len(indices), ...]. ``records(chunk, rendered, toks, scores)`` gives the
         batch's sample records (None: the pass writes no samples)."""
         indices = list(indices)
+        edits = [*self.user_edits, *edits]
 
         def score(batch: list[int]):
             chunk = [indices[b] for b in batch]
@@ -305,6 +309,7 @@ def run_mcqa(
         if m not in METHODS:
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
+    check_edits(cfg, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         lm_tasks = None
         if cfg.spec.is_lm_eval:  # lm-eval's sampler drew each item's demonstrations (item.meta)
@@ -312,7 +317,7 @@ def run_mcqa(
             demos = Demonstrations()
         else:
             items = load_items(cfg)
-            demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from,
+            demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
                                                lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
     if cfg.limit is not None:
@@ -331,9 +336,8 @@ def run_mcqa(
         config["lm_eval_view"] = {"view": cfg.view, "rule": VIEW_RULES[cfg.view]}
         config["lm_eval_tasks"] = [t.to_config() for t in lm_tasks]
     if cfg.prompt == lm_eval.LM_EVAL:
-        study_name = cfg.spec.name
         config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
-                                  "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(study_name, it).task
+                                  "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(cfg.spec.record, it).task
                                                    for it in items})}
     if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
         config["chat_template"] = {"rule": CHAT_RULE}
@@ -375,13 +379,28 @@ def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
                     "order after set_fewshot_seed(1234), as lm_eval.simple_evaluate draws them"}
 
 
+def check_edits(cfg: MCQAConfig, loaded: LoadedModel | None) -> None:
+    """``--edit`` against the model's sizes (its config.json when not loaded yet) and the
+    methods, before the run folder is written: a head, layer or neuron out of range is one line."""
+    if not cfg.edits:
+        return
+    if "cloze" in cfg.methods:
+        raise WhiteboxError("--edit: the cloze method does not run under edits yet; leave cloze out of --methods")
+    if loaded is not None:
+        arch = loaded.arch
+        build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)
+    else:
+        sizes = config_sizes(cfg.model)
+        build_edits(cfg.edits, sizes.n_layers, sizes.n_heads, sizes.d_ff)
+
+
 def check_prompt(cfg: MCQAConfig) -> None:
     """One-line errors for a prompt style the task lacks or methods it cannot run."""
     name = cfg.spec.name
     if cfg.spec.is_lm_eval:
         _check_lm_eval_task(cfg)
         return
-    lm_eval.check_style(name, cfg.prompt)
+    lm_eval.check_style(cfg.spec.record, cfg.prompt)
     if cfg.prompt != lm_eval.LM_EVAL:
         return
     letters = [m for m in cfg.methods if m in LETTER_METHODS]

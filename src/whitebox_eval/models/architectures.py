@@ -31,7 +31,9 @@ class Family:
     k_proj: str | None = "k_proj"
     v_proj: str | None = "v_proj"
     qkv_proj: str | None = None
-    """Fused q/k/v projection (phi3, gpt2): its output is split [q | k | v]."""
+    """Fused q/k/v projection (phi3, gpt2, gpt_neox): its output is split [q | k | v], or per head
+    [h0: q k v | h1: q k v | ...] where ``qkv_interleaved`` (gpt_neox)."""
+    qkv_interleaved: bool = False
     o_proj: str = "o_proj"
     q_norm: str | None = None
     k_norm: str | None = None
@@ -50,7 +52,19 @@ class Family:
     positional: Literal["rope", "learned"] = "rope"
     conv1d: bool = False
     """GPT-2 style Conv1D projections store weights as [in, out]."""
+    mlp_out: str = "mlp"
+    """Module (relative to the block) whose output is what the MLP adds to the residual
+    (TransformerLens' ``hook_mlp_out``): after the post-MLP norm where the family has one."""
+    attn_out: str = "self_attn"
+    """Module whose output is what attention adds to the residual (``hook_attn_out``)."""
+    resid_mid: str | None = "post_attention_layernorm"
+    """Module whose input is the residual between attention and MLP (``hook_resid_mid``)."""
 
+
+#: gemma2/3 norm each branch's output before it joins the residual (post_attention_layernorm is the
+#: attention's post-norm there, pre_feedforward_layernorm the MLP's input norm)
+_GEMMA_SITES = dict(mlp_out="post_feedforward_layernorm", attn_out="post_attention_layernorm",
+                    resid_mid="pre_feedforward_layernorm")
 
 FAMILIES: dict[str, Family] = {
     f.name: f
@@ -59,9 +73,10 @@ FAMILIES: dict[str, Family] = {
         Family("mistral", ("mistral",)),
         Family("qwen2", ("qwen2",)),
         Family("qwen3", ("qwen3",), q_norm="q_norm", k_norm="k_norm", qk_norm_layout="bshd"),
-        Family("gemma2", ("gemma2",)),
-        Family("gemma3", ("gemma3_text",), q_norm="q_norm", k_norm="k_norm", qk_norm_layout="bhsd"),
-        Family("olmo2", ("olmo2",), q_norm="q_norm", k_norm="k_norm", qk_norm_layout="bsf"),
+        Family("gemma2", ("gemma2",), **_GEMMA_SITES),
+        Family("gemma3", ("gemma3_text",), q_norm="q_norm", k_norm="k_norm", qk_norm_layout="bhsd", **_GEMMA_SITES),
+        Family("olmo2", ("olmo2",), q_norm="q_norm", k_norm="k_norm", qk_norm_layout="bsf",
+               mlp_out="post_feedforward_layernorm", attn_out="post_attention_layernorm", resid_mid="mlp"),
         Family(
             "phi3",
             ("phi3",),
@@ -88,6 +103,26 @@ FAMILIES: dict[str, Family] = {
             embed="transformer.wte",
             positional="learned",
             conv1d=True,
+            attn_out="attn",
+            resid_mid="ln_2",
+        ),
+        Family(
+            "gpt_neox",
+            ("gpt_neox",),
+            layers="gpt_neox.layers",
+            attention="attention",
+            q_proj=None,
+            k_proj=None,
+            v_proj=None,
+            qkv_proj="query_key_value",
+            qkv_interleaved=True,
+            o_proj="dense",
+            mlp_down="mlp.dense_4h_to_h",
+            mlp_act_fn="mlp.act",
+            mlp_gated=False,
+            final_norm="gpt_neox.final_layer_norm",
+            embed="gpt_neox.embed_in",
+            attn_out="attention",
         ),
     ]
 }
@@ -133,6 +168,12 @@ class Architecture:
     d_ff: int
     vocab_size: int
     final_logit_softcap: float | None = None
+    parallel_residual: bool = False
+    """Attention and MLP read the same residual and are added together (gpt_neox's
+    ``use_parallel_residual``): there is no residual between them."""
+    rotary_dim: int | None = None
+    """Leading dimensions of each head that RoPE rotates (gpt_neox: ``partial_rotary_factor``);
+    None = all of them (or no RoPE)."""
     blocks: list[nn.Module] = field(default_factory=list, repr=False)
     model: nn.Module | None = field(default=None, repr=False)
 
@@ -165,6 +206,8 @@ class Architecture:
             d_ff=d_ff,
             vocab_size=cfg.vocab_size,
             final_logit_softcap=getattr(cfg, "final_logit_softcapping", None),
+            parallel_residual=bool(getattr(cfg, "use_parallel_residual", False)),
+            rotary_dim=_rotary_dim(cfg, head_dim) if fam.positional == "rope" else None,
             blocks=blocks,
             model=model,
         )
@@ -183,6 +226,10 @@ class Architecture:
         return [self.kv_head(h) for h in range(self.n_heads)]
 
     # ---- modules ------------------------------------------------------------
+    def block_part(self, layer: int, name: str) -> nn.Module:
+        """A sub-module of block ``layer`` by family field name (``mlp_out``, ``attn_out``...)."""
+        return get_module(self.blocks[layer], getattr(self.family, name))
+
     def attention(self, layer: int) -> nn.Module:
         return get_module(self.blocks[layer], self.family.attention)
 
@@ -224,6 +271,9 @@ class Architecture:
 
     def linear_weight(self, module: nn.Module) -> torch.Tensor:
         w = self.parameter(module)
+        if not w.is_floating_point() or type(w).__name__ in ("Params4bit", "Int8Params"):
+            raise WhiteboxError("this model's weights are quantized (--model-arg load_in_4bit/8bit): what reads weights "
+                                "outside a forward (MUI's contribution scores, the lens) needs an unquantized load")
         return w.t() if self.family.conv1d else w
 
     def down_proj_weight(self, layer: int) -> torch.Tensor:
@@ -267,4 +317,15 @@ class Architecture:
             "vocab_size": self.vocab_size,
             "has_qk_norm": self.family.q_norm is not None,
             "positional": self.family.positional,
+            **({"rotary_dim": self.rotary_dim} if self.rotary_dim not in (None, self.head_dim) else {}),
+            **({"parallel_residual": True} if self.parallel_residual else {}),
         }
+
+
+def _rotary_dim(cfg, head_dim: int) -> int | None:
+    """How many leading dimensions of a head RoPE rotates (partial rotary: gpt_neox's rotary_pct,
+    phi's partial_rotary_factor); None when it rotates all of them."""
+    params = getattr(cfg, "rope_parameters", None) or {}
+    factor = params.get("partial_rotary_factor", getattr(cfg, "partial_rotary_factor", getattr(cfg, "rotary_pct", 1.0)))
+    dim = int(head_dim * float(factor if factor is not None else 1.0))
+    return None if dim == head_dim else dim

@@ -212,12 +212,25 @@ def _looks_like_path(spec: str) -> bool:
     return spec.startswith((".", "/", "~")) or spec.endswith(".gguf")
 
 
-def resolve_source(spec: str, *, allow_pickle: bool = False) -> tuple[str, dict]:
+def resolve_source(spec: str, *, allow_pickle: bool | None = None, models_root: str | None = None) -> tuple[str, dict]:
     """Turn a user spec into (folder-or-hub-id, extra from_pretrained kwargs).
 
-    Raises WhiteboxError for a missing path, a folder without weights, or a pickle
-    checkpoint without ``allow_pickle``.
+    A hub id may carry a revision, ``org/name@revision`` (:mod:`.hub_sources`: a ``models_root``
+    copy, the hub cache offline, the hub online). Raises WhiteboxError for a missing path, a
+    folder without weights, a revision nowhere to be read, or a pickle checkpoint without
+    ``allow_pickle``. ``allow_pickle`` / ``models_root`` default to :data:`.load_options.LOAD`.
     """
+    from whitebox_eval.models.hub_sources import models_root as root_folder, resolve_hub
+    from whitebox_eval.models.load_options import LOAD
+
+    allow_pickle = LOAD.allow_pickle if allow_pickle is None else allow_pickle
+    root = root_folder(LOAD.models_root if models_root is None else models_root)
+    if spec not in BUNDLED and not _looks_like_path(spec) and not Path(spec).expanduser().exists() and \
+            (root is not None or "@" in spec):
+        source, extra = resolve_hub(spec, root, _offline_reason() if "@" in spec else None)
+        if Path(source).is_dir():  # a --models-root copy or a hub-cache snapshot: checked as any folder
+            return resolve_source(source, allow_pickle=allow_pickle)
+        return source, {"use_safetensors": True, **extra}
     if spec in BUNDLED:
         gguf = bundled_gguf_path(spec)
         return _cached_gguf(gguf), {}
@@ -255,6 +268,13 @@ def _cached_gguf(gguf: Path) -> str:
     if not (target / "config.json").is_file():
         _dequantize_gguf_to_cache(gguf, target)
     return str(target)
+
+
+def _offline_reason() -> str | None:
+    """Why the hub is not to be asked now (offline mode included), or None."""
+    from huggingface_hub import constants
+
+    return "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_unreachable_reason()
 
 
 def hub_unreachable_reason() -> str | None:
@@ -296,8 +316,8 @@ def resolve_dtype(dtype: str | torch.dtype, spec: str | None = None, device: str
         return "float32"
     from transformers import AutoConfig
 
-    source, _ = resolve_source(spec)
-    declared = getattr(AutoConfig.from_pretrained(source), "dtype", None)
+    source, extra = resolve_source(spec)
+    declared = getattr(AutoConfig.from_pretrained(source, **{k: extra[k] for k in ("revision",) if k in extra}), "dtype", None)
     name = str(declared).removeprefix("torch.") if declared is not None else "float32"
     return name if name in DTYPES else "float32"
 
@@ -309,8 +329,9 @@ def load_model(
     device: str | torch.device | None = None,
     device_map: str | dict | None = None,
     attn_implementation: str = "auto",
-    allow_pickle: bool = False,
-    trust_remote_code: bool = False,
+    allow_pickle: bool | None = None,
+    trust_remote_code: bool | None = None,
+    options=None,
 ) -> LoadedModel:
     """Load ``spec`` (bundled name, folder, ``.gguf`` path or hub id) for the engine.
 
@@ -321,8 +342,16 @@ def load_model(
     model is put in eval mode. ``attn_implementation`` is what runs when the
     engine has nothing to edit in a layer: ``auto`` picks ``sdpa``, or ``eager`` for
     families that soft-cap attention logits (gemma2), which SDPA cannot do.
+
+    ``options`` (:class:`~.load_options.LoadOptions`, default :data:`~.load_options.LOAD`, what the
+    CLI's loading options set): ``--models-root``, ``--model-arg`` (passed to ``from_pretrained``;
+    ``load_in_4bit``/``load_in_8bit`` as a bitsandbytes config, CUDA only), ``--adapter`` (a PEFT
+    LoRA folder merged into the loaded weights, or kept as LoRA layers), ``allow_pickle``,
+    ``trust_remote_code`` (the keywords here win over ``options``).
     """
     import sys
+
+    from whitebox_eval.models import load_options as lo
 
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -330,10 +359,18 @@ def load_model(
     if not sys.stderr.isatty():  # a log file gets our progress lines, not transformers' \r bars
         hf_logging.disable_progress_bar()
 
+    opts = lo.LOAD if options is None else options
+    allow_pickle = opts.allow_pickle if allow_pickle is None else allow_pickle
+    trust_remote_code = opts.trust_remote_code if trust_remote_code is None else trust_remote_code
     device_map = placement.PLACEMENT.device_map if device_map is None else device_map
     refuse_map_under_torchrun(device_map)
-    source, extra = resolve_source(spec, allow_pickle=allow_pickle)
+    lo.check_quantization(opts.model_args, device)
+    source, extra = resolve_source(spec, allow_pickle=allow_pickle, models_root=opts.models_root)
     torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
+    extra = {**extra, **lo.from_pretrained_kwargs(opts.model_args)}
+    attn_implementation = extra.pop("attn_implementation", attn_implementation)
+    if lo.quantized(opts.model_args):
+        extra["quantization_config"] = lo.quantization_config(opts.model_args, torch_dtype)
     if device_map is None:  # loaded straight onto the device: never a whole copy in host memory first
         where = resolve_device(device)
         if where.type == "cuda":
@@ -346,10 +383,12 @@ def load_model(
             f"Offline, use a bundled model ({', '.join(BUNDLED)}), a local model folder, or a .gguf file."
         )
     try:
+        cfg_kw = {k: extra[k] for k in ("revision", "subfolder") if k in extra}
         if attn_implementation == "auto":
-            cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+            cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **cfg_kw)
             attn_implementation = "eager" if getattr(cfg, "attn_logit_softcapping", None) else "sdpa"
-        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code,
+                                            **({"revision": extra["revision"]} if "revision" in extra else {}))
         model = AutoModelForCausalLM.from_pretrained(
             source,
             dtype=torch_dtype,
@@ -371,6 +410,10 @@ def load_model(
         if "trust_remote_code" in str(e):
             raise WhiteboxError(f"{spec} needs custom modelling code; pass trust_remote_code=True (CLI: --trust-remote-code) if you trust it") from e
         raise WhiteboxError(f"could not load model from {source}: {e}") from e
+    if opts.adapter:
+        from whitebox_eval.models.adapters import attach_adapter
+
+        model = attach_adapter(model, opts.adapter, opts.adapter_mode, allow_pickle)
     model.eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token

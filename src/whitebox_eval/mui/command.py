@@ -9,9 +9,10 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, lm_eval_data_option, resolved_dtype, run_folder_options, shots_option,
-    task_option)
+    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
+    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -45,7 +46,10 @@ def _study_options(f):
                      "--unit pair --final-norm none (contribution/activation scores only)"),
         click.option("--ig-steps", type=click.IntRange(min=1), default=10, show_default=True, help="Riemann steps m for --score ig"),
         click.option("--ig-joint-layers", is_flag=True, help="--score ig: scale all layers on one path (m passes, not m x layers)"),
-        click.option("--sae", "sae", multiple=True, help="SAE for --score sae, LAYER=PATH or PATH (SAELens folder); repeatable"),
+        click.option("--sae", "sae", multiple=True, help="SAE for --score sae (repeatable): [LAYER=|HOOK=]SOURCE, SOURCE a folder or file (SAELens, "
+                          "Gemma Scope, Llama Scope layouts, or an SAE study's run folder), hf:ORG/REPO/PATH[@REV] or "
+                          "saelens:RELEASE/SAE_ID; the hook and layer are read from the files or names (HOOK e.g. "
+                          "blocks.5.hook_mlp_out)"),
         shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
                      type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
@@ -104,7 +108,7 @@ def _config(model: str, task, kw: dict):
         ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
         shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
         stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
-        batch_size=kw["batch_size"], dtype=resolved_dtype(kw["dtype"], model),
+        batch_size=resolved_batch_size(kw["batch_size"], model, kw["dtype"]), dtype=resolved_dtype(kw["dtype"], model),
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
         allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
@@ -120,6 +124,12 @@ def _config(model: str, task, kw: dict):
 @click.option("--run-id", default=None, callback=run_id_option,
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
+@model_load_options
+@log_samples_option
+@gen_kwargs_option({"max_gen_toks": "max_new_tokens", "until": "stop"},
+                   fixed={"do_sample": (False, "MUI reads greedy responses (001 App. A.6)"),
+                          "temperature": (0, "MUI reads greedy responses (001 App. A.6)")})
+@config_file_option("whitebox_eval.mui.study:MUIConfig")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
     """Model Utilization Index (paper 001): how much of the model a task uses.
@@ -180,7 +190,7 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
 
 def _print_tasks(folders) -> None:
     """Accuracy and MUI per task with their intervals, then the Utility Law across the tasks."""
-    from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.mui.over_runs import fit_runs
     from whitebox_eval.runs.estimates import describe
 
     click.echo("\nper task (95% intervals):")
@@ -217,7 +227,7 @@ def _print_study(folder) -> None:
     for w in res.get("warnings") or []:
         click.echo(f"WARNING: {w}")
     if res.get("sae_fidelity"):
-        from whitebox_eval.mui.sae_fidelity import fidelity_lines
+        from whitebox_eval.sae.fidelity import fidelity_lines
 
         for layer, fid in res["sae_fidelity"].items():
             click.echo(f"SAE layer {layer} fidelity on this task's prompt + response tokens (feature MUI "
@@ -252,6 +262,7 @@ def _print_study(folder) -> None:
 @click.option("--tol-performance", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="accuracy change (points) below which the move is undetermined")
 @click.option("--tol-mui", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="MUI change (points) below which the move is undetermined")
 @_study_options
+@model_load_options
 def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: float, tol_mui: float, **kw) -> None:
     """Regression test (Corollary 1): direction of each task's (accuracy, MUI) move between two checkpoints.
 
@@ -262,7 +273,7 @@ def compare(before: str, after: str, tasks: tuple[str, ...], tol_performance: fl
     collapsing    accuracy down, MUI down  (breakdown; seen off-task after contamination)
     Runs land in --output and are reused when the same comparison is repeated.
     """
-    from whitebox_eval.mui.compare import compare_checkpoints, comparison_table, save_comparison
+    from whitebox_eval.mui.over_runs import compare_checkpoints, comparison_table, save_comparison
 
     base = _config(before, tasks[0], kw)
     rows = compare_checkpoints(before, after, tasks, base, kw["output"], tol_performance=tol_performance, tol_mui=tol_mui)
@@ -286,7 +297,7 @@ def law(runs: tuple[str, ...], plot: str | None, allow_mixed: bool) -> None:
     The runs must share every MUI setting and n (a union grows with n); R^2 and the
     95% intervals of A and B need at least 3 runs.
     """
-    from whitebox_eval.mui.compare import fit_runs
+    from whitebox_eval.mui.over_runs import fit_runs
 
     res = fit_runs(list(runs), plot, allow_mixed=allow_mixed)
     for label, p, m in zip(res.labels, res.performance, res.mui):
@@ -337,6 +348,7 @@ def _print_law(res) -> None:
               help="items per split: key neurons are selected on one split, every task is evaluated on a disjoint one")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@model_load_options
 @dtype_option
 @run_folder_options
 def masking(model, source_task, eval_tasks, ks, score, activation, unit, target, random_draws, generate, max_new_tokens,
@@ -359,7 +371,7 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
     cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
                         ks=k_list, score=score, activation=activation, unit=unit, target=target,
                         random_draws=random_draws, generate=generate, max_new_tokens=max_new_tokens, shots=shots,
-                        limit=limit, batch_size=batch_size, seed=seed, dtype=resolved_dtype(dtype, model))
+                        limit=limit, batch_size=resolved_batch_size(batch_size, model, dtype), seed=seed, dtype=resolved_dtype(dtype, model))
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")
@@ -396,7 +408,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     """
     import numpy as np
 
-    from whitebox_eval.mui.inference import jackknife_mui
+    from whitebox_eval.mui.statistics import jackknife_mui
     from whitebox_eval.mui.study import load_key_sets
     from whitebox_eval.runs import RunFolder
     from whitebox_eval.runs.estimates import format_estimate
@@ -416,7 +428,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
 
 
 def _register_sae_commands() -> None:
-    from whitebox_eval.mui.sae_commands import sae_fidelity, train_sae
+    from whitebox_eval.sae.commands import sae_fidelity, train_sae
 
     command.add_command(train_sae)
     command.add_command(sae_fidelity)

@@ -45,7 +45,7 @@ from whitebox_eval.models.training import (
     trained,
     weights_fingerprint,
 )
-from whitebox_eval.mui.compare import paired_tests
+from whitebox_eval.mui.over_runs import paired_tests
 from whitebox_eval.mui.study import MUIConfig, prepare_task, run_mui, run_point
 from whitebox_eval.mui.utility_law import Direction, classify_direction
 from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
@@ -71,6 +71,13 @@ class ContaminationConfig:
     train_batch_size: int = 4
     checkpoints: tuple[int, ...] = ()
     """Optimizer steps at which a checkpoint is also evaluated (the final one always is)."""
+    until_significant: bool = False
+    """Train epoch by epoch until the contaminated task's accuracy on the trained items, read as the
+    MUI study reads it (same prompts, greedy generation, the task's answer check), is significantly
+    above its value before training (exact McNemar, p < 0.05, more items gained than lost), or until
+    ``max_epochs``: then the contamination did not take and the report says so. ``epochs`` is ignored."""
+    max_epochs: int = 10
+    """The cap of ``until_significant`` (epochs)."""
     max_new_tokens: int | None = None
     mui: dict[str, Any] = field(default_factory=dict)
     """Further MUI study settings for every evaluation (score, threshold, shots, chat, ...)."""
@@ -86,8 +93,8 @@ class ContaminationConfig:
     def check(self) -> None:
         if self.limit is None or self.limit < 2:
             raise WhiteboxError("contamination needs limit >= 2 items (paired tests on the same items)")
-        if self.epochs < 1 or self.train_batch_size < 1:
-            raise WhiteboxError("epochs and train_batch_size must be at least 1")
+        if self.epochs < 1 or self.train_batch_size < 1 or self.max_epochs < 1:
+            raise WhiteboxError("epochs, max_epochs and train_batch_size must be at least 1")
         if self.learning_rate <= 0:
             raise WhiteboxError(f"learning rate must be positive; got {self.learning_rate}")
         if any(s < 1 for s in self.checkpoints):
@@ -134,18 +141,50 @@ def training_sequences(cfg: ContaminationConfig, lm) -> list[tuple[list[int], li
     return out
 
 
+def trained_item_accuracy(lm, cfg: ContaminationConfig) -> list[bool]:
+    """Whether each trained item of the contaminated task is answered right now, read exactly as the
+    MUI study reads it: its prompt, greedy generation within the study's budget and stop strings,
+    the task's answer check (no MUI is scored)."""
+    from whitebox_eval.mui.responses import respond
+
+    task = prepare_task(cfg.mui_config(cfg.model, cfg.task), lm.tokenizer)
+    was = lm.model.training
+    lm.model.eval()
+    try:
+        with torch.no_grad():
+            _, responses = respond(lm, task, task.items)
+    finally:
+        lm.model.train(was)
+    return [bool(task.score(it, r, lm.tokenizer)["correct"]) for it, r in zip(task.items, responses)]
+
+
+def gain_test(before: list[bool], after: list[bool]) -> dict[str, Any]:
+    """Accuracy after against before on the same items: exact McNemar; ``significant`` when p < 0.05
+    and more items were gained than lost."""
+    t = stats.mcnemar(after, before)
+    return {"accuracy_before": float(sum(before)) / len(before), "accuracy_after": float(sum(after)) / len(after),
+            "b": t.b, "c": t.c, "n": t.n, "p_value": t.p_value, "test": t.test,
+            "significant": bool(t.p_value < stats.ALPHA and t.diff > 0)}
+
+
 def _train(lm, seqs, cfg: ContaminationConfig, dest: Path, show_progress: bool | None, log) -> dict:
-    """Full-parameter AdamW on the answer tokens; weights saved at ``cfg.checkpoints`` and at the end."""
+    """Full-parameter AdamW on the answer tokens; weights saved at ``cfg.checkpoints`` and at the end.
+    With ``until_significant``, epoch by epoch until the trained items' accuracy is significantly up
+    (:func:`gain_test`) or ``max_epochs`` (the record says which, with each epoch's test and time)."""
     model = lm.model
     torch.manual_seed(cfg.seed)
     masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
     opt = adamw(masters.params, cfg.learning_rate, (0.9, 0.999), cfg.weight_decay)
     rng = random.Random(f"mui/contamination/{cfg.seed}")
     steps_per_epoch = -(-len(seqs) // cfg.train_batch_size)
-    total = steps_per_epoch * cfg.epochs
-    saves = sorted({s for s in cfg.checkpoints if s < total} | {total})
+    epochs = cfg.max_epochs if cfg.until_significant else cfg.epochs
+    total = steps_per_epoch * epochs
     losses: list[float] = []
     start = time.perf_counter()
+    before = trained_item_accuracy(lm, cfg) if cfg.until_significant else None
+    per_epoch: list[dict[str, Any]] = []
+    saved: list[int] = []
+    step = 0
     model.train()
     try:
         for step in progress(range(1, total + 1), desc="contamination fine-tuning (steps)", enabled=show_progress):
@@ -160,24 +199,47 @@ def _train(lm, seqs, cfg: ContaminationConfig, dest: Path, show_progress: bool |
             opt.step()
             masters.masters_to_model()
             losses.append(float(loss.detach()))
-            if step in saves:
+            stop = False
+            if before is not None and step % steps_per_epoch == 0:
+                t = gain_test(before, trained_item_accuracy(lm, cfg))
+                per_epoch.append({"epoch": step // steps_per_epoch, "step": step, "loss": losses[-1], **t})
+                log(f"contamination epoch {step // steps_per_epoch}: trained-item accuracy {t['accuracy_before']:.3f} -> "
+                    f"{t['accuracy_after']:.3f} (b={t['b']}, c={t['c']}, exact McNemar p = {t['p_value']:.3g}), "
+                    f"{time.perf_counter() - start:.0f} s since training began")
+                stop = t["significant"]
+            if step in cfg.checkpoints or step == total or stop:
                 model.eval()
                 save_weights(lm, dest / f"step-{step}")
+                saved.append(step)
                 log(f"contamination step {step}/{total}: loss {losses[-1]:.4f}, checkpoint saved")
                 model.train()
+            if stop:
+                break
     finally:
         model.eval()
         opt.zero_grad(set_to_none=True)
         model.zero_grad(set_to_none=True)
     (dest / "losses.json").write_text(json.dumps(losses) + "\n", encoding="utf-8")
-    return {"steps": total, "examples": len(seqs), "checkpoints": [f"step-{s}" for s in saves],
+    info = {"steps": step, "examples": len(seqs), "checkpoints": [f"step-{s}" for s in saved],
             "loss_first": losses[0], "loss_last": losses[-1], "seconds": round(time.perf_counter() - start, 1)}
+    if before is not None:
+        reached = bool(per_epoch and per_epoch[-1]["significant"])
+        info["until_significant"] = {
+            "cap_epochs": cfg.max_epochs, "epochs": len(per_epoch), "reached": reached, "per_epoch": per_epoch,
+            "rule": "train epoch by epoch until the trained items' accuracy (the MUI study's prompts, greedy, the "
+                    "task's check) is significantly above before (exact McNemar p < 0.05, more gained than lost), "
+                    f"at most {cfg.max_epochs} epochs",
+            "text": (f"significant after {len(per_epoch)} epoch(s)" if reached else
+                     f"not significant within the cap of {cfg.max_epochs} epochs: the contamination did not take")}
+    return info
 
 
 def training_key(cfg: ContaminationConfig, lm, seqs) -> dict:
     """What sets the contaminated weights (the cache key)."""
     return {"suite": "contamination", "model": lm.spec, "weights": weights_fingerprint(lm.model), "dtype": cfg.dtype,
             "task": cfg.task, "seed": cfg.seed, "epochs": cfg.epochs, "learning_rate": cfg.learning_rate,
+            **({"until_significant": True, "max_epochs": cfg.max_epochs, "max_new_tokens": cfg.max_new_tokens,
+                "mui": cfg.mui} if cfg.until_significant else {}),
             "weight_decay": cfg.weight_decay, "train_batch_size": cfg.train_batch_size,
             "checkpoints": list(cfg.checkpoints), "data": data_digest([s[0] + [-1] + s[2] for s in seqs])}
 

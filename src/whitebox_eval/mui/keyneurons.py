@@ -21,7 +21,8 @@ Scores (``KeyNeuronConfig.score``):
   ``F`` sums over the response, so the
   gradient at ``p`` also carries ``a_p``'s effect on later tokens (the authors
   differentiate the whole response's loss too).
-* ``sae`` (eq. 5): SAE feature activations of the residual stream at ``p``.
+* ``sae`` (eq. 5): SAE feature activations at ``p``, read at each SAE's own hook (the residual
+  stream, an MLP or attention output, ``hook_z``: :mod:`whitebox_eval.internals.hook_points`).
 
 ``response_level`` sums the token scores over the response (eq. 15) before
 thresholding. Activations are the input of the down projection (``mlp_act`` =
@@ -51,11 +52,9 @@ k = 1; 5.20% vs 3.79% at k = 15, where the unique-neuron rule would give 6.94%.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
@@ -70,8 +69,8 @@ from whitebox_eval.mui.neuron_scores import (
     neuron_contribution_scores,
     riemann_alphas,
 )
-from whitebox_eval.mui.sae import SAE, ReconstructionStats, sae_feature_scores
-from whitebox_eval.mui.sae_files import load_sae
+from whitebox_eval.sae.encoding import ReconstructionStats, sae_feature_scores
+from whitebox_eval.sae.sets import SAESet, load_sae_set  # noqa: F401 (load_sae_set: the suite's one name for it)
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK, ThresholdMethod, Ties, Unit, key_mask
 
 ScoreKind = Literal["contribution", "activation", "ig", "sae"]
@@ -113,63 +112,6 @@ class KeyNeuronConfig:
         if self.score_token == "at" and self.score not in ("contribution", "activation"):
             raise WhiteboxError("scoring the token at p (authors' code) applies to --score contribution or activation only")
         return self
-
-
-@dataclass
-class SAESet:
-    """One SAE per chosen layer, all of the same width, reading ``point`` (resid or resid_pre)."""
-
-    layers: list[int]
-    saes: list[SAE]
-    point: str = "resid"
-    paths: list[str] = field(default_factory=list)
-    quality: list[ReconstructionStats] = field(default_factory=list)
-
-    def take_quality(self) -> list[ReconstructionStats]:
-        """Reconstruction statistics gathered since the last call (one per SAE), then reset."""
-        out = self.quality or [ReconstructionStats() for _ in self.saes]
-        self.quality = [ReconstructionStats() for _ in self.saes]
-        return out
-
-    @property
-    def width(self) -> int:
-        return self.saes[0].d_sae
-
-
-def load_sae_set(specs: Sequence[str]) -> SAESet:
-    """Load SAEs from ``LAYER=PATH`` (or ``PATH`` whose cfg.json names ``hook_layer``) entries.
-
-    The hook point is SAELens' ``hook_name``: ``...hook_resid_pre`` reads the residual
-    stream entering the block, anything else the stream leaving it (``hook_resid_post``).
-    """
-    if not specs:
-        raise WhiteboxError("give at least one SAE as LAYER=PATH")
-    layers, saes, points, paths = [], [], set(), []
-    for spec in specs:
-        layer_s, _, path = spec.partition("=") if "=" in spec else ("", "", spec)
-        sae = load_sae(path)
-        if layer_s:
-            try:
-                layer = int(layer_s)
-            except ValueError:
-                raise WhiteboxError(f"SAE spec {spec!r}: the part before '=' must be a layer number") from None
-        elif "hook_layer" in sae.metadata:
-            layer = int(sae.metadata["hook_layer"])
-        else:
-            raise WhiteboxError(f"SAE {path} has no hook_layer in cfg.json; give it as LAYER=PATH")
-        hook = str(sae.metadata.get("hook_name", ""))
-        points.add("resid_pre" if "resid_pre" in hook else "resid")
-        layers.append(layer)
-        saes.append(sae)
-        paths.append(str(Path(path)))
-    if len(points) > 1:
-        raise WhiteboxError("all SAEs must read the same hook point (all resid_pre or all resid_post)")
-    if len({s.d_sae for s in saes}) != 1:
-        raise WhiteboxError("all SAEs must have the same width (d_sae) for feature MUI")
-    if len(set(layers)) != len(layers):
-        raise WhiteboxError(f"two SAEs for the same layer: {layers}")
-    order = np.argsort(layers)
-    return SAESet([layers[i] for i in order], [saes[i] for i in order], points.pop(), [paths[i] for i in order])
 
 
 @dataclass
@@ -346,7 +288,8 @@ def _sae(engine: Engine, lay: _Layout, sae_set: SAESet) -> list[torch.Tensor]:
         trace = engine.run(lay.batch, [Capture(sae_set.point, lay.positions, sae_set.layers, name="x")], logits=False,
                            prefix=lay.prefix)
         valid = lay.valid.to(trace["x"].device)
-        x = trace["x"].permute(0, 2, 1, 3)[valid].float()  # [N, L_sae, d_model], encoded where it was captured
+        captured = trace["x"].flatten(3) if trace["x"].dim() == 5 else trace["x"]  # hook_z: heads concatenated
+        x = captured.permute(0, 2, 1, 3)[valid].float()  # [N, L_sae, d_in], encoded where it was captured
         sae_set.saes = [s.to(x.device) for s in sae_set.saes]  # moved once: later batches find them there
         flat = torch.stack([sae_feature_scores(s, x[:, i]) for i, s in enumerate(sae_set.saes)], dim=1)
         if not sae_set.quality:

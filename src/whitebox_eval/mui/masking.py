@@ -50,12 +50,12 @@ from whitebox_eval.internals import Engine, MaskNeurons
 from whitebox_eval.mui import responses as rsp
 from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, layer_rankings, token_scores
-from whitebox_eval.mui.prepared import PreparedTask, prepare_task, respond
+from whitebox_eval.mui.responses import PreparedTask, prepare_task, respond
 from whitebox_eval.mui.study import MUIConfig
 from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
-from whitebox_eval.runs.stages import stage
+from whitebox_eval.runs.kept import kept
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.tasks.generation import GenItem
 
@@ -97,7 +97,7 @@ class MaskingConfig:
         d = dataclasses.asdict(self)
         d["eval_tasks"], d["ks"] = list(self.eval_tasks), list(self.ks)
         d["_volatile"] = list(d.pop("volatile"))
-        d["suite"] = "mui-masking"
+        d["suite"] = "masking"  # its record's name (studies.masking, suite: masking)
         d["task"] = self.source_task
         return d
 
@@ -289,7 +289,7 @@ def run_masking(
     splits = {"selection": {cfg.source_task: [it.id for it in selection.items]},
               "evaluation": {t: [it.id for it in task.items] for t, task in tasks.items()}}
     write_atomic(split_path, json.dumps(splits, indent=1))
-    targets = stage(folder.path, "targets", lambda: {t: answer_targets(loaded, cfg, task) for t, task in tasks.items()},
+    targets = kept(folder.path, "targets", lambda: {t: answer_targets(loaded, cfg, task) for t, task in tasks.items()},
                     valid=lambda kept: set(tasks) <= set(kept))
     conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
     for k in cfg.ks:

@@ -10,7 +10,7 @@ folder alone (:func:`load_key_sets`, :func:`subset_mui`).
 
 Results (``results.json``, fractions with ``_ci`` / ``_n`` / ``_ci_method`` beside them as
 :mod:`whitebox_eval.stats` writes them): accuracy with its Wilson interval and MUI with a
-jackknife interval (:mod:`whitebox_eval.mui.inference`), activated / total units, the threshold's effective fraction of ``d_ff``,
+jackknife interval (:mod:`whitebox_eval.mui.statistics`), activated / total units, the threshold's effective fraction of ``d_ff``,
 the number of responses truncated by the token budget, PUR (eq. 7, percent units), MUI
 of correct vs incorrect responses compared at equal subset size by a permutation test
 of the labels (sec. 3.7), MUI per group (domain / category, sec. 3.6), and per-layer
@@ -31,22 +31,26 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.internals.prefixes import PrefixCache
-from whitebox_eval.mui.inference import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
+from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
-from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, SAESet, ScoredSequence, load_sae_set, sample_key_mask,
+from whitebox_eval.sae.sets import SAESet
+from whitebox_eval.sae.sets import load_sae_set
+from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, ScoredSequence, sample_key_mask,
                                           token_scores)
-from whitebox_eval.mui.sae import ReconstructionStats
-from whitebox_eval.mui.sae_cache import check_sae_options, fidelity_summary, study_saes
-from whitebox_eval.mui.sae_fidelity import evaluate_fidelity, judged
+from whitebox_eval.sae.encoding import ReconstructionStats
+from whitebox_eval.sae.study import fidelity_summary
+from whitebox_eval.sae.sets import split_spec
+from whitebox_eval.sae.sources import feature_links, resolve_sae
+from whitebox_eval.sae.fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
 from whitebox_eval.mui.utility_law import Direction, classify_direction, performance_utilization_ratio
 from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import iter_parts, run_pass
-from whitebox_eval.runs.stages import stage
-from whitebox_eval.mui.prepared import prepare_task, respond
+from whitebox_eval.runs.kept import kept
+from whitebox_eval.mui.responses import prepare_task, respond
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
 
@@ -102,7 +106,6 @@ class MUIConfig:
     ig_steps: int = 10
     ig_joint_layers: bool = False
     sae: tuple[str, ...] = ()
-    train_sae: dict | None = None  # --score sae with an SAE trained here once and cached (mui/sae_cache.py)
     shots: str = "auto"
     chat: str = "auto"
     responses: str = "model"
@@ -160,7 +163,7 @@ class MUIConfig:
         d["sae"] = list(self.sae)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
-        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution", "train_sae"):  # recorded only when given
+        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution"):  # recorded only when given
             if not d[key]:
                 del d[key]
         d["task_spec"] = self.spec.to_config()
@@ -178,12 +181,6 @@ class MUIConfig:
         return f"{unit}; scored against the {token}"
 
 
-def _unit_shape(lm, sae_set: SAESet | None) -> tuple[int, int, str]:
-    if sae_set is not None:
-        return len(sae_set.layers), sae_set.width, "feature"
-    return lm.arch.n_layers, lm.arch.d_ff, "neuron"
-
-
 def run_mui(
     cfg: MUIConfig,
     output: str | Path = "runs",
@@ -197,22 +194,26 @@ def run_mui(
     from whitebox_eval.models import load_model
 
     kcfg = cfg.key_neuron_config()
-    check_sae_options(cfg.score, cfg.sae, cfg.train_sae)
+    if (cfg.score == "sae") != bool(cfg.sae):
+        raise WhiteboxError("--score sae needs --sae LAYER=PATH (or an SAE run folder), and --sae is only used with "
+                            "--score sae")
+    for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
+        resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    sae_specs, trained = study_saes(loaded, cfg.sae, cfg.train_sae, show_progress=show_progress)
-    sae_set = load_sae_set(sae_specs) if sae_specs else None
+    sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
     config = cfg.to_dict()
+    if sae_set is not None:  # what each SAE is: route, release, id, hook, commit, SHA-256 (sae/sources.py)
+        config["sae_sources"] = sae_set.sources
     config.update(task.gen.notes if task.gen is not None else {})
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
-    if trained is not None:
-        folder.log(f"SAE {trained['path']}: {'trained now' if trained['trained_now'] else 'read from the cache'}")
     engine = Engine(loaded)
     prefixes = PrefixCache(engine)  # a demonstration or chat header the prompts share, computed once
-    n_layers, width, kind = _unit_shape(loaded, sae_set)
+    n_layers, width, kind = ((len(sae_set.layers), sae_set.width, "feature") if sae_set is not None
+                             else (loaded.arch.n_layers, loaded.arch.d_ff, "neuron"))
     ids = [it.id for it in task.items]
     folder.log(f"{len(ids)} items, model {cfg.model}, prompt format {task.fmt}")
 
@@ -264,7 +265,7 @@ def run_mui(
 
 
 def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None) -> dict:
-    """Per SAE layer: the fidelity figures (:mod:`whitebox_eval.mui.sae_fidelity`) on the task's
+    """Per SAE layer: the fidelity figures (:mod:`whitebox_eval.sae.fidelity`) on the task's
     prompt + response tokens, with the study's progress (three forwards a batch: after the last
     sample, minutes on long prompts); the stage arrays/sae_fidelity.json (reused on resume, judged
     by today's thresholds)."""
@@ -279,8 +280,8 @@ def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_
                                               judge_dead=False, show_progress=show_progress)
                 if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
 
-    kept = stage(folder.path / ARRAYS_DIR, "sae_fidelity", compute)
-    return {layer: judged(fid, judge_dead=False) for layer, fid in kept.items()}
+    figures = kept(folder.path / ARRAYS_DIR, "sae_fidelity", compute)
+    return {layer: judged(fid, judge_dead=False) for layer, fid in figures.items()}
 
 
 def _sae_quality(folder: RunFolder, sae_set: SAESet) -> dict:
@@ -398,6 +399,7 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     warnings = []
     if sae_set is not None:
         results["sae_quality"] = _sae_quality(folder, sae_set)
+        results["sae_features"] = feature_links(sae_set.sources, map(ks.flat_indices, range(len(items))), width)
     if sae_fidelity is not None:
         results["sae_fidelity"] = sae_fidelity
         results["sae_summary"] = fidelity_summary(sae_fidelity, sae_set.paths if sae_set is not None else [])

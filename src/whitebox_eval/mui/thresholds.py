@@ -222,3 +222,11 @@ def _int_value(value: float) -> int:
     if float(value) != int(value):
         raise WhiteboxError(f"k must be an integer, got {value}")
     return int(value)
+
+
+def feature_key_mask(
+    feature_scores: torch.Tensor, method: ThresholdMethod = "topk", value: float | None = DEFAULT_SAE_TOPK,
+    *, unit: Unit = "pair",
+) -> torch.Tensor:
+    """A sample's key features (eq. 6 / 9): default top-50 per layer; inactive (zero) features never count."""
+    return key_mask(feature_scores, method, value, unit=unit, min_score=0.0)

@@ -5,11 +5,11 @@
 * ``metrics``: results as rows (headline first), value formatting, deltas (estimates and
   their intervals are read by :mod:`whitebox_eval.runs.estimates`);
 * ``samples``: the sample viewer (``--static``);
-* ``explorer_data`` / ``explorer_views``: the items and each suite's per-item views as data;
-* ``interactive``: the page's script (``data/explorer/*.js``), style and JSON block;
-* ``comparison``: several runs side by side, the direction each moved (results.json ``moves``);
+* ``explorer_views``: each run's items (:mod:`whitebox_eval.runs.items`) and its suite's views (its record's ``views``);
+* ``interactive``: the page's script (``data/explorer/*.js`` and each record's view script), style and JSON block;
+* ``moves``: several runs side by side, the direction each moved (results.json ``moves``);
 * ``lm_eval_results``: lm-eval results files read and mapped onto our tasks and metrics;
-* ``compare``: the ``compare`` table (run folders and lm-eval files as columns);
+* ``side_by_side``: the ``compare`` table (run folders and lm-eval files as columns);
 * ``page``: ``write_report`` (one self-contained ``report.html``);
 * ``command``: the ``whitebox-eval report`` and ``whitebox-eval compare`` commands.
 """

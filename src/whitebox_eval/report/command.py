@@ -63,10 +63,16 @@ def compare(inputs: tuple[Path, ...]) -> None:
     acc,baseline, each with its interval and n.
 
     \b
+    With run folders only, each later run is also paired with the first item by
+    item (samples.jsonl ids): for every per-item metric both record, B - A with its
+    95% interval and test (exact McNemar for 0/1 metrics, paired bootstrap for
+    scores), n, and the items that flip.
+
+    \b
       whitebox-eval compare runs/base runs/tuned
       whitebox-eval compare runs/hs-lm-eval lm_eval_out/ runs/hs-paper
     """
-    from whitebox_eval.report.compare import compare_lines, load_inputs
+    from whitebox_eval.report.side_by_side import compare_lines, load_inputs
 
     for line in compare_lines(load_inputs(list(inputs))):
         click.echo(line)

@@ -11,12 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from whitebox_eval.runs.estimates import format_estimate, is_number
+from whitebox_eval.runs.items import MAX_TEXT, cut
+
+__all__ = ["MAX_TEXT", "cut"]  # the report's text cut, kept where its tables read it
 
 MAX_LIST_ITEMS = 24
 """Longer lists are shown cut, with their length."""
 
-MAX_TEXT = 2000
-"""Longer text values are cut (with a note) in tables and the sample viewer."""
 
 
 def format_value(value: Any, max_items: int = MAX_LIST_ITEMS) -> str:
@@ -39,13 +40,6 @@ def format_value(value: Any, max_items: int = MAX_LIST_ITEMS) -> str:
     if isinstance(value, Mapping):
         return cut(json.dumps(value, ensure_ascii=False, default=str))
     return cut(str(value))
-
-
-def cut(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` shortened to ``limit`` characters, saying how much was left out."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\u2026 [{len(text) - limit} more characters]"
 
 
 def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -19,14 +19,16 @@ from typing import Any
 
 import whitebox_eval
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.report.comparison import headline_rows, moves, skipped_moves
+from whitebox_eval.report.moves import headline_rows, moves, skipped_moves
 from whitebox_eval.report.markup import Markup, join, render
+from whitebox_eval.report.paired_runs import paired_comparison
 from whitebox_eval.report.metrics import flatten, format_cell, format_delta, format_value, metric_rows, paired_rows
 from whitebox_eval.report.rundata import DEFAULT_SAMPLE_CAP, IMAGE_TYPES, RunData, load_run
 from whitebox_eval.report.samples import plot_anchor, render_samples
 from whitebox_eval.report.style import CSP, STYLE
 from whitebox_eval.runs.atomic import AtomicFile
 from whitebox_eval.runs.estimates import estimate_rows
+from whitebox_eval.runs.folder import RunFolder
 
 REPORT_FILE = "report.html"
 
@@ -95,9 +97,38 @@ def _comparison(runs: list[RunData], static: bool) -> Markup:
                    head=head, rows=join(rows)) if rows else \
         render("<p class=note>None of these runs has headline metrics yet.</p>")
     directions = _directions(runs)
+    paired = _paired(runs)
     same = Markup("") if static else render("<div class=explorer data-explorer=compare></div>")
-    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{directions}{same}</section>\n",
-                  table=table, directions=directions, same=same)
+    return render("<section id=\"comparison\"><h2>Runs side by side</h2>{table}{paired}{directions}{same}"
+                  "</section>\n", table=table, paired=paired, directions=directions, same=same)
+
+
+def _paired(runs: list[RunData]) -> Markup:
+    """Each later run against the first, item by item (:mod:`.paired_runs`)."""
+    if any(not (r.path / "samples.jsonl").is_file() for r in runs):
+        return Markup("")
+    first = list(RunFolder.open(runs[0].path).read_samples())
+    blocks = []
+    for run in runs[1:]:
+        try:
+            cmp = paired_comparison(first, RunFolder.open(run.path).read_samples(), runs[0].run_id, run.run_id)
+        except WhiteboxError as error:
+            blocks.append(render("<p class=note>No item-by-item comparison of {b}: {e}</p>", b=run.run_id, e=str(error)))
+            continue
+        if not cmp.metrics:
+            continue
+        rows = join(render(
+            "<tr><th>{m}</th><td>{a}</td><td>{b}</td><td>{d}</td><td>[{lo}, {hi}]</td><td>{p}</td><td>{t}</td>"
+            "<td>{n}</td><td>{f}</td></tr>", m=m.metric, a=format_value(m.mean_a), b=format_value(m.mean_b),
+            d=f"{m.test.diff:+.4f}", lo=f"{m.test.lo:+.4f}", hi=f"{m.test.hi:+.4f}", p=f"{m.test.p_value:.3g}",
+            t="exact McNemar" if m.binary else "paired bootstrap", n=m.test.n,
+            f=f"+{len(m.gained)} / -{len(m.lost)}" if m.binary else "") for m in cmp.metrics)
+        blocks.append(render(
+            "<h3>{b} - {a}, item by item ({n} shared items)</h3><table class=metrics data-paired><thead><tr>"
+            "<th>metric</th><th>{a}</th><th>{b}</th><th>diff</th><th>95% interval</th><th>p</th><th>test</th>"
+            "<th>n</th><th>flips</th></tr></thead><tbody>{rows}</tbody></table>",
+            a=cmp.label_a, b=cmp.label_b, n=cmp.n_shared, rows=rows))
+    return join(blocks)
 
 
 def _directions(runs: list[RunData]) -> Markup:

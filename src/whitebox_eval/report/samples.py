@@ -18,28 +18,15 @@ Suites store different fields, so the viewer reads what a sample has:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from whitebox_eval.report.markup import Markup, join, render
 from whitebox_eval.report.metrics import cut, format_value
-from whitebox_eval.runs.estimates import is_number
+from whitebox_eval.runs.items import Scorer, gold_key, gold_of, scorers_of
 
 TEXT_KEYS = ("prompt", "question", "context", "input", "text")
 OPTION_KEYS = ("options", "choices", "alternatives")
-GOLD_KEYS = ("gold", "target", "label", "answer")
-
-
-@dataclass
-class Scorer:
-    """One way the run picked an answer for a sample."""
-
-    name: str
-    pred: Any
-    scores: Sequence[Any] | Mapping[str, Any] | None = None
-    correct: bool | None = None
 
 
 def plot_anchor(run_key: str, plot_name: str) -> str:
@@ -60,44 +47,14 @@ def render_samples(samples: list[dict[str, Any]], n_total: int, run_key: str,
     return render("{note}<div class=samples>{entries}</div>", note=note, entries=entries)
 
 
-def scorers_of(sample: Mapping[str, Any]) -> list[Scorer]:
-    """The scorers a sample records, in a stable order (baseline first)."""
-    gold = sample.get("gold")
-    found: list[Scorer] = []
-    if "pred_baseline" in sample:
-        found.append(Scorer("baseline", sample["pred_baseline"], sample.get("letter_logits")))
-    for key, value in sample.items():
-        if key.endswith("_head") and isinstance(value, Mapping) and "pred" in value:
-            head = value.get("head")
-            where = f" L{head[0]}H{head[1]}" if isinstance(head, list) and len(head) == 2 else ""
-            found.append(Scorer(f"{key[:-5]} head{where}", value["pred"], value.get("scores")))
-    for key, value in sample.items():
-        if key.startswith("pred_") and key != "pred_baseline":
-            found.append(Scorer(key[5:], value))
-    for key, name in (("cloze_loglik", "cloze"), ("cloze_loglik_norm", "cloze (length-normalised)")):
-        scores = sample.get(key)
-        if isinstance(scores, list) and scores and all(is_number(x) for x in scores):
-            found.append(Scorer(name, max(range(len(scores)), key=lambda j: _finite(scores[j])), scores))
-    if "prediction" in sample:
-        found.append(Scorer("model", sample["prediction"], sample.get("probs")))
-    elif "predicted" in sample or "response" in sample:
-        text = sample.get("predicted", sample.get("response"))
-        judged = sample.get("correct") if isinstance(sample.get("correct"), bool) else None
-        found.append(Scorer("model", text, None, judged))
-    for scorer in found:
-        if scorer.correct is None:
-            scorer.correct = _matches(scorer.pred, gold if "gold" in sample else _gold_of(sample))
-    return found
-
-
 def _consumed(sample: Mapping[str, Any]) -> set[str]:
     keys = {"id", "pred_baseline", "letter_logits", "labels", "cloze_loglik", "cloze_loglik_norm",
             "prediction", "probs", *TEXT_KEYS, *OPTION_KEYS}
     keys |= {k for k in sample if k.startswith("pred_")}
     keys |= {k for k, v in sample.items() if k.endswith("_head") and isinstance(v, Mapping) and "pred" in v}
-    gold_key = _gold_key(sample)
-    if gold_key:
-        keys.add(gold_key)
+    gold = gold_key(sample)
+    if gold:
+        keys.add(gold)
     if "prediction" not in sample:
         keys |= {"predicted", "response"} & set(sample)
     return keys
@@ -105,7 +62,7 @@ def _consumed(sample: Mapping[str, Any]) -> set[str]:
 
 def _sample_entry(i: int, sample: dict[str, Any], run_key: str, plot_names: set[str]) -> Markup:
     labels = sample.get("labels") if isinstance(sample.get("labels"), list) else None
-    gold = _gold_of(sample)
+    gold = gold_of(sample)
     scorers = scorers_of(sample)
     summary = join([
         render("<span class=sid>#{n} {id}</span>", n=i, id=cut(str(sample.get("id", "")), 160)),
@@ -212,15 +169,6 @@ def _other_fields(sample: Mapping[str, Any]) -> Markup:
     return render("<table class=fields><tbody>{rows}</tbody></table>", rows=join(rows))
 
 
-def _gold_key(sample: Mapping[str, Any]) -> str | None:
-    return next((k for k in GOLD_KEYS if k in sample), None)
-
-
-def _gold_of(sample: Mapping[str, Any]) -> Any:
-    key = _gold_key(sample)
-    return None if key is None else sample[key]
-
-
 def _option_label(j: int, labels: list | None) -> str:
     return str(labels[j]) if labels is not None and j < len(labels) else str(j)
 
@@ -233,22 +181,8 @@ def _label(value: Any, labels: list | None, short: bool) -> str:
     return format_value(value)
 
 
-def _matches(pred: Any, gold: Any) -> bool | None:
-    if pred is None or gold is None:
-        return None
-    if is_number(pred) and is_number(gold):
-        return pred == gold
-    if isinstance(pred, str) and isinstance(gold, str):
-        return pred.strip() == gold.strip()
-    return None
-
-
 def _mark_class(correct: bool | None) -> str:
     return {True: "ok", False: "bad"}.get(correct, "plain")  # type: ignore[arg-type]
-
-
-def _finite(x: Any) -> float:
-    return float(x) if is_number(x) and math.isfinite(x) else -math.inf
 
 
 __all__ = ["Scorer", "plot_anchor", "render_samples", "scorers_of"]

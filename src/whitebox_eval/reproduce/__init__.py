@@ -99,15 +99,20 @@ def _open_folder(folder: Path, plan_dict: dict, resume: bool) -> None:
     write_atomic(plan_path, json.dumps(plan_dict, indent=1, sort_keys=True) + "\n")
 
 
-def write_outputs(folder: Path, content: dict[str, Any], command: str) -> None:
-    """claims.json, reproduction.md and reproduction.html (atomic, no times inside)."""
-    from whitebox_eval.reproduce import render
-    from whitebox_eval.runs.atomic import write_atomic
+def write_outputs(folder: Path, content: dict[str, Any], command: str) -> dict[str, Any]:
+    """claims.json, its per-item evidence (:mod:`.evidence`), reproduction.md and
+    reproduction.html (atomic, no times inside); returns claims.json's content."""
+    from whitebox_eval.reproduce import evidence, render
+    from whitebox_eval.runs.atomic import AtomicFile, write_atomic
 
-    write_atomic(folder / CLAIMS_FILE, json.dumps(content, indent=1, sort_keys=True, allow_nan=False) + "\n")
-    bs = render.blocks(content, command)
+    slim, items = evidence.split(content)
+    with AtomicFile(folder / evidence.EVIDENCE_FILE, "wb") as f:
+        f.write(evidence.dumps(items))
+    write_atomic(folder / CLAIMS_FILE, json.dumps(slim, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    bs = render.blocks(slim, command)
     write_atomic(folder / MARKDOWN_FILE, render.markdown(bs))
     write_atomic(folder / HTML_FILE, render.html(bs, "whitebox-eval reproduce", base=folder))
+    return slim
 
 
 def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quick",
@@ -123,6 +128,9 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
     plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
     folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
     notes = prechecks.check(plan)  # one line, and no work, when no child could run
+    from whitebox_eval.reproduce import claims_plan
+
+    notes = claims_plan.lines(plan.papers, plan.scale) + notes
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     for line in plan.lines() + notes:
         say(line)
@@ -149,7 +157,7 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
                             save_timings=save_timings, reuse_only=reuse_only)
     content = assemble.content(plan, outcomes)
     command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {scale}"
-    write_outputs(folder, content, command)
+    content = write_outputs(folder, content, command)
     timings["_wall_seconds_this_call"] = round(time.monotonic() - start, 1)
     save_timings()
     log(f"reproduce: wrote {folder / MARKDOWN_FILE}, {folder / HTML_FILE} and {folder / CLAIMS_FILE}")

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval import power, stats
-from whitebox_eval.reproduce import checks, derived, values, verdicts
+from whitebox_eval import power, stats, suites
+from whitebox_eval.lazy import resolve
+from whitebox_eval.reproduce import antecedents, claim_checks as checks, derived, values, verdicts
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
-SCHEMA = 2
+SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
 
 class NoChild(Exception):
@@ -143,10 +144,13 @@ def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
     results = outcome.study().results
     if "derived" in stat:
         t = derived.compute(stat["derived"], stat, results, outcome.study().samples)
-        if "values" in stat:  # the two sides as the child reports them
+        if "values" in stat:  # the two sides as the child reports them (shown beside, where it has them)
             for side in ("a", "b"):
                 if side in stat["values"]:
-                    t[f"side_{side}"] = values.estimate(results, stat["values"][side])["value"]
+                    try:
+                        t[f"side_{side}"] = values.estimate(results, stat["values"][side])["value"]
+                    except values.Missing:
+                        pass
         return t
     if "paired" in stat or "test_at" in stat:
         return dict(values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]}))
@@ -168,16 +172,108 @@ def _arms(c: Claim, stat: Mapping[str, Any], results: Mapping[str, Any], samples
 
 
 def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results: Mapping[str, Any],
-            samples: list) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            samples: list, direction: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Preconditions, and controls in the observed ``direction`` (a control explains a contradicting
+    effect as it explains a holding one)."""
     pre = [checks.evaluate(checks.PRECONDITIONS, spec, arms, results, stat) for spec in c.preconditions]
-    ctl = [checks.evaluate(checks.CONTROLS, spec, arms, results, samples, c.direction) for spec in c.controls]
+    ctl = [checks.evaluate(checks.CONTROLS, spec, arms, results, samples, direction or c.direction)
+           for spec in c.controls]
     return pre, ctl
+
+
+SUBSTANCE = {"substance": antecedents.substance}
+
+
+def _stratified(stat: dict[str, Any]) -> dict[str, Any]:
+    """The stratified statistic in place of the pooled one when the two disagree in sign or in
+    significance (the pooled one kept beside it as ``pooled``)."""
+    st = stat.get("stratified")
+    if not isinstance(st, Mapping) or "value" not in st or stat.get("p_value") is None:
+        return stat
+    sig = lambda p: p < stats.ALPHA  # noqa: E731
+    if (st["value"] > 0) == (stat["value"] > 0) and sig(st["p_value"]) == sig(stat["p_value"]):
+        return stat
+    pooled = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source") if k in stat}
+    out = {**stat, **{k: st[k] for k in ("value", "lo", "hi", "se", "p_value", "n", "test")},
+           "source": f"{stat.get('source', '')}, within {st.get('strata')}", "pooled": pooled}
+    return out
+
+
+def _chance(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], effect: float) -> dict[str, Any]:
+    """Each arm against its uninformed level (:mod:`.chance`), and which arms the verdict needs
+    above it: the one the observed difference favours (a difference a - b), both for a claim of no
+    difference or of a relation against a boundary (which also needs variance in both)."""
+    from whitebox_eval.reproduce import chance
+
+    levels = {}
+    for name, a in arms.items():
+        if "error" in a:
+            continue
+        levels[name] = {**chance.above(a), "label": a.get("label", name)}
+        v = chance.variance(a)
+        if v is not None:
+            levels[name]["varies"] = v
+    difference = any(k in c.stat for k in ("paired", "test_at", "derived"))
+    if c.direction == "none" or not difference:
+        needed = sorted(levels)
+    elif {"a", "b"} <= set(levels):
+        needed = ["a" if effect > 0 else "b"] if effect != 0 else []
+    else:
+        needed = sorted(levels)
+    return {"arms": levels, "needed": needed, "needed_variance": [] if difference else sorted(levels)}
+
+
+def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: list) -> list[dict[str, Any]]:
+    """The manipulation checks of the claim and of its experiment; a check whose test is the
+    claim's own statistic does not apply (that claim *is* the check)."""
+    specs = list(c.manipulation)
+    if c.experiment and not c.across_models:
+        specs = list(paper.experiment(c.experiment).manipulation) + specs
+    out = []
+    for spec in specs:
+        if any(k in spec and spec[k] == c.stat.get(k) for k in ("paired", "test_at")):
+            continue
+        if spec.get("applies_to") and spec["applies_to"] not in (c.stat.get("test_at") or [c.stat.get("paired")]):
+            continue
+        out.append(checks.evaluate(antecedents.MANIPULATIONS, spec, results, samples))
+    return out
+
+
+def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any] | None:
+    """A claim of no difference: its positive control (the same statistic between groups known to
+    differ, ``positive_control``) reaches the margin at this n when |value| >= margin and p < 0.05."""
+    pc = c.positive_control
+    if c.direction != "none" or not pc:
+        return None
+    if "none" in pc:
+        return {"reaches": False, "text": f"none at this scale ({pc['none']})"}
+    spec = fill(dict(pc), _env(plan))
+    expid = spec.pop("experiment", c.experiment)
+    o = _outcome(plan, outcomes, paper, expid, model)
+    if o is None or o.status != "done":
+        return {"reaches": False, "text": f"its child run {expid} did not run"}
+    try:
+        spec = _child_filled(spec, o.study().results)
+        probe = dataclasses.replace(c, stat={k: v for k, v in spec.items() if k != "label"})
+        t = _statistic(probe, o)
+    except values.Missing as e:
+        return {"reaches": False, "text": f"not computed ({e})"}
+    p = t.get("p_value")
+    p = verdicts.interval_p(t) if p is None else float(p)
+    reaches = abs(float(t["value"])) >= float(c.margin) and p < stats.ALPHA
+    return {"reaches": reaches, "value": float(t["value"]), "lo": t.get("lo"), "hi": t.get("hi"), "p_value": p,
+            "test": t.get("test"), "n": t.get("n"),
+            "text": f"{spec.get('label', 'positive control')}: {float(t['value']):+.3g} [{t.get('lo', float('nan')):+.3g}, "
+                    f"{t.get('hi', float('nan')):+.3g}], {t.get('test')} {stats.fmt_p(p)}; margin {c.margin:g}"
+                    + ("" if reaches else " -- it does not reach the margin at this n: the measure cannot show a difference of that size")}
 
 
 def _claim_filled(c: Claim, env: Mapping[str, Any]) -> Claim:
     return dataclasses.replace(c, stat=fill(c.stat, env), arms=fill(c.arms, env),
                                preconditions=tuple(fill(list(c.preconditions), env)),
-                               controls=tuple(fill(list(c.controls), env)))
+                               controls=tuple(fill(list(c.controls), env)),
+                               substance=tuple(fill(list(c.substance), env)),
+                               manipulation=tuple(fill(list(c.manipulation), env)))
 
 
 def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
@@ -232,17 +328,28 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         return {**out, "preconditions": pre, **(failed or {"verdict": verdicts.NOT_TESTED, "reason": str(e)})}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
+    stat = _stratified(stat)
     arms = _arms(c, stat, results, samples)
     if c.unit:
         try:
             out["unit"] = checks.unit(results, c.unit)
         except values.Missing as e:
             out["unit"] = f"n/a ({e})"
-    pre, ctl = _checks(c, stat, arms, results, samples)
-    v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl)
+    effect = float(stat["value"]) - than
+    observed = "greater" if effect > 0 else "less" if effect < 0 else c.direction
+    pre, ctl = _checks(c, stat, arms, results, samples, observed)
+    if not c.across_models:
+        pre += antecedents.reliability(results)
+    rules = {"chance": _chance(c, stat, arms, effect),
+             "manipulation": _manipulations(paper, c, results, samples),
+             "substance": [checks.evaluate(SUBSTANCE, {"kind": "substance", **x}, results) for x in c.substance],
+             "sensitivity": _sensitivity(paper, c, plan, outcomes, model)}
+    v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl, **rules)
+    out["rules"] = rules
     out["statistic"] = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source", "se", "ci_method",
                                              "b", "c") if k in stat}
-    for extra in ("side_a", "side_b", "r2", "points", "skipped", "groups", "subset_size", "tokens", "runs"):
+    for extra in ("side_a", "side_b", "r2", "points", "skipped", "groups", "subset_size", "tokens", "runs", "scheme",
+                  "pooled", "stratified"):
         if extra in stat:
             out["statistic"][extra] = stat[extra]
     out.update(arms=arms, preconditions=pre, controls=ctl, **v)
@@ -281,40 +388,28 @@ def holm(claims: list[dict[str, Any]]) -> None:
     for c, adj in zip(tested, stats.holm([c["p_value"] for c in tested]) if tested else []):
         c["p_holm"] = adj
         c["verdict_holm"] = verdicts.verdict(c["statistic"], c["direction"], c["than"], c.get("margin"),
-                                             c.get("preconditions", ()), c.get("controls", ()), p=adj)["verdict"]
+                                             c.get("preconditions", ()), c.get("controls", ()), p=adj,
+                                             **(c.get("rules") or {}))["verdict"]
     for c in claims:
         c.setdefault("verdict_holm", c["verdict"])
 
 
 def figures(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> list[dict[str, Any]]:
-    """What the child runs hold for the report's figures besides the claims: every mcqa
-    run's QK-score accuracy per head (arrays/qk_head_accuracy.npy, degenerate heads as
-    None) and every span run's reference-attention maps (plots/rollout_*.png, by path
-    relative to the reproduction folder)."""
-    import numpy as np
-
+    """What the child runs hold for the report's figures besides the claims: each finished
+    child's own, from its suite's record (``figures``: mcqa's head heatmaps, span's
+    reference-attention maps), paths relative to the reproduction folder."""
     out: list[dict[str, Any]] = []
     for ch in plan.children:
         uses = [e for p, e in ch.uses if p == paper.number]
         o = outcomes.get(ch.run_id)
         if not uses or o is None or o.status != "done" or not o.folder:
             continue
-        folder = Path(o.folder)
-        table = folder / "arrays" / "qk_head_accuracy.npy"
-        if ch.suite == "mcqa" and table.is_file():
-            m = np.load(table)
-            deg_path = folder / "arrays" / "qk_degenerate_heads.npy"
-            deg = np.load(deg_path).astype(bool) if deg_path.is_file() else np.zeros(m.shape, dtype=bool)
-            res = o.study().results
-            out.append({"kind": "heatmap", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
-                        "matrix": [[None if deg[i, j] else round(float(v), 4) for j, v in enumerate(row)]
-                                   for i, row in enumerate(m)],
-                        "chosen": (res.get("qk") or {}).get("best_head"), "chance": float(res.get("chance") or 0.0),
-                        "source": f"runs/{ch.run_id}/arrays/qk_head_accuracy.npy"})
-        if ch.suite == "span":
-            for png in sorted((folder / "plots").glob("rollout_*.png")):
-                out.append({"kind": "image", "model": ch.model, "experiment": uses[0], "run": ch.run_id,
-                            "path": f"runs/{ch.run_id}/plots/{png.name}"})
+        record = suites.SUITES.get(ch.suite)
+        if record is None or record.figures is None:
+            continue
+        for f in resolve(record.figures)(Path(o.folder), f"runs/{ch.run_id}"):
+            out.append({"kind": f["kind"], "model": ch.model, "experiment": uses[0], "run": ch.run_id,
+                        **{k: v for k, v in f.items() if k != "kind"}})
     return out
 
 

@@ -20,7 +20,7 @@ from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import costs
 from whitebox_eval.reproduce.assemble import Outcome
-from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.reproduce.plan import Child, Plan, resolve_refs
 from whitebox_eval.runs.finished import is_finished, is_started
 
 RUNS = "runs"
@@ -54,7 +54,7 @@ def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
     if path.is_dir() and not is_started(path):
         shutil.rmtree(path)  # killed before its config was written: nothing to resume
     return suites.run(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
-                      show_progress=show_progress, loaded=loaded, **child.settings)
+                      show_progress=show_progress, loaded=loaded, **resolve_refs(child.settings, runs))
 
 
 class _Models:

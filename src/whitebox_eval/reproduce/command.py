@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from whitebox_eval.command_options import model_load_options
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
 from whitebox_eval.reproduce.data import BENCHMARKS
@@ -53,11 +54,13 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
               help="run nothing: write the report from the child runs already finished under --output (in any "
                    "reproduction folder there, e.g. per-paper or per-model calls run apart or on other machines); "
                    "the others are marked not run")
+@model_load_options(models_root=False)
 def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only,
               allow_code_execution, reuse_only) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
     claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
-    (number or name), or all.
+    (number or name), all, or a paper file of your own (PATH.yaml, laid out as the bundled ones,
+    its experiments on any registered suite).
 
     \b
     Prints the plan first (child runs, items, estimated time), runs each child as an
@@ -88,7 +91,9 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
 
     if plan_only:
         plan = rep.prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
-        for line in plan.lines():
+        from whitebox_eval.reproduce import claims_plan
+
+        for line in plan.lines() + claims_plan.lines(plan.papers, plan.scale):
             click.echo(line)
         try:
             for line in prechecks.check(plan):

@@ -48,15 +48,91 @@ def _test_dict(t: stats.PairedTest, source: str) -> dict[str, Any]:
 def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Accuracy of samples matching ``spec["a"]`` minus those matching ``spec["b"]``
     (``field``: the 0/1 field, default ``correct``), permutation test over samples."""
+    from whitebox_eval.reproduce.claim_checks import answer_key, item_id
+
     field = spec.get("field", "correct")
-    a = [float(bool(s[field])) for s in samples if _matches(s, spec["a"])]
-    b = [float(bool(s[field])) for s in samples if _matches(s, spec["b"])]
+    rows_a = [s for s in samples if _matches(s, spec["a"])]
+    rows_b = [s for s in samples if _matches(s, spec["b"])]
+    a = [float(bool(s[field])) for s in rows_a]
+    b = [float(bool(s[field])) for s in rows_b]
     if len(a) < 2 or len(b) < 2:
         raise Missing(f"groups too small to compare: {len(a)} vs {len(b)} samples")
     out = _test_dict(stats.permutation_test(a, b), f"samples.jsonl {field}: {_where(spec['a'])} vs {_where(spec['b'])}")
-    out["arms"] = {"a": {"label": _where(spec["a"]), "k": int(sum(a)), "n": len(a), "value": float(np.mean(a))},
-                   "b": {"label": _where(spec["b"]), "k": int(sum(b)), "n": len(b), "value": float(np.mean(b))}}
+    out["scheme"] = {"test": "permutation of group labels", "permutations": stats.BOOTSTRAP_RESAMPLES,
+                     "seed": stats.SEED, "interval": "percentile bootstrap per group, seed + 1"}
+    out["arms"] = {}
+    for side, rows, vals in (("a", rows_a, a), ("b", rows_b, b)):
+        arm = {"label": _where(spec[side]), "k": int(sum(vals)), "n": len(vals), "value": float(np.mean(vals)),
+               "items": {item_id(s): v for s, v in zip(rows, vals)}}
+        key = {item_id(s): answer_key(s, {}) for s in rows}
+        if any(v is not None for v in key.values()):
+            arm["answers"] = {k: v for k, v in key.items() if v is not None}
+        if spec.get("strata"):
+            arm["strata"] = {item_id(s): stratum_of(s, spec["strata"]) for s in rows}
+        out["arms"][side] = arm
+    if spec.get("strata"):
+        out["stratified"] = stratified_gap(rows_a, a, rows_b, b, spec["strata"])
     return out
+
+
+def stratum_of(sample: Mapping[str, Any], strata: Mapping[str, Any]) -> str:
+    """A sample's stratum: its ``field``, with each ``strip`` pattern (a regular expression) removed."""
+    import re
+
+    value = str(sample.get(strata["field"]))
+    for pattern in strata.get("strip", ()):
+        value = re.sub(pattern, "", value)
+    return value.strip()
+
+
+def stratified_gap(rows_a: Sequence[Mapping[str, Any]], a: Sequence[float], rows_b: Sequence[Mapping[str, Any]],
+                   b: Sequence[float], strata: Mapping[str, Any], permutations: int = stats.BOOTSTRAP_RESAMPLES,
+                   seed: int = stats.SEED) -> dict[str, Any]:
+    """The difference of means within each stratum (strata holding both groups), pooled with
+    weights n_a n_b / (n_a + n_b) (the Cochran-Mantel-Haenszel weights of a difference), and a
+    permutation test that shuffles the group labels within each stratum (``permutations``
+    shuffles, ``seed``; p = (1 + hits) / (1 + permutations), two-sided on |difference|).
+    ``strata_used`` / ``strata_dropped`` say which strata hold both groups."""
+    sa = [stratum_of(s, strata) for s in rows_a]
+    sb = [stratum_of(s, strata) for s in rows_b]
+    names = sorted(set(sa) | set(sb))
+    cells = []
+    for name in names:
+        xa = np.array([v for v, s in zip(a, sa) if s == name], dtype=float)
+        xb = np.array([v for v, s in zip(b, sb) if s == name], dtype=float)
+        if xa.size and xb.size:
+            cells.append((name, xa, xb))
+    dropped = [n for n in names if n not in {c[0] for c in cells}]
+    if not cells:
+        return {"error": "no stratum holds both groups", "strata_dropped": dropped}
+    w = np.array([xa.size * xb.size / (xa.size + xb.size) for _, xa, xb in cells])
+
+    def pooled(parts) -> float:
+        return float(np.sum(w * np.array([xa.mean() - xb.mean() for xa, xb in parts])) / w.sum())
+
+    observed = pooled([(xa, xb) for _, xa, xb in cells])
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(permutations):
+        parts = []
+        for _, xa, xb in cells:
+            perm = rng.permutation(np.concatenate([xa, xb]))
+            parts.append((perm[:xa.size], perm[xa.size:]))
+        hits += abs(pooled(parts)) >= abs(observed) - 1e-12
+    p = (1 + hits) / (1 + permutations)
+    var = sum(wi ** 2 * (np.var(xa, ddof=1) / xa.size if xa.size > 1 else 0.0)
+              + wi ** 2 * (np.var(xb, ddof=1) / xb.size if xb.size > 1 else 0.0)
+              for wi, (_, xa, xb) in zip(w, cells)) / w.sum() ** 2
+    se = float(np.sqrt(var))
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + stats.LEVEL / 2))
+    return {"value": observed, "lo": observed - z * se, "hi": observed + z * se, "se": se,
+            "n": int(sum(xa.size + xb.size for _, xa, xb in cells)), "p_value": float(p),
+            "test": "permutation within strata (CMH-weighted difference)",
+            "permutations": permutations, "seed": seed, "strata": strata.get("field"),
+            "strata_used": {name: [int(xa.size), int(xb.size), float(xa.mean() - xb.mean())] for name, xa, xb in cells},
+            "strata_dropped": dropped}
 
 
 def _where(where: Mapping[str, Any]) -> str:
@@ -135,7 +211,7 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
     the largest such group, and each run outside it is listed as left out with the settings
     that differ (a task run with more items or a longer budget than the rest)."""
     from whitebox_eval.errors import WhiteboxError
-    from whitebox_eval.mui.compare import comparable_groups, fit_runs, mixed_settings
+    from whitebox_eval.mui.over_runs import comparable_groups, fit_runs, mixed_settings
     from whitebox_eval.runs import RunFolder
 
     kept, *others = comparable_groups(folders)
@@ -156,15 +232,89 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
             "skipped": list(fit.skipped) + left}
 
 
+def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Two 0/1 fields ``x`` and ``y`` of the same samples (``where`` filters them): exact McNemar of
+    x - y, with both sides as arms (e.g. the QK head against PriDe on the test split, 000 sec. 5.4)."""
+    from whitebox_eval.reproduce.claim_checks import answer_key, item_id
+
+    rows = [s for s in samples if _matches(s, spec.get("where") or {}) and s.get(spec["x"]) is not None
+            and s.get(spec["y"]) is not None]
+    if len(rows) < 2:
+        raise Missing(f"{len(rows)} samples hold both {spec['x']} and {spec['y']}")
+    x = np.array([bool(s[spec["x"]]) for s in rows])
+    y = np.array([bool(s[spec["y"]]) for s in rows])
+    out = _test_dict(stats.mcnemar(x, y), f"samples.jsonl {spec['x']} vs {spec['y']}")
+    out["arms"] = {}
+    for side, field, v in (("a", spec["x"], x), ("b", spec["y"], y)):
+        arm = {"label": spec.get(f"label_{side}", field), "k": int(v.sum()), "n": int(v.size), "value": float(v.mean()),
+               "items": {item_id(s): float(b) for s, b in zip(rows, v)}}
+        key = {item_id(s): answer_key(s, {}) for s in rows}
+        if any(k is not None for k in key.values()):
+            arm["answers"] = {k: a for k, a in key.items() if a is not None}
+        out["arms"][side] = arm
+    return out
+
+
+def length_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``field`` (default ``exact``) of stage ``stage`` on the longer half of its items (``length``,
+    default ``input_length``, above the median) minus the shorter half: permutation test (003's
+    "stable across increasing sequence lengths")."""
+    rows = [s for s in samples if s.get("stage") == spec["stage"] and s.get(spec.get("length", "input_length")) is not None]
+    if len(rows) < 4:
+        raise Missing(f"stage {spec['stage']} has {len(rows)} samples with a length")
+    lengths = np.array([float(s[spec.get("length", "input_length")]) for s in rows])
+    cut = float(np.median(lengths))
+    long_ = [s for s, n in zip(rows, lengths) if n > cut]
+    short = [s for s, n in zip(rows, lengths) if n <= cut]
+    field = spec.get("field", "exact")
+    a = [float(bool(s[field])) for s in long_]
+    b = [float(bool(s[field])) for s in short]
+    if len(a) < 2 or len(b) < 2:
+        raise Missing(f"length halves too small: {len(a)} vs {len(b)}")
+    out = _test_dict(stats.permutation_test(a, b), f"samples.jsonl {spec['stage']} {field}: length > {cut:g} vs <= {cut:g}")
+    from whitebox_eval.reproduce.claim_checks import item_id
+
+    out["arms"] = {"a": {"label": f"length > {cut:g}", "k": int(sum(a)), "n": len(a), "value": float(np.mean(a)),
+                         "items": {item_id(s): v for s, v in zip(long_, a)}},
+                   "b": {"label": f"length <= {cut:g}", "k": int(sum(b)), "n": len(b), "value": float(np.mean(b)),
+                         "items": {item_id(s): v for s, v in zip(short, b)}}}
+    return out
+
+
 SAMPLE_DERIVED = {"group_gap": group_gap, "stage_gap": stage_gap, "paired_fields": paired_fields,
-                  "clustered": clustered}
-RESULTS_DERIVED = {"rarefied_relative": rarefied_relative}
+                  "clustered": clustered, "paired_samples": paired_samples, "length_gap": length_gap}
+def two_tests(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Test ``a`` minus test ``b`` of one child (``a``/``b``: paths to paired tests on disjoint items,
+    e.g. masking's key-minus-random on the source task and on another task): the difference of the
+    two effects, SE the root sum of squares of each one's SE (its interval's half-width / z_0.975),
+    normal two-sided p (001 sec. 3.8: masking a task's key neurons hurts that task more)."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + stats.LEVEL / 2))
+    parts = []
+    for side in ("a", "b"):
+        t = at(results, list(spec[side]))
+        if not isinstance(t, Mapping) or "diff" not in t:
+            raise Missing(f"{'/'.join(map(str, spec[side]))} is not a test in the child run")
+        lo, hi = (t["lo"], t["hi"]) if "lo" in t else t["diff_ci"]
+        parts.append((float(t["diff"]), (float(hi) - float(lo)) / (2 * z), int(t.get("n") or 0)))
+    (da, sa, na), (db, sb, nb) = parts
+    value, se = da - db, float(np.hypot(sa, sb))
+    p = 1.0 if se == 0 else float(2 * norm.sf(abs(value) / se))
+    return {"value": value, "lo": value - z * se, "hi": value + z * se, "se": se, "p_value": p, "n": na + nb,
+            "test": "difference of two independent effects (normal, SE from their intervals)",
+            "source": f"{'/'.join(map(str, spec['a']))} - {'/'.join(map(str, spec['b']))}", "side_a": da, "side_b": db}
+
+
+RESULTS_DERIVED = {"rarefied_relative": rarefied_relative, "two_tests": two_tests}
 
 
 def compute(name: str, spec: Mapping[str, Any], results: Mapping[str, Any],
             samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The derived test ``name`` of one child run."""
     if name in SAMPLE_DERIVED:
+        if "stage_at" in spec:  # a stage named by the child's results (e.g. the chosen reinforcement setting)
+            spec = {**spec, "stage": str(spec.get("stage_prefix", "")) + str(at(results, list(spec["stage_at"])))}
         return SAMPLE_DERIVED[name](samples, spec)
     if name in RESULTS_DERIVED:
         return RESULTS_DERIVED[name](results, spec)

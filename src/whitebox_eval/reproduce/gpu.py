@@ -1,13 +1,14 @@
 """GPU time of a child run, estimated from its model's shapes (for ``--scale paper --plan-only``).
 
 The rule: seconds = units of work (the suite record's count, :mod:`.costs`) x tokens per unit
-(:data:`TOKENS_PER_UNIT`) x forward FLOPs per token / throughput. FLOPs per token are
+(the record's ``tokens_per_unit``) x forward FLOPs per token / throughput. FLOPs per token are
 2 x the weights a token passes (every layer's attention and MLP, the active experts of a mixture,
 and the output projection onto the vocabulary; the embedding lookup is free), the usual
-forward count (Kaplan et al. 2020, sec. 2.1), attention over the context left out. A fine-tuning
-example costs 3 forwards (forward and backward). Throughput: :data:`GPU_PEAK_FLOPS` x
+forward count (Kaplan et al. 2020, sec. 2.1), attention over the context left out. Training is in
+the units already (a record counts a fine-tuning example as 3 forwards). Throughput: :data:`GPU_PEAK_FLOPS` x
 :data:`GPU_EFFICIENCY` (H100 SXM bf16 dense at a stated fraction of peak), or, where
-``benchmarks/results/gpu_check.json`` holds measured white-box tokens per second, the median
+the package data ``gpu_check.json`` (written by ``benchmarks/gpu_check.py --out``) holds measured
+white-box tokens per second, the median
 FLOP/s those imply (:func:`measured_throughput`). Shapes: ``model_configs.yaml`` (the hub
 configs, offline), or the config.json of a ``--models-root`` folder when there is one.
 """
@@ -17,41 +18,33 @@ from __future__ import annotations
 import functools
 import json
 import statistics
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-CONFIGS_FILE = Path(__file__).parent / "model_configs.yaml"
+CONFIGS_FILE = "model_configs.yaml"
+"""The hub configs' shapes, package data of this package."""
 GPU_PEAK_FLOPS = 989e12
 """H100 SXM, bf16 dense tensor-core peak (NVIDIA's datasheet)."""
 GPU_EFFICIENCY = 0.3
 """The fraction of peak a study reaches (our assumption: batched prompts of a few hundred tokens
 with hooks reading heads and neurons; pure training loops reach 0.4-0.5)."""
-GPU_CHECK = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "gpu_check.json"
+GPU_CHECK = "gpu_check.json"
+"""gpu_check.py's rows (``model``, ``gpu``, ``0-shot_whitebox_tokens_per_s``), package data of this package."""
 GPU_CHECK_MODELS = {"llama-3-8b": "meta-llama/Meta-Llama-3-8B", "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
                     "gemma-2-9b": "google/gemma-2-9b-it"}
 """gpu_check.py's model names -> a model of the same shapes in model_configs.yaml."""
-#: forward-pass tokens one unit of work processes (our reading of each suite's unit, suites.py;
-#: prompt lengths with SmolLM2's tokenizer): mcqa, a 0-shot prompt (MMLU 72 tokens, gpu_check.py;
-#: CosmosQA and HaluEval longer: 100; shots scale the units); formats, 16 (a share of the 5-shot
-#: prompt and a burst of sampled tokens); mui, a generated token and its scoring pass (3); masking,
-#: a masked scoring or generation step (32); span, one example's characters and the instruction
-#: (100: 13-190 characters per example, ID to OOD); gar, a one-shot GAR prompt (100: 94 tokens over
-#: the 384 tasks, 109 for the truth tasks); contamination counts its MUI runs and training in mui's units (3)
-TOKENS_PER_UNIT: dict[str, float] = {"mcqa": 100, "formats": 16, "mui": 3, "masking": 32, "span": 100, "gar": 100,
-                                     "contamination": 3}
 CPU_REFERENCE_TOKENS_PER_S = 240 * 72 / 64.3
 """SmolLM2-135M on the CPU: 240 0-shot MMLU items of 72 tokens in 64.3 s, one thread, every
 white-box scorer (benchmarks/results/kshot_prefix.txt); with :func:`flops_per_token` the CPU
 FLOP/s at which :func:`cpu_check` sets this rule beside costs.py's measured rates."""
-FINETUNE_FORWARDS = 3.0
 
 
 @functools.cache
 def known_configs() -> dict[str, dict[str, Any]]:
-    with open(CONFIGS_FILE, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return yaml.safe_load((resources.files(__package__) / CONFIGS_FILE).read_text(encoding="utf-8"))
 
 
 def shapes_from_config_json(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +94,7 @@ def measured_throughput() -> tuple[float, str] | None:
     GPU better: the estimate would be low for short-prompt suites) nor its study rate (the shared
     demonstrations are computed once, so it counts tokens the GPU never computes)."""
     try:
-        rows = json.loads(GPU_CHECK.read_text(encoding="utf-8"))
+        rows = json.loads((resources.files(__package__) / GPU_CHECK).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     key = "0-shot_whitebox_tokens_per_s"
@@ -123,11 +116,9 @@ def throughput() -> tuple[float, str]:
                                              f"{GPU_PEAK_FLOPS / 1e12:.0f} TFLOP/s peak")
 
 
-def seconds(suite: str, units: float, s: dict[str, Any], settings: dict[str, Any], flops: float) -> float:
-    """GPU seconds of ``units`` of ``suite``'s work on shapes ``s`` at ``flops`` FLOP/s."""
-    tokens = units * TOKENS_PER_UNIT[suite]
-    tokens += FINETUNE_FORWARDS * float(settings.get("finetune_examples") or 0) * TOKENS_PER_UNIT[suite]
-    return tokens * flops_per_token(s) / flops
+def seconds(record, units: float, s: dict[str, Any], flops: float) -> float:
+    """GPU seconds of ``units`` of a suite's work (its ``record``) on shapes ``s`` at ``flops`` FLOP/s."""
+    return units * record.tokens_per_unit * flops_per_token(s) / flops
 
 
 def cpu_flops() -> float:
@@ -142,5 +133,5 @@ def cpu_check(suite: str, mode: str | None, model: str, settings: dict[str, Any]
     from whitebox_eval.suites import suite as record
 
     _, units = record(suite).estimate(mode, settings)
-    rate = costs.RATES.get(f"{suite} {mode}", costs.RATES.get(suite, 0.1)) * costs.MODEL_FACTOR.get(model, 1.0)
-    return seconds(suite, units, shapes(model), settings, cpu_flops), units * rate
+    rate = record(suite).rate_of(mode) * costs.MODEL_FACTOR.get(model, 1.0)
+    return seconds(record(suite), units, shapes(model), cpu_flops), units * rate

@@ -12,15 +12,12 @@ as its name, so moving the folder changes nothing but where the weights are read
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-
-import yaml
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.hub_sources import MAPPING_FILE, local_folder, models_root  # noqa: F401 (one rule for every command)
 from whitebox_eval.reproduce.spec import Experiment, Paper
 
 DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
-MAPPING_FILE = "models.yaml"
 
 
 def parse_model_options(items: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -65,39 +62,6 @@ def cite(paper: Paper, model: str) -> str:
             text = f"{m.name}: {m.cite}"
             return text + (f"; ambiguous: {m.ambiguous}" if m.ambiguous else "")
     return ""
-
-
-def models_root(root: str | None) -> Path | None:
-    if root is None:
-        return None
-    path = Path(root).expanduser()
-    if not path.is_dir():
-        raise WhiteboxError(f"--models-root {root}: no such folder")
-    return path
-
-
-def local_folder(model: str, root: Path | None) -> str | None:
-    """The folder holding hub id ``model`` under ``root`` (None: not there). A model the paper
-    names without a hub id (000's LLaMA-30B) is found by that name in ``DIR/models.yaml`` only."""
-    if root is None or model.count("/") > 1 or Path(model).expanduser().exists():
-        return None
-    mapping_file = root / MAPPING_FILE
-    if mapping_file.is_file():
-        try:
-            mapping = yaml.safe_load(mapping_file.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise WhiteboxError(f"--models-root: {mapping_file} does not read as YAML ({e})") from None
-        if not isinstance(mapping, dict):
-            raise WhiteboxError(f"--models-root: {mapping_file} must map hub ids to folders")
-        if model in mapping:
-            folder = (root / str(mapping[model])).expanduser()
-            if not folder.is_dir():
-                raise WhiteboxError(f"--models-root: {mapping_file} maps {model} to {folder}, which is no folder")
-            return str(folder.resolve())
-    if "/" not in model:
-        return None
-    folder = root / model.replace("/", "--")
-    return str(folder.resolve()) if folder.is_dir() else None
 
 
 def hub_revision(model: str) -> tuple[str, str | None]:

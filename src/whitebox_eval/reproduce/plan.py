@@ -114,7 +114,24 @@ class Plan:
             else:
                 out.append(f"  [{i}/{len(self.children)}] {c.describe()}: {c.items:,} items, "
                            f"~{costs.duration(c.seconds)}  ({used})")
-        return out + (self.paper_lines() if self.scale == "paper" else [])
+        return out + (self.paper_lines() + self.sae_lines() if self.scale == "paper" else [])
+
+    def sae_lines(self) -> list[str]:
+        """The released SAEs each paper read (``saes:``), read at this scale, and where a local copy is."""
+        from whitebox_eval.models.hub_sources import cached_snapshot, local_folder, models_root
+        from whitebox_eval.models.load_options import LOAD
+
+        root = models_root(LOAD.models_root)
+        out = []
+        for p in self.papers:
+            for s in p.saes:
+                first, last = s.ids.format(layer=0), s.ids.format(layer=s.layers - 1)
+                where = "no local copy: downloaded from the hub when reachable"
+                if s.repo and (found := local_folder(s.repo, root) or cached_snapshot(s.repo, None)):
+                    where = f"local copy {found}"
+                out.append(f"SAEs of paper {p.name}, {s.model}: saelens:{s.release}/{first} .. {last} ({s.layers} "
+                           f"layers, {s.hook}; {s.cite}); {where}")
+        return out
 
     def paper_lines(self) -> list[str]:
         """Per paper: its models (with the table naming them), the data it needs, items and GPU time."""
@@ -195,8 +212,15 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
 def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experiment, point: dict, model: str,
          scale: str, data: dict[str, str], why: str | None = None, root: Path | None = None,
          flops: float | None = None) -> None:
-    settings = exp.settings_for(scale, point, data)
+    earlier = {e: run_ref(c.run_id) for c in children.values() if c.model == model
+               for p, e in c.uses if p == paper.number}
+    released = paper.saes_of(model) if scale == "paper" and exp.settings.get("score") == "sae" else None
+    if released is not None:  # the paper's own SAEs replace an SAE child's folder: no such child is needed
+        earlier = {**{e.id: None for e in paper.experiments}, **earlier}
+    settings = exp.settings_for(scale, point, data, earlier)
     settings = {k: v for k, v in settings.items() if k != "model"}
+    if released is not None:  # the paper's own SAEs on every layer (saes:), not one trained here
+        settings = {**{k: v for k, v in settings.items() if k != "train_sae"}, "sae": released.specs()}
     name = run_name(exp.suite, exp.mode, model, settings)
     if name not in children:
         items, seconds = costs.estimate(exp.suite, exp.mode, model, settings)
@@ -210,12 +234,30 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
             from whitebox_eval.suites import suite as record
 
             units = record(exp.suite).estimate(exp.mode, settings)[1]
-            child.gpu_seconds = gpu.seconds(exp.suite, units, shape, settings, flops)
+            child.gpu_seconds = gpu.seconds(record(exp.suite), units, shape, flops)
         children[name] = child
         order.append(name)
     use = (paper.number, exp.run_id(point))
     if use not in children[name].uses:
         children[name].uses.append(use)
+
+
+def run_ref(run_id: str) -> str:
+    """How a child's settings name another child's run folder (``{run.EXPERIMENT}`` in a paper):
+    by its run id, so the name hashes the same under any ``--output``; the folder is put in when
+    the child runs (:func:`resolve_refs`)."""
+    return f"{{run:{run_id}}}"
+
+
+def resolve_refs(value: Any, runs: Path) -> Any:
+    """``value`` with every :func:`run_ref` replaced by that child's folder under ``runs``."""
+    if isinstance(value, str):
+        return re.sub(r"\{run:([^{}]+)\}", lambda m: str(runs / m.group(1)), value)
+    if isinstance(value, list | tuple):
+        return [resolve_refs(v, runs) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, runs) for k, v in value.items()}
+    return value
 
 
 def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from whitebox_eval import stats
 from whitebox_eval.reproduce.spec import UNREADABLE
+from whitebox_eval.reproduce.wording import detectable_text, test_text
 
 
 @dataclass
@@ -117,19 +118,26 @@ def published_text(c: dict[str, Any]) -> str:
     return " ".join(parts) or "not stated"
 
 
-def _arm_text(a: dict[str, Any]) -> str:
+def _arm_text(a: dict[str, Any], level: dict[str, Any] | None = None) -> str:
     if "error" in a:
         return f"{a.get('label', '')}: n/a ({a['error']})"
     if "k" in a:
-        return f"{a.get('label', '')} {100 * a['value']:.1f}% ({a['k']}/{a['n']})"
-    return f"{a.get('label', '')} {a['value']:.3g}" + (f" n={a['n']}" if a.get("n") else "")
+        text = f"{a.get('label', '')} {100 * a['value']:.1f}% ({a['k']}/{a['n']})"
+    else:  # a continuous arm: its mean value, never a count
+        text = f"{a.get('label', '')} {a['value']:.3g}" + (f" (mean over {a['n']} items)" if a.get("n") else "")
+    if level and level.get("level") is not None:
+        text += (f" [uninformed level {100 * level['level']:.1f}%, {level.get('test', '')} "
+                 f"{p_text(level.get('p_value'))}{'' if level.get('above') else ': at chance'}]")
+    return text
 
 
 def arms_text(c: dict[str, Any]) -> str:
-    """Both sides on the same items: ``QK head 30.0% (30/100) vs baseline 16.0% (16/100)``."""
+    """Both sides on the same items, each with its uninformed level and test:
+    ``QK head 30.0% (30/100) [uninformed level 25.0%, exact binomial p = 0.14: at chance] vs ...``."""
     arms = c.get("arms") or {}
+    levels = ((c.get("rules") or {}).get("chance") or {}).get("arms") or {}
     if arms:
-        return " vs ".join(_arm_text(arms[k]) for k in sorted(arms))
+        return " vs ".join(_arm_text(arms[k], levels.get(k)) for k in sorted(arms))
     s = c.get("statistic") or {}
     if "side_a" in s and "side_b" in s:
         return f"{s['side_a']:.4g} vs {s['side_b']:.4g}"
@@ -139,26 +147,36 @@ def arms_text(c: dict[str, Any]) -> str:
 def checks_text(c: dict[str, Any]) -> str:
     pre = [f"{'ok' if x.get('passed') else 'FAILED'} {x['kind']}: {x['text']}" for x in c.get("preconditions", ())]
     ctl = [f"{_control_label(c, x)} {x['kind']}: {x['text']}" for x in c.get("controls", ())]
-    return "; ".join(pre + ctl)
+    rules = c.get("rules") or {}
+    man = [f"{'ok' if x.get('passed') else 'FAILED'} manipulation {x['kind']}: {x['text']}"
+           for x in rules.get("manipulation") or ()]
+    sub = [f"{'ok' if x.get('state') == 'shown' else 'FAILED'} substance: {x['text']}" for x in rules.get("substance") or ()]
+    sens = rules.get("sensitivity")
+    pos = [f"{'ok' if sens.get('reaches') else 'FAILED'} positive control: {sens['text']}"] if sens else []
+    return "; ".join(man + pre + sub + ctl + pos)
 
 
 def _control_label(c: dict[str, Any], x: dict[str, Any]) -> str:
-    """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding effect
-    uninformative; not beaten: it does not, but there was no holding effect to explain."""
+    """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding or a
+    contradicting effect uninformative; not beaten: it does not, but there was no such effect;
+    DESCRIPTIVE: too few random draws for a test (specificity untested)."""
     if "error" in x:
         return "ERROR"
+    if x.get("descriptive"):
+        return "DESCRIPTIVE"
     if not x.get("explains"):
         return "ok"
-    return "EXPLAINS" if c.get("statistical_verdict") == "holds" else "not beaten"
+    return "EXPLAINS" if c.get("statistical_verdict") in ("holds", "contradicted") else "not beaten"
 
 
 def verdict_text(c: dict[str, Any], holm: bool = False) -> str:
     v = c["verdict_holm"] if holm else c["verdict"]
-    if v in ("not run", "not tested", "uninformative") and not holm:
+    if c.get("qualifier") and v == c["verdict"] and v == "uninformative":
+        v += f" ({c['qualifier']})"
+    if (v.startswith(("not run", "not tested", "uninformative")) or c.get("qualifier")) and not holm and c.get("reason"):
         return f"{v}: {c.get('reason', '')}"
     if v == "not shown at this n":
-        mde = c.get("minimum_detectable_effect")
-        v += (f" (smallest detectable: {abs(mde) * _k(c):.3g}{_u(c)})" if mde is not None else "")
+        v += detectable_text(c)
     return v
 
 
@@ -172,10 +190,9 @@ def _claim_rows(claims: list[dict[str, Any]]) -> list[list[str]]:
         bound = c.get("margin") if c["direction"] == "none" else c.get("than", 0.0)
         bound_text = f"{bound * _k(c):g}{_u(c)}" if c["direction"] == "none" else f"{bound:g}"
         s = c.get("statistic") or {}
-        test = s.get("test") or ""
-        p = f"{p_text(c.get('p_value'))}" + (f"; Holm {stats.fmt_p(c['p_holm'])}" if "p_holm" in c else "")
+        p = test_text(c) + (f"; Holm {stats.fmt_p(c['p_holm'])}" if "p_holm" in c else "")
         rows.append([c["claim"] + f" ({c['cite']})", c["model"], c.get("unit", ""), f"{direction}{bound_text}",
-                     arms_text(c), statistic_text(c), f"{test}, {p}" if s else "", checks_text(c),
+                     arms_text(c), statistic_text(c), p if s else "", checks_text(c),
                      published_text(c), verdict_text(c), verdict_text(c, holm=True)])
     return rows
 
@@ -236,14 +253,15 @@ def short_verdict(c: dict[str, Any]) -> str:
     holm = "" if c.get("verdict_holm", v) == v else f" (Holm: {c['verdict_holm']})"
     if v in ("not run", "not tested"):
         return f"{v} ({c.get('reason', '')})"
-    text = v + holm
+    text = v + (f" ({c['qualifier']})" if c.get("qualifier") and v == "uninformative" else "") + holm
     if c.get("statistic"):
-        s = c["statistic"]
-        text += f": {statistic_text(c)}, {s.get('test') or ''} {p_text(c.get('p_value'))}".replace("  ", " ")
-    if v == "uninformative":
+        text += f": {statistic_text(c)}, {test_text(c)}"
+    if c.get("qualifier") and c.get("reason"):
         text += f" -- {c.get('reason', '')}"
-    elif v == "not shown at this n" and c.get("minimum_detectable_effect") is not None:
-        text += f"; detectable {abs(c['minimum_detectable_effect']) * _k(c):.3g}{_u(c)}"
+    elif v == "not shown at this n":
+        text += detectable_text(c)
+    for caveat in c.get("caveats") or ():
+        text += f"; {caveat}"
     return text
 
 

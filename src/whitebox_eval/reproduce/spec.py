@@ -11,7 +11,7 @@ and checks them; it knows the suites only by their records. The layout of a file
   around the table in the seed file), ``columns`` and ``rows`` (a row's ``label``, its
   ``published`` numbers, where they are in the seed text, and where ours come from).
 - ``claims``: testable statements with their statistic, direction and published effect,
-  and what the verdict needs besides (:mod:`.checks`): ``arms`` (both sides on the same
+  and what the verdict needs besides (:mod:`.claim_checks`): ``arms`` (both sides on the same
   items), ``unit`` (e.g. the chosen head), ``preconditions`` and ``controls``.
 - ``not_run``: parts of the paper that do not run here, and why.
 - ``models``: the paper's own models, run at ``--scale paper``: a hub ``id`` (``org/name``, or
@@ -25,6 +25,7 @@ and checks them; it knows the suites only by their records. The layout of a file
 from __future__ import annotations
 
 import functools
+from importlib import resources
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -35,15 +36,15 @@ import yaml
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.suites import suite as record
+from whitebox_eval.reproduce.spec_tables import UNREADABLE, Row, Table, require as _require, table as _table  # noqa: F401
 
-PAPERS_DIR = Path(__file__).parent / "papers"
+PAPERS_DIR = "papers"
+"""The bundled papers' folder, package data of this package."""
 SCALES = ("quick", "cpu", "paper", "micro")
 #: a scale an experiment does not name takes the named one's settings (cpu: quick, plus what it adds)
 FALLBACK = {"cpu": "quick"}
 DIRECTIONS = ("greater", "less", "none")
 EFFECT_UNITS = ("pp", "number")
-UNREADABLE = "unreadable"
-"""A published cell the text extraction garbled: shown as such, never guessed."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Experiment:
     skip_models: dict[str, str] = field(default_factory=dict)
     models: tuple[str, ...] = ()  # the paper's models this experiment runs at --scale paper (names); () = all
     differs_by: dict[str, str] = field(default_factory=dict)  # scale -> its own ``differs_<scale>`` text
+    #: manipulation checks every claim on this experiment is conditional on (antecedents.MANIPULATIONS);
+    #: a claim whose statistic is the check's own test is exempt (it *is* the check)
+    manipulation: tuple[dict[str, Any], ...] = ()
 
     def differs_at(self, scale: str) -> str | None:
         """How ``scale`` differs from the paper (its ``differs_<scale>`` where given, else ``differs``)."""
@@ -98,42 +102,17 @@ class Experiment:
     def run_id(self, point: dict[str, Any]) -> str:
         return fill(self.id, point)
 
-    def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
-        """The suite settings at ``scale`` and matrix ``point``, data paths filled in."""
+    def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str],
+                     runs: dict[str, str] | None = None) -> dict[str, Any]:
+        """The suite settings at ``scale`` and matrix ``point``, data paths filled in, and
+        ``{run.EXPERIMENT}`` with ``runs[EXPERIMENT]`` (the run folder of an earlier child of the
+        paper on the same model, as the plan names it: :func:`.plan.run_ref`)."""
         scale = self.scale_named(scale)
         merged = {**self.settings, **{k: v for k, v in (self.scales.get(scale) or {}).items() if k != "matrix"}}
         env = {f"data.{k}": v for k, v in data.items()}
+        env.update({f"run.{k}": v for k, v in (runs or {}).items()})
         env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
         return {k: fill(v, env) for k, v in merged.items()}
-
-
-@dataclass(frozen=True)
-class Row:
-    label: tuple[str, ...]
-    published: tuple[Any, ...]
-    seed: dict[str, Any] | None
-    ours: dict[str, Any] | list[dict[str, Any] | None] | None
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class Table:
-    id: str
-    cite: str
-    title: str
-    region: tuple[str, str]
-    columns: tuple[dict[str, Any], ...]
-    rows: tuple[Row, ...]
-    published_model: str | None
-    unit: str = "percent"
-    ours_by: str = "column"  # "column": ours per published column; "model": one ours column per model; "rows"
-    ours_note: str | None = None
-    label_header: tuple[str, ...] = ()
-    ours_rows: tuple[Row, ...] = ()  # ours_by "rows": rows of ours, one set per model, after the published rows
-
-    @property
-    def n_cells(self) -> int:
-        return sum(len(r.published) for r in self.rows)
 
 
 @dataclass(frozen=True)
@@ -155,6 +134,9 @@ class Claim:
     preconditions: tuple[dict[str, Any], ...] = ()
     controls: tuple[dict[str, Any], ...] = ()
     effect_unit: str = "pp"  # "pp": a difference of fractions, shown in percentage points; "number"
+    substance: tuple[dict[str, Any], ...] = ()  # the claim's own condition (antecedents.substance): failing it fails the claim
+    positive_control: dict[str, Any] | None = None  # no-difference claims: a statistic known to differ, same measure
+    manipulation: tuple[dict[str, Any], ...] = ()  # the claim's own manipulation checks, beside its experiment's
 
 
 @dataclass(frozen=True)
@@ -173,6 +155,25 @@ class PaperModel:
     name: str
     cite: str
     ambiguous: str | None = None
+    named_only: bool = False  # runs only in the experiments whose models: list names it
+
+
+@dataclass(frozen=True)
+class PaperSAE:
+    """The released SAEs a paper read for one of its models (``saes:``): a SAELens release and its
+    id per layer (``{layer}`` filled in), the hook, the citation. ``--scale paper`` reads them
+    (``--sae saelens:RELEASE/ID`` on every layer) instead of training one."""
+
+    model: str  # the paper model's name or hub id
+    release: str
+    ids: str
+    layers: int
+    hook: str
+    cite: str
+    repo: str | None = None  # the release's hub repository (where a local copy is looked for)
+
+    def specs(self) -> list[str]:
+        return [f"saelens:{self.release}/{self.ids.format(layer=l)}" for l in range(self.layers)]
 
 
 @dataclass(frozen=True)
@@ -187,10 +188,18 @@ class Paper:
     not_run: tuple[NotRun, ...]
     summary: str = ""
     models: tuple[PaperModel, ...] = ()
+    saes: tuple[PaperSAE, ...] = ()
 
     def models_of(self, exp: Experiment) -> list[PaperModel]:
-        """The paper's models ``exp`` runs at --scale paper."""
-        return [m for m in self.models if not exp.models or m.name in exp.models or m.id in exp.models]
+        """The paper's models ``exp`` runs at --scale paper (a ``named_only`` model only where named)."""
+        if exp.models:
+            return [m for m in self.models if m.name in exp.models or m.id in exp.models]
+        return [m for m in self.models if not m.named_only]
+
+    def saes_of(self, model: str) -> PaperSAE | None:
+        """The released SAEs the paper read for ``model`` (its name or hub id), or None."""
+        names = {model} | {m.name for m in self.models if m.id == model} | {m.id for m in self.models if m.name == model}
+        return next((s for s in self.saes if s.model in names), None)
 
     @property
     def name(self) -> str:
@@ -216,7 +225,7 @@ def fill(value: Any, env: dict[str, Any]) -> Any:
     """``"{name}"`` alone becomes ``env[name]`` (its type kept); ``{name}`` inside a longer
     string is formatted; lists, tuples and dicts are filled item by item."""
     if isinstance(value, str):
-        whole = re.fullmatch(r"\{([a-z0-9_.]+)\}", value)
+        whole = re.fullmatch(r"\{([a-z0-9_.-]+)\}", value)
         if whole:
             if whole.group(1) not in env:
                 raise WhiteboxError(f"no value for {{{whole.group(1)}}}")
@@ -227,7 +236,7 @@ def fill(value: Any, env: dict[str, Any]) -> Any:
                 raise WhiteboxError(f"no value for {{{m.group(1)}}} in {value!r}")
             return str(env[m.group(1)])
 
-        return re.sub(r"\{([a-z0-9_.]+)\}", one, value)
+        return re.sub(r"\{([a-z0-9_.-]+)\}", one, value)
     if isinstance(value, list | tuple):
         return [fill(v, env) for v in value]
     if isinstance(value, dict):
@@ -236,12 +245,6 @@ def fill(value: Any, env: dict[str, Any]) -> Any:
 
 
 # ------------------------------------------------------------------------ reading
-
-
-def _require(d: dict, key: str, where: str) -> Any:
-    if key not in d:
-        raise WhiteboxError(f"{where}: missing {key!r}")
-    return d[key]
 
 
 def _experiment(d: dict, where: str) -> Experiment:
@@ -259,44 +262,18 @@ def _experiment(d: dict, where: str) -> Experiment:
                       matrix={k: list(v) for k, v in (d.get("matrix") or {}).items()}, mode=d.get("mode"),
                       data=tuple(d.get("data") or ()), differs=d.get("differs"),
                       skip_models=dict(d.get("skip_models") or {}), models=tuple(d.get("models") or ()),
-                      differs_by={s: d[f"differs_{s}"] for s in SCALES if d.get(f"differs_{s}")})
+                      differs_by={s: d[f"differs_{s}"] for s in SCALES if d.get(f"differs_{s}")},
+                      manipulation=tuple(_checked(d.get("manipulation"), "manipulation", where)))
 
 
-def _table(d: dict, where: str) -> Table:
-    cite = _require(d, "cite", where)
-    if not re.match(r"Table \d+", cite):
-        raise WhiteboxError(f"{where}: cite must name the table number ('Table N'), got {cite!r}")
-    columns = tuple(c if isinstance(c, dict) else {"name": str(c)} for c in _require(d, "columns", where))
-    rows = []
-    for i, r in enumerate(_require(d, "rows", where)):
-        published = tuple(r.get("published") or ())
-        if published and len(published) != len(columns):
-            raise WhiteboxError(f"{where} row {i} {r.get('label')}: {len(published)} published cells for "
-                                f"{len(columns)} columns")
-        ours = r.get("ours")
-        if isinstance(ours, list) and len(ours) != len(columns):
-            raise WhiteboxError(f"{where} row {i} {r.get('label')}: {len(ours)} cells of ours for {len(columns)} columns")
-        rows.append(Row(label=tuple(str(x) for x in _require(r, "label", f"{where} row {i}")),
-                        published=published, seed=r.get("seed"), ours=r.get("ours"), note=r.get("note")))
-    region = tuple(_require(d, "region", where))
-    if len(region) != 2:
-        raise WhiteboxError(f"{where}: region is [start text, end text]")
-    ours_by = d.get("ours_by", "column")
-    if ours_by not in ("column", "model", "rows"):
-        raise WhiteboxError(f"{where}: ours_by is 'column', 'model' or 'rows'")
-    ours_rows = []
-    for i, r in enumerate(d.get("ours_rows") or ()):
-        ours = list(_require(r, "ours", f"{where} ours_rows {i}"))
-        if len(ours) != len(columns):
-            raise WhiteboxError(f"{where} ours_rows {i}: {len(ours)} cells for {len(columns)} columns")
-        ours_rows.append(Row(label=tuple(str(x) for x in r.get("label") or ()), published=(), seed=None, ours=ours,
-                             note=r.get("note")))
-    if ours_by == "rows" and not ours_rows:
-        raise WhiteboxError(f"{where}: ours_by rows needs ours_rows")
-    return Table(id=_require(d, "id", where), cite=cite, title=d.get("title", cite), region=region,
-                 columns=columns, rows=tuple(rows), published_model=d.get("published_model"),
-                 unit=d.get("unit", "percent"), ours_by=ours_by, ours_note=d.get("ours_note"),
-                 label_header=tuple(d.get("label_header") or ()), ours_rows=tuple(ours_rows))
+def _checked(checks: Any, key: str, where: str) -> list[dict[str, Any]]:
+    from whitebox_eval.reproduce.antecedents import MANIPULATIONS
+
+    out = list(checks or ())
+    for c in out:
+        if not isinstance(c, dict) or c.get("kind") not in MANIPULATIONS:
+            raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(MANIPULATIONS)}; got {c!r}")
+    return out
 
 
 def _claim(d: dict, where: str) -> Claim:
@@ -313,7 +290,7 @@ def _claim(d: dict, where: str) -> Claim:
     experiment = d.get("experiment")
     if experiment is None and not across:
         raise WhiteboxError(f"{where}: missing 'experiment'")
-    from whitebox_eval.reproduce.checks import CONTROLS, PRECONDITIONS
+    from whitebox_eval.reproduce.claim_checks import CONTROLS, PRECONDITIONS
 
     for key, known in (("preconditions", PRECONDITIONS), ("controls", CONTROLS)):
         for check in d.get(key) or ():
@@ -322,6 +299,13 @@ def _claim(d: dict, where: str) -> Claim:
     effect_unit = d.get("effect_unit", "pp")
     if effect_unit not in EFFECT_UNITS:
         raise WhiteboxError(f"{where}: effect_unit must be one of {EFFECT_UNITS}")
+    positive = d.get("positive_control")
+    if direction == "none" and not positive:
+        raise WhiteboxError(f"{where}: a claim of no difference needs a positive_control (the same statistic between "
+                            "two groups known to differ), or positive_control: {none: why} (then it cannot hold)")
+    for sub in d.get("substance") or ():
+        if not isinstance(sub, dict) or "stat" not in sub or "value" not in sub:
+            raise WhiteboxError(f"{where}: substance entries need stat and value; got {sub!r}")
     if "margin_of" in (d.get("stat") or {}):
         raise WhiteboxError(f"{where}: margin_of is gone: state the margin on the statistic's own scale")
     return Claim(id=_require(d, "id", where), claim=_require(d, "claim", where), cite=_require(d, "cite", where),
@@ -330,7 +314,8 @@ def _claim(d: dict, where: str) -> Claim:
                  headline=bool(d.get("headline", False)), differs=d.get("differs"), not_at=not_at,
                  arms={str(k): dict(v) for k, v in (d.get("arms") or {}).items()}, unit=d.get("unit"),
                  preconditions=tuple(d.get("preconditions") or ()), controls=tuple(d.get("controls") or ()),
-                 effect_unit=effect_unit)
+                 effect_unit=effect_unit, substance=tuple(d.get("substance") or ()), positive_control=positive,
+                 manipulation=tuple(_checked(d.get("manipulation"), "manipulation", where)))
 
 
 def _model(d: dict, where: str) -> PaperModel:
@@ -342,7 +327,19 @@ def _model(d: dict, where: str) -> PaperModel:
     if mid is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w.-]+)?", str(mid)):
         raise WhiteboxError(f"{where}: id {mid!r} is not a hub id (org/name, or org/name@revision)")
     return PaperModel(id=mid, name=str(_require(d, "name", where)), cite=str(_require(d, "cite", where)),
-                      ambiguous=d.get("ambiguous"))
+                      ambiguous=d.get("ambiguous"), named_only=bool(d.get("named_only", False)))
+
+
+def _sae(d: dict, where: str) -> PaperSAE:
+    ids = str(_require(d, "ids", where))
+    if "{layer}" not in ids:
+        raise WhiteboxError(f"{where}: ids {ids!r} must hold {{layer}} (one SAE id per layer)")
+    layers = d.get("layers")
+    if not isinstance(layers, int) or layers < 1:
+        raise WhiteboxError(f"{where}: layers must be the model's number of layers, got {layers!r}")
+    return PaperSAE(model=str(_require(d, "model", where)), release=str(_require(d, "release", where)), ids=ids,
+                    layers=layers, hook=str(_require(d, "hook", where)), cite=str(_require(d, "cite", where)),
+                    repo=d.get("repo"))
 
 
 def parse_paper(doc: dict, source: str) -> Paper:
@@ -357,8 +354,12 @@ def parse_paper(doc: dict, source: str) -> Paper:
     paper = Paper(number=str(_require(doc, "paper", source)), short=_require(doc, "short", source),
                   title=_require(doc, "title", source), seed=_require(doc, "seed", source),
                   experiments=experiments, tables=tables, claims=claims, not_run=not_run,
-                  summary=doc.get("summary", ""), models=models)
+                  summary=doc.get("summary", ""), models=models,
+                  saes=tuple(_sae(x, f"{source} saes {x.get('model')}") for x in doc.get("saes") or ()))
     known = {m.name for m in models} | {m.id for m in models if m.id}
+    for x in paper.saes:
+        if x.model not in known:
+            raise WhiteboxError(f"{source} saes: model {x.model!r} is not in the paper's models")
     for e in experiments:
         if set(e.models) - known:
             raise WhiteboxError(f"{source} experiment {e.id}: models {sorted(set(e.models) - known)} are not in "
@@ -383,22 +384,40 @@ def parse_paper(doc: dict, source: str) -> Paper:
 def papers() -> dict[str, Paper]:
     """Every paper file in ``papers/``, by number."""
     out = {}
-    for path in sorted(PAPERS_DIR.glob("*.yaml")):
-        with open(path, encoding="utf-8") as f:
-            paper = parse_paper(yaml.safe_load(f), path.name)
+    folder = resources.files(__package__) / PAPERS_DIR
+    for entry in sorted((e for e in folder.iterdir() if e.name.endswith(".yaml")), key=lambda e: e.name):
+        paper = parse_paper(yaml.safe_load(entry.read_text(encoding="utf-8")), entry.name)
         out[paper.number] = paper
     return out
 
 
+def paper_file(path: str | Path) -> Paper:
+    """A paper of your own: a YAML file laid out as ``papers/*.yaml`` (``reproduce PATH.yaml``),
+    its experiments on any registered suite (a plug-in's too)."""
+    p = Path(path).expanduser()
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise WhiteboxError(f"cannot read the paper file {p}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise WhiteboxError(f"{p} is not YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise WhiteboxError(f"{p}: a paper file is a mapping (paper, short, title, experiments, claims ...)")
+    return parse_paper(data, p.name)
+
+
 def resolve(names: tuple[str, ...] | list[str]) -> list[Paper]:
-    """Papers named by number (``000``, ``0``), short name (``wise-few``) or ``all``."""
+    """Papers named by number (``000``, ``0``), short name (``wise-few``), ``all``, or a paper file of
+    your own (``PATH.yaml``, :func:`paper_file`)."""
     known = papers()
     if not names:
         raise WhiteboxError("name a paper: " + _choices(known))
     out: list[Paper] = []
     for name in names:
         key = str(name).strip().lower()
-        if key == "all":
+        if key.endswith((".yaml", ".yml")):
+            chosen = [paper_file(str(name).strip())]
+        elif key == "all":
             chosen = list(known.values())
         else:
             chosen = [p for p in known.values()

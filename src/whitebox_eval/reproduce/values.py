@@ -4,7 +4,7 @@ Every number the reproduction reports comes from here, with its source: the chil
 and the place in its results.json (``key``: an estimate ``name,filter`` at the top level
 or in ``headline``; ``at``: a path of keys). An estimate's interval is the one
 :mod:`whitebox_eval.stats` wrote beside it. Every test, the child's or one computed from
-its samples (:mod:`.derived`, :mod:`.checks`), is one :class:`Record`; an exact McNemar
+its samples (:mod:`.derived`, :mod:`.claim_checks`), is one :class:`Record`; an exact McNemar
 test gets the exact interval its b and c imply (:func:`whitebox_eval.stats.mcnemar_interval`,
 which agrees with its p-value), whatever interval the child wrote.
 """

@@ -3,10 +3,15 @@
 A claim has a statistic (a paired test, an estimate, a fit coefficient) with its 95%
 interval, a direction (``greater`` or ``less`` than a boundary, 0 unless stated; or
 ``none``: no difference beyond a margin), the preconditions and controls its paper file
-declares (:mod:`.checks`) and, within its paper, a Holm-adjusted p-value beside the raw one.
+declares (:mod:`.claim_checks`) and, within its paper, a Holm-adjusted p-value beside the raw one.
+Besides, every claim gets the same rules by construction (:func:`verdict` lists them in order):
+its arms against their uninformed levels (:mod:`.chance`), its manipulation checks, its
+substance conditions, the child's reliability warnings, controls that explain a holding or a
+contradicting effect, a positive control for a claim of no difference.
 
-- **uninformative**: a precondition failed (named), or the claim would hold but a control
-  explains the effect (named);
+- **uninformative**: a manipulation failed, a precondition failed, the favoured arm is at
+  chance, a control explains the effect, or an equivalence is insensitive (``qualifier`` says
+  which, ``reason`` names it);
 - **holds**: significant in the claimed direction (p < 0.05); for a claim of no difference,
   the two one-sided tests (TOST) show the difference inside the margin (p < 0.05, i.e. the
   90% interval inside +-margin), on the statistic's own scale;
@@ -37,18 +42,31 @@ NOT_RUN = "not run"  # its child run did not run (not at this scale, or failed: 
 NOT_TESTED = "not tested"  # the child ran but holds no such statistic
 VERDICTS = (HOLDS, CONTRADICTED, NOT_SHOWN, UNINFORMATIVE, NOT_RUN, NOT_TESTED)
 
-RULE = ("uninformative = a declared precondition failed (named, with its value), or the claim would hold "
-        "but a declared control explains the effect (named: e.g. the head does not beat always answering "
-        "the most frequent letter, or the same edit on random heads does as well); "
-        "holds = significant in the claimed direction (p < 0.05; a statistic with only an interval gets the "
-        "normal p it implies, below 0.05 exactly when the interval excludes the boundary); contradicted = significant the other way; not shown at this n = neither, "
-        "with the smallest effect this n could detect, (z_0.975 + z_0.80) x SE (two-sided alpha 0.05, 80% "
-        "power): more items could settle it; not run = its child run did not run; not tested = the child "
-        "ran but holds no such statistic. A claim of no difference is decided by two one-sided tests "
-        "(TOST) against its margin on the statistic's own scale: holds when the 90% interval lies inside "
-        "+-margin, contradicted when the whole 95% interval lies outside it. Within each paper, Holm's "
-        "adjustment of the deciding p-values gives a second verdict beside the raw one (the overview "
-        "counts both); a control's own test is not adjusted. Effects of accuracies are in percentage points.")
+RULE = ("holds = significant in the claimed direction (p < 0.05; a statistic with only an interval gets the normal p "
+        "it implies, below 0.05 exactly when the interval excludes the boundary); contradicted = significant the "
+        "other way; not shown at this n = neither, with the smallest effect this n could detect, (z_0.975 + z_0.80) x "
+        "SE (two-sided alpha 0.05, 80% power); not run = its child run did not run; not tested = the child ran but "
+        "holds no such statistic. A claim of no difference is decided by two one-sided tests (TOST, normal) against its "
+        "margin on the statistic's own scale: holds when the 90% interval lies inside +-margin, contradicted when the "
+        "whole 95% interval lies outside it (its row names TOST, the difference test beside it, and the smallest "
+        "margin this n could show, z_0.95 x SE). Then, for every claim alike: uninformative (manipulation failed) = "
+        "the manipulation the claim is conditional on did not take (contamination did not raise the in-domain "
+        "accuracy significantly, an edit moved the answer off the candidates, fine-tuning did not raise the ID "
+        "accuracy); uninformative (precondition failed) = a declared precondition or a reliability warning of the "
+        "child failed (named); a substance condition of the claim significantly false = contradicted, not shown = "
+        "not shown at this n; uninformative (at chance) = holds or contradicted, but the arm the observed difference "
+        "favours (both arms for a claim of no difference or of a weak relation) is not above what an uninformed "
+        "answerer scores on the same items -- the better of a constant answer and a uniform guess over the options, "
+        "by an exact binomial test (0/1 arms) or an exact sign test (per-item values) -- or a correlation's arm does "
+        "not vary; uninformative (control explains) = a control explains the effect, holding or contradicting (named: "
+        "e.g. always answering the most frequent letter does as well, the opposite edit moves the same way, random "
+        "heads do as well by their rank among >= 20 draws; fewer draws are descriptive, the verdict says its "
+        "specificity is untested); uninformative (insensitive) = a claim of no difference whose positive control "
+        "(the same statistic between groups known to differ) does not reach the margin at this n. A pooled "
+        "comparison over strata (tasks, positions) is decided within strata when the two disagree in sign or "
+        "significance, the pooled one shown beside it. Within each paper, Holm's adjustment of the deciding p-values "
+        "gives a second verdict beside the raw one (the overview counts both); a control's own test is not adjusted. "
+        "Effects of accuracies are in percentage points.")
 
 
 def _se(stat: Mapping[str, Any]) -> float:
@@ -109,24 +127,73 @@ def decide(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: f
     return out
 
 
+def _named(checks: Sequence[Mapping[str, Any]], what: str, verb: str) -> str:
+    return "; ".join(f"{what} {c['kind']} {verb}: {c['text']}" for c in checks)
+
+
+def _demote(out: dict[str, Any], verdict: str, qualifier: str, reason: str) -> dict[str, Any]:
+    out.setdefault("statistical_verdict", out["verdict"])
+    out["verdict"], out["qualifier"], out["reason"] = verdict, qualifier, reason
+    return out
+
+
 def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: float | None = None,
             preconditions: Sequence[Mapping[str, Any]] = (), controls: Sequence[Mapping[str, Any]] = (),
-            p: float | None = None, alpha: float = stats.ALPHA) -> dict[str, Any]:
-    """The verdict of one claim: :func:`decide`, then its preconditions (a failed one, or
-    one the child could not evaluate, makes it uninformative) and controls (one that
-    explains a holding effect makes it uninformative). ``reason`` names what decided."""
+            p: float | None = None, alpha: float = stats.ALPHA, chance: Mapping[str, Any] | None = None,
+            manipulation: Sequence[Mapping[str, Any]] = (), substance: Sequence[Mapping[str, Any]] = (),
+            sensitivity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The verdict of one claim: :func:`decide`, then, in this order, whatever makes it
+    uninformative or decides it otherwise (``reason`` names it, ``qualifier`` says which rule):
+
+    1. a failed manipulation check (``manipulation``: the antecedent of a conditional claim) --
+       *uninformative (manipulation failed)*;
+    2. a failed precondition (declared, or a reliability warning the child recorded) --
+       *uninformative (precondition failed)*;
+    3. the claim's substance (``substance``): significantly on the wrong side -- *contradicted*;
+       not shown -- a holding verdict becomes *not shown at this n*;
+    4. the uninformed level (``chance``, :mod:`.chance`): a directional verdict needs the arm the
+       observed difference favours above its level, a claim of no difference (or of a weak
+       relation) both arms, a correlation variance in both -- else *uninformative (at chance)*;
+    5. a control that explains the effect (evaluated in the observed direction) demotes *holds*
+       and *contradicted* alike -- *uninformative (control explains)*; a control with too few
+       random draws is descriptive (``specificity untested`` in ``caveats``), never passed;
+    6. a claim of no difference that holds needs its positive control (``sensitivity``) to reach
+       the margin at this n -- else *uninformative (insensitive)*.
+    """
     out = decide(stat, direction, than, margin, p, alpha)
+    out["caveats"] = []
+    failed = [c for c in manipulation if not c.get("passed", False)]
+    if failed:
+        return _demote(out, UNINFORMATIVE, "manipulation failed", _named(failed, "manipulation check", "failed"))
     failed = [c for c in preconditions if not c.get("passed", False)]
     if failed:
-        out["statistical_verdict"] = out["verdict"]
-        out["verdict"] = UNINFORMATIVE
-        out["reason"] = "; ".join(f"precondition {c['kind']} failed: {c['text']}" for c in failed)
-        return out
-    explaining = [c for c in controls if c.get("explains") or "error" in c]
-    if out["verdict"] == HOLDS and explaining:
-        out["statistical_verdict"] = HOLDS
-        out["verdict"] = UNINFORMATIVE
-        out["reason"] = "; ".join(f"control {c['kind']} explains the effect: {c['text']}" for c in explaining)
+        return _demote(out, UNINFORMATIVE, "precondition failed", _named(failed, "precondition", "failed"))
+    below = [c for c in substance if c.get("state") == "below"]
+    unshown = [c for c in substance if c.get("state") not in ("below", "shown")]  # unshown, or not evaluated
+    if below:
+        return _demote(out, CONTRADICTED, "substance fails", _named(below, "substance", "fails significantly"))
+    if unshown and out["verdict"] == HOLDS:
+        return _demote(out, NOT_SHOWN, "substance not shown", _named(unshown, "substance", "is not shown"))
+    if chance and out["verdict"] in (HOLDS, CONTRADICTED):
+        at = [a for a in chance.get("needed", ()) if chance["arms"].get(a, {}).get("above") is False]
+        flat = [a for a in chance.get("needed_variance", ()) if chance["arms"].get(a, {}).get("varies") is False]
+        if at or flat:
+            why = [chance["arms"][a]["text"] for a in at] + \
+                  [f"{chance['arms'][a].get('label', a)}: no variance over its items" for a in flat]
+            return _demote(out, UNINFORMATIVE, "at chance", "; ".join(why))
+        unknown = [a for a in chance.get("needed", ()) if chance["arms"].get(a, {}).get("above") is None]
+        if unknown:
+            out["caveats"].append("uninformed level not computed: " + "; ".join(chance["arms"][a]["text"] for a in unknown))
+    descriptive = [c for c in controls if c.get("descriptive")]
+    if descriptive:
+        out["caveats"].append("specificity untested: " + "; ".join(c["text"] for c in descriptive))
+    explaining = [c for c in controls if (c.get("explains") or "error" in c) and not c.get("descriptive")]
+    if out["verdict"] in (HOLDS, CONTRADICTED) and explaining:
+        return _demote(out, UNINFORMATIVE, "control explains", _named(explaining, "control", "explains the effect"))
+    if direction == "none" and out["verdict"] == HOLDS:
+        if not sensitivity or not sensitivity.get("reaches"):
+            why = sensitivity["text"] if sensitivity else "no positive control at this scale"
+            return _demote(out, UNINFORMATIVE, "insensitive", f"positive control: {why}")
     return out
 
 

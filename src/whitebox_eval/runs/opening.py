@@ -1,7 +1,8 @@
 """The one way a study opens its run folder: create it, or resume it.
 
 :func:`open_run` writes config.yaml (with ``data_files``: the sha256 of every data file
-the study read, so ``--resume`` refuses changed data in one line), or reopens the folder
+the study read, so ``--resume`` refuses changed data in one line; and ``model_load``, how the model
+was loaded beyond its name, when that is not a plain load), or reopens the folder
 with ``--resume`` after comparing the configs; under torchrun rank 0 creates the folder
 and every rank gets a view that appends samples to its own shard.
 """
@@ -24,7 +25,9 @@ def open_run(output: Path | str, config: Mapping[str, Any], *, run_id: str | Non
     around loading, then ``data_files=read``), recorded in config.yaml and checked on
     resume. ``world``: a :class:`~whitebox_eval.runs.distributed.World` under torchrun.
     """
-    config = dict(config)
+    from whitebox_eval.models.load_options import record as load_record
+
+    config = {**config, **load_record()}  # model_load: --model-arg, --adapter (with its SHA-256), remote code
     if data_files is not None:
         config[DATA_FILES_KEY] = data_file_records(data_files)
     main = world is None or world.main

@@ -13,7 +13,7 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 
 
-from whitebox_eval.stats.intervals import ALPHA, LEVEL, _level, _vector
+from whitebox_eval.stats.intervals import ALPHA, LEVEL, checked_level, as_vector
 from whitebox_eval.stats.paired import PairedTest
 
 
@@ -80,7 +80,7 @@ def clustered_difference(values: Sequence[float] | np.ndarray, in_a: Sequence[bo
     Tokens of one sequence are not independent; the sequence is the unit. ``n`` is G."""
     from scipy.stats import t as t_dist
 
-    y = _vector(values, "values")
+    y = as_vector(values, "values")
     a = np.asarray(in_a, dtype=bool)
     g = np.asarray(clusters)
     if a.shape != y.shape or g.shape != y.shape:
@@ -100,7 +100,7 @@ def clustered_difference(values: Sequence[float] | np.ndarray, in_a: Sequence[bo
     se = float(math.sqrt(cov[1, 1]))
     diff = float(coef[1])
     df = n_g - 1
-    q = float(t_dist.ppf(0.5 + _level(level) / 2, df))
+    q = float(t_dist.ppf(0.5 + checked_level(level) / 2, df))
     p = 1.0 if se == 0 else float(2 * t_dist.sf(abs(diff / se), df))
     return PairedTest("cluster_robust_t", diff, diff - q * se, diff + q * se, p, int(n_g), ci_method="cluster_robust_t")
 

@@ -22,7 +22,7 @@ ALPHA = 0.05
 # --------------------------------------------------------------------------- helpers
 
 
-def _vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
+def as_vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64).reshape(-1) if np.ndim(values) else None
     if arr is None:
         raise WhiteboxError(f"{name} must be a sequence of per-item values, not a scalar")
@@ -33,14 +33,14 @@ def _vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def _binary(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
-    arr = _vector(values, name)
+def as_binary(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
+    arr = as_vector(values, name)
     if not np.all((arr == 0) | (arr == 1)):
         raise WhiteboxError(f"{name} must hold 0/1 (wrong/right) per item")
     return arr.astype(bool)
 
 
-def _level(level: float) -> float:
+def checked_level(level: float) -> float:
     if not 0.0 < level < 1.0:
         raise WhiteboxError(f"confidence level must be in (0, 1); got {level}")
     return level
@@ -74,7 +74,7 @@ def wilson(successes: int, n: int, level: float = LEVEL) -> tuple[float, float]:
 
     Unlike the Wald interval it stays inside [0, 1] and is not degenerate at 0 or n.
     """
-    _level(level)
+    checked_level(level)
     if n <= 0:
         raise WhiteboxError("a proportion's interval needs n >= 1 items")
     if not 0 <= successes <= n:
@@ -94,7 +94,7 @@ def wilson(successes: int, n: int, level: float = LEVEL) -> tuple[float, float]:
 def clopper_pearson(successes: int, n: int, level: float = LEVEL) -> tuple[float, float]:
     """Clopper-Pearson (exact) interval for ``successes / n`` (Clopper and Pearson 1934):
     Beta quantiles; at 0 of n the upper bound is ``1 - (alpha / 2) ** (1 / n)``."""
-    _level(level)
+    checked_level(level)
     if n <= 0 or not 0 <= successes <= n:
         raise WhiteboxError(f"a proportion's interval needs 0 <= successes <= n, n >= 1; got {successes} of {n}")
     from scipy.stats import beta
@@ -115,7 +115,7 @@ def binomial_p(successes: int, n: int, p0: float, alternative: str) -> float:
 
 def sample_stderr(values: Sequence[float] | np.ndarray) -> float:
     """lm-eval's standard error of a mean: sample sd (ddof=1) / sqrt(n); 0.0 for n = 1."""
-    arr = _vector(values, "values")
+    arr = as_vector(values, "values")
     if arr.size < 2:
         return 0.0
     return float(np.std(arr, ddof=1) / math.sqrt(arr.size))
@@ -123,13 +123,13 @@ def sample_stderr(values: Sequence[float] | np.ndarray) -> float:
 
 def proportion(correct: Sequence[float] | np.ndarray, level: float = LEVEL) -> Estimate:
     """Accuracy of a 0/1 vector with its Wilson interval."""
-    arr = _binary(correct, "correct")
+    arr = as_binary(correct, "correct")
     k, n = int(arr.sum()), int(arr.size)
     lo, hi = wilson(k, n, level)
     return Estimate(k / n, lo, hi, n, "wilson", sample_stderr(arr), level)
 
 
-def _bootstrap_indices(n: int, resamples: int, seed: int) -> np.ndarray:
+def bootstrap_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return rng.integers(0, n, size=(resamples, n))
 
@@ -142,17 +142,17 @@ def bootstrap(
     seed: int = SEED,
 ) -> Estimate:
     """Percentile bootstrap over items (fixed ``seed``) of ``statistic`` (default: the mean)."""
-    _level(level)
-    arr = _vector(values, "values")
+    checked_level(level)
+    arr = as_vector(values, "values")
     if resamples < 100:
         raise WhiteboxError(f"a bootstrap needs at least 100 resamples; got {resamples}")
     if statistic is None:
         value = float(arr.mean())
-        boots = arr[_bootstrap_indices(arr.size, resamples, seed)].mean(axis=1)
+        boots = arr[bootstrap_indices(arr.size, resamples, seed)].mean(axis=1)
     else:
         value = float(statistic(arr))
-        boots = np.array([statistic(arr[idx]) for idx in _bootstrap_indices(arr.size, resamples, seed)])
-    if statistic is None and arr.size and _at_one_bound(arr):
+        boots = np.array([statistic(arr[idx]) for idx in bootstrap_indices(arr.size, resamples, seed)])
+    if statistic is None and arr.size and at_one_bound(arr):
         # every item at 0 (or at 1): resampling cannot move the mean, so the percentile
         # interval would be [0, 0]; the items are n Bernoulli trials with no success (or
         # no failure): Wilson over the items (a conservative bound for pooled samples)
@@ -162,7 +162,7 @@ def bootstrap(
     return Estimate(value, float(lo), float(hi), int(arr.size), "bootstrap", sample_stderr(arr), level)
 
 
-def _at_one_bound(arr: np.ndarray) -> bool:
+def at_one_bound(arr: np.ndarray) -> bool:
     """All values 0, or all 1 (a mean of 0/1 or of per-item rates pinned at a bound)."""
     return bool(np.all(arr == 0) or np.all(arr == 1))
 
@@ -180,12 +180,12 @@ def bootstrap_pairs(
     (no variance): the interval comes from the defined resamples, and the count of the
     others is returned beside it; ``stderr`` is the bootstrap sd. ``(None, undefined)``
     when the statistic is undefined on the data itself or on every resample."""
-    _level(level)
+    checked_level(level)
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
         raise WhiteboxError("need two 1-D arrays with one value per item")
     value = float(statistic(a, b))
-    boots = np.array([statistic(a[i], b[i]) for i in _bootstrap_indices(a.size, resamples, seed)], dtype=np.float64)
+    boots = np.array([statistic(a[i], b[i]) for i in bootstrap_indices(a.size, resamples, seed)], dtype=np.float64)
     ok = boots[np.isfinite(boots)]
     undefined = int(resamples - ok.size)
     if ok.size == 0 or not np.isfinite(value):

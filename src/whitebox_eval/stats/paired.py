@@ -12,8 +12,8 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 
 
-from whitebox_eval.stats.intervals import (ALPHA, BOOTSTRAP_RESAMPLES, LEVEL, SEED, _at_one_bound, _binary,
-                                           _bootstrap_indices, _level, _vector, clopper_pearson, newcombe)
+from whitebox_eval.stats.intervals import (ALPHA, BOOTSTRAP_RESAMPLES, LEVEL, SEED, at_one_bound, as_binary,
+                                           bootstrap_indices, checked_level, as_vector, clopper_pearson, newcombe)
 
 
 # --------------------------------------------------------------------------- paired tests
@@ -49,7 +49,7 @@ class PairedTest:
 
 
 def _paired(a, b, name_a: str, name_b: str, binary: bool) -> tuple[np.ndarray, np.ndarray]:
-    conv = _binary if binary else _vector
+    conv = as_binary if binary else as_vector
     x, y = conv(a, name_a), conv(b, name_b)
     if x.shape != y.shape:
         raise WhiteboxError(f"a paired test needs the same items: {name_a} has {x.size}, {name_b} has {y.size}")
@@ -58,7 +58,7 @@ def _paired(a, b, name_a: str, name_b: str, binary: bool) -> tuple[np.ndarray, n
 
 def _paired_diff_interval(x: np.ndarray, y: np.ndarray, level: float, resamples: int, seed: int):
     d = x.astype(np.float64) - y.astype(np.float64)
-    boots = d[_bootstrap_indices(d.size, resamples, seed)].mean(axis=1)
+    boots = d[bootstrap_indices(d.size, resamples, seed)].mean(axis=1)
     lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
     return d, boots, float(lo), float(hi)
 
@@ -107,7 +107,7 @@ def mcnemar(
         from scipy.stats import binomtest
 
         p = float(binomtest(b, b + c, 0.5).pvalue)
-    lo, hi = mcnemar_interval(b, c, int(x.size), _level(level))
+    lo, hi = mcnemar_interval(b, c, int(x.size), checked_level(level))
     return PairedTest("mcnemar_exact", (b - c) / x.size, lo, hi, p, int(x.size), b, c,
                       ci_method="exact_cp_product")
 
@@ -126,7 +126,7 @@ def paired_bootstrap(
     when the interval excludes 0, up to resampling ties).
     """
     xa, ya = _paired(x, y, "x", "y", binary=False)
-    _level(level)
+    checked_level(level)
     d, boots, lo, hi = _paired_diff_interval(xa, ya, level, resamples, seed)
     if np.all(d == 0):
         p = 1.0
@@ -155,7 +155,7 @@ def wilcoxon(
     The interval is the paired bootstrap of the mean difference.
     """
     xa, ya = _paired(x, y, "x", "y", binary=False)
-    d, _, lo, hi = _paired_diff_interval(xa, ya, _level(level), BOOTSTRAP_RESAMPLES, seed)
+    d, _, lo, hi = _paired_diff_interval(xa, ya, checked_level(level), BOOTSTRAP_RESAMPLES, seed)
     if np.count_nonzero(d) == 0:
         p = 1.0
     else:
@@ -179,7 +179,7 @@ def permutation_test(
     |observed|) / (1 + permutations). The interval is a percentile bootstrap of the
     difference, resampling each group on its own. Refuses groups of fewer than 2.
     """
-    xa, ya = _vector(x, "x"), _vector(y, "y")
+    xa, ya = as_vector(x, "x"), as_vector(y, "y")
     if xa.size < 2 or ya.size < 2:
         raise WhiteboxError(
             f"groups too small to compare: {xa.size} vs {ya.size} (a permutation test needs >= 2 in each)"
@@ -201,9 +201,9 @@ def permutation_test(
             for _ in range(min(permutations, BOOTSTRAP_RESAMPLES))
         ]
     )
-    lo, hi = np.quantile(boots, [(1 - _level(level)) / 2, (1 + level) / 2])
+    lo, hi = np.quantile(boots, [(1 - checked_level(level)) / 2, (1 + level) / 2])
     method = "bootstrap_per_group"
-    if statistic is None and lo == hi and _at_one_bound(xa) and _at_one_bound(ya):
+    if statistic is None and lo == hi and at_one_bound(xa) and at_one_bound(ya):
         lo, hi = newcombe(int(xa.sum()), xa.size, int(ya.sum()), ya.size, level)  # not [d, d] from constants
         method = "newcombe"
     return PairedTest("permutation", float(observed), float(lo), float(hi), float(p), int(xa.size + ya.size),
@@ -219,8 +219,8 @@ def against_draws(
     exact McNemar test against each draw."""
     if not len(draws):
         raise WhiteboxError("a random control needs at least one draw")
-    per_item = np.mean([_binary(d, "draw").astype(np.float64) for d in draws], axis=0)
-    sel = _binary(selected, "selected").astype(np.float64)
+    per_item = np.mean([as_binary(d, "draw").astype(np.float64) for d in draws], axis=0)
+    sel = as_binary(selected, "selected").astype(np.float64)
     return paired_bootstrap(sel, per_item, seed=seed), [mcnemar(selected, d, seed=seed) for d in draws]
 
 

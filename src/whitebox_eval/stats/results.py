@@ -10,7 +10,7 @@ import numpy as np
 
 
 
-from whitebox_eval.stats.intervals import ALPHA, LEVEL, SEED, Estimate, _vector, bootstrap, proportion
+from whitebox_eval.stats.intervals import ALPHA, LEVEL, SEED, Estimate, as_vector, bootstrap, proportion
 from whitebox_eval.stats.paired import PairedTest
 
 
@@ -60,7 +60,7 @@ class Draws:
 
 
 def draws(values: Sequence[float] | np.ndarray) -> Draws:
-    arr = _vector(values, "draws")
+    arr = as_vector(values, "draws")
     sd = float(np.std(arr, ddof=1)) if arr.size > 1 else 0.0
     return Draws(float(arr.mean()), sd, tuple(float(v) for v in arr))
 

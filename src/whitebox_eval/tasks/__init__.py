@@ -7,7 +7,7 @@ asked and checked in free generation) are one record in :mod:`.registry`; ``--ta
 read once into a :class:`~.spec.TaskSpec` that carries it. ``whitebox-eval tasks`` lists them.
 
 Shared pieces: :mod:`.items` (the MCQItem record), :mod:`.generation` (the GenItem record
-and the free-answer tasks), :mod:`.checks` (answer checks), :mod:`.rows` (readers and the
+and the free-answer tasks), :mod:`.answer_checks` (answer checks), :mod:`.rows` (readers and the
 bad-row policy), :mod:`.prompts` (the papers' prompt formats), :mod:`.demos` (where
 k-shot demonstrations come from), :mod:`.hub` (hub datasets when online), :mod:`.loading`
 (a dataset's items by name: ``LOADERS``, ``load_mcq_dataset``, ``load_from_hub``).

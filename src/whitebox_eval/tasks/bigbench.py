@@ -12,7 +12,7 @@ files here are BIG-Bench's own, so each item is laid out the BBH way from its ta
   multiple-choice task, ``Options:`` with one ``(A) <choice>`` line per choice, then ``A:``;
 - multiple choice (``multiple_choice_grade``): the choices in an order shuffled per item (seeded:
   BIG-Bench files often list the correct choice first, which BBH's own layout does not), answered
-  with the letter, correct when the letter read from the response (:mod:`.checks` ``choice``) is
+  with the letter, correct when the letter read from the response (:mod:`.answer_checks` ``choice``) is
   the choice whose target score is highest;
 - exact string match (``exact_str_match``): the answer is the response's first line, correct when
   it equals one of the targets after the TriviaQA normalisation (``exact``); a demonstration answers

@@ -36,7 +36,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
@@ -66,7 +66,7 @@ class Demonstrations:
     shots: int = 0
     shared: list[MCQItem] = field(default_factory=list)
     by_subject: dict[str, list[MCQItem]] = field(default_factory=dict)
-    where: str | None = None  # the dev split's / demonstrations file's path or hub spec
+    where: Path | HubPath | str | None = None  # the dev split's / demonstrations file's path or hub split (the pool: the task's path)
     split: str | None = None  # sibling_split: which split (train, dev, ...)
     given: bool = False  # where came from --demos-from
     n_rows: int = 0  # rows of the file the shared draw was made from
@@ -100,7 +100,7 @@ class Demonstrations:
             return {"source": "none"}
         out: dict = {"source": self.source, "shots": self.shots}
         if self.source == DEV_SOURCE:
-            out["dev_split"] = self.where
+            out["dev_split"] = str(self.where)
             out["ids"] = {s: [d.id for d in demos] for s, demos in sorted(self.by_subject.items())}
         elif self.source == POOL_SOURCE:
             out["pool_size"] = POOL_SIZE
@@ -110,7 +110,7 @@ class Demonstrations:
         else:
             if self.split:
                 out["split"] = self.split
-            out["file"] = self.where
+            out["file"] = None if self.where is None else str(self.where)
             if self.per_item:
                 out["draw"] = (f"per item, as lm-eval 0.4.13's default sampler: one random.Random({LM_EVAL_SEED}) shared by "
                                f"every item in file order, rnd.sample(the file's {self.n_rows} rows, "
@@ -130,21 +130,22 @@ class Demonstrations:
         return out
 
 
-def mmlu_dev_location(path: str) -> str | None:
-    """The dev split beside an MMLU test/val path (folder or one subject file), or None.
+def mmlu_dev_location(source: Path | HubPath) -> Path | HubPath | None:
+    """The dev split beside an MMLU test/val path (folder or one subject file; a task's parsed
+    ``TaskSpec.source``), or None.
 
     ``.../test`` or ``.../test/x_test.csv`` -> ``.../dev``; ``hf:ID:CONFIG@test`` -> ``hf:ID:CONFIG@dev``.
     """
-    if (hub := HubPath.parse(path)) is not None:
-        return str(hub.with_split("dev")) if (hub.split or "test") != "dev" else None
-    p = Path(path)
+    if isinstance(source, HubPath):
+        return replace(source, split="dev") if (source.split or "test") != "dev" else None
+    p = Path(source)
     folder = p.parent if p.is_file() else p
     if folder.name.lower() in _EVAL_SPLITS and (folder.parent / "dev").is_dir():
-        return str(folder.parent / "dev")
+        return folder.parent / "dev"
     return None
 
 
-def sibling_split(name: str, path: str) -> tuple[str, str] | None:
+def sibling_split(rec: registry.TaskRecord, source: Path | HubPath) -> tuple[str, Path | HubPath] | None:
     """``(split, location)`` of the train (else dev) split beside an evaluated file, or None.
 
     The file's name (or its folder's) must carry a split word (test, val, valid,
@@ -154,10 +155,10 @@ def sibling_split(name: str, path: str) -> tuple[str, str] | None:
     ``hellaswag_val.jsonl`` -> ``hellaswag_train.jsonl``, ``valid.csv`` -> ``train.csv``,
     ``test/x.jsonl`` -> ``train/x.jsonl``. A hub spec of ARC, HellaSwag or CosmosQA gives ``@train``.
     """
-    if (hub := HubPath.parse(path)) is not None:
-        train = registry.record(name).hub_train and (hub.split or "test") != "train"
-        return ("train", str(hub.with_split("train"))) if train else None
-    p = Path(path)
+    if isinstance(source, HubPath):
+        train = rec.hub_train and (source.split or "test") != "train"
+        return ("train", replace(source, split="train")) if train else None
+    p = Path(source)
     if not p.is_file():
         return None
     word = _last_split_word(p.name) or _last_split_word(p.parent.name)
@@ -171,7 +172,7 @@ def sibling_split(name: str, path: str) -> tuple[str, str] | None:
             candidates += [folder / n for n in names]
         for c in candidates:
             if c.is_file() and c.resolve() != p.resolve():
-                return split, str(c)
+                return split, c
     return None
 
 
@@ -195,7 +196,7 @@ class DemoSource:
     """Where a study's demonstrations come from (decided before any item is loaded)."""
 
     kind: str | None  # None: zero-shot
-    where: str | None = None
+    where: Path | HubPath | None = None
     split: str | None = None
     given: bool = False
 
@@ -205,7 +206,7 @@ class DemoSource:
         return self.kind == POOL_SOURCE
 
 
-def demo_source(spec: TaskSpec, shots: int, demos_from: str | None = None) -> DemoSource:
+def demo_source(spec: TaskSpec, shots: int, demos_from: Path | HubPath | None = None) -> DemoSource:
     """The source of the task's demonstrations: ``--demos-from``, a dev/train split beside
     the evaluated file, or the held-out pool (see the module docstring; the task's record
     says which rule applies, :mod:`.registry`)."""
@@ -218,24 +219,24 @@ def demo_source(spec: TaskSpec, shots: int, demos_from: str | None = None) -> De
         return DemoSource(POOL_SOURCE)
     rule = spec.record.demos
     if rule == registry.DEV_SAME_SUBJECT:
-        where = demos_from or mmlu_dev_location(spec.path)
+        where = demos_from or mmlu_dev_location(spec.source)
         return DemoSource(DEV_SOURCE, where, "dev", given=bool(demos_from)) if where else DemoSource(POOL_SOURCE)
     if demos_from:
         return DemoSource(FILE_SOURCE, demos_from, given=True)
-    found = sibling_split(spec.name, spec.path)
+    found = sibling_split(spec.record, spec.source)
     return DemoSource(SPLIT_SOURCE, found[1], found[0]) if found else DemoSource(POOL_SOURCE)
 
 
 def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None], on_bad_row: str = "skip",
-                       where: str | None = None) -> Demonstrations:
+                       where: Path | HubPath | None = None) -> Demonstrations:
     """The first ``shots`` dev rows of every subject in ``subjects`` (MMLU dev split, by
     default the one beside the evaluated path)."""
     from whitebox_eval.tasks.loading import load_mcq_dataset
 
-    where = where or mmlu_dev_location(spec.path)
+    where = where or mmlu_dev_location(spec.source)
     wanted = sorted({s or "" for s in subjects})
-    files = [Path(where) / f"{s}_dev.csv" for s in wanted]
-    if HubPath.parse(where) is None and Path(where).is_dir() and all(f.is_file() for f in files):
+    files = [] if isinstance(where, HubPath) else [where / f"{s}_dev.csv" for s in wanted]
+    if files and where.is_dir() and all(f.is_file() for f in files):
         dev = [it for f in files for it in load_mcq_dataset("mmlu", f, on_bad_row=on_bad_row)]  # only the subjects evaluated
     else:  # one file for every subject (hub export, headered CSV with a subject column), or a file is missing
         dev = list(load_mcq_dataset("mmlu", where, on_bad_row=on_bad_row))
@@ -252,7 +253,8 @@ def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None
     return Demonstrations(DEV_SOURCE, shots, by_subject=chosen, where=where)
 
 
-def file_demonstrations(name: str, where: str, shots: int, seed: int = 0, on_bad_row: str = "skip") -> Demonstrations:
+def file_demonstrations(name: str, where: Path | HubPath, shots: int, seed: int = 0,
+                        on_bad_row: str = "skip") -> Demonstrations:
     """One seeded draw of ``shots`` rows from a whole file of task ``name`` (its train split
     or ``--demos-from``), the same for every item."""
     from whitebox_eval.tasks.loading import load_mcq_dataset
@@ -282,8 +284,8 @@ def keep_apart(demos: Demonstrations, items: list[MCQItem]) -> list[MCQItem]:
 def _tag_colliding(demos: Demonstrations, items: Sequence[MCQItem]) -> None:
     """A demonstration whose id equals an evaluated item's becomes ``ID@FILE``."""
     ids = {it.id for it in items}
-    hub = HubPath.parse(demos.where)
-    tag = Path(demos.where or "").name if hub is None else hub.split if hub.split is not None else str(hub)
+    where = demos.where
+    tag = (where.split if where.split is not None else str(where)) if isinstance(where, HubPath) else Path(where or "").name
     for d in demos.shown():
         if d.id in ids:
             d.id = f"{d.id}@{tag}"
@@ -313,7 +315,7 @@ def lm_eval_draws(pool: Sequence[MCQItem], items: Sequence[MCQItem], k: int, exc
 
 
 def plan_demonstrations(spec: TaskSpec, shots: int, items: list[MCQItem], seed: int = 0,
-                        on_bad_row: str = "skip", demos_from: str | None = None,
+                        on_bad_row: str = "skip", demos_from: Path | HubPath | None = None,
                         lm_eval_sampler: bool = False) -> tuple[Demonstrations, list[MCQItem]]:
     """``(demonstrations, items to evaluate)``; with a pool, the pool is removed from the items,
     with a file, items equal to a demonstration are (:func:`keep_apart`). ``lm_eval_sampler``
@@ -334,7 +336,7 @@ def plan_demonstrations(spec: TaskSpec, shots: int, items: list[MCQItem], seed: 
 
         pool = list(load_mcq_dataset(name, src.where, on_bad_row=on_bad_row, seed=seed))
         extra = spec.record.lm_eval_draws_extra
-        per_item = lm_eval_draws(pool, items, shots, extra, same=lambda a, b: doc(name, a) == doc(name, b))
+        per_item = lm_eval_draws(pool, items, shots, extra, same=lambda a, b: doc(spec.record, a) == doc(spec.record, b))
         demos = Demonstrations(src.kind, shots, where=src.where, split=src.split, given=src.given, n_rows=len(pool),
                                per_item=per_item, excludes_item=extra)
         _tag_colliding(demos, items)

@@ -14,7 +14,7 @@ regard to case; ``--field NAME=COLUMN`` names any other column):
   ``FILE:LINE``).
 
 A response is checked against the references by ``--answer`` (config.yaml
-``task_spec.answer``; :mod:`.checks`): ``exact`` (after normalisation, the default),
+``task_spec.answer``; :mod:`.answer_checks`): ``exact`` (after normalisation, the default),
 ``numeric``, ``contains`` or ``regex:PATTERN``; with ``numeric`` every reference must be a
 number. A malformed row follows the bad-row policy of :mod:`.rows` (``file:line: problem``).
 ``hf:DATASET[:CONFIG][@SPLIT]`` reads a hub split (exported once to JSON lines, :mod:`.hub`)
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks.checks import to_number
+from whitebox_eval.tasks.answer_checks import to_number
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.hub import local_file
 from whitebox_eval.tasks.mcq import _blank, rows_and_layout
@@ -99,7 +99,7 @@ def references(value: Any, what: str) -> list[str]:
 
 def gen_items(spec: TaskSpec, *, limit: int | None = None, on_bad_row: str = "skip", **_: Any) -> list[GenItem]:
     """Your own generation file's rows (module docstring), the first ``limit`` of them."""
-    path = local_file("gen", spec.path) if spec.is_hub else existing(spec.path, file=True)
+    path = local_file("gen", spec.hub) if spec.is_hub else existing(spec.path, file=True)
     fields = dict(spec.fields)
     check = spec.answer or "exact"
     col = Collector(on_bad_row)

@@ -1,7 +1,7 @@
 """Free-generation items: the :class:`GenItem` record and every task's generation items.
 
 A suite that generates (``mui``, paper 001; masking) asks each item, reads the response and
-scores it by the task's answer check (:mod:`.checks`) or the task's own scoring (lm-eval).
+scores it by the task's answer check (:mod:`.answer_checks`) or the task's own scoring (lm-eval).
 :func:`load_generation` gives the :class:`GenTask` (items and scoring) of any task whose record
 has a :class:`~whitebox_eval.tasks.registry.Generation`:
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import registry
-from whitebox_eval.tasks.checks import is_correct
+from whitebox_eval.tasks.answer_checks import is_correct
 from whitebox_eval.tasks.spec import TaskSpec, load_mcq
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -37,7 +37,7 @@ class GenItem:
 
     ``question``: the task text shown to the model without the answer cue (the suite adds its
     own prompt format), unless ``prompt`` holds the whole prompt the task fixes (lm-eval's
-    context, demonstrations included); ``check``: the answer check (:mod:`.checks`);
+    context, demonstrations included); ``check``: the answer check (:mod:`.answer_checks`);
     ``gold``: the gold answer as text (a number, a label); ``references``: the accepted
     answers of text checks (gold first); ``gold_response``: the response used when
     responses come from the data; ``labels`` / ``options``: lettered options; ``group``: a
@@ -65,7 +65,7 @@ class GenItem:
 class GenTask:
     """A generation task ready to run: its items, how a response is scored, and what
     config.yaml records of it (``notes``). ``scorer``: the task's own scoring (lm-eval's
-    filters and metrics); None: its record's answer check (:func:`~.checks.is_correct`)."""
+    filters and metrics); None: its record's answer check (:func:`~.answer_checks.is_correct`)."""
 
     spec: TaskSpec
     items: list[GenItem]
@@ -153,7 +153,7 @@ def gsm8k_items(spec: TaskSpec, *, limit: int | None = None, **_: Any) -> list[G
     return [GenItem(id=r.id, question=f"Question: {' '.join(r.question.split())}", check="final_number", gold=r.gold,
                     references=[r.gold],
                     gold_response=" " + " ".join(r.solution.split()) + f" The answer is {r.gold}.", group="gsm8k")
-            for r in load_gsm8k(local_file("gsm8k", spec.path), limit)]
+            for r in load_gsm8k(local_file("gsm8k", spec.source), limit)]
 
 
 def triviaqa_items(spec: TaskSpec, *, limit: int | None = None, seed: int = 0, on_bad_row: str = "skip",

@@ -68,6 +68,11 @@ class HubPath:
         return PREFIX + self.spec
 
 
+def location(path: str | Path) -> Path | HubPath:
+    """A path given as text read once: a hub split, else a local path (expanded)."""
+    return HubPath.parse(path) or Path(path).expanduser()
+
+
 def hub_spec(spec: str, default_split: str) -> tuple[str, str, str]:
     """``[hf:]DATASET[:CONFIG][@SPLIT]`` -> (dataset id, config or ``""``, split or ``default_split``)."""
     h = HubPath.parse(spec if spec.startswith(PREFIX) else PREFIX + spec)
@@ -83,12 +88,15 @@ def datasets_load_dataset() -> Callable[..., Any]:
     return load_dataset
 
 
-def export_split(key: str, spec: str, *, load_dataset: Callable[..., Any] | None = None) -> Path:
-    """The local file of hub split ``spec`` (``[hf:]DATASET_ID[:CONFIG][@SPLIT]``, default split
-    ``test``) in dataset ``key``'s published layout, exported once (written atomically)."""
+def export_split(key: str, spec: str | HubPath, *, load_dataset: Callable[..., Any] | None = None) -> Path:
+    """The local file of hub split ``spec`` (a :class:`HubPath`, or ``[hf:]DATASET_ID[:CONFIG][@SPLIT]``;
+    default split ``test``) in dataset ``key``'s published layout, exported once (written atomically)."""
     import csv as _csv
 
-    dataset_id, config, split = hub_spec(spec, "test")
+    if isinstance(spec, HubPath):
+        dataset_id, config, split = spec.dataset, spec.config, spec.split or "test"
+    else:
+        dataset_id, config, split = hub_spec(spec, "test")
     # "v2": MMLU exports carry the subject column (exports without it are not reused)
     target = hub_cache_dir() / f"{key}-v2-{dataset_id.replace('/', '--')}-{config or 'default'}-{split}"
     target = target.with_suffix(".csv" if key == "mmlu" else ".jsonl")
@@ -116,7 +124,7 @@ def export_split(key: str, spec: str, *, load_dataset: Callable[..., Any] | None
     return target
 
 
-def local_file(key: str, path: str | Path) -> Path:
-    """``path`` as a local file: a hub spec (``hf:...``) is exported first (:func:`export_split`)."""
-    hub = HubPath.parse(path)
-    return export_split(key, hub.spec) if hub else Path(path).expanduser()
+def local_file(key: str, source: Path | HubPath) -> Path:
+    """``source`` (a task's parsed ``TaskSpec.source``) as a local file: a hub split is exported first
+    (:func:`export_split`)."""
+    return export_split(key, source) if isinstance(source, HubPath) else Path(source)

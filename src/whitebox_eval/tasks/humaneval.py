@@ -96,7 +96,7 @@ def gen_items(spec: TaskSpec, *, limit: int | None = None, allow_code_execution:
     items = [GenItem(id=r["task_id"], question=r["prompt"], check="execution", gold="passes its tests",
                      gold_response=r["canonical_solution"], references=[], group="humaneval", prompt=r["prompt"],
                      stops=UNTIL, meta={"prompt": r["prompt"], "test": r["test"], "entry_point": r["entry_point"]})
-             for r in load_humaneval(local_file("humaneval", spec.path), limit)]
+             for r in load_humaneval(local_file("humaneval", spec.source), limit)]
     notes = {"code_execution": "pass@1: the greedy completion runs against the problem's tests (prompt + completion + "
                                "test + check(entry_point)) in a guarded subprocess, "
                                f"{TIMEOUT_S:g} s each, no network, a temporary folder",

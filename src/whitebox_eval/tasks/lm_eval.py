@@ -35,7 +35,7 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.lazy import resolve
 from whitebox_eval.tasks.prompts import OptionSpans, RenderedPrompt, Span
-from whitebox_eval.tasks.registry import record
+from whitebox_eval.tasks.registry import TaskRecord
 
 PAPER, LM_EVAL = "paper", "lm-eval"
 LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
@@ -86,25 +86,24 @@ def letters_doc(item) -> LmEvalDoc:
                      options=tuple(item.options))
 
 
-def check_style(dataset: str, style: str) -> None:
-    """Raise a one-line error if ``dataset`` has no prompt style ``style``. Every dataset offers
+def check_style(rec: TaskRecord, style: str) -> None:
+    """Raise a one-line error if dataset ``rec`` (its record) has no prompt style ``style``. Every dataset offers
     the ``paper`` style (papers 000/004's formats); those lm-eval has a task for also ``lm-eval``,
     scored as that task scores an answer (the record's ``lm_eval_output``: ``letters``, the option
     labels as the next token; ``cloze``, the option texts as continuations)."""
-    rec = record(dataset)
     styles = (PAPER, LM_EVAL) if rec.lm_eval_output else (PAPER,)
     if style not in (PAPER, LM_EVAL):
         raise WhiteboxError(f"unknown --prompt style {style!r}; choose {PAPER} or {LM_EVAL}")
     if style not in styles:
-        raise WhiteboxError(f"task {dataset} has prompt styles: {', '.join(styles)} ({rec.no_lm_eval}); use --prompt {PAPER}")
+        raise WhiteboxError(f"task {rec.name} has prompt styles: {', '.join(styles)} ({rec.no_lm_eval}); use --prompt {PAPER}")
 
 
-def doc(dataset: str, item) -> LmEvalDoc:
-    """``item`` as lm-eval's task for ``dataset`` sees it."""
+def doc(rec: TaskRecord, item) -> LmEvalDoc:
+    """``item`` as lm-eval's task for dataset ``rec`` (its record) sees it."""
     if "lm_eval_task" in item.meta:  # read through lm-eval's own task objects
         return letters_doc(item)
-    check_style(dataset, LM_EVAL)
-    return resolve(record(dataset).lm_eval_doc)(item)
+    check_style(rec, LM_EVAL)
+    return resolve(rec.lm_eval_doc)(item)
 
 
 def context(query: LmEvalDoc, demos: Sequence[LmEvalDoc] = ()) -> str:

@@ -45,14 +45,15 @@ def lm_eval_name_hint(spec: str) -> str | None:
     return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}{also}"
 
 
-def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", limit: int | None = None,
+def load_mcq_dataset(name: str, path: str | Path | HubPath, *, on_bad_row: str = "error", limit: int | None = None,
                      seed: int = 0, **options) -> MCQDataset:
     """Load a local MCQA dataset by name (one of LOADERS) into MCQItems.
 
     Args:
         name: ``"mmlu"``, ``"hellaswag"``, ``"cosmosqa"``, ``"halueval"``, ``"arc"``, ``"triviaqa"``.
-        path: the file (or for MMLU a folder of subject CSVs), or ``hf:DATASET_ID[:CONFIG][@SPLIT]``
-            for a Hugging Face hub dataset when online (see :func:`load_from_hub`).
+        path: the file (or for MMLU a folder of subject CSVs), or a hub split (a parsed
+            :class:`~.hub.HubPath`: :func:`~.hub.location` reads ``hf:DATASET_ID[:CONFIG][@SPLIT]``)
+            when online (see :func:`load_from_hub`); a task's parsed ``TaskSpec.source`` is either.
         on_bad_row: ``"error"`` raises at the first malformed row (``file:line: problem``);
             ``"skip"`` drops such rows, lists them in the result's ``bad_rows`` and warns.
         limit: return only the first ``limit`` items.
@@ -64,14 +65,14 @@ def load_mcq_dataset(name: str, path: str | Path, *, on_bad_row: str = "error", 
         raise WhiteboxError(lm_eval_name_hint(f"{name}={path}") or f"unknown MCQ dataset {name!r}; known: {', '.join(LOADERS)}")
     if limit is not None and limit < 0:
         raise WhiteboxError(f"limit must be >= 0, got {limit}")
-    if (hub := HubPath.parse(path)) is not None:
-        return load_from_hub(key, hub.spec, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
-    return LOADERS[key](path, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    if isinstance(path, HubPath):
+        return load_from_hub(key, path, on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
+    return LOADERS[key](Path(path), on_bad_row=on_bad_row, limit=limit, seed=seed, **options)
 
 
-def load_from_hub(name: str, spec: str, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
+def load_from_hub(name: str, spec: str | HubPath, *, on_bad_row: str = "error", limit: int | None = None, seed: int = 0,
                   load_dataset: Callable[..., Any] | None = None, **options: Any) -> MCQDataset:
-    """Load ``name`` from the Hugging Face hub: ``spec`` is ``DATASET_ID[:CONFIG][@SPLIT]``.
+    """Load ``name`` from the Hugging Face hub: ``spec`` is a :class:`~.hub.HubPath` or ``DATASET_ID[:CONFIG][@SPLIT]``.
 
     The split is exported once to :func:`hub_cache_dir` in the dataset's published local
     format and read by the same loader as a local file, so malformed rows are reported

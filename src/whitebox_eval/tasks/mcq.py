@@ -314,15 +314,15 @@ def rows_and_layout(path: Path, find: Callable[[Sequence[str]], Any]) -> tuple[l
     return list(records), layout_of
 
 
-def load_mcq_file(path: str | Path, *, fields: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+def load_mcq_file(path, *, fields: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
                   on_bad_row: str = "error", limit: int | None = None, seed: int = 0) -> MCQDataset:
     """Your own multiple-choice file (module docstring): every row an :class:`MCQItem` with
     its own number of options. ``fields``: ``{name: column}`` (:func:`parse_fields`);
-    ``path`` may be ``hf:DATASET[:CONFIG][@SPLIT]``. ``seed`` is unused."""
+    ``path`` may be a hub split (``hf:DATASET[:CONFIG][@SPLIT]`` or its :class:`~.hub.HubPath`). ``seed`` is unused."""
     fields = dict(fields or {})
-    from whitebox_eval.tasks.hub import local_file
+    from whitebox_eval.tasks.hub import local_file, location
 
-    path = existing(local_file("mcq", path), file=True)  # a hub split is exported once
+    path = existing(local_file("mcq", location(path) if isinstance(path, str) else path), file=True)  # a hub split is exported once
     col = Collector(on_bad_row)
     rows, layout_of = rows_and_layout(path, lambda columns: find_layout(columns, fields))
     _refuse_one_based(path, rows, layout_of)

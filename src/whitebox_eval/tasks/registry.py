@@ -5,7 +5,7 @@ As lm-eval keeps one YAML per task, every fact about a dataset lives in its
 items are multiple-choice or free generation (or both), its splits and demonstration rule,
 lm-eval's name for it and the ``--prompt lm-eval`` style, and how a suite that generates
 (``mui``, ``formats``) asks it and checks an answer (:class:`Generation`,
-:mod:`whitebox_eval.tasks.checks`). Suites read these facts through
+:mod:`whitebox_eval.tasks.answer_checks`). Suites read these facts through
 :class:`~whitebox_eval.tasks.spec.TaskSpec` (``spec.record``); none keeps a table keyed by
 dataset name.
 
@@ -67,7 +67,7 @@ SSD_DEMO = ('Question: Which of the following options corresponds to " river "?\
 class Generation:
     """How a dataset is asked and checked in free generation (paper 001 App. A.6, App. C).
 
-    ``check``: the answer check (:func:`whitebox_eval.tasks.checks.check`); ``instruction``:
+    ``check``: the answer check (:func:`whitebox_eval.tasks.answer_checks.check`); ``instruction``:
     the one line appended to zero-shot questions (001 prints none: ours); ``demonstration``:
     the one-shot (question, answer) for base models (App. C; None: the task's first item is
     held out as its demonstration); ``gold``: the reference response of ``--responses gold``

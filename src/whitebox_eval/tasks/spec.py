@@ -14,7 +14,8 @@ code outside ``tasks/`` splits a task string.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
@@ -58,7 +59,7 @@ FORMATS_USAGE = ("arithmetic[:CATEGORY,...] (number answers), or a multiple-choi
                  + ", lm-eval:TASK (a multiple-choice task of lm-eval)")
 """The formats study's tasks (paper 004): every multiple-choice task, asked also in free text."""
 ANSWER_CHECKS = ("exact", "numeric", "contains")
-"""``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.checks`."""
+"""``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.answer_checks`."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,12 @@ class TaskSpec:
     fields: tuple[tuple[str, str], ...] = ()
     lm_eval_task: str | None = None  # lm-eval:TASK
     answer: str | None = None  # gen=PATH: the answer check
+    hub: HubPath | None = field(default=None, init=False, compare=False, repr=False)
+    """The hub split the task reads (``NAME=hf:...``), read once from ``path``; None for a local
+    file or no file."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hub", HubPath.parse(self.path))
 
     @classmethod
     def parse(cls, text: str | TaskSpec, accepted: Iterable[str] | None = None, usage: str | None = None,
@@ -160,13 +167,15 @@ class TaskSpec:
         return self.path is not None
 
     @property
-    def hub(self) -> HubPath | None:
-        """The hub split the task reads (``NAME=hf:...``), parsed; None for a local file or no file."""
-        return HubPath.parse(self.path)
-
-    @property
     def is_hub(self) -> bool:
         return self.hub is not None
+
+    @property
+    def source(self) -> Path | HubPath | None:
+        """What the loaders read: the hub split, else the local path (expanded); None without a file."""
+        if self.path is None:
+            return None
+        return self.hub or Path(self.path).expanduser()
 
     @property
     def is_lm_eval(self) -> bool:
@@ -176,15 +185,12 @@ class TaskSpec:
     @property
     def short(self) -> str:
         """The task with its file's name only (``mmlu=test``, ``ssd``, ``lm-eval:gsm8k``): plans."""
-        from pathlib import Path
-
         return self.label if self.path is None else f"{self.name}={Path(self.path).name}"
 
     @property
     def slug(self) -> str:
         """A run id part naming the task (``lm-eval-gsm8k``, ``gen-qa``, ``arithmetic-gen``)."""
         import re
-        from pathlib import Path
 
         if self.lm_eval_task:
             part = f"lm-eval-{self.lm_eval_task}"
@@ -196,8 +202,6 @@ class TaskSpec:
 
     def check_file(self) -> TaskSpec:
         """One line when a local file the task reads is missing (before any model runs); returns self."""
-        from pathlib import Path
-
         if self.path is not None and not self.is_hub and not Path(self.path).expanduser().exists():
             raise WhiteboxError(f"--task {self}: {Path(self.path).expanduser()} does not exist; give an existing file "
                                 f"(or folder), or {self.name}=hf:DATASET[:CONFIG][@SPLIT] when online")
@@ -271,11 +275,4 @@ def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, langu
     from whitebox_eval.tasks.loading import load_mcq_dataset
 
     options = {"fields": spec.fields} if spec.fields else {}
-    return list(load_mcq_dataset(spec.name, _local(spec.path), on_bad_row=on_bad_row, seed=seed, **options))
-
-
-def _local(path: str):
-    """A hub spec stays text; a local path is expanded."""
-    from pathlib import Path
-
-    return path if HubPath.parse(path) else Path(path).expanduser()
+    return list(load_mcq_dataset(spec.name, spec.source, on_bad_row=on_bad_row, seed=seed, **options))

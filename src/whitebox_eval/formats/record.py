@@ -1,0 +1,24 @@
+"""The ``formats`` suite's record (paper 004): what :mod:`whitebox_eval.suites` lists."""
+
+from __future__ import annotations
+
+from whitebox_eval.runs.record import Mode, Suite, items
+
+
+def work(cfg, mode: str) -> tuple[int, float]:
+    """One MCQ pass and ``n_samples`` sampled answers of ``max_new_tokens`` in two free formats per question."""
+    n = items(cfg, 160)
+    return n, n * (1 + 2 * cfg.n_samples * cfg.max_new_tokens / 16)
+
+
+SUITE = Suite(
+    "formats", "First-token probabilities vs free generation (paper 004).", "whitebox_eval.formats.command:formats",
+    {"study": Mode("whitebox_eval.formats.study:FormatsConfig", "whitebox_eval.formats.study:run_formats",
+                   shards=True)},
+    work,
+    rate=0.25,
+    tokens_per_unit=16,  # a share of the 5-shot prompt and a burst of sampled tokens
+    views="whitebox_eval.formats.views:views", script="whitebox_eval.formats:data/views.js",
+    commands={"formats-compare": ("whitebox_eval.formats.command:formats_compare",
+                                  "Alignment error vs MCQ performance across formats runs (004 Fig. 6).")},
+)

@@ -1,0 +1,62 @@
+"""A command's loading options checked before any model work (:func:`configure`): bad input is one
+line naming the fix (exit 2); then :data:`~.load_options.LOAD` and the placement are set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.load_options import (
+    ADAPTER_MODES, LOAD, LoadOptions, adapter_files, check_adapter_fits, check_quantization, parse_model_args, quantized,
+    set_load)
+from whitebox_eval.models.loading import resolve_source
+
+
+def configure(model: str | None = None, *, models_root: str | None = None, model_args=(), adapter: str | None = None,
+              adapter_mode: str = "merge", trust_remote_code: bool = False, allow_pickle: bool = False,
+              device: str | None = None, device_map: str | None = None) -> LoadOptions:
+    """Check a command's loading options before any model work (one line naming the fix for bad
+    input), then set :data:`LOAD` and, where given, the placement. ``model``: the command's
+    ``--model``, against which a revision and an adapter are checked."""
+    from whitebox_eval.models.placement import PLACEMENT, set_placement
+
+    if device is not None or device_map is not None:
+        set_placement(device or PLACEMENT.device, device_map if device_map is not None else PLACEMENT.device_map)
+    args = parse_model_args(model_args)
+    if models_root is not None and not Path(models_root).expanduser().is_dir():
+        raise WhiteboxError(f"--models-root {models_root}: no such folder")
+    if adapter_mode not in ADAPTER_MODES:
+        raise WhiteboxError(f"--adapter-mode {adapter_mode!r}: merge or keep")
+    check_quantization(args, None)
+    # a sub-command's options add to its group's (mui --adapter A masking): what is not given is kept
+    options = set_load(models_root=models_root or LOAD.models_root, model_args=args or LOAD.model_args,
+                       adapter=adapter or LOAD.adapter,
+                       adapter_mode=adapter_mode if adapter_mode != "merge" else LOAD.adapter_mode,
+                       trust_remote_code=trust_remote_code or LOAD.trust_remote_code,
+                       allow_pickle=allow_pickle or LOAD.allow_pickle)
+    args, adapter, adapter_mode = options.model_args, options.adapter, options.adapter_mode
+    if adapter and quantized(args) and adapter_mode == "merge":
+        raise WhiteboxError("a LoRA adapter cannot be merged into 4/8-bit weights; add --adapter-mode keep")
+    if model is not None and ("@" in model or adapter):
+        source, extra = resolve_source(model)  # a revision nowhere to be read is refused here
+        if Path(source).parent.name == "snapshots":  # read from the hub cache: its commit pins the weights
+            options.model_commit = Path(source).name
+        if adapter:
+            _, weights = adapter_files(adapter, allow_pickle)
+            check_adapter_fits(adapter, weights, _model_config(source, extra, trust_remote_code))
+    return options
+
+
+def _model_config(source: str, extra: dict, trust_remote_code: bool) -> dict:
+    """The model's config.json as a dict (a local folder's file; the hub's through transformers)."""
+    path = Path(source) / "config.json"
+    if path.is_file():
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise WhiteboxError(f"{path} does not read as JSON ({e})") from None
+    from transformers import AutoConfig
+
+    kw = {k: extra[k] for k in ("revision", "subfolder") if k in extra}
+    return AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kw).to_dict()

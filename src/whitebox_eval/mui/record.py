@@ -1,0 +1,49 @@
+"""The records of paper 001's suites: ``mui``, ``masking`` (``mui masking``) and
+``contamination`` (Python and reproduce): what :mod:`whitebox_eval.suites` lists."""
+
+from __future__ import annotations
+
+from whitebox_eval.runs.record import Mode, Suite
+
+TOKENS_PER_UNIT = 3
+"""A generated token and its scoring pass (mui); contamination counts in mui's units."""
+
+
+def mui_work(cfg, mode: str) -> tuple[int, float]:
+    n = int(cfg.limit or 100)
+    return n, n * (4 + int(cfg.max_new_tokens or 64))  # None: the task's own budget
+
+
+def masking_work(cfg, mode: str) -> tuple[int, float]:
+    n = int(cfg.limit or 32)
+    gen = int(cfg.max_new_tokens or 64) if cfg.generate else 1
+    return n, n * (gen + len(cfg.ks) * len(cfg.eval_tasks) * (1 + cfg.random_draws) * (1 + gen / 8))
+
+
+def contamination_work(cfg, mode: str) -> tuple[int, float]:
+    """Its MUI runs (every task at step 0 and each checkpoint), in mui's units, plus training
+    (a step ~ 3 forwards of the batch; a cached training costs none)."""
+    n = int(cfg.limit)
+    points = 2 + len(cfg.checkpoints)
+    per_run = n * (4 + int(cfg.max_new_tokens or 64))
+    return n * len(cfg.tasks), per_run * len(cfg.tasks) * points + 3 * n * cfg.epochs * 16
+
+
+MUI = Suite(
+    "mui", "Model Utilization Index (paper 001): how much of the model a task uses.", "whitebox_eval.mui.command:command",
+    {"study": Mode("whitebox_eval.mui.study:MUIConfig", "whitebox_eval.mui.study:run_mui")}, mui_work,
+    rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
+    views="whitebox_eval.mui.views:views", script="whitebox_eval.mui:data/views.js",
+)
+MASKING = Suite(
+    "masking", "Paper 001's masking validation: key neurons masked vs random ones (mui masking).", None,
+    {"study": Mode("whitebox_eval.mui.masking:MaskingConfig", "whitebox_eval.mui.masking:run_masking")}, masking_work,
+    rate=0.17, tokens_per_unit=32,  # a masked scoring or generation step
+)
+CONTAMINATION = Suite(
+    "contamination", "Paper 001 sec. 3.4: fine-tune on a task's test items, then (accuracy, MUI) per checkpoint "
+    "in and out of domain (Python and reproduce; examples/mui_contamination.py).", None,
+    {"study": Mode("whitebox_eval.mui.contamination:ContaminationConfig",
+                   "whitebox_eval.mui.contamination:run_contamination")},
+    contamination_work, rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
+)

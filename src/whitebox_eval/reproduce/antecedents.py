@@ -1,0 +1,114 @@
+"""The checks every claim gets besides its declared preconditions and controls: manipulation checks
+(the antecedent of a conditional claim: contamination raised the trained items' accuracy, an edit
+kept the answer on the candidates, fine-tuning raised ID accuracy), the claim's substance condition,
+and the reliability warnings a child run records (each a precondition of every claim reading it).
+Each returns a record with its values and one line of text, as :mod:`.checks` does."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from whitebox_eval import stats
+from whitebox_eval.reproduce.claim_checks import _significant_in, _stage_rows, _test_of, pct
+from whitebox_eval.reproduce.values import Missing, at, estimate, record
+
+
+
+def raised(spec, results, samples) -> dict[str, Any]:
+    """The manipulation moved what it must (``paired``/``test_at``: the child's test, significant
+    in ``direction``, default greater): e.g. contamination raised the in-domain accuracy."""
+    t = _test_of(results, spec)
+    direction = spec.get("direction", "greater")
+    ok = _significant_in(t, direction)
+    return {"passed": ok, "test": t,
+            "text": f"{spec.get('label', t['source'])}: {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                    f"{100 * t['hi']:+.1f}] n={t['n']}, {t['test']} {stats.fmt_p(t['p_value'])}"
+                    + ("" if ok else f" -- not significantly {'up' if direction == 'greater' else 'down'}")}
+
+
+def choice_mass(spec, results, samples) -> dict[str, Any]:
+    """An intervention left the answer on the candidates: the mean probability on the candidates'
+    first tokens after the edit (``at``) is at least ``min`` (default 0.5: most of the next-token
+    mass stays on the answers whose accuracy is read)."""
+    after = float(at(results, list(spec["at"])))
+    before = float(at(results, list(spec["before"]))) if spec.get("before") else None
+    floor = float(spec.get("min", 0.5))
+    ok = after >= floor
+    return {"passed": ok, "after": after, "before": before, "min": floor,
+            "text": f"{spec.get('label', 'choice mass')} after the edit {after:.2f}"
+                    + (f" (before {before:.2f})" if before is not None else "") + f"; needs >= {floor:g}"
+                    + ("" if ok else " -- the edit moves the answer off the candidates")}
+
+
+def finetuned(spec, results, samples) -> dict[str, Any]:
+    """Fine-tuning reached its in-distribution accuracy: exact accuracy on the ID split after
+    (stage ``<phase>/id``) above before (``base/id``) on the same items, exact McNemar (greater).
+    A child not fine-tuned at this scale passes (nothing to check)."""
+    phase = str(results.get("phase", "base"))
+    if phase == "base":
+        return {"passed": True, "text": "not fine-tuned at this scale (nothing to check)"}
+    before, after = _stage_rows(samples, "base/id"), _stage_rows(samples, f"{phase}/id")
+    keys = [k for k in after if k in before]
+    if not keys:
+        raise Missing("no ID item scored both before and after fine-tuning")
+    field = spec.get("field", "exact")
+    x = np.array([bool(after[k][field]) for k in keys])
+    y = np.array([bool(before[k][field]) for k in keys])
+    t = record(stats.mcnemar(x, y), f"samples.jsonl {field}: {phase}/id vs base/id")
+    ok = _significant_in(t, "greater")
+    return {"passed": ok, "test": t, "before": float(y.mean()), "after": float(x.mean()),
+            "text": f"ID exact accuracy {pct(float(y.mean()))} before fine-tuning -> {pct(float(x.mean()))} after "
+                    f"({len(keys)} items), exact McNemar {stats.fmt_p(t['p_value'])}"
+                    + ("" if ok else " -- fine-tuning did not raise it significantly")}
+
+
+MANIPULATIONS = {"raised": raised, "choice_mass": choice_mass, "finetuned": finetuned}
+
+
+def substance(spec, results) -> dict[str, Any]:
+    """The claim's substance (``stat``: an estimate with its interval) against ``value``: shown when
+    the 95% interval lies above it, *below* when it lies under it (the claim fails significantly),
+    else *unshown*."""
+    est = estimate(results, spec["stat"])
+    if "lo" not in est:
+        raise Missing(f"{est['source']} has no interval")
+    v, lo, hi, bound = est["value"], float(est["lo"]), float(est["hi"]), float(spec["value"])
+    state = "shown" if lo >= bound else "below" if hi < bound else "unshown"
+    return {"state": state, "value": v, "lo": lo, "hi": hi, "bound": bound,
+            "text": f"{spec.get('label', est['source'])} = {v:.3g} [{lo:.3g}, {hi:.3g}] (needs >= {bound:g}"
+                    + {"shown": ": shown)", "below": ": significantly below)", "unshown": ": not shown)"}[state]}
+
+
+TRUNCATED_SHARE = 0.10
+"""A child whose responses hit the token budget on more than this share of items reads them cut."""
+
+
+def reliability(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The reliability warnings a child run records, each a precondition of every claim reading it:
+    an unreliable head selection (``selection.reliable`` false), a truncated response budget (more
+    than :data:`TRUNCATED_SHARE` of the responses cut), a fine-tune whose loss did not fall, and any
+    other warning the child lists (poor SAE fidelity, degenerate heads): named, failed."""
+    out = []
+    sel = results.get("selection")
+    if isinstance(sel, Mapping) and sel.get("reliable") is False:
+        out.append({"kind": "reliable_selection", "passed": False,
+                    "text": "the child marks its head selection unreliable: " + "; ".join(sel.get("warnings") or ())})
+    ft = results.get("finetune")
+    if isinstance(ft, Mapping) and ft.get("loss_first") is not None and ft.get("loss_last") is not None:
+        ok = float(ft["loss_last"]) < float(ft["loss_first"])
+        if not ok:
+            out.append({"kind": "finetune_converged", "passed": False,
+                        "text": f"fine-tuning loss {ft['loss_first']:.3g} -> {ft['loss_last']:.3g}: it did not fall"})
+    for w in results.get("warnings") or ():
+        text = str(w)
+        if "hit the" in text and "budget" in text:
+            import re
+
+            m = re.match(r"(\d+) of (\d+)", text)
+            if m and int(m.group(1)) <= TRUNCATED_SHARE * int(m.group(2)):
+                continue  # a few cut responses: noted by the child, not a failed precondition
+        out.append({"kind": "child_warning", "passed": False, "text": text})
+    return out

@@ -1,0 +1,397 @@
+"""A claim's preconditions and controls, evaluated from its finished child run.
+
+Declared per claim in the paper's YAML (``arms``, ``preconditions``, ``controls``) and read
+from the child's own files (results.json, samples.jsonl): nothing is rerun. Each check
+returns a record with its values and one line of text, which the verdict and the report
+quote.
+
+- **arms**: the two sides of the claim on the same items, each ``k / n`` (``samples``: a
+  0/1 field of samples.jsonl, filtered by ``where``; or ``key`` / ``at``: an estimate of
+  results.json with its n), and the ``unit`` the claim is about (e.g. head ``L14H0``).
+- **preconditions** (failed: the verdict is *uninformative*, naming it):
+  ``above_chance`` (an arm beats 1/k, exact binomial, one-sided), ``reference_sound`` (the
+  reference arm is not significantly below chance), ``not_at_bound`` (not every arm at 0%,
+  nor every arm at 100%), ``enough_per_group`` (counts read from the child),
+  ``enough_units`` (distinct models in a fit over models), ``at_least`` (the claim's
+  substance, e.g. partial accuracy >= 0.5).
+- **controls** (one that explains the effect turns *holds* into *uninformative*):
+  ``constant_letter`` (the arm against always answering the most frequent gold letter on
+  the same items, with per-letter recall; 000 sec. 5), ``random_heads`` (the same edit on
+  random heads, per item from the run's samples; 002 sec. 5), ``beat`` (a paired test of
+  the arm against a control arm the child ran), ``opposite_edit`` (an edit meant to move
+  the other way that moves the same way: the effect is damage, not direction), and
+  ``flips`` (answer flips, informational).
+
+A control *explains* the effect unless the arm beats it significantly (p < 0.05) in the
+claimed direction; ``opposite_edit`` explains when that edit moves significantly in the
+claimed direction too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from whitebox_eval import stats
+from whitebox_eval.reproduce.values import Missing, at, estimate, record, test
+
+# ------------------------------------------------------------------------ helpers
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def _field(sample: Mapping[str, Any], path: str) -> Any:
+    node: Any = sample
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _where(samples: Sequence[Mapping[str, Any]], where: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return [s for s in samples if all(_field(s, k) == v for k, v in (where or {}).items())]
+
+
+def _significant_in(t: Mapping[str, Any], direction: str) -> bool:
+    sign = -1 if direction == "less" else 1
+    return t.get("p_value") is not None and t["p_value"] < stats.ALPHA and sign * t["value"] > 0
+
+
+# ------------------------------------------------------------------------ arms and unit
+
+
+def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``{label, k, n, value, source}`` of one arm."""
+    label = spec.get("label", "")
+    if "samples" in spec:
+        rows = [s for s in _where(samples, spec.get("where")) if _field(s, spec["samples"]) is not None]
+        if not rows:
+            raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
+        items = {item_id(s): float(_field(s, spec["samples"])) for s in rows}
+        vals = list(items.values())
+        source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
+        out = {"label": label, "n": len(vals), "value": float(np.mean(vals)), "source": source, "items": items}
+        if all(v in (0.0, 1.0) for v in vals):
+            out["k"] = int(sum(vals))
+        key = {item_id(s): answer_key(s, spec) for s in rows}
+        if any(v is not None for v in key.values()):
+            out["answers"] = {k: v for k, v in key.items() if v is not None}
+        return out
+    est = estimate(results, spec)
+    n = est.get("n")
+    out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
+    if n:
+        out["k"] = int(round(est["value"] * n))
+    return out
+
+
+def item_id(sample: Mapping[str, Any]) -> str:
+    """A sample's item id, its stage prefix (``stage:`` or ``stage/``) dropped so that the same item
+    pairs across stages."""
+    sid, stage = str(sample.get("id")), sample.get("stage")
+    if stage:
+        for sep in (":", "/"):
+            if sid.startswith(f"{stage}{sep}"):
+                return sid[len(stage) + 1:]
+    return sid
+
+
+def answer_key(sample: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any] | None:
+    """``[K, gold answer, gold position]`` of one item, for its uninformed level (:mod:`.chance`):
+    ``answers: options`` (the row's ``alternatives`` + ``target``, or ``labels``/``n_options`` +
+    ``gold``; ``options: K`` where the row does not list them), ``answers: free`` (free text: K is
+    None, the gold answer is ``gold:`` or the row's ``answer``/``target``), ``answers: none``
+    (no answer: a measure without an uninformed level). Default: options where the row has them,
+    else free text where it has an answer, else none."""
+    kind = spec.get("answers")
+    alts, labels = sample.get("alternatives"), sample.get("labels")
+    n_opt = spec.get("options") or sample.get("n_options") or (len(labels) if labels else None)
+    gold_field = spec.get("gold")
+    if kind is None:
+        kind = "options" if (alts or n_opt) else "free" if any(k in sample for k in ("answer", "target")) else "none"
+    if kind == "none":
+        return None
+    if kind == "options":
+        if alts and "target" in sample:
+            return [len(alts), str(sample["target"]), alts.index(sample["target"]) if sample["target"] in alts else None]
+        gold = _field(sample, gold_field or "gold")
+        if n_opt is None or gold is None:
+            return None
+        return [int(n_opt), labels[int(gold)] if labels else str(gold), int(gold)]
+    gold = _field(sample, gold_field) if gold_field else sample.get("answer", sample.get("target"))
+    return None if gold is None else [None, str(gold).strip(), None]
+
+
+def _fmt_where(where: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in where.items())
+
+
+def unit(results: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """The unit a claim is about: ``{at: path, as: head}`` gives ``L14H0``; ``text`` is given as is."""
+    if "text" in spec:
+        return str(spec["text"])
+    value = at(results, list(spec["at"]))
+    if spec.get("as") == "head":
+        return head_name(value)
+    if spec.get("as") == "heads":
+        return ", ".join(head_name(h) for h in value) or "none"
+    return str(value)
+
+
+def head_name(h: Sequence[int] | Mapping[str, Any]) -> str:
+    """``L14H0`` from ``[14, 0]`` or ``{"layer": 14, "head": 0}``."""
+    if isinstance(h, Mapping):
+        return f"L{int(h['layer'])}H{int(h['head'])}"
+    return f"L{int(h[0])}H{int(h[1])}"
+
+
+# ------------------------------------------------------------------------ preconditions
+
+
+def _chance(results: Mapping[str, Any], spec: Mapping[str, Any]) -> float:
+    c = spec.get("chance", None)
+    if c is None:
+        c = results.get("chance")
+    if c is None:
+        raise Missing("no chance level in the child run (give chance:)")
+    return float(c)
+
+
+def _arm_of(arms: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    name = spec.get("arm", "a")
+    if name not in arms or "k" not in arms[name]:
+        raise Missing(f"the check needs arm {name!r} with a count")
+    return arms[name]
+
+
+def above_chance(spec, arms, results, stat) -> dict[str, Any]:
+    a = _arm_of(arms, spec)
+    c = _chance(results, spec)
+    p = stats.binomial_p(a["k"], a["n"], c, "greater")
+    return {"passed": p < stats.ALPHA, "p_value": p, "chance": c,
+            "text": f"{a['label']} {a['k']}/{a['n']} = {pct(a['value'])} vs chance {pct(c)}: exact binomial "
+                    f"(greater) {stats.fmt_p(p)}"}
+
+
+def reference_sound(spec, arms, results, stat) -> dict[str, Any]:
+    a = _arm_of(arms, {"arm": spec.get("arm", "b")})
+    c = _chance(results, spec)
+    p = stats.binomial_p(a["k"], a["n"], c, "less")
+    return {"passed": p >= stats.ALPHA, "p_value": p, "chance": c,
+            "text": f"{a['label']} {a['k']}/{a['n']} = {pct(a['value'])} vs chance {pct(c)}: below chance by an exact "
+                    f"binomial (less) {stats.fmt_p(p)}" + (" (degenerate reference)" if p < stats.ALPHA else "")}
+
+
+def not_at_bound(spec, arms, results, stat) -> dict[str, Any]:
+    counted = [a for a in arms.values() if "value" in a]
+    if not counted or len(counted) < len(arms):
+        raise Missing("not_at_bound needs every arm's value")
+    floor = all(a["value"] == 0 for a in counted)
+    ceiling = all(a["value"] == 1 for a in counted)
+    what = "floor: no item right in any arm" if floor else "ceiling: every item right in every arm" if ceiling else \
+        "not every arm at 0% or at 100%"
+    return {"passed": not (floor or ceiling), "bound": "floor" if floor else "ceiling" if ceiling else None,
+            "text": f"{what} (" + ", ".join(_arm_short(a) for a in counted) + ")"}
+
+
+def _arm_short(a: Mapping[str, Any]) -> str:
+    return f"{a['label']} {a['k']}/{a['n']}" if "k" in a and a.get("n") else f"{a['label']} {pct(a['value'])}"
+
+
+def enough_per_group(spec, arms, results, stat) -> dict[str, Any]:
+    """``counts``: {name: path in results.json}, or the statistic's own ``groups``."""
+    if "counts" in spec:
+        counts = {name: int(at(results, list(path))) for name, path in spec["counts"].items()}
+    else:
+        counts = dict(stat.get("groups") or {})
+    if not counts:
+        raise Missing("enough_per_group has no counts")
+    low = {k: v for k, v in counts.items() if v < spec["min"]}
+    return {"passed": not low, "counts": counts, "min": spec["min"],
+            "text": ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (each needs >= {spec['min']})"}
+
+
+def enough_units(spec, arms, results, stat) -> dict[str, Any]:
+    """Distinct models among a fit's points (labels ``model / experiment``)."""
+    models = sorted({p["label"].split(" / ")[0] for p in stat.get("points", ())})
+    return {"passed": len(models) >= spec["min"], "models": models, "min": spec["min"],
+            "text": f"{len(models)} model(s) ({', '.join(models)}); a law over models needs >= {spec['min']} "
+                    f"on a fixed dataset"}
+
+
+def at_least(spec, arms, results, stat) -> dict[str, Any]:
+    est = estimate(results, spec["stat"])
+    ok = est["value"] >= float(spec["value"])
+    return {"passed": ok, "value": est["value"],
+            "text": f"{spec.get('label', est['source'])} = {est['value']:.3g} (needs >= {spec['value']:g})"}
+
+
+PRECONDITIONS = {"above_chance": above_chance, "reference_sound": reference_sound, "not_at_bound": not_at_bound,
+                 "enough_per_group": enough_per_group, "enough_units": enough_units, "at_least": at_least}
+
+# ------------------------------------------------------------------------ controls
+
+
+def constant_letter(spec, arms, results, samples, direction) -> dict[str, Any]:
+    """The arm's predictions (``pred``: a field holding the option index) against the best
+    constant letter on the same items, with per-letter recall of the arm and the reference."""
+    rows = [s for s in _where(samples, spec.get("where")) if _field(s, spec["pred"]) is not None]
+    if not rows:
+        raise Missing(f"no sample has {spec['pred']!r}")
+    labels = list(rows[0].get("labels") or [chr(65 + i) for i in range(int(rows[0].get("n_options", 4)))])
+    gold = np.array([int(s["gold"]) for s in rows])
+    pred = np.array([int(_field(s, spec["pred"])) for s in rows])
+    counts = np.bincount(gold, minlength=len(labels))
+    best = int(np.argmax(counts))
+    head_ok, const_ok = pred == gold, gold == best
+    t = record(stats.mcnemar(head_ok, const_ok), f"samples.jsonl {spec['pred']} vs constant {labels[best]}")
+    out = {"explains": not _significant_in(t, "greater" if direction != "less" else "less"),
+           "best_letter": labels[best], "constant_accuracy": float(const_ok.mean()), "arm_accuracy": float(head_ok.mean()),
+           "n": int(gold.size), "test": t, "gold_counts": {labels[i]: int(c) for i, c in enumerate(counts)},
+           "recall": _recall(gold, pred, labels), "predicted_counts": _counts(pred, labels)}
+    if spec.get("reference_pred"):
+        ref = np.array([int(_field(s, spec["reference_pred"])) for s in rows])
+        out["reference_recall"] = _recall(gold, ref, labels)
+        out["reference_predicted_counts"] = _counts(ref, labels)
+    out["text"] = (f"always '{labels[best]}' scores {pct(out['constant_accuracy'])} on the same {gold.size} items; "
+                   f"the arm {pct(out['arm_accuracy'])}: {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                   f"{100 * t['hi']:+.1f}], exact McNemar {stats.fmt_p(t['p_value'])}; recall by gold letter "
+                   + ", ".join(f"{k} {'-' if v is None else pct(v)}" for k, v in out["recall"].items()))
+    return out
+
+
+def _recall(gold: np.ndarray, pred: np.ndarray, labels: Sequence[str]) -> dict[str, float | None]:
+    return {lab: (float(np.mean(pred[gold == i] == i)) if np.any(gold == i) else None)
+            for i, lab in enumerate(labels) if np.any(gold == i) or np.any(pred == i)}
+
+
+def _counts(pred: np.ndarray, labels: Sequence[str]) -> dict[str, int]:
+    return {lab: int(np.sum(pred == i)) for i, lab in enumerate(labels) if np.any(pred == i)}
+
+
+def _stage_rows(samples: Sequence[Mapping[str, Any]], stage: str) -> dict[str, Mapping[str, Any]]:
+    prefix = f"{stage}:"
+    return {str(s["id"])[len(prefix):]: s for s in samples if s.get("stage") == stage}
+
+
+def random_heads(spec, arms, results, samples, direction) -> dict[str, Any]:
+    """The edit on the selected heads (stage ``stage``) against the same edit on random
+    heads (stages ``<draws>0``, ``<draws>1``...) on the same items: paired bootstrap of the
+    selected 0/1 ``field`` against the per-item mean over draws."""
+    field = spec.get("field", "correct")
+    sel = _stage_rows(samples, spec["stage"])
+    draws = sorted({s["stage"] for s in samples if str(s.get("stage", "")).startswith(spec["draws"])
+                    and str(s["stage"])[len(spec["draws"]):].isdigit()})
+    if not sel or not draws:
+        raise Missing(f"no samples of stage {spec['stage']!r} or of random draws {spec['draws']!r}*")
+    per_draw = [_stage_rows(samples, d) for d in draws]
+    keys = [k for k in sel if all(k in d for d in per_draw)]
+    x = [bool(sel[k][field]) for k in keys]
+    ys = [[bool(d[k][field]) for k in keys] for d in per_draw]
+    vs_mean, _ = stats.against_draws(x, ys)
+    t = record(vs_mean, f"samples.jsonl {field}: stage {spec['stage']} vs {', '.join(draws)}")
+    acc = [float(np.mean(y)) for y in ys]
+    rank = draw_rank(float(np.mean(x)), acc, direction)
+    out = {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "test": t,
+           "selected_accuracy": float(np.mean(x)), "random_accuracy": acc, "n": len(keys),
+           "draw_items": {d: {k: float(bool(r[k][field])) for k in keys} for d, r in zip(draws, per_draw)},
+           "text": f"the same edit on {len(draws)} random head sets: {pct(float(np.mean(acc)))} "
+                   f"({', '.join(pct(a) for a in acc)}) vs the selected heads {pct(float(np.mean(x)))}; {rank['text']}; "
+                   f"per item, selected - mean of the draws {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                   f"{100 * t['hi']:+.1f}], {t['test']} {stats.fmt_p(t['p_value'])}"}
+    return out
+
+
+MIN_DRAWS = 20
+"""Fewest random draws whose rank test can reach p < 0.05: 1 / (1 + 20) = 0.048."""
+
+
+def draw_rank(selected: float, draws: Sequence[float], direction: str) -> dict[str, Any]:
+    """The selected units against random draws of as many, as a test: p = (1 + draws at least as
+    far in ``direction`` as the selected) / (1 + draws) (the draws' permutation distribution). With
+    fewer than :data:`MIN_DRAWS` draws no p reaches 0.05: the draws are *descriptive* (the claim's
+    specificity is untested), never a control that passed nor one that explains."""
+    sign = -1 if direction == "less" else 1
+    n = len(draws)
+    at_least = sum(1 for d in draws if sign * (d - selected) >= 0)
+    p = (1 + at_least) / (1 + n)
+    descriptive = n < MIN_DRAWS
+    return {"p_value": p, "draws": n, "at_least_selected": at_least, "descriptive": descriptive, "direction": direction,
+            "explains": (not descriptive) and p >= stats.ALPHA, "test": "rank among random draws",
+            "text": f"{at_least} of {n} random draws at least as {'low' if sign < 0 else 'high'}: rank p = "
+                    f"(1 + {at_least}) / (1 + {n}) = {p:.3f}"
+                    + (f" -- {n} draws cannot reach p < 0.05 (needs >= {MIN_DRAWS}): descriptive, specificity untested"
+                       if descriptive else "")}
+
+
+def _test_of(results: Mapping[str, Any], spec: Mapping[str, Any]):
+    return test(results, {"paired": spec["paired"]} if "paired" in spec else {"at": spec["test_at"]})
+
+
+def beat(spec, arms, results, samples, direction) -> dict[str, Any]:
+    t = _test_of(results, spec)
+    return {"explains": not _significant_in(t, direction), "test": t,
+            "text": f"{spec.get('label', t['source'])}: {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
+                    f"{100 * t['hi']:+.1f}] n={t['n']}, {t['test']} {stats.fmt_p(t['p_value'])}"}
+
+
+def opposite_edit(spec, arms, results, samples, direction) -> dict[str, Any]:
+    t = _test_of(results, spec)
+    same = _significant_in(t, direction)
+    return {"explains": same, "test": t,
+            "text": f"{spec.get('label', t['source'])} (meant to move the other way): {100 * t['value']:+.1f} pp "
+                    f"[{100 * t['lo']:+.1f}, {100 * t['hi']:+.1f}], {stats.fmt_p(t['p_value'])}"
+                    + (" -- it moves the same way: the edit damages, whatever its sign" if same else "")}
+
+
+def random_draws(spec, arms, results, samples, direction) -> dict[str, Any]:
+    """The arm (``value``: an estimate spec) against the child's random-head draws of the
+    same thing (``draws``: a path to their values): explains unless the arm lies beyond every
+    draw in the claimed direction (no per-item test exists for these draws)."""
+    sel = estimate(results, spec["value"])["value"]
+    draws = [float(v) for v in at(results, list(spec["draws"]))]
+    if not draws:
+        raise Missing("no random draws in the child run")
+    rank = draw_rank(sel, draws, direction)
+    return {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "selected": sel,
+            "draws": draws, "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
+                                    f"vs {pct(sel)} selected; {rank['text']}"}
+
+
+def flips(spec, arms, results, samples, direction) -> dict[str, Any]:
+    """Answer flips between stage ``before`` and stage ``after`` on the same items
+    (``field``, default ``prediction``): per answer before and after, and each change."""
+    field = spec.get("field", "prediction")
+    before, after = _stage_rows(samples, spec["before"]), _stage_rows(samples, spec["after"])
+    keys = [k for k in after if k in before]
+    if not keys:
+        raise Missing(f"no item in both stages {spec['before']!r} and {spec['after']!r}")
+    pairs = [(str(before[k][field]).strip(), str(after[k][field]).strip()) for k in keys]
+    answers = sorted({a for p in pairs for a in p})
+    changes = {f"{a}->{b}": sum(1 for p in pairs if p == (a, b)) for a in answers for b in answers if a != b}
+    out = {"explains": False, "n": len(keys),
+           "before": {a: sum(1 for p in pairs if p[0] == a) for a in answers},
+           "after": {a: sum(1 for p in pairs if p[1] == a) for a in answers}, "changes": changes}
+    out["text"] = (f"{len(keys)} items; before " + ", ".join(f"{a} {n}" for a, n in out["before"].items())
+                   + "; after " + ", ".join(f"{a} {n}" for a, n in out["after"].items())
+                   + "; flips " + (", ".join(f"{k} {v}" for k, v in changes.items() if v) or "none"))
+    return out
+
+
+CONTROLS = {"constant_letter": constant_letter, "random_heads": random_heads, "beat": beat,
+            "opposite_edit": opposite_edit, "random_draws": random_draws, "flips": flips}
+
+
+def evaluate(kind_table: Mapping[str, Any], spec: Mapping[str, Any], *args: Any) -> dict[str, Any]:
+    """One declared check: its record, or ``{"error": why}`` when the child lacks its inputs."""
+    kind = spec["kind"]
+    try:
+        out = kind_table[kind](spec, *args)
+    except Missing as e:
+        out = {"error": str(e), "text": f"could not be evaluated: {e}"}
+    return {"kind": kind, **({"label": spec["label"]} if "label" in spec else {}), **out}

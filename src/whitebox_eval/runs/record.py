@@ -1,0 +1,135 @@
+"""What a suite is, as one record its package declares (``<suite>/record.py``).
+
+A :class:`Suite` names its code as ``"module:attribute"`` strings (:func:`whitebox_eval.lazy.resolve`),
+so ``--help``, planning and the report's page import no suite until one is used:
+
+- ``command``: its click command (None for one reached otherwise: ``mui masking``, Python);
+  ``commands``: further top-level commands it owns (``universal``, ``formats-compare``);
+- ``modes``: per mode (the first is the default) its config dataclass, run function, whether it
+  shards its items over torchrun ranks, and its measured seconds per unit where the mode's
+  unit costs otherwise;
+- ``work(config, mode) -> (items, units)``: the study's units of work (one forward-sized step)
+  from its config object, so every default is the dataclass's own;
+- ``rate``: seconds per unit on 2 CPU cores (SmolLM2-135M; ``benchmarks/reproduce_timing.py``);
+  ``tokens_per_unit``: the forward tokens one unit processes (the GPU estimate);
+- ``views``: ``views(folder, results, samples) -> dict`` for the report's explorer (per item
+  ``row[<name>]``, drawn by ``script``, package data read through ``importlib.resources``:
+  ``"package:file.js"`` defining ``WB.views[<name>]``);
+- ``figures``: ``figures(folder, where) -> list`` of a reproduction's figures from a child run
+  (``where``: the folder as the reproduction names it).
+
+:func:`items` counts a study's items from its config (``limit``, else the rows of its local file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.lazy import resolve
+
+DEFAULT_RATE = 0.1
+"""Seconds per unit of a suite that measured none."""
+DEFAULT_TOKENS_PER_UNIT = 100.0
+"""Forward tokens per unit of a suite that states none (a 0-shot prompt of ~100 tokens)."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to run a suite: its config dataclass and run function (``module:attribute``)."""
+
+    config: str
+    run: str
+    shards: bool = False  # splits its items over torchrun ranks (runs/distributed.py)
+    rate: float | None = None  # seconds per unit where this mode's unit costs otherwise than the suite's
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One suite: its name (``studies.<name>``, a reproduce experiment's ``suite:``), what it
+    is, its commands, its modes (the first is the default), its work in units and what a unit
+    costs, and what the report and a reproduction draw of its runs."""
+
+    name: str
+    summary: str
+    command: str | None
+    modes: dict[str, Mode]
+    work: Callable[[Any, str], tuple[int, float]]
+    rate: float = DEFAULT_RATE
+    tokens_per_unit: float = DEFAULT_TOKENS_PER_UNIT
+    views: str | None = None
+    script: str | None = None
+    figures: str | None = None
+    commands: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (module:attribute, short help)
+
+    @property
+    def default_mode(self) -> str:
+        return next(iter(self.modes))
+
+    def mode(self, name: str | None) -> Mode:
+        """Mode ``name`` (None: the default); one line naming the modes otherwise."""
+        key = name or self.default_mode
+        if key not in self.modes:
+            raise WhiteboxError(f"unknown {self.name} mode {name!r}; choose one of {', '.join(self.modes)}")
+        return self.modes[key]
+
+    @property
+    def shards(self) -> bool:
+        return any(m.shards for m in self.modes.values())
+
+    def rate_of(self, mode: str | None) -> float:
+        """Seconds per unit of ``mode`` on 2 CPU cores."""
+        own = self.mode(mode).rate
+        return self.rate if own is None else own
+
+    def config(self, mode: str | None, settings: dict[str, Any]):
+        """The mode's config object from ``settings`` (its field names; lists for tuples)."""
+        cls = resolve(self.mode(mode).config)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "volatile"}
+        unknown = sorted(set(settings) - set(fields))
+        if unknown:
+            raise WhiteboxError(f"unknown setting(s) {', '.join(unknown)} for {cls.__name__}; "
+                                f"the settings are: {', '.join(sorted(fields))}")
+        options = {k: tuple(v) if isinstance(v, list) and "tuple" in str(fields[k].type) else v
+                   for k, v in settings.items()}
+        return cls(**options)
+
+    def estimate(self, mode: str | None, settings: dict[str, Any]) -> tuple[int, float]:
+        """(items, units of work) of a study with ``settings``."""
+        return self.work(self.config(mode, settings), mode or self.default_mode)
+
+
+def items(cfg, unknown: int) -> int:
+    """``cfg.limit``, else the rows of the task's local file, else ``unknown``."""
+    if cfg.limit is not None:
+        return int(cfg.limit)
+    rows = _rows(None if cfg.spec.is_hub else cfg.spec.path)
+    return rows if rows is not None else unknown
+
+
+def _rows(path: str | None) -> int | None:
+    """Rows of a data file or folder of CSVs (for a run without a limit)."""
+    import csv
+
+    if not path:
+        return None
+    p = Path(path).expanduser()
+    files = sorted(p.glob("*.csv")) if p.is_dir() else [p]
+    total = 0
+    for f in files:
+        if not f.is_file():
+            return None
+        with open(f, encoding="utf-8", errors="replace", newline="") as fh:
+            if f.suffix == ".csv":
+                total += max(0, sum(1 for _ in csv.reader(fh)) - (0 if "mmlu" in str(f) else 1))
+            elif f.suffix == ".json" and fh.read(1) == "[":
+                fh.seek(0)
+                total += len(json.load(fh))
+            else:
+                total += sum(1 for line in fh if line.strip())
+    return total

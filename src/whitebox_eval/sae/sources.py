@@ -1,0 +1,229 @@
+"""Where an SAE comes from: a local folder or file, ``hf:ORG/REPO/PATH[@REVISION]`` (a
+``--models-root`` copy ``DIR/ORG--REPO``, else the Hugging Face hub, offline from its cache), or ``saelens:RELEASE/SAE_ID`` (a name in SAELens' release list,
+``pretrained_saes.yaml``, looked up only: the files are read by our own loaders from the hub
+cache). What was loaded is recorded (:meth:`ResolvedSAE.record`: route, release, id, repository,
+commit, SHA-256 of the weights, Neuronpedia id) and each feature links to Neuronpedia where the
+release names it (:func:`neuronpedia_link`; nothing is fetched at run time).
+
+The release list is ``$WHITEBOX_EVAL_SAE_RELEASES`` when set, else the one installed with
+``sae_lens`` (found on ``sys.path``, never imported: SAELens stays optional).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals.hook_points import HookPoint, hook_from_names
+
+RELEASES_ENV = "WHITEBOX_EVAL_SAE_RELEASES"
+NEURONPEDIA = "https://www.neuronpedia.org"
+GEMMA_SCOPE_2_CFG = "config.json"
+
+
+@dataclass
+class ResolvedSAE:
+    """An SAE source resolved to files on disk, with what its names and files say about its hook."""
+
+    path: Path
+    route: str  # local | hf | saelens
+    source: str
+    repo_id: str | None = None
+    revision: str | None = None
+    release: str | None = None
+    sae_id: str | None = None
+    neuronpedia: str | None = None
+    hook_name: str | None = None  # from a file beside the weights (Gemma Scope 2's hf_hook_point_in)
+    names_hook: HookPoint | None = None  # from the release's names
+    extra: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """config.yaml's entry: route, the source as given, and what pins it (commit, SHA-256)."""
+        out = {"route": self.route, "source": self.source, "path": str(self.path), "sha256": weights_sha256(self.path)}
+        for key in ("repo_id", "revision", "release", "sae_id", "neuronpedia"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.neuronpedia:  # a feature's page is this plus /INDEX (the explorer links each feature)
+            out["neuronpedia_url"] = f"{NEURONPEDIA}/{self.neuronpedia.strip('/')}"
+        return out
+
+
+def resolve_sae(source: str) -> ResolvedSAE:
+    """``source`` as files on disk (see the module docstring); a bad one is one line naming the fix."""
+    source = str(source).strip()
+    if source.startswith("hf:"):
+        return _from_hub(source)
+    if source.startswith("saelens:"):
+        return _from_release(source)
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise WhiteboxError(f"SAE path not found: {source} (a folder or weights file, hf:ORG/REPO/PATH, or "
+                            "saelens:RELEASE/SAE_ID)")
+    if (path / "sae" / "cfg.json").is_file():  # an SAE study's run folder (sae/study.py): its sae/ folder
+        path, source = path / "sae", str(path / "sae")
+    return ResolvedSAE(path, "local", source, hook_name=_cfg_hook(path), names_hook=hook_from_names(None, str(path)))
+
+
+def _cfg_hook(path: Path) -> str | None:
+    """Gemma Scope 2's ``config.json`` beside the weights: ``hf_hook_point_in``."""
+    folder = path if path.is_dir() else path.parent
+    cfg = folder / GEMMA_SCOPE_2_CFG
+    if not cfg.is_file():
+        return None
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise WhiteboxError(f"{cfg} is not readable JSON ({e}); download it again") from None
+    return data.get("hf_hook_point_in") if isinstance(data, dict) else None
+
+
+def _split_hub(spec: str) -> tuple[str, str, str | None]:
+    """``ORG/REPO/PATH[@REVISION]`` -> (repo id, path in the repository, revision)."""
+    spec, _, revision = spec.partition("@")
+    parts = spec.strip("/").split("/")
+    if len(parts) < 2 or not all(parts[:2]):
+        raise WhiteboxError(f"hf:{spec}: give hf:ORG/REPO/PATH (PATH the SAE's folder or file in the repository)")
+    return f"{parts[0]}/{parts[1]}", "/".join(parts[2:]), revision or None
+
+
+def hub_offline() -> str | None:
+    """Why the hub is not to be reached now (offline mode, no DNS), or None."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    from whitebox_eval.models.loading import hub_unreachable_reason
+
+    return hub_unreachable_reason()
+
+
+def _from_hub(source: str, **extra) -> ResolvedSAE:
+    repo_id, inner, revision = _split_hub(source.removeprefix("hf:"))
+    from whitebox_eval.models.hub_sources import local_folder, models_root
+    from whitebox_eval.models.load_options import LOAD
+
+    copy = local_folder(f"{repo_id}@{revision}" if revision else repo_id, models_root(LOAD.models_root))
+    if copy is not None:  # a --models-root copy of the repository, found the way models are
+        path = Path(copy) / inner
+        if not path.exists():
+            raise WhiteboxError(f"{source}: the --models-root copy {copy} has no {inner!r}")
+        return ResolvedSAE(path, extra.pop("route", "hf"), extra.pop("given", source), repo_id=repo_id, revision=revision,
+                           hook_name=_cfg_hook(path), names_hook=hook_from_names(repo_id, inner), **extra)
+    offline = hub_offline()
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    patterns = [f"{inner}/*", inner, f"{inner}/**"] if inner else None
+    try:
+        snapshot = Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns,
+                                          local_files_only=offline is not None))
+    except (LocalEntryNotFoundError, FileNotFoundError) as e:
+        raise WhiteboxError(f"{source}: not in the Hugging Face cache ({offline or type(e).__name__}); download it "
+                            f"once online (huggingface-cli download {repo_id} --include '{inner}/*'), or give a local "
+                            "folder") from None
+    except (HfHubHTTPError, OSError, ValueError) as e:
+        raise WhiteboxError(f"{source}: could not fetch from the hub ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    path = snapshot / inner if inner else snapshot
+    if not path.exists():
+        raise WhiteboxError(f"{source}: {repo_id} (snapshot {snapshot.name}) has no {inner!r}")
+    return ResolvedSAE(path, extra.pop("route", "hf"), extra.pop("given", source), repo_id=repo_id,
+                       revision=snapshot.name, hook_name=_cfg_hook(path), names_hook=hook_from_names(repo_id, inner),
+                       **extra)
+
+
+def release_list() -> tuple[dict, str]:
+    """SAELens' release list (``SAE_LOOKUP`` of ``pretrained_saes.yaml``) and where it was read."""
+    import yaml
+
+    env = os.environ.get(RELEASES_ENV)
+    candidates = [Path(env).expanduser()] if env else [Path(p) / "sae_lens" / "pretrained_saes.yaml" for p in sys.path if p]
+    for path in candidates:
+        if path.is_file():
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as e:
+                raise WhiteboxError(f"SAE release list {path} does not read as YAML ({e})") from None
+            lookup = data.get("SAE_LOOKUP", data) if isinstance(data, dict) else None
+            if not isinstance(lookup, dict):
+                raise WhiteboxError(f"SAE release list {path} holds no releases (SAELens' SAE_LOOKUP mapping)")
+            return lookup, str(path)
+    if env:
+        raise WhiteboxError(f"${RELEASES_ENV} names {env}, which is no file")
+    raise WhiteboxError("saelens:RELEASE/SAE_ID needs SAELens' release list: pip install sae-lens (only its "
+                        f"pretrained_saes.yaml is read), or set ${RELEASES_ENV} to a copy of it")
+
+
+def lookup_release(release: str, sae_id: str) -> dict:
+    """The release's repository and the SAE's entry (``path``, ``neuronpedia``...)."""
+    lookup, where = release_list()
+    if release not in lookup:
+        near = sorted(r for r in lookup if release.split("-")[0] in r)[:5]
+        raise WhiteboxError(f"SAE release {release!r} is not in {where}" + (f"; similar: {', '.join(near)}" if near else ""))
+    entry = lookup[release] or {}
+    saes = {str(s.get("id")): s for s in entry.get("saes") or [] if isinstance(s, dict)}
+    if sae_id not in saes:
+        shown = ", ".join(list(saes)[:4])
+        raise WhiteboxError(f"SAE id {sae_id!r} is not in release {release!r} ({len(saes)} ids, e.g. {shown})")
+    if not entry.get("repo_id"):
+        raise WhiteboxError(f"release {release!r} in {where} names no repo_id")
+    return {"repo_id": str(entry["repo_id"]), "model": entry.get("model"), **saes[sae_id]}
+
+
+def _from_release(source: str) -> ResolvedSAE:
+    name = source.removeprefix("saelens:")
+    release, sep, sae_id = name.partition("/")
+    if not sep or not release or not sae_id:
+        raise WhiteboxError(f"{source}: give saelens:RELEASE/SAE_ID, e.g. "
+                            "saelens:gemma-scope-2b-pt-res-canonical/layer_20/width_16k/canonical")
+    entry = lookup_release(release, sae_id)
+    inner = str(entry.get("path") or sae_id).strip("/")
+    return _from_hub(f"hf:{entry['repo_id']}/{inner}", route="saelens", given=source, release=release,
+                     sae_id=sae_id, neuronpedia=entry.get("neuronpedia"))
+
+
+def weights_sha256(path: Path) -> str:
+    """SHA-256 over the SAE's files (a folder: every file in name order, with its relative name)."""
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode() + b"\0")
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 23), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def neuronpedia_link(neuronpedia: str | None, index: int) -> str | None:
+    """A feature's Neuronpedia page (``model/source/index``), or None where the release names none."""
+    return None if not neuronpedia else f"{NEURONPEDIA}/{neuronpedia.strip('/')}/{int(index)}"
+
+
+def feature_links(sources: list[dict], key_sets, width: int, top: int = 32) -> dict:
+    """results.json's ``sae_features``: each SAE's source (layer, hook, Neuronpedia id) and the ``top``
+    features the most items use (``key_sets``: each item's key units, flat ``sae * width + feature``),
+    each with its Neuronpedia id (``model/source/index``) and link where the release names one."""
+    import numpy as np
+
+    counts = np.zeros(max(len(sources), 1) * width, dtype=np.int64)
+    for units in key_sets:
+        np.add.at(counts, np.unique(np.asarray(units, dtype=np.int64)), 1)
+    order = [int(u) for u in np.argsort(-counts, kind="stable")[:top] if counts[u] > 0]
+    features = []
+    for u in order:
+        sae, index = divmod(u, width)
+        src = sources[sae] if sae < len(sources) else {}
+        entry = {"unit": f"{sae}.{index}", "layer": src.get("layer"), "feature": index, "n_items": int(counts[u])}
+        if src.get("neuronpedia"):
+            entry["neuronpedia"] = f"{src['neuronpedia'].strip('/')}/{index}"
+            entry["link"] = neuronpedia_link(src["neuronpedia"], index)
+        features.append(entry)
+    return {"saes": [{k: s.get(k) for k in ("layer", "hook", "route", "release", "sae_id", "neuronpedia") if s.get(k) is not None}
+                     for s in sources],
+            "top_features": features}

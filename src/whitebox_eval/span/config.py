@@ -1,0 +1,108 @@
+"""What determines an AttentionSpan study's numbers (paper 003): the task, splits,
+fine-tuning and reinforcement settings, and the task instructions."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from whitebox_eval.span.finetune import FinetuneConfig
+from whitebox_eval.span.reinforcement import MODES
+from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs import config_dict
+
+#: Short task instructions (App. D: "instruction prompt", wording not given in the paper).
+INSTRUCTIONS = {
+    "string_reversal": "Reverse the string.",
+    "long_addition": "Add the numbers. Digits are written least significant first.",
+    "long_multiplication": "Multiply the numbers, writing each partial product and then "
+                           "the result. Digits are written least significant first.",
+    "flip_flop": "Output the bit stored in the register read last.",
+    "value_assignment": "Translate the string using the table.",
+    "successor": "Continue the series.",
+}
+
+
+@dataclass
+class SpanConfig:
+    """Everything that determines an AttentionSpan study's numbers (written to config.yaml)."""
+
+    model: str = "smollm2-135m"
+    task: str = "string_reversal"
+    split: str = "ood"
+    limit: int = 100
+    id_params: dict[str, Any] = field(default_factory=dict)
+    ood_params: dict[str, Any] = field(default_factory=dict)
+    instruction: str | None = None
+    shots: int = 0
+    append_eos: bool = True
+    generation: bool = False
+    rollout: bool = True
+    heatmaps: int = 2
+    test: str = "welch"
+    finetune_examples: int = 0
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    reinforce: bool = False
+    key_samples: int = 30
+    select_limit: int = 50
+    """OOD examples, disjoint from the evaluated ones, on which N and C are chosen."""
+    heads: tuple[int, ...] = (5, 10, 20)
+    values: tuple[float, ...] = (0.3, 1.0)
+    mode: str = "standard"
+    threshold: float = 0.05
+    random_draws: int = 5
+    shift: int = 1
+    """Shifted-reference control: reference columns moved by this many tokens."""
+    reinforce_generation: bool = False
+    """Also generate freely under the chosen reinforcement (and its controls)."""
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.finetune, dict):  # from a paper's YAML or config.yaml: App. E's fields by name
+            known = {f.name for f in dataclasses.fields(FinetuneConfig)}
+            unknown = sorted(set(self.finetune) - known)
+            if unknown:
+                raise WhiteboxError(f"unknown fine-tuning setting(s) {', '.join(unknown)}; "
+                                    f"the settings are: {', '.join(sorted(known))}")
+            self.finetune = FinetuneConfig(**{k: tuple(v) if k == "betas" else v for k, v in self.finetune.items()})
+
+    def to_dict(self) -> dict:
+        return config_dict(self, "span")
+
+    @property
+    def splits(self) -> list[str]:
+        return ["id", "ood"] if self.split == "both" else [self.split]
+
+    def check(self) -> None:
+        if self.task not in TASKS:
+            raise WhiteboxError(f"unknown task {self.task!r}; choose one of {', '.join(sorted(TASKS))}")
+        if self.split not in SPLIT_CHOICES:
+            raise WhiteboxError(f"split must be one of {SPLIT_CHOICES}; got {self.split!r}")
+        if self.limit < 1:
+            raise WhiteboxError("limit must be at least 1 example per split")
+        if self.mode not in MODES:
+            raise WhiteboxError(f"reinforcement mode must be one of {MODES}; got {self.mode!r}")
+        if self.reinforce and "ood" not in self.splits:
+            raise WhiteboxError("reinforcement is evaluated on OOD examples: use --split ood or both")
+        if self.reinforce and (not self.heads or not self.values):
+            raise WhiteboxError("reinforcement needs at least one head count (--heads) and one C (--values)")
+        if self.reinforce and self.select_limit < 1:
+            raise WhiteboxError("N and C are chosen on a selection split: give --select-limit >= 1")
+        if self.reinforce and self.random_draws < 2:
+            raise WhiteboxError("the random-head control needs at least 2 draws for a mean and sd "
+                                "(--random-draws; 5 or more recommended)")
+        if self.reinforce and self.shift < 1:
+            raise WhiteboxError("the shifted-reference control needs --shift >= 1")
+        if self.reinforce_generation and not self.reinforce:
+            raise WhiteboxError("generation under reinforcement needs --reinforce")
+        if self.finetune_examples < 0:
+            raise WhiteboxError("finetune_examples must be >= 0 (0 = no fine-tuning)")
+        self.finetune.check()
+
+    def params_for(self, split: str) -> dict[str, Any]:
+        return dict(self.id_params if split == "id" else self.ood_params)

@@ -1,0 +1,183 @@
+"""Fine-tuning a causal LM on an AttentionSpan task (paper 003, sec. 4 and App. E).
+
+App. E: AdamW (lr 5e-6, betas (0.95, 0.999), weight decay 0.2), batch size 4, one
+epoch, no dropout; the loss is the next-token cross-entropy on the target tokens only
+(the instruction, few-shot prefix and input are context, not predicted). The model is
+trained in place (``lm.model``); checkpoints are Hugging Face folders
+(``model.safetensors`` + config + tokenizer), loadable again with ``load_model(path)``.
+
+Training batches are right-padded (position ids 0..n-1 per example, padding masked as
+keys and never scored), so no query row is fully masked.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from whitebox_eval.span.tokenization import TokenizedExample
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs import progress
+from whitebox_eval.models.training import (
+    WEIGHTS_FILE,
+    MasterWeights,
+    RowBatch,
+    adamw,
+    load_weights,
+    row_batch,
+    row_loss,
+    save_weights,
+)
+
+CHECKPOINT_WEIGHTS = WEIGHTS_FILE
+
+
+@dataclass
+class FinetuneConfig:
+    """App. E hyper-parameters (defaults are the paper's)."""
+
+    learning_rate: float = 5e-6
+    betas: tuple[float, float] = (0.95, 0.999)
+    weight_decay: float = 0.2
+    batch_size: int = 4
+    epochs: int = 1
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (None: run all epochs)."""
+    grad_clip: float | None = None
+    """Clip the gradient norm (paper silent; None = no clipping)."""
+    checkpoint_every: int = 0
+    """Write a checkpoint every this many steps (0: only the final one)."""
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    def check(self) -> None:
+        if self.learning_rate <= 0:
+            raise WhiteboxError(f"learning rate must be positive; got {self.learning_rate}")
+        if self.batch_size < 1 or self.epochs < 1:
+            raise WhiteboxError("batch size and epochs must be at least 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise WhiteboxError("max_steps must be at least 1 (or None for all epochs)")
+
+
+TrainingBatch = RowBatch
+
+
+def training_batch(tokenized: Sequence[TokenizedExample], pad_id: int = 0) -> RowBatch:
+    """Right-pad the examples' full sequences and list their target rows (App. E)."""
+    return row_batch([(t.input_ids.tolist(), t.prediction_positions.tolist(), t.target_ids.tolist())
+                      for t in tokenized], pad_id)
+
+
+def target_loss(model, batch: RowBatch) -> torch.Tensor:
+    """Mean cross-entropy of the target tokens given everything before them (App. E);
+    logits only at the target rows (:func:`whitebox_eval.models.training.row_loss`)."""
+    return row_loss(model, batch)
+
+
+@dataclass
+class FinetuneResult:
+    """What a fine-tuning run did: per-step losses, time and the final checkpoint."""
+
+    losses: list[float]
+    steps: int
+    examples_seen: int
+    seconds: float
+    checkpoint: Path | None = None
+    checkpoints: list[Path] = field(default_factory=list)
+
+    def summary(self, window: int = 20) -> dict:
+        first = float(np.mean(self.losses[:window])) if self.losses else float("nan")
+        last = float(np.mean(self.losses[-window:])) if self.losses else float("nan")
+        return {"steps": self.steps, "examples_seen": self.examples_seen,
+                "seconds": round(self.seconds, 1), "loss_first": first, "loss_last": last,
+                "checkpoint": str(self.checkpoint) if self.checkpoint else None}
+
+
+def save_checkpoint(lm, path: str | Path) -> Path:
+    """Write ``lm``'s model (safetensors) and tokenizer as a loadable HF folder."""
+    return save_weights(lm, path)
+
+
+def load_checkpoint_weights(lm, path: str | Path) -> None:
+    """Load weights written by :func:`save_checkpoint` into ``lm.model`` in place."""
+    load_weights(lm.model, path)
+
+
+def _adamw(params, cfg: FinetuneConfig) -> torch.optim.Optimizer:
+    return adamw(params, cfg.learning_rate, cfg.betas, cfg.weight_decay)
+
+
+def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None = None, *,
+             checkpoint_dir: str | Path | None = None,
+             on_step: Callable[[int, float], None] | None = None,
+             show_progress: bool | None = None) -> FinetuneResult:
+    """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E);
+    bf16/fp16 weights through float32 master copies (:class:`MasterWeights`).
+
+    Examples are shuffled each epoch with ``cfg.seed``; the model is left in eval mode.
+    With ``checkpoint_dir`` the final weights go to ``<dir>/final`` (and every
+    ``checkpoint_every`` steps to ``<dir>/step-XXXXXX``). ``on_step(step, loss)`` is
+    called after every optimizer step; progress on stderr and run.log (``show_progress``).
+    """
+    cfg = cfg or FinetuneConfig()
+    cfg.check()
+    if not train:
+        raise WhiteboxError("no training examples; generate some in-distribution examples first")
+    model = lm.model
+    torch.manual_seed(cfg.seed)
+    pad = lm.pad_id
+    masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
+    params = masters.params
+    opt = _adamw(params, cfg)
+    order_rng = random.Random(f"attentionspan/finetune/{cfg.seed}")
+    losses: list[float] = []
+    checkpoints: list[Path] = []
+    seen = 0
+    step = 0
+    start = time.perf_counter()
+    model.train()
+    try:
+        for epoch in range(cfg.epochs):
+            order = list(range(len(train)))
+            order_rng.shuffle(order)
+            batches = range(0, len(order), cfg.batch_size)
+            if cfg.max_steps is not None:
+                batches = batches[:max(0, cfg.max_steps - step)]
+            for i in progress(batches, desc=f"fine-tuning epoch {epoch + 1}/{cfg.epochs} (steps)",
+                              enabled=show_progress):
+                chunk = [train[j] for j in order[i:i + cfg.batch_size]]
+                loss = target_loss(model, training_batch(chunk, pad))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                masters.grads_to_masters()
+                if cfg.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                opt.step()
+                masters.masters_to_model()
+                step += 1
+                seen += len(chunk)
+                losses.append(float(loss.detach()))
+                if on_step is not None:
+                    on_step(step, losses[-1])
+                if checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                    checkpoints.append(save_checkpoint(lm, Path(checkpoint_dir) / f"step-{step:06d}"))
+                if cfg.max_steps is not None and step >= cfg.max_steps:
+                    break
+            if cfg.max_steps is not None and step >= cfg.max_steps:
+                break
+    finally:
+        model.eval()
+        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+    final = save_checkpoint(lm, Path(checkpoint_dir) / "final") if checkpoint_dir else None
+    return FinetuneResult(losses, step, seen, time.perf_counter() - start, final, checkpoints)

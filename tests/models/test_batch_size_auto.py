@@ -1,0 +1,89 @@
+"""``--batch-size auto`` (issue 50, item 5): the memory rule computed by hand, the size
+recorded, and a run with it giving the same samples as an explicit size."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.models.batch_size import AUTO_MAX, AUTO_TOKENS, rule_batch_size  # noqa: E402
+
+SMOL = SimpleNamespace(hidden_size=576, num_hidden_layers=30, vocab_size=49152, num_attention_heads=9,
+                       intermediate_size=1536, tie_word_embeddings=True)
+
+
+def test_rule_by_hand():
+    d, L, V, H, F, T = 576, 30, 49152, 9, 1536, AUTO_TOKENS
+    weights = (V * d + L * (4 * d * d + 3 * d * F)) * 4
+    per_example = T * (L * 4 * (4 * d + 2 * F) + 4 * H * T // L) + 4 * V
+    free = weights + 2 * 5 * per_example  # half of what is left holds 5 examples: the power of two is 4
+    assert rule_batch_size(SMOL, "float32", free) == 4
+    assert rule_batch_size(SMOL, "float32", weights + 2 * 8 * per_example) == 8
+    assert rule_batch_size(SMOL, "float32", weights) == 1  # nothing left: still one example
+    assert rule_batch_size(SMOL, "float32", 10**15) == AUTO_MAX
+    assert rule_batch_size(SMOL, "bfloat16", weights // 2 + 2 * 8 * per_example) == 8  # bf16 weights take half
+    with pytest.raises(WhiteboxError, match="give --batch-size N"):
+        rule_batch_size(SimpleNamespace(vocab_size=10), "float32", 10**9)
+
+
+def test_batch_size_option_reads_numbers_and_auto():
+    from click.testing import CliRunner
+
+    from whitebox_eval.cli import cli
+
+    for bad, says in (("0", "is not in the range x>=1"), ("many", "not a whole number or 'auto'")):
+        out = CliRunner().invoke(cli, ["mcqa", "--batch-size", bad])
+        assert out.exit_code == 2 and says in out.output, out.output
+
+
+def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli):
+    from tiny_models import tiny_llama_with_bpe
+    from whitebox_eval.tasks.prompts import render_prompt
+    from whitebox_eval.tasks.ssd import make_ssd
+
+    texts = [render_prompt(it).text + " A B C D E F" for it in make_ssd(300, 4, seed=1)]
+    lm = tiny_llama_with_bpe(texts, 400)
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    runs = {}
+    for run_id, size in (("explicit", "3"), ("auto", "auto")):
+        code, out, err = cli(["mcqa", "--model", str(model_dir), "--task", "ssd", "--limit", "20", "--min-val-items",
+                              "6", "--methods", "baseline,qk,attention", "--no-item-views", "--batch-size", size,
+                              "--output", str(tmp_path / "runs"), "--run-id", run_id])
+        assert code == 0, err
+        runs[run_id] = tmp_path / "runs" / run_id
+    assert "--batch-size auto: 64" in err  # a tiny model: the cap
+    assert yaml.safe_load((runs["auto"] / "config.yaml").read_text())["batch_size"] == AUTO_MAX
+    # auto = 64 holds the 20 items in one batch; 3 puts them in 7 padded batches: every prediction,
+    # accuracy and text is the same, and scores agree to float32 rounding (a batch's padding and
+    # size change the order of the sums inside a matmul, never what it computes)
+    def lines(run):
+        return [json.loads(x) for x in (runs[run] / "samples.jsonl").read_text().splitlines()]
+
+    def same(a, b, where):
+        if isinstance(a, float) or isinstance(b, float):
+            # letter logits are written rounded to 5 decimals: float32 rounding may flip the last digit
+            assert a == pytest.approx(b, rel=1e-5, abs=1.01e-5), where
+        elif isinstance(a, dict):
+            assert a.keys() == b.keys(), where
+            for k in a:
+                same(a[k], b[k], f"{where}.{k}")
+        elif isinstance(a, list):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{where}[{i}]")
+        else:
+            assert a == b, where
+
+    auto, explicit = lines("auto"), lines("explicit")
+    assert len(auto) == len(explicit) == 20
+    for a, b in zip(auto, explicit):
+        same(a, b, a["id"])
