@@ -63,6 +63,7 @@ from whitebox_eval.mcqa.config import (
     MCQAConfig,
 )
 from whitebox_eval.mcqa.finalize import finalize
+from whitebox_eval.mcqa.activations import Saver, check as check_saved
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file.
@@ -112,6 +113,7 @@ class _Study:
         else:  # nothing is selected: every item is reported
             self.split = hs.Split(val=np.arange(0), test=np.arange(len(items)))
         self._prefixes = PrefixCache(self.engine)  # the demonstrations' key/values, found on tokens
+        self.saver = Saver(self) if cfg.save_activations else None  # --save-activations (mcqa/activations.py)
 
     def lm_eval_docs(self, item: MCQItem) -> tuple[lm_eval.LmEvalDoc, list[lm_eval.LmEvalDoc]]:
         """The item and its demonstrations as lm-eval's task sees them (``--prompt lm-eval``;
@@ -171,20 +173,25 @@ class _Study:
 
     # ---- passes ------------------------------------------------------------------
     def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
-                 scorers: Sequence[str], edits=(), records=None) -> dict[str, np.ndarray]:
+                 scorers: Sequence[str], edits=(), records=None, save: bool = False) -> dict[str, np.ndarray]:
         """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable, :mod:`whitebox_eval.runs.passes`);
         return arrays [len(indices), ...]. ``records(chunk, rendered, toks, scores)`` gives the
-        batch's sample records (None: the pass writes no samples)."""
+        batch's sample records (None: the pass writes no samples); ``save``: the pass's batches
+        also write ``--save-activations``' parts."""
         indices = list(indices)
         edits = [*self.user_edits, *edits]
+        saver = self.saver if save else None
 
         def score(batch: list[int]):
             chunk = [indices[b] for b in batch]
             rendered = [prompts(i) for i in chunk]
             toks = [self.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
-            prefix = None if edits else self.prefix_for([t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
-            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix).arrays()
+            prefix = None if edits or (saver and saver.every) else self.prefix_for(
+                [t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
+            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix,
+                                   extra=saver.captures(toks) if saver else (),
+                                   on_trace=(lambda tr: saver.write(chunk, toks, tr)) if saver else None).arrays()
             return (records(chunk, rendered, toks, scores) if records else None), scores
 
         ids = [self.items[i].id for i in indices] if records else list(range(len(indices)))
@@ -205,7 +212,8 @@ class _Study:
                             **sample_fields(self.items[i], i, [(r.text, a) for a in r.answer_strings])})
             return out
 
-        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, records=records)
+        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, records=records,
+                             save=True)
 
     def perm_pass(self) -> tuple[dict[str, np.ndarray], list[list[int]]]:
         rng = random.Random(f"pa-{self.cfg.seed}")
@@ -310,6 +318,7 @@ def run_mcqa(
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
     check_edits(cfg, loaded)
+    check_saved(cfg, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         lm_tasks = None
         if cfg.spec.is_lm_eval:  # lm-eval's sampler drew each item's demonstrations (item.meta)
