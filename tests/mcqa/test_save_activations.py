@@ -156,3 +156,27 @@ def test_cli_refuses_bad_specs_before_writing_anything(tmp_path, cli):
     code, _, err = cli(["mcqa", "--save-activations", "bogus", "--output", str(out)])
     assert code == 2 and "unknown capture point or hook name 'bogus'" in err and err.count("\n") == 1, err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_all_positions_under_cached_demonstrations(lm, tmp_path):
+    """With shots the demonstrations are a cached prefix: samples stay those of a run without the
+    option, and ``all`` still holds every prompt token (the prefix's rows from a pass over it)."""
+    from safetensors.numpy import load_file
+
+    base = dict(CFG, shots=2, limit=6)
+    folder = run_mcqa(MCQAConfig(**base, save_activations=("resid:0,2:all",)), tmp_path, run_id="a", loaded=lm,
+                      show_progress=False)
+    plain = run_mcqa(MCQAConfig(**base), tmp_path, run_id="b", loaded=lm, show_progress=False)
+    assert (folder.path / "samples.jsonl").read_bytes() == (plain.path / "samples.jsonl").read_bytes()
+    saved = load_file(str(folder.path / "activations" / "resid-all.safetensors"))
+    from whitebox_eval.tasks.demos import plan_demonstrations
+
+    cfg = MCQAConfig(**base)
+    demos, items = plan_demonstrations(cfg.spec, cfg.shots, load_items(cfg), cfg.seed, cfg.on_bad_row, None)
+    engine = Engine(lm)
+    for it in items[:cfg.limit]:
+        t = tokenize_prompt(lm.tokenizer, render_prompt(it, demos=demos.for_item(it)))
+        with torch.no_grad():
+            full = engine.run(batch_from_ids([t.input_ids]), [Capture("resid", "all", [0, 2])])["resid"][0].numpy()
+        assert saved[str(it.id)].shape == full.shape
+        np.testing.assert_allclose(saved[str(it.id)], full, atol=1e-4, rtol=1e-4)

@@ -182,3 +182,71 @@ def per_item(capture: torch.Tensor, counts=None, positions: torch.Tensor | None 
         else:
             out.append(np.ascontiguousarray(x[b]))
     return out
+
+
+def batch_captures(specs, n_layers: int, options=None) -> list:
+    """The engine captures of one batch's prompt positions (``options``: each example's option
+    positions, padded here to one length with its last); ``generated`` specs need none here."""
+    from whitebox_eval.internals.requests import Capture
+
+    out = []
+    for s in specs:
+        if s.positions == "generated":
+            continue
+        pos = s.positions
+        if pos == "options":
+            n = max(len(o) for o in options)
+            pos = [list(o) + [o[-1]] * (n - len(o)) for o in options]
+        out.append(Capture(s.point, pos, layers_of(s, n_layers), name=s.key()))
+    return out
+
+
+def batch_rows(engine, specs, trace, options=None, prefix=None, memo: dict | None = None) -> dict[str, list]:
+    """Each spec's ``[layers, positions, width]`` per example of a pass that captured
+    :func:`batch_captures`. With a cached ``prefix`` (shared demonstrations), ``all`` puts the
+    prefix's rows first, from one pass over the prefix alone (as its cache was computed; a
+    causal model's prefix rows do not depend on what follows), kept in ``memo`` per prefix."""
+    out = {}
+    for s in specs:
+        if s.positions == "generated":
+            continue
+        key = s.key()
+        if s.positions == "options":
+            rows = per_item(trace[key], counts=[len(o) for o in options])
+        elif s.positions == "all":
+            rows = per_item(trace[key], positions=trace.positions[key])
+            if prefix is not None:
+                head = _prefix_rows(engine, s, prefix, memo if memo is not None else {})
+                rows = [np.concatenate([head, r], axis=1) for r in rows]
+        else:
+            rows = per_item(trace[key])
+        out[s.stem] = rows
+    return out
+
+
+def _prefix_rows(engine, spec, prefix, memo: dict) -> np.ndarray:
+    from whitebox_eval.internals.batching import batch_from_ids
+    from whitebox_eval.internals.requests import Capture
+
+    k = (spec.stem, tuple(prefix.ids))
+    if k not in memo:
+        if len(memo) > 8:
+            memo.clear()
+        batch = batch_from_ids([list(prefix.ids)]).to(engine.loaded.device)
+        with torch.no_grad():
+            tr = engine.run(batch, [Capture(spec.point, "all", layers_of(spec, engine.arch.n_layers))], logits=False)
+        memo[k] = per_item(tr[spec.point])[0]
+    return memo[k]
+
+
+def generated_rows(specs, gen) -> dict[str, np.ndarray]:
+    """One continuation's ``generated`` tensors (:class:`~whitebox_eval.internals.generation.Generated`
+    of a :func:`generate` given :func:`generation_captures`)."""
+    return {s.stem: stored(gen.captures[s.key()].reshape(*gen.captures[s.key()].shape[:2], -1))
+            for s in specs if s.positions == "generated"}
+
+
+def generation_captures(specs, n_layers: int) -> list:
+    from whitebox_eval.internals.requests import Capture
+
+    return [Capture(s.point, "last", layers_of(s, n_layers), name=s.key()) for s in specs if s.positions == "generated"]

@@ -4,8 +4,8 @@
 The captures ride on the main pass's own forward (one more capture of that pass, nothing
 else changes: samples.jsonl is the same with and without them). ``last`` is the prompt's last
 token, ``options`` each option's label token (the positions the head scores read, in option
-order), ``all`` every prompt token; with ``all`` the demonstrations are computed with the
-question (no cached prefix), so every token has its row.
+order), ``all`` every prompt token (cached demonstrations' rows from one pass over them, as
+their cache was computed).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture
-from whitebox_eval.internals.activation_specs import (check_activations, layers_of, parse_activations, per_item,
-                                                      width, STORED_DTYPE)
+from whitebox_eval.internals.activation_specs import (batch_captures, batch_rows, check_activations, layers_of,
+                                                      parse_activations, width, STORED_DTYPE)
 from whitebox_eval.mcqa.config import SAVE_POSITIONS
 from whitebox_eval.runs.activations import ActivationParts, estimate
 
@@ -52,7 +52,8 @@ class Saver:
         self.meta = {s.stem: {"layers": layers_of(s, arch.n_layers), "model_dtype": str(dtype).replace("torch.", "")}
                      for s in self.specs}
         self.parts = ActivationParts(study.folder, self.specs, self.meta)
-        self.every = any(s.positions == "all" for s in self.specs)  # no cached prefix then
+        self.every = any(s.positions == "all" for s in self.specs)
+        self.memo: dict = {}  # the cached demonstrations' own rows (``all``)
         if study.world.main:
             self.announce(arch, dtype)
 
@@ -69,30 +70,13 @@ class Saver:
         st.folder.log(line)
 
     def captures(self, toks) -> list[Capture]:
-        out = []
-        for s in self.specs:
-            if s.positions == "options":
-                n = max(len(t.option_positions) for t in toks)
-                pos = [t.option_positions + [t.option_positions[-1]] * (n - len(t.option_positions)) for t in toks]
-            else:
-                pos = s.positions
-            out.append(Capture(s.point, pos, layers_of(s, self.n_layers), name=s.key()))
-        return out
+        return batch_captures(self.specs, self.n_layers, [t.option_positions for t in toks])
 
-    def write(self, chunk, toks, trace) -> None:
+    def write(self, chunk, toks, trace, prefix=None) -> None:
         """One batch's tensors into their parts (before the pass's own part)."""
         ids = [self.study.items[i].id for i in chunk]
-        tensors = {}
-        for s in self.specs:
-            key = s.key()
-            if s.positions == "options":
-                rows = per_item(trace[key], counts=[len(t.option_positions) for t in toks])
-            elif s.positions == "all":
-                rows = per_item(trace[key], positions=trace.positions[key])
-            else:
-                rows = per_item(trace[key])
-            tensors[s.stem] = dict(zip(ids, rows))
-        self.parts.write(chunk[0], tensors)
+        rows = batch_rows(self.study.engine, self.specs, trace, [t.option_positions for t in toks], prefix, self.memo)
+        self.parts.write(chunk[0], {stem: dict(zip(ids, r)) for stem, r in rows.items()})
 
     def merge(self) -> dict:
         return self.parts.merge([it.id for it in self.study.items])

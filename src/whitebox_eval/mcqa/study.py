@@ -187,11 +187,10 @@ class _Study:
             rendered = [prompts(i) for i in chunk]
             toks = [self.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
-            prefix = None if edits or (saver and saver.every) else self.prefix_for(
-                [t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
+            prefix = None if edits else self.prefix_for([t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
             scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix,
                                    extra=saver.captures(toks) if saver else (),
-                                   on_trace=(lambda tr: saver.write(chunk, toks, tr)) if saver else None).arrays()
+                                   on_trace=(lambda tr, used: saver.write(chunk, toks, tr, used)) if saver else None).arrays()
             return (records(chunk, rendered, toks, scores) if records else None), scores
 
         ids = [self.items[i].id for i in indices] if records else list(range(len(indices)))
