@@ -43,6 +43,7 @@ import numpy as np
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.formats.activations import Saver, check as check_saved, parse_activations
 from whitebox_eval.formats.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import render_prompt
@@ -82,10 +83,12 @@ class FormatsConfig:
     dtype: str = "float32"
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of mcq=PATH (config.yaml: task_spec.fields)
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
+    save_activations: tuple[str, ...] = ()  # --save-activations SPEC (formats/activations.py)
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
         self._spec = TaskSpec.parse(self.task, TASKS, FORMATS_USAGE, fields=self.fields)
+        self.save_activations = tuple(s.text for s in parse_activations(self.save_activations))  # one line, here
         self.task = str(self._spec)
 
     @property
@@ -95,7 +98,7 @@ class FormatsConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "formats", task_spec=self.spec.to_config())
-        for key in ("fields", "lm_eval_data", "top_p", "top_k"):  # recorded only when given, so earlier runs resume as before
+        for key in ("fields", "lm_eval_data", "top_p", "top_k", "save_activations"):  # recorded only when given, so earlier runs resume as before
             if not d[key]:
                 del d[key]
         return d
@@ -257,7 +260,7 @@ def score_free(texts: list[str], answer, answer_type: str, extract: str = "paper
     return fraction_correct(texts, answer, answer_type, extract=extract, truncate_gold=answer_type == "text")
 
 
-def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None) -> dict:
+def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None, saver=None) -> dict:
     """P(gold letter) raw and renormalised over the letters, the letters' mass, argmax letter.
 
     ``prefixes`` (a :class:`~whitebox_eval.internals.prefixes.PrefixCache`): the
@@ -270,7 +273,11 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None
     t = tokenize_prompt(engine.tokenizer, render_prompt(item, fmt="mcq_plain", demos=demos), "eol")
     prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None else None
     skip = prefix.length if prefix is not None else 0
-    logits = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), prefix=prefix).logits[0].double().cpu()
+    trace = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), saver.captures(t) if saver else (),
+                       prefix=prefix)
+    if saver is not None:  # --save-activations (formats/activations.py)
+        saver.prompt(item.id, t, trace, prefix)
+    logits = trace.logits[0].double().cpu()
     logp = torch.log_softmax(logits, -1)[t.answer_ids]
     raw = logp.exp()
     renorm = torch.softmax(logits[t.answer_ids], -1)
@@ -285,6 +292,7 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
 
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    check_saved(cfg, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
@@ -294,16 +302,18 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     engine = Engine(loaded)
     prefixes = PrefixCache(engine)  # the demonstrations of every MCQ prompt
+    saver = Saver(cfg, folder, engine, data.items, data.demos, FREE_FORMATS, ranks.main) if cfg.save_activations else None
 
     def score(chunk: list[int]):
         records = []
         for it in (data.items[i] for i in chunk):
-            mcq = mcq_probabilities(engine, it, data.demos, prefixes)
+            mcq = mcq_probabilities(engine, it, data.demos, prefixes, saver)
             answer = answer_of(it, data.answer_type)
             prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
             gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k)
+                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k,
+                                     **(saver.on_generation(it.id, f) if saver else {}))
                     for f in FREE_FORMATS}
             records.append({
                 "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,
@@ -313,15 +323,15 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
             })
         return records, {}
 
-    run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, score, world=ranks, desc="formats",
-             show_progress=show_progress if ranks.main else False)
+    run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, saver.wrap(score) if saver else score,
+             world=ranks, desc="formats", show_progress=show_progress if ranks.main else False)
     if ranks.main:
-        finalize_formats(folder, cfg, data.answer_type)
+        finalize_formats(folder, cfg, data.answer_type, saver.merge() if saver else None)
     ranks.barrier()
     return folder
 
 
-def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | None = None) -> RunFolder:
+def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | None = None, activations=None) -> RunFolder:
     from whitebox_eval.formats.metrics import (
         EXTRACTORS,
         correlation_or_reason,
@@ -383,6 +393,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
     folder.save_array("p_correct_mcq_raw", mcq["p_raw"])
     plot_alignment(mcq["p_renorm"], pc["free"], folder.plot_path("alignment_mcq_vs_free"), n_bins=cfg.n_bins)
     add_lm_eval_fields(results, folder.config, cfg.spec.lm_eval_task or cfg.spec.name)  # lm-eval's results-file blocks
+    results.update({"activations": activations} if activations is not None else {})  # --save-activations' files
     folder.save_results(results)
     return folder
 

@@ -83,33 +83,34 @@ class ActivationParts:
                 with AtomicFile(where / f"{first:08d}.safetensors", "wb") as f:
                     f.write(data)
 
-    def merge(self, ids) -> dict:
-        """Each spec's file from its parts (every id of ``ids`` present), the parts removed after;
-        returns results.json's ``activations`` entry."""
+    def merge(self, ids, keys: dict[str, list[str]] | None = None) -> dict:
+        """Each spec's file from its parts (every id of ``ids`` present; ``keys[stem]``: that
+        spec's own keys, e.g. one per generation), the parts removed after; returns results.json's
+        ``activations`` entry."""
         from safetensors.numpy import load_file
 
-        keys = [str(i) for i in ids]
         out = {}
         for s in self.specs:
+            keys_ = (keys or {}).get(s.stem) or [str(i) for i in ids]
             target, parts = self.path(s.stem), self.parts(s.stem)
             if parts.is_dir() or not target.exists():
                 tensors: dict[str, np.ndarray] = {}
                 for part in sorted(parts.glob("*.safetensors")) if parts.is_dir() else ():
                     tensors.update(load_file(str(part)))
-                missing = [k for k in keys if k not in tensors]
+                missing = [k for k in keys_ if k not in tensors]
                 if missing:
-                    raise WhiteboxError(f"{len(missing)} of {len(keys)} items have no saved activations in {parts} "
+                    raise WhiteboxError(f"{len(missing)} of {len(keys_)} items have no saved activations in {parts} "
                                         f"(e.g. {missing[0]!r}); start a new run (without --resume) to save them")
                 meta = {"point": s.point, "hook": s.hook, "positions": s.positions, "spec": s.text,
                         "layers": list(s.layers or ()), **self.meta.get(s.stem, {})}
                 # one metadata key: safetensors writes a map's keys in no fixed order, one JSON text keeps the bytes
-                data = _bytes({k: tensors[k] for k in keys}, {META: json.dumps(meta, sort_keys=True)})
+                data = _bytes({k: tensors[k] for k in keys_}, {META: json.dumps(meta, sort_keys=True)})
                 with writing(target.parent):
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with AtomicFile(target, "wb") as f:
                         f.write(data)
                 shutil.rmtree(parts, ignore_errors=True)
-            out[s.stem] = describe(target, s, keys)
+            out[s.stem] = describe(target, s, keys_)
         return out
 
 
@@ -127,7 +128,7 @@ def describe(path: Path, spec, keys) -> dict:
     entry = {"file": f"{FOLDER}/{path.name}", "spec": spec.text, "point": spec.point, "hook": spec.hook,
              "layers": layers, "positions": spec.positions, "dtype": {"F32": "float32", "F16": "float16",
                                                                         "F64": "float64"}.get(dtype, dtype),
-             "items": len(keys), "key": "the sample's id", "bytes": path.stat().st_size,
+             "tensors": len(keys), "key": "the sample's id", "bytes": path.stat().st_size,
              "item_shape": list(shapes[0]) if same else [shapes[0][0], None, shapes[0][2]],
              "item_shape_axes": ["layer", "position", "width"]}
     if "model_dtype" in meta:
