@@ -119,6 +119,7 @@ class Response:
     text: str
     stopped_by: str | None = None  # "eos", a stop string, or None (ran out of tokens)
     generated: list[int] | None = None
+    captures: dict | None = None  # the decoder's captures per generated token (--save-activations)
 
 
 def cut_response(tokenizer, ids: Sequence[int], stops: Sequence[str], eos: set[int]) -> Response:
@@ -144,7 +145,7 @@ def cut_response(tokenizer, ids: Sequence[int], stops: Sequence[str], eos: set[i
 
 def generate_responses(
     lm, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stops: Sequence[str] = (),
-    edits: Sequence | None = None, engine=None,
+    edits: Sequence | None = None, engine=None, captures=(),
 ) -> list[Response]:
     """Greedy responses (``do_sample=False``, App. A.6) for a batch of prompt ids.
 
@@ -160,11 +161,11 @@ def generate_responses(
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     gens = generate(engine or Engine(lm), [list(p) for p in prompts], max_new_tokens=max_new_tokens,
-                    edits=list(edits or ()), stop_strings=list(stops))
+                    edits=list(edits or ()), stop_strings=list(stops), captures=captures)
     eos = set(lm.stop_ids)
     out = [cut_response(lm.tokenizer, g.ids, stops, eos) for g in gens]
     for r, g in zip(out, gens):
-        r.generated = list(g.ids)
+        r.generated, r.captures = list(g.ids), g.captures
     return out
 
 
@@ -281,7 +282,8 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
                         budget_given=cfg.max_new_tokens is not None, stops_given=cfg.stop is not None)
 
 
-def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=None) -> tuple[list[list[int]], list[Response]]:
+def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=None,
+            captures=()) -> tuple[list[list[int]], list[Response]]:
     """Prompt ids and responses (generated, or given) for ``items``; items with other stop strings
     or budgets (the tasks of an lm-eval group) are generated apart."""
     prompts = [task.prompt(it, lm.tokenizer) for it in items]
@@ -293,6 +295,6 @@ def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=
     responses: list[Response | None] = [None] * len(items)
     for (stops, budget), rows in groups.items():
         for j, r in zip(rows, generate_responses(lm, [prompts[j] for j in rows], max_new_tokens=budget, stops=stops,
-                                                     edits=edits, engine=engine)):
+                                                     edits=edits, engine=engine, captures=captures)):
             responses[j] = r
     return prompts, responses
