@@ -274,3 +274,22 @@ def save_activations_option(positions: str):
              "resid_mid, attn_out, mlp_out, head_out, mlp_act, q, k, v) or a TransformerLens / SAELens name "
              "(blocks.12.hook_resid_post); LAYERS: all (default), 12, 0-3,7; POSITIONS: " + positions +
              " (default last). E.g. resid:12:last, mlp_act:all:options")
+
+
+class LimitType(click.ParamType):
+    """``--limit``: a whole number of items, or a fraction below 1 (:mod:`whitebox_eval.runs.limits`)."""
+
+    name = "N|F"
+
+    def convert(self, value, param, ctx):
+        from whitebox_eval.errors import WhiteboxError
+        from whitebox_eval.runs.limits import USAGE, checked
+
+        try:
+            return checked(value)
+        except WhiteboxError:
+            self.fail(f"{value!r} is not {USAGE}", param, ctx)
+
+
+#: ``type=LIMIT`` of every ``--limit``
+LIMIT = LimitType()

@@ -7,7 +7,7 @@ import click
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
+    LIMIT, batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
     resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option, task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 
@@ -20,9 +20,9 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
              tasks=MCQ_TASKS, usage=FORMATS_USAGE)
 @field_option
 @lm_eval_data_option
-@click.option("--limit", type=click.IntRange(min=1), default=None,
+@click.option("--limit", type=LIMIT, default=None,
               help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 "
-                   "for text answers (004's TriviaQA)]")
+                   "for text answers (004's TriviaQA)]; a fraction F < 1: that share of the default (rounded up)")
 @shots_option(5, "demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
 @click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")

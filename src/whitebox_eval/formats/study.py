@@ -51,6 +51,7 @@ from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs.passes import run_pass
+from whitebox_eval.runs.limits import checked, is_fraction, taken
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS, TaskSpec, load_mcq
 from whitebox_eval.runs.distributed import world as current_world
@@ -68,7 +69,7 @@ MAX_ANSWER_TOKENS = 15  # 004 sec. 2.3: gold answers of <= 15 tokens
 class FormatsConfig:
     model: str = "smollm2-135m"
     task: str | TaskSpec = "arithmetic"  # read once into ``spec``
-    limit: int | None = None  # None: 160 arithmetic, 1,000 for text answers (TriviaQA's)
+    limit: int | float | None = None  # None: 160 arithmetic, 1,000 for text answers (TriviaQA's); F < 1: a share
     shots: int = 5
     n_options: int = 4
     n_samples: int = 20
@@ -162,8 +163,7 @@ def check_config(cfg: FormatsConfig) -> None:
     """Refuse, before any model is loaded, settings that cannot run (one line each)."""
     from whitebox_eval.formats.metrics import EXTRACTORS
 
-    if cfg.limit is not None and cfg.limit < 1:
-        raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
+    cfg.limit = checked(cfg.limit)  # N >= 1, or a fraction below 1 of the default (runs/limits.py): one line
     if cfg.extract not in EXTRACTORS:
         raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
     if cfg.spec.record.answer_type != "number" and cfg.extract != "paper":
@@ -201,7 +201,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     spec = cfg.spec
     kind = spec.name
     if kind == "arithmetic":
-        n = cfg.limit or ARITHMETIC_LIMIT
+        n = taken(cfg.limit, ARITHMETIC_LIMIT)
         per = max(ARITHMETIC_POOL_PER_CATEGORY, -(-n // len(spec.categories or ARITHMETIC_CATEGORIES)) * cfg.n_options + cfg.shots)
         population = load_mcq(spec, per * len(spec.categories or ARITHMETIC_CATEGORIES), seed=cfg.seed,
                               n_options=cfg.n_options)
@@ -209,7 +209,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     else:  # text choices
         if tokenizer is None:
             raise WhiteboxError("the answer-length filter (004 sec. 2.3) needs the model's tokenizer")
-        n = cfg.limit or TEXT_LIMIT
+        n = taken(cfg.limit, TEXT_LIMIT)
         rows = _text_items(cfg, n)
         population = [it for it in rows if len(tokenizer(it.gold_text, add_special_tokens=False)["input_ids"]) <= MAX_ANSWER_TOKENS]
         notes["answer_filter"] = f"gold answer <= {MAX_ANSWER_TOKENS} tokens (004 sec. 2.3): kept {len(population)} of {len(rows)}"
@@ -219,7 +219,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
                                 "needs short answers (or fewer --shots)")
         answer_type = "text"
     demos, pool = _take_demos(population, cfg.shots, cfg.seed)
-    items = stratified_sample(pool, n, cfg.seed)
+    items = stratified_sample(pool, taken(cfg.limit, min(TEXT_LIMIT, len(pool))) if is_fraction(cfg.limit) and answer_type == "text" else n, cfg.seed)
     notes["selection"] = (f"seeded sample stratified by category x gold position: {len(items)} of {len(pool)} questions"
                           if len(items) < len(pool) else f"all {len(items)} questions")
     notes["demo_ids"] = [d.id for d in demos]

@@ -8,7 +8,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
+    LIMIT, batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
     resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option, task_option)
 from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
@@ -42,8 +42,9 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
                    "tokenizer's chat template with add_generation_prompt=True, as lm-eval --apply_chat_template does "
                    "(few-shot collapsed into one turn); the answer follows the generation prompt without the ' ' "
                    "delimiter ('A', not ' A'; cloze options likewise); no special token is added twice")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="evaluate only the first N items [default: every item of a file; 500 generated ssd/arithmetic items]; "
+@click.option("--limit", type=LIMIT, default=None,
+              help="evaluate only the first N items, or a fraction F < 1 of them (0.1: a tenth, rounded up) [default: "
+                   "every item of a file; 500 generated ssd/arithmetic items]; "
                    "the summary says 'evaluated N of M items (--limit)'")
 @click.option("--prompt", type=click.Choice(["paper", "lm-eval"]), default="paper", show_default=True,
               help="prompt text: paper = paper 000's MCQ format; lm-eval = lm-evaluation-harness 0.4.13's task text "

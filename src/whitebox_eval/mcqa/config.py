@@ -34,7 +34,7 @@ class MCQAConfig:
     uncertainty: bool = True
     language: str = "en"
     shots: int = 0
-    limit: int | None = None
+    limit: int | float | None = None  # N items, or a fraction below 1 of them (runs/limits.py)
     prompt: str = "paper"
     representative: str = "eol"
     methods: tuple[str, ...] = DEFAULT_METHODS
@@ -60,8 +60,10 @@ class MCQAConfig:
     def __post_init__(self) -> None:
         from whitebox_eval.internals.activation_specs import parse_activations
         from whitebox_eval.internals.edit_specs import parse_edit
+        from whitebox_eval.runs.limits import checked
 
         self.edits = tuple(parse_edit(e).text for e in self.edits)  # a malformed spec: one line, here
+        self.limit = checked(self.limit)  # N items or a fraction of them (runs/limits.py)
         self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
             self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)

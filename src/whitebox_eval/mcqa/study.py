@@ -54,6 +54,7 @@ from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.lm_eval_format import sample_fields
 from whitebox_eval.runs.distributed import World, world as current_world
 from whitebox_eval.runs.passes import run_pass
+from whitebox_eval.runs.limits import taken
 from whitebox_eval.mcqa.config import (
     DEFAULT_METHODS,
     LETTER_METHODS,
@@ -75,11 +76,15 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
 
     if cfg.spec.is_lm_eval:
         return _lm_eval_items(cfg)[0]
-    n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
+    n = taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT)  # a fraction: of the default count
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
     extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_source).takes_pool else 0
     return load_mcq(cfg.spec, n + extra, seed=cfg.seed, n_options=cfg.n_options, language=cfg.language,
                     on_bad_row=cfg.on_bad_row)
+
+
+def _generated(cfg: MCQAConfig) -> bool:
+    return not cfg.spec.is_lm_eval and bool(cfg.spec.record.is_generator)
 
 
 def permutation_order(n: int, rng: random.Random) -> list[int]:
@@ -328,8 +333,8 @@ def run_mcqa(
             demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
                                                lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
-    if cfg.limit is not None:
-        items = items[: cfg.limit]
+    if cfg.limit is not None:  # a fraction of a file's items; a generated task made its share already
+        items = items[: taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT if _generated(cfg) else len(items))]
     if not items:
         raise WhiteboxError("the task produced no items")
     if len({it.id for it in items}) != len(items):

@@ -11,7 +11,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
+    LIMIT, batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
     model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
     task_option)
 from whitebox_eval.runs.run_ids import run_id_option
@@ -74,7 +74,8 @@ def _study_options(f):
                      "(HumanEval, MBPP); without it those tasks are refused"),
         click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True,
                      help="what to do with malformed rows of a local file (skipped rows are listed)"),
-        click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
+        click.option("--limit", type=LIMIT, default=100, show_default=True,
+                     help="number of items, or a fraction F < 1 of the task's items (rounded up)"),
         batch_size_option(),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
         dtype_option,

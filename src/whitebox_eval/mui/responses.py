@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from whitebox_eval.datafiles import json_objects
+from whitebox_eval.runs.limits import is_fraction, taken
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.generation import GenItem, GenTask, load_generation
 from whitebox_eval.tasks.registry import Generation
@@ -254,15 +255,18 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
     elif cfg.allow_code_execution:
         raise WhiteboxError("--allow-code-execution applies to --task lm-eval:TASK and humaneval=PATH only")
     own_demo = fmt.shots == 1 and style.demonstration is None and not spec.is_lm_eval
-    limit = None if cfg.limit is None else cfg.limit + own_demo
+    share = is_fraction(cfg.limit)  # a fraction of every item (runs/limits.py): all loaded, then cut
+    limit = None if cfg.limit is None or share else cfg.limit + own_demo
     gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, on_bad_row=cfg.on_bad_row,
                           **options)
     items, demonstration = list(gen.items), None
     if own_demo and items and items[0].prompt is None:  # a file without an App. C example: its first row
         first = items.pop(0)
         demonstration = (first.question, first.gold_response.strip())
-    elif own_demo and cfg.limit is not None:
+    elif own_demo and cfg.limit is not None and not share:
         items = items[:cfg.limit]
+    if share:
+        items = items[:taken(cfg.limit, len(items))]
     if not items:
         raise WhiteboxError(f"task {spec} gave no items")
     ids = [it.id for it in items]

@@ -48,6 +48,7 @@ from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import iter_parts, run_pass
 from whitebox_eval.runs.kept import kept
+from whitebox_eval.runs.limits import checked
 from whitebox_eval.mui.responses import prepare_task, respond
 from whitebox_eval.mui.activations import POSITIONS as SAVE_POSITIONS, Saver, check as check_saved, parse_activations
 from whitebox_eval.tasks.generation import GenItem
@@ -111,7 +112,7 @@ class MUIConfig:
     max_new_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     n_options: int = 4
-    limit: int | None = 100
+    limit: int | float | None = 100  # N items, or a fraction below 1 of the task's items (runs/limits.py)
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
@@ -126,7 +127,7 @@ class MUIConfig:
 
     def __post_init__(self) -> None:
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
-        self.task = str(self._spec)
+        self.task, self.limit = str(self._spec), checked(self.limit)
         self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if self.reference_code_compat:
             want = REFERENCE_CODE_SETTINGS
