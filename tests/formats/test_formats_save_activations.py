@@ -62,3 +62,9 @@ def test_cli_refuses_a_bad_spec_before_any_model_work(tmp_path, cli):
     code, _, err = cli(["formats", "--help"])
     assert "--save-activations" in _ and "generated" in _
     assert not out.exists()
+
+
+def test_cli_refuses_a_layer_outside_the_model_before_loading_it(tmp_path, cli):
+    code, _, err = cli(["formats", "--save-activations", "resid:30:last", "--output", str(tmp_path)])
+    assert code == 2 and "layer 30 is outside this model (30 layers, from 0)" in err, err
+    assert not any(tmp_path.iterdir())

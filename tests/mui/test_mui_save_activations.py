@@ -51,3 +51,11 @@ def test_given_responses_and_bad_positions_are_one_line(tmp_path):
         run_mui(MUIConfig(**BASE, responses="gold", save_activations=("resid:generated",)), tmp_path, run_id="g",
                 loaded=tiny_lm("llama"))
     assert not (tmp_path / "g").exists()
+
+
+def test_cli_refuses_bad_specs_before_any_model_work(tmp_path, cli):
+    code, _, err = cli(["mui", "--task", "arithmetic-gen", "--save-activations", "resid:99:generated", "--output", str(tmp_path)])
+    assert code == 2 and "layer 99 is outside this model (30 layers, from 0)" in err, err
+    code, _, err = cli(["mui", "--task", "arithmetic-gen", "--save-activations", "attn:1", "--output", str(tmp_path)])
+    assert code == 2 and "has no single vector per token" in err, err
+    assert not any(tmp_path.iterdir())

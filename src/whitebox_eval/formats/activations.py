@@ -22,9 +22,17 @@ from whitebox_eval.runs.activations import ActivationParts, estimate
 
 
 def check(cfg, loaded) -> None:
-    """The specs against the loaded model, before the run folder is written."""
-    if cfg.save_activations:
-        check_activations(parse_activations(cfg.save_activations, POSITIONS), loaded.arch.n_layers, loaded.arch)
+    """The specs against the model (its config.json when not loaded yet: the command checks
+    before any model work), before the run folder is written."""
+    if not cfg.save_activations:
+        return
+    specs = parse_activations(cfg.save_activations, POSITIONS)
+    if loaded is None:
+        from whitebox_eval.models.config_sizes import config_sizes
+
+        check_activations(specs, config_sizes(cfg.model).n_layers)
+    else:
+        check_activations(specs, loaded.arch.n_layers, loaded.arch)
 
 
 class Saver:

@@ -61,6 +61,7 @@ def formats(**kw) -> None:
       torchrun --nproc-per-node 4 -m whitebox_eval --device cuda formats --limit 1000
     """
     from whitebox_eval.formats.study import FormatsConfig, run_formats
+    from whitebox_eval.formats.activations import check as check_saved
     from whitebox_eval.internals.activation_specs import parse_activations
 
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
@@ -70,6 +71,7 @@ def formats(**kw) -> None:
                         dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
                         lm_eval_data=kw["lm_eval_data"])
     cfg.save_activations = tuple(s.text for s in parse_activations(kw["save_activations"]))  # a bad spec: one line
+    check_saved(cfg, None)  # layers against the model's config.json, before any model work
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
         for line in formats_summary(folder.load_results(), folder.path):

@@ -22,9 +22,15 @@ from whitebox_eval.runs.activations import ActivationParts, estimate
 POSITIONS = ("last", "generated")
 
 
-def check(cfg, loaded, task) -> None:
-    """The specs against the loaded model and the task, before the run folder is written."""
+def check(cfg, loaded, task=None) -> None:
+    """The specs against the model (its config.json when not loaded yet: the command checks
+    before any model work) and the task, before the run folder is written."""
     if not cfg.save_activations:
+        return
+    if loaded is None:
+        from whitebox_eval.models.config_sizes import config_sizes
+
+        check_activations(parse_activations(cfg.save_activations, POSITIONS), config_sizes(cfg.model).n_layers)
         return
     if task.given is not None:
         raise WhiteboxError("--save-activations reads the decoder's passes; the responses here are given "

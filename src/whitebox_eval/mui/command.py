@@ -182,6 +182,10 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
         raise WhiteboxError("--allow-code-execution applies to --task lm-eval:TASK and humaneval=PATH only")
     for spec in task:  # every file is there before the first run starts
         spec.check_file()
+    if kw.get("save_activations"):  # a bad spec or layer: one line before any model work
+        from whitebox_eval.mui.activations import check as check_saved
+
+        check_saved(_config(model, task[0], kw), None)
     folders = []
     for spec in task:
         cfg = _config(model, spec, kw)
