@@ -94,7 +94,8 @@ class ActivationParts:
             keys_ = (keys or {}).get(s.stem) or [str(i) for i in ids]
             target, parts = self.path(s.stem), self.parts(s.stem)
             if parts.is_dir() or not target.exists():
-                tensors: dict[str, np.ndarray] = {}
+                # a merge killed while removing its parts left the file: it holds what the removed parts held
+                tensors: dict[str, np.ndarray] = load_file(str(target)) if target.exists() else {}
                 for part in sorted(parts.glob("*.safetensors")) if parts.is_dir() else ():
                     tensors.update(load_file(str(part)))
                 missing = [k for k in keys_ if k not in tensors]
