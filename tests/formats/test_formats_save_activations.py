@@ -28,7 +28,7 @@ def test_prompt_and_generated_rows(tiny, tmp_path):
 
     base = dict(model="tiny", task="arithmetic:add1,mul1", limit=3, n_samples=2, max_new_tokens=3, n_bins=2,
                 batch_size=2, shots=1)
-    cfg = fs.FormatsConfig(**base, save_activations=("resid:1:last", "mlp_out:0:generated"))
+    cfg = fs.FormatsConfig(**base, save_activations=("resid:1:last", "mlp_out:0:generated", "attn_out:0:all"))
     folder = fs.run_formats(cfg, tmp_path, run_id="s", loaded=tiny, show_progress=False)
     plain = fs.run_formats(fs.FormatsConfig(**base), tmp_path, run_id="p", loaded=tiny, show_progress=False)
     assert (folder.path / "samples.jsonl").read_bytes() == (plain.path / "samples.jsonl").read_bytes()
@@ -37,6 +37,7 @@ def test_prompt_and_generated_rows(tiny, tmp_path):
     assert res["mlp_out-generated"]["tensors"] == 3 * 2 * 2 and res["mlp_out-generated"]["key"].startswith("<sample id>")
     last = load_file(str(folder.path / "activations" / "resid-last.safetensors"))
     gen = load_file(str(folder.path / "activations" / "mlp_out-generated.safetensors"))
+    every = load_file(str(folder.path / "activations" / "attn_out-all.safetensors"))
     data = fs.load_format_items(cfg)
     engine = Engine(tiny)
     for s in folder.read_samples():
@@ -45,6 +46,10 @@ def test_prompt_and_generated_rows(tiny, tmp_path):
         with torch.no_grad():
             want = engine.run(batch_from_ids([ids]), [Capture("resid", "last", [1])])["resid"][0].numpy()
         np.testing.assert_allclose(last[str(s["id"])], want, atol=1e-5, rtol=1e-5)  # after a cached prefix
+        with torch.no_grad():
+            full = engine.run(batch_from_ids([ids]), [Capture("attn_out", "all", [0])])["attn_out"][0].numpy()
+        assert every[str(s["id"])].shape == full.shape  # the demonstrations' rows first, then the question's
+        np.testing.assert_allclose(every[str(s["id"])], full, atol=1e-5, rtol=1e-5)
         for f in fs.FREE_FORMATS:
             x = gen[f"{s['id']}/{f}/0"]
             assert x.shape[0] == 1 and 1 <= x.shape[1] <= 3 and x.shape[2] == 32
