@@ -180,3 +180,21 @@ def test_all_positions_under_cached_demonstrations(lm, tmp_path):
             full = engine.run(batch_from_ids([t.input_ids]), [Capture("resid", "all", [0, 2])])["resid"][0].numpy()
         assert saved[str(it.id)].shape == full.shape
         np.testing.assert_allclose(saved[str(it.id)], full, atol=1e-4, rtol=1e-4)
+
+
+def test_bfloat16_is_kept_exactly_as_float32_and_cut_per_item():
+    from whitebox_eval.internals.activation_specs import per_item
+
+    x = torch.randn(2, 3, 4, 2, 5).to(torch.bfloat16)  # [B, L, P, heads, head_dim]
+    rows = per_item(x, counts=[4, 2])
+    assert rows[0].dtype == np.float32 and rows[0].shape == (3, 4, 10) and rows[1].shape == (3, 2, 10)
+    assert np.array_equal(rows[1], x[1, :, :2].float().reshape(3, 2, 10).numpy())
+    pos = torch.tensor([[-2, -1, 0, 1], [0, 1, 2, 3]])
+    assert per_item(x, positions=pos)[0].shape == (3, 2, 10)
+
+
+def test_a_cloze_only_study_has_no_prompts_to_save(lm, tmp_path):
+    with pytest.raises(WhiteboxError, match="cloze-only study has none"):
+        run_mcqa(MCQAConfig(**dict(CFG, methods=("cloze",)), save_activations=("resid:last",)), tmp_path, run_id="c",
+                 loaded=lm, show_progress=False)
+    assert not (tmp_path / "c").exists()
