@@ -261,3 +261,35 @@ def model_load_options(f=None, *, models_root: bool = True):
         return run
 
     return decorate if f is None else decorate(f)
+
+
+def save_activations_option(positions: str):
+    """``--save-activations POINT[:LAYERS][:POSITIONS]`` (repeatable): activations kept per item
+    (:mod:`whitebox_eval.internals.activation_specs`); ``positions`` says which kinds this command has."""
+    return click.option(
+        "--save-activations", "save_activations", multiple=True, metavar="POINT[:LAYERS][:POSITIONS]",
+        help="keep these activations per item (repeatable), one safetensors file per spec under activations/, a "
+             "tensor [layers, positions, width] per sample id, written through the resumable parts; its size is "
+             "printed before the run and its shapes go into results.json. POINT: a capture point (resid, resid_pre, "
+             "resid_mid, attn_out, mlp_out, head_out, mlp_act, q, k, v) or a TransformerLens / SAELens name "
+             "(blocks.12.hook_resid_post); LAYERS: all (default), 12, 0-3,7; POSITIONS: " + positions +
+             " (default last). E.g. resid:12:last, mlp_act:all:options")
+
+
+class LimitType(click.ParamType):
+    """``--limit``: a whole number of items, or a fraction below 1 (:mod:`whitebox_eval.runs.limits`)."""
+
+    name = "N|F"
+
+    def convert(self, value, param, ctx):
+        from whitebox_eval.errors import WhiteboxError
+        from whitebox_eval.runs.limits import USAGE, checked
+
+        try:
+            return checked(value)
+        except WhiteboxError:
+            self.fail(f"{value!r} is not {USAGE}", param, ctx)
+
+
+#: ``type=LIMIT`` of every ``--limit``
+LIMIT = LimitType()

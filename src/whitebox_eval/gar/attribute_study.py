@@ -26,7 +26,7 @@ class GARAttributeConfig(GARRun):
 
     MODE: ClassVar[str] = "attribute"
     tasks: str = "truth"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     steps: int = 5
     top: int = 10
     batch_size: int = 4

@@ -9,7 +9,7 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
+    LIMIT, batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
     run_folder_options)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
@@ -28,7 +28,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs)")
+@click.option("--limit", type=LIMIT, default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs), or a fraction F < 1 of each task's default set (rounded up, to whole pairs)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")

@@ -41,7 +41,7 @@ class GARConfig(GARRun):
     """Everything that determines a GAR evaluation's numbers (written to config.yaml)."""
 
     tasks: str = "all"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     include_kr: bool = True
     rule: str = "chance"
 

@@ -34,7 +34,7 @@ class GARInterveneConfig(GARRun):
     """Strong / weak / knock-out interventions on chosen heads (sec. 5, fig. 4)."""
 
     tasks: str = "truth"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     heads: str = ""
     pattern: str = "V->E"
     edit_at: str = "read"

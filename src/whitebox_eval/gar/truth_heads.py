@@ -66,7 +66,7 @@ class GARHeadsConfig(GARRun):
     """The True/False-head study (secs. 4-5, App. E)."""
 
     tasks: str = "truth"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     steps: int = 5
     n_candidates: int = 10
     n_true: int = 2

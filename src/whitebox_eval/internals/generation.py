@@ -31,7 +31,7 @@ samples of a prompt share its one prefill (paper 004's n continuations per quest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -39,7 +39,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.batching import Batch, batch_from_ids
-from whitebox_eval.internals.requests import Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
+from whitebox_eval.internals.requests import Capture, Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
 
 EditsArg = Sequence[Edit] | Callable[[list[int]], Sequence[Edit]]
 """A fixed list of edits, or a callable that builds them from every example's current
@@ -57,6 +57,10 @@ class Generated:
 
     ids: list[int]
     stop: int | str | None
+    captures: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per capture asked of :func:`generate`, ``[layers, len(ids), ...]`` on the host: at step ``t``
+    the row that produced ``ids[t]`` (the last prompt token's for the first, then each
+    generated token's row for the next)."""
 
     @property
     def truncated(self) -> bool:
@@ -84,6 +88,7 @@ def generate(
     seeds: Sequence[int] | None = None,
     n_samples: int = 1,
     use_cache: bool = True,
+    captures: Sequence[Capture] = (),
 ) -> list[Generated]:
     """Continue each prompt (token ids) under ``edits``, one token per step.
 
@@ -105,6 +110,10 @@ def generate(
     ``i * n_samples + s``. A row stops at a token in ``stop_ids`` (default: the model's
     :attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`) or once its decoded
     continuation contains one of ``stop_strings``.
+
+    ``captures`` (their positions ignored) are read at each step's new row, the one whose
+    logits chose the step's token, in the same passes (the cache kept): each
+    :attr:`Generated.captures` holds one vector per generated token.
     """
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -129,6 +138,8 @@ def generate(
     out = [Generated([], None) for _ in rows]
     done = torch.zeros(len(rows), dtype=torch.bool)
     window = 4 * max((len(s) for s in stop_strings), default=0) + 8  # tokens that can hold a new stop string
+    asked = [replace(c, positions="last") for c in captures]
+    kept: list[dict[str, list[torch.Tensor]]] = [{c.key: [] for c in asked} for _ in rows]
     for step in range(max_new_tokens):
         if step:
             batch = batch.append(torch.where(done, pad, nxt))
@@ -136,17 +147,22 @@ def generate(
         if guard is not None:
             guard.check(step_edits, batch)
         with torch.no_grad():
-            logits = engine.run(batch, edits=step_edits, logits="last", cache=cache).logits
+            trace = engine.run(batch, asked, step_edits, logits="last", cache=cache)
+        logits = trace.logits
+        got = {c.key: trace[c.key].detach().cpu() for c in asked}  # [B, L, 1, ...]
         if batch.size != len(rows):  # the one prefill: its cache and logits serve every sample
             cache.batch_repeat_interleave(n_samples)
             batch = _repeat_rows(batch, n_samples)
             logits = logits.repeat_interleave(n_samples, dim=0)
+            got = {k: v.repeat_interleave(n_samples, dim=0) for k, v in got.items()}
         nxt = sampler(logits, step)
         for i, t in enumerate(nxt.tolist()):
             if done[i]:
                 continue
             g = out[i]
             g.ids.append(t)
+            for k, v in got.items():
+                kept[i][k].append(v[i])
             if t in stop_set:
                 g.stop = t
             elif stop_strings:
@@ -155,6 +171,8 @@ def generate(
             done[i] = g.stop is not None
         if bool(done.all()):
             break
+    for g, k in zip(out, kept):
+        g.captures = {key: torch.cat(v, dim=1) for key, v in k.items()}
     return out
 
 

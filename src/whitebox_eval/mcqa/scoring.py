@@ -50,8 +50,13 @@ def score_prompts(
     scorers: Sequence[str] = SCORERS,
     edits: Sequence[Edit] = (),
     prefix: Prefix | None = None,
+    extra: Sequence[Capture] = (),
+    on_trace=None,
 ) -> PromptScores:
     """Run one pass over ``toks`` and compute every requested scorer from it.
+
+    ``extra``: more captures of the same pass (``--save-activations``), handed with the trace
+    and the prefix the pass used to ``on_trace(trace, prefix)``; they change no score.
 
     With ``prefix`` (the cached demonstrations), only each prompt's tokens after it are
     computed; prompts that do not start with exactly the prefix tokens, or that would
@@ -98,7 +103,9 @@ def score_prompts(
         captures.append(Capture("attn", "last"))
     if "lens" in scorers:
         captures.append(Capture("resid", "last"))
-    trace = engine.run(batch, captures, edits, prefix=prefix)
+    trace = engine.run(batch, [*captures, *extra], edits, prefix=prefix)
+    if on_trace is not None:
+        on_trace(trace, prefix)
     out: dict[str, torch.Tensor] = {"letter_logits": trace.logits.gather(1, answer_d.to(trace.logits.device)).float()}
     if "qk" in scorers:
         q = trace["q"][:, :, 0].float()  # [B, L, H, D]

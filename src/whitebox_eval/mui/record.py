@@ -10,7 +10,9 @@ TOKENS_PER_UNIT = 3
 
 
 def mui_work(cfg, mode: str) -> tuple[int, float]:
-    n = int(cfg.limit or 100)
+    from whitebox_eval.runs.limits import taken
+
+    n = taken(cfg.limit, 100) if cfg.limit else 100  # a fraction: of an estimated 100 items
     return n, n * (4 + int(cfg.max_new_tokens or 64))  # None: the task's own budget
 
 

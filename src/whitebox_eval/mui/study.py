@@ -34,13 +34,11 @@ from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
-from whitebox_eval.sae.sets import SAESet
-from whitebox_eval.sae.sets import load_sae_set
+from whitebox_eval.sae.sets import SAESet, load_sae_set, split_spec
 from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, ScoredSequence, sample_key_mask,
                                           token_scores)
 from whitebox_eval.sae.encoding import ReconstructionStats
 from whitebox_eval.sae.study import fidelity_summary
-from whitebox_eval.sae.sets import split_spec
 from whitebox_eval.sae.sources import feature_links, resolve_sae
 from whitebox_eval.sae.fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
@@ -50,7 +48,9 @@ from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import iter_parts, run_pass
 from whitebox_eval.runs.kept import kept
+from whitebox_eval.runs.limits import checked
 from whitebox_eval.mui.responses import prepare_task, respond
+from whitebox_eval.mui.activations import POSITIONS as SAVE_POSITIONS, Saver, check as check_saved, parse_activations
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
 
@@ -112,7 +112,7 @@ class MUIConfig:
     max_new_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     n_options: int = 4
-    limit: int | None = 100
+    limit: int | float | None = 100  # N items, or a fraction below 1 of the task's items (runs/limits.py)
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
@@ -121,12 +121,14 @@ class MUIConfig:
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
     allow_code_execution: bool = False  # lm-eval tasks whose metric runs the model's code
     on_bad_row: str = "skip"  # a malformed row of a local file: skip it (listed) or stop ("error")
+    save_activations: tuple[str, ...] = ()  # --save-activations SPEC (mui/activations.py)
     # on_bad_row never changes a finished run's numbers ("error" stops at the first bad row), so a resume may change it
     volatile: tuple[str, ...] = field(default=("batch_size", "on_bad_row"), repr=False)
 
     def __post_init__(self) -> None:
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
-        self.task = str(self._spec)
+        self.task, self.limit = str(self._spec), checked(self.limit)
+        self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if self.reference_code_compat:
             want = REFERENCE_CODE_SETTINGS
             clash = {k: getattr(self, k) for k, v in want.items() if getattr(self, k) not in (v, MUIConfig.defaults()[k])}
@@ -163,7 +165,7 @@ class MUIConfig:
         d["sae"] = list(self.sae)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
-        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution"):  # recorded only when given
+        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution", "save_activations"):  # only when given
             if not d[key]:
                 del d[key]
         d["task_spec"] = self.spec.to_config()
@@ -203,6 +205,7 @@ def run_mui(
     sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
+    check_saved(cfg, loaded, task)
     config = cfg.to_dict()
     if sae_set is not None:  # what each SAE is: route, release, id, hook, commit, SHA-256 (sae/sources.py)
         config["sae_sources"] = sae_set.sources
@@ -216,10 +219,11 @@ def run_mui(
                              else (loaded.arch.n_layers, loaded.arch.d_ff, "neuron"))
     ids = [it.id for it in task.items]
     folder.log(f"{len(ids)} items, model {cfg.model}, prompt format {task.fmt}")
+    saver = Saver(cfg, folder, engine, task, max(task.settings(it)[1] for it in task.items)) if cfg.save_activations else None
 
     def score(chunk: list[int]):
         items = [task.items[i] for i in chunk]
-        prompts, responses = respond(loaded, task, items)
+        prompts, responses = (saver.respond if saver else respond)(loaded, task, items)
         scorable = [j for j, r in enumerate(responses) if r.ids]
         masks: dict[int, np.ndarray] = {}
         tokens: dict[int, dict] = {}  # the report's per-token view (mui/explorer.py)
@@ -257,11 +261,12 @@ def run_mui(
             })
         return records, arrays
 
-    run_pass(folder, PASS, ids, cfg.batch_size, score, desc="mui batches", show_progress=show_progress, collect=False)
+    run_pass(folder, PASS, ids, cfg.batch_size, saver.wrap(score) if saver else score, desc="mui batches",
+             show_progress=show_progress, collect=False)
     fidelity = (_sae_fidelity(folder, loaded, sae_set, cfg.batch_size, show_progress)
                 if sae_set is not None else None)
     budget = max(task.settings(it)[1] for it in task.items)
-    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget)
+    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget, saver and saver.merge())
 
 
 def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None) -> dict:
@@ -335,7 +340,7 @@ def moves_declaration() -> dict:
 
 
 def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
-             sae_set: SAESet | None = None, sae_fidelity: dict | None = None, budget: int | None = None) -> RunFolder:
+             sae_set: SAESet | None = None, sae_fidelity: dict | None = None, budget: int | None = None, extra=None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
     from whitebox_eval.mui.plots import plot_layer_utilization
 
@@ -414,7 +419,7 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     results["warnings"] = warnings
     results["moves"] = moves_declaration()
     results["headline"] = head
-    folder.save_results(results)
+    folder.save_results({**results, **(extra or {})})  # extra: --save-activations' record
     plot_layer_utilization(layer, folder.plot_path("layer_utilization"),
                            title=f"{cfg.model} on {cfg.task}: MUI {100 * mui:.2f}%, accuracy {100 * acc:.1f}%")
     return folder

@@ -9,7 +9,7 @@ from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
+    LIMIT, batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
     run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
@@ -67,7 +67,8 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--task", type=click.Choice(sorted(TASKS)), default="string_reversal", show_default=True)
 @click.option("--split", type=click.Choice(SPLIT_CHOICES), default="ood", show_default=True,
               help="evaluate in-distribution, out-of-distribution (App. F) or both")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="evaluated examples per split")
+@click.option("--limit", type=LIMIT, default=100, show_default=True,
+              help="evaluated examples per split, or a fraction F < 1 of the default 100 per split (rounded up)")
 @click.option("--id-params", default="", help="override ID generator parameters, e.g. 'length=1-6'")
 @click.option("--ood-params", default="", help="override OOD generator parameters, e.g. 'length=7-12'")
 @click.option("--instruction", default=None, help="instruction line before each example (default: a short one per task; '' for none)")

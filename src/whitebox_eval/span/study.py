@@ -245,9 +245,9 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
     folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume)
     lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(lm)
-    examples = {s: make_examples(cfg, s, cfg.limit) for s in cfg.splits}
+    examples = {s: make_examples(cfg, s, cfg.n_per_split) for s in cfg.splits}
     tokenized = {s: tokenize_all(cfg, lm.tokenizer, ex) for s, ex in examples.items()}
-    folder.log(f"task {cfg.task}, splits {cfg.splits}, {cfg.limit} examples each, model {cfg.model}")
+    folder.log(f"task {cfg.task}, splits {cfg.splits}, {cfg.n_per_split} examples each, model {cfg.model}")
 
     def evaluate(phase: str) -> None:
         for split in cfg.splits:
