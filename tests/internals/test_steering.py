@@ -266,3 +266,21 @@ def test_an_sae_spec_edits_as_the_hand_computation(tmp_path):
     batch = batch_from_ids(RAGGED)
     got = Engine(lm).run(batch, edits=user_edits([f"sae:3,7=4:{folder}"], lm)).logits
     torch.testing.assert_close(got, _hand(lm, "llama", batch, 1, _clamped(sae, [3, 7], 4.0)), atol=2e-5, rtol=2e-5)
+
+
+def test_several_samples_under_an_edit_draw_what_the_uncached_rows_draw():
+    """n_samples under edits: every sample its own row from the first pass, the same draws as the
+    uncached reference; a zero steering draws exactly the unedited samples."""
+    from whitebox_eval.internals.generation import generate
+
+    lm = tiny_loaded("llama")
+    eng = Engine(lm)
+    ids = [IDS[0][:5], IDS[1][:3]]
+    kw = dict(max_new_tokens=4, do_sample=True, temperature=1.3, seeds=[3, 4], n_samples=3, stop_ids=[])
+    vec = torch.randn(lm.arch.d_model, generator=torch.Generator().manual_seed(6)) * 3
+    steered = generate(eng, ids, edits=[AddVector("resid", 0, vec, 1.0)], **kw)
+    assert [g.ids for g in steered] == [g.ids for g in generate(eng, ids, edits=[AddVector("resid", 0, vec, 1.0)],
+                                                                  use_cache=False, **kw)]
+    zero = generate(eng, ids, edits=[AddVector("resid", 0, vec, 0.0)], **kw)
+    assert [g.ids for g in zero] == [g.ids for g in generate(eng, ids, **kw)]
+    assert [g.ids for g in steered] != [g.ids for g in zero]

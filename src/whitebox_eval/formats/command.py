@@ -7,7 +7,7 @@ import click
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
+    batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
     resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 
@@ -36,6 +36,8 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 @click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
               help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
 @click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
+@edit_option("the MCQ pass and every free generation run under the edits (the key/value cache kept; no @last: "
+             "a generation's last position moves every step)")
 @batch_size_option("questions per step (samples.jsonl is written after each); results do not depend on it")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @model_load_options
@@ -65,7 +67,7 @@ def formats(**kw) -> None:
                         top_p=kw["top_p"], top_k=kw["top_k"], extract=kw["extract"],
                         batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
                         dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
-                        lm_eval_data=kw["lm_eval_data"])
+                        lm_eval_data=kw["lm_eval_data"], edits=tuple(kw["edits"]))
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
         for line in formats_summary(folder.load_results(), folder.path):

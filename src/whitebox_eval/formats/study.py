@@ -82,9 +82,13 @@ class FormatsConfig:
     dtype: str = "float32"
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of mcq=PATH (config.yaml: task_spec.fields)
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
+    edits: tuple[str, ...] = ()  # --edit SPEC: the MCQ pass and every free generation run under these
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, TASKS, FORMATS_USAGE, fields=self.fields)
         self.task = str(self._spec)
 
@@ -95,7 +99,7 @@ class FormatsConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "formats", task_spec=self.spec.to_config())
-        for key in ("fields", "lm_eval_data", "top_p", "top_k"):  # recorded only when given, so earlier runs resume as before
+        for key in ("fields", "lm_eval_data", "top_p", "top_k", "edits"):  # recorded only when given, so earlier runs resume as before
             if not d[key]:
                 del d[key]
         return d
@@ -257,20 +261,22 @@ def score_free(texts: list[str], answer, answer_type: str, extract: str = "paper
     return fraction_correct(texts, answer, answer_type, extract=extract, truncate_gold=answer_type == "text")
 
 
-def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None) -> dict:
+def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None, edits=()) -> dict:
     """P(gold letter) raw and renormalised over the letters, the letters' mass, argmax letter.
 
     ``prefixes`` (a :class:`~whitebox_eval.internals.prefixes.PrefixCache`): the
-    demonstrations' key/values, computed once for every question."""
+    demonstrations' key/values, computed once for every question (none under ``edits``: an edit
+    covers the whole prompt, demonstrations included)."""
     import torch
 
     from whitebox_eval.internals import batch_from_ids
     from whitebox_eval.tasks.prompt_tokens import tokenize_prompt
 
     t = tokenize_prompt(engine.tokenizer, render_prompt(item, fmt="mcq_plain", demos=demos), "eol")
-    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None else None
+    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None and not edits else None
     skip = prefix.length if prefix is not None else 0
-    logits = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), prefix=prefix).logits[0].double().cpu()
+    logits = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), edits=edits,
+                        prefix=prefix).logits[0].double().cpu()
     logp = torch.log_softmax(logits, -1)[t.answer_ids]
     raw = logp.exp()
     renorm = torch.softmax(logits[t.answer_ids], -1)
@@ -283,8 +289,12 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     from whitebox_eval.internals import Engine
     from whitebox_eval.internals.prefixes import PrefixCache
 
+    from whitebox_eval.sae.feature_edits import refuse_last, user_edits
+
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    edits = user_edits(cfg.edits, loaded)  # out of range, wrong width: one line, before the run folder
+    refuse_last(cfg.edits, "formats generates free answers")
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
@@ -298,12 +308,13 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     def score(chunk: list[int]):
         records = []
         for it in (data.items[i] for i in chunk):
-            mcq = mcq_probabilities(engine, it, data.demos, prefixes)
+            mcq = mcq_probabilities(engine, it, data.demos, prefixes, edits)
             answer = answer_of(it, data.answer_type)
             prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
             gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k)
+                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k,
+                                     edits=edits, engine=engine)
                     for f in FREE_FORMATS}
             records.append({
                 "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,

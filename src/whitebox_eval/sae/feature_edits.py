@@ -48,3 +48,12 @@ def check_edits(specs: Sequence[str], loaded=None, model: str | None = None) -> 
 
     sizes = config_sizes(model)
     build_edits(specs, sizes.n_layers, sizes.n_heads, sizes.d_ff, d_model=sizes.d_model, load_sae=_loader())
+
+
+def refuse_last(specs: Sequence[str], why: str) -> None:
+    """One line for an ``@last`` edit in a study that generates: the last position moves at every step,
+    and the key/value cache keeps the earlier ones as they were computed."""
+    for spec in specs:
+        if str(spec).strip().endswith("@last"):
+            raise WhiteboxError(f"--edit {spec}: {why}, whose last position moves at every step; edit every "
+                                "position (leave out @last)")
