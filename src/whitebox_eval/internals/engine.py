@@ -31,6 +31,7 @@ iterates it, so a point added later is held to the same budget).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import defaultdict
 from contextlib import contextmanager
@@ -689,6 +690,18 @@ class Engine:
                 module.layer_idx = layer
             module._whitebox_plan = None
         self._sae_cache: dict[tuple, dict] = {}  # SAE weights sliced for feature edits (_sae_slices)
+        self.standing: tuple = ()  # edits every pass runs under (:meth:`under`)
+
+    def under(self, edits: Iterable[Edit]) -> "Engine":
+        """This engine with ``edits`` added to every pass (a study's ``--edit``): a shallow copy sharing
+        the model; ``self`` when there are none. Its passes take no cached prefix (the prefix would
+        stay unedited): a study under edits computes whole prompts."""
+        edits = tuple(edits)
+        if not edits:
+            return self
+        other = copy.copy(self)
+        other.standing = (*self.standing, *edits)
+        return other
 
     @property
     def output_device(self) -> torch.device:
@@ -769,7 +782,10 @@ class Engine:
         SAE training reads the residual leaving it); captures and edits must lie at or
         below it, and there are no logits (pass ``logits=False``).
         """
-        captures, edits = list(captures), list(edits)
+        captures, edits = list(captures), [*self.standing, *edits]
+        if self.standing and prefix is not None:
+            raise WhiteboxError("a study under --edit computes whole prompts: its passes take no cached prefix "
+                                "(the prefix would stay unedited)")
         past = 0
         if cache is not None:
             if prefix is not None:

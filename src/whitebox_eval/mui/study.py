@@ -31,6 +31,7 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.internals.prefixes import PrefixCache
+from whitebox_eval.sae.feature_edits import refuse_last, user_edits
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
@@ -121,10 +122,14 @@ class MUIConfig:
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
     allow_code_execution: bool = False  # lm-eval tasks whose metric runs the model's code
     on_bad_row: str = "skip"  # a malformed row of a local file: skip it (listed) or stop ("error")
+    edits: tuple[str, ...] = ()  # --edit SPEC: the responses and every scoring pass run under these
     # on_bad_row never changes a finished run's numbers ("error" stops at the first bad row), so a resume may change it
     volatile: tuple[str, ...] = field(default=("batch_size", "on_bad_row"), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
         self.task = str(self._spec)
         if self.reference_code_compat:
@@ -161,9 +166,10 @@ class MUIConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["sae"] = list(self.sae)
+        d["edits"] = list(self.edits)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
-        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution"):  # recorded only when given
+        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution", "edits"):  # recorded only when given
             if not d[key]:
                 del d[key]
         d["task_spec"] = self.spec.to_config()
@@ -200,6 +206,8 @@ def run_mui(
     for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
         resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    edits = user_edits(cfg.edits, loaded)  # out of range, wrong width: one line, before the run folder
+    refuse_last(cfg.edits, "mui generates its responses and scores every response token")
     sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
@@ -210,8 +218,9 @@ def run_mui(
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
-    engine = Engine(loaded)
-    prefixes = PrefixCache(engine)  # a demonstration or chat header the prompts share, computed once
+    engine = Engine(loaded).under(edits)  # --edit: the responses and every scoring pass
+    # a demonstration or chat header the prompts share, computed once (under edits: whole prompts)
+    prefixes = None if edits else PrefixCache(engine)
     n_layers, width, kind = ((len(sae_set.layers), sae_set.width, "feature") if sae_set is not None
                              else (loaded.arch.n_layers, loaded.arch.d_ff, "neuron"))
     ids = [it.id for it in task.items]
@@ -219,7 +228,7 @@ def run_mui(
 
     def score(chunk: list[int]):
         items = [task.items[i] for i in chunk]
-        prompts, responses = respond(loaded, task, items)
+        prompts, responses = respond(loaded, task, items, engine=engine)
         scorable = [j for j, r in enumerate(responses) if r.ids]
         masks: dict[int, np.ndarray] = {}
         tokens: dict[int, dict] = {}  # the report's per-token view (mui/explorer.py)
