@@ -289,12 +289,11 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     from whitebox_eval.internals import Engine
     from whitebox_eval.internals.prefixes import PrefixCache
 
-    from whitebox_eval.sae.feature_edits import refuse_last, user_edits
+    from whitebox_eval.sae.feature_edits import user_edits
 
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    edits = user_edits(cfg.edits, loaded)  # out of range, wrong width: one line, before the run folder
-    refuse_last(cfg.edits, "formats generates free answers")
+    edits = user_edits(cfg.edits, loaded, no_last="formats generates free answers")  # one line, before the folder
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()

@@ -30,8 +30,9 @@ from whitebox_eval.datafiles import recording
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
+from whitebox_eval.command_options import parsed_edits
 from whitebox_eval.internals.prefixes import PrefixCache
-from whitebox_eval.sae.feature_edits import refuse_last, user_edits
+from whitebox_eval.sae.feature_edits import user_edits
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
@@ -127,8 +128,6 @@ class MUIConfig:
     volatile: tuple[str, ...] = field(default=("batch_size", "on_bad_row"), repr=False)
 
     def __post_init__(self) -> None:
-        from whitebox_eval.command_options import parsed_edits
-
         self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
         self.task = str(self._spec)
@@ -165,8 +164,7 @@ class MUIConfig:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d["sae"] = list(self.sae)
-        d["edits"] = list(self.edits)
+        d["sae"], d["edits"] = list(self.sae), list(self.edits)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
         for key in ("answer", "fields", "lm_eval_data", "allow_code_execution", "edits"):  # recorded only when given
@@ -206,8 +204,7 @@ def run_mui(
     for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
         resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    edits = user_edits(cfg.edits, loaded)  # out of range, wrong width: one line, before the run folder
-    refuse_last(cfg.edits, "mui generates its responses and scores every response token")
+    edits = user_edits(cfg.edits, loaded, no_last="mui generates its responses and scores every response token")
     sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
@@ -219,8 +216,7 @@ def run_mui(
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded).under(edits)  # --edit: the responses and every scoring pass
-    # a demonstration or chat header the prompts share, computed once (under edits: whole prompts)
-    prefixes = None if edits else PrefixCache(engine)
+    prefixes = None if edits else PrefixCache(engine)  # a shared demonstration or chat header, computed once
     n_layers, width, kind = ((len(sae_set.layers), sae_set.width, "feature") if sae_set is not None
                              else (loaded.arch.n_layers, loaded.arch.d_ff, "neuron"))
     ids = [it.id for it in task.items]

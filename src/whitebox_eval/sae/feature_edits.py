@@ -27,10 +27,13 @@ def _loader(arch=None):
     return load
 
 
-def user_edits(specs: Sequence[str], loaded) -> list:
-    """The engine edits of ``--edit`` specs for this loaded model (every width checked)."""
+def user_edits(specs: Sequence[str], loaded, *, no_last: str | None = None) -> list:
+    """The engine edits of ``--edit`` specs for this loaded model (every width checked); ``no_last``:
+    why this study refuses ``@last`` (:func:`refuse_last`)."""
     if not specs:
         return []
+    if no_last:
+        refuse_last(specs, no_last)
     arch = loaded.arch
     return build_edits(specs, arch.n_layers, arch.n_heads, arch.d_ff, d_model=arch.d_model, head_dim=arch.head_dim,
                        load_sae=_loader(arch))
