@@ -315,6 +315,8 @@ def edit_scenarios() -> dict[str, Scenario]:
                         width = {"resid": lm.arch.d_model, "mlp_act": lm.arch.d_ff}.get(point, lm.arch.n_heads * lm.arch.head_dim)
                         return kind(point, l, torch.linspace(-1, 1, width), 0.5, positions)
                     out[f"AddVector:{point}{'@last' if positions else ''}"] = every_layer(make_edit)
+            out["AddVector:resid+replace@last"] = every_layer(
+                lambda lm, e, b, o, l, kind=kind: kind("resid", l, torch.linspace(-1, 1, lm.arch.d_model), 1.0, "last", True))
         elif name == "ClampFeature":
             for activation in ("relu", "jumprelu", "topk"):
                 for positions in (None, "last"):

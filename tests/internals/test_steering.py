@@ -284,3 +284,28 @@ def test_several_samples_under_an_edit_draw_what_the_uncached_rows_draw():
     zero = generate(eng, ids, edits=[AddVector("resid", 0, vec, 0.0)], **kw)
     assert [g.ids for g in zero] == [g.ids for g in generate(eng, ids, **kw)]
     assert [g.ids for g in steered] != [g.ids for g in zero]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_patching_a_saved_activation_sets_the_point(family, tmp_path):
+    """``patch:`` (AddVector with replace=True) sets the residual to the saved vector; the activation
+    the model itself had there, patched back, changes nothing."""
+    from whitebox_eval.internals.edit_specs import build_edits
+
+    lm = tiny_loaded(family)
+    batch = batch_from_ids(RAGGED)
+    eng = Engine(lm)
+    vec = torch.randn(lm.arch.d_model, generator=torch.Generator().manual_seed(8))
+    np.save(tmp_path / "act.npy", vec.numpy())
+    [edit] = build_edits([f"patch:resid:1:{tmp_path / 'act.npy'}@last"], lm.arch.n_layers, lm.arch.n_heads, lm.arch.d_ff,
+                         d_model=lm.arch.d_model)
+    assert edit.replace and edit.positions == "last"
+    got = eng.run(batch, edits=[edit]).logits
+    want = _hand(lm, family, batch, 1, lambda h: vec.expand_as(h), last_only=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    one = batch_from_ids([IDS[0]])
+    trace = eng.run(one, [Capture("resid", "last", [1])])
+    own = AddVector("resid", 1, trace["resid"][0, 0, 0], 1.0, "last", replace=True)
+    assert torch.equal(eng.run(one, edits=[own]).logits, trace.logits)
+    with pytest.raises(WhiteboxError, match="patch sets the saved activation as it is"):
+        build_edits([f"patch:resid:1:{tmp_path / 'act.npy'}*2"], 3, 4, 48)

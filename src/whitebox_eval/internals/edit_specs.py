@@ -20,6 +20,8 @@ the last prompt position, ``@all`` or nothing is every position):
                                              attn_out, mlp_out, mlp_act, head_out (hook_z)
 ``steer:mlp_out:3:v.safetensors#dir*-2``     tensor ``dir`` of a .safetensors file (a file of one
                                              tensor needs no ``#NAME``; likewise a .pt dict)
+``patch:resid:12:act.npy@last``              set the residual leaving block 12 to a saved
+                                             activation (patching; the same points and files)
 ``sae:123,456=8:12=PATH``                    clamp features 123 and 456 of the SAE ``PATH`` read
                                              at layer 12 (as ``mui --sae 12=PATH``: a folder, an
                                              SAE study's run, ``hf:...``, ``saelens:...``; its
@@ -45,8 +47,9 @@ from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.requests import PATCH_POINTS, AddVector, ClampFeature, Edit, MaskNeurons, ScaleHeads
 
-KINDS = ("ablate", "scale", "neurons", "steer", "sae")
-USAGE = ("write ablate:HEADS, scale:HEADS=FACTOR, neurons:LAYER:I,J[=VALUE], steer:POINT:LAYER:FILE[*COEF] or "
+KINDS = ("ablate", "scale", "neurons", "steer", "patch", "sae")
+USAGE = ("write ablate:HEADS, scale:HEADS=FACTOR, neurons:LAYER:I,J[=VALUE], steer:POINT:LAYER:FILE[*COEF], "
+         "patch:POINT:LAYER:FILE or "
          "sae:FEATURES=VALUE:LAYER=SAE (or FEATURES*SCALE) (heads as 14.0 or L14H0, comma separated; @last after "
          "the spec for the last position only)")
 STEER_POINTS = ("resid_pre", "resid", "attn_out", "mlp_out", "mlp_act", "head_out")
@@ -86,8 +89,8 @@ def parse_edit(spec: str) -> EditSpec:
     if not sep or kind not in KINDS:
         raise WhiteboxError(f"--edit {text}: unknown edit {kind!r}; {USAGE}")
     try:
-        if kind == "steer":
-            return _parse_steer(text, rest, last_only)
+        if kind in ("steer", "patch"):
+            return _parse_steer(text, rest, last_only, kind)
         if kind == "sae":
             return _parse_sae(text, rest, last_only)
         if kind in ("ablate", "scale"):
@@ -113,28 +116,30 @@ def parse_edit(spec: str) -> EditSpec:
         raise WhiteboxError(f"--edit {text}: {error}") from None
 
 
-def _parse_steer(text: str, rest: str, last_only: bool) -> EditSpec:
+def _parse_steer(text: str, rest: str, last_only: bool, kind: str = "steer") -> EditSpec:
     from whitebox_eval.internals.hook_points import parse_hook
 
     point_text, sep, tail = rest.partition(":")
     if not sep:
-        raise WhiteboxError(f"--edit {text}: steer needs POINT:LAYER:FILE (steer:resid:12:vector.pt*4)")
+        raise WhiteboxError(f"--edit {text}: {kind} needs POINT:LAYER:FILE ({kind}:resid:12:vector.pt)")
     hook = parse_hook(point_text)
     layer = hook.layer
     if layer is None:
         layer_text, sep, tail = tail.partition(":")
         if not sep or not layer_text.strip().isdecimal():
-            raise WhiteboxError(f"--edit {text}: steer needs POINT:LAYER:FILE, the layer a whole number "
-                                "(steer:resid:12:vector.pt), or a hook name with its layer (steer:blocks.12.hook_resid_post:v.pt)")
+            raise WhiteboxError(f"--edit {text}: {kind} needs POINT:LAYER:FILE, the layer a whole number "
+                                f"({kind}:resid:12:vector.pt), or a hook name with its layer ({kind}:blocks.12.hook_resid_post:v.pt)")
         layer = int(layer_text)
     if hook.point not in STEER_POINTS:
-        raise WhiteboxError(f"--edit {text}: cannot steer at {point_text!r} ({hook.point}); points: {', '.join(STEER_POINTS)}")
+        raise WhiteboxError(f"--edit {text}: cannot {kind} at {point_text!r} ({hook.point}); points: {', '.join(STEER_POINTS)}")
     coef = 1.0
     head, star, coef_text = tail.rpartition("*")
     if star and _is_number(coef_text):
+        if kind == "patch":
+            raise WhiteboxError(f"--edit {text}: patch sets the saved activation as it is; steer:...*COEF scales a vector")
         tail, coef = head, float(coef_text)
     path_text, _, name = tail.partition("#")
-    return EditSpec(text, "steer", layer=layer, value=coef, last_only=last_only, point=hook.point, source=tail,
+    return EditSpec(text, kind, layer=layer, value=coef, last_only=last_only, point=hook.point, source=tail,
                     vector=read_vector(path_text, name or None, text))
 
 
@@ -226,14 +231,14 @@ def build_edits(specs, n_layers: int, n_heads: int, d_ff: int, *, d_model: int |
     widths = _widths(n_heads, d_ff, d_model, head_dim)
     for spec in (s if isinstance(s, EditSpec) else parse_edit(s) for s in specs):
         positions = "last" if spec.last_only else None
-        if spec.kind == "steer":
+        if spec.kind in ("steer", "patch"):
             if spec.layer >= n_layers:
                 raise WhiteboxError(f"--edit {spec.text}: layer {spec.layer} is outside this model ({n_layers} layers, from 0)")
             want = widths.get(spec.point)
             if want is not None and spec.vector.numel() != want:
                 raise WhiteboxError(f"--edit {spec.text}: the vector has {spec.vector.numel()} values, but {spec.point} of "
                                     f"this model is {want} wide")
-            edits.append(AddVector(spec.point, spec.layer, spec.vector, spec.value, positions))
+            edits.append(AddVector(spec.point, spec.layer, spec.vector, spec.value, positions, spec.kind == "patch"))
         elif spec.kind == "sae":
             if load_sae is None:
                 raise WhiteboxError(f"--edit {spec.text}: SAE edits need an SAE loader here (whitebox_eval.sae.feature_edits)")

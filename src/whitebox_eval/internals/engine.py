@@ -1131,6 +1131,15 @@ class Engine:
         vec = plan.memo(("steer_vector", id(e.vector)),
                         lambda: plan.host(vector.cpu().to(torch.float32).reshape(shape)))
         factor = self._row_factor(plan, e.positions, e.coef, len(shape))
+        if e.replace:  # x * (1 - rows) + (coef at the rows) * vector
+            def make_keep():
+                rows = self._rows(plan, e.positions)
+                return plan.host(1.0 - rows.to(torch.float32).view(*rows.shape, *([1] * len(shape))))
+            keep = plan.memo(("keep_rows", _positions_key(e.positions), len(shape)), make_keep)
+
+            def put(v, f=factor, vec=vec, keep=keep):
+                v.mul_(keep.on(v.device)).addcmul_(f.on(v.device), vec.on(v.device))
+            return put
 
         def steer(v, f=factor, vec=vec):
             v.addcmul_(f.on(v.device), vec.on(v.device))

@@ -168,6 +168,9 @@ class AddVector:
     vector: torch.Tensor
     coef: float = 1.0
     positions: Positions = None
+    replace: bool = False
+    """Set the point to ``coef * vector`` at the positions instead of adding it (patching a saved
+    activation, ``--edit patch:``)."""
 
 
 @dataclass(frozen=True, eq=False)
