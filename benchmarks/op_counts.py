@@ -308,9 +308,41 @@ def edit_scenarios() -> dict[str, Scenario]:
                     edits = [kind(point, l, lambda x: x * 0.5) for l in range(lm.arch.n_layers)]
                     return lambda: eng.run(batch, edits=edits)
                 out[f"Replace:{point}"] = make
+        elif name == "AddVector":
+            for point in ("resid", "head_out", "mlp_act"):
+                for positions in (None, "last"):
+                    def make_edit(lm, e, b, o, l, point=point, positions=positions, kind=kind):
+                        width = {"resid": lm.arch.d_model, "mlp_act": lm.arch.d_ff}.get(point, lm.arch.n_heads * lm.arch.head_dim)
+                        return kind(point, l, torch.linspace(-1, 1, width), 0.5, positions)
+                    out[f"AddVector:{point}{'@last' if positions else ''}"] = every_layer(make_edit)
+            out["AddVector:resid+replace@last"] = every_layer(
+                lambda lm, e, b, o, l, kind=kind: kind("resid", l, torch.linspace(-1, 1, lm.arch.d_model), 1.0, "last", True))
+        elif name == "ClampFeature":
+            for activation in ("relu", "jumprelu", "topk"):
+                for positions in (None, "last"):
+                    def make_edit(lm, e, b, o, l, activation=activation, positions=positions, kind=kind):
+                        return kind("resid", l, _sae(lm.arch.d_model, activation), [1, 5, 7], value=2.0, positions=positions)
+                    out[f"ClampFeature:{activation}{'@last' if positions else ''}"] = every_layer(make_edit)
         else:
             raise KeyError(f"no op-count scenario for the engine's edit {name}: add one to benchmarks/op_counts.py")
     return out
+
+
+_SAES: dict = {}
+
+
+def _sae(d_in: int, activation: str):
+    """A random float32 SAE of 64 features reading a ``d_in``-wide point (one per shape: the engine
+    slices its weights once, as a study's passes do)."""
+    from whitebox_eval.sae.encoding import SAE
+
+    key = (d_in, activation)
+    if key not in _SAES:
+        g = torch.Generator().manual_seed(7)
+        extra = {"k": 8} if activation == "topk" else {"threshold": torch.full((64,), 0.01)} if activation == "jumprelu" else {}
+        _SAES[key] = SAE(torch.randn(d_in, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, d_in, generator=g),
+                         torch.randn(d_in, generator=g), activation=activation, **extra)
+    return _SAES[key]
 
 
 def packed_cloze(lm, eng, batch, opts, toks):

@@ -287,8 +287,7 @@ def test_generation_arguments_are_checked():
     for kwargs, match in [({"max_new_tokens": 0}, "max_new_tokens"), ({"do_sample": True, "temperature": 0.0}, "temperature"),
                           ({"do_sample": True, "top_p": 0.0}, "top_p"), ({"do_sample": True, "seeds": [1]}, "one seed per prompt"),
                           ({"do_sample": True, "generator": [torch.Generator()]}, "for one stream per prompt give seeds"),
-                          ({"seeds": [1, 2, 3]}, "need do_sample"), ({"n_samples": 0}, "n_samples"),
-                          ({"n_samples": 2, "edits": [MaskNeurons(0, [1])]}, "take no edits")]:
+                          ({"seeds": [1, 2, 3]}, "need do_sample"), ({"n_samples": 0}, "n_samples")]:
         with pytest.raises(WhiteboxError, match=match):
             generate(engine, PROMPTS, **{"max_new_tokens": 2, **kwargs})
     with pytest.raises(WhiteboxError, match="empty prompt"):

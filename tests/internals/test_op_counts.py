@@ -138,5 +138,5 @@ def test_the_registry_is_the_engines():
     reg = engine.registry()
     assert set(reg["captures"]) == set(requests.CAPTURE_POINTS) == set(engine.SITES) | set(engine.ATTENTION_POINTS)
     names = {k.__name__ for k in reg["edits"]}
-    assert names == {"ScaleHeads", "MaskNeurons", "EditAttention", "Patch", "Replace"}
+    assert names == {"ScaleHeads", "MaskNeurons", "EditAttention", "Patch", "Replace", "AddVector", "ClampFeature"}
     assert {e.split(":")[0].split("@")[0] for e in EDITS} == names  # every edit kind has its count

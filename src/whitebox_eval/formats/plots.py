@@ -45,7 +45,7 @@ def plot_alignment(
 def plot_alignment_vs_mcq(rows: Sequence[Mapping], path: str | Path,
                           title: str = "Alignment error vs MCQ performance") -> Path:
     """004 Fig. 6: one point per run (model), MCQ P(correct) vs expected alignment error,
-    each with its 95% interval; ``rows`` as :func:`whitebox_eval.formats.study.compare_runs` gives them."""
+    each with its 95% interval; ``rows`` as :func:`whitebox_eval.formats.over_runs.compare_runs` gives them."""
     if not rows:
         raise WhiteboxError("need at least one run to plot")
     fig = Figure(figsize=(5, 4))

@@ -85,9 +85,13 @@ class FormatsConfig:
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of mcq=PATH (config.yaml: task_spec.fields)
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
     save_activations: tuple[str, ...] = ()  # --save-activations SPEC (formats/activations.py)
+    edits: tuple[str, ...] = ()  # --edit SPEC: the MCQ pass and every free generation run under these
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, TASKS, FORMATS_USAGE, fields=self.fields)
         self.save_activations = tuple(s.text for s in parse_activations(self.save_activations))  # one line, here
         self.task = str(self._spec)
@@ -99,7 +103,7 @@ class FormatsConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "formats", task_spec=self.spec.to_config())
-        for key in ("fields", "lm_eval_data", "top_p", "top_k", "save_activations"):  # recorded only when given, so earlier runs resume as before
+        for key in ("fields", "lm_eval_data", "top_p", "top_k", "save_activations", "edits"):  # recorded only when given, so earlier runs resume as before
             if not d[key]:
                 del d[key]
         return d
@@ -260,21 +264,22 @@ def score_free(texts: list[str], answer, answer_type: str, extract: str = "paper
     return fraction_correct(texts, answer, answer_type, extract=extract, truncate_gold=answer_type == "text")
 
 
-def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None, saver=None) -> dict:
+def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None, saver=None, edits=()) -> dict:
     """P(gold letter) raw and renormalised over the letters, the letters' mass, argmax letter.
 
     ``prefixes`` (a :class:`~whitebox_eval.internals.prefixes.PrefixCache`): the
-    demonstrations' key/values, computed once for every question."""
+    demonstrations' key/values, computed once for every question (none under ``edits``: an edit
+    covers the whole prompt, demonstrations included)."""
     import torch
 
     from whitebox_eval.internals import batch_from_ids
     from whitebox_eval.tasks.prompt_tokens import tokenize_prompt
 
     t = tokenize_prompt(engine.tokenizer, render_prompt(item, fmt="mcq_plain", demos=demos), "eol")
-    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None else None
+    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None and not edits else None
     skip = prefix.length if prefix is not None else 0
     trace = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), saver.captures(t) if saver else (),
-                       prefix=prefix)
+                       edits=edits, prefix=prefix)
     if saver is not None:  # --save-activations (formats/activations.py)
         saver.prompt(item.id, t, trace, prefix)
     logits = trace.logits[0].double().cpu()
@@ -290,9 +295,12 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     from whitebox_eval.internals import Engine
     from whitebox_eval.internals.prefixes import PrefixCache
 
+    from whitebox_eval.sae.feature_edits import user_edits
+
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     check_saved(cfg, loaded)
+    edits = user_edits(cfg.edits, loaded, no_last="formats generates free answers")  # one line, before the folder
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
@@ -307,13 +315,13 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     def score(chunk: list[int]):
         records = []
         for it in (data.items[i] for i in chunk):
-            mcq = mcq_probabilities(engine, it, data.demos, prefixes, saver)
+            mcq = mcq_probabilities(engine, it, data.demos, prefixes, saver, edits)
             answer = answer_of(it, data.answer_type)
             prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
             gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                                      seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k,
-                                     **(saver.on_generation(it.id, f) if saver else {}))
+                                     edits=edits, engine=engine, **(saver.on_generation(it.id, f) if saver else {}))
                     for f in FREE_FORMATS}
             records.append({
                 "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,
@@ -415,46 +423,4 @@ def _extraction_table(samples: list[dict], rules, extract_number) -> dict:
             row[f"disagree_with_paper,{f}"] = differ / total if total else None
             row["n_generations"] = total
         out[rule] = row
-    return out
-
-
-# --------------------------------------------------------------------------- Fig. 6
-
-
-def compare_runs(run_dirs: list[str | Path]) -> dict:
-    """Alignment error vs MCQ P(correct) across formats runs of one task (004 Fig. 6).
-
-    One row per run (model, n, ``p_correct,renorm``, ``p_correct,free`` (Fig. 7) and
-    ``alignment_error,mcq~free`` with their intervals) and the Pearson r across runs (undefined below 3 runs or
-    without variance, with the reason). Refuses runs of different tasks or shot counts.
-    """
-    from whitebox_eval.formats.metrics import correlation_or_reason
-
-    rows = []
-    for d in run_dirs:
-        folder = RunFolder.open(d)
-        if folder.config.get("suite") != "formats":
-            raise WhiteboxError(f"{d} is not a formats run (suite {folder.config.get('suite')!r})")
-        try:
-            res = folder.load_results()
-        except (FileNotFoundError, WhiteboxError) as e:
-            raise WhiteboxError(f"{d} has no results.json yet; finish it with --resume") from e
-        if "p_correct,renorm" not in res:
-            raise WhiteboxError(f"{d} was written by an older formats study; rerun it")
-        rows.append({"run": str(folder.path), "model": folder.config.get("model"), "task": folder.config.get("task"),
-                     "shots": folder.config.get("shots", 0), "n": res["n_items"],
-                     **{k: res[k] for k in ("p_correct,renorm", "p_correct_ci,renorm", "p_correct,free",
-                                            "p_correct_ci,free", "alignment_error,mcq~free",
-                                            "alignment_error_ci,mcq~free")}})
-    for key in ("task", "shots"):
-        values = sorted({str(r[key]) for r in rows})
-        if len(values) > 1:
-            raise WhiteboxError(f"the runs differ in {key} ({', '.join(values)}); Fig. 6 compares models on one task and shot count")
-    out: dict = {"runs": rows, "n_runs": len(rows)}
-    if len(rows) < 3:
-        out["pearson"], out["pearson_reason"] = None, f"needs >= 3 runs (got {len(rows)})"
-    else:
-        x = [r["p_correct,renorm"] for r in rows]
-        y = [r["alignment_error,mcq~free"] for r in rows]
-        out["pearson"], out["pearson_reason"] = correlation_or_reason(x, y, ("MCQ P(correct)", "alignment error"))
     return out

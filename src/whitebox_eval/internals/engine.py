@@ -31,6 +31,8 @@ iterates it, so a point added later is held to the same budget).
 
 from __future__ import annotations
 
+import copy
+import math
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,12 +43,14 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import attention as attn_impl
 from whitebox_eval.internals.batching import Batch, Positions, make_batch
-from whitebox_eval.internals.hook_points import capture_alias, patch_alias
+from whitebox_eval.internals.hook_points import capture_alias, patch_alias, point_width
 from whitebox_eval.internals.requests import (
     ATTENTION_MODES,
     CAPTURE_POINTS,
     PATCH_POINTS,
+    AddVector,
     Capture,
+    ClampFeature,
     Edit,
     EditAttention,
     MaskNeurons,
@@ -163,7 +167,7 @@ point is one entry here (and its name in ``requests.CAPTURE_POINTS``)."""
 ATTENTION_POINTS = ("q_rot", "k_rot", "attn", "attn_full", "attn_mean")
 """Capture points read inside the registered attention function (post-RoPE q/k, probabilities)."""
 
-EDIT_KINDS = (ScaleHeads, MaskNeurons, EditAttention, Patch, Replace)
+EDIT_KINDS = (ScaleHeads, MaskNeurons, EditAttention, Patch, Replace, AddVector, ClampFeature)
 
 if set(SITES) | set(ATTENTION_POINTS) != set(CAPTURE_POINTS):  # pragma: no cover - a registry out of step
     raise ImportError("the engine's SITES and ATTENTION_POINTS must serve exactly requests.CAPTURE_POINTS")
@@ -685,6 +689,19 @@ class Engine:
             if getattr(module, "layer_idx", None) != layer:
                 module.layer_idx = layer
             module._whitebox_plan = None
+        self._sae_cache: dict[tuple, dict] = {}  # SAE weights sliced for feature edits (_sae_slices)
+        self.standing: tuple = ()  # edits every pass runs under (:meth:`under`)
+
+    def under(self, edits: Iterable[Edit]) -> "Engine":
+        """This engine with ``edits`` added to every pass (a study's ``--edit``): a shallow copy sharing
+        the model; ``self`` when there are none. Its passes take no cached prefix (the prefix would
+        stay unedited): a study under edits computes whole prompts."""
+        edits = tuple(edits)
+        if not edits:
+            return self
+        other = copy.copy(self)
+        other.standing = (*self.standing, *edits)
+        return other
 
     @property
     def output_device(self) -> torch.device:
@@ -765,7 +782,10 @@ class Engine:
         SAE training reads the residual leaving it); captures and edits must lie at or
         below it, and there are no logits (pass ``logits=False``).
         """
-        captures, edits = list(captures), list(edits)
+        captures, edits = list(captures), [*self.standing, *edits]
+        if self.standing and prefix is not None:
+            raise WhiteboxError("a study under --edit computes whole prompts: its passes take no cached prefix "
+                                "(the prefix would stay unedited)")
         past = 0
         if cache is not None:
             if prefix is not None:
@@ -1018,6 +1038,12 @@ class Engine:
             if e.point not in PATCH_POINTS:
                 raise WhiteboxError(f"cannot replace {e.point!r}; replaceable points: {', '.join(PATCH_POINTS)}")
             self._site(plan, e.point, layer).writes.append(self._replacement(plan, e))
+        elif isinstance(e, AddVector):
+            e = patch_alias(e, self.arch)
+            self._site(plan, e.point, layer).writes.append(self._steering(plan, e))
+        elif isinstance(e, ClampFeature):
+            e = patch_alias(e, self.arch)
+            self._site(plan, e.point, layer).writes.append(self._feature_clamp(plan, e, layer))
         else:
             raise WhiteboxError(f"unknown edit {e!r}")
 
@@ -1077,6 +1103,131 @@ class Engine:
             v.copy_(torch.where(real, y.gather(1, back), v))
 
         return replace
+
+    def _trailing(self, point: str) -> tuple[int, ...]:
+        """One token's shape at ``point``'s canonical view ([n heads, head_dim] for per-head points)."""
+        arch = self.arch
+        heads = {"q_proj": arch.n_heads, "q": arch.n_heads, "head_out": arch.n_heads,
+                 "k_proj": arch.n_kv_heads, "k": arch.n_kv_heads, "v": arch.n_kv_heads}
+        return (heads[point], arch.head_dim) if point in heads else (point_width(self.arch, point),)
+
+    def _row_factor(self, plan: _Plan, positions: Positions, coef: float, dims: int) -> _Host:
+        """[B, S - past, 1...] float32 on the host: ``coef`` at the rows an edit applies to, 0 elsewhere
+        (``dims`` trailing ones); once per pass, positions and coefficient."""
+        def make():
+            rows = self._rows(plan, positions).to(torch.float32) * float(coef)
+            return plan.host(rows.view(*rows.shape, *([1] * dims)))
+        return plan.memo(("row_factor", _positions_key(positions), float(coef), dims), make)
+
+    def _steering(self, plan: _Plan, e: AddVector):
+        """The write of an :class:`AddVector`: one ``addcmul_`` (x + (coef at the rows) * vector)."""
+        if e.point not in PATCH_POINTS:
+            raise WhiteboxError(f"cannot add a vector at {e.point!r}; points: {', '.join(PATCH_POINTS)}")
+        shape = self._trailing(e.point)
+        vector = torch.as_tensor(e.vector).detach()
+        if vector.numel() != math.prod(shape) or (vector.dim() != 1 and tuple(vector.shape) != shape):
+            raise WhiteboxError(f"a steering vector at {e.point} of this model has {math.prod(shape)} values "
+                                f"({' x '.join(map(str, shape))}); got shape {tuple(vector.shape)}")
+        vec = plan.memo(("steer_vector", id(e.vector)),
+                        lambda: plan.host(vector.cpu().to(torch.float32).reshape(shape)))
+        factor = self._row_factor(plan, e.positions, e.coef, len(shape))
+        if e.replace:  # x * (1 - rows) + (coef at the rows) * vector
+            def make_keep():
+                rows = self._rows(plan, e.positions)
+                return plan.host(1.0 - rows.to(torch.float32).view(*rows.shape, *([1] * len(shape))))
+            keep = plan.memo(("keep_rows", _positions_key(e.positions), len(shape)), make_keep)
+
+            def put(v, f=factor, vec=vec, keep=keep):
+                v.mul_(keep.on(v.device)).addcmul_(f.on(v.device), vec.on(v.device))
+            return put
+
+        def steer(v, f=factor, vec=vec):
+            v.addcmul_(f.on(v.device), vec.on(v.device))
+        return steer
+
+    def _feature_clamp(self, plan: _Plan, e: ClampFeature, layer: int):
+        """The write of a :class:`ClampFeature`: the chosen features encoded (ReLU / JumpReLU: only
+        their encoder columns; TopK: the whole encoding, which decides who is in the top k), the
+        change ``f' - f`` at the edited rows, and ``x += (f' - f) W_dec[features]``, in the SAE's
+        float32. The weights are sliced once per engine, SAE, features and device."""
+        if e.point not in PATCH_POINTS:
+            raise WhiteboxError(f"cannot edit SAE features at {e.point!r}; points: {', '.join(PATCH_POINTS)}")
+        sae = e.sae
+        width = math.prod(self._trailing(e.point))
+        if int(sae.w_enc.shape[0]) != width:
+            raise WhiteboxError(f"the SAE reads {int(sae.w_enc.shape[0])} values per token, but {e.point} of layer "
+                                f"{layer} is {width} wide: an SAE of another model or hook")
+        d_sae = int(sae.w_enc.shape[1])
+        feats = tuple(int(f) for f in e.features)
+        if not feats or min(feats) < 0 or max(feats) >= d_sae:
+            raise WhiteboxError(f"SAE feature out of range: this SAE has {d_sae} features (0..{d_sae - 1}); got {list(feats)}")
+        if (e.value is None) == (e.scale is None):
+            raise WhiteboxError("an SAE feature edit takes exactly one of value= (clamp) or scale=")
+        device = next(self.arch.blocks[layer].parameters()).device
+        w = self._sae_slices(sae, feats, device)
+        value, scale = e.value, e.scale
+        # the change f' - f is value - f (clamp) or (scale - 1) f; rows outside the edit add nothing
+        base = plan.memo(("scalar_host", float(value if value is not None else 0.0)),
+                         lambda: plan.host(torch.tensor(float(value if value is not None else 0.0))))
+        times = -1.0 if value is not None else float(scale) - 1.0
+        rows = None if e.positions is None else plan.memo(
+            ("clamp_rows", _positions_key(e.positions)),
+            lambda: plan.host(self._rows(plan, e.positions).to(torch.float32).reshape(-1, 1)))
+
+        def clamp(v, w=w, rows=rows):
+            x = v.reshape(-1, width)  # a view of the clone the hook writes to
+            xf = x if x.dtype == torch.float32 else x.float()
+            if w["k"] is not None:  # TopK: in the top k when at least the k-th largest pre-activation
+                full = torch.addmm(w["b_all"], xf, w["W_all"])  # with k zero columns: the k-th is max(k-th, 0)
+                kth = full.kthvalue(w["d_sae"] + 1, dim=-1, keepdim=True).values
+                pre = full.index_select(-1, w["index"])
+                change = torch.addcmul(base.on(v.device), pre, pre >= kth, value=times)  # f = pre * [pre >= kth]
+            else:
+                pre = torch.addmm(w["b"], xf, w["W"])
+                if w["threshold"] is not None:  # JumpReLU: relu(pre) * [pre > t] = pre * [pre > max(t, 0)]
+                    change = torch.addcmul(base.on(v.device), pre, pre > w["threshold"], value=times)
+                else:
+                    f = torch.relu(pre)
+                    change = (value - f) if value is not None else f * times
+            delta = change.mm(w["W_dec"])
+            if x.data_ptr() != v.data_ptr() or not (x.is_contiguous() and v.is_contiguous()):
+                x, delta = v, delta.view(v.shape)
+            if rows is None:
+                x.add_(delta)
+            else:
+                x.addcmul_(delta, rows.on(v.device) if x is not v else rows.on(v.device).view(*v.shape[:2], *([1] * (v.dim() - 2))))
+        return clamp
+
+    def _sae_slices(self, sae, feats: tuple[int, ...], device) -> dict:
+        """The SAE's weights for these features on ``device`` in float32 (kept on the engine: a study's
+        passes slice them once)."""
+        key = (id(sae), feats, _dev(device))
+        got = self._sae_cache.get(key)
+        if got is not None and got["of"] is sae:
+            return got
+        with torch.no_grad():
+            s = float(sae.norm_scaling_factor) if getattr(sae, "norm_scaling_factor", None) is not None else 1.0
+            activation = getattr(sae, "activation", "relu")
+
+            def folded(w_enc, b_enc):  # (s x - b_dec) W + b_enc = x (s W) + (b_enc - b_dec W)
+                w_enc, b = w_enc.float(), b_enc.float()
+                if getattr(sae, "apply_b_dec_to_input", True):
+                    b = b - sae.b_dec.float() @ w_enc
+                return (w_enc * s).to(device), b.to(device)
+
+            idx = torch.as_tensor(feats, dtype=torch.long, device=sae.w_enc.device)
+            W, b = folded(sae.w_enc.index_select(1, idx), sae.b_enc.index_select(0, idx))
+            threshold = getattr(sae, "threshold", None)
+            got = {"of": sae, "W": W, "b": b, "index": idx.to(device), "k": None, "d_sae": int(sae.w_enc.shape[1]),
+                   "threshold": None if threshold is None or activation != "jumprelu"
+                   else threshold.float().index_select(0, idx).clamp(min=0).to(device),
+                   "W_dec": (sae.w_dec.float().index_select(0, idx) / s).to(device)}
+            if activation == "topk":
+                got["k"] = int(sae.k)
+                zeros = sae.w_enc.new_zeros(sae.w_enc.shape[0], int(sae.k))
+                got["W_all"], got["b_all"] = folded(torch.cat([sae.w_enc, zeros], 1), torch.cat([sae.b_enc, zeros[0]]))
+        self._sae_cache[key] = got
+        return got
 
     def _attention_edit(self, plan: _Plan, e: EditAttention) -> _AttnEdit:
         chosen = sorted({int(h) for h in e.heads})

@@ -105,8 +105,8 @@ def generate(
       the batch (004 sec. 2.4's free generation, :mod:`whitebox_eval.formats.generation`).
 
     ``n_samples`` continuations per prompt come from one prefill: the prompts' pass runs
-    once and its key/value cache is repeated to ``n_samples`` rows per prompt (no edits
-    then). The result is flat, prompt-major: prompt ``i``'s sample ``s`` is row
+    once and its key/value cache is repeated to ``n_samples`` rows per prompt (under edits
+    each sample is a row of its own from the first pass: the same draws). The result is flat, prompt-major: prompt ``i``'s sample ``s`` is row
     ``i * n_samples + s``. A row stops at a token in ``stop_ids`` (default: the model's
     :attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`) or once its decoded
     continuation contains one of ``stop_strings``.
@@ -121,8 +121,9 @@ def generate(
         raise WhiteboxError("generation needs at least one prompt and no empty prompt")
     if n_samples < 1:
         raise WhiteboxError(f"n_samples must be >= 1, got {n_samples}")
-    if n_samples > 1 and (callable(edits) or list(edits)):
-        raise WhiteboxError("several samples from one prefill take no edits; repeat the prompts to sample under edits")
+    # under edits every sample is its own row from the start (the same draws, row i * n_samples + s):
+    # one shared prefill would leave the repeated rows' cache as the prefill computed it
+    shared_prefill = use_cache and not (callable(edits) or list(edits))
     tok, loaded = engine.tokenizer, engine.loaded
     stop_set = set(loaded.stop_ids) if stop_ids is None else {int(t) for t in stop_ids}
     stop_strings = [s for s in stop_strings if s]
@@ -132,7 +133,7 @@ def generate(
     pad = loaded.pad_id
     rows = [list(p) for p in prompts for _ in range(n_samples)]
     # with the cache the prompts are computed once, then repeated; without it every row is re-run
-    batch = batch_from_ids([list(p) for p in prompts] if use_cache else rows, pad_id=pad).to(loaded.device)
+    batch = batch_from_ids([list(p) for p in prompts] if shared_prefill else rows, pad_id=pad).to(loaded.device)
     cache = engine.new_cache() if use_cache else None
     guard = _CacheGuard() if use_cache else None
     out = [Generated([], None) for _ in rows]

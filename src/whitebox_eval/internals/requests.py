@@ -156,7 +156,42 @@ class Replace:
     fn: Callable[[torch.Tensor], torch.Tensor]
 
 
-Edit = ScaleHeads | MaskNeurons | EditAttention | Patch | Replace
+@dataclass(frozen=True, eq=False)
+class AddVector:
+    """Add ``coef * vector`` to ``point`` of ``layer`` at ``positions`` (None = every position):
+    steering. ``vector`` holds one token's values at the point (``[width]``, per-head points
+    concatenated over the heads, or already ``[heads, head_dim]``); ``coef = 0`` leaves the pass
+    bit-identical. The point may be a hook name (``blocks.12.hook_resid_post``)."""
+
+    point: str
+    layer: int
+    vector: torch.Tensor
+    coef: float = 1.0
+    positions: Positions = None
+    replace: bool = False
+    """Set the point to ``coef * vector`` at the positions instead of adding it (patching a saved
+    activation, ``--edit patch:``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ClampFeature:
+    """Clamp (``value``) or scale (``scale``) SAE features at ``point`` of ``layer``: with
+    ``f = sae.encode(x)`` and ``f'`` that ``f`` with ``features`` set to ``value`` (or times
+    ``scale``), ``x`` becomes ``x + decode(f') - decode(f)``: the reconstruction changes, the SAE's
+    error term is added back, so an unchanged feature leaves ``x`` exactly as it was (the
+    difference ``(f' - f) W_dec`` is zero). ``sae`` is a :class:`whitebox_eval.sae.encoding.SAE`
+    (any object with its fields) reading that point."""
+
+    point: str
+    layer: int
+    sae: object
+    features: Sequence[int]
+    value: float | None = None
+    scale: float | None = None
+    positions: Positions = None
+
+
+Edit = ScaleHeads | MaskNeurons | EditAttention | Patch | Replace | AddVector | ClampFeature
 
 
 def cells_from_pairs(batch_size: int, seq_len: int, pairs: Sequence[Sequence[tuple[int, int]]]) -> torch.Tensor:

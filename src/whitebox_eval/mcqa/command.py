@@ -8,8 +8,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    LIMIT, batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
-    resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option, task_option)
+    LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
+    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
+    task_option)
 from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -59,10 +60,7 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
-@click.option("--edit", "edits", multiple=True, metavar="SPEC",
-              help="run every pass under this edit (repeatable): ablate:14.0,L17H1 (zero heads), scale:14.0=0.5, "
-                   "neurons:5:10,20[=VALUE] (MLP neurons); @last after a spec edits the last position only; compare "
-                   "with the unedited run: whitebox-eval compare RUN_A RUN_B")
+@edit_option()
 @save_activations_option("last (the prompt's last token), options (each option's label token), all (every prompt token)")
 @gen_kwargs_option({}, none="mcqa scores the options from the model's next-token logits and attention; it "
                             "generates nothing")

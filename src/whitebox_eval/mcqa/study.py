@@ -35,7 +35,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
-from whitebox_eval.internals.edit_specs import build_edits
+from whitebox_eval.sae import feature_edits
 from whitebox_eval.internals.packing import packed_length
 from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
@@ -48,7 +48,6 @@ from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
 from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.models.config_sizes import config_sizes
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.lm_eval_format import sample_fields
@@ -102,8 +101,7 @@ class _Study:
                  show_progress: bool | None, world: World = World()):
         self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
         self.engine = Engine(loaded)
-        arch = loaded.arch
-        self.user_edits = build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)  # --edit: every pass
+        self.user_edits = feature_edits.user_edits(cfg.edits, loaded)  # --edit: every pass
         self.world = world
         self.show_progress = show_progress if world.main else False
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
@@ -399,12 +397,7 @@ def check_edits(cfg: MCQAConfig, loaded: LoadedModel | None) -> None:
         return
     if "cloze" in cfg.methods:
         raise WhiteboxError("--edit: the cloze method does not run under edits yet; leave cloze out of --methods")
-    if loaded is not None:
-        arch = loaded.arch
-        build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)
-    else:
-        sizes = config_sizes(cfg.model)
-        build_edits(cfg.edits, sizes.n_layers, sizes.n_heads, sizes.d_ff)
+    feature_edits.check_edits(cfg.edits, loaded, cfg.model)
 
 
 def check_prompt(cfg: MCQAConfig) -> None:

@@ -11,9 +11,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    LIMIT, batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
-    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
-    task_option)
+    LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
+    log_samples_option, model_load_options, resolved_batch_size, resolved_dtype, run_folder_options,
+    save_activations_option, shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -51,6 +51,7 @@ def _study_options(f):
                           "Gemma Scope, Llama Scope layouts, or an SAE study's run folder), hf:ORG/REPO/PATH[@REV] or "
                           "saelens:RELEASE/SAE_ID; the hook and layer are read from the files or names (HOOK e.g. "
                           "blocks.5.hook_mlp_out)"),
+        edit_option("the responses and every scoring pass run under the edits (the key/value cache kept; no @last)"),
         shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
                      type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
@@ -115,6 +116,7 @@ def _config(model: str, task, kw: dict):
         lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
         allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
         on_bad_row=kw["on_bad_row"], save_activations=tuple(kw.get("save_activations", ())),
+        edits=tuple(kw.get("edits") or ()),
     )
 
 
@@ -417,7 +419,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     import numpy as np
 
     from whitebox_eval.mui.statistics import jackknife_mui
-    from whitebox_eval.mui.study import load_key_sets
+    from whitebox_eval.mui.finished import load_key_sets
     from whitebox_eval.runs import RunFolder
     from whitebox_eval.runs.estimates import format_estimate
 

@@ -63,9 +63,15 @@ class SpanConfig:
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
+    edits: tuple[str, ...] = ()
+    """--edit SPEC: every evaluation pass (teacher-forced, generation, reinforcement) runs under these;
+    fine-tuning trains the model as it is."""
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         if isinstance(self.finetune, dict):  # from a paper's YAML or config.yaml: App. E's fields by name
             known = {f.name for f in dataclasses.fields(FinetuneConfig)}
             unknown = sorted(set(self.finetune) - known)
@@ -75,7 +81,10 @@ class SpanConfig:
             self.finetune = FinetuneConfig(**{k: tuple(v) if k == "betas" else v for k, v in self.finetune.items()})
 
     def to_dict(self) -> dict:
-        return config_dict(self, "span")
+        d = config_dict(self, "span")
+        if not self.edits:  # recorded only when given, so earlier runs resume as before
+            del d["edits"]
+        return d
 
     @property
     def n_per_split(self) -> int:
