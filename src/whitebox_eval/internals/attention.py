@@ -40,8 +40,9 @@ def additive_mask(mask: torch.Tensor | None, q_len: int, k_len: int, device, row
         keep = torch.arange(k_len, device=device) <= (query + (k_len - q_len)).unsqueeze(-1)
         keep = keep[None, None] if rows is None else keep[:, None]
     else:
+        mask = mask.to(device)  # a layer's mask may sit on another device than the rows' (a model split over devices)
         if rows is not None:
-            rows = rows.to(mask.device)
+            rows = rows.to(device)
             full = mask.expand(rows.shape[0], -1, -1, -1)
             mask = full.gather(2, rows[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[3]))
         if mask.dtype != torch.bool:

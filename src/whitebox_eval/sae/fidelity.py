@@ -55,8 +55,15 @@ def _spliced(lm, batch, layer: int, point: str, replace):
     arch = lm.arch
     if point in ("resid", "resid_pre"):
         edits = [Replace("resid", hooked_block(layer, point), replace)]
-    elif point in ("mlp_out", "attn_out", "head_out", "mlp_act"):
+    elif point in ("mlp_out", "attn_out", "mlp_act"):
         edits = [Replace(point, layer, replace)]
+    elif point == "head_out":  # the engine's view is [.., heads, head_dim]; the SAE reads o_proj's input [.., heads * head_dim]
+        def flat(h):
+            x = h.flatten(-2)
+            new = replace(x)
+            return h if new is x else new.unflatten(-1, h.shape[-2:])
+
+        edits = [Replace(point, layer, flat)]
     elif point == "resid_mid":  # resid_mid = resid_pre + attn_out: replacing it is replacing attn_out by r - resid_pre
         if arch.parallel_residual:
             raise WhiteboxError(f"{arch.family.name} has no residual between attention and MLP (parallel residual)")
