@@ -12,7 +12,12 @@ demonstrations drawn per item by lm-eval's sampler, batch size 8 everywhere):
 Arms, each a fresh process per setting, the model loaded before the clock starts:
 
 - ``new``: this checkout's ``src``;
-- ``before``: commit ``c700e6d``'s ``src`` (``git archive`` into a temporary folder), the same call;
+- ``before``: commit ``c700e6d``'s ``src`` (``git archive`` into a temporary folder; ``--before-src``:
+  any checkout's ``src``), the same call;
+- ``kv``: this checkout's study with the packed pass swapped for Hugging Face forwarding each
+  context once with a key/value cache, then the item's continuations batched on that cache
+  (:func:`kv_logprobs`): each context computed once with causal attention and no mask, the
+  limit the packed pass is measured against (``new / kv`` wall time);
 - ``lm-eval``: lm-eval 0.4.13's own HF backend, ``simple_evaluate`` (``log_samples`` on, to
   compare items) on the same documents, offline as ``benchmarks/lm_eval_fixtures.py`` runs it
   (``--lm-eval-python``: the Python that has lm-eval; default this one, the ``[lm-eval]`` extra).
@@ -82,9 +87,49 @@ def _clock():
 
 # ------------------------------------------------------------------ workers (one arm, one setting)
 
-def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m") -> dict:
-    """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH)."""
+def kv_logprobs(engine, groups, prefix=None):
+    """lm-eval's loglikelihoods with each distinct context forwarded once through Hugging Face with a
+    key/value cache (no mask: causal attention), then the continuations that share it in one batch
+    on the repeated cache (right-padded): the KV-cache limit of the cloze pass."""
+    import numpy as np
+    import torch
+    from transformers import DynamicCache
+
+    model = engine.model
+    out = []
+    with torch.no_grad():
+        for group in groups:
+            by_context: dict[tuple, list[int]] = {}
+            for r, (c, _) in enumerate(group):
+                by_context.setdefault(tuple(c), []).append(r)
+            ll = [0.0] * len(group)
+            for c, rows in by_context.items():
+                xs = [group[r][1] for r in rows]
+                cache = DynamicCache()
+                if len(c) > 1:
+                    model.base_model(input_ids=torch.tensor([list(c[:-1])]), past_key_values=cache, use_cache=True)
+                n, w, past = len(xs), max(len(x) for x in xs), len(c) - 1
+                ids = torch.tensor([[c[-1]] + x[:-1] + [0] * (w - len(x)) for x in xs])
+                mask = torch.tensor([[1] * (past + len(x)) + [0] * (w - len(x)) for x in xs])
+                if past:
+                    cache.batch_repeat_interleave(n)
+                logits = model(input_ids=ids, attention_mask=mask, past_key_values=cache if past else None,
+                               use_cache=bool(past)).logits
+                lp = torch.log_softmax(logits.float(), -1)
+                for i, (r, x) in enumerate(zip(rows, xs)):
+                    ll[r] = float(lp[i, torch.arange(len(x)), torch.tensor(x)].sum())
+            out += ll
+    return np.array(out)
+
+
+def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m", kv: bool = False) -> dict:
+    """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH); ``kv``: its packed pass
+    swapped for :func:`kv_logprobs`."""
+    from whitebox_eval.mcqa import study as mcqa_study
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
+
+    if kv:
+        mcqa_study.continuation_logprobs = kv_logprobs
     from whitebox_eval.models import load_model
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -160,7 +205,8 @@ def lm_eval_arm(setting: str, shared: Path, tmp: Path) -> dict:
 
 def worker(arm: str, setting: str, shared: Path, out: Path, model: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        result = lm_eval_arm(setting, shared, Path(tmp)) if arm == "lm-eval" else ours(setting, shared, Path(tmp), model)
+        result = lm_eval_arm(setting, shared, Path(tmp)) if arm == "lm-eval" else \
+            ours(setting, shared, Path(tmp), model, kv=arm == "kv")
     out.write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -186,7 +232,7 @@ def needed_of(items: list[dict], model: str = "smollm2-135m") -> int:
 
 def run_arm(arm: str, setting: str, args, before_src: Path) -> dict:
     env = dict(os.environ)
-    src = before_src if arm == "before" else REPO / "src"
+    src = (args.before_src or before_src) if arm == "before" else REPO / "src"
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     python = args.lm_eval_python if arm == "lm-eval" else sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -236,15 +282,17 @@ def compare(arms: dict[str, dict]) -> dict:
 def report(rows: dict, args, started: str) -> str:
     lines = ["# Each context computed once: k-shot cloze, tokens and time", "",
              f"Command: `python benchmarks/cloze_context.py {' '.join(sys.argv[1:])}` ({started}; SmolLM2-135M "
-             f"float32, {os.cpu_count()} CPU cores, batch size {BATCH} in every arm; `before` = commit {BEFORE}).", "",
+             f"float32, {os.cpu_count()} CPU cores, batch size {BATCH} in every arm; `before` = {args.before_src or 'commit ' + BEFORE}).", "",
              "| setting | arm | computed tokens | needed | computed / needed | wall s | cpu s | wall: before / arm, "
-             "lm-eval / arm | acc / acc_norm | items differing from lm-eval (acc, acc_norm) | max abs Δ loglik vs lm-eval |",
+             "lm-eval / arm (arm / kv) | acc / acc_norm | items differing from lm-eval (acc, acc_norm) | max abs Δ loglik vs lm-eval |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for setting, r in rows.items():
         for rnd, arms in enumerate(r["rounds"]):
             for arm, a in arms.items():
                 ratios = " / ".join(f"{arms[o]['seconds'] / a['seconds']:.2f}" if o in arms and o != arm else "-"
                                     for o in ("before", "lm-eval"))
+                if "kv" in arms and arm != "kv":
+                    ratios += f" / {a['seconds'] / arms['kv']['seconds']:.2f}x kv"
                 c = r["agreement"][rnd].get(arm, {})
                 if arm == "lm-eval":
                     agg = a["aggregate"]
@@ -269,7 +317,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", type=Path, default=REPO.parent / "shared" / "datasets")
     ap.add_argument("--only", default=None, help="comma list of " + ", ".join(SETTINGS))
-    ap.add_argument("--arms", default="before,new,lm-eval")
+    ap.add_argument("--arms", default="before,new,lm-eval", help="comma list of before, new, kv, lm-eval")
+    ap.add_argument("--before-src", type=Path, default=None,
+                    help="the before arm's src folder (default: commit %s's, from git archive)" % BEFORE)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--lm-eval-python", default=sys.executable)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cloze_context.md")
@@ -290,7 +340,7 @@ def main() -> None:
     rows: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         before_src = Path(tmp) / "before"
-        if "before" in arms:  # today's code, untouched: the commit's src tree
+        if "before" in arms and args.before_src is None:  # today's code, untouched: the commit's src tree
             before_src.mkdir()
             archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE, "src"], check=True, capture_output=True)
             subprocess.run(["tar", "-x", "-C", str(before_src)], input=archive.stdout, check=True)

@@ -2,7 +2,7 @@
 
 Measured in one run, on the same token chunks:
 1. residual collection, tokens/s: the forward stopped after the hooked block
-   (:func:`whitebox_eval.internals.truncated.block_output`, what ``train-sae`` uses) vs a full
+   (:func:`whitebox_eval.sae.training.block_output`: ``Engine.run(..., stop_after=layer)``, what ``train-sae`` uses) vs a full
    forward returning every hidden state (``output_hidden_states=True``), alternating batch by
    batch so both see the same machine load; the ratio is the speed-up;
 2. TopK SAE training steps/s (:func:`whitebox_eval.sae.training.train_topk_sae`) at the given size.
@@ -39,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from whitebox_eval.internals.truncated import block_output
+    from whitebox_eval.sae.training import block_output
     from whitebox_eval.models import load_model
     from whitebox_eval.sae.training import train_topk_sae
     from whitebox_eval.sae.text import chunk_text

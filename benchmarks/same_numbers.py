@@ -158,6 +158,61 @@ def _diff(a, b, path="") -> list[str]:
     return [] if a == b else [f"{path}: {json.dumps(a)[:120]} -> {json.dumps(b)[:120]}"]
 
 
+def _float_gaps(a, b, path: str, gaps: dict[str, list[float]], other: list[str]) -> None:
+    """Walk two JSON values: per field path (list indices written ``[]``) the largest absolute and
+    relative difference of numbers that differ; any other difference (a prediction, a text, a key
+    or a length) goes to ``other``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            other.append(f"{path}: keys {sorted(set(a) ^ set(b))[:5]}")
+        for k in set(a) & set(b):
+            _float_gaps(a[k], b[k], f"{path}/{k}", gaps, other)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            other.append(f"{path}: {len(a)} vs {len(b)} entries")
+        for x, y in zip(a, b):
+            _float_gaps(x, y, f"{path}[]", gaps, other)
+    elif isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool) or \
+            isinstance(b, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
+        if a != b and not (a != a and b != b):
+            d = abs(a - b)
+            g = gaps.setdefault(path, [0.0, 0.0])
+            g[0] = max(g[0], d)
+            g[1] = max(g[1], d / max(abs(a), abs(b)))
+    elif a != b:
+        other.append(f"{path}: {json.dumps(a)[:80]} -> {json.dumps(b)[:80]}")
+
+
+def float_summary(a: Path, b: Path) -> tuple[dict[str, list[float]], list[str]]:
+    """Where two runs differ by floats only: per field of samples.jsonl and results.json, and per
+    array, the largest absolute and relative difference; and every difference that is not a float."""
+    gaps: dict[str, list[float]] = {}
+    other: list[str] = []
+    ra, rb = (_strip(json.loads((p / "results.json").read_text())) for p in (a, b))
+    _float_gaps(ra, rb, "results.json", gaps, other)
+    la, lb = ((p / "samples.jsonl").read_text().splitlines() for p in (a, b))
+    if len(la) != len(lb):
+        other.append(f"samples.jsonl: {len(la)} vs {len(lb)} lines")
+    for x, y in zip(la, lb):
+        if x != y:
+            _float_gaps(json.loads(x), json.loads(y), "samples", gaps, other)
+    for n in sorted((a / "arrays").glob("*.npy")) if (a / "arrays").is_dir() else []:
+        m = b / "arrays" / n.name
+        if not m.is_file():
+            continue
+        x, y = np.load(n), np.load(m)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            other.append(f"array {n.name}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}")
+        elif x.dtype.kind == "f" and not np.array_equal(x, y, equal_nan=True):
+            d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+            d = np.where(np.isnan(d), 0.0, d)
+            scale = np.maximum(np.abs(x), np.abs(y)).astype(np.float64)
+            gaps[f"array {n.name}"] = [float(d.max()), float((d / np.where(scale > 0, scale, 1)).max())]
+        elif x.dtype.kind != "f" and not np.array_equal(x, y):
+            other.append(f"array {n.name}: {int((x != y).sum())} entries differ")
+    return gaps, other
+
+
 def compare_run(a: Path, b: Path) -> list[str]:
     problems: list[str] = []
     ra, rb = (json.loads((p / "results.json").read_text()) for p in (a, b))
@@ -198,8 +253,16 @@ def compare(before: Path, after: Path) -> int:
         print(f"{run.name}: {'same' if not problems else 'differs'}; results.json: {added} keys added, "
               f"{removed} removed, {changed} values changed; samples.jsonl and arrays: "
               f"{'same' if not rest else 'differ'}")
-        for p in [q for q in results if not q.endswith(("only after", "only before"))][:12] + rest[:8]:
-            print("   ", p)
+        if problems:
+            gaps, nonfloat = float_summary(run, other)
+            if not nonfloat:
+                print("    floats only (every prediction, id and text the same); largest |diff| (relative) per field:")
+                for k, (d, r) in sorted(gaps.items(), key=lambda kv: -kv[1][1]):
+                    print(f"      {k}: {d:.3g} ({r:.3g})")
+            else:
+                print(f"    {len(nonfloat)} differences that are not floats, e.g. " + "; ".join(nonfloat[:4]))
+                for p in [q for q in results if not q.endswith(("only after", "only before"))][:12] + rest[:8]:
+                    print("   ", p)
         failures += bool(problems)
     return failures
 

@@ -68,3 +68,27 @@ def test_unknown_setting_or_mode_is_one_line(tmp_path):
         studies.gar("evaluat", tmp_path)
     with pytest.raises(WhiteboxError, match="unknown setting.*limt.*the settings are"):
         studies.mcqa(tmp_path, limt=3)
+
+
+def test_edits_from_python_equal_the_command_and_a_bad_one_is_one_line(tiny, tmp_path, capsys):
+    """``--edit`` on a study command and ``edits=[...]`` in ``studies`` write the same run (issue 50)."""
+    import yaml
+
+    from whitebox_eval.cli import main
+
+    edit = ["neurons:0:1,2=3", "ablate:L1H0"]
+    args = ["--model", tiny, "--limit", "3", "--shots", "1", "--n-samples", "2", "--max-new-tokens", "3", "--n-bins", "2"]
+    main(["formats", *args, "--edit", edit[0], "--edit", edit[1], "--output", str(tmp_path), "--run-id", "cli"])
+    r = studies.formats(tmp_path, run_id="py", model=tiny, limit=3, shots=1, n_samples=2, max_new_tokens=3, n_bins=2,
+                        edits=edit, show_progress=False)
+    assert r.samples == studies.read(tmp_path / "cli").samples
+    assert yaml.safe_load((tmp_path / "cli" / "config.yaml").read_text())["edits"] == edit == r.config["edits"]
+    for command in (["formats", *args], ["mui", "--model", tiny, "--task", "arithmetic-gen", "--limit", "2"], ["span", "--model", tiny, "--limit", "2"],
+                    ["gar", "--model", tiny, "--limit", "2"]):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as code:
+            main([*command, "--edit", "neurons:99:1", "--output", str(tmp_path), "--run-id", "bad"])
+        assert code.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert "layer 99 is outside this model" in err and len(err.splitlines()) == 1, (command, err)
+        assert not (tmp_path / "bad").exists()

@@ -16,6 +16,27 @@ import click
 from whitebox_eval.runs.run_ids import run_id_option
 
 
+EDIT_HELP = ("run every pass under this edit (repeatable): ablate:14.0,L17H1 (zero heads), scale:14.0=0.5, "
+             "neurons:5:10,20[=VALUE] (MLP neurons), steer:resid:12:v.pt*4 (add 4 x a vector from .pt/.safetensors/.npy "
+             "at a point: resid_pre, resid, attn_out, mlp_out, mlp_act, head_out, or a hook name such as "
+             "blocks.12.hook_resid_post), patch:resid:12:act.npy (set a point to a saved activation), sae:123,456=8:12=SAE or sae:123*0:12=SAE (clamp or scale SAE features, the "
+             "SAE as mui --sae takes it, its error term kept); @last after a spec edits the last prompt position "
+             "only; recorded in config.yaml; compare with the unedited run: whitebox-eval compare RUN_A RUN_B")
+
+
+def edit_option(extra: str = ""):
+    """``--edit SPEC`` (repeatable), read by :mod:`whitebox_eval.internals.edit_specs`: every study
+    command's passes run under the edits (``extra``: what the command does with them)."""
+    return click.option("--edit", "edits", multiple=True, metavar="SPEC", help=EDIT_HELP + (f"; {extra}" if extra else ""))
+
+
+def parsed_edits(edits) -> tuple[str, ...]:
+    """A config's ``edits`` field, read once (a malformed spec is one line, before any model work)."""
+    from whitebox_eval.internals.edit_specs import parse_edit
+
+    return tuple(parse_edit(e).text for e in (edits or ()))
+
+
 def run_folder_options(f):
     """``--output``, ``--run-id`` and ``--resume`` (see :meth:`RunFolder.create`)."""
     for option in reversed([
@@ -261,3 +282,35 @@ def model_load_options(f=None, *, models_root: bool = True):
         return run
 
     return decorate if f is None else decorate(f)
+
+
+def save_activations_option(positions: str):
+    """``--save-activations POINT[:LAYERS][:POSITIONS]`` (repeatable): activations kept per item
+    (:mod:`whitebox_eval.internals.activation_specs`); ``positions`` says which kinds this command has."""
+    return click.option(
+        "--save-activations", "save_activations", multiple=True, metavar="POINT[:LAYERS][:POSITIONS]",
+        help="keep these activations per item (repeatable), one safetensors file per spec under activations/, a "
+             "tensor [layers, positions, width] per sample id, written through the resumable parts; its size is "
+             "printed before the run and its shapes go into results.json. POINT: a capture point (resid, resid_pre, "
+             "resid_mid, attn_out, mlp_out, head_out, mlp_act, q, k, v) or a TransformerLens / SAELens name "
+             "(blocks.12.hook_resid_post); LAYERS: all (default), 12, 0-3,7; POSITIONS: " + positions +
+             " (default last). E.g. resid:12:last, mlp_act:all:options")
+
+
+class LimitType(click.ParamType):
+    """``--limit``: a whole number of items, or a fraction below 1 (:mod:`whitebox_eval.runs.limits`)."""
+
+    name = "N|F"
+
+    def convert(self, value, param, ctx):
+        from whitebox_eval.errors import WhiteboxError
+        from whitebox_eval.runs.limits import USAGE, checked
+
+        try:
+            return checked(value)
+        except WhiteboxError:
+            self.fail(f"{value!r} is not {USAGE}", param, ctx)
+
+
+#: ``type=LIMIT`` of every ``--limit``
+LIMIT = LimitType()

@@ -13,6 +13,7 @@ import torch
 
 from whitebox_eval.formats import study as fs
 from whitebox_eval.formats import metrics as m
+from whitebox_eval.formats.over_runs import compare_runs
 from whitebox_eval.tasks.arithmetic import make_arithmetic_suite
 from whitebox_eval.internals.generation import inverse_cdf, sampling_probs
 from whitebox_eval.formats.generation import sample_prompt, stream_seed
@@ -309,14 +310,14 @@ def test_compare_runs_for_fig_6(tmp_path):
     for k, shift in enumerate((0.0, 0.1, 0.3)):
         x = [0.1 + shift, 0.9, 0.4, 0.6, 0.2, 0.8]
         dirs.append(_fake_run(tmp_path, free=[0.0, 1.0, 0.5, 0.5, 0.0, 0.5], mcq=x, run_id=f"m{k}").path)
-    cmp = fs.compare_runs(dirs)
+    cmp = compare_runs(dirs)
     xs = [r["p_correct,renorm"] for r in cmp["runs"]]
     ys = [r["alignment_error,mcq~free"] for r in cmp["runs"]]
     assert cmp["pearson"] == pytest.approx(np.corrcoef(xs, ys)[0, 1])
-    assert fs.compare_runs(dirs[:2])["pearson_reason"] == "needs >= 3 runs (got 2)"
+    assert compare_runs(dirs[:2])["pearson_reason"] == "needs >= 3 runs (got 2)"
     other = _fake_run(tmp_path, free=[0.0, 1.0] * 3, mcq=[0.5] * 6, run_id="o", task="arithmetic:add2").path
     with pytest.raises(Exception, match="differ in task"):
-        fs.compare_runs([dirs[0], other])
+        compare_runs([dirs[0], other])
     out = tmp_path / "fig6.png"
     r = CliRunner().invoke(cli, ["formats-compare", *map(str, dirs), "--out", str(out)])
     assert r.exit_code == 0, r.output

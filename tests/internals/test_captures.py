@@ -22,11 +22,13 @@ POS = [0, 3, 5, 7]
 ATOL = 2e-5
 
 
-@pytest.fixture(scope="module", params=FAMILY_NAMES)
+@pytest.fixture(scope="module", params=[(f, keep) for f in FAMILY_NAMES for keep in ("refs", "per-layer")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
 def family_setup(request):
-    family = request.param
+    family, path = request.param
     lm = tiny_loaded(family)
     engine = Engine(lm)
+    engine.keep_bytes = 1 << 62 if path == "refs" else 0  # both of the engine's paths: kept references, per-layer gathers
     batch = batch_from_ids([IDS])
     points = ["q_proj", "k_proj", "q", "k", "v", "q_rot", "k_rot", "attn", "head_out", "mlp_act", "mlp_gate_act", "resid_pre", "resid"]
     trace = engine.run(batch, [Capture(p, POS if p != "attn" else POS) for p in points] + [Capture("attn_full")])

@@ -287,8 +287,7 @@ def test_generation_arguments_are_checked():
     for kwargs, match in [({"max_new_tokens": 0}, "max_new_tokens"), ({"do_sample": True, "temperature": 0.0}, "temperature"),
                           ({"do_sample": True, "top_p": 0.0}, "top_p"), ({"do_sample": True, "seeds": [1]}, "one seed per prompt"),
                           ({"do_sample": True, "generator": [torch.Generator()]}, "for one stream per prompt give seeds"),
-                          ({"seeds": [1, 2, 3]}, "need do_sample"), ({"n_samples": 0}, "n_samples"),
-                          ({"n_samples": 2, "edits": [MaskNeurons(0, [1])]}, "take no edits")]:
+                          ({"seeds": [1, 2, 3]}, "need do_sample"), ({"n_samples": 0}, "n_samples")]:
         with pytest.raises(WhiteboxError, match=match):
             generate(engine, PROMPTS, **{"max_new_tokens": 2, **kwargs})
     with pytest.raises(WhiteboxError, match="empty prompt"):
@@ -326,3 +325,31 @@ def test_attention_cells_smaller_than_the_batch_are_zero_filled():
     got = engine.run(batch, edits=[EditAttention(1, [0], small, mode="force")], logits="all").logits
     want = engine.run(batch, edits=[EditAttention(1, [0], big, mode="force")], logits="all").logits
     torch.testing.assert_close(got, want, atol=0, rtol=0)  # the same computation: bit-equal
+
+
+def test_captures_at_generated_tokens_equal_a_full_pass_over_the_text_so_far():
+    """``generate(..., captures=...)``: one vector per generated token, the row that produced it,
+    the same with and without the cache and as a plain pass over the prompt and tokens so far."""
+    engine = Engine(tiny_loaded("llama"))
+    asked = [Capture("resid", layers=[0, 2]), Capture("mlp_act", layers=[1], name="act")]
+    cached = generate(engine, PROMPTS, max_new_tokens=N_NEW, stop_ids=[], captures=asked)
+    full = generate(engine, PROMPTS, max_new_tokens=N_NEW, stop_ids=[], captures=asked, use_cache=False)
+    plain = generate(engine, PROMPTS, max_new_tokens=N_NEW, stop_ids=[])
+    assert _ids(cached) == _ids(plain) and not plain[0].captures
+    for g, f, prompt in zip(cached, full, PROMPTS):
+        assert g.captures["resid"].shape == (2, N_NEW, engine.arch.d_model)
+        assert g.captures["act"].shape == (1, N_NEW, engine.arch.d_ff)
+        torch.testing.assert_close(g.captures["resid"], f.captures["resid"], atol=1e-4, rtol=1e-4)
+        for t in range(N_NEW):
+            with torch.no_grad():
+                tr = engine.run(batch_from_ids([list(prompt) + g.ids[:t]]), [Capture("resid", "last", [0, 2])])
+            torch.testing.assert_close(g.captures["resid"][:, t], tr["resid"][0, :, 0], atol=1e-4, rtol=1e-4)
+
+
+def test_captures_of_stopped_rows_end_with_their_stop_token():
+    engine = Engine(tiny_loaded("llama"))
+    plain = generate(engine, PROMPTS, max_new_tokens=N_NEW, stop_ids=[])
+    stop = plain[0].ids[1]
+    gens = generate(engine, PROMPTS, max_new_tokens=N_NEW, stop_ids=[stop], captures=[Capture("resid", layers=[1])])
+    assert [g.captures["resid"].shape[1] for g in gens] == [len(g.ids) for g in gens]
+    assert len(gens[0].ids) <= 2

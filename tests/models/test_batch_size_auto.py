@@ -14,9 +14,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.models.batch_size import AUTO_MAX, AUTO_TOKENS, rule_batch_size  # noqa: E402
+from whitebox_eval.models.config_sizes import sizes_of_config  # noqa: E402
 
-SMOL = SimpleNamespace(hidden_size=576, num_hidden_layers=30, vocab_size=49152, num_attention_heads=9,
-                       intermediate_size=1536, tie_word_embeddings=True)
+SMOL = sizes_of_config(SimpleNamespace(hidden_size=576, num_hidden_layers=30, vocab_size=49152,
+                                       num_attention_heads=9, intermediate_size=1536, tie_word_embeddings=True))
 
 
 def test_rule_by_hand():
@@ -30,7 +31,7 @@ def test_rule_by_hand():
     assert rule_batch_size(SMOL, "float32", 10**15) == AUTO_MAX
     assert rule_batch_size(SMOL, "bfloat16", weights // 2 + 2 * 8 * per_example) == 8  # bf16 weights take half
     with pytest.raises(WhiteboxError, match="give --batch-size N"):
-        rule_batch_size(SimpleNamespace(vocab_size=10), "float32", 10**9)
+        rule_batch_size(sizes_of_config(SimpleNamespace(vocab_size=10)), "float32", 10**9)
 
 
 def test_batch_size_option_reads_numbers_and_auto():

@@ -147,3 +147,18 @@ def test_past_the_cap_the_contamination_is_reported_as_not_taken(tmp_path, monke
     info = folder.load_results()["finetune"]["until_significant"]
     assert not info["reached"] and info["epochs"] == 3 and "did not take" in info["text"]
     assert folder.load_results()["checkpoints"] == ["step-0", "step-6"]
+
+
+def test_the_plan_prices_until_significant_at_its_cap():
+    """An until_significant run is priced by ``max_epochs`` (its ``epochs`` is ignored) plus one
+    answer of the trained items before training and after each epoch, by hand."""
+    from whitebox_eval.mui.record import contamination_work
+
+    fixed = _cfg(epochs=2)
+    capped = _cfg(epochs=2, until_significant=True, max_epochs=5)
+    n, gen, tasks, points = 6, 4, len(fixed.tasks), 2 + 1
+    runs = n * (4 + gen) * tasks * points
+    assert contamination_work(fixed, "study") == (n * tasks, runs + 3 * n * 2 * 16)
+    assert contamination_work(capped, "study") == (n * tasks, runs + 3 * n * 5 * 16 + (5 + 1) * n * gen)
+    assert contamination_work(_cfg(epochs=9, until_significant=True, max_epochs=5), "study") == \
+        contamination_work(capped, "study")  # epochs does not count once until_significant is on

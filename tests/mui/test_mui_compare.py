@@ -160,7 +160,7 @@ def test_compare_reports_paired_tests_of_both_moves(tmp_path):
     recomputed here from the two run folders."""
     from whitebox_eval import stats
     from whitebox_eval.mui.statistics import jackknife_mui_difference
-    from whitebox_eval.mui.study import load_key_sets
+    from whitebox_eval.mui.finished import load_key_sets
 
     before, after = tiny_lm("llama", seed=0), tiny_lm("llama", seed=1)
     base = MUIConfig(model="x", task="ssd", limit=6, batch_size=6, max_new_tokens=3)

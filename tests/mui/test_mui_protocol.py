@@ -22,7 +22,8 @@ from whitebox_eval.mui.command import _print_study, command  # noqa: E402
 from whitebox_eval.mui.statistics import correct_vs_incorrect, jackknife_mui, threshold_summary  # noqa: E402
 from whitebox_eval.mui.keyneurons import KeyNeuronConfig, ScoredSequence, token_scores  # noqa: E402
 from whitebox_eval.mui.responses import prepare_task  # noqa: E402
-from whitebox_eval.mui.study import MUIConfig, load_key_sets, run_mui  # noqa: E402
+from whitebox_eval.mui.finished import load_key_sets  # noqa: E402
+from whitebox_eval.mui.study import MUIConfig, run_mui  # noqa: E402
 from whitebox_eval.mui.thresholds import layer_topk_mask  # noqa: E402
 from whitebox_eval.mui.utilization import KeySets  # noqa: E402
 

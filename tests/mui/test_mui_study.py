@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mui import study  # noqa: E402
-from whitebox_eval.mui.study import MUIConfig, load_key_sets, run_mui, subset_mui, threshold_setting  # noqa: E402
+from whitebox_eval.mui.finished import load_key_sets, subset_mui  # noqa: E402
+from whitebox_eval.mui.study import MUIConfig, run_mui, threshold_setting  # noqa: E402
 from whitebox_eval.runs import RunFolder  # noqa: E402
 
 

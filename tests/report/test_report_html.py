@@ -188,3 +188,11 @@ def test_scorers_read_gar_and_mui_samples():
     mcqa = {"id": 1, "gold": 2, "pred_baseline": 2, "pred_pride": 1, "cloze_loglik": [-3.0, -1.0, -2.0]}
     assert [(s.name, s.pred, s.correct) for s in scorers_of(mcqa)] == [
         ("baseline", 2, True), ("pride", 1, False), ("cloze", 1, False)]
+
+
+def test_a_run_under_edits_is_named_so(tmp_path):
+    folder = RunFolder.create(tmp_path, {"suite": "mcqa", "model": "m", "task": "t",
+                                         "edits": ["ablate:L1H0", "steer:resid:2:v.npy*4"]}, run_id="edited")
+    folder.append_samples([{"id": "a", "x": 1}])
+    html = write_report([folder.path], tmp_path / "r.html", static=True).read_text(encoding="utf-8")
+    assert "under --edit ablate:L1H0, steer:resid:2:v.npy*4" in html

@@ -13,13 +13,13 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "mui"))
 
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
-from whitebox_eval.internals.truncated import block_output  # noqa: E402
+from whitebox_eval.internals import Capture, Engine, Replace, batch_from_ids  # noqa: E402
 from whitebox_eval.sae.encoding import SAE  # noqa: E402
 from whitebox_eval.sae.training import topk_sae_gradients, train_topk_sae  # noqa: E402
 from whitebox_eval.sae.fidelity import evaluate_fidelity  # noqa: E402
 from whitebox_eval.sae.files import load_sae  # noqa: E402
 from whitebox_eval.sae.text import chunk_text  # noqa: E402
-from whitebox_eval.sae.training import collect_residuals  # noqa: E402
+from whitebox_eval.sae.training import block_output, collect_residuals  # noqa: E402
 
 
 def _random_sae(d, f=16, k=4, seed=0, scale=0.3):
@@ -56,15 +56,23 @@ def test_truncated_collection_equals_the_full_forward_and_skips_the_blocks_above
     mask[1, 6:] = 0
     ran = []
     handle = lm.arch.blocks[2].register_forward_hook(lambda *a: ran.append(1))
+    batch = batch_from_ids([ids[0].tolist(), ids[1, :6].tolist()])  # left-padded: the engine's layout
     try:
         for layer in (0, 1):
-            h = block_output(lm, ids, mask, layer)
+            trace = Engine(lm).run(batch, [Capture("resid", "all", [layer])], logits=False, stop_after=layer)
+            h = batch.unpad(trace["resid"][:, 0], 1)  # right-padded, as ids and mask
             with torch.no_grad():
                 full = lm.model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[layer + 1]
-            torch.testing.assert_close(h, full, atol=1e-5, rtol=1e-5)
+            keep = mask.bool()
+            torch.testing.assert_close(h[keep], full[keep], atol=1e-5, rtol=1e-5)
+            assert torch.all(h[~keep] == 0)
     finally:
         handle.remove()
     assert len(ran) == 2  # only the two reference full forwards reached block 2
+    with pytest.raises(WhiteboxError, match="no logits"):
+        Engine(lm).run(batch, stop_after=0)
+    with pytest.raises(WhiteboxError, match="stops after block 0"):
+        Engine(lm).run(batch, [Capture("resid", "last", [1])], logits=False, stop_after=0)
     # collect_residuals: every real position but the first, padding out
     seqs = [list(range(3, 12)), list(range(20, 25))]
     x = collect_residuals(lm, 1, seqs, batch_size=2)

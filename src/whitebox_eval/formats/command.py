@@ -7,8 +7,9 @@ import click
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
-    resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
+    LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
+    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
+    task_option)
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 
 
@@ -20,9 +21,9 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
              tasks=MCQ_TASKS, usage=FORMATS_USAGE)
 @field_option
 @lm_eval_data_option
-@click.option("--limit", type=click.IntRange(min=1), default=None,
+@click.option("--limit", type=LIMIT, default=None,
               help="questions, a seeded sample stratified by category x gold position [default: 160 arithmetic, 1000 "
-                   "for text answers (004's TriviaQA)]")
+                   "for text answers (004's TriviaQA)]; a fraction F < 1: that share of the default (rounded up)")
 @shots_option(5, "demonstrations in every format (004: 5), from a pool removed from the evaluated questions")
 @click.option("--n-samples", type=click.IntRange(min=1), default=20, show_default=True, help="free generations per question (004: 20)")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="sampling temperature (004: 1.0)")
@@ -36,6 +37,10 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 @click.option("--extract", type=click.Choice(["paper", "last-number", "after-equals"]), default="paper", show_default=True,
               help="arithmetic answer: the first number (004 sec. 2.4.1), the last number, or the number after the last '='")
 @click.option("--n-bins", type=click.IntRange(min=1), default=10, show_default=True, help="equal-size bins for the expected alignment error")
+@save_activations_option("last (the MCQ prompt's last token), options (its option labels), all (every MCQ prompt token), "
+                         "generated (each free answer's generated tokens, keyed <sample id>/<format>/<sample>)")
+@edit_option("the MCQ pass and every free generation run under the edits (the key/value cache kept; no @last: "
+             "a generation's last position moves every step)")
 @batch_size_option("questions per step (samples.jsonl is written after each); results do not depend on it")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @model_load_options
@@ -59,13 +64,17 @@ def formats(**kw) -> None:
       torchrun --nproc-per-node 4 -m whitebox_eval --device cuda formats --limit 1000
     """
     from whitebox_eval.formats.study import FormatsConfig, run_formats
+    from whitebox_eval.formats.activations import check as check_saved
+    from whitebox_eval.internals.activation_specs import parse_activations
 
     cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
                         temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
                         top_p=kw["top_p"], top_k=kw["top_k"], extract=kw["extract"],
                         batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
                         dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
-                        lm_eval_data=kw["lm_eval_data"])
+                        lm_eval_data=kw["lm_eval_data"], edits=tuple(kw["edits"]))
+    cfg.save_activations = tuple(s.text for s in parse_activations(kw["save_activations"]))  # a bad spec: one line
+    check_saved(cfg, None)  # layers against the model's config.json, before any model work
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
         for line in formats_summary(folder.load_results(), folder.path):
@@ -129,7 +138,7 @@ def formats_compare(run_dirs, out: str) -> None:
     \b
       whitebox-eval formats-compare runs/A runs/B runs/C --out fig6.png
     """
-    from whitebox_eval.formats.study import compare_runs
+    from whitebox_eval.formats.over_runs import compare_runs
     from whitebox_eval.formats.plots import plot_alignment_vs_mcq
     from whitebox_eval.runs.estimates import describe
 

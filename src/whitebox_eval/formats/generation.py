@@ -41,9 +41,16 @@ def sample_prompt(
     stop: str | None = "\n",
     top_p: float | None = None,
     top_k: int | None = None,
+    captures=(),
+    keep=None,
+    edits=(),
+    engine: Engine | None = None,
 ) -> list[str]:
     """``n_samples`` continuations of one prompt, reproducible from ``seed`` alone (after
-    optional top-k / top-p filtering, as HF's and lm-eval's ``top_k`` / ``top_p``)."""
+    optional top-k / top-p filtering, as HF's and lm-eval's ``top_k`` / ``top_p``), under
+    ``edits`` (``--edit``; the key/value cache kept) on ``engine`` (one made for ``loaded``).
+    ``captures`` are read at each generated token (the decoder's ``captures``) and the
+    continuations (with them) handed to ``keep(gens)``: ``--save-activations ...:generated``."""
     if n_samples < 1 or max_new_tokens < 1:
         raise WhiteboxError("n_samples and max_new_tokens must be >= 1")
     if temperature < 0:
@@ -53,10 +60,12 @@ def sample_prompt(
     if len(ids) == 0:
         raise WhiteboxError("cannot generate from an empty prompt")
     sampled = temperature > 0
-    gens = decode(Engine(loaded), [ids], max_new_tokens=max_new_tokens, n_samples=n_samples,
+    gens = decode(engine or Engine(loaded), [ids], max_new_tokens=max_new_tokens, n_samples=n_samples, edits=edits,
                   do_sample=sampled, temperature=temperature if sampled else 1.0, seeds=[seed] if sampled else None,
                   top_k=top_k if sampled else None, top_p=top_p if sampled else None,
-                  stop_strings=[stop] if stop else ())
+                  stop_strings=[stop] if stop else (), captures=captures)
+    if keep is not None:
+        keep(gens)
     texts = [tok.decode(g.content_ids, skip_special_tokens=True) for g in gens]
     return [t.split(stop, 1)[0] for t in texts] if stop else texts
 

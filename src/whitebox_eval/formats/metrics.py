@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.stats.intervals import as_indices
 from whitebox_eval.tasks.answers import normalize_answer
 from whitebox_eval.tasks.numbers import EXTRACTORS, extract_number
 
@@ -22,15 +23,6 @@ __all__ = ["EXTRACTORS", "extract_number"]  # the extraction rules, read by the 
 FREE_GENERATION_SAMPLES = 20  # 004 sec. 2.4: 20 samples per question ...
 FREE_GENERATION_TEMPERATURE = 1.0  # ... at T = 1
 DEFAULT_ALIGNMENT_BINS = 10
-
-
-def _int_array(values: np.ndarray | Sequence[int], name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise WhiteboxError(f"{name} must be a 1-D array of option indices; got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise WhiteboxError(f"{name} must hold integer option indices (0 = first option)")
-    return arr.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- paper 004: MCQ side
@@ -50,7 +42,7 @@ def p_correct(
         raise WhiteboxError(f"option_probs must be [items, options]; got {pr.shape}")
     if np.any(pr < 0) or np.any(~np.isfinite(pr)):
         raise WhiteboxError("option probabilities must be finite and non-negative")
-    g = _int_array(gold, "gold")
+    g = as_indices(gold, "gold")
     if g.shape[0] != pr.shape[0] or (g.size and (g.min() < 0 or g.max() >= pr.shape[1])):
         raise WhiteboxError("gold must give one option index in range per row of option_probs")
     if renormalize:

@@ -7,21 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.formats.metrics import DEFAULT_ALIGNMENT_BINS, expected_alignment_error
-
-
-def _save(fig: Figure, path: str | Path) -> Path:
-    out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise WhiteboxError(f"plot paths must end in .png; got {out}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(out, format="png", dpi=110, bbox_inches="tight")
-    return out
+from whitebox_eval.runs.png import save_png
 
 
 def plot_alignment(
@@ -49,13 +39,13 @@ def plot_alignment(
     ax.set_ylabel("fraction of correct generations")
     ax.set_title(f"{title}\nexpected alignment error = {result.error:.3f}")
     ax.legend(fontsize="small", loc="upper left")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_alignment_vs_mcq(rows: Sequence[Mapping], path: str | Path,
                           title: str = "Alignment error vs MCQ performance") -> Path:
     """004 Fig. 6: one point per run (model), MCQ P(correct) vs expected alignment error,
-    each with its 95% interval; ``rows`` as :func:`whitebox_eval.formats.study.compare_runs` gives them."""
+    each with its 95% interval; ``rows`` as :func:`whitebox_eval.formats.over_runs.compare_runs` gives them."""
     if not rows:
         raise WhiteboxError("need at least one run to plot")
     fig = Figure(figsize=(5, 4))
@@ -68,4 +58,4 @@ def plot_alignment_vs_mcq(rows: Sequence[Mapping], path: str | Path,
     ax.set_xlabel("average MCQ P(correct)")
     ax.set_ylabel("expected alignment error")
     ax.set_title(title)
-    return _save(fig, path)
+    return save_png(fig, path)

@@ -43,6 +43,7 @@ import numpy as np
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.formats.activations import Saver, check as check_saved, parse_activations
 from whitebox_eval.formats.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import render_prompt
@@ -50,6 +51,7 @@ from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs.passes import run_pass
+from whitebox_eval.runs.limits import checked, is_fraction, taken
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
 from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS, TaskSpec, load_mcq
 from whitebox_eval.runs.distributed import world as current_world
@@ -67,7 +69,7 @@ MAX_ANSWER_TOKENS = 15  # 004 sec. 2.3: gold answers of <= 15 tokens
 class FormatsConfig:
     model: str = "smollm2-135m"
     task: str | TaskSpec = "arithmetic"  # read once into ``spec``
-    limit: int | None = None  # None: 160 arithmetic, 1,000 for text answers (TriviaQA's)
+    limit: int | float | None = None  # None: 160 arithmetic, 1,000 for text answers (TriviaQA's); F < 1: a share
     shots: int = 5
     n_options: int = 4
     n_samples: int = 20
@@ -82,10 +84,16 @@ class FormatsConfig:
     dtype: str = "float32"
     fields: tuple[str, ...] = ()  # --field NAME=COLUMN of mcq=PATH (config.yaml: task_spec.fields)
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
+    save_activations: tuple[str, ...] = ()  # --save-activations SPEC (formats/activations.py)
+    edits: tuple[str, ...] = ()  # --edit SPEC: the MCQ pass and every free generation run under these
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, TASKS, FORMATS_USAGE, fields=self.fields)
+        self.save_activations = tuple(s.text for s in parse_activations(self.save_activations))  # one line, here
         self.task = str(self._spec)
 
     @property
@@ -95,7 +103,7 @@ class FormatsConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "formats", task_spec=self.spec.to_config())
-        for key in ("fields", "lm_eval_data", "top_p", "top_k"):  # recorded only when given, so earlier runs resume as before
+        for key in ("fields", "lm_eval_data", "top_p", "top_k", "save_activations", "edits"):  # recorded only when given, so earlier runs resume as before
             if not d[key]:
                 del d[key]
         return d
@@ -159,8 +167,7 @@ def check_config(cfg: FormatsConfig) -> None:
     """Refuse, before any model is loaded, settings that cannot run (one line each)."""
     from whitebox_eval.formats.metrics import EXTRACTORS
 
-    if cfg.limit is not None and cfg.limit < 1:
-        raise WhiteboxError(f"--limit must be >= 1 (or left out for the task's default); got {cfg.limit}")
+    cfg.limit = checked(cfg.limit)  # N >= 1, or a fraction below 1 of the default (runs/limits.py): one line
     if cfg.extract not in EXTRACTORS:
         raise WhiteboxError(f"unknown --extract {cfg.extract!r}; choose one of {', '.join(EXTRACTORS)}")
     if cfg.spec.record.answer_type != "number" and cfg.extract != "paper":
@@ -198,7 +205,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     spec = cfg.spec
     kind = spec.name
     if kind == "arithmetic":
-        n = cfg.limit or ARITHMETIC_LIMIT
+        n = taken(cfg.limit, ARITHMETIC_LIMIT)
         per = max(ARITHMETIC_POOL_PER_CATEGORY, -(-n // len(spec.categories or ARITHMETIC_CATEGORIES)) * cfg.n_options + cfg.shots)
         population = load_mcq(spec, per * len(spec.categories or ARITHMETIC_CATEGORIES), seed=cfg.seed,
                               n_options=cfg.n_options)
@@ -206,7 +213,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
     else:  # text choices
         if tokenizer is None:
             raise WhiteboxError("the answer-length filter (004 sec. 2.3) needs the model's tokenizer")
-        n = cfg.limit or TEXT_LIMIT
+        n = taken(cfg.limit, TEXT_LIMIT)
         rows = _text_items(cfg, n)
         population = [it for it in rows if len(tokenizer(it.gold_text, add_special_tokens=False)["input_ids"]) <= MAX_ANSWER_TOKENS]
         notes["answer_filter"] = f"gold answer <= {MAX_ANSWER_TOKENS} tokens (004 sec. 2.3): kept {len(population)} of {len(rows)}"
@@ -216,7 +223,7 @@ def load_format_items(cfg: FormatsConfig, tokenizer=None) -> FormatItems:
                                 "needs short answers (or fewer --shots)")
         answer_type = "text"
     demos, pool = _take_demos(population, cfg.shots, cfg.seed)
-    items = stratified_sample(pool, n, cfg.seed)
+    items = stratified_sample(pool, taken(cfg.limit, min(TEXT_LIMIT, len(pool))) if is_fraction(cfg.limit) and answer_type == "text" else n, cfg.seed)
     notes["selection"] = (f"seeded sample stratified by category x gold position: {len(items)} of {len(pool)} questions"
                           if len(items) < len(pool) else f"all {len(items)} questions")
     notes["demo_ids"] = [d.id for d in demos]
@@ -257,20 +264,25 @@ def score_free(texts: list[str], answer, answer_type: str, extract: str = "paper
     return fraction_correct(texts, answer, answer_type, extract=extract, truncate_gold=answer_type == "text")
 
 
-def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None) -> dict:
+def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None, saver=None, edits=()) -> dict:
     """P(gold letter) raw and renormalised over the letters, the letters' mass, argmax letter.
 
     ``prefixes`` (a :class:`~whitebox_eval.internals.prefixes.PrefixCache`): the
-    demonstrations' key/values, computed once for every question."""
+    demonstrations' key/values, computed once for every question (none under ``edits``: an edit
+    covers the whole prompt, demonstrations included)."""
     import torch
 
     from whitebox_eval.internals import batch_from_ids
     from whitebox_eval.tasks.prompt_tokens import tokenize_prompt
 
     t = tokenize_prompt(engine.tokenizer, render_prompt(item, fmt="mcq_plain", demos=demos), "eol")
-    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None else None
+    prefix = prefixes.for_batch([t.input_ids], limit=t.prefix_tokens) if prefixes is not None and not edits else None
     skip = prefix.length if prefix is not None else 0
-    logits = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), prefix=prefix).logits[0].double().cpu()
+    trace = engine.run(batch_from_ids([t.input_ids[skip:]]).to(engine.loaded.device), saver.captures(t) if saver else (),
+                       edits=edits, prefix=prefix)
+    if saver is not None:  # --save-activations (formats/activations.py)
+        saver.prompt(item.id, t, trace, prefix)
+    logits = trace.logits[0].double().cpu()
     logp = torch.log_softmax(logits, -1)[t.answer_ids]
     raw = logp.exp()
     renorm = torch.softmax(logits[t.answer_ids], -1)
@@ -283,8 +295,12 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     from whitebox_eval.internals import Engine
     from whitebox_eval.internals.prefixes import PrefixCache
 
+    from whitebox_eval.sae.feature_edits import user_edits
+
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    check_saved(cfg, loaded)
+    edits = user_edits(cfg.edits, loaded, no_last="formats generates free answers")  # one line, before the folder
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     ranks = current_world()
@@ -294,16 +310,18 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     engine = Engine(loaded)
     prefixes = PrefixCache(engine)  # the demonstrations of every MCQ prompt
+    saver = Saver(cfg, folder, engine, data.items, data.demos, FREE_FORMATS, ranks.main) if cfg.save_activations else None
 
     def score(chunk: list[int]):
         records = []
         for it in (data.items[i] for i in chunk):
-            mcq = mcq_probabilities(engine, it, data.demos, prefixes)
+            mcq = mcq_probabilities(engine, it, data.demos, prefixes, saver, edits)
             answer = answer_of(it, data.answer_type)
             prompts = {f: render_prompt(it, fmt=f, demos=data.demos).text for f in ("mcq_plain", *FREE_FORMATS)}
             gens = {f: sample_prompt(loaded, prompts[f], n_samples=cfg.n_samples,
                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k)
+                                     seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k,
+                                     edits=edits, engine=engine, **(saver.on_generation(it.id, f) if saver else {}))
                     for f in FREE_FORMATS}
             records.append({
                 "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,
@@ -313,15 +331,15 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
             })
         return records, {}
 
-    run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, score, world=ranks, desc="formats",
-             show_progress=show_progress if ranks.main else False)
+    run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, saver.wrap(score) if saver else score,
+             world=ranks, desc="formats", show_progress=show_progress if ranks.main else False)
     if ranks.main:
-        finalize_formats(folder, cfg, data.answer_type)
+        finalize_formats(folder, cfg, data.answer_type, saver.merge() if saver else None)
     ranks.barrier()
     return folder
 
 
-def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | None = None) -> RunFolder:
+def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | None = None, activations=None) -> RunFolder:
     from whitebox_eval.formats.metrics import (
         EXTRACTORS,
         correlation_or_reason,
@@ -383,6 +401,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
     folder.save_array("p_correct_mcq_raw", mcq["p_raw"])
     plot_alignment(mcq["p_renorm"], pc["free"], folder.plot_path("alignment_mcq_vs_free"), n_bins=cfg.n_bins)
     add_lm_eval_fields(results, folder.config, cfg.spec.lm_eval_task or cfg.spec.name)  # lm-eval's results-file blocks
+    results.update({"activations": activations} if activations is not None else {})  # --save-activations' files
     folder.save_results(results)
     return folder
 
@@ -404,46 +423,4 @@ def _extraction_table(samples: list[dict], rules, extract_number) -> dict:
             row[f"disagree_with_paper,{f}"] = differ / total if total else None
             row["n_generations"] = total
         out[rule] = row
-    return out
-
-
-# --------------------------------------------------------------------------- Fig. 6
-
-
-def compare_runs(run_dirs: list[str | Path]) -> dict:
-    """Alignment error vs MCQ P(correct) across formats runs of one task (004 Fig. 6).
-
-    One row per run (model, n, ``p_correct,renorm``, ``p_correct,free`` (Fig. 7) and
-    ``alignment_error,mcq~free`` with their intervals) and the Pearson r across runs (undefined below 3 runs or
-    without variance, with the reason). Refuses runs of different tasks or shot counts.
-    """
-    from whitebox_eval.formats.metrics import correlation_or_reason
-
-    rows = []
-    for d in run_dirs:
-        folder = RunFolder.open(d)
-        if folder.config.get("suite") != "formats":
-            raise WhiteboxError(f"{d} is not a formats run (suite {folder.config.get('suite')!r})")
-        try:
-            res = folder.load_results()
-        except (FileNotFoundError, WhiteboxError) as e:
-            raise WhiteboxError(f"{d} has no results.json yet; finish it with --resume") from e
-        if "p_correct,renorm" not in res:
-            raise WhiteboxError(f"{d} was written by an older formats study; rerun it")
-        rows.append({"run": str(folder.path), "model": folder.config.get("model"), "task": folder.config.get("task"),
-                     "shots": folder.config.get("shots", 0), "n": res["n_items"],
-                     **{k: res[k] for k in ("p_correct,renorm", "p_correct_ci,renorm", "p_correct,free",
-                                            "p_correct_ci,free", "alignment_error,mcq~free",
-                                            "alignment_error_ci,mcq~free")}})
-    for key in ("task", "shots"):
-        values = sorted({str(r[key]) for r in rows})
-        if len(values) > 1:
-            raise WhiteboxError(f"the runs differ in {key} ({', '.join(values)}); Fig. 6 compares models on one task and shot count")
-    out: dict = {"runs": rows, "n_runs": len(rows)}
-    if len(rows) < 3:
-        out["pearson"], out["pearson_reason"] = None, f"needs >= 3 runs (got {len(rows)})"
-    else:
-        x = [r["p_correct,renorm"] for r in rows]
-        y = [r["alignment_error,mcq~free"] for r in rows]
-        out["pearson"], out["pearson_reason"] = correlation_or_reason(x, y, ("MCQ P(correct)", "alignment error"))
     return out

@@ -12,9 +12,8 @@ from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.roles import encode_examples
 from whitebox_eval.gar.selection import select_tasks, task_examples
-from whitebox_eval.gar.study_base import GARRun, open_gar_run
+from whitebox_eval.gar.study_base import GARRun, open_gar_run, study_engine
 from whitebox_eval.gar.tasks import GARTask
-from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.passes import run_pass
@@ -26,7 +25,7 @@ class GARAttributeConfig(GARRun):
 
     MODE: ClassVar[str] = "attribute"
     tasks: str = "truth"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     steps: int = 5
     top: int = 10
     batch_size: int = 4
@@ -62,9 +61,9 @@ def run_gar_attribute(cfg: GARAttributeConfig, output: str | Path = "runs", *, r
     if cfg.top < 1:
         raise WhiteboxError(f"--top must be >= 1 (got {cfg.top})")
     tasks = select_tasks(cfg.tasks, include_kr=False)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, loaded=loaded)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    engine = Engine(loaded)
+    engine = study_engine(cfg, loaded)  # --edit: every pass
     ids = [t.task_id for t in tasks]
     folder.log(f"attribute: {len(tasks)} tasks, model {cfg.model}")
 

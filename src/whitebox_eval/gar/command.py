@@ -9,8 +9,8 @@ import click
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
-    run_folder_options)
+    LIMIT, batch_size_option, dtype_option, edit_option, gen_kwargs_option, model_load_options, resolved_batch_size,
+    resolved_dtype, run_folder_options)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
@@ -18,6 +18,20 @@ MODES = ("evaluate", "attribute", "truth-heads", "intervene", "probe")
 
 def _pct(v) -> str:
     return "   n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:5.1f}%"
+
+
+def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
+    """``--edit at:WHERE`` (where gar's own interventions edit; ``--edit-at WHERE`` is its older
+    spelling) apart from the edits every pass runs under; two different places are one line."""
+    at = [e.strip()[3:] for e in edits if e.strip().startswith("at:")]
+    rest = tuple(e for e in edits if not e.strip().startswith("at:"))
+    places = {*at, *([edit_at] if edit_at else [])}
+    bad = [a for a in at if a not in ("read", "pattern", "both")]
+    if bad:
+        raise WhiteboxError(f"--edit at:{bad[0]}: gar's interventions edit at:read, at:pattern or at:both")
+    if len(places) > 1:
+        raise WhiteboxError(f"--edit at: / --edit-at name two places ({', '.join(sorted(places))}): give one")
+    return rest, places.pop() if places else "read"
 
 
 @click.command(name="gar", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -28,7 +42,7 @@ def _pct(v) -> str:
               help="all | generation | classification | kr | truth | ID[,ID...] (ids as in the paper, "
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs)")
+@click.option("--limit", type=LIMIT, default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs), or a fraction F < 1 of each task's default set (rounded up, to whole pairs)")
 @click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
@@ -38,10 +52,11 @@ def _pct(v) -> str:
 @click.option("--pattern", default=None,
               help="attention pattern KEY->QUERY (QUERY attends to KEY), quoted: 'V->E', 'Q->E', 'A^->E', 'Q->A', ... "
                    "Default: Q->A (truth-heads), V->E (intervene)")
-@click.option("--edit-at", type=click.Choice(["read", "pattern", "both"]), default="read", show_default=True,
-              help="truth-heads/intervene: which attention row an edit changes: read = the last prompt token, "
-                   "where the answer is read; pattern = the pattern's attending role as sec. 5 states it "
-                   "(Q->A: the stated answer A, which a late head cannot pass on); both")
+@click.option("--edit-at", type=click.Choice(["read", "pattern", "both"]), default=None,
+              help="the older spelling of --edit at:read|pattern|both (still read)")
+@edit_option("gar's own interventions (truth-heads, intervene) edit the row --edit at:read (default: the last "
+             "prompt token, where the answer is read), at:pattern (the pattern's attending role as sec. 5 states "
+             "it; Q->A: the stated answer A) or at:both")
 @click.option("--select-fraction", type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True), default=0.5, show_default=True,
               help="truth-heads: share of Yes/No pairs used to select heads; the rest is reported")
 @click.option("--random-draws", type=click.IntRange(min=1), default=5, show_default=True,
@@ -126,16 +141,17 @@ def command(**kw) -> None:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
     dtype = resolved_dtype(kw["dtype"], kw["model"])
+    kw["edits"], kw["edit_at"] = split_edit_at(kw["edits"], kw["edit_at"])
     if mode == "attribute":
         from whitebox_eval.gar import attribute_study as study
 
-        cfg = study.GARAttributeConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
+        cfg = study.GARAttributeConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
     elif mode == "evaluate":
         from whitebox_eval.gar import evaluate_study as study
 
-        cfg = study.GARConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
+        cfg = study.GARConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
                               include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
                               batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
         folder = study.run_gar(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
@@ -145,7 +161,7 @@ def command(**kw) -> None:
         from whitebox_eval.gar import truth_heads as study
 
         cfg = study.GARHeadsConfig(
-            dtype=dtype,
+            dtype=dtype, edits=kw["edits"],
             model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
             steps=kw["steps"], n_candidates=kw["candidates"], n_true=kw["n_true"], n_false=kw["n_false"],
             true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
@@ -159,7 +175,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
         from whitebox_eval.gar import intervene_study as study
 
-        cfg = study.GARInterveneConfig(dtype=dtype, model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
+        cfg = study.GARInterveneConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
                                        heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
                                        edit_at=kw["edit_at"],
                                        seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
@@ -170,7 +186,7 @@ def command(**kw) -> None:
             raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
         from whitebox_eval.gar import probe_study as study
 
-        cfg = study.GARProbeConfig(dtype=dtype, model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
+        cfg = study.GARProbeConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
                                    probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
                                    random_draws=kw["random_draws"], on_bad_row=kw["on_bad_row"],
                                    batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))

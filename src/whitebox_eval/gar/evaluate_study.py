@@ -28,8 +28,7 @@ from whitebox_eval.gar.metrics import METRICS, record_metrics
 from whitebox_eval.gar.roles import EncodedExample, encode_examples
 from whitebox_eval.gar.scoring import ExampleScore, score_batch
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
-from whitebox_eval.gar.study_base import GARRun, estimate, open_gar_run
-from whitebox_eval.internals import Engine
+from whitebox_eval.gar.study_base import GARRun, estimate, open_gar_run, study_engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.distributed import world as current_world
@@ -41,7 +40,7 @@ class GARConfig(GARRun):
     """Everything that determines a GAR evaluation's numbers (written to config.yaml)."""
 
     tasks: str = "all"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     include_kr: bool = True
     rule: str = "chance"
 
@@ -67,9 +66,9 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
     if cfg.batch_size < 1:
         raise WhiteboxError(f"batch size must be >= 1 (got {cfg.batch_size})")
     ranks = current_world()
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, world=ranks)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, world=ranks, loaded=loaded)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    engine = Engine(loaded)
+    engine = study_engine(cfg, loaded)  # --edit: every pass
     encoded = encode_examples(examples, loaded.tokenizer)
     ids = [example_id(e) for e in examples]
     if len(set(ids)) != len(ids):

@@ -17,6 +17,7 @@ from whitebox_eval.gar.roles import encode_examples, parse_pattern
 from whitebox_eval.gar.scoring import score_batch
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
 from whitebox_eval.gar.study_base import (
+    study_engine,
     EDIT_POSITIONS,
     GARRun,
     intervention_headline,
@@ -24,7 +25,6 @@ from whitebox_eval.gar.study_base import (
     run_stage,
     scores_from_samples,
 )
-from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 
@@ -34,7 +34,7 @@ class GARInterveneConfig(GARRun):
     """Strong / weak / knock-out interventions on chosen heads (sec. 5, fig. 4)."""
 
     tasks: str = "truth"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     heads: str = ""
     pattern: str = "V->E"
     edit_at: str = "read"
@@ -56,9 +56,9 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     pat = parse_pattern(cfg.pattern)
     tasks = select_tasks(cfg.tasks, include_kr=False)
     examples = task_examples(tasks, cfg.limit, cfg.seed)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, loaded=loaded)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    engine = Engine(loaded)
+    engine = study_engine(cfg, loaded)  # --edit: every pass
     for l, h in heads:
         engine.arch.check_layer(l)
         engine.arch.check_head(h)

@@ -14,8 +14,11 @@ def work(cfg, mode: str) -> tuple[int, float]:
     edited forwards per example; probe, its probe rows (300 per file when not limited)."""
     from whitebox_eval.gar.selection import select_tasks
 
-    def count(tasks, include_kr: bool = False) -> int:  # limit per task, else each task's own 8 / 16
-        return sum(int(cfg.limit) if cfg.limit else (8 if t.is_kr else t.n_examples)
+    from whitebox_eval.runs.limits import is_fraction, taken
+
+    def count(tasks, include_kr: bool = False) -> int:  # limit per task (a fraction: of its own), else its 8 / 16
+        return sum(int(cfg.limit) if cfg.limit and not is_fraction(cfg.limit)
+                   else taken(cfg.limit, 8 if t.is_kr else t.n_examples)
                    for t in select_tasks(tasks, include_kr=include_kr))
 
     if mode == "evaluate":

@@ -22,7 +22,7 @@ import torch
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.evaluation import appc_correct
 from whitebox_eval.gar.roles import EncodedExample
-from whitebox_eval.internals import Batch, Engine, batch_from_ids
+from whitebox_eval.internals import Batch, Engine, batch_from_ids, to_device
 from whitebox_eval.internals.requests import Edit
 
 EditsFor = Callable[[Sequence[EncodedExample], Batch], list[Edit]]
@@ -97,11 +97,30 @@ def make_batch(engine: Engine, encoded: Sequence[EncodedExample]) -> Batch:
 
 def alternative_probs(logits: torch.Tensor, encoded: Sequence[EncodedExample]) -> list[dict[str, float]]:
     """Softmax of last-position logits [B, vocab] read at each alternative's first token."""
+    return _read(logits, encoded)[0]
+
+
+def _read(logits: torch.Tensor, encoded: Sequence[EncodedExample], index: torch.Tensor | None = None):
+    """(each example's alternative probabilities, its top token id): the softmax read at every
+    alternative's first token for the whole batch at once, and one copy to the host."""
     if logits.shape[0] != len(encoded):
         raise WhiteboxError(f"{logits.shape[0]} logit rows for {len(encoded)} examples")
-    p = torch.softmax(logits.detach().float(), dim=-1).cpu()
-    return [{a: float(p[i, e.answer_ids[a]]) for a in e.example.alternatives}
-            for i, e in enumerate(encoded)]
+    if index is None:
+        index = _alternative_ids(encoded)
+    p = torch.softmax(logits.detach().float(), dim=-1)
+    picked = p.gather(1, index.to(p.device))
+    top = logits.detach().float().argmax(-1, keepdim=True).to(picked.dtype)  # token ids < 2**24: exact in float32
+    host = torch.cat([picked, top], dim=1).cpu()
+    probs = [{a: float(v) for a, v in zip(e.example.alternatives, row)}
+             for e, row in zip(encoded, host[:, :-1].tolist())]
+    return probs, [int(t) for t in host[:, -1].tolist()]
+
+
+def _alternative_ids(encoded: Sequence[EncodedExample]) -> torch.Tensor:
+    """[B, max alternatives] first-token ids of every example's alternatives (rows padded by repeating)."""
+    ids = [[e.answer_ids[a] for a in e.example.alternatives] for e in encoded]
+    width = max(len(r) for r in ids)
+    return torch.tensor([r + [r[-1]] * (width - len(r)) for r in ids], dtype=torch.long)
 
 
 def score_batch(engine: Engine, encoded: Sequence[EncodedExample], *,
@@ -109,12 +128,13 @@ def score_batch(engine: Engine, encoded: Sequence[EncodedExample], *,
     """One engine pass over ``encoded`` (optionally edited) -> one score per example."""
     batch = make_batch(engine, encoded)
     edits = edits_for(encoded, batch) if edits_for is not None else []
+    (index,) = to_device([_alternative_ids(encoded)], engine.output_device)  # uploaded before the forward
     trace = engine.run(batch, edits=edits)
-    top = trace.logits.detach().float().argmax(-1).cpu().tolist()
+    probs, top = _read(trace.logits, encoded, index)
     decode = getattr(engine.tokenizer, "decode", None)  # every HF tokenizer has it; test stubs may not
     return [dataclasses.replace(score_from_probs(e, p, rule), top_token=decode([t]) if decode else f"<{t}>",
                                 error_class=error_class(e, t))
-            for e, p, t in zip(encoded, alternative_probs(trace.logits, encoded), top)]
+            for e, p, t in zip(encoded, probs, top)]
 
 
 def score_examples(engine: Engine, encoded: Sequence[EncodedExample], *, batch_size: int = 8,

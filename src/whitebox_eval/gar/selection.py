@@ -83,16 +83,22 @@ def select_tasks(spec: str | Sequence[str], *, include_kr: bool = True) -> list[
 def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> list[GARExample]:
     """``limit`` examples of each task (None: its default set, 8 generation / 16 classification,
     sec. 3). A limit below the default takes the default set's first ``limit`` (a subset of the
-    full benchmark with the same seed); a limit above it generates that many, never fewer."""
-    if limit is not None and limit < 1:
-        raise WhiteboxError(f"--limit must be >= 1 (got {limit})")
-    if limit is not None and limit % 2 and any(t.g2c for t in tasks):
+    full benchmark with the same seed); a limit above it generates that many, never fewer. A
+    fraction below 1 takes that share of each task's default set, rounded up (to whole Yes/No
+    pairs in a classification task): :mod:`whitebox_eval.runs.limits`."""
+    from whitebox_eval.runs.limits import checked, is_fraction, taken
+
+    limit = checked(limit)
+    if limit is not None and not is_fraction(limit) and limit % 2 and any(t.g2c for t in tasks):
         raise WhiteboxError(f"--limit {limit} is odd: classification examples come in Yes/No pairs and an odd "
                             f"limit would keep more Yes than No items; use an even --limit (e.g. {limit + 1})")
     out = []
     for t in tasks:
         default = generate_task_examples(t, seed=seed)
-        if limit is None or limit <= len(default):
+        if is_fraction(limit):
+            n = taken(limit, len(default))
+            out += default[:n + n % 2 if t.g2c else n]
+        elif limit is None or limit <= len(default):
             out += default if limit is None else default[:limit]
         else:
             out += generate_task_examples(t, n_examples=limit, seed=seed)

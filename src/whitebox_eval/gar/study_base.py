@@ -36,19 +36,40 @@ class GARRun:
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
+    edits: tuple[str, ...] = ()  # --edit SPEC: every pass of the mode runs under these (recorded when given)
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
 
     def to_dict(self) -> dict:
         extra = {}
         if hasattr(self, "edit_at"):
             extra["edit_positions"] = EDIT_POSITIONS[getattr(self, "edit_at")]
-        return config_dict(self, "gar", mode=self.MODE, **extra)
+        d = config_dict(self, "gar", mode=self.MODE, **extra)
+        if not self.edits:  # recorded only when given, so earlier runs resume as before
+            d.pop("edits", None)
+        return d
 
 
 def open_gar_run(cfg: GARRun, output: str | Path, *, run_id: str | None, resume: bool,
-                 data_files: Sequence[Path] | None = None, world: World | None = None) -> RunFolder:
-    """Create or resume the run folder of ``cfg``; ``data_files``: the files the study read."""
+                 data_files: Sequence[Path] | None = None, world: World | None = None, loaded=None) -> RunFolder:
+    """Create or resume the run folder of ``cfg``; ``data_files``: the files the study read. ``--edit``
+    is checked first (against ``loaded``, else the model's config.json): a bad edit writes nothing."""
+    from whitebox_eval.sae.feature_edits import check_edits
+
+    check_edits(cfg.edits, loaded, cfg.model)
     return open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, world=world, data_files=data_files)
+
+
+def study_engine(cfg: GARRun, loaded):
+    """The mode's engine: every pass under the config's ``--edit`` edits."""
+    from whitebox_eval.internals import Engine
+    from whitebox_eval.sae.feature_edits import user_edits
+
+    return Engine(loaded).under(user_edits(cfg.edits, loaded))
 
 
 Score = Callable[[list[int]], tuple[list[dict], dict[str, np.ndarray]]]

@@ -42,6 +42,7 @@ from whitebox_eval.gar.roles import EncodedExample, Pattern, encode_examples, pa
 from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, score_examples
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
 from whitebox_eval.gar.study_base import (
+    study_engine,
     CONTROL_RULE,
     EDIT_POSITIONS,
     GARRun,
@@ -66,7 +67,7 @@ class GARHeadsConfig(GARRun):
     """The True/False-head study (secs. 4-5, App. E)."""
 
     tasks: str = "truth"
-    limit: int | None = None
+    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     steps: int = 5
     n_candidates: int = 10
     n_true: int = 2
@@ -392,9 +393,9 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
         sel_idx, rep_idx = split_pairs(examples, cfg.select_fraction, cfg.seed)
     statements, read = load_probe_files(cfg.probe_data, limit=cfg.probe_limit, seed=cfg.seed,
                                         on_bad_row=cfg.on_bad_row)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    engine = Engine(loaded)
+    engine = study_engine(cfg, loaded)  # --edit: every pass
     encoded = encode_examples(examples, loaded.tokenizer)
     keys = [example_id(e) for e in examples]
     n = len(encoded)

@@ -6,8 +6,9 @@ mask. We register ``whitebox_sdpa`` / ``whitebox_eager``: in a layer the active 
 does not touch they call the original implementation unchanged, so logits are
 bit-identical to the unhooked model. Where the plan asks for attention rows only,
 the output still comes from the original implementation and the requested rows are
-computed on the side (never the full N x N matrix). Only layers with attention
-edits or ``attn_full`` captures compute the full eager matrix.
+computed on the side (never the full N x N matrix), by the engine's plan
+(:meth:`whitebox_eval.internals.engine._Plan.attention`: one fused product per layer). Only
+layers with attention edits or ``attn_full`` captures compute the full matrix.
 """
 
 from __future__ import annotations
@@ -39,44 +40,15 @@ def additive_mask(mask: torch.Tensor | None, q_len: int, k_len: int, device, row
         keep = torch.arange(k_len, device=device) <= (query + (k_len - q_len)).unsqueeze(-1)
         keep = keep[None, None] if rows is None else keep[:, None]
     else:
+        mask = mask.to(device)  # a layer's mask may sit on another device than the rows' (a model split over devices)
         if rows is not None:
-            rows = rows.to(mask.device)
+            rows = rows.to(device)
             full = mask.expand(rows.shape[0], -1, -1, -1)
             mask = full.gather(2, rows[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[3]))
         if mask.dtype != torch.bool:
             return mask.float()
         keep = mask
     return torch.zeros(keep.shape, dtype=torch.float32, device=device).masked_fill(~keep, torch.finfo(torch.float32).min)
-
-
-def attention_scores(query, key, mask, scaling, softcap=None) -> torch.Tensor:
-    """Pre-softmax scores [B, H, Q, K] for (already gathered) queries; GQA without repeating keys."""
-    b, h, q_len, d = query.shape
-    hkv, k_len = key.shape[1], key.shape[2]
-    g = h // hkv
-    # query heads of one kv group stacked as rows: no copy of the keys per query head
-    scores = torch.matmul(query.reshape(b, hkv, g * q_len, d), key.transpose(-1, -2)).view(b, h, q_len, k_len)
-    scores = scores * scaling
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    return scores + mask
-
-
-def attention_probs(query, key, mask, scaling, softcap=None) -> torch.Tensor:
-    """Post-softmax probabilities [B, H, Q, K] in float32: q.k products, mask and softmax all in
-    float32 whatever the model's dtype (captured rows and edits keep full precision; an fp16
-    score never overflows)."""
-    scores = attention_scores(query.float(), key.float(), mask.float(), scaling, softcap)
-    return torch.softmax(scores, dim=-1)
-
-
-def weighted_values(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """probs [B, H, Q, K] @ value [B, Hkv, K, D] -> output [B, Q, H, D] (the interface's layout)."""
-    b, h, q_len, k_len = probs.shape
-    hkv = value.shape[1]
-    probs = probs.to(value.dtype)  # as eager attention: float32 softmax, weights in the model's dtype
-    out = torch.matmul(probs.reshape(b, hkv, (h // hkv) * q_len, k_len), value).view(b, h, q_len, -1)
-    return out.transpose(1, 2).contiguous()
 
 
 def explicit_mask(config, base: str, allowed: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor,
@@ -86,15 +58,18 @@ def explicit_mask(config, base: str, allowed: torch.Tensor, query_pos: torch.Ten
     layers also drop keys ``window`` or more positions behind the query, counted on the
     position ids (``query_pos`` [B, Q], ``key_pos`` [B, K]), not on columns. Models mixing
     full and sliding layers (gemma2, gemma3, qwen2/3 with sliding layers) take a dict by
-    layer kind. SDPA takes booleans, eager attention an additive mask in ``dtype``."""
+    layer kind. Both take an additive mask in ``dtype``, built here once per pass: eager attention
+    with ``finfo.min`` where a key is hidden (as transformers builds it), SDPA with ``-inf``, the
+    value SDPA itself gives a boolean mask (changed: SDPA got booleans, which it converted to
+    an additive [B, 1, S, S] mask again in every layer: a packed pass's whole mask, written and read
+    once per layer, the memory traffic that made the packed cloze pass slow on some CPUs)."""
     window = getattr(config, "sliding_window", None)
     kinds = set(getattr(config, "layer_types", None) or ["sliding_attention" if window else "full_attention"])
 
     def four_d(keep: torch.Tensor) -> torch.Tensor:
         keep = keep[:, None]
-        if base == "sdpa":
-            return keep
-        return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
+        hidden = float("-inf") if base == "sdpa" else torch.finfo(dtype).min
+        return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, hidden)
 
     masks = {"full_attention": allowed}
     if window and "sliding_attention" in kinds:

@@ -31,7 +31,7 @@ samples of a prompt share its one prefill (paper 004's n continuations per quest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -39,7 +39,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.batching import Batch, batch_from_ids
-from whitebox_eval.internals.requests import Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
+from whitebox_eval.internals.requests import Capture, Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
 
 EditsArg = Sequence[Edit] | Callable[[list[int]], Sequence[Edit]]
 """A fixed list of edits, or a callable that builds them from every example's current
@@ -57,6 +57,10 @@ class Generated:
 
     ids: list[int]
     stop: int | str | None
+    captures: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per capture asked of :func:`generate`, ``[layers, len(ids), ...]`` on the host: at step ``t``
+    the row that produced ``ids[t]`` (the last prompt token's for the first, then each
+    generated token's row for the next)."""
 
     @property
     def truncated(self) -> bool:
@@ -84,6 +88,7 @@ def generate(
     seeds: Sequence[int] | None = None,
     n_samples: int = 1,
     use_cache: bool = True,
+    captures: Sequence[Capture] = (),
 ) -> list[Generated]:
     """Continue each prompt (token ids) under ``edits``, one token per step.
 
@@ -100,11 +105,15 @@ def generate(
       the batch (004 sec. 2.4's free generation, :mod:`whitebox_eval.formats.generation`).
 
     ``n_samples`` continuations per prompt come from one prefill: the prompts' pass runs
-    once and its key/value cache is repeated to ``n_samples`` rows per prompt (no edits
-    then). The result is flat, prompt-major: prompt ``i``'s sample ``s`` is row
+    once and its key/value cache is repeated to ``n_samples`` rows per prompt (under edits
+    each sample is a row of its own from the first pass: the same draws). The result is flat, prompt-major: prompt ``i``'s sample ``s`` is row
     ``i * n_samples + s``. A row stops at a token in ``stop_ids`` (default: the model's
     :attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`) or once its decoded
     continuation contains one of ``stop_strings``.
+
+    ``captures`` (their positions ignored) are read at each step's new row, the one whose
+    logits chose the step's token, in the same passes (the cache kept): each
+    :attr:`Generated.captures` holds one vector per generated token.
     """
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -112,8 +121,9 @@ def generate(
         raise WhiteboxError("generation needs at least one prompt and no empty prompt")
     if n_samples < 1:
         raise WhiteboxError(f"n_samples must be >= 1, got {n_samples}")
-    if n_samples > 1 and (callable(edits) or list(edits)):
-        raise WhiteboxError("several samples from one prefill take no edits; repeat the prompts to sample under edits")
+    # under edits every sample is its own row from the start (the same draws, row i * n_samples + s):
+    # one shared prefill would leave the repeated rows' cache as the prefill computed it
+    shared_prefill = use_cache and not (callable(edits) or list(edits))
     tok, loaded = engine.tokenizer, engine.loaded
     stop_set = set(loaded.stop_ids) if stop_ids is None else {int(t) for t in stop_ids}
     stop_strings = [s for s in stop_strings if s]
@@ -123,30 +133,37 @@ def generate(
     pad = loaded.pad_id
     rows = [list(p) for p in prompts for _ in range(n_samples)]
     # with the cache the prompts are computed once, then repeated; without it every row is re-run
-    batch = batch_from_ids([list(p) for p in prompts] if use_cache else rows, pad_id=pad).to(loaded.device)
+    batch = batch_from_ids([list(p) for p in prompts] if shared_prefill else rows, pad_id=pad).to(loaded.device)
     cache = engine.new_cache() if use_cache else None
     guard = _CacheGuard() if use_cache else None
     out = [Generated([], None) for _ in rows]
     done = torch.zeros(len(rows), dtype=torch.bool)
     window = 4 * max((len(s) for s in stop_strings), default=0) + 8  # tokens that can hold a new stop string
+    asked = [replace(c, positions="last") for c in captures]
+    kept: list[dict[str, list[torch.Tensor]]] = [{c.key: [] for c in asked} for _ in rows]
     for step in range(max_new_tokens):
         if step:
             batch = batch.append(torch.where(done, pad, nxt))
-        step_edits = list(edits(batch.lengths.tolist()) if callable(edits) else edits)
+        step_edits = list(edits(batch.host_lengths.tolist()) if callable(edits) else edits)
         if guard is not None:
             guard.check(step_edits, batch)
         with torch.no_grad():
-            logits = engine.run(batch, edits=step_edits, logits="last", cache=cache).logits
+            trace = engine.run(batch, asked, step_edits, logits="last", cache=cache)
+        logits = trace.logits
+        got = {c.key: trace[c.key].detach().cpu() for c in asked}  # [B, L, 1, ...]
         if batch.size != len(rows):  # the one prefill: its cache and logits serve every sample
             cache.batch_repeat_interleave(n_samples)
             batch = _repeat_rows(batch, n_samples)
             logits = logits.repeat_interleave(n_samples, dim=0)
+            got = {k: v.repeat_interleave(n_samples, dim=0) for k, v in got.items()}
         nxt = sampler(logits, step)
         for i, t in enumerate(nxt.tolist()):
             if done[i]:
                 continue
             g = out[i]
             g.ids.append(t)
+            for k, v in got.items():
+                kept[i][k].append(v[i])
             if t in stop_set:
                 g.stop = t
             elif stop_strings:
@@ -155,13 +172,16 @@ def generate(
             done[i] = g.stop is not None
         if bool(done.all()):
             break
+    for g, k in zip(out, kept):
+        g.captures = {key: torch.cat(v, dim=1) for key, v in k.items()}
     return out
 
 
 def _repeat_rows(batch: Batch, n: int) -> Batch:
     """Every example of ``batch`` repeated ``n`` times in place (rows i*n .. i*n+n-1)."""
     return Batch(*(t.repeat_interleave(n, dim=0) for t in (batch.input_ids, batch.attention_mask, batch.position_ids,
-                                                         batch.lengths)), batch.prefix_len)
+                                                         batch.lengths)), batch.prefix_len,
+                 host_lengths=batch.host_lengths.repeat_interleave(n, dim=0))
 
 
 def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -234,7 +254,7 @@ class _CacheGuard:
         for e in edits:
             if not isinstance(e, EditAttention):
                 _check_absolute(e)
-        n = batch.example_lengths.cpu()
+        n = batch.host_example_lengths
         cells = [_attention_cells(e, n) if isinstance(e, EditAttention) else None for e in edits]
         if self.prev is not None:
             if len(edits) != len(self.prev) or not all(_same_edit(a, b) for a, b in zip(edits, self.prev)):

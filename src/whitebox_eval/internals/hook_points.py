@@ -187,7 +187,8 @@ def point_width(arch, point: str) -> int:
     widths = {"resid_pre": arch.d_model, "resid_mid": arch.d_model, "resid": arch.d_model,
               "mlp_out": arch.d_model, "attn_out": arch.d_model, "head_out": arch.n_heads * arch.head_dim,
               "q": arch.n_heads * arch.head_dim, "k": arch.n_kv_heads * arch.head_dim,
-              "v": arch.n_kv_heads * arch.head_dim, "mlp_act": arch.d_ff}
+              "v": arch.n_kv_heads * arch.head_dim, "mlp_act": arch.d_ff, "mlp_gate_act": arch.d_ff,
+              "q_proj": arch.n_heads * arch.head_dim, "k_proj": arch.n_kv_heads * arch.head_dim}
     if point not in widths:
         raise WhiteboxError(f"capture point {point!r} has no single vector per token")
     return widths[point]

@@ -14,24 +14,36 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.engine import Engine
 
 
-def logit_lens(engine: Engine, resid: torch.Tensor, token_ids: torch.Tensor | list[int] | None = None) -> torch.Tensor:
+def logit_lens(engine: Engine, resid: torch.Tensor, token_ids: torch.Tensor | list | None = None) -> torch.Tensor:
     """Logits of residual vectors [..., d_model] read through the final norm and unembedding.
 
     ``token_ids`` restricts the unembedding to those rows (e.g. the option letters), so
-    the full vocabulary is never materialised: returns [..., len(token_ids)]. Final
-    logit soft-capping (gemma2/3) is applied as in the model's own head.
+    the full vocabulary is never materialised: returns [..., len(token_ids)]. ``token_ids``
+    [B, T] gives each example of ``resid`` [B, ..., d_model] its own ids (a batch's items
+    with different letters): one product over the ids the batch uses, then each example's
+    columns. Final logit soft-capping (gemma2/3) is applied as in the model's own head.
     """
     normed = engine.arch.final_norm(resid).float()  # the lens reads in float32, whatever the weights
     w = engine.arch.unembed_weight()
     bias = getattr(engine.arch.unembed, "bias", None)
+    pick = None
     if token_ids is not None:
-        ids = torch.as_tensor(token_ids, dtype=torch.long, device=w.device)
+        ids = torch.as_tensor(token_ids, dtype=torch.long)
+        if ids.dim() == 2:  # one row of ids per example: the union once, then each example's columns
+            if ids.device.type != "cpu":
+                raise WhiteboxError("per-example token ids are read on the host: pass them as a list or CPU tensor")
+            ids, inverse = torch.unique(ids, return_inverse=True)
+            shape = [inverse.shape[0]] + [1] * (resid.dim() - 2) + [inverse.shape[1]]
+            pick = inverse.view(shape)
+        ids = ids.to(w.device)
         w, bias = w[ids], (None if bias is None else bias[ids])  # [T, d_model]
     logits = torch.nn.functional.linear(normed, w.to(normed.device, torch.float32),
                                         None if bias is None else bias.to(normed.device, torch.float32))
     cap = engine.arch.final_logit_softcap
     if cap is not None:
         logits = torch.tanh(logits / cap) * cap
+    if pick is not None:
+        logits = logits.gather(-1, pick.to(logits.device).expand(*logits.shape[:-1], pick.shape[-1]))
     return logits
 
 

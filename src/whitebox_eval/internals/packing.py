@@ -76,18 +76,15 @@ def pack(groups: Sequence[Sequence[Sequence[int]]], pad_id: int = 0) -> Packed:
         branches.append(branch)
         where.append(at)
     s = max(len(r) for r in rows)
-    b = len(rows)
-    input_ids = torch.full((b, s), pad_id, dtype=torch.long)
-    mask = torch.zeros((b, s), dtype=torch.long)
-    position_ids = torch.zeros((b, s), dtype=torch.long)
-    visible = torch.eye(s, dtype=torch.bool).repeat(b, 1, 1)  # a pad sees itself only
-    for r, (ids, pos, branch) in enumerate(zip(rows, positions, branches)):
-        n, off = len(ids), s - len(ids)
-        input_ids[r, off:] = torch.tensor(ids)
-        mask[r, off:] = 1
-        position_ids[r, off:] = torch.tensor(pos)
-        br = torch.tensor(branch)
-        same = (br[None, :] == -1) | (br[None, :] == br[:, None])  # key in the trunk or in the query's branch
-        visible[r, off:, off:] = torch.ones(n, n, dtype=torch.bool).tril() & same
+    pad = [s - len(r) for r in rows]  # built in Python, one tensor each, the pattern for the whole batch at once
+    input_ids = torch.tensor([[pad_id] * p + r for r, p in zip(rows, pad)], dtype=torch.long)
+    mask = torch.tensor([[0] * p + [1] * len(r) for r, p in zip(rows, pad)], dtype=torch.long)
+    position_ids = torch.tensor([[0] * p + q for q, p in zip(positions, pad)], dtype=torch.long)
+    br = torch.tensor([[-2] * p + q for q, p in zip(branches, pad)], dtype=torch.long)  # -2: pad, -1: trunk
+    real = br != -2
+    causal = torch.ones(s, s, dtype=torch.bool).tril()
+    # a real token sees the real tokens before it in the trunk or in its own branch; a pad sees itself only
+    same = (br[:, None, :] == -1) | (br[:, None, :] == br[:, :, None])
+    visible = torch.where(real[:, :, None], causal & same & real[:, None, :], torch.eye(s, dtype=torch.bool))
     lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    return Packed(Batch(input_ids, mask, position_ids, lengths, visible=visible), where)
+    return Packed(Batch(input_ids, mask, position_ids, lengths, visible=visible, host_lengths=lengths), where)

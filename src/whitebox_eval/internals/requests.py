@@ -38,7 +38,7 @@ A capture or patch may also name its point as SAELens / TransformerLens do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -92,6 +92,7 @@ class MaskNeurons:
 
 
 AttentionMode = Literal["add", "add_above", "force", "copy_head"]
+ATTENTION_MODES = ("add", "add_above", "force", "copy_head")
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,58 @@ class Patch:
     heads: Sequence[int] | None = None
 
 
-Edit = ScaleHeads | MaskNeurons | EditAttention | Patch
+@dataclass(frozen=True)
+class Replace:
+    """Replace ``point`` of ``layer`` by ``fn(x)`` (SAE fidelity: the residual leaving a block
+    swapped for its reconstruction; a block's output zeroed).
+
+    ``x`` holds the point's values at the tokens this pass computes, left-aligned: row ``i``'s
+    ``j``-th computed token at ``[i, j]`` and zeros after its last token (without a cached
+    prefix these are example coordinates, [B, S, ...] as a right-padded batch lays them
+    out). ``fn`` returns a tensor of that shape; the real tokens take its values, pads keep theirs.
+    """
+
+    point: str
+    layer: int
+    fn: Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True, eq=False)
+class AddVector:
+    """Add ``coef * vector`` to ``point`` of ``layer`` at ``positions`` (None = every position):
+    steering. ``vector`` holds one token's values at the point (``[width]``, per-head points
+    concatenated over the heads, or already ``[heads, head_dim]``); ``coef = 0`` leaves the pass
+    bit-identical. The point may be a hook name (``blocks.12.hook_resid_post``)."""
+
+    point: str
+    layer: int
+    vector: torch.Tensor
+    coef: float = 1.0
+    positions: Positions = None
+    replace: bool = False
+    """Set the point to ``coef * vector`` at the positions instead of adding it (patching a saved
+    activation, ``--edit patch:``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ClampFeature:
+    """Clamp (``value``) or scale (``scale``) SAE features at ``point`` of ``layer``: with
+    ``f = sae.encode(x)`` and ``f'`` that ``f`` with ``features`` set to ``value`` (or times
+    ``scale``), ``x`` becomes ``x + decode(f') - decode(f)``: the reconstruction changes, the SAE's
+    error term is added back, so an unchanged feature leaves ``x`` exactly as it was (the
+    difference ``(f' - f) W_dec`` is zero). ``sae`` is a :class:`whitebox_eval.sae.encoding.SAE`
+    (any object with its fields) reading that point."""
+
+    point: str
+    layer: int
+    sae: object
+    features: Sequence[int]
+    value: float | None = None
+    scale: float | None = None
+    positions: Positions = None
+
+
+Edit = ScaleHeads | MaskNeurons | EditAttention | Patch | Replace | AddVector | ClampFeature
 
 
 def cells_from_pairs(batch_size: int, seq_len: int, pairs: Sequence[Sequence[tuple[int, int]]]) -> torch.Tensor:

@@ -8,8 +8,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, model_load_options,
-    resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
+    LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
+    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
+    task_option)
 from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -42,8 +43,9 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
                    "tokenizer's chat template with add_generation_prompt=True, as lm-eval --apply_chat_template does "
                    "(few-shot collapsed into one turn); the answer follows the generation prompt without the ' ' "
                    "delimiter ('A', not ' A'; cloze options likewise); no special token is added twice")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="evaluate only the first N items [default: every item of a file; 500 generated ssd/arithmetic items]; "
+@click.option("--limit", type=LIMIT, default=None,
+              help="evaluate only the first N items, or a fraction F < 1 of them (0.1: a tenth, rounded up) [default: "
+                   "every item of a file; 500 generated ssd/arithmetic items]; "
                    "the summary says 'evaluated N of M items (--limit)'")
 @click.option("--prompt", type=click.Choice(["paper", "lm-eval"]), default="paper", show_default=True,
               help="prompt text: paper = paper 000's MCQ format; lm-eval = lm-evaluation-harness 0.4.13's task text "
@@ -58,10 +60,8 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
               help="random-head draws the ablation compares the key heads with (mean, sd and every draw are reported)")
 @click.option("--min-val-items", type=click.IntRange(min=1), default=50, show_default=True, help="smallest validation split for choosing the best head")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="what to do with malformed rows of a local file")
-@click.option("--edit", "edits", multiple=True, metavar="SPEC",
-              help="run every pass under this edit (repeatable): ablate:14.0,L17H1 (zero heads), scale:14.0=0.5, "
-                   "neurons:5:10,20[=VALUE] (MLP neurons); @last after a spec edits the last position only; compare "
-                   "with the unedited run: whitebox-eval compare RUN_A RUN_B")
+@edit_option()
+@save_activations_option("last (the prompt's last token), options (each option's label token), all (every prompt token)")
 @gen_kwargs_option({}, none="mcqa scores the options from the model's next-token logits and attention; it "
                             "generates nothing")
 @click.option("--item-views/--no-item-views", default=True, show_default=True,
@@ -116,7 +116,7 @@ def mcqa(**kw) -> None:
         min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
         dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
         fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"], item_views=kw["item_views"],
-        edits=tuple(kw["edits"]),
+        edits=tuple(kw["edits"]), save_activations=tuple(kw["save_activations"]),
     )
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

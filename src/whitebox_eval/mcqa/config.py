@@ -17,6 +17,8 @@ HEAD_METHODS = ("qk", "attention")
 SELECTING_METHODS = ("qk", "attention", "pride", "ablation")
 #: methods that need the options listed in the prompt (every method but the cloze)
 LETTER_METHODS = tuple(m for m in METHODS if m != "cloze")
+#: the positions ``--save-activations`` can name in mcqa (its main pass scores prompts, generates nothing)
+SAVE_POSITIONS = ("last", "all", "options")
 SYNTHETIC_DEFAULT_LIMIT = 500  # ssd / arithmetic generate items: this many unless --limit says otherwise
 
 
@@ -32,7 +34,7 @@ class MCQAConfig:
     uncertainty: bool = True
     language: str = "en"
     shots: int = 0
-    limit: int | None = None
+    limit: int | float | None = None  # N items, or a fraction below 1 of them (runs/limits.py)
     prompt: str = "paper"
     representative: str = "eol"
     methods: tuple[str, ...] = DEFAULT_METHODS
@@ -52,12 +54,17 @@ class MCQAConfig:
     view: str | None = None  # --view cloze|letters of --task lm-eval:TASK
     item_views: bool = True  # keep the report's per-item attention rows (one more pass, mcqa/explorer.py)
     edits: tuple[str, ...] = ()  # --edit SPEC: every pass runs under these (internals/edit_specs.py)
+    save_activations: tuple[str, ...] = ()  # --save-activations SPEC: kept per item (internals/activation_specs.py)
     volatile: tuple[str, ...] = field(default=("batch_size", "prefix_cache", "item_views"), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.internals.activation_specs import parse_activations
         from whitebox_eval.internals.edit_specs import parse_edit
+        from whitebox_eval.runs.limits import checked
 
         self.edits = tuple(parse_edit(e).text for e in self.edits)  # a malformed spec: one line, here
+        self.limit = checked(self.limit)  # N items or a fraction of them (runs/limits.py)
+        self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
             self.fields = tuple(f"{name}={column}" for name, column in self.task.fields)
         self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
@@ -89,4 +96,6 @@ class MCQAConfig:
             del d["item_views"]
         if not self.edits:  # likewise: recorded only when given
             del d["edits"]
+        if not self.save_activations:  # likewise
+            del d["save_activations"]
         return d

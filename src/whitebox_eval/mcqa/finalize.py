@@ -64,9 +64,12 @@ def finalize(study) -> RunFolder:
     cfg, folder, items = study.cfg, study.folder, study.items
     writer = study.world.main  # every rank runs the passes; rank 0 alone writes what follows from them
     main = study.main_pass() if study.letters else {}
+    saved = study.saver.merge() if study.saver is not None and writer else None  # --save-activations' files
     gold = np.array([it.gold for it in items])
     counts = np.array([len(it.options) for it in items])  # essential options per item (files may mix counts)
     t = _Tally(_facts(study, counts))
+    if saved is not None:
+        t.results["activations"] = saved
     base_pred, base_all = _baseline(study, main, gold, counts, t) if study.letters else (None, None)
     for key, arr in main.items() if writer else ():
         folder.save_array(key, arr)

@@ -13,21 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
-
-
-def _int_array(values: np.ndarray | Sequence[int], name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise WhiteboxError(f"{name} must be a 1-D array of option indices; got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise WhiteboxError(f"{name} must hold integer option indices (0 = first option)")
-    return arr.astype(np.int64)
+from whitebox_eval.stats.intervals import as_indices
 
 
 def _pair(
     pred: np.ndarray | Sequence[int], gold: np.ndarray | Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    p, g = _int_array(pred, "predictions"), _int_array(gold, "gold")
+    p, g = as_indices(pred, "predictions"), as_indices(gold, "gold")
     if p.shape != g.shape:
         raise WhiteboxError(f"predictions ({p.shape[0]}) and gold ({g.shape[0]}) differ in length")
     if p.size == 0:
@@ -53,7 +45,7 @@ def per_layer_accuracy(option_scores: np.ndarray, gold: np.ndarray | Sequence[in
     s = np.asarray(option_scores)
     if s.ndim != 3:
         raise WhiteboxError(f"option_scores must be [items, layers, options]; got {s.shape}")
-    g = _int_array(gold, "gold")
+    g = as_indices(gold, "gold")
     if g.shape[0] != s.shape[0]:
         raise WhiteboxError(f"gold has {g.shape[0]} items but option_scores has {s.shape[0]}")
     return (np.argmax(s, axis=-1) == g[:, None]).mean(axis=0)

@@ -11,24 +11,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mcqa.head_scores import Head, best_head
+from whitebox_eval.runs.png import save_png
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def _save(fig: Figure, path: str | Path) -> Path:
-    out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise WhiteboxError(f"plot paths must end in .png; got {out}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(out, format="png", dpi=110, bbox_inches="tight")
-    return out
 
 
 def plot_head_accuracy_heatmap(
@@ -59,7 +49,7 @@ def plot_head_accuracy_heatmap(
     ax.set_ylabel("layer")
     ax.set_title(title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize="small", frameon=False)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_accuracy_vs_options(
@@ -87,7 +77,7 @@ def plot_accuracy_vs_options(
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_prediction_distribution(
@@ -118,7 +108,7 @@ def plot_prediction_distribution(
     ax.set_ylabel("share of predictions")
     ax.set_title(title)
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_logit_lens_accuracy(
@@ -152,4 +142,4 @@ def plot_logit_lens_accuracy(
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_png(fig, path)

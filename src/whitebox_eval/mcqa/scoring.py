@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals import Capture, Engine, Prefix, batch_from_ids, logit_lens
+from whitebox_eval.internals import Capture, Engine, Prefix, batch_from_ids, logit_lens, to_device
 from whitebox_eval.internals.packing import pack
 from whitebox_eval.internals.requests import Edit
 from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt
@@ -50,14 +50,18 @@ def score_prompts(
     scorers: Sequence[str] = SCORERS,
     edits: Sequence[Edit] = (),
     prefix: Prefix | None = None,
+    extra: Sequence[Capture] = (),
+    on_trace=None,
 ) -> PromptScores:
     """Run one pass over ``toks`` and compute every requested scorer from it.
+
+    ``extra``: more captures of the same pass (``--save-activations``), handed with the trace
+    and the prefix the pass used to ``on_trace(trace, prefix)``; they change no score.
 
     With ``prefix`` (the cached demonstrations), only each prompt's tokens after it are
     computed; prompts that do not start with exactly the prefix tokens, or that would
     overflow a sliding window, fall back to the full pass for the whole batch.
     """
-    arch = engine.arch
     device = engine.loaded.device
     pad = engine.loaded.pad_id
     if prefix is not None:
@@ -69,19 +73,29 @@ def score_prompts(
         batch = batch_from_ids([t.input_ids[prefix.length:] for t in toks], pad_id=pad).to(device)
     else:
         batch = batch_from_ids([t.input_ids for t in toks], pad_id=pad).to(device)
+    b = len(toks)
     n_opts = [len(t.option_positions) for t in toks]
     valid = torch.tensor([[o < n for o in range(n_max)] for n in n_opts])
     # every option's representative tokens, flattened per item; weights[b, o, p] averages them
     groups = [t.representative_tokens() for t in toks]
     width = max(sum(len(g) for g in gs) for gs in groups)
-    opt_pos, weights = [], torch.zeros(len(toks), n_max, width)
-    for b, gs in enumerate(groups):
+    opt_pos, weights = [], [[0.0] * (n_max * width) for _ in toks]
+    for i, gs in enumerate(groups):
         flat = [p for g in gs for p in g]
         start = 0
         for o, g in enumerate(gs):
-            weights[b, o, start:start + len(g)] = 1.0 / len(g)
+            for j in range(start, start + len(g)):
+                weights[i][o * width + j] = 1.0 / len(g)
             start += len(g)
         opt_pos.append(flat + [flat[-1]] * (width - len(flat)))
+    answer_ids = torch.tensor([t.answer_ids + [t.answer_ids[-1]] * (n_max - len(t.answer_ids)) for t in toks])
+    # the lens reads the union of the batch's answer ids once, then each item's columns
+    lens_ids, lens_pick = torch.unique(answer_ids, return_inverse=True)
+    # built on the host, uploaded in one copy per dtype before the forward (an upload after it waits
+    # for the whole pass); where they are used: logits on the head's device, captures on the final norm's
+    # (under a device map neither need be the embedding's, where the inputs went)
+    host = [torch.tensor(weights).view(b, n_max, width), torch.tensor(opt_pos), answer_ids, lens_ids, lens_pick]
+    weights_d, opt_d, answer_d, lens_ids_d, lens_pick_d = to_device(host, engine.output_device)
     captures = []
     if "qk" in scorers:
         captures += [Capture("q", "last"), Capture("k", opt_pos)]
@@ -89,31 +103,45 @@ def score_prompts(
         captures.append(Capture("attn", "last"))
     if "lens" in scorers:
         captures.append(Capture("resid", "last"))
-    trace = engine.run(batch, captures, edits, prefix=prefix)
-    # built where they are used: logits come from the head's device, captures from the final norm's
-    # (under a device map neither need be the embedding's, where the inputs went)
-    answer_ids = torch.tensor([t.answer_ids + [t.answer_ids[-1]] * (n_max - len(t.answer_ids)) for t in toks])
-
-    def masked(x: torch.Tensor) -> np.ndarray:
-        shape = [x.shape[0]] + [1] * (x.dim() - 2) + [n_max]
-        return x.float().cpu().masked_fill(~valid.view(shape), float("-inf")).numpy()
-
-    out = PromptScores(letter_logits=masked(trace.logits.gather(1, answer_ids.to(trace.logits.device))))
+    trace = engine.run(batch, [*captures, *extra], edits, prefix=prefix)
+    if on_trace is not None:
+        on_trace(trace, prefix)
+    out: dict[str, torch.Tensor] = {"letter_logits": trace.logits.gather(1, answer_d.to(trace.logits.device)).float()}
     if "qk" in scorers:
         q = trace["q"][:, :, 0].float()  # [B, L, H, D]
-        k = torch.einsum("bnp,blphd->blnhd", weights.to(q.device), trace["k"].float())  # representative key per option
-        k = k[:, :, :, arch.kv_head_map]  # [B, L, n, H, D]
-        out.qk = masked(torch.einsum("blhd,blnhd->blhn", q, k))
+        k = torch.einsum("bnp,blphd->blnhd", weights_d.to(q.device), trace["k"].float())  # representative key per option
+        k = k.index_select(3, _kv_map(engine, q.device))  # [B, L, n, H, D]
+        out["qk"] = torch.einsum("blhd,blnhd->blhn", q, k)
     if "attention" in scorers:
         rows = trace["attn"][:, :, :, 0]  # [B, L, H, S]
-        idx = torch.tensor(opt_pos, device=rows.device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
-        out.attention = masked(torch.einsum("blhp,bnp->blhn", rows.gather(-1, idx).float(), weights.to(rows.device)))
+        idx = opt_d.to(rows.device)[:, None, None, :].expand(-1, rows.shape[1], rows.shape[2], -1)
+        out["attention"] = torch.einsum("blhp,bnp->blhn", rows.gather(-1, idx).float(), weights_d.to(rows.device))
     if "lens" in scorers:
         resid = trace["resid"][:, :, 0]  # [B, L, d]
         with torch.no_grad():
-            lens = torch.stack([logit_lens(engine, resid[i], answer_ids[i]) for i in range(len(toks))])  # on resid's device
-        out.lens = masked(lens)
-    return out
+            lens = logit_lens(engine, resid, lens_ids_d)  # [B, L, U]: one product for the whole batch
+        out["lens"] = lens.gather(-1, lens_pick_d.to(lens.device)[:, None, :].expand(-1, lens.shape[1], -1))
+    # every score back in one copy
+    names = list(out)
+    flat = torch.cat([out[k].reshape(b, -1).to(trace.logits.device, torch.float32) for k in names], dim=1).cpu()
+    arrays: dict[str, np.ndarray] = {}
+    at = 0
+    for k in names:
+        n = out[k][0].numel()
+        x = flat[:, at:at + n].reshape(out[k].shape)
+        at += n
+        shape = [b] + [1] * (x.dim() - 2) + [n_max]
+        arrays[k] = x.masked_fill(~valid.view(shape), float("-inf")).numpy()
+    return PromptScores(**arrays)
+
+
+def _kv_map(engine: Engine, device) -> torch.Tensor:
+    """The GQA map (query head -> its key/value head) as an index on ``device``, made once per engine."""
+    memo = engine.__dict__.setdefault("_kv_map", {})
+    key = str(device)
+    if key not in memo:
+        memo[key] = torch.tensor(engine.arch.kv_head_map, device=device)
+    return memo[key]
 
 
 Request = tuple[list[int], list[int]]
@@ -143,15 +171,23 @@ def continuation_logprobs(engine: Engine, groups: Sequence[Sequence[Request]], p
            for g, group in enumerate(groups)]
     target = [[t for _, x in group for t in x] for group in groups]
     width = max(len(p) for p in pos)
+    # request r's tokens sum into slot r (padding into a last, dropped slot): built on the host and
+    # uploaded before the forward, summed on the device, one copy back
+    slot, r = [], 0
+    for group in groups:
+        row = []
+        for _, x in group:
+            row += [r] * len(x)
+            r += 1
+        slot.append(row + [-1] * (width - len(row)))
+    n_req = r
+    slots = torch.tensor(slot)
+    slots[slots < 0] = n_req
+    idx, slots = to_device([torch.tensor([t + [t[-1]] * (width - len(t)) for t in target]), slots], engine.output_device)
     trace = engine.run(packed.batch.to(engine.loaded.device), logits=[p + [p[-1]] * (width - len(p)) for p in pos],
                        prefix=prefix)
     logp = torch.log_softmax(trace.logits.float(), -1)  # [groups, width, V]
-    idx = torch.tensor([t + [t[-1]] * (width - len(t)) for t in target], device=logp.device)
-    tok_lp = logp.gather(-1, idx.unsqueeze(-1)).squeeze(-1).cpu()  # [groups, width]
-    out = []
-    for g, group in enumerate(groups):
-        k = 0
-        for _, x in group:
-            out.append(float(tok_lp[g, k:k + len(x)].sum()))
-            k += len(x)
-    return np.array(out)
+    tok_lp = logp.gather(-1, idx.to(logp.device).unsqueeze(-1)).squeeze(-1)  # [groups, width]
+    sums = torch.zeros(n_req + 1, dtype=tok_lp.dtype, device=tok_lp.device)
+    sums.index_add_(0, slots.to(tok_lp.device).view(-1), tok_lp.reshape(-1))
+    return sums[:n_req].cpu().double().numpy()

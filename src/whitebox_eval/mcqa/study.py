@@ -35,7 +35,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
-from whitebox_eval.internals.edit_specs import build_edits
+from whitebox_eval.sae import feature_edits
 from whitebox_eval.internals.packing import packed_length
 from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
@@ -48,12 +48,12 @@ from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
 from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
 from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.models.config_sizes import config_sizes
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.lm_eval_format import sample_fields
 from whitebox_eval.runs.distributed import World, world as current_world
 from whitebox_eval.runs.passes import run_pass
+from whitebox_eval.runs.limits import taken
 from whitebox_eval.mcqa.config import (
     DEFAULT_METHODS,
     LETTER_METHODS,
@@ -63,6 +63,7 @@ from whitebox_eval.mcqa.config import (
     MCQAConfig,
 )
 from whitebox_eval.mcqa.finalize import finalize
+from whitebox_eval.mcqa.activations import Saver, check as check_saved
 
 def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     """The task's items: ``ssd``, ``arithmetic[:cat,cat]``, or ``NAME=PATH`` for a local file.
@@ -74,11 +75,15 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
 
     if cfg.spec.is_lm_eval:
         return _lm_eval_items(cfg)[0]
-    n = cfg.limit if cfg.limit is not None else SYNTHETIC_DEFAULT_LIMIT
+    n = taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT)  # a fraction: of the default count
     # a held-out demonstration pool comes off the front (not with a dev/train split or --demos-from)
     extra = POOL_SIZE if demo_source(cfg.spec, cfg.shots, cfg.demos_source).takes_pool else 0
     return load_mcq(cfg.spec, n + extra, seed=cfg.seed, n_options=cfg.n_options, language=cfg.language,
                     on_bad_row=cfg.on_bad_row)
+
+
+def _generated(cfg: MCQAConfig) -> bool:
+    return not cfg.spec.is_lm_eval and bool(cfg.spec.record.is_generator)
 
 
 def permutation_order(n: int, rng: random.Random) -> list[int]:
@@ -96,8 +101,7 @@ class _Study:
                  show_progress: bool | None, world: World = World()):
         self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
         self.engine = Engine(loaded)
-        arch = loaded.arch
-        self.user_edits = build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)  # --edit: every pass
+        self.user_edits = feature_edits.user_edits(cfg.edits, loaded)  # --edit: every pass
         self.world = world
         self.show_progress = show_progress if world.main else False
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
@@ -112,6 +116,7 @@ class _Study:
         else:  # nothing is selected: every item is reported
             self.split = hs.Split(val=np.arange(0), test=np.arange(len(items)))
         self._prefixes = PrefixCache(self.engine)  # the demonstrations' key/values, found on tokens
+        self.saver = Saver(self) if cfg.save_activations else None  # --save-activations (mcqa/activations.py)
 
     def lm_eval_docs(self, item: MCQItem) -> tuple[lm_eval.LmEvalDoc, list[lm_eval.LmEvalDoc]]:
         """The item and its demonstrations as lm-eval's task sees them (``--prompt lm-eval``;
@@ -171,12 +176,14 @@ class _Study:
 
     # ---- passes ------------------------------------------------------------------
     def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
-                 scorers: Sequence[str], edits=(), records=None) -> dict[str, np.ndarray]:
+                 scorers: Sequence[str], edits=(), records=None, save: bool = False) -> dict[str, np.ndarray]:
         """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable, :mod:`whitebox_eval.runs.passes`);
         return arrays [len(indices), ...]. ``records(chunk, rendered, toks, scores)`` gives the
-        batch's sample records (None: the pass writes no samples)."""
+        batch's sample records (None: the pass writes no samples); ``save``: the pass's batches
+        also write ``--save-activations``' parts."""
         indices = list(indices)
         edits = [*self.user_edits, *edits]
+        saver = self.saver if save else None
 
         def score(batch: list[int]):
             chunk = [indices[b] for b in batch]
@@ -184,7 +191,9 @@ class _Study:
             toks = [self.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
             prefix = None if edits else self.prefix_for([t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
-            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix).arrays()
+            scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix,
+                                   extra=saver.captures(toks) if saver else (),
+                                   on_trace=(lambda tr, used: saver.write(chunk, toks, tr, used)) if saver else None).arrays()
             return (records(chunk, rendered, toks, scores) if records else None), scores
 
         ids = [self.items[i].id for i in indices] if records else list(range(len(indices)))
@@ -205,7 +214,8 @@ class _Study:
                             **sample_fields(self.items[i], i, [(r.text, a) for a in r.answer_strings])})
             return out
 
-        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, records=records)
+        return self.run_pass("main", lambda i: self.rendered[i], range(len(self.items)), scorers, records=records,
+                             save=True)
 
     def perm_pass(self) -> tuple[dict[str, np.ndarray], list[list[int]]]:
         rng = random.Random(f"pa-{self.cfg.seed}")
@@ -310,6 +320,7 @@ def run_mcqa(
             raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     check_prompt(cfg)
     check_edits(cfg, loaded)
+    check_saved(cfg, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         lm_tasks = None
         if cfg.spec.is_lm_eval:  # lm-eval's sampler drew each item's demonstrations (item.meta)
@@ -320,8 +331,8 @@ def run_mcqa(
             demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
                                                lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
     n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
-    if cfg.limit is not None:
-        items = items[: cfg.limit]
+    if cfg.limit is not None:  # a fraction of a file's items; a generated task made its share already
+        items = items[: taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT if _generated(cfg) else len(items))]
     if not items:
         raise WhiteboxError("the task produced no items")
     if len({it.id for it in items}) != len(items):
@@ -386,12 +397,7 @@ def check_edits(cfg: MCQAConfig, loaded: LoadedModel | None) -> None:
         return
     if "cloze" in cfg.methods:
         raise WhiteboxError("--edit: the cloze method does not run under edits yet; leave cloze out of --methods")
-    if loaded is not None:
-        arch = loaded.arch
-        build_edits(cfg.edits, arch.n_layers, arch.n_heads, arch.d_ff)
-    else:
-        sizes = config_sizes(cfg.model)
-        build_edits(cfg.edits, sizes.n_layers, sizes.n_heads, sizes.d_ff)
+    feature_edits.check_edits(cfg.edits, loaded, cfg.model)
 
 
 def check_prompt(cfg: MCQAConfig) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.models.config_sizes import sizes_of_config
+from whitebox_eval.models.config_sizes import ConfigSizes, config_sizes
 
 AUTO_MAX = 64
 #: tokens per example the rule budgets for (a 5-shot MMLU prompt is ~600)
@@ -41,9 +41,9 @@ def free_memory(device: torch.device) -> int:
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
-def rule_batch_size(config, dtype: str, free: int, tokens: int = AUTO_TOKENS) -> int:
-    """The module docstring's rule for a transformers config and ``free`` bytes."""
-    z = sizes_of_config(config)
+def rule_batch_size(sizes: ConfigSizes, dtype: str, free: int, tokens: int = AUTO_TOKENS) -> int:
+    """The module docstring's rule for a model's sizes (:mod:`.config_sizes`) and ``free`` bytes."""
+    z = sizes
     if not (z.d_model and z.n_layers and z.vocab):
         raise WhiteboxError("--batch-size auto: the model's config.json gives no hidden size, layer count or "
                             "vocabulary size; give --batch-size N")
@@ -60,11 +60,7 @@ def rule_batch_size(config, dtype: str, free: int, tokens: int = AUTO_TOKENS) ->
 
 def auto_batch_size(spec: str, dtype: str = "float32", device=None) -> int:
     """``--batch-size auto`` for the model ``spec`` on ``device`` (the placement's default)."""
-    from transformers import AutoConfig
-
-    from whitebox_eval.models.loading import resolve_source
     from whitebox_eval.models.placement import PLACEMENT, resolve_device
 
     where = resolve_device(device if device is not None else PLACEMENT.device)
-    source, _ = resolve_source(spec)
-    return rule_batch_size(AutoConfig.from_pretrained(source), dtype, free_memory(where))
+    return rule_batch_size(config_sizes(spec), dtype, free_memory(where))

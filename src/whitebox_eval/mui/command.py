@@ -11,8 +11,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, field_option, gen_kwargs_option, lm_eval_data_option, log_samples_option,
-    model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, shots_option, task_option)
+    LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
+    log_samples_option, model_load_options, resolved_batch_size, resolved_dtype, run_folder_options,
+    save_activations_option, shots_option, task_option)
 from whitebox_eval.runs.run_ids import run_id_option
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE
 
@@ -50,6 +51,7 @@ def _study_options(f):
                           "Gemma Scope, Llama Scope layouts, or an SAE study's run folder), hf:ORG/REPO/PATH[@REV] or "
                           "saelens:RELEASE/SAE_ID; the hook and layer are read from the files or names (HOOK e.g. "
                           "blocks.5.hook_mlp_out)"),
+        edit_option("the responses and every scoring pass run under the edits (the key/value cache kept; no @last)"),
         shots_option("auto", "auto: zero-shot for instruction-tuned (chat template) models, one-shot for base (App. A.6)",
                      type=click.Choice(["auto", "0", "1"])),
         click.option("--chat", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
@@ -73,7 +75,8 @@ def _study_options(f):
                      "(HumanEval, MBPP); without it those tasks are refused"),
         click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True,
                      help="what to do with malformed rows of a local file (skipped rows are listed)"),
-        click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="number of items"),
+        click.option("--limit", type=LIMIT, default=100, show_default=True,
+                     help="number of items, or a fraction F < 1 of the task's items (rounded up)"),
         batch_size_option(),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
         dtype_option,
@@ -112,7 +115,8 @@ def _config(model: str, task, kw: dict):
         fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
         lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
         allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
-        on_bad_row=kw["on_bad_row"],
+        on_bad_row=kw["on_bad_row"], save_activations=tuple(kw.get("save_activations", ())),
+        edits=tuple(kw.get("edits") or ()),
     )
 
 
@@ -125,6 +129,8 @@ def _config(model: str, task, kw: dict):
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
 @model_load_options
+@save_activations_option("last (the prompt's last token) or generated (each generated token of the greedy response: "
+                         "the row that produced it)")
 @log_samples_option
 @gen_kwargs_option({"max_gen_toks": "max_new_tokens", "until": "stop"},
                    fixed={"do_sample": (False, "MUI reads greedy responses (001 App. A.6)"),
@@ -178,6 +184,10 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
         raise WhiteboxError("--allow-code-execution applies to --task lm-eval:TASK and humaneval=PATH only")
     for spec in task:  # every file is there before the first run starts
         spec.check_file()
+    if kw.get("save_activations"):  # a bad spec or layer: one line before any model work
+        from whitebox_eval.mui.activations import check as check_saved
+
+        check_saved(_config(model, task[0], kw), None)
     folders = []
     for spec in task:
         cfg = _config(model, spec, kw)
@@ -409,7 +419,7 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     import numpy as np
 
     from whitebox_eval.mui.statistics import jackknife_mui
-    from whitebox_eval.mui.study import load_key_sets
+    from whitebox_eval.mui.finished import load_key_sets
     from whitebox_eval.runs import RunFolder
     from whitebox_eval.runs.estimates import format_estimate
 

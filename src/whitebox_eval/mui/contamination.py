@@ -46,7 +46,8 @@ from whitebox_eval.models.training import (
     weights_fingerprint,
 )
 from whitebox_eval.mui.over_runs import paired_tests
-from whitebox_eval.mui.study import MUIConfig, prepare_task, run_mui, run_point
+from whitebox_eval.mui.finished import run_point
+from whitebox_eval.mui.study import MUIConfig, prepare_task, run_mui
 from whitebox_eval.mui.utility_law import Direction, classify_direction
 from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
 from whitebox_eval.runs.finished import is_finished

@@ -24,7 +24,8 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.statistics import jackknife_mui_difference
 from whitebox_eval.tasks.spec import TaskSpec
-from whitebox_eval.mui.study import MUIConfig, load_key_sets, run_mui, run_point
+from whitebox_eval.mui.finished import load_key_sets, run_point
+from whitebox_eval.mui.study import MUIConfig, run_mui
 from whitebox_eval.mui.utility_law import Direction, UtilityLawFit, classify_direction, fit_utility_law
 from whitebox_eval.runs import RunFolder
 

@@ -10,7 +10,9 @@ TOKENS_PER_UNIT = 3
 
 
 def mui_work(cfg, mode: str) -> tuple[int, float]:
-    n = int(cfg.limit or 100)
+    from whitebox_eval.runs.limits import taken
+
+    n = taken(cfg.limit, 100) if cfg.limit else 100  # a fraction: of an estimated 100 items
     return n, n * (4 + int(cfg.max_new_tokens or 64))  # None: the task's own budget
 
 
@@ -22,11 +24,19 @@ def masking_work(cfg, mode: str) -> tuple[int, float]:
 
 def contamination_work(cfg, mode: str) -> tuple[int, float]:
     """Its MUI runs (every task at step 0 and each checkpoint), in mui's units, plus training
-    (a step ~ 3 forwards of the batch; a cached training costs none)."""
+    (a step ~ 3 forwards of the batch; a cached training costs none). ``until_significant``
+    is priced at its cap: ``max_epochs`` epochs, each followed by the trained items' answers
+    (one generation of the trained items), and the answers before training."""
     n = int(cfg.limit)
     points = 2 + len(cfg.checkpoints)
-    per_run = n * (4 + int(cfg.max_new_tokens or 64))
-    return n * len(cfg.tasks), per_run * len(cfg.tasks) * points + 3 * n * cfg.epochs * 16
+    gen = int(cfg.max_new_tokens or 64)
+    per_run = n * (4 + gen)
+    if getattr(cfg, "until_significant", False):
+        epochs = cfg.max_epochs
+        checks = (epochs + 1) * n * gen
+    else:
+        epochs, checks = cfg.epochs, 0
+    return n * len(cfg.tasks), per_run * len(cfg.tasks) * points + 3 * n * epochs * 16 + checks
 
 
 MUI = Suite(

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from whitebox_eval.datafiles import json_objects
+from whitebox_eval.runs.limits import is_fraction, taken
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.generation import GenItem, GenTask, load_generation
 from whitebox_eval.tasks.registry import Generation
@@ -119,6 +120,7 @@ class Response:
     text: str
     stopped_by: str | None = None  # "eos", a stop string, or None (ran out of tokens)
     generated: list[int] | None = None
+    captures: dict | None = None  # the decoder's captures per generated token (--save-activations)
 
 
 def cut_response(tokenizer, ids: Sequence[int], stops: Sequence[str], eos: set[int]) -> Response:
@@ -144,7 +146,7 @@ def cut_response(tokenizer, ids: Sequence[int], stops: Sequence[str], eos: set[i
 
 def generate_responses(
     lm, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stops: Sequence[str] = (),
-    edits: Sequence | None = None, engine=None,
+    edits: Sequence | None = None, engine=None, captures=(),
 ) -> list[Response]:
     """Greedy responses (``do_sample=False``, App. A.6) for a batch of prompt ids.
 
@@ -160,11 +162,11 @@ def generate_responses(
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     gens = generate(engine or Engine(lm), [list(p) for p in prompts], max_new_tokens=max_new_tokens,
-                    edits=list(edits or ()), stop_strings=list(stops))
+                    edits=list(edits or ()), stop_strings=list(stops), captures=captures)
     eos = set(lm.stop_ids)
     out = [cut_response(lm.tokenizer, g.ids, stops, eos) for g in gens]
     for r, g in zip(out, gens):
-        r.generated = list(g.ids)
+        r.generated, r.captures = list(g.ids), g.captures
     return out
 
 
@@ -253,15 +255,18 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
     elif cfg.allow_code_execution:
         raise WhiteboxError("--allow-code-execution applies to --task lm-eval:TASK and humaneval=PATH only")
     own_demo = fmt.shots == 1 and style.demonstration is None and not spec.is_lm_eval
-    limit = None if cfg.limit is None else cfg.limit + own_demo
+    share = is_fraction(cfg.limit)  # a fraction of every item (runs/limits.py): all loaded, then cut
+    limit = None if cfg.limit is None or share else cfg.limit + own_demo
     gen = load_generation(spec, limit=limit, seed=cfg.seed, n_options=cfg.n_options, on_bad_row=cfg.on_bad_row,
                           **options)
     items, demonstration = list(gen.items), None
     if own_demo and items and items[0].prompt is None:  # a file without an App. C example: its first row
         first = items.pop(0)
         demonstration = (first.question, first.gold_response.strip())
-    elif own_demo and cfg.limit is not None:
+    elif own_demo and cfg.limit is not None and not share:
         items = items[:cfg.limit]
+    if share:
+        items = items[:taken(cfg.limit, len(items))]
     if not items:
         raise WhiteboxError(f"task {spec} gave no items")
     ids = [it.id for it in items]
@@ -281,7 +286,8 @@ def prepare_task(cfg, tokenizer) -> PreparedTask:
                         budget_given=cfg.max_new_tokens is not None, stops_given=cfg.stop is not None)
 
 
-def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=None) -> tuple[list[list[int]], list[Response]]:
+def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=None,
+            captures=()) -> tuple[list[list[int]], list[Response]]:
     """Prompt ids and responses (generated, or given) for ``items``; items with other stop strings
     or budgets (the tasks of an lm-eval group) are generated apart."""
     prompts = [task.prompt(it, lm.tokenizer) for it in items]
@@ -293,6 +299,6 @@ def respond(lm, task: PreparedTask, items: list[GenItem], *, edits=None, engine=
     responses: list[Response | None] = [None] * len(items)
     for (stops, budget), rows in groups.items():
         for j, r in zip(rows, generate_responses(lm, [prompts[j] for j in rows], max_new_tokens=budget, stops=stops,
-                                                     edits=edits, engine=engine)):
+                                                     edits=edits, engine=engine, captures=captures)):
             responses[j] = r
     return prompts, responses

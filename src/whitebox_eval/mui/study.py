@@ -20,7 +20,6 @@ utilisation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,17 +29,17 @@ from whitebox_eval.datafiles import recording
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
+from whitebox_eval.command_options import parsed_edits
 from whitebox_eval.internals.prefixes import PrefixCache
+from whitebox_eval.sae.feature_edits import user_edits
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
-from whitebox_eval.sae.sets import SAESet
-from whitebox_eval.sae.sets import load_sae_set
+from whitebox_eval.sae.sets import SAESet, load_sae_set, split_spec
 from whitebox_eval.mui.keyneurons import (KeyNeuronConfig, ScoredSequence, sample_key_mask,
                                           token_scores)
 from whitebox_eval.sae.encoding import ReconstructionStats
 from whitebox_eval.sae.study import fidelity_summary
-from whitebox_eval.sae.sets import split_spec
 from whitebox_eval.sae.sources import feature_links, resolve_sae
 from whitebox_eval.sae.fidelity import evaluate_fidelity, judged
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
@@ -50,7 +49,9 @@ from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.folder import ARRAYS_DIR
 from whitebox_eval.runs.passes import iter_parts, run_pass
 from whitebox_eval.runs.kept import kept
+from whitebox_eval.runs.limits import checked
 from whitebox_eval.mui.responses import prepare_task, respond
+from whitebox_eval.mui.activations import POSITIONS as SAVE_POSITIONS, Saver, check as check_saved, parse_activations
 from whitebox_eval.tasks.generation import GenItem
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
 
@@ -112,7 +113,7 @@ class MUIConfig:
     max_new_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     n_options: int = 4
-    limit: int | None = 100
+    limit: int | float | None = 100  # N items, or a fraction below 1 of the task's items (runs/limits.py)
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
@@ -121,12 +122,16 @@ class MUIConfig:
     lm_eval_data: str | None = None  # --lm-eval-data DIR of lm-eval:TASK
     allow_code_execution: bool = False  # lm-eval tasks whose metric runs the model's code
     on_bad_row: str = "skip"  # a malformed row of a local file: skip it (listed) or stop ("error")
+    save_activations: tuple[str, ...] = ()  # --save-activations SPEC (mui/activations.py)
+    edits: tuple[str, ...] = ()  # --edit SPEC: the responses and every scoring pass run under these
     # on_bad_row never changes a finished run's numbers ("error" stops at the first bad row), so a resume may change it
     volatile: tuple[str, ...] = field(default=("batch_size", "on_bad_row"), repr=False)
 
     def __post_init__(self) -> None:
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
-        self.task = str(self._spec)
+        self.task, self.limit = str(self._spec), checked(self.limit)
+        self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if self.reference_code_compat:
             want = REFERENCE_CODE_SETTINGS
             clash = {k: getattr(self, k) for k, v in want.items() if getattr(self, k) not in (v, MUIConfig.defaults()[k])}
@@ -160,10 +165,10 @@ class MUIConfig:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d["sae"] = list(self.sae)
+        d["sae"], d["edits"] = list(self.sae), list(self.edits)
         d["stop"] = None if self.stop is None else list(self.stop)
         d["_volatile"] = list(d.pop("volatile"))
-        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution"):  # recorded only when given
+        for key in ("answer", "fields", "lm_eval_data", "allow_code_execution", "save_activations", "edits"):  # only when given
             if not d[key]:
                 del d[key]
         d["task_spec"] = self.spec.to_config()
@@ -200,9 +205,11 @@ def run_mui(
     for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
         resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    edits = user_edits(cfg.edits, loaded, no_last="mui generates its responses and scores every response token")
     sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
+    check_saved(cfg, loaded, task)
     config = cfg.to_dict()
     if sae_set is not None:  # what each SAE is: route, release, id, hook, commit, SHA-256 (sae/sources.py)
         config["sae_sources"] = sae_set.sources
@@ -210,16 +217,17 @@ def run_mui(
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
-    engine = Engine(loaded)
-    prefixes = PrefixCache(engine)  # a demonstration or chat header the prompts share, computed once
+    engine = Engine(loaded).under(edits)  # --edit: the responses and every scoring pass
+    prefixes = None if edits else PrefixCache(engine)  # a shared demonstration or chat header, computed once
     n_layers, width, kind = ((len(sae_set.layers), sae_set.width, "feature") if sae_set is not None
                              else (loaded.arch.n_layers, loaded.arch.d_ff, "neuron"))
     ids = [it.id for it in task.items]
     folder.log(f"{len(ids)} items, model {cfg.model}, prompt format {task.fmt}")
+    saver = Saver(cfg, folder, engine, task, max(task.settings(it)[1] for it in task.items)) if cfg.save_activations else None
 
     def score(chunk: list[int]):
         items = [task.items[i] for i in chunk]
-        prompts, responses = respond(loaded, task, items)
+        prompts, responses = (saver.respond if saver else respond)(loaded, task, items, engine=engine)
         scorable = [j for j, r in enumerate(responses) if r.ids]
         masks: dict[int, np.ndarray] = {}
         tokens: dict[int, dict] = {}  # the report's per-token view (mui/explorer.py)
@@ -257,11 +265,12 @@ def run_mui(
             })
         return records, arrays
 
-    run_pass(folder, PASS, ids, cfg.batch_size, score, desc="mui batches", show_progress=show_progress, collect=False)
+    run_pass(folder, PASS, ids, cfg.batch_size, saver.wrap(score) if saver else score, desc="mui batches",
+             show_progress=show_progress, collect=False)
     fidelity = (_sae_fidelity(folder, loaded, sae_set, cfg.batch_size, show_progress)
                 if sae_set is not None else None)
     budget = max(task.settings(it)[1] for it in task.items)
-    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget)
+    return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget, saver and saver.merge())
 
 
 def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None) -> dict:
@@ -335,7 +344,7 @@ def moves_declaration() -> dict:
 
 
 def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int, kind: str, cfg: MUIConfig,
-             sae_set: SAESet | None = None, sae_fidelity: dict | None = None, budget: int | None = None) -> RunFolder:
+             sae_set: SAESet | None = None, sae_fidelity: dict | None = None, budget: int | None = None, extra=None) -> RunFolder:
     """Assemble the key sets in item order; write key_sets, arrays, results.json and plots."""
     from whitebox_eval.mui.plots import plot_layer_utilization
 
@@ -414,42 +423,7 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     results["warnings"] = warnings
     results["moves"] = moves_declaration()
     results["headline"] = head
-    folder.save_results(results)
+    folder.save_results({**results, **(extra or {})})  # extra: --save-activations' record
     plot_layer_utilization(layer, folder.plot_path("layer_utilization"),
                            title=f"{cfg.model} on {cfg.task}: MUI {100 * mui:.2f}%, accuracy {100 * acc:.1f}%")
     return folder
-
-
-# ---------------------------------------------------------------- reading a finished run
-def load_key_sets(run: str | Path | RunFolder) -> KeySets:
-    """The per-sample key sets of a finished run folder."""
-    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
-    path = folder.path / "arrays" / KEY_SETS_FILE
-    if not path.is_file():
-        raise WhiteboxError(f"{folder.path} has no {KEY_SETS_FILE}: it is not a finished MUI run (rerun with --resume)")
-    return KeySets.load(path)
-
-
-def subset_mui(run: str | Path | RunFolder, keep: Callable[[dict], bool]) -> tuple[float, int]:
-    """MUI (fraction) and size of the samples of a run for which ``keep(sample_record)`` is true.
-
-    No model is run: the union is taken over the stored key sets (sec. 2.2, 3.6).
-    """
-    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
-    ks = load_key_sets(folder)
-    samples = {str(s["id"]): s for s in folder.read_samples()}
-    sel = np.array([bool(keep(samples[sid])) for sid in ks.sample_ids])
-    if not sel.any():
-        raise WhiteboxError("no sample matches the subset")
-    return ks.mui(sel), int(sel.sum())
-
-
-def run_point(run: str | Path | RunFolder) -> tuple[float, float]:
-    """``(accuracy %, MUI %)`` of a finished run, the point of sec. 3.2's plots (results.json
-    holds fractions: ``accuracy``, ``mui``)."""
-    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
-    res = folder.load_results()
-    if folder.config.get("suite") != "mui":
-        raise WhiteboxError(f"{folder.path} is not a MUI run (suite {folder.config.get('suite')!r})")
-    return 100 * float(res["accuracy"]), 100 * float(res["mui"])
-

@@ -268,6 +268,8 @@ def _data_uri(path: Path) -> str:
 def _describe(run: RunData) -> str:
     bits = [f"suite {run.suite or '?'}", f"model {run.model or '?'}", f"task {run.task or '?'}",
             f"{run.n_samples} samples"]
+    if run.config.get("edits"):  # --edit: the study ran under these
+        bits.append("under --edit " + ", ".join(str(e) for e in run.config["edits"]))
     if run.config.get("created"):
         bits.append(f"started {run.config['created']}")
     return " \u00b7 ".join(bits)

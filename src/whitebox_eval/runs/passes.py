@@ -170,7 +170,6 @@ def restore_samples(folder: RunFolder, name: str, ids: Sequence[str | int]) -> i
     cannot restore them: then the run says so in one line.
     """
     have = folder.done_ids()
-    wanted = set(ids)
     missing = [i for i in ids if i not in have]
     if not missing:
         return 0

@@ -105,11 +105,14 @@ class Suite:
 
 
 def items(cfg, unknown: int) -> int:
-    """``cfg.limit``, else the rows of the task's local file, else ``unknown``."""
-    if cfg.limit is not None:
+    """``cfg.limit``, else the rows of the task's local file, else ``unknown`` (a fractional limit:
+    that share of them, :mod:`whitebox_eval.runs.limits`)."""
+    from whitebox_eval.runs.limits import is_fraction, taken
+
+    if cfg.limit is not None and not is_fraction(cfg.limit):
         return int(cfg.limit)
     rows = _rows(None if cfg.spec.is_hub else cfg.spec.path)
-    return rows if rows is not None else unknown
+    return taken(cfg.limit, rows if rows is not None else unknown)
 
 
 def _rows(path: str | None) -> int | None:

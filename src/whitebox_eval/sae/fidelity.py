@@ -28,7 +28,7 @@ import math
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals.truncated import replaced_block_output, replaced_site
+from whitebox_eval.internals import Engine, Replace, batch_from_ids
 from whitebox_eval.sae.encoding import SAE
 from whitebox_eval.runs.progress import progress
 
@@ -47,33 +47,36 @@ d_sae``). On a task's tokens it is reported, never judged: a narrow task uses fe
 the share it uses is what feature MUI measures."""
 
 
-def _spliced(lm, ids, mask, layer: int, point: str, replace):
-    """Logits with the SAE's input site of ``layer`` replaced by ``replace(h)`` (None: clean; the
-    residual points through the block's output, the others through their own module)."""
-    if replace is None or point in ("resid", "resid_pre"):
-        return replaced_block_output(lm, ids, mask, hooked_block(layer, point), replace)
+def _spliced(lm, batch, layer: int, point: str, replace):
+    """Logits ``[B, S, vocab]`` (example coordinates) with the SAE's input site of ``layer`` replaced by
+    ``replace(h)`` (``h``: the site's values in example coordinates; a ``replace`` that returns
+    ``h`` only looks). The residual points are read at the block's output; the others at their
+    own module (``Engine.run`` with a :class:`~whitebox_eval.internals.Replace` edit)."""
     arch = lm.arch
-    if point in ("mlp_out", "attn_out"):
-        return replaced_site(lm, ids, mask, arch.block_part(layer, point), replace)
-    if point == "head_out":
-        return replaced_site(lm, ids, mask, arch.attn_part(layer, "o_proj"), replace, on_input=True)
-    if point == "mlp_act":
-        return replaced_site(lm, ids, mask, arch.mlp_down(layer), replace, on_input=True)
-    if point == "resid_mid":  # resid_mid = resid_pre + attn_out: replacing it is replacing attn_out by r - resid_pre
+    if point in ("resid", "resid_pre"):
+        edits = [Replace("resid", hooked_block(layer, point), replace)]
+    elif point in ("mlp_out", "attn_out", "mlp_act"):
+        edits = [Replace(point, layer, replace)]
+    elif point == "head_out":  # the engine's view is [.., heads, head_dim]; the SAE reads o_proj's input [.., heads * head_dim]
+        def flat(h):
+            x = h.flatten(-2)
+            new = replace(x)
+            return h if new is x else new.unflatten(-1, h.shape[-2:])
+
+        edits = [Replace(point, layer, flat)]
+    elif point == "resid_mid":  # resid_mid = resid_pre + attn_out: replacing it is replacing attn_out by r - resid_pre
         if arch.parallel_residual:
             raise WhiteboxError(f"{arch.family.name} has no residual between attention and MLP (parallel residual)")
-        block, entering = arch.blocks[layer], {}
+        entering: dict[str, torch.Tensor] = {}
 
-        def grab(_module, args, kwargs):
-            entering["x"] = args[0] if args else kwargs["hidden_states"]
+        def grab(x):
+            entering["x"] = x
+            return x
 
-        handle = block.register_forward_pre_hook(grab, with_kwargs=True)
-        try:
-            return replaced_site(lm, ids, mask, arch.block_part(layer, "attn_out"),
-                                 lambda a: _shifted(replace, entering["x"], a))
-        finally:
-            handle.remove()
-    raise WhiteboxError(f"loss recovered cannot splice an SAE at {point}")
+        edits = [Replace("resid_pre", layer, grab), Replace("attn_out", layer, lambda a: _shifted(replace, entering["x"], a))]
+    else:
+        raise WhiteboxError(f"loss recovered cannot splice an SAE at {point}")
+    return batch.unpad(Engine(lm).run(batch, edits=edits, logits="all").logits, 1)
 
 
 def _shifted(replace, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -82,13 +85,6 @@ def _shifted(replace, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     mid = x + a
     new = replace(mid)
     return a if new is mid else new - x
-
-
-def _seen(lm, ids, mask, layer: int, point: str, record):
-    """Clean logits, with ``record(h)`` seeing the SAE's input site."""
-    if point in ("resid", "resid_pre"):
-        return replaced_block_output(lm, ids, mask, hooked_block(layer, point), record)
-    return _spliced(lm, ids, mask, layer, point, record)
 
 
 def hooked_block(layer: int, point: str) -> int:
@@ -147,7 +143,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
             lp = torch.log_softmax(rows, dim=-1)
             return float(-lp.gather(1, targets.to(lp.device)[:, None]).sum())
 
-        ce["clean"] += nll(_seen(lm, ids, mask, layer, point, record))
+        batch = batch_from_ids([r[:n] for r, n in zip(ids.tolist(), mask.sum(1).tolist())], lm.pad_id).to(lm.device)
+        ce["clean"] += nll(_spliced(lm, batch, layer, point, record))
         h = seen["h"]  # on the hooked block's device (a device map puts it anywhere)
         keep_h = keep.to(h.device)
         sae = sae.to(h.device)
@@ -160,8 +157,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         recon = torch.zeros_like(h)
         recon[keep_h] = x_hat.to(h.dtype)
         where = keep_h[..., None]
-        ce["sae"] += nll(_spliced(lm, ids, mask, layer, point, lambda h, w=where, r=recon: torch.where(w, r, h)))
-        ce["zero"] += nll(_spliced(lm, ids, mask, layer, point, lambda h, w=where: torch.where(w, 0.0, h)))
+        ce["sae"] += nll(_spliced(lm, batch, layer, point, lambda h, w=where, r=recon: torch.where(w, r, h)))
+        ce["zero"] += nll(_spliced(lm, batch, layer, point, lambda h, w=where: torch.where(w, 0.0, h)))
     x = torch.cat(xs).double()
     sse_t = torch.cat(sse)
     centred = ((x - x.mean(0)) ** 2).sum(-1)

@@ -6,7 +6,7 @@ share of each file held out); only when no text is given does the model generate
 few seed prompts (the engine's decoder, :func:`whitebox_eval.internals.generation.generate`,
 sampling at temperature 1), with a warning. Residuals leaving block ``layer`` (SAELens'
 ``hook_resid_post``) are collected with the forward stopped after that block
-(:func:`whitebox_eval.internals.truncated.block_output`), the first position of each sequence
+(``Engine.run(..., stop_after=layer)``), the first position of each sequence
 (the attention sink) and padding left out, and cached on disk as float16 (float32 where a value
 is beyond float16's range); then
 :func:`whitebox_eval.sae.training.train_topk_sae` fits the SAE (auxiliary dead-feature loss) and
@@ -29,9 +29,8 @@ import numpy as np
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals import Engine
+from whitebox_eval.internals import Capture, Engine, batch_from_ids
 from whitebox_eval.internals.generation import generate
-from whitebox_eval.internals.truncated import block_output
 from whitebox_eval.sae.encoding import SAE, reconstruction_mse
 from whitebox_eval.sae.fidelity import evaluate_fidelity, fidelity_lines
 from whitebox_eval.sae.files import save_sae
@@ -99,6 +98,15 @@ def generated_sequences(lm, n_tokens: int, *, seed: int = 0, max_new_tokens: int
                 break
         round_no += 1
     return seqs
+
+
+def block_output(lm, ids: torch.Tensor, mask: torch.Tensor, layer: int) -> torch.Tensor:
+    """Residual leaving block ``layer``, [B, S, d_model] right-padded like ``ids`` and ``mask``: one
+    engine pass that stops after the block (the blocks above are never run)."""
+    lengths = [ids.shape[1]] * ids.shape[0] if mask is None else mask.sum(1).tolist()
+    batch = batch_from_ids([r[:n] for r, n in zip(ids.tolist(), lengths)], lm.pad_id).to(lm.device)
+    trace = Engine(lm).run(batch, [Capture("resid", "all", [layer])], logits=False, stop_after=layer)
+    return batch.unpad(trace["resid"][:, 0], 1)
 
 
 def collect_residuals(lm, layer: int, sequences: list[list[int]], *, batch_size: int = 16,

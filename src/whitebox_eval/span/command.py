@@ -9,8 +9,8 @@ from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.config_file import config_file_option
 from whitebox_eval.command_options import (
-    batch_size_option, dtype_option, gen_kwargs_option, model_load_options, resolved_batch_size, resolved_dtype,
-    run_folder_options, shots_option)
+    LIMIT, batch_size_option, dtype_option, edit_option, gen_kwargs_option, model_load_options, resolved_batch_size,
+    resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -67,7 +67,8 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--task", type=click.Choice(sorted(TASKS)), default="string_reversal", show_default=True)
 @click.option("--split", type=click.Choice(SPLIT_CHOICES), default="ood", show_default=True,
               help="evaluate in-distribution, out-of-distribution (App. F) or both")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="evaluated examples per split")
+@click.option("--limit", type=LIMIT, default=100, show_default=True,
+              help="evaluated examples per split, or a fraction F < 1 of the default 100 per split (rounded up)")
 @click.option("--id-params", default="", help="override ID generator parameters, e.g. 'length=1-6'")
 @click.option("--ood-params", default="", help="override OOD generator parameters, e.g. 'length=7-12'")
 @click.option("--instruction", default=None, help="instruction line before each example (default: a short one per task; '' for none)")
@@ -98,6 +99,8 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
               help="shifted-reference control: reinforce the cell this many tokens beside the reference")
 @click.option("--reinforce-generation/--no-reinforce-generation", default=False, show_default=True,
               help="also generate freely under the chosen reinforcement and the shifted control (slow: one pass per token)")
+@edit_option("every evaluation pass (teacher-forced, generation, reinforcement) runs under the edits; fine-tuning "
+             "trains the model as it is; no @last")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @model_load_options
@@ -151,7 +154,7 @@ def command(**kw) -> None:
         mode=kw["mode"], threshold=kw["threshold"], random_draws=kw["random_draws"],
         select_limit=kw["select_limit"], shift=kw["shift"],
         reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
-        dtype=resolved_dtype(kw["dtype"], kw["model"]))
+        dtype=resolved_dtype(kw["dtype"], kw["model"]), edits=tuple(kw["edits"]))
     folder = run_span(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     print_summary(folder)
 

@@ -25,6 +25,9 @@ INSTRUCTIONS = {
 }
 
 
+DEFAULT_PER_SPLIT = 100  # examples per split without --limit (what a fractional limit is a share of)
+
+
 @dataclass
 class SpanConfig:
     """Everything that determines an AttentionSpan study's numbers (written to config.yaml)."""
@@ -32,7 +35,7 @@ class SpanConfig:
     model: str = "smollm2-135m"
     task: str = "string_reversal"
     split: str = "ood"
-    limit: int = 100
+    limit: int | float = 100  # per split: N examples, or a fraction below 1 of the default 100 (n_per_split)
     id_params: dict[str, Any] = field(default_factory=dict)
     ood_params: dict[str, Any] = field(default_factory=dict)
     instruction: str | None = None
@@ -60,9 +63,15 @@ class SpanConfig:
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
+    edits: tuple[str, ...] = ()
+    """--edit SPEC: every evaluation pass (teacher-forced, generation, reinforcement) runs under these;
+    fine-tuning trains the model as it is."""
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.command_options import parsed_edits
+
+        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         if isinstance(self.finetune, dict):  # from a paper's YAML or config.yaml: App. E's fields by name
             known = {f.name for f in dataclasses.fields(FinetuneConfig)}
             unknown = sorted(set(self.finetune) - known)
@@ -72,19 +81,30 @@ class SpanConfig:
             self.finetune = FinetuneConfig(**{k: tuple(v) if k == "betas" else v for k, v in self.finetune.items()})
 
     def to_dict(self) -> dict:
-        return config_dict(self, "span")
+        d = config_dict(self, "span")
+        if not self.edits:  # recorded only when given, so earlier runs resume as before
+            del d["edits"]
+        return d
+
+    @property
+    def n_per_split(self) -> int:
+        """Examples evaluated per split: ``limit``, or a fraction of the default 100 rounded up."""
+        from whitebox_eval.runs.limits import checked, taken
+
+        return taken(checked(self.limit), DEFAULT_PER_SPLIT)
 
     @property
     def splits(self) -> list[str]:
         return ["id", "ood"] if self.split == "both" else [self.split]
 
     def check(self) -> None:
+        from whitebox_eval.runs.limits import checked
+
         if self.task not in TASKS:
             raise WhiteboxError(f"unknown task {self.task!r}; choose one of {', '.join(sorted(TASKS))}")
         if self.split not in SPLIT_CHOICES:
             raise WhiteboxError(f"split must be one of {SPLIT_CHOICES}; got {self.split!r}")
-        if self.limit < 1:
-            raise WhiteboxError("limit must be at least 1 example per split")
+        checked(self.limit)  # N >= 1 or a fraction in (0, 1): one line otherwise (runs/limits.py)
         if self.mode not in MODES:
             raise WhiteboxError(f"reinforcement mode must be one of {MODES}; got {self.mode!r}")
         if self.reinforce and "ood" not in self.splits:

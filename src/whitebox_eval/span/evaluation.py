@@ -126,6 +126,10 @@ def teacher_forced_pass(engine: Engine, tokenized: Sequence[TokenizedExample], *
     trace = engine.run(batch, captures, edits, logits=positions)
     predicted_all = trace.logits.argmax(-1).cpu().numpy()  # [B, P]
     keep = [bool(keep_rollout)] * len(tokenized) if isinstance(keep_rollout, bool) else list(keep_rollout)
+    # the whole batch rolled out at once (an example's tail past its length is zero: its rollout is the
+    # top-left block) and every array brought to the host in one copy
+    rolls = attention_rollout(trace["attn_mean"][:, :, None]).cpu().numpy() if rollout else None  # [B, S, S]
+    rows_all = trace["rows"].to(torch.float64).cpu().numpy() if head_rows else None
     out = []
     for i, tok in enumerate(tokenized):
         n_t = len(tok.target_positions)
@@ -133,13 +137,12 @@ def teacher_forced_pass(engine: Engine, tokenized: Sequence[TokenizedExample], *
         scores = ExampleScores(correct=predicted == tok.target_ids, predicted=predicted)
         if rollout:
             n = tok.seq_len
-            mean = trace["attn_mean"][i, :, None, :n, :n]  # [L, 1, n, n]: the heads already averaged
-            roll = attention_rollout(mean).cpu().numpy()
+            roll = np.ascontiguousarray(rolls[i, :n, :n])  # the heads were averaged in the pass (attn_mean)
             scores.rollout_scores = reference_attention_scores(roll, tok)
             if keep[i]:
                 scores.rollout = roll
         if head_rows:
-            rows = trace["rows"][i, :, :, :n_t, : tok.seq_len].to(torch.float64).cpu().numpy()
+            rows = rows_all[i, :, :, :n_t, : tok.seq_len]
             scores.head_scores = head_reference_shares(rows, tok)
             valid_mask = tok.reference_mask & tok.valid[:, None]
             scores.head_reference_sum = (rows * valid_mask[None, None]).sum(axis=(2, 3))

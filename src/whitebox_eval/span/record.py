@@ -9,13 +9,13 @@ def work(cfg, mode: str) -> tuple[int, float]:
     """Each split's examples, the fine-tuning (a training step ~ 3 forwards per example; a cached
     training costs none) and the reinforcement sweep; shots lengthen every prompt."""
     splits = 2 if cfg.split == "both" else 1
-    units = cfg.limit * splits
+    units = cfg.n_per_split * splits
     if cfg.finetune_examples:
-        units += cfg.limit * splits + 3 * cfg.finetune_examples * cfg.finetune.epochs
+        units += cfg.n_per_split * splits + 3 * cfg.finetune_examples * cfg.finetune.epochs
     if cfg.reinforce:
         units += cfg.key_samples + cfg.select_limit * (len(cfg.heads) * len(cfg.values) + 1)
-        units += cfg.limit * (2 + cfg.random_draws)
-    return cfg.limit * splits, units * (1 + cfg.shots)
+        units += cfg.n_per_split * (2 + cfg.random_draws)
+    return cfg.n_per_split * splits, units * (1 + cfg.shots)
 
 
 SUITE = Suite(

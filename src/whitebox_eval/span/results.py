@@ -110,7 +110,7 @@ def finalize(folder: RunFolder, cfg: SpanConfig,
              tokenized: dict[str, list[TokenizedExample]] | None = None) -> RunFolder:
     """Summaries per stage, the reinforcement report, headline numbers and plots."""
     by_stage = _records_by_stage(folder)
-    results: dict[str, Any] = {"task": cfg.task, "model": cfg.model, "n_per_split": cfg.limit,
+    results: dict[str, Any] = {"task": cfg.task, "model": cfg.model, "n_per_split": cfg.n_per_split,
                                "stages": {}}
     for stage, recs in by_stage.items():
         if len(recs) < _expected_count(cfg, stage):

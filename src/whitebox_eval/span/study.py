@@ -41,7 +41,6 @@ import numpy as np
 
 from whitebox_eval.span import protocol
 from whitebox_eval.span.evaluation import (
-    generate_greedy,
     generate_greedy_edited,
     generation_scores,
     generation_verdicts,
@@ -164,7 +163,7 @@ def _score_stage(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanCo
         if generation == "edited":
             gens = edited_generation(engine, toks, edits_for)
         else:
-            gens = generate_greedy(lm, toks) if generation else None
+            gens = generate_greedy_edited(engine, toks, None) if generation else None
         gen_correct = generation_scores(gens, toks) if gens is not None else None
         gen_exact = generation_verdicts(gens, toks) if gens is not None else None
         records = []
@@ -241,13 +240,17 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
              resume: bool = False, loaded: LoadedModel | None = None,
              show_progress: bool | None = None) -> RunFolder:
     """Run (or resume) an AttentionSpan study and write its run folder."""
+    from whitebox_eval.sae.feature_edits import check_edits, refuse_last, user_edits
+
     cfg.check()
+    refuse_last(cfg.edits, "span scores and generates every answer token")
+    check_edits(cfg.edits, loaded, cfg.model)  # out of range, wrong width: one line, before the run folder
     folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume)
     lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    engine = Engine(lm)
-    examples = {s: make_examples(cfg, s, cfg.limit) for s in cfg.splits}
+    engine = Engine(lm).under(user_edits(cfg.edits, lm))  # --edit: every evaluation pass
+    examples = {s: make_examples(cfg, s, cfg.n_per_split) for s in cfg.splits}
     tokenized = {s: tokenize_all(cfg, lm.tokenizer, ex) for s, ex in examples.items()}
-    folder.log(f"task {cfg.task}, splits {cfg.splits}, {cfg.limit} examples each, model {cfg.model}")
+    folder.log(f"task {cfg.task}, splits {cfg.splits}, {cfg.n_per_split} examples each, model {cfg.model}")
 
     def evaluate(phase: str) -> None:
         for split in cfg.splits:

@@ -33,6 +33,16 @@ def as_vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
+def as_indices(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
+    """Per-item option indices (0 = first option) as a 1-D int64 array, or one line saying what is wrong."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise WhiteboxError(f"{name} must be a 1-D array of option indices; got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise WhiteboxError(f"{name} must hold integer option indices (0 = first option)")
+    return arr.astype(np.int64)
+
+
 def as_binary(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     arr = as_vector(values, name)
     if not np.all((arr == 0) | (arr == 1)):

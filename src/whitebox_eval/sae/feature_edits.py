@@ -1,0 +1,62 @@
+"""``--edit SPEC`` for one model, SAEs included: what every study command runs its passes under.
+
+:mod:`whitebox_eval.internals.edit_specs` reads the text and knows the model only by its sizes; an
+``sae:`` edit's SAE is read here, as ``mui --sae`` reads one (:func:`whitebox_eval.sae.sets.load_sae_set`:
+a folder, an SAE study's run folder, ``hf:...``, ``saelens:...``, its hook from its files or a
+``LAYER=`` / ``HOOK=`` prefix). :func:`check_edits` runs before a study writes its run folder (the
+model's config.json when it is not loaded yet), :func:`user_edits` when its passes start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.internals.edit_specs import build_edits
+
+
+def _loader(arch=None):
+    from whitebox_eval.sae.sets import load_sae_set
+
+    def load(source: str):
+        try:
+            got = load_sae_set([source], arch)
+        except WhiteboxError as error:
+            raise WhiteboxError(f"--edit sae:...:{source}: {error}") from None
+        return got.saes[0], got.point, got.layers[0]
+    return load
+
+
+def user_edits(specs: Sequence[str], loaded, *, no_last: str | None = None) -> list:
+    """The engine edits of ``--edit`` specs for this loaded model (every width checked); ``no_last``:
+    why this study refuses ``@last`` (:func:`refuse_last`)."""
+    if not specs:
+        return []
+    if no_last:
+        refuse_last(specs, no_last)
+    arch = loaded.arch
+    return build_edits(specs, arch.n_layers, arch.n_heads, arch.d_ff, d_model=arch.d_model, head_dim=arch.head_dim,
+                       load_sae=_loader(arch))
+
+
+def check_edits(specs: Sequence[str], loaded=None, model: str | None = None) -> None:
+    """``--edit`` against the model's sizes before any run folder is written: the loaded model's, else
+    ``model``'s config.json (a head's width is then checked once the model is loaded)."""
+    if not specs:
+        return
+    if loaded is not None:
+        user_edits(specs, loaded)
+        return
+    from whitebox_eval.models.config_sizes import config_sizes
+
+    sizes = config_sizes(model)
+    build_edits(specs, sizes.n_layers, sizes.n_heads, sizes.d_ff, d_model=sizes.d_model, load_sae=_loader())
+
+
+def refuse_last(specs: Sequence[str], why: str) -> None:
+    """One line for an ``@last`` edit in a study that generates: the last position moves at every step,
+    and the key/value cache keeps the earlier ones as they were computed."""
+    for spec in specs:
+        if str(spec).strip().endswith("@last"):
+            raise WhiteboxError(f"--edit {spec}: {why}, whose last position moves at every step; edit every "
+                                "position (leave out @last)")

@@ -1,0 +1,43 @@
+"""``gar --edit`` (issue 50, item 1): every pass of a mode under the edits, recorded in config.yaml;
+``--edit at:WHERE`` is where gar's own interventions edit (``--edit-at`` its older spelling)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.command import split_edit_at
+from whitebox_eval.gar.evaluate_study import GARConfig, run_gar
+
+TASKS = "GendersOfPersons/same,CountriesOfCities/same×3"
+
+
+def test_an_ablated_evaluation_records_its_edit_and_moves_the_probabilities(tmp_path, tiny_real_vocab):
+    plain = run_gar(GARConfig(model="tiny", tasks=TASKS, limit=2), tmp_path, run_id="plain", loaded=tiny_real_vocab)
+    cfg = GARConfig(model="tiny", tasks=TASKS, limit=2, edits=("ablate:0.0,L1H2", "neurons:0:3,7"))
+    edited = run_gar(cfg, tmp_path, run_id="edited", loaded=tiny_real_vocab)
+    assert yaml.safe_load((edited.path / "config.yaml").read_text())["edits"] == ["ablate:0.0,L1H2", "neurons:0:3,7"]
+    assert "edits" not in yaml.safe_load((plain.path / "config.yaml").read_text())
+    a = [s["target_prob"] for s in plain.read_samples()]
+    b = [s["target_prob"] for s in edited.read_samples()]
+    assert len(a) == len(b) and not np.allclose(a, b)
+
+
+def test_bad_edits_write_nothing(tmp_path, tiny_real_vocab):
+    with pytest.raises(WhiteboxError, match="head 1.9 is outside"):
+        run_gar(GARConfig(model="tiny", tasks=TASKS, limit=2, edits=("ablate:1.9",)), tmp_path, run_id="x",
+                loaded=tiny_real_vocab)
+    assert not (tmp_path / "x").exists()
+
+
+def test_edit_at_folds_into_edit():
+    assert split_edit_at(("at:pattern", "ablate:1.0"), None) == (("ablate:1.0",), "pattern")
+    assert split_edit_at(("ablate:1.0",), "both") == (("ablate:1.0",), "both")
+    assert split_edit_at((), None) == ((), "read")
+    assert split_edit_at(("at:both",), "both") == ((), "both")
+    with pytest.raises(WhiteboxError, match="name two places"):
+        split_edit_at(("at:pattern",), "read")
+    with pytest.raises(WhiteboxError, match="at:read, at:pattern or at:both"):
+        split_edit_at(("at:end",), None)
