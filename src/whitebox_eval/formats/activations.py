@@ -88,14 +88,8 @@ class Saver:
         return {"captures": self.gen_captures, "keep": keep}
 
     def wrap(self, score):
-        """The pass's ``score`` that also writes the batch's tensors into their parts (before the
-        pass writes its own part, the record that the batch is done)."""
-        def scored(chunk):
-            self.batch = {}
-            out = score(chunk)
-            self.parts.write(chunk[0], self.batch)
-            return out
-        return scored
+        """The pass's ``score`` that also writes the chunk's tensors (:meth:`ActivationParts.wrap`)."""
+        return self.parts.wrap(score, self)
 
     def merge(self) -> dict:
         ids = [it.id for it in self.items]

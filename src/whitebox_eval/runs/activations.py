@@ -83,6 +83,17 @@ class ActivationParts:
                 with AtomicFile(where / f"{first:08d}.safetensors", "wb") as f:
                     f.write(data)
 
+    def wrap(self, score, holder):
+        """A pass's ``score`` of a chunk that first empties ``holder.batch`` (the saver's tensors of
+        the chunk) and after it writes them into their parts: before the pass writes its own part,
+        the record that the chunk is done, so a resumed run never holds a chunk without them."""
+        def scored(chunk):
+            holder.batch = {}
+            out = score(chunk)
+            self.write(chunk[0], holder.batch)
+            return out
+        return scored
+
     def merge(self, ids, keys: dict[str, list[str]] | None = None) -> dict:
         """Each spec's file from its parts (every id of ``ids`` present; ``keys[stem]``: that
         spec's own keys, e.g. one per generation), the parts removed after; returns results.json's
