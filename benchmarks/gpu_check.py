@@ -213,7 +213,7 @@ def interleaved(methods: dict, repeats: int, sync, phases: Phases) -> dict[str, 
 
 def counted(fn, model, cuda: bool) -> dict:
     """Dispatched ops, host syncs and (CUDA) kernel launches of one call of ``fn``, per phase."""
-    from op_counts import PhaseCounter
+    from dispatch_counts import PhaseCounter
 
     with PhaseCounter(model) as c:
         fn()

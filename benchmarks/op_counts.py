@@ -27,7 +27,6 @@ is read through ``requests.CAPTURE_POINTS``), so the same script gives the befor
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import sys
@@ -36,7 +35,6 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 HERE = Path(__file__).resolve().parent
 if not os.environ.get("PYTHONPATH"):  # this checkout's src, unless PYTHONPATH names another (a before)
@@ -45,78 +43,16 @@ import whitebox_eval  # noqa: E402,F401  (imported first: gpu_check's own path i
 
 sys.path.insert(0, str(HERE))
 import gpu_check  # noqa: E402
+from dispatch_counts import OpCounter  # noqa: E402
 
 FAMILIES = {"llama": "llama-3-8b", "qwen2": "qwen2.5-7b", "gemma2": "gemma-2-9b"}
 DEPTHS = (2, 4)
 BATCHES = (2, 8)
 TOKENS = 24  # prompt length of the tiny passes (rows 0-2 tokens shorter: left padding)
-SYNC_OPS = ("_local_scalar_dense", "nonzero", "item", "equal")
 US_PER_OP = 10.6  # H200, batch 8, 0-shot: host time per dispatched op (issue 48)
 FULL_DEPTH = {"llama": 32, "qwen2": 28, "gemma2": 42}
 BUDGET_PER_LAYER = 10
 BUDGET_PER_PASS = 150
-
-
-class OpCounter(TorchDispatchMode):
-    """Every dispatched aten op; host syncs also counted while ``model``'s base model runs."""
-
-    def __init__(self, model=None):
-        super().__init__()
-        self.total = 0
-        self.ops: collections.Counter = collections.Counter()
-        self.forward_syncs: collections.Counter = collections.Counter()
-        self._depth = 0
-        self._handles = []
-        if model is not None:
-            base = getattr(model, "base_model", model)
-            self._handles = [base.register_forward_pre_hook(self._enter),
-                             base.register_forward_hook(self._leave, always_call=True)]
-
-    def _enter(self, *_):
-        self._depth += 1
-
-    def _leave(self, *_):
-        self._depth -= 1
-
-    def __exit__(self, *exc):
-        for h in self._handles:
-            h.remove()
-        return super().__exit__(*exc)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        self.total += 1
-        self.ops[name] += 1
-        if self._depth and name in SYNC_OPS:
-            self.forward_syncs[name] += 1
-        return func(*args, **(kwargs or {}))
-
-
-class PhaseCounter(OpCounter):
-    """Ops and host syncs of one call per phase: before the model's forward, during it, after it.
-    A sync is one of :data:`SYNC_OPS` or a copy from a CUDA tensor to the host."""
-
-    def __init__(self, model):
-        super().__init__(model)
-        self.phases = {p: {"ops": 0, "syncs": 0} for p in ("before", "forward", "after")}
-        self._seen = False
-        self._device = next(model.parameters()).device.type  # a read of a tensor there waits for it
-
-    def _enter(self, *a):
-        self._seen = True
-        super()._enter(*a)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = super().__torch_dispatch__(func, types, args, kwargs)
-        phase = "forward" if self._depth else ("after" if self._seen else "before")
-        self.phases[phase]["ops"] += 1
-        name = func.overloadpacket.__name__
-        there = any(isinstance(a, torch.Tensor) and a.device.type == self._device for a in args)
-        d2h = name in ("_to_copy", "copy_") and isinstance(out, torch.Tensor) and out.device.type == "cpu" and any(
-            isinstance(a, torch.Tensor) and a.device.type == "cuda" for a in args)
-        if (name in SYNC_OPS and there) or d2h:
-            self.phases[phase]["syncs"] += 1
-        return out
 
 
 def counted(fn: Callable[[], object], model=None) -> OpCounter:
