@@ -25,6 +25,7 @@ from typing import Callable, Hashable, Mapping, Sequence
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import GARExample
+from whitebox_eval.runs.png import save_pyplot
 
 RULES = ("chance", "mean")
 
@@ -210,12 +211,7 @@ def plot_gar_summary(runs: Mapping[str, tuple[Sequence[GARExample], Sequence[boo
                          for s in syn] for m in models], "(d) syntactic variations")
     axes[3].set_ylim(0, 1)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_pyplot(fig, path, dpi=100)
 
 
 def error_analysis(examples: Sequence[GARExample], records: Mapping[str, Mapping], *, top: int = 10) -> dict | None:

@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from whitebox_eval.controls import Head
+from whitebox_eval.runs.png import save_pyplot
 
 
 def _plt():
@@ -17,15 +18,6 @@ def _plt():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
-
-
-def _save(fig, path: str | Path) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    _plt().close(fig)
-    return out
 
 
 def plot_accuracy_by_difficulty(by_form: Mapping[str, Mapping[str, float]], path: str | Path,
@@ -47,7 +39,7 @@ def plot_accuracy_by_difficulty(by_form: Mapping[str, Mapping[str, float]], path
     ax.set_ylabel("accuracy (App. C rule)")
     ax.set_title(title or "GAR accuracy by difficulty")
     ax.legend()
-    return _save(fig, path)
+    return save_pyplot(fig, path, dpi=100)
 
 
 def plot_true_false_scatter(true_act: np.ndarray, false_act: np.ndarray, labels: Sequence[str],
@@ -64,7 +56,7 @@ def plot_true_false_scatter(true_act: np.ndarray, false_act: np.ndarray, labels:
     ax.set_ylabel("False heads: mean activation")
     ax.set_title(title or "True vs False head activation")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_pyplot(fig, path, dpi=100)
 
 
 def plot_head_heatmap(values: np.ndarray, path: str | Path, title: str, marks: Mapping[str, Sequence[Head]] = ()) -> Path:
@@ -82,7 +74,7 @@ def plot_head_heatmap(values: np.ndarray, path: str | Path, title: str, marks: M
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     ax.set_title(title, fontsize=10)
-    return _save(fig, path)
+    return save_pyplot(fig, path, dpi=100)
 
 
 def plot_task_heads(values: np.ndarray, tasks: Sequence[str], heads: Sequence[Head], path: str | Path,
@@ -102,7 +94,7 @@ def plot_task_heads(values: np.ndarray, tasks: Sequence[str], heads: Sequence[He
     ax.set_yticklabels(tasks, fontsize=7)
     ax.set_xlabel("head (layer.head)")
     ax.set_title(title or "attribution per task", fontsize=10)
-    return _save(fig, path)
+    return save_pyplot(fig, path, dpi=100)
 
 
 def plot_interventions(results: Mapping[str, Mapping[str, float]], path: str | Path, title: str = "") -> Path:
@@ -119,4 +111,4 @@ def plot_interventions(results: Mapping[str, Mapping[str, float]], path: str | P
     ax.set_ylabel("accuracy (App. C rule)")
     ax.set_title(title or "interventions")
     ax.legend()
-    return _save(fig, path)
+    return save_pyplot(fig, path, dpi=100)

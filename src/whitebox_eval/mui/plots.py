@@ -10,6 +10,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.utility_law import UtilityLawFit, fit_utility_law
+from whitebox_eval.runs.png import save_pyplot
 
 
 def _pyplot():
@@ -63,7 +64,7 @@ def plot_utility_law(
     ax.set_ylabel(mui_label)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    return _save(fig, plt, path)
+    return save_pyplot(fig, path, format="png")
 
 
 @dataclass
@@ -113,7 +114,7 @@ def plot_masking_curves(
         ax.set_ylabel(y_label)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    return _save(fig, plt, path)
+    return save_pyplot(fig, path, format="png")
 
 
 def plot_layer_utilization(layer_mui: Sequence[float] | np.ndarray, path: str | Path, *, title: str = "Utilization per layer") -> Path:
@@ -127,7 +128,7 @@ def plot_layer_utilization(layer_mui: Sequence[float] | np.ndarray, path: str | 
     ax.set_ylabel("activated units (%)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, axis="y")
-    return _save(fig, plt, path)
+    return save_pyplot(fig, path, format="png")
 
 
 def plot_directions(
@@ -151,7 +152,7 @@ def plot_directions(
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, plt, path)
+    return save_pyplot(fig, path, format="png")
 
 
 def _check_png(path: str | Path) -> None:
@@ -159,10 +160,3 @@ def _check_png(path: str | Path) -> None:
         raise WhiteboxError(f"plots are written as PNG; give a path ending in .png, got {Path(path).name!r}")
 
 
-def _save(fig, plt, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path

@@ -15,6 +15,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from whitebox_eval.span.metrics import _numpy  # noqa: E402
 from whitebox_eval.span.tokenization import TokenizedExample  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.runs.png import save_pyplot  # noqa: E402
 
 
 def _printable(c: str) -> str:
@@ -58,12 +59,7 @@ def plot_attention_with_reference(attention, tokenized: TokenizedExample,
     ax.set_ylabel("predicted target token")
     ax.set_title(title or f"{tokenized.example.task}: attention vs reference mask")
     fig.colorbar(image, ax=ax, fraction=0.04)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save_pyplot(fig, path, dpi=120)
 
 
 def plot_accuracy_vs_length(lengths: Sequence[float], accuracy: Mapping[str, Sequence[float]],
@@ -89,9 +85,4 @@ def plot_accuracy_vs_length(lengths: Sequence[float], accuracy: Mapping[str, Seq
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(title or "accuracy vs input length")
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save_pyplot(fig, path, dpi=120)
