@@ -158,6 +158,10 @@ def _diff(a, b, path="") -> list[str]:
     return [] if a == b else [f"{path}: {json.dumps(a)[:120]} -> {json.dumps(b)[:120]}"]
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _float_gaps(a, b, path: str, gaps: dict[str, list[float]], other: list[str]) -> None:
     """Walk two JSON values: per field path (list indices written ``[]``) the largest absolute and
     relative difference of numbers that differ; any other difference (a prediction, a text, a key
@@ -172,8 +176,7 @@ def _float_gaps(a, b, path: str, gaps: dict[str, list[float]], other: list[str])
             other.append(f"{path}: {len(a)} vs {len(b)} entries")
         for x, y in zip(a, b):
             _float_gaps(x, y, f"{path}[]", gaps, other)
-    elif isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool) or \
-            isinstance(b, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
+    elif _number(a) and _number(b) and (isinstance(a, float) or isinstance(b, float)):
         if a != b and not (a != a and b != b):
             d = abs(a - b)
             g = gaps.setdefault(path, [0.0, 0.0])

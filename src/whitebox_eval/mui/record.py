@@ -31,7 +31,7 @@ def contamination_work(cfg, mode: str) -> tuple[int, float]:
     points = 2 + len(cfg.checkpoints)
     gen = int(cfg.max_new_tokens or 64)
     per_run = n * (4 + gen)
-    if getattr(cfg, "until_significant", False):
+    if cfg.until_significant:
         epochs = cfg.max_epochs
         checks = (epochs + 1) * n * gen
     else:
