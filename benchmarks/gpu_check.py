@@ -46,7 +46,7 @@ near the end, as in an MMLU prompt.
     python benchmarks/gpu_check.py --tiny                # the same code on tiny configs, CPU, a few seconds
     python benchmarks/gpu_check.py --out benchmarks/results/gpu_check.md
 
-    # issue 48's one GPU call (<= 7 minutes): batch 8 and 32, 0- and 5-shot, the three shapes
+    # the engine-overhead GPU call (<= 7 minutes): batch 8 and 32, 0- and 5-shot, the three shapes
     python benchmarks/gpu_check.py --batches 8,32 --budget 420 --assets benchmarks/gpu_smoke_assets --out $OUT/gpu_check.md
 
 The table goes to stdout (and ``--out`` as markdown plus a .json beside it; with several batch

@@ -1,7 +1,7 @@
 """Dispatched aten ops of the engine's passes, counted on the CPU: the work a GPU launches.
 
 At small batches a GPU forward is launch-bound: every dispatched op costs ~10.6 microseconds
-of host time on the H200 whatever its size (``benchmarks/results/gpu_check.md``, issue 48), so
+of host time on the H200 whatever its size (``benchmarks/results/gpu_check.md``), so
 the op count of a pass predicts its time, and the ratio of two counts the ratio of two times.
 This script counts every op a pass dispatches (a ``TorchDispatchMode``) on tiny bf16 models
 of gpu_check's three shapes (llama-3-8b, qwen2.5-7b, gemma-2-9b: the same families, modules
@@ -49,7 +49,7 @@ FAMILIES = {"llama": "llama-3-8b", "qwen2": "qwen2.5-7b", "gemma2": "gemma-2-9b"
 DEPTHS = (2, 4)
 BATCHES = (2, 8)
 TOKENS = 24  # prompt length of the tiny passes (rows 0-2 tokens shorter: left padding)
-US_PER_OP = 10.6  # H200, batch 8, 0-shot: host time per dispatched op (issue 48)
+US_PER_OP = 10.6  # H200, batch 8, 0-shot: host time per dispatched op
 FULL_DEPTH = {"llama": 32, "qwen2": 28, "gemma2": 42}
 BUDGET_PER_LAYER = 10
 BUDGET_PER_PASS = 150
@@ -172,7 +172,7 @@ def capture(point: str) -> Scenario:
 
 
 def registry() -> dict[str, tuple]:
-    """The engine's own list of capture points and edits (an engine before issue 48 had none:
+    """The engine's own list of capture points and edits (an engine before the per-pass rewrite had none:
     its points from requests, its edits as they were)."""
     from whitebox_eval.internals import engine as engine_mod
     from whitebox_eval.internals import requests
@@ -381,9 +381,9 @@ def _items(n: int):
 
 def _formats(b: int):
     """formats' MCQ pass over b questions: one pass (``mcq_probabilities_batch``), or one per question
-    where there is no batched form (before issue 48)."""
+    where there is no batched form (the engine before its per-pass rewrite)."""
     try:
-        from whitebox_eval.formats import study as fs  # after issue 47's move
+        from whitebox_eval.formats import study as fs  # where formats lives now (it was in mcqa/)
     except ImportError:
         from whitebox_eval.mcqa import formats_study as fs
     from whitebox_eval.internals.prefixes import PrefixCache
