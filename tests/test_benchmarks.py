@@ -57,6 +57,7 @@ RUNS: dict[str, list[str]] = {
                             "--output", OUT, "--run-id", "timed", "--out", OUT + "/reproduce_timing"],
     "reproduce_commit.py": [OUT + "/reproduce-003-micro", "--dest", OUT + "/quick", "--md", OUT + "/quick.md",
                             "--page", OUT + "/page.md", "--beside", OUT + "/reproduce-003-micro/claims.json"],
+    "batch_probe_check.py": ["--tiny", "--models", "llama-3-8b", "--cap", "4", "--tokens", "32", "--repeats", "1"],
     "fault_table.py": ["--before", SRC, "--case", "mcqa --batch-size 0", "--out", OUT + "/fault_table.md"],
     "data_parallel.py": ["--model", TINY, "--items", "16", "--min-val-items", "4", "--batch-size", "4",
                          "--device", "cpu"],
@@ -92,6 +93,7 @@ SETUP: dict[str, list[list[str]]] = {
 ENV: dict[str, dict[str, str]] = {"lm_eval_whole_files.py": {"ONLY": WHOLE, "LIMIT": "2"}}
 #: what the script's output must show (regular expressions)
 EXPECT: dict[str, list[str]] = {
+    "batch_probe_check.py": [r"\| llama-3-8b \(tiny\) \| 4 \| [0-9.]+ \| 1,2,4 \|"],
     "same_numbers.py": [r"mcqa_ssd: same;"],
     "data_parallel.py": [r"results_max_difference\s+0\.0\n", r"samples_same_order\s+True",
                          r"arrays_max_difference\s+\{'letter_logits': 0\.0, 'qk': 0\.0, 'attention': 0\.0\}"],

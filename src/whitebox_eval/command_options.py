@@ -195,16 +195,53 @@ def batch_size_option(help: str | None = None, default: int = 8):
     (:func:`resolved_batch_size`, once the model is known)."""
     return click.option("--batch-size", "--batch_size", "batch_size", type=str, default=default, callback=_batch_size,
                         metavar="N|auto", show_default=True,
-                        help=((help + " ") if help else "") + "(lm-eval: --batch_size; auto = a size from the memory "
-                             "free on the device and the model's size, recorded in config.yaml; results never depend "
-                             "on it)")
+                        help=((help + " ") if help else "") + "(lm-eval: --batch_size; auto = on a GPU the largest "
+                             "batch whose white-box pass fits, probed once; on the CPU a size from the free memory and "
+                             "the model's size; recorded in config.yaml; results never depend on it)")
+
+
+#: ``--batch-size auto`` sizes already probed in this process, by (model, dtype): found once
+_PROBED: dict[tuple[str, str], int] = {}
+
+
+def _probes(device) -> bool:
+    """Whether ``auto`` probes on ``device`` (a GPU) rather than applying the memory rule (the CPU:
+    probing host memory would swap before it failed)."""
+    return device.type == "cuda"
 
 
 def resolved_batch_size(value: int | str, model: str, dtype: str = "float32") -> int:
-    """``--batch-size`` as a number: ``auto`` resolved for ``model`` (see
-    :mod:`whitebox_eval.models.batch_size`) and said on stderr."""
+    """``--batch-size`` as a number, ``auto`` resolved for ``model`` and said on stderr: on a GPU
+    the largest batch whose white-box pass fits, probed once with the model the run then uses
+    (:mod:`whitebox_eval.internals.batch_probe`, :func:`~whitebox_eval.models.loading.hand_over`);
+    elsewhere the memory rule of :mod:`whitebox_eval.models.batch_size`."""
     if value != "auto":
         return int(value)
+    from whitebox_eval.runs.distributed import launched_size, world
+
+    size = _auto_size(model, dtype)
+    if launched_size() > 1:  # torchrun: shards are blocks of the batch size, every rank takes the smallest
+        size = world().least(size)
+        click.echo(f"--batch-size auto: {size} on every rank (the smallest any rank found)", err=True)
+    return size
+
+
+def _auto_size(model: str, dtype: str) -> int:
+    """This process's ``auto`` size (:func:`resolved_batch_size`)."""
+    from whitebox_eval.models.placement import PLACEMENT, resolve_device
+
+    device = resolve_device(PLACEMENT.device)
+    if _probes(device):
+        if (model, dtype) not in _PROBED:
+            from whitebox_eval.internals.batch_probe import PROBE_TOKENS, probe_batch_size
+            from whitebox_eval.models.loading import hand_over, load_model
+
+            loaded = load_model(model, dtype=dtype)
+            _PROBED[model, dtype] = probe_batch_size(loaded)
+            hand_over(loaded)  # the run's own load_model takes this one: the weights load once
+            click.echo(f"--batch-size auto: {_PROBED[model, dtype]} (the largest batch whose white-box pass of "
+                       f"{PROBE_TOKENS} tokens fitted on {device}, probed once)", err=True)
+        return _PROBED[model, dtype]
     from whitebox_eval.models.batch_size import auto_batch_size
 
     size = auto_batch_size(model, dtype)

@@ -1,5 +1,6 @@
-"""``--batch-size auto`` (issue 50, item 5): the memory rule computed by hand, the size
-recorded, and a run with it giving the same samples as an explicit size."""
+"""``--batch-size auto``: the memory rule computed by hand, the size recorded, and a run with it
+(the CPU's rule, and a GPU's probe whose passes fail above 6 rows) giving the same samples as
+an explicit size."""
 
 from __future__ import annotations
 
@@ -44,8 +45,13 @@ def test_batch_size_option_reads_numbers_and_auto():
         assert out.exit_code == 2 and says in out.output, out.output
 
 
-def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli):
+def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli, monkeypatch):
+    import torch
+    import transformers
+
     from tiny_models import tiny_llama_with_bpe
+    from whitebox_eval import command_options
+    from whitebox_eval.internals import batch_probe
     from whitebox_eval.tasks.prompts import render_prompt
     from whitebox_eval.tasks.ssd import make_ssd
 
@@ -54,15 +60,42 @@ def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli):
     model_dir = tmp_path / "tiny"
     lm.model.save_pretrained(model_dir)
     lm.tokenizer.save_pretrained(model_dir)
-    runs = {}
-    for run_id, size in (("explicit", "3"), ("auto", "auto")):
-        code, out, err = cli(["mcqa", "--model", str(model_dir), "--task", "ssd", "--limit", "20", "--min-val-items",
-                              "6", "--methods", "baseline,qk,attention", "--no-item-views", "--batch-size", size,
-                              "--output", str(tmp_path / "runs"), "--run-id", run_id])
-        assert code == 0, err
+    runs, errs = {}, {}
+
+    def run(run_id, size):
+        code, out, errs[run_id] = cli(["mcqa", "--model", str(model_dir), "--task", "ssd", "--limit", "20",
+                                       "--min-val-items", "6", "--methods", "baseline,qk,attention", "--no-item-views",
+                                       "--batch-size", size, "--output", str(tmp_path / "runs"), "--run-id", run_id])
+        assert code == 0, errs[run_id]
         runs[run_id] = tmp_path / "runs" / run_id
-    assert "--batch-size auto: 64" in err  # a tiny model: the cap
+
+    run("explicit", "3")
+    run("auto", "auto")
+    assert "--batch-size auto: 64" in errs["auto"]  # a tiny model on the CPU's rule: the cap
     assert yaml.safe_load((runs["auto"] / "config.yaml").read_text())["batch_size"] == AUTO_MAX
+
+    # a GPU's auto: the probe's real passes, out of memory above 6 rows; the weights load once
+    monkeypatch.setattr(command_options, "_probes", lambda device: True)
+    monkeypatch.setattr(command_options, "_PROBED", {})
+    real_pass, loads = batch_probe.probe_pass, []
+
+    def pass_or_out_of_memory(engine, n, tokens):
+        if n > 6:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        real_pass(engine, n, tokens)
+
+    monkeypatch.setattr(batch_probe, "probe_pass", pass_or_out_of_memory)
+    real_load = transformers.AutoModelForCausalLM.from_pretrained.__func__
+
+    def counted(cls, *a, **kw):
+        loads.append(a[0])
+        return real_load(cls, *a, **kw)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", classmethod(counted))
+    run("probed", "auto")
+    assert "--batch-size auto: 6 (the largest batch whose white-box pass" in errs["probed"]
+    assert yaml.safe_load((runs["probed"] / "config.yaml").read_text())["batch_size"] == 6
+    assert len(loads) == 1  # the probe's model is the run's
     # auto = 64 holds the 20 items in one batch; 3 puts them in 7 padded batches: every prediction,
     # accuracy and text is the same, and scores agree to float32 rounding (a batch's padding and
     # size change the order of the sums inside a matmul, never what it computes)
@@ -84,7 +117,8 @@ def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli):
         else:
             assert a == b, where
 
-    auto, explicit = lines("auto"), lines("explicit")
-    assert len(auto) == len(explicit) == 20
-    for a, b in zip(auto, explicit):
-        same(a, b, a["id"])
+    explicit = lines("explicit")
+    assert len(explicit) == 20
+    for other in ("auto", "probed"):
+        for a, b in zip(lines(other), explicit, strict=True):
+            same(a, b, a["id"])

@@ -90,3 +90,25 @@ def test_commands_that_do_not_shard_refuse_to_run_under_torchrun(monkeypatch, ca
         main(["gar", "--mode", "truth-heads", "--limit", "2"])
     assert e.value.code == 2
     assert "gar --mode truth-heads does not share its work" in capsys.readouterr().err
+
+
+def _least_on_rank(rank: int, store: str, values: list[int], out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=len(values))
+    try:
+        found = World(rank=rank, size=len(values)).least(values[rank])
+        with open(f"{out}.{rank}", "w", encoding="ascii") as f:
+            f.write(str(found))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_least_is_the_smallest_value_of_any_rank(tmp_path):
+    """``--batch-size auto`` under torchrun: each rank's own size, the smallest taken by all."""
+    import torch.multiprocessing as mp
+
+    values = [7, 3]
+    mp.spawn(_least_on_rank, args=(str(tmp_path / "store"), values, str(tmp_path / "out")), nprocs=2)
+    assert [int((tmp_path / f"out.{r}").read_text()) for r in range(2)] == [3, 3]
+    assert World().least(9) == 9  # one process: its own value

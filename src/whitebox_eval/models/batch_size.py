@@ -1,5 +1,6 @@
-"""``--batch-size auto``: a batch size from the memory free on the model's device and the
-model's size, read from its config.json before any weights load.
+"""``--batch-size auto`` off a GPU: a batch size from the memory free on the model's device and
+the model's size, read from its config.json before any weights load. (On a GPU the size is
+probed instead: :mod:`whitebox_eval.internals.batch_probe`.)
 
 The rule: the weights take ``parameters x bytes per weight``; one example takes, per token
 and layer, the float32 activations a white-box pass may hold at once (the residual, q/k/v

@@ -43,6 +43,8 @@ class LoadedModel:
     arch: Architecture
     spec: str
     source: str
+    load_key: tuple | None = None
+    """What :func:`load_model` was asked for (spec, dtype, placement, options): :func:`hand_over`'s key."""
 
     @property
     def device(self) -> torch.device:
@@ -322,6 +324,17 @@ def resolve_dtype(dtype: str | torch.dtype, spec: str | None = None, device: str
     return name if name in DTYPES else "float32"
 
 
+#: models loaded before the run that needs them (``--batch-size auto``'s probe), by load key
+_HANDED: dict[tuple, LoadedModel] = {}
+
+
+def hand_over(loaded: LoadedModel) -> None:
+    """Keep ``loaded`` for the next :func:`load_model` asked for the same spec, dtype, placement
+    and loading options, which takes it instead of loading again (once: it is then forgotten)."""
+    if loaded.load_key is not None:
+        _HANDED[loaded.load_key] = loaded
+
+
 def load_model(
     spec: str,
     *,
@@ -367,6 +380,10 @@ def load_model(
     lo.check_quantization(opts.model_args, device)
     source, extra = resolve_source(spec, allow_pickle=allow_pickle, models_root=opts.models_root)
     torch_dtype = getattr(torch, resolve_dtype(dtype, spec, device))
+    key = (spec, str(torch_dtype), str(device), repr(device_map), attn_implementation, allow_pickle, trust_remote_code,
+           repr(opts))
+    if (kept := _HANDED.pop(key, None)) is not None:
+        return kept
     extra = {**extra, **lo.from_pretrained_kwargs(opts.model_args)}
     attn_implementation = extra.pop("attn_implementation", attn_implementation)
     if lo.quantized(opts.model_args):
@@ -418,4 +435,4 @@ def load_model(
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     arch = Architecture.of(model)
-    return LoadedModel(model=model, tokenizer=tok, arch=arch, spec=spec, source=source)
+    return LoadedModel(model=model, tokenizer=tok, arch=arch, spec=spec, source=source, load_key=key)

@@ -69,6 +69,18 @@ class World:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def least(self, value: int) -> int:
+        """The smallest of every rank's ``value`` (e.g. a batch size each rank found on its own
+        GPU: shards are blocks of the batch size, so every rank must use the same one)."""
+        if not self.distributed:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        box = torch.tensor([int(value)])
+        dist.all_reduce(box, op=dist.ReduceOp.MIN)
+        return int(box.item())
+
 
 def launched_size() -> int:
     """How many ranks the launcher started (``WORLD_SIZE``; 1 without torchrun), read
