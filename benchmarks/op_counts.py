@@ -231,6 +231,11 @@ def edit_scenarios() -> dict[str, Scenario]:
                         return kind(l, [0, 2], cells, mode=mode, value=0.1, threshold=0.05, pattern=pattern,
                                     source_head=1 if mode == "copy_head" else None, renormalize=renorm)
                     out[f"EditAttention:{mode}{'+renorm' if renorm else ''}"] = every_layer(make_edit)
+            from whitebox_eval.internals import requests
+
+            if hasattr(requests, "CellRule"):  # --edit attn:: an equal rule in every layer (cells built once a pass)
+                out["EditAttention:rule"] = every_layer(lambda lm, e, b, o, l, kind=kind, rule=requests.CellRule: kind(
+                    l, [0, 2], rule("all", "prev"), mode="add", value=0.1))
         elif name == "Patch":
             for point in reg["patch_points"]:
                 def make(lm, eng, batch, opts, toks, point=point, kind=kind):

@@ -20,7 +20,9 @@ EDIT_HELP = ("run every pass under this edit (repeatable): ablate:14.0,L17H1 (ze
              "neurons:5:10,20[=VALUE] (MLP neurons), steer:resid:12:v.pt*4 (add 4 x a vector from .pt/.safetensors/.npy "
              "at a point: resid_pre, resid, attn_out, mlp_out, mlp_act, head_out, or a hook name such as "
              "blocks.12.hook_resid_post), patch:resid:12:act.npy (set a point to a saved activation), sae:123,456=8:12=SAE or sae:123*0:12=SAE (clamp or scale SAE features, the "
-             "SAE as mui --sae takes it, its error term kept); @last after a spec edits the last prompt position "
+             "SAE as mui --sae takes it, its error term kept), attn:14.0:last>first:add=0.5 (post-softmax attention "
+             "from the last position to the first; modes add=C, force, copy=HEAD; keys also all, self, prev, a "
+             "position); @last after a spec edits the last prompt position "
              "only; recorded in config.yaml; compare with the unedited run: whitebox-eval compare RUN_A RUN_B")
 
 

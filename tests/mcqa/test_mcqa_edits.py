@@ -106,8 +106,44 @@ def test_cli_refuses_bad_edits_before_writing_anything(tmp_path, cli):
     out = tmp_path / "runs"
     code, _, err = cli(["mcqa", "--edit", "ablate:99.0", "--limit", "5", "--output", str(out)])
     assert code == 2 and "head 99.0 is outside this model (30 layers x 9 heads, from 0)" in err, err
+    code, _, err = cli(["mcqa", "--edit", "attn:99.0:last>first:force", "--limit", "5", "--output", str(out)])
+    assert code == 2 and "head 99.0 is outside this model" in err, err
+    code, _, err = cli(["span", "--edit", "attn:0.0:last>first:add=1", "--output", str(out)])
+    assert code == 2 and "name positions that stay" in err, err
     code, _, err = cli(["mcqa", "--edit", "zap:1", "--output", str(out)])
     assert code == 2 and "unknown edit 'zap'" in err
     code, _, err = cli(["mcqa", "--edit", "ablate:1.0", "--methods", "baseline,cloze", "--output", str(out)])
     assert code == 2 and "cloze method does not run under edits" in err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_study_under_an_attention_rule_equals_its_cells_written_out(tiny_mcqa_model, tmp_path):
+    """``--edit attn:1.0,2.3:last>first:force``: every letter logit equals a pass of one prompt under
+    the same edit with its one cell (last query, first key) written out by hand."""
+    from whitebox_eval.internals import Engine, batch_from_ids
+    from whitebox_eval.internals.requests import EditAttention, cells_from_pairs
+    from whitebox_eval.mcqa.study import load_items
+    from whitebox_eval.tasks.demos import plan_demonstrations
+
+    lm = tiny_mcqa_model
+    spec = "attn:1.0,2.3:last>first:force"
+    cfg = MCQAConfig(model="tiny", limit=8, min_val_items=4, batch_size=3, shots=1, methods=("baseline",),
+                     item_views=False, edits=(spec,))
+    folder = run_mcqa(cfg, tmp_path, run_id="attn", loaded=lm, show_progress=False)
+    assert yaml.safe_load((folder.path / "config.yaml").read_text())["edits"] == [spec]
+    samples = {s["id"]: s for s in folder.read_samples()}
+    items = load_items(cfg)
+    demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_from)
+    engine, moved = Engine(lm), 0
+    for it in items[:cfg.limit]:
+        t = tokenize_prompt(lm.tokenizer, render_prompt(it, demos=demos.for_item(it), labels=cfg.labels,
+                                                        uncertainty=cfg.uncertainty))
+        n = len(t.input_ids)
+        cells = cells_from_pairs(1, n, [[(n - 1, 0)]])
+        edits = [EditAttention(1, (0,), cells, "force"), EditAttention(2, (3,), cells, "force")]
+        with torch.no_grad():
+            want = engine.run(batch_from_ids([t.input_ids]), edits=edits).logits[0, t.answer_ids].numpy()
+            plain = engine.run(batch_from_ids([t.input_ids])).logits[0, t.answer_ids].numpy()
+        np.testing.assert_allclose(samples[it.id]["letter_logits"], want, atol=2e-5)  # samples hold 5 decimals
+        moved += not np.allclose(want, plain, atol=1e-4)
+    assert moved > 0  # the rule changed some letters

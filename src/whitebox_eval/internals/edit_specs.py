@@ -27,7 +27,20 @@ the last prompt position, ``@all`` or nothing is every position):
                                              SAE study's run, ``hf:...``, ``saelens:...``; its
                                              hook from its files) to 8
 ``sae:123*0:blocks.12.hook_resid_post=PATH``  scale feature 123 by 0 (ablate it) at that hook
+``attn:14.0,L17H1:last>first:add=0.5``        add 0.5 to those heads' post-softmax attention
+                                             from the last position to the first (003 sec. 5.1's
+                                             reinforcement; ``,renorm`` re-normalises the rows)
+``attn:14.0:all>prev:force``                 every query attends only to the position before it
+                                             (GAR's strong intervention, 002 sec. 5)
+``attn:L14H0:last>all:copy=3``               the last row of head 14.0 becomes head 14.3's
+                                             (GAR's weak intervention)
 ===========================================  ==================================================
+
+Attention cells are written QUERIES>KEYS: ``last``, ``first``, ``all`` or a position (negative:
+from the end), and for keys also ``self`` and ``prev``; they are built for every pass from its
+prompts' lengths (generated tokens included). A study that generates refuses ``last`` and
+positions from the end: they move at every generated token, and the cache keeps earlier rows as
+they were computed.
 
 A vector is one token's values at the point: ``.pt`` (``torch.load(weights_only=True)``),
 ``.safetensors`` or ``.npy`` (``numpy.load(allow_pickle=False)``), ``[width]`` (or ``[1, width]``),
@@ -45,12 +58,14 @@ from pathlib import Path
 
 from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals.requests import PATCH_POINTS, AddVector, ClampFeature, Edit, MaskNeurons, ScaleHeads
+from whitebox_eval.internals.requests import (
+    PATCH_POINTS, AddVector, CellRule, ClampFeature, Edit, EditAttention, MaskNeurons, ScaleHeads,
+)
 
-KINDS = ("ablate", "scale", "neurons", "steer", "patch", "sae")
+KINDS = ("ablate", "scale", "neurons", "steer", "patch", "sae", "attn")
 USAGE = ("write ablate:HEADS, scale:HEADS=FACTOR, neurons:LAYER:I,J[=VALUE], steer:POINT:LAYER:FILE[*COEF], "
          "patch:POINT:LAYER:FILE or "
-         "sae:FEATURES=VALUE:LAYER=SAE (or FEATURES*SCALE) (heads as 14.0 or L14H0, comma separated; @last after "
+         "sae:FEATURES=VALUE:LAYER=SAE (or FEATURES*SCALE), attn:HEADS:QUERIES>KEYS:add=C|force|copy=HEAD (heads as 14.0 or L14H0, comma separated; @last after "
          "the spec for the last position only)")
 STEER_POINTS = ("resid_pre", "resid", "attn_out", "mlp_out", "mlp_act", "head_out")
 VECTOR_FILES = (".pt", ".safetensors", ".npy")
@@ -71,6 +86,9 @@ class EditSpec:
     source: str | None = None  # steer: the vector's file; sae: the SAE as mui --sae takes it
     scale: float | None = None  # sae: FEATURES*SCALE
     vector: object = field(default=None, compare=False, repr=False)  # steer: the [width] float32 tensor read
+    rule: CellRule | None = None  # attn: the cells
+    mode: str | None = None  # attn: add, force or copy_head
+    renormalize: bool = False  # attn: ,renorm
 
 
 def _number(text: str, spec: str) -> float:
@@ -93,6 +111,8 @@ def parse_edit(spec: str) -> EditSpec:
             return _parse_steer(text, rest, last_only, kind)
         if kind == "sae":
             return _parse_sae(text, rest, last_only)
+        if kind == "attn":
+            return _parse_attn(text, rest, last_only)
         if kind in ("ablate", "scale"):
             heads_text, eq, factor = rest.partition("=")
             if kind == "scale" and not eq:
@@ -216,6 +236,42 @@ def _parse_sae(text: str, rest: str, last_only: bool) -> EditSpec:
                     last_only=last_only)
 
 
+ATTN_KEYS = ("first", "last", "all", "self", "prev")
+
+
+def _parse_attn(text: str, rest: str, last_only: bool) -> EditSpec:
+    """``attn:HEADS:QUERIES>KEYS:MODE[,renorm]`` (the module docstring's table)."""
+    parts = rest.split(":")
+    if len(parts) != 3 or ">" not in parts[1]:
+        raise WhiteboxError(f"--edit {text}: attn needs HEADS:QUERIES>KEYS:MODE (attn:14.0:last>first:add=0.5)")
+    if last_only:
+        raise WhiteboxError(f"--edit {text}: attn names its query positions itself (last>...); drop @last")
+    heads = tuple(Head.parse_list(parts[0]))
+    queries, _, keys = (x.strip() for x in parts[1].partition(">"))
+
+    def where(x: str, allowed: tuple[str, ...], side: str) -> str | int:
+        if x in allowed:
+            return x
+        if re.fullmatch(r"-?\d+", x):
+            return int(x)
+        raise WhiteboxError(f"--edit {text}: {side} {x!r} is not one of {', '.join(allowed)} or a position")
+
+    rule = CellRule(where(queries, ("last", "first", "all"), "queries"), where(keys, ATTN_KEYS, "keys"))
+    mode_text, *flags = [m.strip() for m in parts[2].split(",")]
+    if any(f != "renorm" for f in flags):
+        raise WhiteboxError(f"--edit {text}: after the mode only ,renorm is read")
+    name, eq, value = mode_text.partition("=")
+    if name == "add" and eq:
+        return EditSpec(text, "attn", heads=heads, rule=rule, mode="add", value=_number(value, text),
+                        renormalize=bool(flags))
+    if name == "force" and not eq:
+        return EditSpec(text, "attn", heads=heads, rule=rule, mode="force", renormalize=bool(flags))
+    if name == "copy" and eq and value.strip().isdecimal():
+        return EditSpec(text, "attn", heads=heads, rule=rule, mode="copy_head", units=(int(value),),
+                        renormalize=bool(flags))
+    raise WhiteboxError(f"--edit {text}: the mode is add=C, force or copy=HEAD (a head of the same layer)")
+
+
 def _widths(n_heads: int, d_ff: int, d_model: int | None, head_dim: int | None) -> dict[str, int]:
     heads = None if head_dim is None else n_heads * head_dim
     return {p: w for p, w in {"resid_pre": d_model, "resid": d_model, "attn_out": d_model, "mlp_out": d_model,
@@ -257,14 +313,21 @@ def build_edits(specs, n_layers: int, n_heads: int, d_ff: int, *, d_model: int |
                 raise WhiteboxError(f"--edit {spec.text}: feature {bad[0]} is outside the SAE's {sae.d_sae} features (from 0)")
             edits.append(ClampFeature(point, layer, sae, spec.units, value=None if spec.scale is not None else spec.value,
                                       scale=spec.scale, positions=positions))
-        elif spec.kind in ("ablate", "scale"):
+        elif spec.kind in ("ablate", "scale", "attn"):
             by_layer: dict[int, list[int]] = {}
             for layer, head in spec.heads:
                 if layer >= n_layers or head >= n_heads:
                     raise WhiteboxError(f"--edit {spec.text}: head {layer}.{head} is outside this model "
                                         f"({n_layers} layers x {n_heads} heads, from 0)")
                 by_layer.setdefault(layer, []).append(head)
-            edits += [ScaleHeads(layer, tuple(hs), spec.value, positions) for layer, hs in sorted(by_layer.items())]
+            if spec.kind != "attn":
+                edits += [ScaleHeads(layer, tuple(hs), spec.value, positions) for layer, hs in sorted(by_layer.items())]
+                continue
+            source = spec.units[0] if spec.units else None
+            if source is not None and source >= n_heads:
+                raise WhiteboxError(f"--edit {spec.text}: copy={source} is outside this model's {n_heads} heads (from 0)")
+            edits += [EditAttention(layer, tuple(hs), spec.rule, spec.mode, spec.value, source_head=source,
+                                    renormalize=spec.renormalize) for layer, hs in sorted(by_layer.items())]
         else:
             if spec.layer >= n_layers:
                 raise WhiteboxError(f"--edit {spec.text}: layer {spec.layer} is outside this model ({n_layers} "

@@ -52,6 +52,7 @@ from whitebox_eval.internals.requests import (
     Capture,
     ClampFeature,
     Edit,
+    CellRule,
     EditAttention,
     MaskNeurons,
     Patch,
@@ -1242,7 +1243,8 @@ class Engine:
             return _Cells(plan.host(cells[:, None]), target)
 
         pattern = None if e.mode != "force" or e.pattern is None else id(e.pattern)
-        cells = plan.memo(("cells", id(e.cells), pattern, e.mode == "force"), make_cells)
+        rule = e.cells if isinstance(e.cells, CellRule) else id(e.cells)  # equal rules: one set of cells a pass
+        cells = plan.memo(("cells", rule, pattern, e.mode == "force"), make_cells)
 
         def make_heads():
             heads = torch.zeros(1, self.arch.n_heads, 1, 1, dtype=torch.bool)
@@ -1259,8 +1261,10 @@ class Engine:
             source = plan.memo(("source", tuple(chosen), e.source_head), make_source)
         return _AttnEdit(e, cells, heads, source)
 
-    def _padded_cells(self, plan: _Plan, cells: torch.Tensor) -> torch.Tensor:
+    def _padded_cells(self, plan: _Plan, cells: torch.Tensor | CellRule) -> torch.Tensor:
         b, s = plan.batch.size, plan.batch.seq_len
+        if isinstance(cells, CellRule):
+            cells = cells.cells(plan.batch.host_lengths.tolist())
         if cells.dim() != 3 or cells.shape[0] != b or cells.shape[1] > s or cells.shape[2] > s:
             raise WhiteboxError(f"attention edit cells must be a bool tensor [batch={b}, <= {s}, <= {s}] in unpadded coordinates; got {tuple(cells.shape)}")
         return self._padded_rows(plan, cells.detach().cpu().to(torch.bool))

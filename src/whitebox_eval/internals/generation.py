@@ -39,7 +39,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.batching import Batch, batch_from_ids
-from whitebox_eval.internals.requests import Capture, Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
+from whitebox_eval.internals.requests import Capture, CellRule, Edit, EditAttention, MaskNeurons, Patch, ScaleHeads
 
 EditsArg = Sequence[Edit] | Callable[[list[int]], Sequence[Edit]]
 """A fixed list of edits, or a callable that builds them from every example's current
@@ -310,7 +310,7 @@ def _signature(e: Edit) -> tuple:
 def _attention_cells(e: EditAttention, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The cells (and pattern on them) that act in a sequence of ``lengths`` tokens: [B, S, S], S = max length."""
     s = int(lengths.max())
-    c = e.cells.detach().to("cpu", torch.bool)
+    c = e.cells.cells(lengths.tolist()) if isinstance(e.cells, CellRule) else e.cells.detach().to("cpu", torch.bool)
     if c.dim() != 3 or c.shape[0] != len(lengths):
         raise WhiteboxError(f"attention edit cells must be [batch={len(lengths)}, S, S]; got {tuple(c.shape)}")
     inside = torch.arange(s)[None, :] < lengths[:, None]  # [B, S]

@@ -96,11 +96,40 @@ ATTENTION_MODES = ("add", "add_above", "force", "copy_head")
 
 
 @dataclass(frozen=True)
+class CellRule:
+    """Attention cells by rule, built for each pass from its examples' lengths (the command line's
+    ``--edit attn:``): ``queries`` and ``keys`` are ``last`` / ``all`` / ``first`` / a position
+    (negative: from the end), and for keys also ``self`` and ``prev`` (relative to the query).
+    Keys after a query are never cells (causal attention cannot reach them)."""
+
+    queries: str | int = "last"
+    keys: str | int = "first"
+
+    def cells(self, lengths: Sequence[int]) -> torch.Tensor:
+        """[B, S, S] bool in unpadded coordinates, S the longest length (a few whole-tensor ops)."""
+        n = torch.as_tensor([int(x) for x in lengths])[:, None, None]  # [B, 1, 1]
+        s = int(n.max())
+        q, k = torch.arange(s)[None, :, None], torch.arange(s)[None, None, :]
+        keys = {"self": k == q, "prev": k == q - 1, "all": k <= q}.get(self.keys) if isinstance(self.keys, str) else None
+        keys = _rule_at(self.keys, k, n) if keys is None else keys
+        return _rule_at(self.queries, q, n) & keys & (k <= q) & (k < n)
+
+
+def _rule_at(which: str | int, grid: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Where ``grid`` (positions) is the rule's ``first`` / ``last`` / ``all`` / position inside lengths ``n``."""
+    if which == "all":
+        return grid < n
+    i = {"first": 0, "last": n - 1}.get(which, which) if isinstance(which, str) else which
+    i = i + n if isinstance(i, int) and i < 0 else i
+    return (grid == i) & (grid < n)
+
+
+@dataclass(frozen=True)
 class EditAttention:
     """Edit post-softmax attention of ``heads`` in ``layer`` at ``cells``.
 
     ``cells`` is a bool tensor [B, S_q, S_k] in unpadded coordinates (see
-    :func:`cells_from_pairs`). Modes:
+    :func:`cells_from_pairs`), or a :class:`CellRule` built for each pass. Modes:
 
     - ``add``: w += value at the cells (AttentionSpan reinforcement, 003 sec. 5.1);
     - ``add_above``: the same, only where w > threshold already (conditional reinforcement);
@@ -116,7 +145,7 @@ class EditAttention:
 
     layer: int
     heads: Sequence[int]
-    cells: torch.Tensor
+    cells: torch.Tensor | CellRule
     mode: AttentionMode = "add"
     value: float = 0.0
     threshold: float = 0.0

@@ -54,9 +54,16 @@ def check_edits(specs: Sequence[str], loaded=None, model: str | None = None) -> 
 
 
 def refuse_last(specs: Sequence[str], why: str) -> None:
-    """One line for an ``@last`` edit in a study that generates: the last position moves at every step,
-    and the key/value cache keeps the earlier ones as they were computed."""
+    """One line for an edit that moves with the sequence's end (``@last``; an ``attn:`` rule naming
+    ``last`` or a position from the end) in a study that generates: the last position moves at
+    every step, and the key/value cache keeps the earlier ones as they were computed."""
+    from whitebox_eval.internals.edit_specs import parse_edit
+
     for spec in specs:
         if str(spec).strip().endswith("@last"):
             raise WhiteboxError(f"--edit {spec}: {why}, whose last position moves at every step; edit every "
                                 "position (leave out @last)")
+        rule = parse_edit(spec).rule
+        if rule is not None and any(x == "last" or (isinstance(x, int) and x < 0) for x in (rule.queries, rule.keys)):
+            raise WhiteboxError(f"--edit {spec}: {why}, whose last position moves at every step; name positions "
+                                "that stay (all, first, self, prev, a position from the start)")
