@@ -59,3 +59,53 @@ def test_cli_refuses_bad_specs_before_any_model_work(tmp_path, cli):
     code, _, err = cli(["mui", "--task", "arithmetic-gen", "--save-activations", "attn:1", "--output", str(tmp_path)])
     assert code == 2 and "has no single vector per token" in err, err
     assert not any(tmp_path.iterdir())
+
+
+def test_all_rows_are_the_prompt_then_the_generated_rows(tmp_path):
+    """``all``: the prompt's rows, then each generated token's but the last; its tail from the
+    prompt's last token is ``generated`` bit for bit, and the whole equals one uncached pass over
+    prompt + response (float32: the cached and uncached sums differ in rounding only)."""
+    import torch
+    from safetensors.numpy import load_file
+
+    from whitebox_eval.internals import batch_from_ids
+
+    lm = tiny_lm("llama")
+    cfg = MUIConfig(**BASE, save_activations=("mlp_act:1:all", "mlp_act:1:generated"))
+    folder = run_mui(cfg, tmp_path, run_id="a", loaded=lm)
+    every = load_file(str(folder.path / "activations" / "mlp_act-all.safetensors"))
+    gen = load_file(str(folder.path / "activations" / "mlp_act-generated.safetensors"))
+    task = prepare_task(cfg, lm.tokenizer)
+    samples = {s["id"]: s for s in folder.read_samples()}
+    engine = Engine(lm)
+    for it in task.items:
+        key, prompt = str(it.id), task.prompt(it, lm.tokenizer)
+        g = gen[key].shape[1]  # generated tokens
+        assert every[key].shape[1] == len(prompt) + g - 1
+        assert np.array_equal(every[key][:, len(prompt) - 1:], gen[key])
+        out = generate(engine, [prompt], max_new_tokens=4, stop_strings=list(task.settings(it)[0]))[0]
+        assert lm.tokenizer.decode(out.ids).startswith(samples[it.id]["response"])  # the run's greedy response
+        ids = prompt + out.ids[:g - 1]
+        with torch.no_grad():
+            ref = engine.run(batch_from_ids([ids]), [Capture("mlp_act", "all", [1])], logits=False)["mlp_act"][0]
+        np.testing.assert_allclose(every[key], ref.numpy(), atol=1e-5)
+
+
+def test_the_decoder_reads_every_prompt_row_of_padded_prompts():
+    """generate(captures=[... "all"]): each prompt's rows, padding dropped, then its generated rows;
+    samples repeated from one prefill keep their own prompt's rows."""
+    import torch
+
+    from whitebox_eval.internals import batch_from_ids
+
+    lm = tiny_lm("llama")
+    engine = Engine(lm)
+    prompts = [[5, 9, 2, 7, 3], [4, 6]]
+    out = generate(engine, prompts, max_new_tokens=3, stop_ids=[], n_samples=2, do_sample=True, seeds=[1, 2],
+                   captures=[Capture("resid", "all", [0], name="r")])
+    for i, g in enumerate(out):
+        p = prompts[i // 2]
+        assert g.captures["r"].shape[1] == len(p) + len(g.ids) - 1
+        with torch.no_grad():
+            ref = engine.run(batch_from_ids([p]), [Capture("resid", "all", [0])], logits=False)["resid"][0]
+        np.testing.assert_allclose(g.captures["r"][:, :len(p)].numpy(), ref.numpy(), atol=1e-5)

@@ -111,9 +111,10 @@ def generate(
     :attr:`~whitebox_eval.models.loading.LoadedModel.stop_ids`) or once its decoded
     continuation contains one of ``stop_strings``.
 
-    ``captures`` (their positions ignored) are read at each step's new row, the one whose
-    logits chose the step's token, in the same passes (the cache kept): each
-    :attr:`Generated.captures` holds one vector per generated token.
+    ``captures`` are read at each step's new row, the one whose logits chose the step's token,
+    in the same passes (the cache kept): each :attr:`Generated.captures` holds one vector per
+    generated token. A capture at positions ``"all"`` holds every prompt token's row (the
+    prefill's) before them: every row the decoder computed. Other positions are ignored.
     """
     if max_new_tokens < 1:
         raise WhiteboxError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -140,6 +141,8 @@ def generate(
     done = torch.zeros(len(rows), dtype=torch.bool)
     window = 4 * max((len(s) for s in stop_strings), default=0) + 8  # tokens that can hold a new stop string
     asked = [replace(c, positions="last") for c in captures]
+    whole = {c.key for c in captures if isinstance(c.positions, str) and c.positions == "all"}
+    first = [replace(c, positions="all") if c.key in whole else c for c in asked]  # the prefill: every prompt row
     kept: list[dict[str, list[torch.Tensor]]] = [{c.key: [] for c in asked} for _ in rows]
     for step in range(max_new_tokens):
         if step:
@@ -148,14 +151,18 @@ def generate(
         if guard is not None:
             guard.check(step_edits, batch)
         with torch.no_grad():
-            trace = engine.run(batch, asked, step_edits, logits="last", cache=cache)
+            trace = engine.run(batch, first if step == 0 else asked, step_edits, logits="last", cache=cache)
         logits = trace.logits
         got = {c.key: trace[c.key].detach().cpu() for c in asked}  # [B, L, 1, ...]
+        if step == 0 and whole:  # left-padded prompts: example i's rows are the last n_i
+            n, s = batch.host_lengths.tolist(), batch.seq_len
+            got.update({k: [got[k][i, :, s - n[i]:] for i in range(batch.size)] for k in whole})
         if batch.size != len(rows):  # the one prefill: its cache and logits serve every sample
             cache.batch_repeat_interleave(n_samples)
             batch = _repeat_rows(batch, n_samples)
             logits = logits.repeat_interleave(n_samples, dim=0)
-            got = {k: v.repeat_interleave(n_samples, dim=0) for k, v in got.items()}
+            got = {k: v.repeat_interleave(n_samples, dim=0) if torch.is_tensor(v) else [x for x in v for _ in range(n_samples)]
+                   for k, v in got.items()}
         nxt = sampler(logits, step)
         for i, t in enumerate(nxt.tolist()):
             if done[i]:

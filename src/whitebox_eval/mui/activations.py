@@ -4,8 +4,10 @@ decoder's own passes (:mod:`whitebox_eval.internals.activation_specs`,
 
 ``generated``: one vector per generated token (the row that produced it: the prompt's last token
 for the first), every generated token including the one that stopped the response; ``last``:
-the prompt's last token (the prefill's row, the first of ``generated``). Keyed by the sample's
-id. The captures ride on the decoder's passes: samples.jsonl is the same with and without them.
+the prompt's last token (the prefill's row, the first of ``generated``); ``all``: every row the
+decoder computed, the prompt's tokens (the prefill) then each generated token but the last (whose
+row nothing read): ``generated`` is its tail from the prompt's last token on. Keyed by the
+sample's id. The captures ride on the decoder's passes: samples.jsonl is the same with and without them.
 Given responses (``--responses FILE``) are not generated, so they have nothing to save.
 """
 
@@ -19,7 +21,7 @@ from whitebox_eval.internals.activation_specs import (STORED_DTYPE, check_activa
 from whitebox_eval.internals.requests import Capture
 from whitebox_eval.runs.activations import ActivationParts, estimate
 
-POSITIONS = ("last", "generated")
+POSITIONS = ("last", "generated", "all")
 
 
 def check(cfg, loaded, task=None) -> None:
@@ -51,13 +53,21 @@ class Saver:
         meta = {s.stem: {"layers": layers_of(s, arch.n_layers), "model_dtype": str(dtype).replace("torch.", "")}
                 for s in self.specs}
         self.parts = ActivationParts(folder, self.specs, meta)
-        self.captures = [Capture(s.point, "last", layers_of(s, arch.n_layers), name=s.key()) for s in self.specs]
+        self.captures = [Capture(s.point, "all" if s.positions == "all" else "last", layers_of(s, arch.n_layers),
+                                 name=s.key()) for s in self.specs]
         self.batch: dict[str, dict] = {}
         itemsize = np.dtype(STORED_DTYPE.get(dtype, "float32")).itemsize
         _, line = estimate(self.specs, len(self.items), arch.n_layers, {s.point: width(arch, s.point) for s in self.specs},
-                           {"last": 1.0, "generated": float(budget)}, itemsize)
+                           {"last": 1.0, "generated": float(budget), "all": self._prompt_tokens(engine) + budget - 1},
+                           itemsize)
         print(line, file=sys.stderr)
         folder.log(line)
+
+    def _prompt_tokens(self, engine) -> float:
+        """The mean prompt length (``all``'s estimate; 0 when no spec reads it)."""
+        if not any(s.positions == "all" for s in self.specs):
+            return 0.0
+        return sum(len(self.task.prompt(it, engine.tokenizer)) for it in self.items) / max(len(self.items), 1)
 
     def respond(self, lm, task, items, **kw):
         """:func:`~whitebox_eval.mui.responses.respond` with the captures; keeps each item's tensors."""

@@ -129,8 +129,9 @@ def _config(model: str, task, kw: dict):
               help="name of the run folder (default: time-suite-model-task)")
 @click.option("--resume", is_flag=True, help="continue the run folder --output/--run-id where it stopped")
 @model_load_options
-@save_activations_option("last (the prompt's last token) or generated (each generated token of the greedy response: "
-                         "the row that produced it)")
+@save_activations_option("last (the prompt's last token), generated (each generated token of the greedy response: "
+                         "the row that produced it) or all (every prompt token, then the generated ones: every row "
+                         "the decoder computed)")
 @log_samples_option
 @gen_kwargs_option({"max_gen_toks": "max_new_tokens", "until": "stop"},
                    fixed={"do_sample": (False, "MUI reads greedy responses (001 App. A.6)"),
