@@ -309,3 +309,28 @@ def test_patching_a_saved_activation_sets_the_point(family, tmp_path):
     assert torch.equal(eng.run(one, edits=[own]).logits, trace.logits)
     with pytest.raises(WhiteboxError, match="patch sets the saved activation as it is"):
         build_edits([f"patch:resid:1:{tmp_path / 'act.npy'}*2"], 3, 4, 48)
+
+
+def test_an_sae_edit_reads_its_sae_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    """``--edit sae:`` is checked before the run folder and built for the run: one read of the files,
+    a second only when they changed."""
+    import os
+    from pathlib import Path
+
+    from whitebox_eval.sae import files, sets
+    from whitebox_eval.sae.feature_edits import check_edits, user_edits
+
+    folder = files.save_sae(_sae(32), tmp_path / "sae")
+    reads = []
+    real = files.load_sae
+    monkeypatch.setattr(sets, "load_sae", lambda p, **kw: reads.append(p) or real(p, **kw))
+    monkeypatch.setattr(sets, "_READ", {})
+    lm = tiny_loaded("llama")
+    spec = f"sae:3=1.0:0={folder}"
+    check_edits([spec], model=None, loaded=lm)
+    first = user_edits([spec], lm)[0].sae
+    assert len(reads) == 1
+    weights = next(f for f in Path(folder).iterdir() if f.suffix == ".safetensors")
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    again = user_edits([spec], lm)[0].sae
+    assert len(reads) == 2 and torch.equal(again.w_dec, first.w_dec)

@@ -13,6 +13,26 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.sae.encoding import SAE, ReconstructionStats
 from whitebox_eval.sae.files import load_sae
 
+#: the last SAEs read, by path and the stamps (name, mtime, size) of its files: an ``--edit sae:``
+#: is checked before the run folder is written and built again for the run, from one read
+_READ: dict[tuple, SAE] = {}
+_KEEP = 2
+
+
+def read_sae(path) -> SAE:
+    """:func:`~whitebox_eval.sae.files.load_sae` of ``path``, read again only when its files changed
+    (the last :data:`_KEEP` kept)."""
+    from pathlib import Path
+
+    p = Path(path)
+    files = sorted(p.iterdir()) if p.is_dir() else [p]
+    key = (str(p.resolve()), tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.is_file()))
+    if key not in _READ:
+        while len(_READ) >= _KEEP:
+            _READ.pop(next(iter(_READ)))
+        _READ[key] = load_sae(p)
+    return _READ[key]
+
 
 @dataclass
 class SAESet:
@@ -61,7 +81,7 @@ def load_sae_set(specs: Sequence[str], arch=None) -> SAESet:
     for spec in specs:
         prefix, source = split_spec(spec)
         resolved = resolve_sae(source)
-        sae = load_sae(resolved.path)
+        sae = read_sae(resolved.path)
         given = None if prefix is None or prefix.lstrip("-").isdigit() else parse_hook(prefix, family)
         named = sae.metadata.get("hook_name") or resolved.hook_name
         hook = given or (parse_hook(str(named), family) if named else None) or resolved.names_hook
