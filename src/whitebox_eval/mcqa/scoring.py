@@ -148,9 +148,14 @@ Request = tuple[list[int], list[int]]
 """(context token ids, continuation token ids): one lm-eval loglikelihood request."""
 
 
-def continuation_logprobs(engine: Engine, groups: Sequence[Sequence[Request]], prefix: Prefix | None = None) -> np.ndarray:
+def continuation_logprobs(engine: Engine, groups: Sequence[Sequence[Request]], prefix: Prefix | None = None,
+                          edits: Sequence[Edit] = ()) -> np.ndarray:
     """Summed log-probability of each continuation given its context (lm-eval's loglikelihood),
     flat over the groups' requests in order.
+
+    ``edits`` act on every token of the packed rows: only edits of every position whose effect on a
+    token depends on that token alone (heads, neurons, vectors, SAE features; not attention cells
+    or ``last``) mean there what they mean in each request's own pass.
 
     A group (one item's requests) is one packed row (:mod:`whitebox_eval.internals.packing`):
     what its requests share (the context of every choice; for one context per choice, the
@@ -184,8 +189,8 @@ def continuation_logprobs(engine: Engine, groups: Sequence[Sequence[Request]], p
     slots = torch.tensor(slot)
     slots[slots < 0] = n_req
     idx, slots = to_device([torch.tensor([t + [t[-1]] * (width - len(t)) for t in target]), slots], engine.output_device)
-    trace = engine.run(packed.batch.to(engine.loaded.device), logits=[p + [p[-1]] * (width - len(p)) for p in pos],
-                       prefix=prefix)
+    trace = engine.run(packed.batch.to(engine.loaded.device), edits=edits,
+                       logits=[p + [p[-1]] * (width - len(p)) for p in pos], prefix=prefix)
     logp = torch.log_softmax(trace.logits.float(), -1)  # [groups, width, V]
     tok_lp = logp.gather(-1, idx.to(logp.device).unsqueeze(-1)).squeeze(-1)  # [groups, width]
     sums = torch.zeros(n_req + 1, dtype=tok_lp.dtype, device=tok_lp.device)

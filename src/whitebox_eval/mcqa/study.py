@@ -258,8 +258,9 @@ class _Study:
             ctx = [c for reqs, _, _ in requests for c, _ in reqs]
             # items of a batch may share demonstrations (nothing marks where they end); each context's last
             # token is scored; one item's context is shared by its choices without a prefix
-            prefix = self.prefix_for(ctx, min(len(c) for c in ctx) - 1, MIN_UNMARKED_TOKENS) if len(chunk) > 1 else None
-            lp = continuation_logprobs(self.engine, [reqs for reqs, _, _ in requests], prefix=prefix)
+            shared = len(chunk) > 1 and not self.user_edits  # under edits whole prompts (a cached prefix stays unedited)
+            prefix = self.prefix_for(ctx, min(len(c) for c in ctx) - 1, MIN_UNMARKED_TOKENS) if shared else None
+            lp = continuation_logprobs(self.engine, [reqs for reqs, _, _ in requests], prefix=prefix, edits=self.user_edits)
             ll = np.full((len(chunk), self.n_essential), -np.inf, dtype=np.float64)
             norm = np.full_like(ll, -np.inf)
             k, records = 0, []
@@ -395,8 +396,14 @@ def check_edits(cfg: MCQAConfig, loaded: LoadedModel | None) -> None:
     methods, before the run folder is written: a head, layer or neuron out of range is one line."""
     if not cfg.edits:
         return
-    if "cloze" in cfg.methods:
-        raise WhiteboxError("--edit: the cloze method does not run under edits yet; leave cloze out of --methods")
+    if "cloze" in cfg.methods:  # a packed row holds every choice: only edits of each token alone mean the same there
+        from whitebox_eval.internals.edit_specs import parse_edit
+
+        for spec in map(parse_edit, cfg.edits):
+            if spec.last_only or spec.kind == "attn":
+                raise WhiteboxError(f"--edit {spec.text}: the cloze method scores every choice in one packed row, "
+                                    "where the last position and attention cells are each choice's own; edit every "
+                                    "position (no @last, no attn:) or leave cloze out of --methods")
     feature_edits.check_edits(cfg.edits, loaded, cfg.model)
 
 
