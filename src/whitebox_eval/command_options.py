@@ -29,7 +29,18 @@ EDIT_HELP = ("run every pass under this edit (repeatable): ablate:14.0,L17H1 (ze
 def edit_option(extra: str = ""):
     """``--edit SPEC`` (repeatable), read by :mod:`whitebox_eval.internals.edit_specs`: every study
     command's passes run under the edits (``extra``: what the command does with them)."""
-    return click.option("--edit", "edits", multiple=True, metavar="SPEC", help=EDIT_HELP + (f"; {extra}" if extra else ""))
+    return click.option("--edit", "edits", multiple=True, metavar="SPEC", callback=_read_edits,
+                        help=EDIT_HELP + (f"; {extra}" if extra else ""))
+
+
+def _read_edits(ctx, param, value):
+    """Each ``--edit`` read as the command line is (a malformed one is one line before anything runs,
+    ``--batch-size auto``'s probe included); the texts go on unchanged."""
+    from whitebox_eval.internals.edit_specs import parse_edit
+
+    for spec in value or ():
+        parse_edit(spec)
+    return value
 
 
 def parsed_edits(edits) -> tuple[str, ...]:
@@ -328,12 +339,23 @@ def save_activations_option(positions: str):
     (:mod:`whitebox_eval.internals.activation_specs`); ``positions`` says which kinds this command has."""
     return click.option(
         "--save-activations", "save_activations", multiple=True, metavar="POINT[:LAYERS][:POSITIONS]",
+        callback=_read_activations,
         help="keep these activations per item (repeatable), one safetensors file per spec under activations/, a "
              "tensor [layers, positions, width] per sample id, written through the resumable parts; its size is "
              "printed before the run and its shapes go into results.json. POINT: a capture point (resid, resid_pre, "
              "resid_mid, attn_out, mlp_out, head_out, mlp_act, q, k, v) or a TransformerLens / SAELens name "
              "(blocks.12.hook_resid_post); LAYERS: all (default), 12, 0-3,7; POSITIONS: " + positions +
              " (default last). E.g. resid:12:last, mlp_act:all:options")
+
+
+def _read_activations(ctx, param, value):
+    """Each ``--save-activations`` spec read as the command line is (its positions against the
+    command's own kinds later, with the model's layers)."""
+    from whitebox_eval.internals.activation_specs import parse_activations
+
+    if value:
+        parse_activations(value)
+    return value
 
 
 class LimitType(click.ParamType):
