@@ -162,8 +162,11 @@ def test_cloze_under_an_edit_equals_the_model_with_the_edit_in_its_weights(tiny_
     with torch.no_grad():
         ref.model.layers[1].self_attn.o_proj.weight[:, 0:d] = 0
         ref.model.layers[2].self_attn.o_proj.weight[:, 3 * d:4 * d] = 0
-    zeroed = copy.copy(lm)
-    zeroed.model = ref
+    from dataclasses import replace
+
+    from whitebox_eval.models.architectures import Architecture
+
+    zeroed = replace(lm, model=ref, arch=Architecture.of(ref))  # the engine reads the copy's own modules
     plain = run_mcqa(MCQAConfig(**base), tmp_path, run_id="w", loaded=zeroed, show_progress=False)
     unedited = run_mcqa(MCQAConfig(**base), tmp_path, run_id="u", loaded=lm, show_progress=False)
     got = [s["cloze_loglik"] for s in edited.read_samples()]

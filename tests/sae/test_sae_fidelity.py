@@ -329,3 +329,32 @@ def test_hub_text_is_streamed_once_to_a_budget_then_read_as_a_local_file(tmp_pat
     with pytest.raises(WhiteboxError, match="Offline, download the text"):
         sae_text.hub_text("hf:org/other", max_chars=10, load_dataset=failing)
     assert not list((tmp_path / "cache").rglob("*.partial"))
+
+
+def test_fidelity_under_an_edit_is_the_edited_models():
+    """``evaluate_fidelity(edits=...)`` (a mui run under ``--edit``): every figure equals the unedited
+    evaluation of a copy with the edit written into its weights (heads 1.0 and 1.2 zeroed in o_proj)."""
+    import copy
+
+    from whitebox_eval.internals.requests import ScaleHeads
+
+    lm = tiny_lm("llama")
+    sae = _random_sae(lm.arch.d_model)
+    seqs = [[5, 9, 17, 33, 2, 41, 7, 12], [3, 8, 21, 30, 11], [4, 6, 1, 9, 9, 2]]
+    d = lm.arch.head_dim
+    from dataclasses import replace
+
+    from whitebox_eval.models.architectures import Architecture
+
+    ref = copy.deepcopy(lm.model)
+    zeroed = replace(lm, model=ref, arch=Architecture.of(ref))  # the engine reads the copy's own modules
+    with torch.no_grad():
+        w = ref.model.layers[1].self_attn.o_proj.weight
+        w[:, 0:d] = 0
+        w[:, 2 * d:3 * d] = 0
+    edited = evaluate_fidelity(lm, sae, 2, seqs, batch_size=2, edits=[ScaleHeads(1, (0, 2), 0.0)])
+    want = evaluate_fidelity(zeroed, sae, 2, seqs, batch_size=2)
+    plain = evaluate_fidelity(lm, sae, 2, seqs, batch_size=2)
+    for key in ("ce_loss_clean", "ce_loss_sae", "ce_loss_zero", "explained_variance", "mse", "l0"):
+        assert edited[key] == pytest.approx(want[key], rel=1e-5, abs=1e-6), key
+    assert edited["ce_loss_clean"] != pytest.approx(plain["ce_loss_clean"], rel=1e-6)  # the edit mattered

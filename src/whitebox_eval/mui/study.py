@@ -267,15 +267,16 @@ def run_mui(
 
     run_pass(folder, PASS, ids, cfg.batch_size, saver.wrap(score) if saver else score, desc="mui batches",
              show_progress=show_progress, collect=False)
-    fidelity = (_sae_fidelity(folder, loaded, sae_set, cfg.batch_size, show_progress)
+    fidelity = (_sae_fidelity(folder, loaded, sae_set, cfg.batch_size, show_progress, edits)
                 if sae_set is not None else None)
     budget = max(task.settings(it)[1] for it in task.items)
     return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget, saver and saver.merge())
 
 
-def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None) -> dict:
+def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None,
+                  edits=()) -> dict:
     """Per SAE layer: the fidelity figures (:mod:`whitebox_eval.sae.fidelity`) on the task's
-    prompt + response tokens, with the study's progress (three forwards a batch: after the last
+    prompt + response tokens, of the model under the run's ``--edit`` (as every other pass), with the study's progress (three forwards a batch: after the last
     sample, minutes on long prompts); the stage arrays/sae_fidelity.json (reused on resume, judged
     by today's thresholds)."""
     def compute() -> dict:
@@ -286,7 +287,7 @@ def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_
                 seqs += [toks[offs[i]:offs[i + 1]].tolist() for i in range(len(offs) - 1)]
         seqs = [q for q in seqs if len(q) >= 2]
         return {str(layer): evaluate_fidelity(lm, sae, layer, seqs, point=sae_set.point, batch_size=batch_size,
-                                              judge_dead=False, show_progress=show_progress)
+                                              judge_dead=False, show_progress=show_progress, edits=edits)
                 if seqs else {"n_tokens": 0} for layer, sae in zip(sae_set.layers, sae_set.saes)}
 
     figures = kept(folder.path / ARRAYS_DIR, "sae_fidelity", compute)

@@ -47,11 +47,13 @@ d_sae``). On a task's tokens it is reported, never judged: a narrow task uses fe
 the share it uses is what feature MUI measures."""
 
 
-def _spliced(lm, batch, layer: int, point: str, replace):
+def _spliced(lm, batch, layer: int, point: str, replace, edits_before=()):
     """Logits ``[B, S, vocab]`` (example coordinates) with the SAE's input site of ``layer`` replaced by
     ``replace(h)`` (``h``: the site's values in example coordinates; a ``replace`` that returns
     ``h`` only looks). The residual points are read at the block's output; the others at their
-    own module (``Engine.run`` with a :class:`~whitebox_eval.internals.Replace` edit)."""
+    own module (``Engine.run`` with a :class:`~whitebox_eval.internals.Replace` edit).
+    ``edits_before``: the model's own edits (a study's ``--edit``), applied first at every site: the
+    SAE reads and replaces what the edited model computes."""
     arch = lm.arch
     if point in ("resid", "resid_pre"):
         edits = [Replace("resid", hooked_block(layer, point), replace)]
@@ -76,7 +78,7 @@ def _spliced(lm, batch, layer: int, point: str, replace):
         edits = [Replace("resid_pre", layer, grab), Replace("attn_out", layer, lambda a: _shifted(replace, entering["x"], a))]
     else:
         raise WhiteboxError(f"loss recovered cannot splice an SAE at {point}")
-    return batch.unpad(Engine(lm).run(batch, edits=edits, logits="all").logits, 1)
+    return batch.unpad(Engine(lm).run(batch, edits=[*edits_before, *edits], logits="all").logits, 1)
 
 
 def _shifted(replace, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -110,10 +112,12 @@ def _batches(sequences: list[list[int]], batch_size: int, pad: int):
 
 
 def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, point: str = "resid",
-                      batch_size: int = 8, judge_dead: bool = True, show_progress: bool | None = False) -> dict:
+                      batch_size: int = 8, judge_dead: bool = True, show_progress: bool | None = False,
+                      edits=()) -> dict:
     """Every figure of the module docstring for one SAE on ``sequences`` (token id lists, right-padded
     here), with a warning when one is on the wrong side of :data:`THRESHOLDS` (the dead share only
-    with ``judge_dead``, for running text)."""
+    with ``judge_dead``, for running text). ``edits``: the model is the one under these engine edits
+    (every pass, the clean one included)."""
     sequences = [list(q) for q in sequences if len(q) >= 2]
     if not sequences:
         raise WhiteboxError("SAE fidelity needs sequences of at least 2 tokens")
@@ -144,7 +148,7 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
             return float(-lp.gather(1, targets.to(lp.device)[:, None]).sum())
 
         batch = batch_from_ids([r[:n] for r, n in zip(ids.tolist(), mask.sum(1).tolist())], lm.pad_id).to(lm.device)
-        ce["clean"] += nll(_spliced(lm, batch, layer, point, record))
+        ce["clean"] += nll(_spliced(lm, batch, layer, point, record, edits))
         h = seen["h"]  # on the hooked block's device (a device map puts it anywhere)
         keep_h = keep.to(h.device)
         sae = sae.to(h.device)
@@ -157,8 +161,8 @@ def evaluate_fidelity(lm, sae: SAE, layer: int, sequences: list[list[int]], *, p
         recon = torch.zeros_like(h)
         recon[keep_h] = x_hat.to(h.dtype)
         where = keep_h[..., None]
-        ce["sae"] += nll(_spliced(lm, batch, layer, point, lambda h, w=where, r=recon: torch.where(w, r, h)))
-        ce["zero"] += nll(_spliced(lm, batch, layer, point, lambda h, w=where: torch.where(w, 0.0, h)))
+        ce["sae"] += nll(_spliced(lm, batch, layer, point, lambda h, w=where, r=recon: torch.where(w, r, h), edits))
+        ce["zero"] += nll(_spliced(lm, batch, layer, point, lambda h, w=where: torch.where(w, 0.0, h), edits))
     x = torch.cat(xs).double()
     sse_t = torch.cat(sse)
     centred = ((x - x.mean(0)) ** 2).sum(-1)
