@@ -1,0 +1,162 @@
+"""Carry an unfinished reproduction to another machine through the repository, child by child.
+
+    python benchmarks/reproduce_checkpoint.py save /work/repro_cpu/cpu-rerun    # after each child, or any time
+    python benchmarks/reproduce_checkpoint.py restore ./repro_cpu               # on the new machine, then:
+    whitebox-eval reproduce 000 001 002 003 004 --scale cpu --output ./repro_cpu --run-id cpu-rerun
+
+``save`` copies every finished child of the reproduction folder (``runs/<child>/``: its
+``results.json``, ``config.yaml`` and ``samples.jsonl``, gzipped with no time stamp, so an
+unchanged child saves the same bytes) into ``--dest`` (default
+``benchmarks/results/reproduce_cpu_progress/``), with the plan and each child's measured seconds.
+That is all a claim reads of a child (its arrays are not read by ``reproduce``). A finished child
+whose folder feeds a child still to run (an SAE, a fine-tuned model, key neurons: a ``{run:...}``
+in the other's settings) is kept back until that child has finished too, since its files are not
+carried. No copied file keeps an absolute path of this machine (``reproduce_commit.py``'s rule).
+It writes ``progress.md``: each child saved, kept back or still to run, and the share of the plan's
+estimated work done.
+
+``restore`` writes the saved children as finished run folders under ``OUTPUT/checkpoint/runs/``;
+``reproduce`` with that ``--output`` reuses a finished child found in any reproduction folder
+under it, so it runs only the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reproduce_commit import copy_relative, path_roots  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEST = ROOT / "benchmarks" / "results" / "reproduce_cpu_progress"
+FILES = ("results.json", "config.yaml")
+SAMPLES = "samples.jsonl"
+
+
+def _gzip(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as f:
+        f.write(data)
+    return buf.getvalue()
+
+
+def _refs(settings) -> set[str]:
+    """The children a child's settings name (``{run:ID}``)."""
+    import re
+
+    return set(re.findall(r"\{run:([^{}]+)\}", json.dumps(settings)))
+
+
+def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, str]:
+    """Copy the finished children of ``folder`` into ``dest``; each child's state by run id."""
+    from whitebox_eval.runs.finished import is_finished
+
+    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
+    children = plan["children"]
+    finished = {c["run_id"] for c in children if is_finished(folder / "runs" / c["run_id"])}
+    feeds: dict[str, set[str]] = {}
+    for c in children:
+        for ref in _refs(c.get("settings", {})):
+            feeds.setdefault(ref, set()).add(c["run_id"])
+    roots = path_roots(folder, data_root)
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "runs").mkdir(parents=True)
+    copy_relative(folder / "plan.json", dest / "plan.json", roots)
+    timing = json.loads((folder / "timing.json").read_text(encoding="utf-8")) if (folder / "timing.json").is_file() else {}
+    state, seconds = {}, {}
+    for c in children:
+        run = c["run_id"]
+        if c.get("skip"):
+            state[run] = f"not run: {c['skip']}"
+        elif run not in finished:
+            state[run] = "to run"
+        elif waiting := sorted(feeds.get(run, set()) - finished):
+            state[run] = f"kept back: its folder feeds {', '.join(waiting)}, still to run"
+        else:
+            src, out = folder / "runs" / run, dest / "runs" / run
+            out.mkdir()
+            for name in FILES:
+                copy_relative(src / name, out / name, roots)
+            if (src / SAMPLES).is_file():
+                copy_relative(src / SAMPLES, out / (SAMPLES + ".tmp"), roots)
+                (out / (SAMPLES + ".gz")).write_bytes(_gzip((out / (SAMPLES + ".tmp")).read_bytes()))
+                (out / (SAMPLES + ".tmp")).unlink()
+            state[run] = "saved"
+            if run in timing:
+                seconds[run] = timing[run]
+    (dest / "timing.json").write_text(json.dumps(seconds, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (dest / "progress.md").write_text(progress(plan, state), encoding="utf-8")
+    return state
+
+
+def _estimated(child: dict) -> float:
+    """The plan's estimate of a child's seconds on this machine's kind (``reproduce.costs``)."""
+    from whitebox_eval.reproduce import costs
+
+    if child.get("skip"):
+        return 0.0
+    return costs.estimate(child["suite"], child["mode"], child["model"], child["settings"])[1]
+
+
+def progress(plan: dict, state: dict[str, str]) -> str:
+    """progress.md: one row a child, and the estimated work the saved children stand for."""
+    seconds = {c["run_id"]: _estimated(c) for c in plan["children"]}
+    total = sum(seconds.values()) or 1
+    done = sum(seconds[r] for r, s in state.items() if s == "saved")
+    n_saved = sum(s == "saved" for s in state.values())
+    lines = [f"# Reproduction at scale {plan.get('scale')}: {n_saved} of {len(state)} children saved "
+             f"({done / total:.0%} of the plan's estimated work)", "",
+             "Restore with `python benchmarks/reproduce_checkpoint.py restore OUTPUT`, then run the reproduction "
+             "with `--output OUTPUT`: it reuses these and runs the rest.", "",
+             "| child | estimated | state |", "|---|---|---|"]
+    for c in plan["children"]:
+        lines.append(f"| {c['run_id']} | {seconds[c['run_id']] / 60:.0f} min | {state[c['run_id']]} |")
+    return "\n".join(lines) + "\n"
+
+
+def restore(dest: Path, output: Path) -> int:
+    """The saved children as finished run folders under ``output/checkpoint/runs``; how many."""
+    target = output / "checkpoint"
+    runs = sorted(p for p in (dest / "runs").iterdir() if p.is_dir())
+    for src in runs:
+        out = target / "runs" / src.name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for name in FILES:
+            shutil.copy(src / name, out / name)
+        if (src / (SAMPLES + ".gz")).is_file():
+            (out / SAMPLES).write_bytes(gzip.decompress((src / (SAMPLES + ".gz")).read_bytes()))
+    shutil.copy(dest / "timing.json", target / "timing.json")
+    return len(runs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    s = sub.add_parser("save", help="copy the finished children of a reproduction folder into --dest")
+    s.add_argument("folder", type=Path, help="a reproduction folder (holds plan.json and runs/)")
+    s.add_argument("--dest", type=Path, default=DEST, help="where they go (default: %(default)s)")
+    s.add_argument("--data-root", type=Path, default=None, help="the data root the data paths are made relative to")
+    r = sub.add_parser("restore", help="write the saved children under OUTPUT/checkpoint/runs")
+    r.add_argument("output", type=Path, help="the --output the reproduction will be run with")
+    r.add_argument("--dest", type=Path, default=DEST, help="where they were saved (default: %(default)s)")
+    args = ap.parse_args(argv)
+    if args.what == "save":
+        state = save(args.folder, args.dest, args.data_root)
+        print(f"{sum(s == 'saved' for s in state.values())} of {len(state)} children saved to {args.dest}; "
+              f"{sum(s.startswith('kept back') for s in state.values())} kept back, "
+              f"{sum(s == 'to run' for s in state.values())} to run")
+    else:
+        print(f"{restore(args.dest, args.output)} children restored under {args.output / 'checkpoint' / 'runs'}")
+
+
+if __name__ == "__main__":
+    main()

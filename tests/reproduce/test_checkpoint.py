@@ -1,0 +1,67 @@
+"""``benchmarks/reproduce_checkpoint.py``: a reproduction's finished children saved into the
+repository and restored on another machine give the same claims, with nothing rerun."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests"), str(ROOT / "tests" / "faults")]
+from benchmark_data import write_datasets  # noqa: E402
+from cases import build_model_dir  # noqa: E402
+from reproduce_checkpoint import restore, save  # noqa: E402
+
+from whitebox_eval import studies  # noqa: E402
+
+
+def _claims(content: dict) -> list:
+    return [(p["number"], c["id"], c["model"], c["verdict"], c.get("statistic"), c.get("p_value"))
+            for p in content["papers"] for c in p["claims"]]
+
+
+def test_saved_children_restore_to_the_same_claims(tmp_path):
+    tiny = str(build_model_dir(tmp_path / "tiny"))
+    data = str(write_datasets(tmp_path / "data"))
+    first = studies.reproduce("003", tmp_path / "a", models=[tiny], scale="micro", data_root=data, show_progress=False)
+    plan = json.loads((first.folder / "plan.json").read_text(encoding="utf-8"))
+    state = save(first.folder, tmp_path / "saved")
+    assert set(state) == {c["run_id"] for c in plan["children"]}
+    assert all(s == "saved" or s.startswith("not run") for s in state.values()), state
+    again = tmp_path / "saved2"
+    save(first.folder, again)  # an unchanged child saves the same bytes
+    for f in sorted((tmp_path / "saved").rglob("*")):
+        if f.is_file():
+            assert f.read_bytes() == (again / f.relative_to(tmp_path / "saved")).read_bytes(), f
+    text = "".join(f.read_text(encoding="utf-8") for f in (tmp_path / "saved").rglob("*") if f.suffix in (".json", ".yaml"))
+    assert str(tmp_path) not in text  # no path of this machine
+    assert restore(tmp_path / "saved", tmp_path / "b") == sum(s == "saved" for s in state.values())
+    # the other machine: nothing runs (reuse only), every child comes from the checkpoint
+    second = studies.reproduce("003", tmp_path / "b", models=[tiny], scale="micro", data_root=data,
+                               show_progress=False, reuse_only=True)
+    assert _claims(second.content) == _claims(first.content)
+    log = (second.folder / "reproduction.log").read_text(encoding="utf-8")
+    assert "reused from checkpoint" in log
+
+
+def test_a_child_that_feeds_one_still_to_run_is_kept_back(tmp_path, monkeypatch):
+    """A finished child named by ``{run:...}`` in a child not finished waits: its files are not carried."""
+    from whitebox_eval.runs import RunFolder
+
+    folder = tmp_path / "repro"
+    (folder / "runs").mkdir(parents=True)
+    plan = {"scale": "micro", "data": {}, "models": [], "papers": [], "children": [
+        {"run_id": "sae-x", "suite": "sae", "mode": None, "model": "m", "settings": {}, "skip": None, "items": 1, "uses": []},
+        {"run_id": "mui-y", "suite": "mui", "mode": None, "model": "m", "settings": {"sae": ["{run:sae-x}"]},
+         "skip": None, "items": 1, "uses": []},
+    ]}
+    (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    run = RunFolder.create(folder / "runs", {"suite": "sae", "model": "m"}, run_id="sae-x")
+    (run.path / "results.json").write_text("{}", encoding="utf-8")
+    import reproduce_checkpoint
+
+    monkeypatch.setattr(reproduce_checkpoint, "_estimated", lambda child: 1.0)  # made-up children: no estimate
+    state = save(folder, tmp_path / "saved")
+    assert state == {"sae-x": "kept back: its folder feeds mui-y, still to run", "mui-y": "to run"}
+    assert not (tmp_path / "saved" / "runs" / "sae-x").exists()
