@@ -18,6 +18,12 @@ estimated work done.
 ``restore`` writes the saved children as finished run folders under ``OUTPUT/checkpoint/runs/``;
 ``reproduce`` with that ``--output`` reuses a finished child found in any reproduction folder
 under it, so it runs only the rest.
+
+``compare`` sets each saved child beside the committed child of the same name (``--against``,
+default ``benchmarks/results/reproduce_cpu/runs``: a child is named by its settings, so the same
+name is the same run): the values of results.json both hold (dates, versions and timings left
+out) counted identical or not, the differing ones named with both values; it writes the table
+into progress.md too.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ from reproduce_commit import copy_relative, path_roots  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results" / "reproduce_cpu_progress"
+AGAINST = ROOT / "benchmarks" / "results" / "reproduce_cpu" / "runs"
 FILES = ("results.json", "config.yaml")
 SAMPLES = "samples.jsonl"
+COMPARED = "## Beside the committed children of the same name"
 
 
 def _gzip(data: bytes) -> bytes:
@@ -121,6 +129,41 @@ def progress(plan: dict, state: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _leaves(x, path: str = ""):
+    """(path, value) of every number, text, bool or null of a JSON value."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _leaves(v, f"{path}/{k}")
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _leaves(v, f"{path}[{i}]")
+    else:
+        yield path, x
+
+
+def compare(dest: Path, against: Path) -> list[str]:
+    """Rows ``| child | shared values | identical | differing (first three) |`` of each saved child
+    that has a committed twin; the children without one named after the table."""
+    from same_numbers import _strip
+
+    rows, new = [], []
+    for child in sorted(p for p in (dest / "runs").iterdir() if p.is_dir()):
+        twin = against / child.name / "results.json"
+        if not twin.is_file():
+            new.append(child.name)
+            continue
+        a = dict(_leaves(_strip(json.loads(twin.read_text(encoding="utf-8")))))
+        b = dict(_leaves(_strip(json.loads((child / "results.json").read_text(encoding="utf-8")))))
+        shared = sorted(set(a) & set(b))
+        differ = [k for k in shared if a[k] != b[k] and not (a[k] != a[k] and b[k] != b[k])]  # NaN is NaN
+        shown = "; ".join(f"`{k}` {json.dumps(a[k])[:40]} -> {json.dumps(b[k])[:40]}" for k in differ[:3])
+        rows.append(f"| {child.name} | {len(shared)} | {len(shared) - len(differ)} | "
+                    f"{len(differ)}{': ' + shown if shown else ''} |")
+    head = ["| child | values both hold | identical | differing |", "|---|---|---|---|"]
+    tail = [f"No committed child of the same name (new settings): {', '.join(new)}."] if new else []
+    return head + rows + ([""] + tail if tail else [])
+
+
 def restore(dest: Path, output: Path) -> int:
     """The saved children as finished run folders under ``output/checkpoint/runs``; how many."""
     target = output / "checkpoint"
@@ -145,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("folder", type=Path, help="a reproduction folder (holds plan.json and runs/)")
     s.add_argument("--dest", type=Path, default=DEST, help="where they go (default: %(default)s)")
     s.add_argument("--data-root", type=Path, default=None, help="the data root the data paths are made relative to")
+    c = sub.add_parser("compare", help="each saved child beside the committed one of the same name")
+    c.add_argument("--dest", type=Path, default=DEST, help="where they were saved (default: %(default)s)")
+    c.add_argument("--against", type=Path, default=AGAINST, help="committed child runs (default: %(default)s)")
     r = sub.add_parser("restore", help="write the saved children under OUTPUT/checkpoint/runs")
     r.add_argument("output", type=Path, help="the --output the reproduction will be run with")
     r.add_argument("--dest", type=Path, default=DEST, help="where they were saved (default: %(default)s)")
@@ -154,6 +200,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{sum(s == 'saved' for s in state.values())} of {len(state)} children saved to {args.dest}; "
               f"{sum(s.startswith('kept back') for s in state.values())} kept back, "
               f"{sum(s == 'to run' for s in state.values())} to run")
+    elif args.what == "compare":
+        table = compare(args.dest, args.against)
+        print("\n".join(table))
+        progress_md = args.dest / "progress.md"
+        text = progress_md.read_text(encoding="utf-8").split(COMPARED)[0].rstrip("\n")
+        progress_md.write_text(f"{text}\n\n{COMPARED}\n\n" + "\n".join(table) + "\n", encoding="utf-8")
     else:
         print(f"{restore(args.dest, args.output)} children restored under {args.output / 'checkpoint' / 'runs'}")
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests"), str(ROOT / "tests" / "faults")]
 from benchmark_data import write_datasets  # noqa: E402
 from cases import build_model_dir  # noqa: E402
-from reproduce_checkpoint import restore, save  # noqa: E402
+from reproduce_checkpoint import compare, restore, save  # noqa: E402
 
 from whitebox_eval import studies  # noqa: E402
 
@@ -43,6 +43,24 @@ def test_saved_children_restore_to_the_same_claims(tmp_path):
     assert _claims(second.content) == _claims(first.content)
     log = (second.folder / "reproduction.log").read_text(encoding="utf-8")
     assert "reused from checkpoint" in log
+    # beside the committed twins (the first reproduction as reproduce_commit.py commits it): identical in
+    # every value; one value changed is named with both values
+    import subprocess
+
+    committed = tmp_path / "committed"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reproduce_commit.py"), str(first.folder), "--dest",
+                    str(committed), "--md", str(tmp_path / "r.md"), "--page", str(tmp_path / "page.md")],
+                   check=True, capture_output=True)
+    rows = compare(tmp_path / "saved", committed / "runs")
+    saved = [r for r in rows[2:] if r.startswith("| ")]
+    assert saved and all(r.split(" | ")[1] == r.split(" | ")[2] and r.endswith("| 0 |") for r in saved), rows
+    child = next(p for p in (committed / "runs").iterdir() if (p / "results.json").is_file())
+    results = json.loads((child / "results.json").read_text(encoding="utf-8"))
+    key = next(k for k, v in results.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+    was, results[key] = results[key], -12345
+    (child / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    row = next(r for r in compare(tmp_path / "saved", committed / "runs") if child.name in r)
+    assert f"| 1: `/{key}` -12345 -> {json.dumps(was)}" in row, row
 
 
 def test_a_child_that_feeds_one_still_to_run_is_kept_back(tmp_path, monkeypatch):
