@@ -223,41 +223,50 @@ def _probes(device) -> bool:
     return device.type == "cuda"
 
 
-def resolved_batch_size(value: int | str, model: str, dtype: str = "float32") -> int:
+def resolved_batch_size(value: int | str, model: str, dtype: str = "float32", loaded=None) -> int:
     """``--batch-size`` as a number, ``auto`` resolved for ``model`` and said on stderr: on a GPU
     the largest batch whose white-box pass fits, probed once with the model the run then uses
-    (:mod:`whitebox_eval.internals.batch_probe`, :func:`~whitebox_eval.models.loading.hand_over`);
-    elsewhere the memory rule of :mod:`whitebox_eval.models.batch_size`."""
+    (``loaded``, or one loaded here and handed to the run: :mod:`whitebox_eval.internals.batch_probe`,
+    :func:`~whitebox_eval.models.loading.hand_over`); elsewhere the memory rule of
+    :mod:`whitebox_eval.models.batch_size`."""
     if value != "auto":
         return int(value)
     from whitebox_eval.runs.distributed import launched_size, world
 
-    size = _auto_size(model, dtype)
+    size = _auto_size(model, dtype, loaded)
     if launched_size() > 1:  # torchrun: shards are blocks of the batch size, every rank takes the smallest
         size = world().least(size)
         click.echo(f"--batch-size auto: {size} on every rank (the smallest any rank found)", err=True)
     return size
 
 
-def _auto_size(model: str, dtype: str) -> int:
+def _auto_size(model: str, dtype: str, loaded=None) -> int:
     """This process's ``auto`` size (:func:`resolved_batch_size`)."""
     from whitebox_eval.models.placement import PLACEMENT, resolve_device
 
-    device = resolve_device(PLACEMENT.device)
+    device = resolve_device(PLACEMENT.device) if loaded is None else loaded.device
     if _probes(device):
         if (model, dtype) not in _PROBED:
             from whitebox_eval.internals.batch_probe import PROBE_TOKENS, probe_batch_size
             from whitebox_eval.models.loading import hand_over, load_model
 
-            loaded = load_model(model, dtype=dtype)
+            given = loaded is not None
+            loaded = loaded or load_model(model, dtype=dtype)
             _PROBED[model, dtype] = probe_batch_size(loaded)
-            hand_over(loaded)  # the run's own load_model takes this one: the weights load once
+            if not given:
+                hand_over(loaded)  # the run's own load_model takes this one: the weights load once
             click.echo(f"--batch-size auto: {_PROBED[model, dtype]} (the largest batch whose white-box pass of "
                        f"{PROBE_TOKENS} tokens fitted on {device}, probed once)", err=True)
         return _PROBED[model, dtype]
-    from whitebox_eval.models.batch_size import auto_batch_size
+    from whitebox_eval.models.batch_size import auto_batch_size, free_memory, rule_batch_size
 
-    size = auto_batch_size(model, dtype)
+    if loaded is None:
+        size = auto_batch_size(model, dtype)
+    else:  # the loaded model's own config and dtype
+        from whitebox_eval.models.config_sizes import sizes_of_config
+
+        weights = str(loaded.model.dtype).removeprefix("torch.")
+        size = rule_batch_size(sizes_of_config(loaded.model.config), weights, free_memory(device))
     click.echo(f"--batch-size auto: {size} (from the memory free on the device and the model's size)", err=True)
     return size
 

@@ -14,7 +14,8 @@ the same run folder as the command, and returns a :class:`StudyResult`::
 
 ``output`` (default ``runs``), ``run_id``, ``resume`` and ``show_progress`` work as the
 command's ``--output``, ``--run-id``, ``--resume``; ``loaded`` reuses a model already
-loaded with :func:`whitebox_eval.models.load_model`. :func:`read` opens a finished run
+loaded with :func:`whitebox_eval.models.load_model`; ``batch_size="auto"`` is ``--batch-size auto``
+(on a GPU it probes ``loaded`` itself). :func:`read` opens a finished run
 folder the same way. There is one function per record of :mod:`whitebox_eval.suites`
 (``mcqa``, ``formats``, ``mui``, ``masking``, ``span``, ``gar``; ``gar``'s first argument is
 its mode), and :func:`reproduce`.

@@ -61,6 +61,11 @@ def run(name: str, mode: str | None, /, output: str | Path = "runs", *, run_id: 
     record = suite(name)
     if loaded is not None and "model" not in settings:
         settings["model"] = loaded.spec
+    if settings.get("batch_size") == "auto":  # as --batch-size auto (probed with ``loaded`` where given)
+        from whitebox_eval.command_options import resolved_batch_size
+
+        settings["batch_size"] = resolved_batch_size("auto", settings.get("model", "smollm2-135m"),
+                                                     settings.get("dtype", "auto"), loaded=loaded)
     cfg = record.config(mode, settings)
     folder = resolve(record.mode(mode).run)(cfg, output, run_id=run_id, resume=resume, loaded=loaded,
                                             show_progress=show_progress)

@@ -122,3 +122,32 @@ def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli, monkeypatch):
     for other in ("auto", "probed"):
         for a, b in zip(lines(other), explicit, strict=True):
             same(a, b, a["id"])
+
+
+def test_studies_take_auto_and_probe_the_model_they_are_given(tmp_path, monkeypatch):
+    """``studies.mcqa(batch_size="auto", loaded=lm)``: the CPU's rule, or on a GPU the probe of that
+    very model (nothing loaded again); the size recorded is a number."""
+    import torch
+
+    from tiny_models import tiny_llama_with_bpe
+    from whitebox_eval import command_options, studies
+    from whitebox_eval.internals import batch_probe
+    from whitebox_eval.tasks.prompts import render_prompt
+    from whitebox_eval.tasks.ssd import make_ssd
+
+    lm = tiny_llama_with_bpe([render_prompt(it).text + " A B C D E F" for it in make_ssd(300, 4, seed=1)], 400)
+    kw = dict(model="tiny", task="ssd", limit=8, min_val_items=4, methods=("baseline",), item_views=False)
+    r = studies.mcqa(tmp_path, run_id="rule", loaded=lm, batch_size="auto", **kw)
+    assert r.config["batch_size"] == AUTO_MAX
+    monkeypatch.setattr(command_options, "_probes", lambda device: True)
+    monkeypatch.setattr(command_options, "_PROBED", {})
+    probed = []
+
+    def probe(engine, n, tokens):
+        if n > 3:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        probed.append(engine.loaded is lm)
+
+    monkeypatch.setattr(batch_probe, "probe_pass", probe)
+    r = studies.mcqa(tmp_path, run_id="probe", loaded=lm, batch_size="auto", **kw)
+    assert r.config["batch_size"] == 3 and probed and all(probed)
