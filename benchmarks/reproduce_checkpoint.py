@@ -141,9 +141,16 @@ def _leaves(x, path: str = ""):
         yield path, x
 
 
-def compare(dest: Path, against: Path) -> list[str]:
-    """Rows ``| child | shared values | identical | differing (first three) |`` of each saved child
-    that has a committed twin; the children without one named after the table."""
+def _is_float(x) -> bool:
+    return isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool))
+
+
+def compare(dest: Path, against: Path, roots: list[tuple[str, str]] = ()) -> list[str]:
+    """Rows ``| child | values both hold | identical | floats only | other |`` of each saved child that
+    has a committed twin: a value differing only in float rounding (both numbers, one a float) is
+    counted apart with the largest relative gap; any other is named with both values (the first
+    three). ``roots``: absolute prefixes to make relative in the twin first (a committed file kept a
+    path of the machine that made it). The children without a twin are named after the table."""
     from same_numbers import _strip
 
     rows, new = [], []
@@ -152,14 +159,21 @@ def compare(dest: Path, against: Path) -> list[str]:
         if not twin.is_file():
             new.append(child.name)
             continue
-        a = dict(_leaves(_strip(json.loads(twin.read_text(encoding="utf-8")))))
+        text = twin.read_text(encoding="utf-8")
+        for prefix, replacement in roots:
+            text = text.replace(prefix, replacement)
+        a = dict(_leaves(_strip(json.loads(text))))
         b = dict(_leaves(_strip(json.loads((child / "results.json").read_text(encoding="utf-8")))))
         shared = sorted(set(a) & set(b))
         differ = [k for k in shared if a[k] != b[k] and not (a[k] != a[k] and b[k] != b[k])]  # NaN is NaN
-        shown = "; ".join(f"`{k}` {json.dumps(a[k])[:40]} -> {json.dumps(b[k])[:40]}" for k in differ[:3])
+        floats = [k for k in differ if _is_float(a[k]) and _is_float(b[k]) and (isinstance(a[k], float) or isinstance(b[k], float))]
+        other = [k for k in differ if k not in floats]
+        gap = max((abs(a[k] - b[k]) / max(abs(a[k]), abs(b[k])) for k in floats), default=0.0)
+        shown = "; ".join(f"`{k}` {json.dumps(a[k])[:40]} -> {json.dumps(b[k])[:40]}" for k in other[:3])
         rows.append(f"| {child.name} | {len(shared)} | {len(shared) - len(differ)} | "
-                    f"{len(differ)}{': ' + shown if shown else ''} |")
-    head = ["| child | values both hold | identical | differing |", "|---|---|---|---|"]
+                    f"{len(floats)}{f' (largest relative gap {gap:.1e})' if floats else ''} | "
+                    f"{len(other)}{': ' + shown if shown else ''} |")
+    head = ["| child | values both hold | identical | floats only | other |", "|---|---|---|---|---|"]
     tail = [f"No committed child of the same name (new settings): {', '.join(new)}."] if new else []
     return head + rows + ([""] + tail if tail else [])
 
@@ -191,6 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     c = sub.add_parser("compare", help="each saved child beside the committed one of the same name")
     c.add_argument("--dest", type=Path, default=DEST, help="where they were saved (default: %(default)s)")
     c.add_argument("--against", type=Path, default=AGAINST, help="committed child runs (default: %(default)s)")
+    c.add_argument("--folder", type=Path, default=None,
+                   help="the reproduction folder: its data root and model folders made relative in the twins too")
     r = sub.add_parser("restore", help="write the saved children under OUTPUT/checkpoint/runs")
     r.add_argument("output", type=Path, help="the --output the reproduction will be run with")
     r.add_argument("--dest", type=Path, default=DEST, help="where they were saved (default: %(default)s)")
@@ -201,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{sum(s.startswith('kept back') for s in state.values())} kept back, "
               f"{sum(s == 'to run' for s in state.values())} to run")
     elif args.what == "compare":
-        table = compare(args.dest, args.against)
+        table = compare(args.dest, args.against, path_roots(args.folder, None) if args.folder else ())
         print("\n".join(table))
         progress_md = args.dest / "progress.md"
         text = progress_md.read_text(encoding="utf-8").split(COMPARED)[0].rstrip("\n")

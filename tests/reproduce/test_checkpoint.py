@@ -53,14 +53,16 @@ def test_saved_children_restore_to_the_same_claims(tmp_path):
                    check=True, capture_output=True)
     rows = compare(tmp_path / "saved", committed / "runs")
     saved = [r for r in rows[2:] if r.startswith("| ")]
-    assert saved and all(r.split(" | ")[1] == r.split(" | ")[2] and r.endswith("| 0 |") for r in saved), rows
+    assert saved and all(r.split(" | ")[1] == r.split(" | ")[2] and r.endswith("| 0 | 0 |") for r in saved), rows
     child = next(p for p in (committed / "runs").iterdir() if (p / "results.json").is_file())
     results = json.loads((child / "results.json").read_text(encoding="utf-8"))
     key = next(k for k, v in results.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-    was, results[key] = results[key], -12345
+    text = next(k for k, v in results.items() if isinstance(v, str))
+    was, results[key] = results[key], results[key] * (1 + 1e-7) + 1e-9  # float rounding
+    before, results[text] = results[text], "changed"
     (child / "results.json").write_text(json.dumps(results), encoding="utf-8")
     row = next(r for r in compare(tmp_path / "saved", committed / "runs") if child.name in r)
-    assert f"| 1: `/{key}` -12345 -> {json.dumps(was)}" in row, row
+    assert "| 1 (largest relative gap " in row and f"| 1: `/{text}` \"changed\" -> {json.dumps(before)}" in row, row
 
 
 def test_a_child_that_feeds_one_still_to_run_is_kept_back(tmp_path, monkeypatch):
