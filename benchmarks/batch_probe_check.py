@@ -11,6 +11,9 @@ their tokens per second is what ``auto`` gains over the default size.
     python benchmarks/batch_probe_check.py                 # the three models, one GPU
     python benchmarks/batch_probe_check.py --tiny --cap 4  # the same code on tiny configs, CPU
     python benchmarks/batch_probe_check.py --out benchmarks/results/batch_probe.md
+
+    # after gpu_check.py in the same device call (<= 4 minutes):
+    python benchmarks/batch_probe_check.py --assets benchmarks/gpu_smoke_assets --out $OUT/batch_probe.md
 """
 
 from __future__ import annotations
@@ -85,8 +88,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--tokens", type=int, default=1024, help="tokens per example of the probe and the study pass")
     ap.add_argument("--cap", type=int, default=None, help="largest size tried (default: the probe's own)")
     ap.add_argument("--repeats", type=int, default=3, help="timed study passes per size, after one warm-up")
+    ap.add_argument("--assets", type=Path, default=None, help="gpu_smoke.py's assets (pinned wheels), used where needed")
     ap.add_argument("--out", type=Path, default=None, help="markdown table here (and the rows as .json beside it)")
     args = ap.parse_args(argv)
+    if args.assets is not None and not args.tiny:
+        import gpu_smoke
+
+        gpu_smoke.use_pinned_wheels(args.assets)
     from whitebox_eval.internals.batch_probe import PROBE_MAX
 
     args.cap = args.cap or PROBE_MAX

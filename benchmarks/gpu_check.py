@@ -48,7 +48,7 @@ near the end, as in an MMLU prompt.
 
     # the engine-overhead GPU call (<= 7 minutes): batch 8 and 32, 0- and 5-shot, the three shapes
     python benchmarks/gpu_check.py --batches 8,32 --budget 420 --assets benchmarks/gpu_smoke_assets --out $OUT/gpu_check.md
-    # then --batch-size auto's probe on the same shapes: benchmarks/batch_probe_check.py --out $OUT/batch_probe.md
+    # then --batch-size auto's probe on the same shapes: benchmarks/batch_probe_check.py (its docstring)
 
 The table goes to stdout (and ``--out`` as markdown plus a .json beside it; with several batch
 sizes the first batch's rows go to ``--out`` and each other's to ``<out>_batch<N>.md/.json``, so
