@@ -121,8 +121,11 @@ def progress(plan: dict, state: dict[str, str]) -> str:
     n_saved = sum(s == "saved" for s in state.values())
     lines = [f"# Reproduction at scale {plan.get('scale')}: {n_saved} of {len(state)} children saved "
              f"({done / total:.0%} of the plan's estimated work)", "",
-             "Restore with `python benchmarks/reproduce_checkpoint.py restore OUTPUT`, then run the reproduction "
-             "with `--output OUTPUT`: it reuses these and runs the rest.", "",
+             "To go on (any machine; the data root is where the shared samples are):", "",
+             "    python benchmarks/reproduce_checkpoint.py restore OUTPUT",
+             f"    whitebox-eval reproduce {' '.join(plan.get('papers') or [])} --scale {plan.get('scale')} "
+             + " ".join(f"--model {m}" for m in plan.get("models") or []) + " --data-root DATA --output OUTPUT",
+             "", "It reuses these children and runs the rest.", "",
              "| child | estimated | state |", "|---|---|---|"]
     for c in plan["children"]:
         lines.append(f"| {c['run_id']} | {seconds[c['run_id']] / 60:.0f} min | {state[c['run_id']]} |")
