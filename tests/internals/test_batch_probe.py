@@ -90,3 +90,24 @@ def test_the_probe_pass_holds_the_envelope_it_names():
     probe_pass(engine, 3, 16)
     assert seen["points"] == {"attn": "last", "resid": "all", "mlp_act": "all"}
     assert seen["logits"] == (3, 16, lm.model.config.vocab_size)  # logits at every position
+
+
+@pytest.mark.parametrize("error, fits_below", [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+    (RuntimeError("CUDA error: out of memory"), True),
+    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), True),
+    (RuntimeError("shape mismatch"), False),
+    (ValueError("CUDA out of memory"), False),
+])
+def test_only_out_of_memory_means_too_large(error, fits_below):
+    lm = tiny_loaded("llama")
+
+    def run(engine, n, tokens):
+        if n > 2:
+            raise error
+
+    if fits_below:
+        assert probe_batch_size(lm, run=run, cap=8) == 2
+    else:
+        with pytest.raises(type(error)):
+            probe_batch_size(lm, run=run, cap=8)

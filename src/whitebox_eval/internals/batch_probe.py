@@ -11,7 +11,8 @@ exception; the size is printed and recorded, and ``--batch-size N`` overrides it
 The search doubles from 1 until a pass runs out of memory or :data:`PROBE_MAX` is reached,
 then bisects between the last size that fitted and the first that did not: the answer is
 the largest size that fitted, not only the largest power of two. An out-of-memory error
-is caught, the allocator's cache emptied, and the search goes on. Results never depend on
+(:func:`ran_out_of_memory`) is caught, the allocator's cache emptied, and the search goes on;
+any other error is raised. Results never depend on
 the size (every suite scores an item the same in any batch).
 """
 
@@ -28,6 +29,20 @@ from whitebox_eval.errors import WhiteboxError
 PROBE_MAX = 256
 #: tokens per example of the probe's pass (a 5-shot MMLU prompt is ~600)
 PROBE_TOKENS = 1024
+
+
+#: what a RuntimeError says when memory ran out without torch's own OutOfMemoryError (cuBLAS'
+#: workspace, cuDNN's fallback, the host allocator): accelerate's find_executable_batch_size reads
+#: the same messages
+OUT_OF_MEMORY = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_SUPPORTED",
+                 "can't allocate memory")
+
+
+def ran_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` means the pass did not fit (any other error is a bug, raised as it is)."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error) for m in OUT_OF_MEMORY)
 
 
 def largest_fitting(fits: Callable[[int], bool], cap: int = PROBE_MAX) -> int:
@@ -84,7 +99,9 @@ def probe_batch_size(loaded, tokens: int = PROBE_TOKENS, cap: int = PROBE_MAX, r
         try:
             run(engine, n, tokens)
             return True
-        except torch.OutOfMemoryError:
+        except RuntimeError as error:  # torch.OutOfMemoryError is one
+            if not ran_out_of_memory(error):
+                raise
             return False
         finally:
             gc.collect()
