@@ -12,8 +12,8 @@ The search doubles from 1 until a pass runs out of memory or :data:`PROBE_MAX` i
 then bisects between the last size that fitted and the first that did not: the answer is
 the largest size that fitted, not only the largest power of two. An out-of-memory error
 (:func:`ran_out_of_memory`) is caught, the allocator's cache emptied, and the search goes on;
-any other error is raised. Results never depend on
-the size (every suite scores an item the same in any batch).
+any other error is raised. Results never depend on the size (every suite scores an item the
+same in any batch).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from whitebox_eval.errors import WhiteboxError
 PROBE_MAX = 256
 #: tokens per example of the probe's pass (a 5-shot MMLU prompt is ~600)
 PROBE_TOKENS = 1024
-
-
 #: what a RuntimeError says when memory ran out without torch's own OutOfMemoryError (cuBLAS'
 #: workspace, cuDNN's fallback, the host allocator): accelerate's find_executable_batch_size reads
 #: the same messages
