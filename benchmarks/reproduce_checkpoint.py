@@ -70,7 +70,7 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
     finished = {c["run_id"] for c in children if is_finished(folder / "runs" / c["run_id"])}
     feeds: dict[str, set[str]] = {}
     for c in children:
-        for ref in _refs(c.get("settings", {})):
+        for ref in _refs(c.get("settings", {})) if not c.get("skip") else ():  # a child never run waits for nothing
             feeds.setdefault(ref, set()).add(c["run_id"])
     roots = path_roots(folder, data_root)
     if dest.exists():

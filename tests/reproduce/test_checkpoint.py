@@ -85,3 +85,7 @@ def test_a_child_that_feeds_one_still_to_run_is_kept_back(tmp_path, monkeypatch)
     state = save(folder, tmp_path / "saved")
     assert state == {"sae-x": "kept back: its folder feeds mui-y, still to run", "mui-y": "to run"}
     assert not (tmp_path / "saved" / "runs" / "sae-x").exists()
+    plan["children"][1]["skip"] = "it is scored by running the model's code"  # never run: nothing to wait for
+    (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    state = save(folder, tmp_path / "saved")
+    assert state["sae-x"] == "saved" and state["mui-y"].startswith("not run")
