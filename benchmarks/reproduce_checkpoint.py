@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
 import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from reproduce_commit import copy_relative, path_roots  # noqa: E402
+from reproduce_commit import copy_relative, path_roots, refuse_absolute, relative  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results" / "reproduce_cpu_progress"
@@ -45,13 +44,6 @@ AGAINST = ROOT / "benchmarks" / "results" / "reproduce_cpu" / "runs"
 FILES = ("results.json", "config.yaml")
 SAMPLES = "samples.jsonl"
 COMPARED = "## Beside the committed children of the same name"
-
-
-def _gzip(data: bytes) -> bytes:
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as f:
-        f.write(data)
-    return buf.getvalue()
 
 
 def _refs(settings) -> set[str]:
@@ -93,9 +85,8 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
             for name in FILES:
                 copy_relative(src / name, out / name, roots)
             if (src / SAMPLES).is_file():
-                copy_relative(src / SAMPLES, out / (SAMPLES + ".tmp"), roots)
-                (out / (SAMPLES + ".gz")).write_bytes(_gzip((out / (SAMPLES + ".tmp")).read_bytes()))
-                (out / (SAMPLES + ".tmp")).unlink()
+                text = refuse_absolute(relative((src / SAMPLES).read_text(encoding="utf-8"), roots), src / SAMPLES)
+                (out / (SAMPLES + ".gz")).write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))  # no time stamp
             state[run] = "saved"
             if run in timing:
                 seconds[run] = timing[run]
@@ -144,17 +135,13 @@ def _leaves(x, path: str = ""):
         yield path, x
 
 
-def _is_float(x) -> bool:
-    return isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool))
-
-
 def compare(dest: Path, against: Path, roots: list[tuple[str, str]] = ()) -> list[str]:
     """Rows ``| child | values both hold | identical | floats only | other |`` of each saved child that
     has a committed twin: a value differing only in float rounding (both numbers, one a float) is
     counted apart with the largest relative gap; any other is named with both values (the first
     three). ``roots``: absolute prefixes to make relative in the twin first (a committed file kept a
     path of the machine that made it). The children without a twin are named after the table."""
-    from same_numbers import _strip
+    from same_numbers import _number, _strip
 
     rows, new = [], []
     for child in sorted(p for p in (dest / "runs").iterdir() if p.is_dir()):
@@ -162,14 +149,11 @@ def compare(dest: Path, against: Path, roots: list[tuple[str, str]] = ()) -> lis
         if not twin.is_file():
             new.append(child.name)
             continue
-        text = twin.read_text(encoding="utf-8")
-        for prefix, replacement in roots:
-            text = text.replace(prefix, replacement)
-        a = dict(_leaves(_strip(json.loads(text))))
+        a = dict(_leaves(_strip(json.loads(relative(twin.read_text(encoding="utf-8"), roots)))))
         b = dict(_leaves(_strip(json.loads((child / "results.json").read_text(encoding="utf-8")))))
         shared = sorted(set(a) & set(b))
         differ = [k for k in shared if a[k] != b[k] and not (a[k] != a[k] and b[k] != b[k])]  # NaN is NaN
-        floats = [k for k in differ if _is_float(a[k]) and _is_float(b[k]) and (isinstance(a[k], float) or isinstance(b[k], float))]
+        floats = [k for k in differ if _number(a[k]) and _number(b[k]) and (isinstance(a[k], float) or isinstance(b[k], float))]
         other = [k for k in differ if k not in floats]
         gap = max((abs(a[k] - b[k]) / max(abs(a[k]), abs(b[k])) for k in floats), default=0.0)
         shown = "; ".join(f"`{k}` {json.dumps(a[k])[:40]} -> {json.dumps(b[k])[:40]}" for k in other[:3])

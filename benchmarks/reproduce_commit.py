@@ -124,15 +124,24 @@ def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
     return sorted(roots, key=lambda r: -len(r[0]))
 
 
-def copy_relative(src: Path, dst: Path, roots: list[tuple[str, str]]) -> None:
-    """Copy a text file with each absolute prefix of ``roots`` replaced; refuse one left over."""
-    text = src.read_text(encoding="utf-8")
+def relative(text: str, roots: list[tuple[str, str]]) -> str:
+    """``text`` with each absolute prefix of ``roots`` replaced by what replaces it."""
     for prefix, replacement in roots:
         text = text.replace(prefix, replacement)
+    return text
+
+
+def refuse_absolute(text: str, where: Path) -> str:
+    """``text``, or stop naming the absolute paths of a machine still in it."""
     left = sorted(set(ABSOLUTE.findall(text)))
     if left:
-        raise SystemExit(f"{src}: absolute path(s) left after making them relative: {', '.join(left[:5])}")
-    dst.write_text(text, encoding="utf-8")
+        raise SystemExit(f"{where}: absolute path(s) left after making them relative: {', '.join(left[:5])}")
+    return text
+
+
+def copy_relative(src: Path, dst: Path, roots: list[tuple[str, str]]) -> None:
+    """Copy a text file with each absolute prefix of ``roots`` replaced; refuse one left over."""
+    dst.write_text(refuse_absolute(relative(src.read_text(encoding="utf-8"), roots), src), encoding="utf-8")
 
 
 def _cell(c: dict) -> str:

@@ -58,7 +58,7 @@ def test_saved_children_restore_to_the_same_claims(tmp_path):
     results = json.loads((child / "results.json").read_text(encoding="utf-8"))
     key = next(k for k, v in results.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
     text = next(k for k, v in results.items() if isinstance(v, str))
-    was, results[key] = results[key], results[key] * (1 + 1e-7) + 1e-9  # float rounding
+    results[key] = results[key] * (1 + 1e-7) + 1e-9  # float rounding
     before, results[text] = results[text], "changed"
     (child / "results.json").write_text(json.dumps(results), encoding="utf-8")
     row = next(r for r in compare(tmp_path / "saved", committed / "runs") if child.name in r)

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "mui"))
 
 from mui_testing import tiny_lm  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
-from whitebox_eval.internals import Capture, Engine, Replace, batch_from_ids  # noqa: E402
+from whitebox_eval.internals import Capture, Engine, batch_from_ids  # noqa: E402
 from whitebox_eval.sae.encoding import SAE  # noqa: E402
 from whitebox_eval.sae.training import topk_sae_gradients, train_topk_sae  # noqa: E402
 from whitebox_eval.sae.fidelity import evaluate_fidelity  # noqa: E402

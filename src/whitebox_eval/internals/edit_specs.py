@@ -272,6 +272,17 @@ def _parse_attn(text: str, rest: str, last_only: bool) -> EditSpec:
     raise WhiteboxError(f"--edit {text}: the mode is add=C, force or copy=HEAD (a head of the same layer)")
 
 
+def _heads_by_layer(spec: EditSpec, n_layers: int, n_heads: int) -> list[tuple[int, tuple[int, ...]]]:
+    """A spec's heads grouped by layer, layers in order (each head checked against the model)."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in spec.heads:
+        if layer >= n_layers or head >= n_heads:
+            raise WhiteboxError(f"--edit {spec.text}: head {layer}.{head} is outside this model "
+                                f"({n_layers} layers x {n_heads} heads, from 0)")
+        by_layer.setdefault(layer, []).append(head)
+    return [(layer, tuple(hs)) for layer, hs in sorted(by_layer.items())]
+
+
 def _widths(n_heads: int, d_ff: int, d_model: int | None, head_dim: int | None) -> dict[str, int]:
     heads = None if head_dim is None else n_heads * head_dim
     return {p: w for p, w in {"resid_pre": d_model, "resid": d_model, "attn_out": d_model, "mlp_out": d_model,
@@ -313,21 +324,14 @@ def build_edits(specs, n_layers: int, n_heads: int, d_ff: int, *, d_model: int |
                 raise WhiteboxError(f"--edit {spec.text}: feature {bad[0]} is outside the SAE's {sae.d_sae} features (from 0)")
             edits.append(ClampFeature(point, layer, sae, spec.units, value=None if spec.scale is not None else spec.value,
                                       scale=spec.scale, positions=positions))
-        elif spec.kind in ("ablate", "scale", "attn"):
-            by_layer: dict[int, list[int]] = {}
-            for layer, head in spec.heads:
-                if layer >= n_layers or head >= n_heads:
-                    raise WhiteboxError(f"--edit {spec.text}: head {layer}.{head} is outside this model "
-                                        f"({n_layers} layers x {n_heads} heads, from 0)")
-                by_layer.setdefault(layer, []).append(head)
-            if spec.kind != "attn":
-                edits += [ScaleHeads(layer, tuple(hs), spec.value, positions) for layer, hs in sorted(by_layer.items())]
-                continue
+        elif spec.kind in ("ablate", "scale"):
+            edits += [ScaleHeads(layer, hs, spec.value, positions) for layer, hs in _heads_by_layer(spec, n_layers, n_heads)]
+        elif spec.kind == "attn":
             source = spec.units[0] if spec.units else None
             if source is not None and source >= n_heads:
                 raise WhiteboxError(f"--edit {spec.text}: copy={source} is outside this model's {n_heads} heads (from 0)")
-            edits += [EditAttention(layer, tuple(hs), spec.rule, spec.mode, spec.value, source_head=source,
-                                    renormalize=spec.renormalize) for layer, hs in sorted(by_layer.items())]
+            edits += [EditAttention(layer, hs, spec.rule, spec.mode, spec.value, source_head=source,
+                                    renormalize=spec.renormalize) for layer, hs in _heads_by_layer(spec, n_layers, n_heads)]
         else:
             if spec.layer >= n_layers:
                 raise WhiteboxError(f"--edit {spec.text}: layer {spec.layer} is outside this model ({n_layers} "

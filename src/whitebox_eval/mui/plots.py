@@ -158,5 +158,3 @@ def plot_directions(
 def _check_png(path: str | Path) -> None:
     if Path(path).suffix.lower() != ".png":
         raise WhiteboxError(f"plots are written as PNG; give a path ending in .png, got {Path(path).name!r}")
-
-
