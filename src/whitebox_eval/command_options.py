@@ -26,21 +26,21 @@ EDIT_HELP = ("run every pass under this edit (repeatable): ablate:14.0,L17H1 (ze
              "only; recorded in config.yaml; compare with the unedited run: whitebox-eval compare RUN_A RUN_B")
 
 
-def edit_option(extra: str = ""):
+def edit_option(extra: str = "", own: tuple[str, ...] = ()):
     """``--edit SPEC`` (repeatable), read by :mod:`whitebox_eval.internals.edit_specs`: every study
-    command's passes run under the edits (``extra``: what the command does with them)."""
-    return click.option("--edit", "edits", multiple=True, metavar="SPEC", callback=_read_edits,
+    command's passes run under the edits (``extra``: what the command does with them; ``own``: spec
+    kinds the command reads itself, e.g. gar's ``at:``). Each spec is read as the command line is,
+    so a malformed one is one line before anything runs (``--batch-size auto``'s probe included)."""
+    def read(ctx, param, value):
+        from whitebox_eval.internals.edit_specs import parse_edit
+
+        for spec in value or ():
+            if str(spec).strip().partition(":")[0] not in own:
+                parse_edit(spec)
+        return value
+
+    return click.option("--edit", "edits", multiple=True, metavar="SPEC", callback=read,
                         help=EDIT_HELP + (f"; {extra}" if extra else ""))
-
-
-def _read_edits(ctx, param, value):
-    """Each ``--edit`` read as the command line is (a malformed one is one line before anything runs,
-    ``--batch-size auto``'s probe included); the texts go on unchanged."""
-    from whitebox_eval.internals.edit_specs import parse_edit
-
-    for spec in value or ():
-        parse_edit(spec)
-    return value
 
 
 def parsed_edits(edits) -> tuple[str, ...]:

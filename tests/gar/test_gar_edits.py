@@ -41,3 +41,14 @@ def test_edit_at_folds_into_edit():
         split_edit_at(("at:pattern",), "read")
     with pytest.raises(WhiteboxError, match="at:read, at:pattern or at:both"):
         split_edit_at(("at:end",), None)
+
+
+def test_the_command_line_reads_at_as_gars_own(cli, tmp_path):
+    """``--edit at:...`` reaches gar's own reading (the shared --edit check leaves it alone), and the
+    other specs are still read by the shared one, before anything runs."""
+    code, _, err = cli(["gar", "--mode", "truth-heads", "--edit", "at:end", "--output", str(tmp_path)])
+    assert code == 2 and "gar's interventions edit at:read, at:pattern or at:both" in err, err
+    code, _, err = cli(["gar", "--mode", "truth-heads", "--edit", "at:pattern", "--edit", "zap:1",
+                        "--output", str(tmp_path)])
+    assert code == 2 and "unknown edit 'zap'" in err, err
+    assert not any(tmp_path.iterdir())

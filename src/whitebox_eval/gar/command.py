@@ -56,7 +56,7 @@ def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
               help="the older spelling of --edit at:read|pattern|both (still read)")
 @edit_option("gar's own interventions (truth-heads, intervene) edit the row --edit at:read (default: the last "
              "prompt token, where the answer is read), at:pattern (the pattern's attending role as sec. 5 states "
-             "it; Q->A: the stated answer A) or at:both")
+             "it; Q->A: the stated answer A) or at:both", own=("at",))
 @click.option("--select-fraction", type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True), default=0.5, show_default=True,
               help="truth-heads: share of Yes/No pairs used to select heads; the rest is reported")
 @click.option("--random-draws", type=click.IntRange(min=1), default=5, show_default=True,
