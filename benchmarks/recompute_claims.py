@@ -15,8 +15,10 @@ claims.json says:
   value and standard error; the Utility Law's A and its t-interval (statsmodels OLS);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
 
-Monte Carlo p-values (permutation, bootstrap) are compared within
-``max(0.01, 5 sqrt(p (1 - p) / R))`` for R resamples; everything else to 1e-9. Prints one line per
+Monte Carlo p-values (permutation, bootstrap) are compared within five standard errors of the
+difference of two independent Monte Carlo estimates of R resamples each, ``max(0.01, 5 sqrt(2) sd)``
+with ``sd = sqrt(p (1 - p) / R)``, or ``2 sqrt(t (1 - t) / R)`` with ``t = p / 2`` for a p-value that
+doubles its smaller tail (the paired bootstrap); everything else to 1e-9. Prints one line per
 disagreement and a count; exits 1 if any. What the evidence cannot recompute (a child's jackknife of
 MUI, a token-level clustered test, a rarefied MUI difference, an interval-only estimate) is counted
 and named as such, never passed.
@@ -45,8 +47,11 @@ def load(folder: Path) -> tuple[dict, dict]:
     return content, evidence
 
 
-def mc_tol(p: float, resamples: int) -> float:
-    return max(0.01, 5 * math.sqrt(max(p * (1 - p), 1e-12) / resamples))
+def mc_tol(p: float, resamples: int, doubled: bool = False) -> float:
+    """Five standard errors of the difference of two Monte Carlo p-values of ``resamples`` each."""
+    t = p / 2 if doubled else p
+    sd = (2 if doubled else 1) * math.sqrt(max(t * (1 - t), 1e-12) / resamples)
+    return max(0.01, 5 * math.sqrt(2) * sd)
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -163,13 +168,15 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         ck.same(where, "McNemar interval lo", lo, s.get("lo"), 1e-7)
         ck.same(where, "McNemar interval hi", hi, s.get("hi"), 1e-7)
         return
-    if test == "permutation" and a and b and not set(a["items"]) & set(b["items"]):
+    if test == "permutation" and a and b:  # two independent groups (ids may repeat across stages: index i of each split)
         xa, xb = np.array(list(a["items"].values())), np.array(list(b["items"].values()))
         obs = xa.mean() - xb.mean()
         ck.same(where, "difference of means", float(obs), s.get("value"))
         r = int((s.get("scheme") or {}).get("permutations", 2000))
-        res = st.permutation_test((xa, xb), lambda u, v: np.mean(u) - np.mean(v), n_resamples=r,
-                                  permutation_type="independent", alternative="two-sided", random_state=rng)
+        # two-sided as |difference| >= |observed| (scipy's "two-sided" doubles the smaller tail instead,
+        # which differs where the permutation distribution is lopsided, as with few successes)
+        res = st.permutation_test((xa, xb), lambda u, v: abs(np.mean(u) - np.mean(v)), n_resamples=r,
+                                  permutation_type="independent", alternative="greater", random_state=rng)
         ck.same(where, "permutation p (Monte Carlo)", float(res.pvalue), s.get("p_value"), mc_tol(res.pvalue, r) + 1 / r)
         return
     if test == "paired_bootstrap" and a and b and set(a["items"]) == set(b["items"]):
@@ -179,7 +186,7 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         r = 2000
         boots = d[rng.integers(0, d.size, (r, d.size))].mean(axis=1)
         p = 1.0 if np.all(d == 0) else max(1 / r, min(1.0, 2 * min(np.mean(boots <= 0), np.mean(boots >= 0))))
-        ck.same(where, "paired bootstrap p (Monte Carlo)", float(p), s.get("p_value"), mc_tol(p, r))
+        ck.same(where, "paired bootstrap p (Monte Carlo)", float(p), s.get("p_value"), mc_tol(p, r, doubled=True))
         return
     if test.startswith("OLS t-interval of A") and s.get("points"):
         import statsmodels.api as sm
@@ -191,6 +198,27 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         ck.same(where, "Utility Law A", float(fit.params[1]), s["value"], 1e-6)
         ck.same(where, "Utility Law A lo", float(lo), s["lo"], 1e-6)
         ck.same(where, "Utility Law A hi", float(hi), s["hi"], 1e-6)
+        return
+    if test == "95% wilson interval" and s.get("n"):  # a share of n with its Wilson interval
+        from statsmodels.stats.proportion import proportion_confint
+
+        n = int(s["n"])
+        lo, hi = proportion_confint(round(s["value"] * n), n, alpha=0.05, method="wilson")
+        ck.same(where, "Wilson interval lo", float(lo), s.get("lo"), 1e-9)
+        ck.same(where, "Wilson interval hi", float(hi), s.get("hi"), 1e-9)
+        return
+    if test.startswith("difference of two independent effects") and s.get("se"):
+        ck.same(where, "difference of two effects", s["side_a"] - s["side_b"], s["value"], 1e-12)
+        z = abs(s["value"]) / s["se"]
+        ck.same(where, "two effects' normal p", float(2 * st.norm.sf(z)), s["p_value"], 1e-9 + 1e-6 * s["p_value"])
+        ck.same(where, "two effects' interval lo", s["value"] - st.norm.ppf(0.975) * s["se"], s["lo"], 1e-9)
+        ck.same(where, "two effects' interval hi", s["value"] + st.norm.ppf(0.975) * s["se"], s["hi"], 1e-9)
+        return
+    if test == "95% bootstrap interval" and "pearson" in str(s.get("source")) and a and b:
+        ids = sorted(set(a["items"]) & set(b["items"]))
+        r = st.pearsonr([a["items"][i] for i in ids], [b["items"][i] for i in ids]).statistic
+        ck.same(where, "Pearson r", float(r), s["value"], 1e-9)
+        ck.unrecomputed["Pearson r's bootstrap interval"] += 1
         return
     ck.unrecomputed[test or "no test"] += 1
 
