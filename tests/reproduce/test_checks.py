@@ -108,29 +108,34 @@ def test_a_degenerate_baseline_below_chance_makes_the_claim_uninformative():
 # ------------------------------------------------------------------ 003: floors
 
 
-def _span(k_reinforced: int, k_none: int, n: int = 60) -> dict[str, Any]:
+def _span(k_reinforced: int, k_none: int, n: int = 60) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A span child's results and its per-item samples (exact match per OOD item and stage)."""
     rein, none = np.arange(n) < k_reinforced, np.arange(n) < k_none
+    samples = [{"id": f"{stage}/{i}", "stage": stage, "exact": bool(v[i]), "target": f"t{i}"}
+               for stage, v in (("base/ood", none), ("reinforce/key-top10-C1-standard", rein),
+                                ("reinforce/shifted-top10-C1-standard", none)) for i in range(n)]
     ev: dict[str, Any] = {"reinforced": {}, "no_intervention": {}, "shifted_reference": {}}
     stats.add_proportion(ev["reinforced"], "accuracy", rein)
     stats.add_proportion(ev["no_intervention"], "accuracy", none)
     stats.add_proportion(ev["shifted_reference"], "accuracy", none)
     ev["random_heads"] = {"accuracy": {"draws": [k_none / n] * 3}}  # 3 draws: descriptive (rule 7)
-    results = {"reinforcement": {"evaluation": ev, "key_heads": [{"layer": 3, "head": 1, "score": 0.2}]},
+    results = {"reinforcement": {"evaluation": ev, "key_heads": [{"layer": 3, "head": 1, "score": 0.2}],
+                                 "selection": {"chosen": {"setting": "key-top10-C1-standard"}}},
                "paired_tests": {}}
     stats.add_paired(results, "reinforced vs none", stats.mcnemar(rein, none))
     stats.add_paired(results, "reinforced vs shifted reference", stats.mcnemar(rein, none))
     stats.add_paired(results, "reinforced vs random heads", stats.paired_bootstrap(rein.astype(float), none.astype(float)))
-    return results
+    return results, samples
 
 
 def test_no_item_right_in_either_arm_is_uninformative_floor_not_a_matter_of_n():
-    out = _claim("003", "reinforcement-raises-ood-string-reversal", _span(0, 0))
+    out = _claim("003", "reinforcement-raises-ood-string-reversal", *_span(0, 0))
     assert out["verdict"] == verdicts.UNINFORMATIVE
     assert "not_at_bound failed: floor: no item right in any arm" in out["reason"]
     assert out["statistic"]["lo"] < 0 < out["statistic"]["hi"]  # the exact interval is not [0, 0]
     assert out["unit"] == "L3H1"
     # one arm off the floor: a real comparison, decided by the test; its 3 random draws are descriptive
-    out = _claim("003", "reinforcement-raises-ood-string-reversal", _span(20, 0))
+    out = _claim("003", "reinforcement-raises-ood-string-reversal", *_span(20, 0))
     assert out["verdict"] == verdicts.HOLDS and any("specificity untested" in x for x in out["caveats"])
     assert _kinds(out, "controls")["random_draws"]["descriptive"]
 
@@ -304,3 +309,46 @@ def test_holm_gives_a_second_verdict_within_the_paper():
     assert [c["verdict"] for c in claims[:4]] == [verdicts.HOLDS] * 3 + [verdicts.NOT_SHOWN]
     assert [c["verdict_holm"] for c in claims[:4]] == [verdicts.HOLDS] + [verdicts.NOT_SHOWN] * 3
     assert claims[4]["verdict_holm"] == verdicts.NOT_TESTED and "p_holm" not in claims[4]
+
+
+def test_paired_arms_are_read_on_the_items_both_hold():
+    """An unedited stage that also holds the selection examples is cut to the edited items, so that
+    each arm's level and the paired test read the same items."""
+    from whitebox_eval.reproduce import claim_checks
+
+    samples = ([{"id": f"x{i}", "stage": "base", "correct": i % 2} for i in range(8)]
+               + [{"id": f"tf:x{i}", "stage": "tf", "correct": 1} for i in range(4)])
+    arms = {"a": claim_checks.arm({}, samples, {"samples": "correct", "where": {"stage": "tf"}}),
+            "b": claim_checks.arm({}, samples, {"samples": "correct", "where": {"stage": "base"}})}
+    assert arms["b"]["n"] == 8
+    claim_checks.on_shared_items(arms)
+    assert arms["a"]["n"] == arms["b"]["n"] == 4 and set(arms["b"]["items"]) == {"x0", "x1", "x2", "x3"}
+    assert arms["b"]["k"] == 2 and arms["b"]["value"] == 0.5 and "4 dropped" in arms["b"]["source"]
+    assert "dropped" not in arms["a"]["source"]
+
+
+def test_a_span_claim_names_the_reinforcement_stage_its_child_chose():
+    results = {"phase": "finetuned", "reinforcement": {"selection": {"chosen": {"setting": "key-top10-C1-standard"}}}}
+    spec_ = {"where": {"stage": "reinforce/shifted-{setting}"}, "b": "{phase}/ood"}
+    assert assemble._child_filled(spec_, results) == {"where": {"stage": "reinforce/shifted-top10-C1-standard"},
+                                                      "b": "finetuned/ood"}
+    assert assemble._child_env({}) == {"phase": "base", "setting": ""}
+
+
+def test_masking_claims_carry_each_items_key_and_random_mean():
+    """The paired bootstrap the masking child reports, recomputed from its samples with both sides
+    as per-item arms (key mask, and the mean over the random masks of each item)."""
+    from whitebox_eval.reproduce import derived
+
+    rng = np.random.default_rng(0)
+    key, rnd = rng.normal(-5, 1, 12), rng.normal(-1, 1, (3, 12))
+    samples = ([{"task": "t", "masking": "key", "k": 4, "draw": 0, "item_answer_logprob": key.tolist()}]
+               + [{"task": "t", "masking": "random", "k": 4, "draw": d, "item_answer_logprob": r.tolist()}
+                  for d, r in enumerate(rnd)]
+               + [{"task": "t", "masking": "key", "k": 16, "draw": 0, "item_answer_logprob": (key * 2).tolist()}])
+    out = derived.masked_items(samples, {"task": "t", "k": 4, "metric": "answer_logprob"})
+    want = stats.paired_bootstrap(key, rnd.mean(axis=0))
+    assert out["value"] == pytest.approx(want.diff) and out["p_value"] == want.p_value
+    assert out["arms"]["a"]["items"]["t#3"] == key[3] and out["arms"]["b"]["items"]["t#3"] == pytest.approx(rnd[:, 3].mean())
+    with pytest.raises(derived.Missing):
+        derived.masked_items(samples, {"task": "t", "k": 8})

@@ -67,7 +67,7 @@ def reproduction(tmp_path_factory) -> Path:
                                     for i in range(4)]},
            **verdicts.verdict({"value": -2.0, "lo": -3.0, "hi": -1.0}, "less")}
     mui = _claim("001", "mui-correct-like-incorrect-arithmetic", _mui(0.011, 0.010, 0.0003, 0.002))
-    floor = _claim("003", "reinforcement-raises-ood-string-reversal", _span(0, 0))
+    floor = _claim("003", "reinforcement-raises-ood-string-reversal", *_span(0, 0))
     heat = {"kind": "heatmap", "model": "m", "experiment": "mmlu-0shot", "run": "r",
             "matrix": [[0.3, None, 0.1], [0.25, 0.5, 0.2]], "chosen": [1, 1], "chance": 0.25, "source": "x"}
     image = {"kind": "image", "model": "m", "experiment": "string-reversal", "run": "span-run",

@@ -242,7 +242,7 @@ def test_stability_across_lengths_reads_the_chosen_reinforcement_stage():
                 "exact": (i < 20 and i % 5 != 0) or (i >= 20 and i % 10 == 0), "target": f"t{i}"} for i in range(40)]
     samples += [{"id": f"base/{sp}/{i}", "stage": f"base/{sp}", "exact": sp == "id" or i < 2, "target": f"t{i}"}
                 for sp in ("id", "ood") for i in range(40)]
-    results = {"selection": {"chosen": {"setting": setting}}, "phase": "base"}
+    results = {"reinforcement": {"selection": {"chosen": {"setting": setting}}}, "phase": "base"}  # as span writes it
     out = _claim("003", "reinforcement-stable-across-lengths-string-reversal", results, samples)
     s = out["statistic"]
     assert s["value"] == pytest.approx(0.1 - 0.8) and s["test"] == "permutation"

@@ -46,16 +46,26 @@ class Outcome:
         return self._study
 
 
+CHILD_PLACEHOLDERS = ("phase", "setting")
+
+
 def _env(plan: Plan) -> dict[str, str]:
-    """The specs' placeholders filled before any child is read: the data paths; ``{phase}``
-    stays for :func:`_child_filled`."""
-    return {**plan.data_env(), "phase": "{phase}"}
+    """The specs' placeholders filled before any child is read: the data paths; ``{phase}`` and
+    ``{setting}`` stay for :func:`_child_env`."""
+    return {**plan.data_env(), **{k: "{" + k + "}" for k in CHILD_PLACEHOLDERS}}
+
+
+def _child_env(results: Mapping[str, Any]) -> dict[str, str]:
+    """What a child's own results fill in: ``{phase}``, the stages its headline reads (a span run
+    fine-tuned first reports ``finetuned/...``, else ``base/...``; results.json ``phase``), and
+    ``{setting}``, the reinforcement setting its selection chose, without the head set's name
+    (``top10-C1-standard``: stages ``reinforce/key-{setting}``, ``reinforce/shifted-{setting}``)."""
+    chosen = str((((results.get("reinforcement") or {}).get("selection") or {}).get("chosen") or {}).get("setting", ""))
+    return {"phase": str(results.get("phase", "base")), "setting": chosen.removeprefix("key-")}
 
 
 def _child_filled(spec: Any, results: Mapping[str, Any]) -> Any:
-    """``{phase}`` in a spec: the stages the child's headline reads (a span run fine-tuned first
-    reports ``finetuned/...``, else ``base/...``; results.json ``phase``)."""
-    return fill(spec, {"phase": str(results.get("phase", "base"))})
+    return fill(spec, _child_env(results))
 
 
 def _cell_from(outcome: Outcome | None, spec: Mapping[str, Any], scale: float) -> dict[str, Any]:
@@ -168,6 +178,8 @@ def _arms(c: Claim, stat: Mapping[str, Any], results: Mapping[str, Any], samples
             arms[name] = checks.arm(results, samples, spec)
         except values.Missing as e:
             arms[name] = {"label": spec.get("label", name), "error": str(e)}
+    if stat.get("test") in checks.PAIRED_TESTS:
+        checks.on_shared_items(arms)
     return arms
 
 
@@ -318,7 +330,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
-            c = _claim_filled(c, {"phase": str(results.get("phase", "base"))})
+            c = _claim_filled(c, _child_env(results))
             stat = _statistic(c, o)
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}

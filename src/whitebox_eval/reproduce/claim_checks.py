@@ -90,6 +90,30 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
     return out
 
 
+PAIRED_TESTS = ("mcnemar_exact", "paired_bootstrap")
+
+
+def on_shared_items(arms: dict[str, dict[str, Any]]) -> None:
+    """Two per-item arms of a paired statistic restricted to the items both hold (e.g. the
+    unedited stage also holds the examples heads were selected on, which no edit ran on)."""
+    a, b = arms.get("a") or {}, arms.get("b") or {}
+    if "items" not in a or "items" not in b or a["items"].keys() == b["items"].keys():
+        return
+    shared = [i for i in a["items"] if i in b["items"]]
+    for arm in (a, b):
+        dropped = len(arm["items"]) - len(shared)
+        if not dropped:
+            continue
+        arm["items"] = {i: arm["items"][i] for i in shared}
+        if "answers" in arm:
+            arm["answers"] = {i: arm["answers"][i] for i in shared if i in arm["answers"]}
+        vals = list(arm["items"].values())
+        arm.update(n=len(vals), value=float(np.mean(vals)) if vals else float("nan"))
+        if "k" in arm:
+            arm["k"] = int(sum(vals))
+        arm["source"] = f"{arm.get('source', '')}, on the {len(shared)} items both arms hold ({dropped} dropped)"
+
+
 def item_id(sample: Mapping[str, Any]) -> str:
     """A sample's item id, its stage prefix (``stage:`` or ``stage/``) dropped so that the same item
     pairs across stages."""
@@ -358,9 +382,10 @@ def random_draws(spec, arms, results, samples, direction) -> dict[str, Any]:
     if not draws:
         raise Missing("no random draws in the child run")
     rank = draw_rank(sel, draws, direction)
+    shown = pct if all(0 <= v <= 1 for v in (sel, *draws)) else (lambda v: f"{v:.3g}")  # a share, else a number (nats)
     return {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "selected": sel,
-            "draws": draws, "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(pct(d) for d in draws)} "
-                                    f"vs {pct(sel)} selected; {rank['text']}"}
+            "draws": draws, "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(shown(d) for d in draws)} "
+                                    f"vs {shown(sel)} selected; {rank['text']}"}
 
 
 def flips(spec, arms, results, samples, direction) -> dict[str, Any]:

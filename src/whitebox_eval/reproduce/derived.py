@@ -152,7 +152,33 @@ def paired_fields(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any])
         raise Missing(f"stage {spec['stage']} has {len(rows)} samples")
     x = [float(s[spec["x"]]) for s in rows]
     y = [float(s[spec["y"]]) for s in rows]
-    return _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {spec['stage']}: {spec['x']} - {spec['y']}")
+    out = _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {spec['stage']}: {spec['x']} - {spec['y']}")
+    from whitebox_eval.reproduce.claim_checks import item_id
+
+    out["arms"] = {side: {"label": spec[f], "n": len(v), "value": float(np.mean(v)),
+                          "items": {item_id(s): float(u) for s, u in zip(rows, v)}}
+                   for side, f, v in (("a", "x", x), ("b", "y", y))}
+    return out
+
+
+def masked_items(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A masking child's per-item ``metric`` (``item_<metric>``) under the ``task``'s key-neuron mask
+    of size ``k`` against the mean over its random masks of the same size: the paired bootstrap the
+    child reports (001 sec. 3.8), with both sides as arms keyed ``task#index``."""
+    task, k, field = spec["task"], int(spec["k"]), f"item_{spec.get('metric', 'answer_logprob')}"
+    rows = [s for s in samples if s.get("task") == task and s.get("k") == k and s.get(field) is not None]
+    key = [s for s in rows if s.get("masking") == "key"]
+    rnd = sorted((s for s in rows if s.get("masking") == "random"), key=lambda s: s.get("draw", 0))
+    if len(key) != 1 or not rnd:
+        raise Missing(f"masking samples of {task} at k={k}: {len(key)} key row(s), {len(rnd)} random")
+    x = np.asarray(key[0][field], float)
+    y = np.mean([r[field] for r in rnd], axis=0)
+    out = _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {field} of {task}, k={k}: key mask - "
+                                                   f"mean of {len(rnd)} random masks")
+    out["arms"] = {side: {"label": label, "n": int(v.size), "value": float(v.mean()),
+                          "items": {f"{task}#{i}": float(u) for i, u in enumerate(v)}}
+                   for side, label, v in (("a", "key-neuron mask", x), ("b", f"mean of {len(rnd)} random masks", y))}
+    return out
 
 
 def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -282,7 +308,8 @@ def length_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) ->
 
 
 SAMPLE_DERIVED = {"group_gap": group_gap, "stage_gap": stage_gap, "paired_fields": paired_fields,
-                  "clustered": clustered, "paired_samples": paired_samples, "length_gap": length_gap}
+                  "clustered": clustered, "paired_samples": paired_samples, "length_gap": length_gap,
+                  "masked_items": masked_items}
 def two_tests(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Test ``a`` minus test ``b`` of one child (``a``/``b``: paths to paired tests on disjoint items,
     e.g. masking's key-minus-random on the source task and on another task): the difference of the
@@ -313,8 +340,6 @@ def compute(name: str, spec: Mapping[str, Any], results: Mapping[str, Any],
             samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The derived test ``name`` of one child run."""
     if name in SAMPLE_DERIVED:
-        if "stage_at" in spec:  # a stage named by the child's results (e.g. the chosen reinforcement setting)
-            spec = {**spec, "stage": str(spec.get("stage_prefix", "")) + str(at(results, list(spec["stage_at"])))}
         return SAMPLE_DERIVED[name](samples, spec)
     if name in RESULTS_DERIVED:
         return RESULTS_DERIVED[name](results, spec)
