@@ -20,7 +20,7 @@ difference of two independent Monte Carlo estimates of R resamples each, ``max(0
 with ``sd = sqrt(p (1 - p) / R)``, or ``2 sqrt(t (1 - t) / R)`` with ``t = p / 2`` for a p-value that
 doubles its smaller tail (the paired bootstrap); everything else to 1e-9. Prints one line per
 disagreement and a count; exits 1 if any. What the evidence cannot recompute (a child's jackknife of
-MUI, a token-level clustered test, a rarefied MUI difference, an interval-only estimate) is counted
+MUI, a rarefied MUI difference, an interval-only estimate) is counted
 and named as such, never passed.
 """
 
@@ -122,7 +122,7 @@ def check_chance(where: str, c: dict, arms: dict, ck: Check) -> None:
         ck.same(where, f"arm {name} chance p", float(p), lv["p_value"])
 
 
-def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.Generator) -> None:
+def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.Generator, obs: dict | None = None) -> None:
     s = c.get("statistic") or {}
     test = str(s.get("test") or "")
     a, b = arms.get("a"), arms.get("b")
@@ -199,6 +199,19 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         ck.same(where, "Utility Law A lo", float(lo), s["lo"], 1e-6)
         ck.same(where, "Utility Law A hi", float(hi), s["hi"], 1e-6)
         return
+    if test == "cluster_robust_t" and obs:  # tokens clustered by sequence: statsmodels' CR1, t with G - 1 df
+        import statsmodels.api as sm
+
+        y = np.asarray(obs["value"], float)
+        x = sm.add_constant(np.asarray(obs["correct"], float))
+        groups = np.unique(np.asarray(obs["sequence"]), return_inverse=True)[1]
+        fit = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+        lo, hi = fit.conf_int(0.05)[1]
+        ck.same(where, "clustered difference", float(fit.params[1]), s["value"], 1e-9)
+        ck.same(where, "cluster-robust t p", float(fit.pvalues[1]), s["p_value"], 1e-7)
+        ck.same(where, "cluster-robust interval lo", float(lo), s["lo"], 1e-7)
+        ck.same(where, "cluster-robust interval hi", float(hi), s["hi"], 1e-7)
+        return
     if test == "95% wilson interval" and s.get("n"):  # a share of n with its Wilson interval
         from statsmodels.stats.proportion import proportion_confint
 
@@ -266,7 +279,8 @@ def recompute(folder: Path, seed: int = 12345) -> Check:
             where = f"{paper['number']} {c['id']} {c['model']}"
             arms = arms_with_items(c, evidence.get(c.get("evidence_key", ""), {}))
             check_chance(where, c, arms, ck)
-            check_statistic(where, c, arms, ck, rng)
+            ev = evidence.get(c.get("evidence_key", ""), {})
+            check_statistic(where, c, arms, ck, rng, (ev.get("statistic") or {}).get("observations"))
             check_tost(where, c, ck)
             check_draws(where, c, ck)
         check_holm(paper, ck)

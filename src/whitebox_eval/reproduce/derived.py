@@ -206,7 +206,8 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     t = stats.clustered_difference(values, good, seq)
     v, g = np.asarray(values), np.asarray(good)
     return {**_test_dict(t, f"samples.jsonl {spec['stage']} {score} by {flag}, clustered by sequence"),
-            "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size)}
+            "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size),
+            "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq}}
 
 
 def rarefied_relative(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ interval recomputes from the two files alone.
 ``claims.json`` stays readable: each claim's arms keep their counts and values; their per-item
 values (``items``: item id -> value), answer keys (``answers``: item id -> [K, gold, gold position],
 :mod:`.chance`), strata (``strata``: item id -> stratum) and a random-head control's per-item draws
-(``draw_items``) move to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes
+(``draw_items``) and a token-level statistic's observations (``observations``: value, group and
+sequence of each token) move to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes
 the same bytes), keyed ``paper/claim/model``; claims.json names the file (``evidence``) and each
 claim its key (``evidence_key``). Resampling tests carry their scheme and seed in the claim
 (``statistic.scheme``, the stratified test's ``permutations`` and ``seed``).
@@ -21,6 +22,7 @@ from typing import Any
 EVIDENCE_FILE = "evidence.json.gz"
 ARM_KEYS = ("items", "answers", "strata")
 CONTROL_KEYS = ("draw_items",)
+STATISTIC_KEYS = ("observations",)
 
 
 def split(content: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -38,6 +40,9 @@ def split(content: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
                 moved = {k: ctl.pop(k) for k in CONTROL_KEYS if k in ctl}
                 if moved:
                     ev.setdefault("controls", {})[str(i)] = moved
+            moved = {k: c["statistic"].pop(k) for k in STATISTIC_KEYS if k in (c.get("statistic") or {})}
+            if moved:
+                ev["statistic"] = moved
             if ev:
                 key = f"{paper['number']}/{c['id']}/{c['model']}"
                 c["evidence_key"] = key
@@ -74,4 +79,5 @@ def merged(content: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
                 c["arms"][name].update(moved)
             for i, moved in (ev.get("controls") or {}).items():
                 c["controls"][int(i)].update(moved)
+            c.get("statistic", {}).update(ev.get("statistic") or {})
     return out
