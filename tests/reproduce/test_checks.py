@@ -368,3 +368,17 @@ def test_token_observations_move_to_the_evidence_and_come_back():
     assert "observations" not in c["statistic"] and ev[c["evidence_key"]]["statistic"]["observations"] == obs
     back = evidence.merged(slim, ev)["papers"][0]["claims"][0]
     assert back["statistic"] == content["papers"][0]["claims"][0]["statistic"]
+
+
+def test_an_arm_can_select_items_by_a_bound_on_another_field():
+    """004's partitions: MCQ P(correct) of the questions answered freely (free P(correct) >= 0.5)
+    against the rest, each with its answer key for the uninformed level."""
+    from whitebox_eval.reproduce import claim_checks
+
+    samples = [{"id": f"q{i}", "gold": i % 4, "p_correct": {"mcq": 0.1 * i, "free": f}}
+               for i, f in enumerate([0.0, 0.5, 0.9, 0.2, None])]
+    spec_ = {"samples": "p_correct.mcq", "answers": "options", "options": 4, "gold": "gold"}
+    hi = claim_checks.arm({}, samples, {**spec_, "where": {"p_correct.free": {">=": 0.5}}})
+    lo = claim_checks.arm({}, samples, {**spec_, "where": {"p_correct.free": {"<": 0.5}}})
+    assert sorted(hi["items"]) == ["q1", "q2"] and sorted(lo["items"]) == ["q0", "q3"]  # None is in neither
+    assert "p_correct.free>=0.5" in hi["source"] and hi["answers"]["q2"] == [4, "2", 2]

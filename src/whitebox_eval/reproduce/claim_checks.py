@@ -6,7 +6,8 @@ returns a record with its values and one line of text, which the verdict and the
 quote.
 
 - **arms**: the two sides of the claim on the same items, each ``k / n`` (``samples``: a
-  0/1 field of samples.jsonl, filtered by ``where``; or ``key`` / ``at``: an estimate of
+  0/1 field of samples.jsonl, filtered by ``where``: equal to a value,
+  or ``{op: bound}`` with op >=, >, <= or <; or ``key`` / ``at``: an estimate of
   results.json with its n), and the ``unit`` the claim is about (e.g. head ``L14H0``).
 - **preconditions** (failed: the verdict is *uninformative*, naming it):
   ``above_chance`` (an arm beats 1/k, exact binomial, one-sided), ``reference_sound`` (the
@@ -53,8 +54,18 @@ def _field(sample: Mapping[str, Any], path: str) -> Any:
     return node
 
 
+COMPARE = {">=": lambda x, y: x >= y, ">": lambda x, y: x > y, "<=": lambda x, y: x <= y, "<": lambda x, y: x < y}
+
+
+def _holds(value: Any, condition: Any) -> bool:
+    """``value`` equals ``condition``, or meets it when it is ``{op: bound}`` (op one of >=, >, <=, <)."""
+    if isinstance(condition, Mapping):
+        return value is not None and all(COMPARE[op](value, bound) for op, bound in condition.items())
+    return value == condition
+
+
 def _where(samples: Sequence[Mapping[str, Any]], where: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    return [s for s in samples if all(_field(s, k) == v for k, v in (where or {}).items())]
+    return [s for s in samples if all(_holds(_field(s, k), v) for k, v in (where or {}).items())]
 
 
 def _significant_in(t: Mapping[str, Any], direction: str) -> bool:
@@ -152,7 +163,8 @@ def answer_key(sample: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any] 
 
 
 def _fmt_where(where: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in where.items())
+    return ",".join(f"{k}{op}{b}" for k, v in where.items()
+                    for op, b in (v.items() if isinstance(v, Mapping) else [("=", v)]))
 
 
 def unit(results: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
