@@ -122,7 +122,7 @@ def check_chance(where: str, c: dict, arms: dict, ck: Check) -> None:
         ck.same(where, f"arm {name} chance p", float(p), lv["p_value"])
 
 
-def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.Generator, obs: dict | None = None) -> None:
+def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.Generator, tokens: dict | None = None) -> None:
     s = c.get("statistic") or {}
     test = str(s.get("test") or "")
     a, b = arms.get("a"), arms.get("b")
@@ -199,12 +199,12 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         ck.same(where, "Utility Law A lo", float(lo), s["lo"], 1e-6)
         ck.same(where, "Utility Law A hi", float(hi), s["hi"], 1e-6)
         return
-    if test == "cluster_robust_t" and obs:  # tokens clustered by sequence: statsmodels' CR1, t with G - 1 df
+    if test == "cluster_robust_t" and tokens:  # tokens clustered by sequence: statsmodels' CR1, t with G - 1 df
         import statsmodels.api as sm
 
-        y = np.asarray(obs["value"], float)
-        x = sm.add_constant(np.asarray(obs["correct"], float))
-        groups = np.unique(np.asarray(obs["sequence"]), return_inverse=True)[1]
+        y = np.asarray(tokens["value"], float)
+        x = sm.add_constant(np.asarray(tokens["correct"], float))
+        groups = np.unique(np.asarray(tokens["sequence"]), return_inverse=True)[1]
         fit = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
         lo, hi = fit.conf_int(0.05)[1]
         ck.same(where, "clustered difference", float(fit.params[1]), s["value"], 1e-9)
@@ -277,9 +277,9 @@ def recompute(folder: Path, seed: int = 12345) -> Check:
             if "statistic" not in c:
                 continue
             where = f"{paper['number']} {c['id']} {c['model']}"
-            arms = arms_with_items(c, evidence.get(c.get("evidence_key", ""), {}))
-            check_chance(where, c, arms, ck)
             ev = evidence.get(c.get("evidence_key", ""), {})
+            arms = arms_with_items(c, ev)
+            check_chance(where, c, arms, ck)
             check_statistic(where, c, arms, ck, rng, (ev.get("statistic") or {}).get("observations"))
             check_tost(where, c, ck)
             check_draws(where, c, ck)

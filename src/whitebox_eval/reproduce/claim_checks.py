@@ -83,12 +83,8 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
         rows = [s for s in _where(samples, spec.get("where")) if _field(s, spec["samples"]) is not None]
         if not rows:
             raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
-        items = {item_id(s): float(_field(s, spec["samples"])) for s in rows}
-        vals = list(items.values())
         source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
-        out = {"label": label, "n": len(vals), "value": float(np.mean(vals)), "source": source, "items": items}
-        if all(v in (0.0, 1.0) for v in vals):
-            out["k"] = int(sum(vals))
+        out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source}
         key = {item_id(s): answer_key(s, spec) for s in rows}
         if any(v is not None for v in key.values()):
             out["answers"] = {k: v for k, v in key.items() if v is not None}
@@ -98,6 +94,16 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
     out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
     if n:
         out["k"] = int(round(est["value"] * n))
+    return out
+
+
+def arm_of(label: str, items: Mapping[str, float]) -> dict[str, Any]:
+    """``{label, n, value, items}`` of per-item values (item id -> value), and ``k`` where every
+    value is 0 or 1."""
+    vals = [float(v) for v in items.values()]
+    out = {"label": label, "n": len(vals), "value": float(np.mean(vals)), "items": dict(items)}
+    if all(v in (0.0, 1.0) for v in vals):
+        out["k"] = int(sum(vals))
     return out
 
 
@@ -111,17 +117,15 @@ def on_shared_items(arms: dict[str, dict[str, Any]]) -> None:
     if "items" not in a or "items" not in b or a["items"].keys() == b["items"].keys():
         return
     shared = [i for i in a["items"] if i in b["items"]]
+    if not shared:  # no item in common: nothing to restrict them to
+        return
     for arm in (a, b):
         dropped = len(arm["items"]) - len(shared)
         if not dropped:
             continue
-        arm["items"] = {i: arm["items"][i] for i in shared}
+        arm.update(arm_of(arm.get("label", ""), {i: arm["items"][i] for i in shared}))
         if "answers" in arm:
             arm["answers"] = {i: arm["answers"][i] for i in shared if i in arm["answers"]}
-        vals = list(arm["items"].values())
-        arm.update(n=len(vals), value=float(np.mean(vals)) if vals else float("nan"))
-        if "k" in arm:
-            arm["k"] = int(sum(vals))
         arm["source"] = f"{arm.get('source', '')}, on the {len(shared)} items both arms hold ({dropped} dropped)"
 
 

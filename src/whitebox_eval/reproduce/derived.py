@@ -48,7 +48,7 @@ def _test_dict(t: stats.PairedTest, source: str) -> dict[str, Any]:
 def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Accuracy of samples matching ``spec["a"]`` minus those matching ``spec["b"]``
     (``field``: the 0/1 field, default ``correct``), permutation test over samples."""
-    from whitebox_eval.reproduce.claim_checks import answer_key, item_id
+    from whitebox_eval.reproduce.claim_checks import answer_key, arm_of, item_id
 
     field = spec.get("field", "correct")
     rows_a = [s for s in samples if _matches(s, spec["a"])]
@@ -62,8 +62,7 @@ def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
                      "seed": stats.SEED, "interval": "percentile bootstrap per group, seed + 1"}
     out["arms"] = {}
     for side, rows, vals in (("a", rows_a, a), ("b", rows_b, b)):
-        arm = {"label": _where(spec[side]), "k": int(sum(vals)), "n": len(vals), "value": float(np.mean(vals)),
-               "items": {item_id(s): v for s, v in zip(rows, vals)}}
+        arm = arm_of(_where(spec[side]), {item_id(s): v for s, v in zip(rows, vals)})
         key = {item_id(s): answer_key(s, {}) for s in rows}
         if any(v is not None for v in key.values()):
             arm["answers"] = {k: v for k, v in key.items() if v is not None}
@@ -153,10 +152,9 @@ def paired_fields(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any])
     x = [float(s[spec["x"]]) for s in rows]
     y = [float(s[spec["y"]]) for s in rows]
     out = _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {spec['stage']}: {spec['x']} - {spec['y']}")
-    from whitebox_eval.reproduce.claim_checks import item_id
+    from whitebox_eval.reproduce.claim_checks import arm_of, item_id
 
-    out["arms"] = {side: {"label": spec[f], "n": len(v), "value": float(np.mean(v)),
-                          "items": {item_id(s): float(u) for s, u in zip(rows, v)}}
+    out["arms"] = {side: arm_of(spec[f], {item_id(s): u for s, u in zip(rows, v)})
                    for side, f, v in (("a", "x", x), ("b", "y", y))}
     return out
 
@@ -175,8 +173,9 @@ def masked_items(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) 
     y = np.mean([r[field] for r in rnd], axis=0)
     out = _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {field} of {task}, k={k}: key mask - "
                                                    f"mean of {len(rnd)} random masks")
-    out["arms"] = {side: {"label": label, "n": int(v.size), "value": float(v.mean()),
-                          "items": {f"{task}#{i}": float(u) for i, u in enumerate(v)}}
+    from whitebox_eval.reproduce.claim_checks import arm_of
+
+    out["arms"] = {side: arm_of(label, {f"{task}#{i}": float(u) for i, u in enumerate(v)})
                    for side, label, v in (("a", "key-neuron mask", x), ("b", f"mean of {len(rnd)} random masks", y))}
     return out
 
@@ -262,7 +261,7 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
 def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Two 0/1 fields ``x`` and ``y`` of the same samples (``where`` filters them): exact McNemar of
     x - y, with both sides as arms (e.g. the QK head against PriDe on the test split, 000 sec. 5.4)."""
-    from whitebox_eval.reproduce.claim_checks import answer_key, item_id
+    from whitebox_eval.reproduce.claim_checks import answer_key, arm_of, item_id
 
     rows = [s for s in samples if _matches(s, spec.get("where") or {}) and s.get(spec["x"]) is not None
             and s.get(spec["y"]) is not None]
@@ -273,8 +272,7 @@ def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
     out = _test_dict(stats.mcnemar(x, y), f"samples.jsonl {spec['x']} vs {spec['y']}")
     out["arms"] = {}
     for side, field, v in (("a", spec["x"], x), ("b", spec["y"], y)):
-        arm = {"label": spec.get(f"label_{side}", field), "k": int(v.sum()), "n": int(v.size), "value": float(v.mean()),
-               "items": {item_id(s): float(b) for s, b in zip(rows, v)}}
+        arm = arm_of(spec.get(f"label_{side}", field), {item_id(s): float(b) for s, b in zip(rows, v)})
         key = {item_id(s): answer_key(s, {}) for s in rows}
         if any(k is not None for k in key.values()):
             arm["answers"] = {k: a for k, a in key.items() if a is not None}
@@ -299,12 +297,10 @@ def length_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) ->
     if len(a) < 2 or len(b) < 2:
         raise Missing(f"length halves too small: {len(a)} vs {len(b)}")
     out = _test_dict(stats.permutation_test(a, b), f"samples.jsonl {spec['stage']} {field}: length > {cut:g} vs <= {cut:g}")
-    from whitebox_eval.reproduce.claim_checks import item_id
+    from whitebox_eval.reproduce.claim_checks import arm_of, item_id
 
-    out["arms"] = {"a": {"label": f"length > {cut:g}", "k": int(sum(a)), "n": len(a), "value": float(np.mean(a)),
-                         "items": {item_id(s): v for s, v in zip(long_, a)}},
-                   "b": {"label": f"length <= {cut:g}", "k": int(sum(b)), "n": len(b), "value": float(np.mean(b)),
-                         "items": {item_id(s): v for s, v in zip(short, b)}}}
+    out["arms"] = {"a": arm_of(f"length > {cut:g}", {item_id(s): v for s, v in zip(long_, a)}),
+                   "b": arm_of(f"length <= {cut:g}", {item_id(s): v for s, v in zip(short, b)})}
     return out
 
 
