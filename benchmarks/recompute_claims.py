@@ -12,16 +12,21 @@ claims.json says:
   product) from two 0/1 arms on the same items; a difference of means of two groups with its
   permutation p, and the paired bootstrap's p, by Monte Carlo here (tolerance below); a stratified
   difference (CMH weights) and its within-strata permutation p (Monte Carlo); TOST's p from the
-  value and standard error; the Utility Law's A and its t-interval (statsmodels OLS);
+  value and standard error; the Utility Law's A and its t-interval (statsmodels OLS); MUI of correct
+  vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
+  its permutation p (Monte Carlo), from each response's key units; a Pearson r and its percentile
+  bootstrap interval (Monte Carlo);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
 
 Monte Carlo p-values (permutation, bootstrap) are compared within five standard errors of the
 difference of two independent Monte Carlo estimates of R resamples each, ``max(0.01, 5 sqrt(2) sd)``
 with ``sd = sqrt(p (1 - p) / R)``, or ``2 sqrt(t (1 - t) / R)`` with ``t = p / 2`` for a p-value that
 doubles its smaller tail (the paired bootstrap); everything else to 1e-9. Prints one line per
-disagreement and a count; exits 1 if any. What the evidence cannot recompute (a child's jackknife of
-MUI, a rarefied MUI difference, an interval-only estimate) is counted
-and named as such, never passed.
+disagreement and a count; exits 1 if any. A percentile bootstrap interval is compared end by end within
+five standard errors of the difference of two Monte Carlo estimates of its quantile (read off our
+own resamples). McNemar tests whose child keeps only the discordant counts (the truth probes)
+recompute p and interval from b, c and n, and say so. What the evidence cannot recompute is
+counted and named as such, never passed.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ class Check:
         self.done = Counter()
         self.bad: list[str] = []
         self.unrecomputed = Counter()
+        self.from_counts = Counter()  # recomputed from a claim's counts: the per-item values are not in the evidence
 
     def same(self, where: str, what: str, ours: float, theirs: float, tol: float = TOL) -> None:
         self.done[what] += 1
@@ -155,13 +161,18 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         else:
             ck.unrecomputed["stratified without strata in the evidence"] += 1
         return
-    if test == "mcnemar_exact" and a and b and set(a["items"]) == set(b["items"]):
-        ids = sorted(a["items"])
-        x = np.array([a["items"][i] for i in ids], bool)
-        y = np.array([b["items"][i] for i in ids], bool)
-        bb, cc, n = int((x & ~y).sum()), int((~x & y).sum()), len(ids)
+    paired_items = a and b and set(a["items"]) == set(b["items"])
+    if test == "mcnemar_exact" and (paired_items or {"b", "c", "n"} <= set(s)):
+        if paired_items:
+            ids = sorted(a["items"])
+            x = np.array([a["items"][i] for i in ids], bool)
+            y = np.array([b["items"][i] for i in ids], bool)
+            bb, cc, n = int((x & ~y).sum()), int((~x & y).sum()), len(ids)
+            ck.same(where, "McNemar b", bb, s.get("b", bb))
+        else:  # a child that keeps only the discordant counts (the truth probes): p and interval from b, c, n
+            bb, cc, n = int(s["b"]), int(s["c"]), int(s["n"])
+            ck.from_counts["McNemar (b, c, n)"] += 1
         p = 1.0 if bb + cc == 0 else st.binomtest(bb, bb + cc, 0.5).pvalue
-        ck.same(where, "McNemar b", bb, s.get("b", bb))
         ck.same(where, "McNemar p", float(p), s.get("p_value"))
         ck.same(where, "McNemar difference", (bb - cc) / n, s.get("value"))
         lo, hi = mcnemar_interval(bb, cc, n)
@@ -179,7 +190,10 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                                   permutation_type="independent", alternative="greater", random_state=rng)
         ck.same(where, "permutation p (Monte Carlo)", float(res.pvalue), s.get("p_value"), mc_tol(res.pvalue, r) + 1 / r)
         return
-    if test == "paired_bootstrap" and a and b and set(a["items"]) == set(b["items"]):
+    if test.startswith("permutation of group labels; jackknife") and tokens and "units" in tokens:
+        check_rarefied(where, s, tokens, ck, rng)
+        return
+    if test == "paired_bootstrap" and paired_items:
         ids = sorted(a["items"])
         d = np.array([a["items"][i] - b["items"][i] for i in ids], float)
         ck.same(where, "mean paired difference", float(d.mean()), s.get("value"))
@@ -231,9 +245,69 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         ids = sorted(set(a["items"]) & set(b["items"]))
         r = st.pearsonr([a["items"][i] for i in ids], [b["items"][i] for i in ids]).statistic
         ck.same(where, "Pearson r", float(r), s["value"], 1e-9)
-        ck.unrecomputed["Pearson r's bootstrap interval"] += 1
+        check_percentile_interval(where, "Pearson r's bootstrap interval",
+                                  np.array([a["items"][i] for i in ids]), np.array([b["items"][i] for i in ids]),
+                                  lambda u, v: st.pearsonr(u, v).statistic, s, ck, rng)
         return
     ck.unrecomputed[test or "no test"] += 1
+
+
+def rarefied(flats: list[np.ndarray], r: int, total: int) -> float:
+    """Expected share of ``total`` units in the union of r of the samples drawn without replacement:
+    sum over units of 1 - C(n - c, r) / C(n, r), c the samples holding the unit (Hurlbert 1971)."""
+    from scipy.special import gammaln
+
+    n = len(flats)
+    _, c = np.unique(np.concatenate(flats), return_counts=True)
+    miss = np.zeros(c.size)
+    ok = n - c >= r
+    miss[ok] = np.exp(gammaln(n - c[ok] + 1) - gammaln(n - c[ok] - r + 1) - gammaln(n + 1) + gammaln(n - r + 1))
+    return float((1 - miss).sum()) / total
+
+
+def check_rarefied(where: str, s: dict, obs: dict, ck: Check, rng: np.random.Generator) -> None:
+    """001 sec. 3.7: rarefied MUI of correct vs incorrect responses, relative to their mean; the
+    delete-one jackknife of the difference (r fixed) over the mean; permutation of the group labels."""
+    flats = [np.asarray(u, np.int64) for u in obs["units"]]
+    good = np.asarray(obs["correct"], bool)
+    total, r = int(obs["total_units"]), int(s["subset_size"])
+    ok, bad = np.flatnonzero(good), np.flatnonzero(~good)
+    mui = lambda idx: rarefied([flats[i] for i in idx], r, total)  # noqa: E731
+    a, b = mui(ok), mui(bad)
+    mean = (a + b) / 2
+    ck.same(where, "rarefied MUI, correct", a, s["side_a"], 1e-12)
+    ck.same(where, "rarefied MUI, incorrect", b, s["side_b"], 1e-12)
+    ck.same(where, "relative rarefied MUI difference", (a - b) / mean, s["value"], 1e-9)
+    loo = np.array([mui(np.delete(ok, j)) - b for j in range(ok.size)] + [a - mui(np.delete(bad, j)) for j in range(bad.size)])
+    se = math.sqrt((loo.size - 1) / loo.size * float(((loo - loo.mean()) ** 2).sum()))
+    z = st.norm.ppf(0.975)
+    ck.same(where, "jackknife SE / mean", se / mean, s["se"], 1e-9)
+    ck.same(where, "jackknife interval lo", (a - b - z * se) / mean, s["lo"], 1e-9)
+    ck.same(where, "jackknife interval hi", (a - b + z * se) / mean, s["hi"], 1e-9)
+    reps = int((s.get("scheme") or {}).get("permutations", 1000))
+    pool = np.arange(len(flats))
+    hits = 0
+    for _ in range(reps):
+        perm = rng.permutation(pool)
+        hits += abs(mui(perm[:ok.size]) - mui(perm[ok.size:])) >= abs(a - b) - 1e-12
+    p = (1 + hits) / (1 + reps)
+    ck.same(where, "rarefied permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, reps) + 1 / reps)
+
+
+def check_percentile_interval(where: str, what: str, x: np.ndarray, y: np.ndarray, stat, s: dict, ck: Check,
+                              rng: np.random.Generator, resamples: int = 2000) -> None:
+    """A percentile bootstrap interval over item pairs (undefined resamples dropped), recomputed with
+    ``resamples`` of our own. Tolerance per end: five standard errors of the difference of two
+    independent estimates of that quantile, the standard error read off our own resamples as half
+    the distance between the order statistics one binomial sd either side of the quantile's rank."""
+    boots = np.array([stat(x[i], y[i]) for i in rng.integers(0, x.size, (resamples, x.size))])
+    boots = np.sort(boots[np.isfinite(boots)])
+    m = boots.size
+    for q, key in ((0.025, "lo"), (0.975, "hi")):
+        est = float(np.quantile(boots, q))
+        k, sd_rank = q * (m - 1), math.sqrt(m * q * (1 - q))
+        se = (boots[min(m - 1, int(k + sd_rank + 1))] - boots[max(0, int(k - sd_rank))]) / 2
+        ck.same(where, f"{what} {key} (Monte Carlo)", est, s[key], max(1e-9, 5 * math.sqrt(2) * se))
 
 
 def check_tost(where: str, c: dict, ck: Check) -> None:
@@ -294,7 +368,9 @@ def main(argv: list[str]) -> int:
         for line in ck.bad:
             print(line)
         print(f"{arg}: {sum(ck.done.values())} values recomputed ({', '.join(f'{k} {v}' for k, v in sorted(ck.done.items()))}); "
-              f"{len(ck.bad)} disagree; not recomputable from the evidence: "
+              f"{len(ck.bad)} disagree; from counts without per-item values: "
+              + (", ".join(f"{k} x{v}" for k, v in sorted(ck.from_counts.items())) or "none")
+              + "; not recomputable from the evidence: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.unrecomputed.items())) or "none"))
         bad += len(ck.bad)
     return 1 if bad else 0

@@ -8,7 +8,9 @@
 ``results.json``, ``config.yaml`` and ``samples.jsonl``, gzipped with no time stamp, so an
 unchanged child saves the same bytes) into ``--dest`` (default
 ``benchmarks/results/reproduce_cpu_progress/``), with the plan and each child's measured seconds.
-That is all a claim reads of a child (its arrays are not read by ``reproduce``). A finished child
+With them go the arrays a claim reads back (``reproduce/read_back.py``: ``ARRAY_FILES`` as they are,
+and each pass named in ``PASS_PREFIXES`` as one ``.npy`` per array in item order, ``arrays/passes/``).
+That is all a claim reads of a child. A finished child
 whose folder feeds a child still to run (an SAE, a fine-tuned model, key neurons: a ``{run:...}``
 in the other's settings) is kept back until that child has finished too, since its files are not
 carried. No copied file keeps an absolute path of this machine (``reproduce_commit.py``'s rule).
@@ -87,12 +89,55 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
             if (src / SAMPLES).is_file():
                 text = refuse_absolute(relative((src / SAMPLES).read_text(encoding="utf-8"), roots), src / SAMPLES)
                 (out / (SAMPLES + ".gz")).write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))  # no time stamp
+            _save_arrays(src, out)
             state[run] = "saved"
             if run in timing:
                 seconds[run] = timing[run]
     (dest / "timing.json").write_text(json.dumps(seconds, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     (dest / "progress.md").write_text(progress(plan, state), encoding="utf-8")
     return state
+
+
+def _save_arrays(src: Path, out: Path) -> None:
+    """The arrays a claim reads back: files as they are, passes as ``passes/<pass>.<array>.npy`` (item order)."""
+    import numpy as np
+    from whitebox_eval.reproduce.read_back import ARRAY_FILES, PASS_PREFIXES
+
+    for name in ARRAY_FILES:
+        if (src / "arrays" / name).is_file():
+            (out / "arrays").mkdir(exist_ok=True)
+            shutil.copy(src / "arrays" / name, out / "arrays" / name)
+    parts = src / "arrays" / "parts"
+    for pass_dir in sorted(parts.iterdir()) if parts.is_dir() else ():
+        if not pass_dir.name.startswith(PASS_PREFIXES):
+            continue
+        rows: dict[str, dict[int, np.ndarray]] = {}
+        for part in sorted(pass_dir.glob("*.npz")):
+            with np.load(part, allow_pickle=False) as z:
+                for key in z.files:
+                    if key not in ("index", "_samples"):
+                        rows.setdefault(key, {}).update(zip(map(int, z["index"]), z[key]))
+        (out / "arrays" / "passes").mkdir(parents=True, exist_ok=True)
+        for key, by_row in rows.items():
+            np.save(out / "arrays" / "passes" / f"{pass_dir.name}.{key}.npy", np.stack([by_row[i] for i in sorted(by_row)]))
+
+
+def _restore_arrays(src: Path, out: Path) -> None:
+    """The saved arrays back in a run folder's layout (each pass one part holding every item)."""
+    import numpy as np
+
+    for path in sorted((src / "arrays").glob("*")) if (src / "arrays").is_dir() else ():
+        if path.is_file():
+            (out / "arrays").mkdir(exist_ok=True)
+            shutil.copy(path, out / "arrays" / path.name)
+    by_pass: dict[str, dict[str, np.ndarray]] = {}
+    for path in sorted((src / "arrays" / "passes").glob("*.npy")) if (src / "arrays" / "passes").is_dir() else ():
+        name, key = path.stem.rsplit(".", 1)
+        by_pass.setdefault(name, {})[key] = np.load(path, allow_pickle=False)
+    for name, arrays in by_pass.items():
+        n = len(next(iter(arrays.values())))
+        (out / "arrays" / "parts" / name).mkdir(parents=True)
+        np.savez(out / "arrays" / "parts" / name / f"{0:08d}.npz", index=np.arange(n, dtype=np.int64), **arrays)
 
 
 def _estimated(child: dict) -> float:
@@ -178,6 +223,7 @@ def restore(dest: Path, output: Path) -> int:
             shutil.copy(src / name, out / name)
         if (src / (SAMPLES + ".gz")).is_file():
             (out / SAMPLES).write_bytes(gzip.decompress((src / (SAMPLES + ".gz")).read_bytes()))
+        _restore_arrays(src, out)
     shutil.copy(dest / "timing.json", target / "timing.json")
     return len(runs)
 

@@ -37,3 +37,4 @@ def test_every_committed_claim_recomputes_from_its_evidence(scale, recompute_cla
     tested = [c for p in content["papers"] for c in p["claims"] if "statistic" in c]
     assert tested and ck.done["Holm p"] == len(tested)  # every tested claim went through the script
     assert sum(v for k, v in ck.done.items() if "chance p" in k) >= len(tested)  # at least one arm each
+    assert not ck.unrecomputed, f"tested claims the evidence cannot recompute: {dict(ck.unrecomputed)}"

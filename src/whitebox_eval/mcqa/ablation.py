@@ -16,14 +16,43 @@ lists every drawn head.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from whitebox_eval import controls, stats
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mcqa import head_scores as hs
 
 RULE = "same-layers"
+KEY_PASS, RANDOM_PASS = "ablate_top", "ablate_random"
+
+
+def _predict(letter_logits: np.ndarray, seed: int) -> np.ndarray:
+    return hs.option_predictions(np.nan_to_num(letter_logits, nan=-np.inf), seed)
+
+
+def per_item(folder: str | Path, samples: Sequence[Mapping], seed: int, draws: int) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """A finished run's ablation item by item, read back from its passes' parts (no model is run):
+    the test items' ids, 0/1 with the key heads zeroed, and 0/1 with each random draw zeroed,
+    exactly as :func:`ablation_study` scored them (the same predictions, the same tie-breaks)."""
+    from whitebox_eval.runs.folder import RunFolder
+    from whitebox_eval.runs.passes import read_pass
+
+    run = RunFolder.open(folder)
+    test = [s for s in samples if s.get("split") == "test"]  # the split's test items, ascending
+    gold = np.array([int(s["gold"]) for s in test])
+
+    def correct(name: str) -> np.ndarray:
+        try:
+            logits = read_pass(run, name, len(test))["letter_logits"]
+        except (KeyError, ValueError, WhiteboxError) as e:
+            raise WhiteboxError(f"{run.path}: the ablation pass {name} cannot be read back ({e})") from e
+        return (_predict(logits, seed) == gold).astype(np.int64)
+
+    return ([str(s["id"]) for s in test], correct(KEY_PASS),
+            [correct(f"{RANDOM_PASS}{d}") for d in range(draws)])
 
 
 def ablation_study(study, main: dict[str, np.ndarray], gold: np.ndarray, degenerate: np.ndarray,
@@ -36,7 +65,7 @@ def ablation_study(study, main: dict[str, np.ndarray], gold: np.ndarray, degener
     """
     cfg, split = study.cfg, study.split
     test, val = split.test, split.val
-    predict = lambda x: hs.option_predictions(np.nan_to_num(x, nan=-np.inf), cfg.seed)  # noqa: E731
+    predict = lambda x: _predict(x, cfg.seed)  # noqa: E731
     scores = np.where(np.isnan(main["qk"]), -np.inf, main["qk"])
     val_counts = (hs.option_predictions(scores, cfg.seed)[val] == gold[val][:, None, None]).sum(axis=0)
     key = hs.rank_heads(val_counts, exclude=degenerate)[: cfg.ablation_k]
@@ -45,10 +74,10 @@ def ablation_study(study, main: dict[str, np.ndarray], gold: np.ndarray, degener
                                   fix="use a smaller --ablation-k")
     g = gold[test]
     unablated = (predict(main["letter_logits"])[test] == g).astype(np.int64)
-    key_correct = (predict(study.ablation_pass("ablate_top", key)) == g).astype(np.int64)
+    key_correct = (predict(study.ablation_pass(KEY_PASS, key)) == g).astype(np.int64)
     draws, rand_correct = [], []
     for d, heads in enumerate(drawn):
-        c = (predict(study.ablation_pass(f"ablate_random{d}", heads)) == g).astype(np.int64)
+        c = (predict(study.ablation_pass(f"{RANDOM_PASS}{d}", heads)) == g).astype(np.int64)
         rand_correct.append(c)
         est = stats.proportion(c)
         draws.append({"heads": [list(h) for h in heads], "accuracy": est.value, "accuracy_ci": [est.lo, est.hi]})

@@ -153,7 +153,7 @@ def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
     stat = claim.stat
     results = outcome.study().results
     if "derived" in stat:
-        t = derived.compute(stat["derived"], stat, results, outcome.study().samples)
+        t = derived.compute(stat["derived"], stat, outcome.study())
         if "values" in stat:  # the two sides as the child reports them (shown beside, where it has them)
             for side in ("a", "b"):
                 if side in stat["values"]:

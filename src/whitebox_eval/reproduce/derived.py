@@ -8,11 +8,10 @@ samples with :mod:`whitebox_eval.stats` (the suites stay as they are).
   Table 1): paired bootstrap;
 - ``clustered``: token-level scores of correct vs wrong tokens, the sequence as the unit
   (cluster-robust t; 003 Table 2);
-- ``rarefied_relative``: 001's correct-vs-incorrect MUI on the rarefied subsets, as the
-  relative difference its margin is stated on (sec. 3.7);
 - ``utility_law``: ``MUI = A ln(P) + B`` over several MUI runs with the suite's own fit
   (``whitebox-eval mui law``; 001 sec. 3.2): A with its t-interval.
 
+Those whose per-item evidence lies in the child's arrays are in :mod:`.read_back`.
 Each returns the shape of :func:`whitebox_eval.reproduce.values.test` plus the values the
 child reports for the two sides, so the report shows the child's numbers.
 """
@@ -25,16 +24,8 @@ from typing import Any
 import numpy as np
 
 from whitebox_eval import stats
-from whitebox_eval.reproduce.values import Missing, at, record
-
-
-class TooFew(Missing):
-    """The statistic is undefined because a group is too small; ``groups`` holds the counts
-    (a claim's ``enough_per_group`` precondition reads them)."""
-
-    def __init__(self, message: str, groups: Mapping[str, int]):
-        super().__init__(message)
-        self.groups = dict(groups)
+from whitebox_eval.reproduce import read_back
+from whitebox_eval.reproduce.values import Missing, TooFew, at, record
 
 
 def _matches(sample: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
@@ -209,27 +200,6 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
             "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq}}
 
 
-def rarefied_relative(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-    """001 sec. 3.7 on the statistic's own scale: the child's correct-vs-incorrect test on
-    rarefied subsets of r responses, as ``relative_diff`` = diff / mean of the two rarefied
-    MUIs, its interval and standard error divided by the same mean (held fixed)."""
-    t = at(results, spec["at"])
-    if t.get("refused"):
-        raise TooFew(f"the child run did not test it: {t['refused']}",
-                     {"correct": int(t.get("n_correct", 0)), "incorrect": int(t.get("n_incorrect", 0))})
-    a, b = float(t["mui_correct_at_r"]), float(t["mui_incorrect_at_r"])
-    mean = (a + b) / 2
-    if mean <= 0:
-        raise Missing("both rarefied MUIs are 0")
-    lo, hi = t["diff_ci"]
-    return {"value": float(t["relative_diff"]), "lo": float(lo) / mean, "hi": float(hi) / mean,
-            "se": float(t["diff_stderr"]) / mean, "p_value": float(t["p_value"]),
-            "n": int(t["n_correct"]) + int(t["n_incorrect"]), "test": f"{t.get('test')}; jackknife interval / mean",
-            "source": "/".join(map(str, spec["at"])) + "/relative_diff", "side_a": a, "side_b": b,
-            "subset_size": int(t["subset_size"]),
-            "groups": {"correct": int(t["n_correct"]), "incorrect": int(t["n_incorrect"])}}
-
-
 def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
     """A of the Utility Law fitted over ``folders`` (percent units, as the paper and
     ``mui law``), with its t-interval; also B, R^2 and the points. MUI is a union that grows
@@ -330,14 +300,15 @@ def two_tests(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, 
             "source": f"{'/'.join(map(str, spec['a']))} - {'/'.join(map(str, spec['b']))}", "side_a": da, "side_b": db}
 
 
-RESULTS_DERIVED = {"rarefied_relative": rarefied_relative, "two_tests": two_tests}
+RESULTS_DERIVED = {"two_tests": two_tests}
 
 
-def compute(name: str, spec: Mapping[str, Any], results: Mapping[str, Any],
-            samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The derived test ``name`` of one child run."""
+def compute(name: str, spec: Mapping[str, Any], study) -> dict[str, Any]:
+    """The derived test ``name`` of one finished child run (:class:`whitebox_eval.runs.finished.StudyResult`)."""
     if name in SAMPLE_DERIVED:
-        return SAMPLE_DERIVED[name](samples, spec)
+        return SAMPLE_DERIVED[name](study.samples, spec)
     if name in RESULTS_DERIVED:
-        return RESULTS_DERIVED[name](results, spec)
+        return RESULTS_DERIVED[name](study.results, spec)
+    if name in read_back.STUDY_DERIVED:
+        return read_back.STUDY_DERIVED[name](study, spec)
     raise Missing(f"unknown derived statistic {name!r}")

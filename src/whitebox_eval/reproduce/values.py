@@ -59,6 +59,15 @@ class Missing(Exception):
     """The child run has no such number (the reason is the message)."""
 
 
+class TooFew(Missing):
+    """The statistic is undefined because a group is too small; ``groups`` holds the counts
+    (a claim's ``enough_per_group`` precondition reads them)."""
+
+    def __init__(self, message: str, groups: Mapping[str, int]):
+        super().__init__(message)
+        self.groups = dict(groups)
+
+
 def at(results: Mapping[str, Any], path: Sequence[Any]) -> Any:
     """``results[p0][p1]...``; :class:`Missing` naming the first absent key."""
     node: Any = results
