@@ -243,10 +243,9 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         return
     if test == "95% bootstrap interval" and "pearson" in str(s.get("source")) and a and b:
         ids = sorted(set(a["items"]) & set(b["items"]))
-        r = st.pearsonr([a["items"][i] for i in ids], [b["items"][i] for i in ids]).statistic
-        ck.same(where, "Pearson r", float(r), s["value"], 1e-9)
-        check_percentile_interval(where, "Pearson r's bootstrap interval",
-                                  np.array([a["items"][i] for i in ids]), np.array([b["items"][i] for i in ids]),
+        x, y = np.array([a["items"][i] for i in ids]), np.array([b["items"][i] for i in ids])
+        ck.same(where, "Pearson r", float(st.pearsonr(x, y).statistic), s["value"], 1e-9)
+        check_percentile_interval(where, "Pearson r's bootstrap interval", x, y,
                                   lambda u, v: st.pearsonr(u, v).statistic, s, ck, rng)
         return
     ck.unrecomputed[test or "no test"] += 1

@@ -102,6 +102,8 @@ def _save_arrays(src: Path, out: Path) -> None:
     """The arrays a claim reads back: files as they are, passes as ``passes/<pass>.<array>.npy`` (item order)."""
     import numpy as np
     from whitebox_eval.reproduce.read_back import ARRAY_FILES, PASS_PREFIXES
+    from whitebox_eval.runs.parts import read_parts
+    from whitebox_eval.runs.passes import INDEX_KEY, SAMPLES_KEY
 
     for name in ARRAY_FILES:
         if (src / "arrays" / name).is_file():
@@ -112,11 +114,10 @@ def _save_arrays(src: Path, out: Path) -> None:
         if not pass_dir.name.startswith(PASS_PREFIXES):
             continue
         rows: dict[str, dict[int, np.ndarray]] = {}
-        for part in sorted(pass_dir.glob("*.npz")):
-            with np.load(part, allow_pickle=False) as z:
-                for key in z.files:
-                    if key not in ("index", "_samples"):
-                        rows.setdefault(key, {}).update(zip(map(int, z["index"]), z[key]))
+        for _, z in read_parts(pass_dir, set_aside=False):
+            for key, value in z.items():
+                if key not in (INDEX_KEY, SAMPLES_KEY):
+                    rows.setdefault(key, {}).update(zip(map(int, z[INDEX_KEY]), value))
         (out / "arrays" / "passes").mkdir(parents=True, exist_ok=True)
         for key, by_row in rows.items():
             np.save(out / "arrays" / "passes" / f"{pass_dir.name}.{key}.npy", np.stack([by_row[i] for i in sorted(by_row)]))
@@ -125,6 +126,8 @@ def _save_arrays(src: Path, out: Path) -> None:
 def _restore_arrays(src: Path, out: Path) -> None:
     """The saved arrays back in a run folder's layout (each pass one part holding every item)."""
     import numpy as np
+    from whitebox_eval.runs.parts import write_part
+    from whitebox_eval.runs.passes import INDEX_KEY
 
     for path in sorted((src / "arrays").glob("*")) if (src / "arrays").is_dir() else ():
         if path.is_file():
@@ -136,8 +139,7 @@ def _restore_arrays(src: Path, out: Path) -> None:
         by_pass.setdefault(name, {})[key] = np.load(path, allow_pickle=False)
     for name, arrays in by_pass.items():
         n = len(next(iter(arrays.values())))
-        (out / "arrays" / "parts" / name).mkdir(parents=True)
-        np.savez(out / "arrays" / "parts" / name / f"{0:08d}.npz", index=np.arange(n, dtype=np.int64), **arrays)
+        write_part(out / "arrays" / "parts" / name / f"{0:08d}.npz", **{INDEX_KEY: np.arange(n, dtype=np.int64)}, **arrays)
 
 
 def _estimated(child: dict) -> float:
