@@ -14,8 +14,9 @@ claims.json says:
   difference (CMH weights) and its within-strata permutation p (Monte Carlo); TOST's p from the
   value and standard error; the Utility Law's A and its t-interval (statsmodels OLS); MUI of correct
   vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
-  its permutation p (Monte Carlo), from each response's key units; a Pearson r and its percentile
-  bootstrap interval (Monte Carlo);
+  its permutation p (Monte Carlo), from each response's key units; MUI's change between two
+  checkpoints on the same responses with its paired delete-one jackknife interval and p, from each
+  response's key units at both; a Pearson r and its percentile bootstrap interval (Monte Carlo);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
 
 Monte Carlo p-values (permutation, bootstrap) are compared within five standard errors of the
@@ -190,6 +191,9 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                                   permutation_type="independent", alternative="greater", random_state=rng)
         ck.same(where, "permutation p (Monte Carlo)", float(res.pvalue), s.get("p_value"), mc_tol(res.pvalue, r) + 1 / r)
         return
+    if test == "jackknife" and tokens and "before" in tokens:
+        check_paired_jackknife(where, s, tokens, ck)
+        return
     if test.startswith("permutation of group labels; jackknife") and tokens and "units" in tokens:
         check_rarefied(where, s, tokens, ck, rng)
         return
@@ -249,6 +253,29 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                                   lambda u, v: st.pearsonr(u, v).statistic, s, ck, rng)
         return
     ck.unrecomputed[test or "no test"] += 1
+
+
+def check_paired_jackknife(where: str, s: dict, obs: dict, ck: Check) -> None:
+    """MUI after minus MUI before on the same responses (MUI: the share of all units in the union of
+    the responses' key units), with the paired delete-one jackknife: each response dropped from both
+    checkpoints, SE^2 = (n-1)/n sum (d_(i) - mean d)^2, normal interval and two-sided p."""
+    total = int(obs["total_units"])
+    before = [set(u) for u in obs["before"]]
+    after = [set(u) for u in obs["after"]]
+
+    def mui(sets: list[set]) -> float:
+        return len(set().union(*sets)) / total
+
+    n = len(before)
+    d = mui(after) - mui(before)
+    loo = np.array([mui(after[:i] + after[i + 1:]) - mui(before[:i] + before[i + 1:]) for i in range(n)])
+    se = float(np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
+    z = st.norm.ppf(0.975)
+    ck.same(where, "paired MUI difference", d, s["value"], 1e-12)
+    ck.same(where, "paired jackknife interval lo", d - z * se, s["lo"], 1e-9)
+    ck.same(where, "paired jackknife interval hi", d + z * se, s["hi"], 1e-9)
+    p = (1.0 if d == 0 else 0.0) if se == 0 else float(2 * st.norm.sf(abs(d) / se))
+    ck.same(where, "paired jackknife p", p, s["p_value"], 1e-9)
 
 
 def rarefied(flats: list[np.ndarray], r: int, total: int) -> float:

@@ -9,8 +9,9 @@
 unchanged child saves the same bytes) into ``--dest`` (default
 ``benchmarks/results/reproduce_cpu_progress/``), with the plan and each child's measured seconds.
 With them go the arrays a claim reads back (``reproduce/read_back.py``: ``ARRAY_FILES`` as they are,
-and each pass named in ``PASS_PREFIXES`` as one ``.npy`` per array in item order, ``arrays/passes/``).
-That is all a claim reads of a child. A finished child
+and each pass named in ``PASS_PREFIXES`` as one ``.npy`` per array in item order, ``arrays/passes/``),
+and the run folders a child holds under ``runs/`` (a contamination child's checkpoint runs), saved
+the same way. That is all a claim reads of a child. A finished child
 whose folder feeds a child still to run (an SAE, a fine-tuned model, key neurons: a ``{run:...}``
 in the other's settings) is kept back until that child has finished too, since its files are not
 carried. No copied file keeps an absolute path of this machine (``reproduce_commit.py``'s rule).
@@ -82,20 +83,41 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
         elif waiting := sorted(feeds.get(run, set()) - finished):
             state[run] = f"kept back: its folder feeds {', '.join(waiting)}, still to run"
         else:
-            src, out = folder / "runs" / run, dest / "runs" / run
-            out.mkdir()
-            for name in FILES:
-                copy_relative(src / name, out / name, roots)
-            if (src / SAMPLES).is_file():
-                text = refuse_absolute(relative((src / SAMPLES).read_text(encoding="utf-8"), roots), src / SAMPLES)
-                (out / (SAMPLES + ".gz")).write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))  # no time stamp
-            _save_arrays(src, out)
+            _save_child(folder / "runs" / run, dest / "runs" / run, roots)
             state[run] = "saved"
             if run in timing:
                 seconds[run] = timing[run]
     (dest / "timing.json").write_text(json.dumps(seconds, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     (dest / "progress.md").write_text(progress(plan, state), encoding="utf-8")
     return state
+
+
+def _save_child(src: Path, out: Path, roots) -> None:
+    """One finished run folder's files, samples (gzipped) and read-back arrays; a run it holds under
+    ``runs/`` (a contamination child's checkpoint runs) the same way."""
+    out.mkdir(parents=True)
+    for name in FILES:
+        if (src / name).is_file():
+            copy_relative(src / name, out / name, roots)
+    if (src / SAMPLES).is_file():
+        text = refuse_absolute(relative((src / SAMPLES).read_text(encoding="utf-8"), roots), src / SAMPLES)
+        (out / (SAMPLES + ".gz")).write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))  # no time stamp
+    _save_arrays(src, out)
+    for inner in sorted(p for p in (src / "runs").iterdir() if (p / "config.yaml").is_file()) if (src / "runs").is_dir() else ():
+        (out / "runs").mkdir(exist_ok=True)
+        _save_child(inner, out / "runs" / inner.name, roots)
+
+
+def _restore_child(src: Path, out: Path) -> None:
+    out.mkdir(parents=True)
+    for name in FILES:
+        if (src / name).is_file():
+            shutil.copy(src / name, out / name)
+    if (src / (SAMPLES + ".gz")).is_file():
+        (out / SAMPLES).write_bytes(gzip.decompress((src / (SAMPLES + ".gz")).read_bytes()))
+    _restore_arrays(src, out)
+    for inner in sorted(p for p in (src / "runs").iterdir() if p.is_dir()) if (src / "runs").is_dir() else ():
+        _restore_child(inner, out / "runs" / inner.name)
 
 
 def _save_arrays(src: Path, out: Path) -> None:
@@ -220,12 +242,7 @@ def restore(dest: Path, output: Path) -> int:
         out = target / "runs" / src.name
         if out.exists():
             shutil.rmtree(out)
-        out.mkdir(parents=True)
-        for name in FILES:
-            shutil.copy(src / name, out / name)
-        if (src / (SAMPLES + ".gz")).is_file():
-            (out / SAMPLES).write_bytes(gzip.decompress((src / (SAMPLES + ".gz")).read_bytes()))
-        _restore_arrays(src, out)
+        _restore_child(src, out)
     shutil.copy(dest / "timing.json", target / "timing.json")
     return len(runs)
 

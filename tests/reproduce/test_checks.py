@@ -237,13 +237,15 @@ def _gar(after_tf: np.ndarray, before: np.ndarray, draws: list[np.ndarray], afte
         stats.add_proportion(block["after"], "acc,appc", after)
         stats.add_paired(block, "acc,appc", stats.mcnemar(after, before))
         results["interventions"][name] = block
-    samples = []
+    samples = []  # as the child writes them: the unedited stage names each item's label, an edit only what it did
     for stage, correct in (("base", before), ("tf", after_tf), ("inv", after_inv),
                            *((f"rand{d}", x) for d, x in enumerate(draws))):
         for k, c in zip(keys, correct):
-            samples.append({"id": f"{stage}:{k}", "stage": stage, "correct": bool(c),
-                            "prediction": "Yes" if (c == (int(k[1:]) % 2 == 0)) else "No",
-                            "alternatives": ["Yes", "No"], "target": "Yes" if int(k[1:]) % 2 == 0 else "No"})
+            gold = "Yes" if int(k[1:]) % 2 == 0 else "No"
+            pred = gold if c else ("No" if gold == "Yes" else "Yes")
+            row = {"id": f"{stage}:{k}", "stage": stage, "correct": bool(c), "prediction": pred,
+                   "probs": {"Yes": 0.7 if pred == "Yes" else 0.2, "No": 0.7 if pred == "No" else 0.2}}
+            samples.append({**row, "label": gold} if stage == "base" else row)
     return results, samples
 
 

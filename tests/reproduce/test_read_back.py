@@ -153,3 +153,92 @@ def test_a_checkpoint_carries_what_the_claims_read_back(ablation_run, tmp_path, 
     restore(tmp_path / "saved", tmp_path / "other")
     back = read(tmp_path / "other" / "checkpoint" / "runs" / run_id)
     assert read_back.ablation_items(back, PAIRED)["arms"] == read_back.ablation_items(ablation_run, PAIRED)["arms"]
+
+
+def _checkpoint_run(root: Path, name: str, gold: list[str], correct: np.ndarray, units: list[np.ndarray]) -> Path:
+    from whitebox_eval.runs.folder import RunFolder
+
+    folder = RunFolder.create(root, {"suite": "mui", "model": name, "task": "gsm8k"}, run_id=name)
+    folder.append_samples([{"id": f"gsm8k-{i}", "gold": g, "correct": bool(c)} for i, (g, c) in enumerate(zip(gold, correct))])
+    ks = KeySets(2, 40, "neuron")
+    for i, flat in enumerate(units):
+        ks.add_indices(flat // 40, flat % 40, f"gsm8k-{i}")
+    (folder.path / "arrays").mkdir(exist_ok=True)
+    ks.save(folder.path / "arrays" / KEY_SETS_FILE)
+    return folder.path
+
+
+def _contamination_study(tmp_path: Path, n: int = 24):
+    """A contamination child as the suite lays it out: step 0 and the final checkpoint, each a MUI run
+    of the same items under runs/, and the child's paired tests computed by the suite's own code."""
+    from whitebox_eval.mui.over_runs import paired_tests
+
+    rng = np.random.default_rng(4)
+    gold = [str(rng.integers(1, 6)) for _ in range(n)]
+    before = rng.random(n) < 0.1
+    after = before | (rng.random(n) < 0.5)
+    pool = lambda k: [np.sort(rng.choice(k, 5, replace=False)) for _ in range(n)]  # noqa: E731
+    b = _checkpoint_run(tmp_path / "runs", "step-0-gsm8k", gold, before, pool(60))
+    a = _checkpoint_run(tmp_path / "runs", "step-8-gsm8k", gold, after, pool(80))
+    acc, mui = paired_tests(b, a)
+    results = {"checkpoints": ["step-0", "step-8"], "final": "step-8",
+               "tasks": {"gsm8k": {"runs": {"step-0": b.name, "step-8": a.name}}},
+               "paired_tests": {"accuracy,gsm8k": acc, "mui,gsm8k": mui}}
+    return SimpleNamespace(folder=tmp_path, results=results, samples=[], config={}), gold, before, after
+
+
+def test_contamination_reads_back_each_item_and_each_responses_key_units(tmp_path):
+    study, gold, before, after = _contamination_study(tmp_path)
+    acc = read_back.contamination_items(study, {"paired": "accuracy,gsm8k"})
+    a, b = acc["arms"]["a"], acc["arms"]["b"]
+    assert a["label"] == "after fine-tuning" and a["k"] == int(after.sum()) and b["k"] == int(before.sum())
+    assert a["answers"]["gsm8k-3"] == [None, gold[3], None]  # free text: the gold answer, no options
+    ck = rc.Check()
+    rc.check_statistic("acc", {"statistic": acc}, acc["arms"], ck, np.random.default_rng(0))
+    assert not ck.bad and ck.done["McNemar p"] == 1
+    mui = read_back.contamination_items(study, {"paired": "mui,gsm8k"})
+    obs = mui.pop("observations")
+    assert len(obs["before"]) == len(obs["after"]) == 24 and obs["total_units"] == 80
+    ck = rc.Check()
+    rc.check_statistic("mui", {"statistic": mui}, {}, ck, np.random.default_rng(0), obs)
+    assert not ck.bad and ck.done["paired jackknife p"] == 1 and ck.done["paired jackknife interval lo"] == 1
+    # a response's key units changed: the independent jackknife disagrees
+    obs["after"][0] = list(range(70, 80))
+    ck = rc.Check()
+    rc.check_statistic("mui", {"statistic": mui}, {}, ck, np.random.default_rng(0), obs)
+    assert ck.bad
+
+
+def test_a_contamination_read_back_that_differs_from_the_child_is_refused(tmp_path):
+    study, *_ = _contamination_study(tmp_path)
+    tests = study.results["paired_tests"]
+    study.results["paired_tests"] = {**tests, "accuracy,gsm8k": {**tests["accuracy,gsm8k"], "diff": 0.9}}
+    with pytest.raises(Missing, match="read back"):
+        read_back.contamination_items(study, {"paired": "accuracy,gsm8k"})
+    # no checkpoint runs to read (a synthetic child): the child's accuracies as arms, named unrecomputable
+    bare = SimpleNamespace(folder=None, results={**study.results, "headline": {
+        "accuracy,gsm8k,final": 0.5, "accuracy_n,gsm8k,final": 24, "accuracy,gsm8k,base": 0.1,
+        "accuracy_n,gsm8k,base": 24}}, samples=[], config={})
+    out = read_back.contamination_items(bare, {"paired": "mui,gsm8k"})
+    assert "observations" not in out and "no per-item values" in out["evidence"]
+    out = read_back.contamination_items(bare, {"paired": "accuracy,gsm8k"})
+    assert {k: (a["label"], a["value"], "items" in a) for k, a in out["arms"].items()} == {
+        "a": ("after fine-tuning", 0.5, False), "b": ("before", 0.1, False)}
+
+
+def test_a_checkpoint_carries_a_contamination_childs_checkpoint_runs(tmp_path):
+    import json
+
+    from reproduce_checkpoint import _restore_child, _save_child
+
+    child = tmp_path / "repro" / "contamination-x"
+    study, *_ = _contamination_study(child)
+    (child / "config.yaml").write_text("suite: contamination\n", encoding="utf-8")
+    (child / "results.json").write_text(json.dumps(study.results), encoding="utf-8")
+    _save_child(child, tmp_path / "saved" / child.name, [])
+    assert (tmp_path / "saved" / child.name / "runs" / "step-8-gsm8k" / "arrays" / KEY_SETS_FILE).is_file()
+    _restore_child(tmp_path / "saved" / child.name, tmp_path / "back" / child.name)
+    back = SimpleNamespace(**{**study.__dict__, "folder": tmp_path / "back" / child.name})
+    for paired in ("accuracy,gsm8k", "mui,gsm8k"):
+        assert read_back.contamination_items(back, {"paired": paired}) == \
+            read_back.contamination_items(study, {"paired": paired})

@@ -248,3 +248,33 @@ def test_stability_across_lengths_reads_the_chosen_reinforcement_stage():
     assert s["value"] == pytest.approx(0.1 - 0.8) and s["test"] == "permutation"
     assert out["rules"]["sensitivity"]["reaches"]  # -95 points OOD vs ID
     assert out["verdict"] == verdicts.CONTRADICTED  # the whole interval beyond -15 points
+    # a contradicted claim of no difference has found a difference: it needs the arm that difference
+    # favours above its level (the shorter half, 16/20 against a constant answer's 1/20), not both --
+    # the longer half sitting at its floor is how stability fails
+    ch = out["rules"]["chance"]
+    assert ch["needed"] == ["a", "b"] and ch["needed_if_contradicted"] == ["b"]
+    assert ch["arms"]["a"]["above"] is False and ch["arms"]["b"]["above"] is True
+    # every target the same string: always answering it scores 100%, so the shorter half's 80% shows nothing
+    same = [{**s, "target": "x"} for s in samples]
+    out = _claim("003", "reinforcement-stable-across-lengths-string-reversal", results, same)
+    assert out["statistical_verdict"] == verdicts.CONTRADICTED
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "at chance"
+
+
+def test_an_edit_read_against_a_constant_answer_is_at_chance():
+    # SmolLM2 at the cpu scale: "No" to every report item (50% on a balanced Yes/No set); the strong
+    # edit drops accuracy to 13%. The edited stages carry no label: their level is read from the
+    # unedited stage's rows of the same items
+    n = 60
+    before = np.arange(n) % 2 == 1  # right exactly on the items whose label is "No"
+    after = np.arange(n) < 8
+    results, samples = _gar(after, before, [before.copy() for _ in range(20)], before)
+    out = _claim("002", "true-false-intervention-raises", results, samples)
+    assert out["statistical_verdict"] == verdicts.CONTRADICTED
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "at chance"
+    ch = out["rules"]["chance"]
+    assert ch["needed"] == ["b"] and ch["arms"]["b"]["level"] == 0.5 and ch["arms"]["a"]["level"] == 0.5
+    assert ch["arms"]["b"]["p_value"] == pytest.approx(binomtest(30, 60, 0.5, alternative="greater").pvalue)
+    # a model that reads the question (before 45/60): the same drop is a contradiction
+    results, samples = _gar(after, np.arange(n) < 45, [np.arange(n) < 45 for _ in range(20)], np.arange(n) < 45)
+    assert _claim("002", "true-false-intervention-raises", results, samples)["verdict"] == verdicts.CONTRADICTED

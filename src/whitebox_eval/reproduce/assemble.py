@@ -214,7 +214,9 @@ def _stratified(stat: dict[str, Any]) -> dict[str, Any]:
 def _chance(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], effect: float) -> dict[str, Any]:
     """Each arm against its uninformed level (:mod:`.chance`), and which arms the verdict needs
     above it: the one the observed difference favours (a difference a - b), both for a claim of no
-    difference or of a relation against a boundary (which also needs variance in both)."""
+    difference or of a relation against a boundary (which also needs variance in both). A claim of
+    no difference that is contradicted has found a difference: like a directional claim, it needs
+    the arm that difference favours (``needed_if_contradicted``)."""
     from whitebox_eval.reproduce import chance
 
     levels = {}
@@ -226,13 +228,13 @@ def _chance(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], effect: 
         if v is not None:
             levels[name]["varies"] = v
     difference = any(k in c.stat for k in ("paired", "test_at", "derived"))
-    if c.direction == "none" or not difference:
-        needed = sorted(levels)
-    elif {"a", "b"} <= set(levels):
-        needed = ["a" if effect > 0 else "b"] if effect != 0 else []
-    else:
-        needed = sorted(levels)
-    return {"arms": levels, "needed": needed, "needed_variance": [] if difference else sorted(levels)}
+    favoured = ["a" if effect > 0 else "b"] if effect != 0 else []
+    both = {"a", "b"} <= set(levels)
+    needed = favoured if difference and both and c.direction != "none" else sorted(levels)
+    out = {"arms": levels, "needed": needed, "needed_variance": [] if difference else sorted(levels)}
+    if difference and both and c.direction == "none":
+        out["needed_if_contradicted"] = favoured
+    return out
 
 
 def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: list) -> list[dict[str, Any]]:

@@ -78,9 +78,11 @@ def above(arm: Mapping[str, Any]) -> dict[str, Any]:
         test = f"exact sign test (greater; {pos} items above, {neg} below, {int(x.size) - pos - neg} tied)"
         shown = f"mean {x.mean():.3f} over {x.size} items"
     ok = bool(p < stats.ALPHA)
+    offered = any(answers[i][0] for i in ids if i in answers)
+    uniform = f"uniform guess {100 * lv['uniform']:.1f}%" if offered else "no options offered to guess from"
     return {**lv, "above": ok, "p_value": float(p), "test": test.split(" (")[0], "n": int(x.size),
             "text": f"{label} {shown} vs its uninformed level {100 * level:.1f}% (constant answer "
-                    f"{100 * lv['constant']:.1f}% [{lv['constant_answer']}], uniform guess {100 * lv['uniform']:.1f}%): "
+                    f"{100 * lv['constant']:.1f}% [{lv['constant_answer']}], {uniform}): "
                     f"{test} {stats.fmt_p(p)}" + ("" if ok else " -- at chance")}
 
 

@@ -85,9 +85,9 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
             raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
         source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
         out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source}
-        key = {item_id(s): answer_key(s, spec) for s in rows}
-        if any(v is not None for v in key.values()):
-            out["answers"] = {k: v for k, v in key.items() if v is not None}
+        key = answers_for(rows, samples, spec)
+        if key:
+            out["answers"] = key
         return out
     est = estimate(results, spec)
     n = est.get("n")
@@ -140,15 +140,34 @@ def item_id(sample: Mapping[str, Any]) -> str:
     return sid
 
 
+def answers_for(rows: Sequence[Mapping[str, Any]], samples: Sequence[Mapping[str, Any]],
+                spec: Mapping[str, Any] | None = None) -> dict[str, list[Any]]:
+    """Item id -> :func:`answer_key` of each row's item. An answer key belongs to the item, not to
+    the stage: a row that carries none (an edited stage, which records only what the model did)
+    takes the key another row of the same item carries (its unedited stage)."""
+    spec = spec or {}
+    key = {item_id(s): answer_key(s, spec) for s in rows}
+    if any(v is None for v in key.values()):
+        for s in samples:
+            i = item_id(s)
+            if i in key and key[i] is None:
+                key[i] = answer_key(s, spec)
+    return {k: v for k, v in key.items() if v is not None}
+
+
 def answer_key(sample: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any] | None:
     """``[K, gold answer, gold position]`` of one item, for its uninformed level (:mod:`.chance`):
-    ``answers: options`` (the row's ``alternatives`` + ``target``, or ``labels``/``n_options`` +
-    ``gold``; ``options: K`` where the row does not list them), ``answers: free`` (free text: K is
+    ``answers: options`` (the row's ``alternatives`` + ``target``; the candidates its ``probs`` scores
+    + its ``label``; or ``labels``/``n_options`` + ``gold``; ``options: K`` where the row does not
+    list them), ``answers: free`` (free text: K is
     None, the gold answer is ``gold:`` or the row's ``answer``/``target``), ``answers: none``
     (no answer: a measure without an uninformed level). Default: options where the row has them,
     else free text where it has an answer, else none."""
     kind = spec.get("answers")
-    alts, labels = sample.get("alternatives"), sample.get("labels")
+    alts, labels, target = sample.get("alternatives"), sample.get("labels"), sample.get("target")
+    probs = sample.get("probs")
+    if alts is None and isinstance(probs, Mapping) and sample.get("label") in probs:
+        alts, target = list(probs), sample["label"]  # candidates scored by their first token (GAR's Yes/No)
     n_opt = spec.get("options") or sample.get("n_options") or (len(labels) if labels else None)
     gold_field = spec.get("gold")
     if kind is None:
@@ -156,8 +175,8 @@ def answer_key(sample: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any] 
     if kind == "none":
         return None
     if kind == "options":
-        if alts and "target" in sample:
-            return [len(alts), str(sample["target"]), alts.index(sample["target"]) if sample["target"] in alts else None]
+        if alts and target is not None:
+            return [len(alts), str(target), alts.index(target) if target in alts else None]
         gold = _field(sample, gold_field or "gold")
         if n_opt is None or gold is None:
             return None

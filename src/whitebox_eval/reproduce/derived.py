@@ -36,10 +36,25 @@ def _test_dict(t: stats.PairedTest, source: str) -> dict[str, Any]:
     return dict(record(t, source))
 
 
+def _arm(label: str, rows: Sequence[Mapping[str, Any]], values: Sequence[float],
+         samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One arm of per-item values, keyed by item; a 0/1 arm (an answer right or wrong) also carries
+    its items' answer keys, for its uninformed level (:mod:`.chance`). A continuous share that is
+    not a probability of the answer (003's per-token partial accuracy) has no such level."""
+    from whitebox_eval.reproduce.claim_checks import answers_for, arm_of, item_id
+
+    arm = arm_of(label, {item_id(s): float(v) for s, v in zip(rows, values)})
+    if "k" in arm:
+        key = answers_for(rows, samples)
+        if key:
+            arm["answers"] = key
+    return arm
+
+
 def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Accuracy of samples matching ``spec["a"]`` minus those matching ``spec["b"]``
     (``field``: the 0/1 field, default ``correct``), permutation test over samples."""
-    from whitebox_eval.reproduce.claim_checks import answer_key, arm_of, item_id
+    from whitebox_eval.reproduce.claim_checks import item_id
 
     field = spec.get("field", "correct")
     rows_a = [s for s in samples if _matches(s, spec["a"])]
@@ -53,10 +68,7 @@ def group_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
                      "seed": stats.SEED, "interval": "percentile bootstrap per group, seed + 1"}
     out["arms"] = {}
     for side, rows, vals in (("a", rows_a, a), ("b", rows_b, b)):
-        arm = arm_of(_where(spec[side]), {item_id(s): v for s, v in zip(rows, vals)})
-        key = {item_id(s): answer_key(s, {}) for s in rows}
-        if any(v is not None for v in key.values()):
-            arm["answers"] = {k: v for k, v in key.items() if v is not None}
+        arm = _arm(_where(spec[side]), rows, vals, samples)
         if spec.get("strata"):
             arm["strata"] = {item_id(s): stratum_of(s, spec["strata"]) for s in rows}
         out["arms"][side] = arm
@@ -143,10 +155,7 @@ def paired_fields(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any])
     x = [float(s[spec["x"]]) for s in rows]
     y = [float(s[spec["y"]]) for s in rows]
     out = _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {spec['stage']}: {spec['x']} - {spec['y']}")
-    from whitebox_eval.reproduce.claim_checks import arm_of, item_id
-
-    out["arms"] = {side: arm_of(spec[f], {item_id(s): u for s, u in zip(rows, v)})
-                   for side, f, v in (("a", "x", x), ("b", "y", y))}
+    out["arms"] = {side: _arm(spec[f], rows, v, samples) for side, f, v in (("a", "x", x), ("b", "y", y))}
     return out
 
 
@@ -231,8 +240,6 @@ def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]
 def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Two 0/1 fields ``x`` and ``y`` of the same samples (``where`` filters them): exact McNemar of
     x - y, with both sides as arms (e.g. the QK head against PriDe on the test split, 000 sec. 5.4)."""
-    from whitebox_eval.reproduce.claim_checks import answer_key, arm_of, item_id
-
     rows = [s for s in samples if _matches(s, spec.get("where") or {}) and s.get(spec["x"]) is not None
             and s.get(spec["y"]) is not None]
     if len(rows) < 2:
@@ -240,13 +247,8 @@ def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
     x = np.array([bool(s[spec["x"]]) for s in rows])
     y = np.array([bool(s[spec["y"]]) for s in rows])
     out = _test_dict(stats.mcnemar(x, y), f"samples.jsonl {spec['x']} vs {spec['y']}")
-    out["arms"] = {}
-    for side, field, v in (("a", spec["x"], x), ("b", spec["y"], y)):
-        arm = arm_of(spec.get(f"label_{side}", field), {item_id(s): float(b) for s, b in zip(rows, v)})
-        key = {item_id(s): answer_key(s, {}) for s in rows}
-        if any(k is not None for k in key.values()):
-            arm["answers"] = {k: a for k, a in key.items() if a is not None}
-        out["arms"][side] = arm
+    out["arms"] = {side: _arm(spec.get(f"label_{side}", field), rows, v.astype(float), samples)
+                   for side, field, v in (("a", spec["x"], x), ("b", spec["y"], y))}
     return out
 
 
@@ -267,10 +269,7 @@ def length_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) ->
     if len(a) < 2 or len(b) < 2:
         raise Missing(f"length halves too small: {len(a)} vs {len(b)}")
     out = _test_dict(stats.permutation_test(a, b), f"samples.jsonl {spec['stage']} {field}: length > {cut:g} vs <= {cut:g}")
-    from whitebox_eval.reproduce.claim_checks import arm_of, item_id
-
-    out["arms"] = {"a": arm_of(f"length > {cut:g}", {item_id(s): v for s, v in zip(long_, a)}),
-                   "b": arm_of(f"length <= {cut:g}", {item_id(s): v for s, v in zip(short, b)})}
+    out["arms"] = {"a": _arm(f"length > {cut:g}", long_, a, samples), "b": _arm(f"length <= {cut:g}", short, b, samples)}
     return out
 
 

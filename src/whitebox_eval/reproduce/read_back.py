@@ -9,6 +9,12 @@ item (no model is run) so that claims.json's evidence carries every item the tes
   as the relative difference its margin is stated on, with each response's key units and group
   (``arrays/key_sets.safetensors``, ``arrays/correct.npy``) as the statistic's observations.
 
+- ``contamination_items``: 001 sec. 3.4, one task's change from step 0 to the final checkpoint of
+  a contamination child, from the checkpoints' own runs (``runs/<checkpoint>-<task>/``): accuracy
+  as each item's 0/1 with its gold answer, MUI as each response's key units at both checkpoints
+  (the paired delete-one jackknife's observations); the child's test is recomputed on them and
+  must agree with the one it wrote.
+
 A run whose arrays cannot be read back (an older layout, a synthetic child) keeps the child's own
 test, without per-item evidence; the statistic says so (``evidence``), and the recomputation
 counts it as not recomputable.
@@ -118,4 +124,69 @@ def _key_units(study, n: int) -> dict[str, Any] | str:
             "units": [[int(u) for u in ks.flat_indices(i)] for i in range(n)], "total_units": int(ks.total_units)}
 
 
-STUDY_DERIVED = {"ablation_items": ablation_items, "rarefied_relative": rarefied_relative}
+def contamination_items(study, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The child's ``paired`` test (``accuracy,<task>``: exact McNemar; ``mui,<task>``: paired
+    jackknife), after fine-tuning minus before, with its per-item evidence read back from the two
+    checkpoints' runs: ``arms`` for accuracy, ``observations`` (each response's key units) for MUI."""
+    from whitebox_eval.mui.finished import load_key_sets
+    from whitebox_eval.mui.statistics import jackknife_mui_difference
+    from whitebox_eval.reproduce.claim_checks import answer_key, arm, arm_of
+    from whitebox_eval.runs.folder import RunFolder
+
+    results = study.results
+    measure, task = str(spec["paired"]).split(",", 1)
+    written = dict(child_test(results, {"paired": spec["paired"]}))
+
+    def unread(why: str) -> dict[str, Any]:  # the child's test, and its accuracies as arms, without items
+        out = {**written, "evidence": f"{why}: no per-item values"}
+        if measure == "accuracy":
+            out["arms"] = {side: arm(results, [], {"label": label, "key": f"accuracy,{task},{which}"})
+                           for side, label, which in (("a", "after fine-tuning", "final"), ("b", "before", "base"))}
+        return out
+
+    folder = _folder(study)
+    if folder is None:
+        return unread("the child's checkpoint runs are not readable here")
+    try:
+        names = at(results, ["tasks", task, "runs"])
+        base, final = results["checkpoints"][0], results["final"]
+        before, after = (RunFolder.open(folder / "runs" / names[k]) for k in (base, final))
+        kb, ka = load_key_sets(before), load_key_sets(after)
+        sb, sa = ({str(s["id"]): s for s in r.read_samples()} for r in (before, after))
+    except (Missing, WhiteboxError, KeyError, OSError) as e:
+        return unread(f"the checkpoint runs could not be read back ({e})")
+    ids = list(kb.sample_ids)
+    if ids != list(ka.sample_ids) or set(ids) - set(sb) or set(ids) - set(sa):
+        raise Missing(f"{folder.name}: the {base} and {final} runs of {task} do not hold the same items")
+    if measure == "accuracy":
+        x = np.array([_truth(sa[i]["correct"]) for i in ids])
+        y = np.array([_truth(sb[i]["correct"]) for i in ids])
+        again = stats.mcnemar(x, y)
+    else:
+        again = jackknife_mui_difference(kb, ka)
+    if abs(again.diff - written["value"]) > 1e-12 or abs(again.p_value - written["p_value"]) > 1e-12:
+        raise Missing(f"{spec['paired']} read back from {folder.name}'s checkpoint runs gives {again.diff:+.6f} "
+                      f"(p = {again.p_value:.4g}), the child wrote {written['value']:+.6f} (p = {written['p_value']:.4g})")
+    out = {**written, "runs": {"before": before.path.name, "after": after.path.name}}
+    if measure == "accuracy":
+        gold = {"answers": "free", "gold": "gold"}
+        answers = {i: answer_key(sb[i], gold) for i in ids}
+        out["arms"] = {"a": arm_of("after fine-tuning", dict(zip(ids, map(float, x)))),
+                       "b": arm_of("before", dict(zip(ids, map(float, y))))}
+        if all(a is not None for a in answers.values()):
+            for side in out["arms"].values():
+                side["answers"] = answers
+    else:
+        out["observations"] = {"ids": ids, "total_units": int(kb.total_units),
+                               "before": [[int(u) for u in kb.flat_indices(i)] for i in range(len(ids))],
+                               "after": [[int(u) for u in ka.flat_indices(i)] for i in range(len(ids))]}
+    return out
+
+
+def _truth(value: Any) -> bool:
+    """A sample's 0/1 field as written (a bool, or its text in a run's samples)."""
+    return value is True or str(value).strip().lower() in ("true", "1")
+
+
+STUDY_DERIVED = {"ablation_items": ablation_items, "rarefied_relative": rarefied_relative,
+                 "contamination_items": contamination_items}

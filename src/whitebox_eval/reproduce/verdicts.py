@@ -175,13 +175,16 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
     if unshown and out["verdict"] == HOLDS:
         return _demote(out, NOT_SHOWN, "substance not shown", _named(unshown, "substance", "is not shown"))
     if chance and out["verdict"] in (HOLDS, CONTRADICTED):
-        at = [a for a in chance.get("needed", ()) if chance["arms"].get(a, {}).get("above") is False]
+        needed = chance.get("needed", ())
+        if out["verdict"] == CONTRADICTED and "needed_if_contradicted" in chance:
+            needed = chance["needed_if_contradicted"]
+        at = [a for a in needed if chance["arms"].get(a, {}).get("above") is False]
         flat = [a for a in chance.get("needed_variance", ()) if chance["arms"].get(a, {}).get("varies") is False]
         if at or flat:
             why = [chance["arms"][a]["text"] for a in at] + \
                   [f"{chance['arms'][a].get('label', a)}: no variance over its items" for a in flat]
             return _demote(out, UNINFORMATIVE, "at chance", "; ".join(why))
-        unknown = [a for a in chance.get("needed", ()) if chance["arms"].get(a, {}).get("above") is None]
+        unknown = [a for a in needed if chance["arms"].get(a, {}).get("above") is None]
         if unknown:
             out["caveats"].append("uninformed level not computed: " + "; ".join(chance["arms"][a]["text"] for a in unknown))
     descriptive = [c for c in controls if c.get("descriptive")]
