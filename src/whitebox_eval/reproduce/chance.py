@@ -54,6 +54,8 @@ def above(arm: Mapping[str, Any]) -> dict[str, Any]:
     label = arm.get("label", "")
     items = arm.get("items")
     answers = arm.get("answers")
+    if answers == {}:  # declared ``answers: none``
+        return {"above": None, "level": None, "text": f"{label}: a measure without answers, no uninformed level"}
     if not items:
         return {"above": None, "level": None,
                 "text": f"{label}: no per-item values in the child run, its uninformed level is not computed"}

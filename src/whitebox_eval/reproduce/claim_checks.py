@@ -86,7 +86,7 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
         source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
         out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source}
         key = answers_for(rows, samples, spec)
-        if key:
+        if key or spec.get("answers") == "none":
             out["answers"] = key
         return out
     est = estimate(results, spec)
@@ -94,6 +94,8 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
     out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
     if n:
         out["k"] = int(round(est["value"] * n))
+    if spec.get("answers") == "none":  # declared a measure without answers (MUI): it has no uninformed level
+        out["answers"] = {}
     return out
 
 
