@@ -278,3 +278,12 @@ def test_an_edit_read_against_a_constant_answer_is_at_chance():
     # a model that reads the question (before 45/60): the same drop is a contradiction
     results, samples = _gar(after, np.arange(n) < 45, [np.arange(n) < 45 for _ in range(20)], np.arange(n) < 45)
     assert _claim("002", "true-false-intervention-raises", results, samples)["verdict"] == verdicts.CONTRADICTED
+
+
+def test_a_group_too_small_to_compare_is_a_failed_precondition_named_as_such():
+    # Gemma's arithmetic at the cpu scale: 1 correct response of 48, so the child refuses the test
+    results = {"correct_vs_incorrect": {"refused": "fewer than 2 responses in a group", "n_correct": 1,
+                                        "n_incorrect": 47}}
+    out = _claim("001", "mui-correct-like-incorrect-arithmetic", results)
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "precondition failed"
+    assert "correct 1, incorrect 47" in out["reason"]

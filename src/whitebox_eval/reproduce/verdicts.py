@@ -206,5 +206,5 @@ def failed_precondition(preconditions: Sequence[Mapping[str, Any]]) -> dict[str,
     failed = [c for c in preconditions if not c.get("passed", False)]
     if not failed:
         return None
-    return {"verdict": UNINFORMATIVE,
+    return {"verdict": UNINFORMATIVE, "qualifier": "precondition failed",
             "reason": "; ".join(f"precondition {c['kind']} failed: {c['text']}" for c in failed)}
