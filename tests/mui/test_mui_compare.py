@@ -202,3 +202,24 @@ def test_jackknife_mui_difference_by_hand():
     loo = np.array([0.0, 0.0, 0.1])
     se = math.sqrt(2 / 3 * ((loo - loo.mean()) ** 2).sum())
     assert t.diff == pytest.approx(0.1) and (t.hi - t.lo) / 2 == pytest.approx(1.959963985 * se)
+
+
+def _sae_run(root: Path, model: str, **recipe) -> Path:
+    cfg = {"suite": "sae", "model": model, "d_sae": 4096, "k": 32, "layer": "middle", "steps": 2000,
+           "text": [f"/machine/{model}/wikitext2/valid.txt"], **recipe}
+    return RunFolder.create(root, cfg, run_id=f"sae-{model}-{recipe.get('k', 32)}").path
+
+
+def test_sae_based_mui_of_two_models_is_comparable_when_their_saes_share_a_recipe(tmp_path):
+    """Each model has its own SAE: the law compares the SAEs' training recipes, not their folders."""
+    small, big = _sae_run(tmp_path, "small"), _sae_run(tmp_path, "big")
+    a = _run_with(tmp_path, "a", 20.0, 3.0, score="sae", sae=[str(small)])
+    b = _run_with(tmp_path, "b", 40.0, 2.5, score="sae", sae=[str(big)])
+    assert fit_runs([a, b]).fit.n_points == 2  # same width, k, layer, steps, data file: comparable
+    other = _sae_run(tmp_path, "big", k=64)
+    c = _run_with(tmp_path, "c", 60.0, 2.0, score="sae", sae=[str(other)])
+    with pytest.raises(WhiteboxError, match="k=32.* vs .*k=64"):
+        fit_runs([a, c])
+    released = _run_with(tmp_path, "d", 50.0, 2.0, score="sae", sae=["gemma-scope-2b-pt-res/layer_9"])
+    with pytest.raises(WhiteboxError, match="gemma-scope"):
+        fit_runs([a, released])

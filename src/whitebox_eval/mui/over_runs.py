@@ -191,8 +191,35 @@ class LawFitResult:
 def _settings(folder: RunFolder) -> dict:
     cfg = folder.config
     out = {k: cfg.get(k, MUIConfig.defaults().get(k) if k != "unit" else "neuron") for k in LAW_SETTINGS}
+    out["sae"] = sae_recipe(out["sae"])
     out["n"] = folder.load_results().get("n_items")  # MUI is a union: it grows with n
     return out
+
+
+_NOT_RECIPE = ("_volatile", "created", "model", "placement", "python_version", "run_id", "torch_version",
+               "transformers_version", "whitebox_eval_git_commit", "whitebox_eval_version")
+
+
+def sae_recipe(entries):
+    """The ``sae`` setting as what makes SAE-based MUIs comparable across models: each model has
+    its own SAE, so an SAE that ``whitebox-eval sae`` trained (its run folder) stands for its
+    training recipe (width, k, layer, data, steps; not the model, the run id or the machine's
+    paths); any other entry (a released SAE's id) stands as given."""
+    if not entries:
+        return entries
+    out = []
+    for entry in entries:
+        try:
+            cfg = RunFolder.open(entry).config
+        except (WhiteboxError, OSError, TypeError):
+            cfg = {}
+        if cfg.get("suite") != "sae":
+            out.append(entry)
+            continue
+        recipe = {k: v for k, v in cfg.items() if k not in _NOT_RECIPE}
+        recipe["text"] = [Path(str(t)).name for t in recipe.get("text") or ()]
+        out.append("sae recipe " + ", ".join(f"{k}={v}" for k, v in sorted(recipe.items()) if k != "suite"))
+    return tuple(out)
 
 
 def mixed_settings(folders: Sequence[RunFolder]) -> list[str]:
