@@ -287,3 +287,20 @@ def test_a_group_too_small_to_compare_is_a_failed_precondition_named_as_such():
     out = _claim("001", "mui-correct-like-incorrect-arithmetic", results)
     assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "precondition failed"
     assert "correct 1, incorrect 47" in out["reason"]
+
+
+def test_a_measure_without_answers_gets_no_uninformed_level_and_no_caveat_about_one():
+    # 001's masking: the answer's log-probability under the key-neuron mask against 20 random masks
+    rng = np.random.default_rng(2)
+    key = -5.0 + rng.normal(0, 0.3, 32)
+    draws = [-0.3 + rng.normal(0, 0.3, 32) for _ in range(20)]
+    rows = [{"task": "arithmetic-gen", "k": 4, "masking": "key", "item_answer_logprob": key.tolist()}]
+    rows += [{"task": "arithmetic-gen", "k": 4, "masking": "random", "draw": d, "item_answer_logprob": x.tolist()}
+             for d, x in enumerate(draws)]
+    results = {"curves": {"arithmetic-gen": {"key": [{"answer_logprob": float(key.mean())}], "random": [
+        {"answer_logprob,draws": {"draws": [float(x.mean()) for x in draws]}}]}}}
+    out = _claim("001", "masking-key-below-random-logprob", results, rows)
+    assert out["verdict"] == verdicts.HOLDS
+    ch = out["rules"]["chance"]["arms"]
+    assert ch["a"]["level"] is None and ch["a"]["applies"] is False and "without answers" in ch["a"]["text"]
+    assert not any("uninformed level" in c for c in out["caveats"])

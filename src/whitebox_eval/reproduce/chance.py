@@ -13,7 +13,7 @@ gold position]``). Two uninformed answerers are scored on those items:
 The level is the higher of the two. A 0/1 arm is tested against it with an exact binomial test
 (greater); an arm of per-item values in [0, 1] (a probability of the correct answer) with an exact
 sign test of ``value - level`` (ties dropped). An arm without answers (MUI, a log-probability, an
-attention share) has no uninformed level: ``level`` is None and the text says so.
+attention share) has no uninformed level: ``level`` is None, ``applies`` False, and the text says so.
 """
 
 from __future__ import annotations
@@ -55,12 +55,14 @@ def above(arm: Mapping[str, Any]) -> dict[str, Any]:
     items = arm.get("items")
     answers = arm.get("answers")
     if answers == {}:  # declared ``answers: none``
-        return {"above": None, "level": None, "text": f"{label}: a measure without answers, no uninformed level"}
+        return {"above": None, "level": None, "applies": False,
+                "text": f"{label}: a measure without answers, no uninformed level"}
     if not items:
         return {"above": None, "level": None,
                 "text": f"{label}: no per-item values in the child run, its uninformed level is not computed"}
     if not answers:
-        return {"above": None, "level": None, "text": f"{label}: a measure without answers, no uninformed level"}
+        return {"above": None, "level": None, "applies": False,
+                "text": f"{label}: a measure without answers, no uninformed level"}
     ids = sorted(items)
     lv = levels(answers, ids)
     if lv is None:

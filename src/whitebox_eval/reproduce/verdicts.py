@@ -184,7 +184,8 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
             why = [chance["arms"][a]["text"] for a in at] + \
                   [f"{chance['arms'][a].get('label', a)}: no variance over its items" for a in flat]
             return _demote(out, UNINFORMATIVE, "at chance", "; ".join(why))
-        unknown = [a for a in needed if chance["arms"].get(a, {}).get("above") is None]
+        unknown = [a for a in needed if chance["arms"].get(a, {}).get("above") is None
+                   and chance["arms"].get(a, {}).get("applies", True)]  # a measure without answers has none
         if unknown:
             out["caveats"].append("uninformed level not computed: " + "; ".join(chance["arms"][a]["text"] for a in unknown))
     descriptive = [c for c in controls if c.get("descriptive")]
