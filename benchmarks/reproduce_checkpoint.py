@@ -15,8 +15,10 @@ the same way. That is all a claim reads of a child. A finished child
 whose folder feeds a child still to run (an SAE, a fine-tuned model, key neurons: a ``{run:...}``
 in the other's settings) is kept back until that child has finished too, since its files are not
 carried. No copied file keeps an absolute path of this machine (``reproduce_commit.py``'s rule).
-It writes ``progress.md``: each child saved, kept back or still to run, and the share of the plan's
-estimated work done.
+A child the plan skips (HumanEval, without ``--allow-code-execution``) that a call allowing it
+finished in a reproduction folder beside this one is saved too, and the command ``progress.md``
+gives to go on allows it. It writes ``progress.md``: each child saved, kept back or still to run,
+and the share of the plan's estimated work done.
 
 ``restore`` writes the saved children as finished run folders under ``OUTPUT/checkpoint/runs/``;
 ``reproduce`` with that ``--output`` reuses a finished child found in any reproduction folder
@@ -60,9 +62,16 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
     """Copy the finished children of ``folder`` into ``dest``; each child's state by run id."""
     from whitebox_eval.runs.finished import is_finished
 
+    from whitebox_eval.reproduce.children import _elsewhere
+
     plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
     children = plan["children"]
-    finished = {c["run_id"] for c in children if is_finished(folder / "runs" / c["run_id"])}
+    where = {}  # a child this plan skips (HumanEval without --allow-code-execution) that a call allowing it ran beside
+    for c in children:
+        here = folder / "runs" / c["run_id"]
+        where[c["run_id"]] = here if is_finished(here) or not c.get("skip") else \
+            _elsewhere(folder.parent, folder, c["run_id"]) or here
+    finished = {run for run, path in where.items() if is_finished(path)}
     feeds: dict[str, set[str]] = {}
     for c in children:
         for ref in _refs(c.get("settings", {})) if not c.get("skip") else ():  # a child never run waits for nothing
@@ -76,14 +85,14 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
     state, seconds = {}, {}
     for c in children:
         run = c["run_id"]
-        if c.get("skip"):
+        if c.get("skip") and run not in finished:
             state[run] = f"not run: {c['skip']}"
         elif run not in finished:
             state[run] = "to run"
         elif waiting := sorted(feeds.get(run, set()) - finished):
             state[run] = f"kept back: its folder feeds {', '.join(waiting)}, still to run"
         else:
-            _save_child(folder / "runs" / run, dest / "runs" / run, roots)
+            _save_child(where[run], dest / "runs" / run, roots)
             state[run] = "saved"
             if run in timing:
                 seconds[run] = timing[run]
@@ -184,7 +193,9 @@ def progress(plan: dict, state: dict[str, str]) -> str:
              "To go on (any machine; the data root is where the shared samples are):", "",
              "    python benchmarks/reproduce_checkpoint.py restore OUTPUT",
              f"    whitebox-eval reproduce {' '.join(plan.get('papers') or [])} --scale {plan.get('scale')} "
-             + " ".join(f"--model {m}" for m in plan.get("models") or []) + " --data-root DATA --output OUTPUT",
+             + " ".join(f"--model {m}" for m in plan.get("models") or []) + " --data-root DATA --output OUTPUT"
+             + (" --allow-code-execution" if any("--allow-code-execution" in (c.get("skip") or "")
+                                                for c in plan["children"]) else ""),
              "", "It reuses these children and runs the rest.", "",
              "| child | estimated | state |", "|---|---|---|"]
     for c in plan["children"]:

@@ -4,6 +4,7 @@ repository and restored on another machine give the same claims, with nothing re
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,3 +90,14 @@ def test_a_child_that_feeds_one_still_to_run_is_kept_back(tmp_path, monkeypatch)
     (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     state = save(folder, tmp_path / "saved")
     assert state["sae-x"] == "saved" and state["mui-y"].startswith("not run")
+    # a call that allowed code execution ran the skipped child beside this folder: it is saved, and the
+    # command to go on allows it too
+    plan["children"][1]["skip"] = "it is scored by running the model's code: give --allow-code-execution to run it"
+    (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    other = RunFolder.create(tmp_path / "other" / "runs", {"suite": "mui", "model": "m"}, run_id="mui-y")
+    (other.path / "results.json").write_text("{}", encoding="utf-8")
+    shutil.move(str(tmp_path / "other"), str(tmp_path / "repro-code"))  # a sibling reproduction folder
+    (folder.parent / "repro-code" / "plan.json").write_text("{}", encoding="utf-8")
+    state = save(folder, tmp_path / "saved")
+    assert state == {"sae-x": "saved", "mui-y": "saved"} and (tmp_path / "saved" / "runs" / "mui-y" / "results.json").is_file()
+    assert "--allow-code-execution" in (tmp_path / "saved" / "progress.md").read_text(encoding="utf-8")
