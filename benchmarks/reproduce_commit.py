@@ -14,8 +14,10 @@ It prints the verdict table (one row per claim, one column per model) and writes
 ``docs/reproduce.md`` between the markers ``<!-- verdicts: SCALE -->`` and ``<!-- /verdicts -->``
 (added at the page's end when it has none); ``--beside OTHER/claims.json`` makes instead each
 model's verdict there beside this one's (e.g. the quick scale beside the cpu scale), under
-``<!-- verdicts: OTHER_SCALE beside SCALE -->``. ``--dest``, ``--md`` and ``--page`` write
-elsewhere (a check that leaves the committed files alone).
+``<!-- verdicts: OTHER_SCALE beside SCALE -->``. ``--changes EARLIER/claims.json`` prints how
+many verdicts moved since an earlier report of the same scale, per paper and how (e.g. the
+committed one before it is overwritten). ``--dest``, ``--md`` and ``--page`` write elsewhere (a
+check that leaves the committed files alone).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def main() -> None:
     ap.add_argument("--page", type=Path, default=PAGE,
                     help="the docs page the verdict table is written into (default: %(default)s)")
     ap.add_argument("--data-root", type=Path, default=None, help="the data root the data paths are made relative to")
+    ap.add_argument("--changes", type=Path, default=None,
+                    help="an earlier claims.json of the same scale: print how many verdicts changed, per paper and how")
     args = ap.parse_args()
     folder, dest = args.folder, args.dest
     content = json.loads((folder / "claims.json").read_text(encoding="utf-8"))
@@ -76,6 +80,8 @@ def main() -> None:
     page = args.page
     page.write_text(put_table(page.read_text(encoding="utf-8") if page.is_file() else "", key, table), encoding="utf-8")
     print(f"verdict table '{key}' written to {page}")
+    if args.changes:
+        print(changes(json.loads(args.changes.read_text(encoding="utf-8")), content))
 
 
 def block(key: str, table: str) -> str:
@@ -189,6 +195,30 @@ def _short(c: dict | None) -> str:
     if v in ("not run", "not tested") or not c.get("statistic"):
         return v
     return f"{v} {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}".replace("|", "/")
+
+
+def changes(before: dict, after: dict) -> str:
+    """How the verdicts of the cells both hold moved from ``before`` to ``after``: the count per
+    paper, then each move (``old -> new (qualifier)``) with its count; the cells only ``after`` holds."""
+    from collections import Counter
+
+    old = {(p["number"], c["id"], c["model"]): c for p in before["papers"] for c in p["claims"]}
+    per, moves, new = Counter(), Counter(), Counter()
+    for p in after["papers"]:
+        for c in p["claims"]:
+            was = old.get((p["number"], c["id"], c["model"]))
+            if was is None:
+                new[p["number"]] += 1
+            elif was["verdict"] != c["verdict"]:
+                per[p["number"]] += 1
+                q = f" ({c['qualifier']})" if c.get("qualifier") else ""
+                moves[(p["number"], f"{was['verdict']} -> {c['verdict']}{q}")] += 1
+    shared = sum(1 for p in after["papers"] for c in p["claims"] if (p["number"], c["id"], c["model"]) in old)
+    lines = [f"{sum(per.values())} of {shared} cells both hold changed verdict: "
+             + (", ".join(f"{k}: {v}" for k, v in sorted(per.items())) or "none")]
+    lines += [f"  {paper}: {move} x{n}" for (paper, move), n in sorted(moves.items())]
+    lines.append(f"{sum(new.values())} new cells: " + (", ".join(f"{k}: {v}" for k, v in sorted(new.items())) or "none"))
+    return "\n".join(lines)
 
 
 def beside_table(before: dict, after: dict, names: tuple[str, str]) -> str:

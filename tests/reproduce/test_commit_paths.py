@@ -28,3 +28,23 @@ def test_data_and_cache_paths_become_relative_and_others_are_refused(tmp_path, m
     src.write_text("file: /home/someone/elsewhere.csv\n")
     with pytest.raises(SystemExit, match="/home/someone/elsewhere.csv"):
         rc.copy_relative(src, tmp_path / "out.yaml", roots)
+
+
+def test_changes_counts_the_verdicts_that_moved_per_paper_and_how():
+    from reproduce_commit import changes
+
+    def claims(*cells):
+        papers = {}
+        for paper, cid, model, verdict, qualifier in cells:
+            papers.setdefault(paper, []).append({"id": cid, "model": model, "verdict": verdict, "qualifier": qualifier})
+        return {"papers": [{"number": k, "claims": v} for k, v in papers.items()]}
+
+    before = claims(("002", "gen", "m", "holds", None), ("002", "swap", "m", "holds", None),
+                    ("004", "free", "m", "contradicted", None))
+    after = claims(("002", "gen", "m", "uninformative", "at chance"), ("002", "swap", "m", "holds", None),
+                   ("004", "free", "m", "uninformative", "at chance"), ("004", "new", "m", "not shown at this n", None))
+    assert changes(before, after).splitlines() == [
+        "2 of 3 cells both hold changed verdict: 002: 1, 004: 1",
+        "  002: holds -> uninformative (at chance) x1",
+        "  004: contradicted -> uninformative (at chance) x1",
+        "1 new cells: 004: 1"]
