@@ -159,8 +159,8 @@ def contamination_items(study, spec: Mapping[str, Any]) -> dict[str, Any]:
     if ids != list(ka.sample_ids) or set(ids) - set(sb) or set(ids) - set(sa):
         raise Missing(f"{folder.name}: the {base} and {final} runs of {task} do not hold the same items")
     if measure == "accuracy":
-        x = np.array([_truth(sa[i]["correct"]) for i in ids])
-        y = np.array([_truth(sb[i]["correct"]) for i in ids])
+        x = np.array([bool(sa[i]["correct"]) for i in ids])  # as the child reads them (mui.over_runs.paired_tests)
+        y = np.array([bool(sb[i]["correct"]) for i in ids])
         again = stats.mcnemar(x, y)
     else:
         again = jackknife_mui_difference(kb, ka)
@@ -181,11 +181,6 @@ def contamination_items(study, spec: Mapping[str, Any]) -> dict[str, Any]:
                                "before": [[int(u) for u in kb.flat_indices(i)] for i in range(len(ids))],
                                "after": [[int(u) for u in ka.flat_indices(i)] for i in range(len(ids))]}
     return out
-
-
-def _truth(value: Any) -> bool:
-    """A sample's 0/1 field as written (a bool, or its text in a run's samples)."""
-    return value is True or str(value).strip().lower() in ("true", "1")
 
 
 STUDY_DERIVED = {"ablation_items": ablation_items, "rarefied_relative": rarefied_relative,
