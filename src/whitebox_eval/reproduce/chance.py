@@ -54,15 +54,12 @@ def above(arm: Mapping[str, Any]) -> dict[str, Any]:
     label = arm.get("label", "")
     items = arm.get("items")
     answers = arm.get("answers")
-    if answers == {}:  # declared ``answers: none``
+    if answers == {} or (items and not answers):  # declared ``answers: none``, or items without answer keys
         return {"above": None, "level": None, "applies": False,
                 "text": f"{label}: a measure without answers, no uninformed level"}
     if not items:
         return {"above": None, "level": None,
                 "text": f"{label}: no per-item values in the child run, its uninformed level is not computed"}
-    if not answers:
-        return {"above": None, "level": None, "applies": False,
-                "text": f"{label}: a measure without answers, no uninformed level"}
     ids = sorted(items)
     lv = levels(answers, ids)
     if lv is None:
