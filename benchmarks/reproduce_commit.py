@@ -108,7 +108,8 @@ ABSOLUTE = re.compile(r"(?<![\w.~<>-])(/(?:work|home|tmp|root|Users|mnt|private|
 
 def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
     """(absolute prefix, what replaces it), longest first: the data root's children become relative
-    paths, the cache root ``<cache>/``, the reproduction folder relative, a local model folder its
+    paths, the cache root ``<cache>/``, the reproduction folder and those beside it under the same
+    ``--output`` relative (a child found there is ``runs/<child>`` here too), a local model folder its
     name."""
     import os
 
@@ -123,6 +124,9 @@ def path_roots(folder: Path, data_root: Path | None) -> list[tuple[str, str]]:
 
     roots.append((str(cache_root().resolve()) + "/", "<cache>/"))
     roots.append((str(folder.resolve()) + "/", ""))
+    for other in sorted(folder.resolve().parent.iterdir()) if folder.resolve().parent.is_dir() else ():
+        if other.is_dir() and (other / "runs").is_dir():  # a reproduction folder beside it: a child reused from there
+            roots.append((str(other) + "/", ""))  # names the same runs/<child> as this one
     for model in plan.get("models") or []:  # a local model folder is named by its folder's name
         if Path(model).is_absolute():
             roots.append((str(Path(model).parent) + "/", ""))

@@ -28,6 +28,11 @@ def test_data_and_cache_paths_become_relative_and_others_are_refused(tmp_path, m
     src.write_text("file: /home/someone/elsewhere.csv\n")
     with pytest.raises(SystemExit, match="/home/someone/elsewhere.csv"):
         rc.copy_relative(src, tmp_path / "out.yaml", roots)
+    # a child reused from a reproduction folder beside this one (the same --output): runs/<child>, as here
+    (tmp_path / "earlier" / "runs").mkdir(parents=True)
+    src.write_text(f"sae: {tmp_path}/earlier/runs/sae-m-run-1/sae\n")
+    rc.copy_relative(src, tmp_path / "out.yaml", rc.path_roots(folder, None))
+    assert (tmp_path / "out.yaml").read_text() == "sae: runs/sae-m-run-1/sae\n"
 
 
 def test_changes_counts_the_verdicts_that_moved_per_paper_and_how():
