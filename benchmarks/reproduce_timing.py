@@ -85,7 +85,8 @@ def summarize(folder: Path, load: list[float], wall: float | None) -> dict:
             verdicts[f"{p['number']} {c['model']}"][c["verdict"]] += 1
     papers = plan.get("papers") or sorted(spec.papers())
     every = sorted(spec.papers()) == sorted(papers)
-    return {"folder": str(folder), "papers": "all" if every else " ".join(papers), "scale": plan["scale"],
+    shown = Path(folder)  # no absolute path of this machine in a committed file: the folder as --output/--run-id
+    return {"folder": str(Path(shown.parent.name, shown.name) if shown.is_absolute() else shown), "papers": "all" if every else " ".join(papers), "scale": plan["scale"],
             "models": plan["models"], "wall_seconds": wall,
             "children": children, "per_paper_model_seconds": per_paper,
             "seconds_per_unit": {f"{s} | {m}": statistics.median(v) for (s, m), v in sorted(per_suite.items())},
