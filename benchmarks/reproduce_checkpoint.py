@@ -60,17 +60,17 @@ def _refs(settings) -> set[str]:
 
 def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, str]:
     """Copy the finished children of ``folder`` into ``dest``; each child's state by run id."""
-    from whitebox_eval.runs.finished import is_finished
-
     from whitebox_eval.reproduce.children import _elsewhere
+    from whitebox_eval.runs.finished import is_finished
 
     plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
     children = plan["children"]
-    where = {}  # a child this plan skips (HumanEval without --allow-code-execution) that a call allowing it ran beside
+    where = {}
     for c in children:
         here = folder / "runs" / c["run_id"]
-        where[c["run_id"]] = here if is_finished(here) or not c.get("skip") else \
-            _elsewhere(folder.parent, folder, c["run_id"]) or here
+        if c.get("skip") and not is_finished(here):  # HumanEval without --allow-code-execution: a call allowing it ran beside
+            here = _elsewhere(folder.parent, folder, c["run_id"]) or here
+        where[c["run_id"]] = here
     finished = {run for run, path in where.items() if is_finished(path)}
     feeds: dict[str, set[str]] = {}
     for c in children:

@@ -201,12 +201,17 @@ def _short(c: dict | None) -> str:
     return f"{v} {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}".replace("|", "/")
 
 
+def _cells(content: dict) -> dict[tuple[str, str, str], dict]:
+    """A claims.json's cells by (paper, claim id, model)."""
+    return {(p["number"], c["id"], c["model"]): c for p in content["papers"] for c in p["claims"]}
+
+
 def changes(before: dict, after: dict) -> str:
     """How the verdicts of the cells both hold moved from ``before`` to ``after``: the count per
     paper, then each move (``old -> new (qualifier)``) with its count; the cells only ``after`` holds."""
     from collections import Counter
 
-    old = {(p["number"], c["id"], c["model"]): c for p in before["papers"] for c in p["claims"]}
+    old = _cells(before)
     per, moves, new = Counter(), Counter(), Counter()
     for p in after["papers"]:
         for c in p["claims"]:
@@ -217,7 +222,7 @@ def changes(before: dict, after: dict) -> str:
                 per[p["number"]] += 1
                 q = f" ({c['qualifier']})" if c.get("qualifier") else ""
                 moves[(p["number"], f"{was['verdict']} -> {c['verdict']}{q}")] += 1
-    shared = sum(1 for p in after["papers"] for c in p["claims"] if (p["number"], c["id"], c["model"]) in old)
+    shared = len(old.keys() & _cells(after).keys())
     lines = [f"{sum(per.values())} of {shared} cells both hold changed verdict: "
              + (", ".join(f"{k}: {v}" for k, v in sorted(per.items())) or "none")]
     lines += [f"  {paper}: {move} x{n}" for (paper, move), n in sorted(moves.items())]
@@ -228,7 +233,7 @@ def changes(before: dict, after: dict) -> str:
 def beside_table(before: dict, after: dict, names: tuple[str, str]) -> str:
     """One row per claim of ``after``; per model, ``before``'s verdict then ``after``'s."""
     models = after["models"]
-    old = {(p["number"], c["id"], c["model"]): c for p in before["papers"] for c in p["claims"]}
+    old = _cells(before)
     head = " | ".join(f"{m} {n}" for m in models for n in names)
     lines = [f"| paper | claim | {head} |", "|---|---|" + "---|" * (2 * len(models))]
     for p in after["papers"]:
