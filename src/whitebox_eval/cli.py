@@ -142,14 +142,16 @@ def inspect(model: str, dtype: str) -> None:
 @cli.command()
 @click.option("--output", default="runs", show_default=True, help="folder holding run folders")
 def runs(output: str) -> None:
-    """List run folders: id, suite, model, task, samples, headline metric (and what is damaged)."""
+    """List run folders: id, suite, model, task, samples, headline metric, what the run ran
+    under beyond its model (--edit, --adapter, a revision, model args, SAEs) and what is damaged."""
     from whitebox_eval.runs import list_runs
 
     for r in list_runs(output):
-        value = "" if r.headline_value is None else f"{r.headline}={r.headline_value:.3f}"
+        value = "" if not isinstance(r.headline_value, (int, float)) else f"{r.headline}={r.headline_value:.3f}"
+        variant = f"  [{'; '.join(r.variant)}]" if r.variant else ""
         damage = f"  DAMAGED: {'; '.join(r.damage)}" if r.damage else ""
         click.echo(f"{r.id:60s} {r.suite or '':8s} {r.model or '':16s} {str(r.task or ''):14s} n={r.n_samples:<6d} {value}"
-                   + damage)
+                   + variant + damage)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -52,7 +52,9 @@ def report(run_dirs: tuple[Path, ...], out: Path | None, sample_cap: int, static
 
 @click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-def compare(inputs: tuple[Path, ...]) -> None:
+@click.option("--json", "as_json", is_flag=True, default=False,
+              help="print the comparison as one JSON object (exact values and p-values) instead of the table")
+def compare(inputs: tuple[Path, ...], as_json: bool) -> None:
     """Print the headline metrics of runs and lm-eval results files side by side, with deltas vs the first.
 
     \b
@@ -66,13 +68,20 @@ def compare(inputs: tuple[Path, ...]) -> None:
     With run folders only, each later run is also paired with the first item by
     item (samples.jsonl ids): for every per-item metric both record, B - A with its
     95% interval and test (exact McNemar for 0/1 metrics, paired bootstrap for
-    scores), n, and the items that flip.
+    scores), its p-value (six significant digits), n, and the items that flip.
+    --json prints all of it as one JSON object, p-values unrounded.
 
     \b
       whitebox-eval compare runs/base runs/tuned
       whitebox-eval compare runs/hs-lm-eval lm_eval_out/ runs/hs-paper
+      whitebox-eval compare runs/base runs/ablated --json > compare.json
     """
     from whitebox_eval.report.side_by_side import compare_lines, load_inputs
 
+    if as_json:
+        from whitebox_eval.report.compare_json import compare_json_text
+
+        click.echo(compare_json_text(load_inputs(list(inputs))))
+        return
     for line in compare_lines(load_inputs(list(inputs))):
         click.echo(line)

@@ -166,6 +166,12 @@ def _fmt(x: float) -> str:
     return f"{x:+.4f}" if abs(x) < 10 else f"{x:+.4g}"
 
 
+def format_p(p: float) -> str:
+    """A p-value to six significant digits (an exact McNemar p such as 0.03125 shows in full);
+    ``compare --json`` holds it unrounded."""
+    return f"{p:.6g}"
+
+
 def paired_lines(cmp: PairedComparison) -> list[str]:
     """The section ``compare`` prints after its table."""
     head = (f"paired, {cmp.label_b} - {cmp.label_a} on the {cmp.n_shared} items both hold"
@@ -178,7 +184,7 @@ def paired_lines(cmp: PairedComparison) -> list[str]:
     for m in cmp.metrics:
         t = m.test
         rows.append([m.metric, f"{m.mean_a:.4g}", f"{m.mean_b:.4g}", _fmt(t.diff), f"[{_fmt(t.lo)}, {_fmt(t.hi)}]",
-                     f"{t.p_value:.3g}", "exact McNemar" if m.binary else "paired bootstrap", str(t.n),
+                     format_p(t.p_value), "exact McNemar" if m.binary else "paired bootstrap", str(t.n),
                      f"{len(m.gained)}/{len(m.lost)}" if m.binary else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for n, r in enumerate(rows):

@@ -24,10 +24,11 @@ from whitebox_eval.report.moves import moves
 from whitebox_eval.report.lm_eval_results import (
     MAPPING_NOTE, MMLU_SUBJECTS, LMEvalFile, find_results_files, lm_eval_rows, load_lm_eval_file)
 from whitebox_eval.report.metrics import delta, format_cell, format_delta, format_value
-from whitebox_eval.report.paired_runs import paired_comparison, paired_lines
+from whitebox_eval.report.paired_runs import PairedComparison, paired_comparison, paired_lines
 from whitebox_eval.report.rundata import RunData, load_run
 from whitebox_eval.runs.estimates import estimate_rows
 from whitebox_eval.runs.folder import RunFolder
+from whitebox_eval.runs.samples_file import read_samples_file
 from whitebox_eval.tasks.spec import TaskSpec
 
 ARC_TASKS = ("arc_challenge", "arc_easy")
@@ -168,6 +169,39 @@ def _notes(columns: list[Column], with_tasks: bool) -> list[str]:
     return notes
 
 
+def _no_samples(column: Column) -> str | None:
+    """Why a run's items cannot be paired, when its folder holds no per-item lines."""
+    path = RunFolder.open(column.run.path).samples_path
+    if not path.is_file():
+        return (f"{column.label} ({column.run.run_id}) has no {path.name}: the run wrote no per-item lines, "
+                "so its items cannot be paired")
+    if next(iter(read_samples_file(path)), None) is None:
+        return f"{column.label} ({column.run.run_id}) has an empty {path.name}: no items to pair"
+    return None
+
+
+def paired_sections(columns: list[Column]) -> list[tuple[str, PairedComparison | str]]:
+    """With run folders only: each later run paired with the first item by item, or the one
+    line saying why it cannot be (a run without samples.jsonl, repeated ids)."""
+    if any(c.run is None for c in columns):
+        return []
+    first = columns[0]
+    first_missing = _no_samples(first)
+    first_samples = [] if first_missing else list(RunFolder.open(first.run.path).read_samples())
+    out: list[tuple[str, PairedComparison | str]] = []
+    for c in columns[1:]:
+        missing = first_missing or _no_samples(c)
+        if missing:
+            out.append((c.label, missing))
+            continue
+        try:
+            out.append((c.label, paired_comparison(first_samples, RunFolder.open(c.run.path).read_samples(),
+                                                   first.label, c.label)))
+        except WhiteboxError as error:
+            out.append((c.label, str(error)))
+    return out
+
+
 def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
     """The aligned table ``compare`` prints, then notes (and the direction each later run
     moved from the first, for runs of one task whose results.json names moves)."""
@@ -207,16 +241,11 @@ def compare_lines(inputs: list[RunData | LMEvalFile]) -> list[str]:
     notes = _notes(columns, with_tasks) + _differing_n(columns, keys)
     if notes:
         lines += [""] + [f"note: {n}" for n in notes]
+    for label, paired in paired_sections(columns):
+        lines += [""] + (paired_lines(paired) if isinstance(paired, PairedComparison)
+                         else [f"no item-by-item comparison of {label}: {paired}"])
     runs = [c.run for c in columns if c.run is not None]
     if len(runs) == len(columns):
-        first = list(RunFolder.open(runs[0].path).read_samples())
-        for c in columns[1:]:
-            try:
-                paired = paired_lines(paired_comparison(first, RunFolder.open(c.run.path).read_samples(),
-                                                        columns[0].label, c.label))
-            except WhiteboxError as error:
-                paired = [f"no item-by-item comparison of {c.label}: {error}"]
-            lines += [""] + paired
         for move in moves(runs):
             lines += ["", f"direction on {move.task}: {move.direction} ({move.axes[0]} / {move.axes[1]}: "
                           f"{format_value(move.before[0])} / {format_value(move.before[1])} -> "

@@ -28,6 +28,7 @@ class RunSummary:
     headline: str | None
     headline_value: Any = None
     damage: list[str] = field(default_factory=list)  # what is wrong with the folder's files (empty: nothing)
+    variant: list[str] = field(default_factory=list)  # what the run ran under beyond its model and task
 
 
 def list_runs(root: Path | str) -> list[RunSummary]:
@@ -72,9 +73,34 @@ def list_runs(root: Path | str) -> list[RunSummary]:
             model=_str_or_none(config.get("model")),
             task=_str_or_none(config.get("task", config.get("tasks"))),
             created=_str_or_none(config.get("created")),
-            n_samples=n_samples, headline=headline, headline_value=headline_value, damage=damage))
+            n_samples=n_samples, headline=headline, headline_value=headline_value, damage=damage,
+            variant=run_variant(config)))
     summaries.sort(key=lambda s: (s.created or "", s.id))
     return summaries
+
+
+def run_variant(config: dict[str, Any]) -> list[str]:
+    """What a run's config.yaml says it ran under beyond its model and task, so an edited or
+    adapted run is told from its plain twin: ``--edit`` specs, the ``--adapter`` (its folder's
+    name and mode), a revision (``--model-arg revision=``, the hub commit read), other model
+    args, and the SAEs a run scored with."""
+    out = [f"edit {e}" for e in config.get("edits") or () if isinstance(config.get("edits"), list)]
+    load = config.get("model_load") if isinstance(config.get("model_load"), dict) else {}
+    adapter = load.get("adapter")
+    if isinstance(adapter, dict) and adapter.get("path"):
+        out.append(f"adapter {Path(str(adapter['path'])).name} ({adapter.get('mode', 'merge')})")
+    args = load.get("model_args") if isinstance(load.get("model_args"), dict) else {}
+    if args.get("revision") is not None:
+        out.append(f"revision {args['revision']}")
+    if load.get("model_commit"):
+        out.append(f"commit {str(load['model_commit'])[:12]}")
+    out += [f"{k}={v}" for k, v in args.items() if k != "revision"]
+    if load.get("trust_remote_code"):
+        out.append("trust_remote_code")
+    sae = config.get("sae")
+    if isinstance(sae, list) and sae:
+        out.append("sae " + ",".join(str(s) for s in sae))
+    return out
 
 
 def _count_samples(path: Path) -> tuple[int, list[int]]:
