@@ -32,6 +32,8 @@ def edit_option(extra: str = "", own: tuple[str, ...] = ()):
     kinds the command reads itself, e.g. gar's ``at:``). Each spec is read as the command line is,
     so a malformed one is one line before anything runs (``--batch-size auto``'s probe included)."""
     def read(ctx, param, value):
+        if not value:  # no --edit: nothing to read, and torch is not imported for it
+            return value
         from whitebox_eval.internals.edit_specs import parse_edit
 
         for spec in value or ():
@@ -360,9 +362,9 @@ def save_activations_option(positions: str):
 def _read_activations(ctx, param, value):
     """Each ``--save-activations`` spec read as the command line is (its positions against the
     command's own kinds later, with the model's layers)."""
-    from whitebox_eval.internals.activation_specs import parse_activations
+    if value:  # imported only when given: it imports torch
+        from whitebox_eval.internals.activation_specs import parse_activations
 
-    if value:
         parse_activations(value)
     return value
 

@@ -23,6 +23,7 @@ import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.sae.encoding import SAE, Activation
+from whitebox_eval.sae.file_checks import check_cfg, check_finite, read_cfg
 
 CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
@@ -156,12 +157,9 @@ def load_sae(
     """
     path = Path(path)
     weights, cfg_path = _locate(path)
-    try:
-        cfg = json.loads(cfg_path.read_text()) if cfg_path else {}
-    except json.JSONDecodeError as exc:
-        raise WhiteboxError(f"{cfg_path} is not valid JSON: {exc}") from exc
+    cfg = read_cfg(cfg_path) if cfg_path else {}
     if cfg_path is not None and cfg_path.name == LLAMA_SCOPE_CFG:
-        cfg = _llama_scope_cfg(cfg, cfg_path)
+        cfg = check_cfg(_llama_scope_cfg(cfg, cfg_path), cfg_path)
     tensors = _read_tensors(weights)
     w_enc_key = next((k for k in _W_ENC_KEYS if k in tensors), None)
     w_dec_key = next((k for k in _W_DEC_KEYS if k in tensors), None)
@@ -187,6 +185,8 @@ def load_sae(
         threshold = _pick(tensors, _LOG_THRESHOLD_KEYS, "log_threshold", weights).exp()
     if threshold is None and cfg.get("jump_relu_threshold") is not None:
         threshold = torch.full((d_sae,), float(cfg["jump_relu_threshold"]))
+    named = {"W_enc": w_enc, "b_enc": b_enc, "W_dec": w_dec, "b_dec": b_dec}
+    check_finite({**named, **({"threshold": threshold} if threshold is not None else {})}, weights)
     if cfg.get("rescale_acts_by_decoder_norm"):
         # SAELens ranks and scales activations by ||W_dec_i|| and decodes f / ||W_dec_i||; folding the
         # norms into W_enc, b_enc (and W_dec) gives the same activations and reconstructions.
@@ -218,6 +218,8 @@ def _llama_scope_cfg(hp: dict[str, Any], source: Path) -> dict[str, Any]:
         "hook_name": hp.get("hook_point_in"), "normalize_activations": "none",
     }
     if act == "jumprelu":
+        if hp.get("jump_relu_threshold") is None:
+            raise WhiteboxError(f"{source}: a jumprelu Llama Scope SAE without jump_relu_threshold")
         cfg["jump_relu_threshold"] = hp["jump_relu_threshold"]
     if act == "topk":
         cfg["k"] = hp.get("top_k")

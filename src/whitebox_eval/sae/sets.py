@@ -12,6 +12,7 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.sae.encoding import SAE, ReconstructionStats
 from whitebox_eval.sae.files import load_sae
+from whitebox_eval.sae.sources import split_spec
 
 #: the last SAEs read, by path and the stamps (name, mtime, size) of its files: an ``--edit sae:``
 #: is checked before the run folder is written and built again for the run, from one read
@@ -119,10 +120,3 @@ def load_sae_set(specs: Sequence[str], arch=None) -> SAESet:
                   sources=[sources[i] for i in order])
 
 
-def split_spec(spec: str) -> tuple[str | None, str]:
-    """``LAYER=SOURCE`` / ``HOOK=SOURCE`` -> (prefix, source); a source alone -> (None, source). An
-    ``=`` inside a path or ``hf:``/``saelens:`` name is not a prefix."""
-    head, sep, tail = spec.partition("=")
-    if sep and (head.lstrip("-").isdigit() or "hook" in head or head.startswith(("blocks.", "model.", "layers."))):
-        return head, tail
-    return None, spec

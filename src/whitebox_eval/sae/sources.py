@@ -12,8 +12,8 @@ The release list is ``$WHITEBOX_EVAL_SAE_RELEASES`` when set, else the one insta
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,26 +69,73 @@ def resolve_sae(source: str) -> ResolvedSAE:
     return ResolvedSAE(path, "local", source, hook_name=_cfg_hook(path), names_hook=hook_from_names(None, str(path)))
 
 
+def split_spec(spec: str) -> tuple[str | None, str]:
+    """``LAYER=SOURCE`` / ``HOOK=SOURCE`` -> (prefix, source); a source alone -> (None, source). An
+    ``=`` inside a path or ``hf:``/``saelens:`` name is not a prefix."""
+    head, sep, tail = spec.partition("=")
+    if sep and (head.lstrip("-").isdigit() or "hook" in head or head.startswith(("blocks.", "model.", "layers."))):
+        return head, tail
+    return None, spec
+
+
+def check_sources(specs) -> None:
+    """Each ``[LAYER=|HOOK=]SOURCE`` resolved, so a source that is nowhere is one line before
+    anything heavy is imported or loaded (a command calls this first; nothing here imports torch)."""
+    for spec in specs:
+        resolve_sae(split_spec(str(spec))[1])
+
+
 def _cfg_hook(path: Path) -> str | None:
     """Gemma Scope 2's ``config.json`` beside the weights: ``hf_hook_point_in``."""
     folder = path if path.is_dir() else path.parent
     cfg = folder / GEMMA_SCOPE_2_CFG
     if not cfg.is_file():
         return None
-    try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise WhiteboxError(f"{cfg} is not readable JSON ({e}); download it again") from None
-    return data.get("hf_hook_point_in") if isinstance(data, dict) else None
+    from whitebox_eval.sae.file_checks import read_cfg
+
+    return read_cfg(cfg).get("hf_hook_point_in")
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _split_hub(spec: str) -> tuple[str, str, str | None]:
-    """``ORG/REPO/PATH[@REVISION]`` -> (repo id, path in the repository, revision)."""
+    """``ORG/REPO/PATH[@REVISION]`` -> (repo id, path in the repository, revision). PATH stays
+    inside the repository: ``..``, ``.``, empty parts, a leading ``/`` or ``\\`` are refused here,
+    and links leading out of the snapshot when it is read (:func:`_confined`)."""
+    given = spec
     spec, _, revision = spec.partition("@")
-    parts = spec.strip("/").split("/")
-    if len(parts) < 2 or not all(parts[:2]):
-        raise WhiteboxError(f"hf:{spec}: give hf:ORG/REPO/PATH (PATH the SAE's folder or file in the repository)")
-    return f"{parts[0]}/{parts[1]}", "/".join(parts[2:]), revision or None
+    parts = spec.split("/")
+    if len(parts) < 2 or not all(_HUB_NAME.fullmatch(p) for p in parts[:2]):
+        raise WhiteboxError(f"hf:{given}: give hf:ORG/REPO/PATH (ORG and REPO as the hub spells them, PATH the "
+                            "SAE's folder or file in the repository)")
+    inner = parts[2:]
+    if inner and inner[-1] == "":  # a trailing slash names the same folder
+        inner = inner[:-1]
+    if any(p in ("", ".", "..") or "\\" in p for p in inner):
+        raise WhiteboxError(f"hf:{given}: PATH must be a path inside the repository ('..', '.', empty parts and "
+                            "backslashes are refused)")
+    if revision and (revision.startswith("/") or ".." in revision.split("/") or "\\" in revision):
+        raise WhiteboxError(f"hf:{given}: revision {revision!r} is not a branch, tag or commit")
+    return f"{parts[0]}/{parts[1]}", "/".join(inner), revision or None
+
+
+def _confined(root: Path, inner: str, source: str) -> Path:
+    """``root / inner``, refused in one line when it or a file under it resolves outside ``root``
+    (a hub cache snapshot's files may link into the repository's own ``blobs/``, as the cache
+    stores them): what is recorded as the repository's is what is read."""
+    path = root / inner if inner else root
+    if not path.exists():
+        return path
+    allowed = [root.resolve()]
+    if root.parent.name == "snapshots":
+        allowed.append((root.parent.parent / "blobs").resolve())
+    for target in [path, *(path.rglob("*") if path.is_dir() else ())]:
+        real = target.resolve()
+        if not any(real == a or real.is_relative_to(a) for a in allowed):
+            raise WhiteboxError(f"{source}: {target.relative_to(root)} leads outside the repository's files "
+                                f"(to {real}); give a path inside the repository")
+    return path
 
 
 def hub_offline() -> str | None:
@@ -109,7 +156,7 @@ def _from_hub(source: str, **extra) -> ResolvedSAE:
 
     copy = local_folder(f"{repo_id}@{revision}" if revision else repo_id, models_root(LOAD.models_root))
     if copy is not None:  # a --models-root copy of the repository, found the way models are
-        path = Path(copy) / inner
+        path = _confined(Path(copy), inner, source)
         if not path.exists():
             raise WhiteboxError(f"{source}: the --models-root copy {copy} has no {inner!r}")
         return ResolvedSAE(path, extra.pop("route", "hf"), extra.pop("given", source), repo_id=repo_id, revision=revision,
@@ -129,7 +176,7 @@ def _from_hub(source: str, **extra) -> ResolvedSAE:
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise WhiteboxError(f"{source}: could not fetch from the hub ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
-    path = snapshot / inner if inner else snapshot
+    path = _confined(snapshot, inner, source)
     if not path.exists():
         raise WhiteboxError(f"{source}: {repo_id} (snapshot {snapshot.name}) has no {inner!r}")
     return ResolvedSAE(path, extra.pop("route", "hf"), extra.pop("given", source), repo_id=repo_id,
