@@ -53,7 +53,7 @@ from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.lm_eval_format import sample_fields
 from whitebox_eval.runs.distributed import World, world as current_world
 from whitebox_eval.runs.passes import run_pass
-from whitebox_eval.runs.limits import taken
+from whitebox_eval.runs.limits import offered, taken
 from whitebox_eval.mcqa.config import (
     DEFAULT_METHODS,
     LETTER_METHODS,
@@ -331,7 +331,8 @@ def run_mcqa(
             items = load_items(cfg)
             demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
                                                lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
-    n_total = len(items)  # what the task offers for evaluation (demonstrations already removed)
+    # what the task offers for evaluation (demonstrations already removed; a generated task made only its share)
+    n_total = offered(len(items), SYNTHETIC_DEFAULT_LIMIT if _generated(cfg) else None, cfg.limit)
     if cfg.limit is not None:  # a fraction of a file's items; a generated task made its share already
         items = items[: taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT if _generated(cfg) else len(items))]
     if not items:

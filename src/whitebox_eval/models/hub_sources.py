@@ -80,7 +80,7 @@ def resolve_hub(spec: str, root: Path | None, offline_reason: str | None) -> tup
     snapshot = cached_snapshot(repo_id, revision)
     if snapshot is None:
         raise WhiteboxError(f"{spec}: revision {revision} is not in the Hugging Face cache and the hub is unavailable "
-                            f"({offline_reason}); download it once online (huggingface-cli download {repo_id} "
+                            f"({offline_reason}); download it once online (hf download {repo_id} "
                             f"--revision {revision}), or put a copy in DIR/{repo_id.replace('/', '--')}@{revision} "
                             "and give --models-root DIR")
     return str(snapshot), {}

@@ -41,7 +41,7 @@ def model_problem(spec: str) -> str | None:
     hub_id, _, revision = spec.partition("@")
     if revision and hub_id.count("/") == 1 and not Path(spec).expanduser().exists():
         folder = hub_id.replace("/", "--") + "@" + revision
-        return (f"checkpoint {revision} of {hub_id} loads from a local folder only: download it (huggingface-cli "
+        return (f"checkpoint {revision} of {hub_id} loads from a local folder only: download it (hf "
                 f"download {hub_id} --revision {revision} --local-dir DIR/{folder}) and give --models-root DIR")
     from whitebox_eval.models.loading import hub_unreachable_reason, resolve_source
 

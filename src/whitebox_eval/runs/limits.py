@@ -48,3 +48,12 @@ def taken(limit, n: int) -> int:
     if is_fraction(limit):
         return max(1, math.ceil(Fraction(repr(float(limit))) * n))
     return int(limit)
+
+
+def offered(n_made: int, default: int | None = None, limit=None) -> int:
+    """The items a run has without ``--limit``, for "evaluated K of N": a file's ``n_made``; a
+    generated task (``default``: its count without a limit) made only its share under a limit,
+    so it offers ``default`` (or more, where a larger limit made more)."""
+    if default is None or limit is None:
+        return n_made
+    return max(n_made, default)

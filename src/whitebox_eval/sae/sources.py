@@ -171,7 +171,7 @@ def _from_hub(source: str, **extra) -> ResolvedSAE:
                                           local_files_only=offline is not None))
     except (LocalEntryNotFoundError, FileNotFoundError) as e:
         raise WhiteboxError(f"{source}: not in the Hugging Face cache ({offline or type(e).__name__}); download it "
-                            f"once online (huggingface-cli download {repo_id} --include '{inner}/*'), or give a local "
+                            f"once online (hf download {repo_id} --include '{inner}/*'), or give a local "
                             "folder") from None
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise WhiteboxError(f"{source}: could not fetch from the hub ({type(e).__name__}: "
