@@ -354,7 +354,8 @@ def save_activations_option(positions: str):
         help="keep these activations per item (repeatable), one safetensors file per spec under activations/, a "
              "tensor [layers, positions, width] per sample id, written through the resumable parts; its size is "
              "printed before the run and its shapes go into results.json. POINT: a capture point (resid, resid_pre, "
-             "resid_mid, attn_out, mlp_out, head_out, mlp_act, q, k, v) or a TransformerLens / SAELens name "
+             "resid_mid, attn_out, mlp_out, head_out, mlp_act, q, k, v; resid:L is the residual leaving block L, "
+             "transformers' hidden_states[L+1], the last block's taken before the final norm) or a TransformerLens / SAELens name "
              "(blocks.12.hook_resid_post); LAYERS: all (default), 12, 0-3,7; POSITIONS: " + positions +
              " (default last). E.g. resid:12:last, mlp_act:all:options")
 

@@ -106,14 +106,14 @@ def test_saved_file_equals_engine_captures_and_samples_do_not_change(lm, tmp_pat
     engine = Engine(lm)
     for start in range(0, len(items), cfg.batch_size):  # the study's own batches
         tb = toks[start:start + cfg.batch_size]
-        n = max(len(t.option_positions) for t in tb)
-        opt = [t.option_positions + [t.option_positions[-1]] * (n - len(t.option_positions)) for t in tb]
+        n = max(len(t.label_positions) for t in tb)
+        opt = [t.label_positions + [t.label_positions[-1]] * (n - len(t.label_positions)) for t in tb]
         with torch.no_grad():
             tr = engine.run(batch_from_ids([t.input_ids for t in tb], pad_id=lm.pad_id),
                             [Capture("resid", "last", [1]), Capture("mlp_out", opt, [0]), Capture("attn_out", "all")])
         for b, (it, t) in enumerate(zip(items[start:start + cfg.batch_size], tb)):
             assert np.array_equal(last[str(it.id)], tr["resid"][b].numpy())  # bit-identical
-            assert np.array_equal(opts[str(it.id)], tr["mlp_out"][b, :, :len(t.option_positions)].numpy())
+            assert np.array_equal(opts[str(it.id)], tr["mlp_out"][b, :, :len(t.label_positions)].numpy())
             real = tr.positions["attn_out"][b] >= 0
             assert every[str(it.id)].shape == (3, len(t.input_ids), 32)
             assert np.array_equal(every[str(it.id)], tr["attn_out"][b][:, real].numpy())

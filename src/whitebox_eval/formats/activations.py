@@ -68,10 +68,10 @@ class Saver:
 
     # the MCQ prompt's pass ---------------------------------------------------------------
     def captures(self, t) -> list:
-        return batch_captures(self.specs, self.n_layers, [t.option_positions])
+        return batch_captures(self.specs, self.n_layers, [t.label_positions])
 
     def prompt(self, item_id, t, trace, prefix) -> None:
-        for stem, rows in batch_rows(self.engine, self.specs, trace, [t.option_positions], prefix, self.memo).items():
+        for stem, rows in batch_rows(self.engine, self.specs, trace, [t.label_positions], prefix, self.memo).items():
             self.batch.setdefault(stem, {})[str(item_id)] = rows[0]
 
     # the free answers ----------------------------------------------------------------------

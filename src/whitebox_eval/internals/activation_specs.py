@@ -14,8 +14,10 @@ default), ``12``, ``0-3,7`` (ranges inclusive). ``POSITIONS`` (default ``last``)
 =============  ==================================================================
 ``last``       the prompt's last token (the one whose logits score the item)
 ``all``        every prompt token, the first to the last (ragged across items)
-``options``    the option positions the suite already knows (mcqa: each option's
-               label token, in option order; ragged across option counts)
+``options``    each option's label token (``A``, ``B``..., in option order; the first
+               content token where a format has no labels), whatever token
+               ``--representative`` makes the head scores read; ragged across
+               option counts
 ``generated``  in a generating suite, the rows that produced each generated token:
                the last prompt token's row for the first, then each generated
                token's row for the next (one per generated token, stop included)

@@ -3,8 +3,8 @@
 
 The captures ride on the main pass's own forward (one more capture of that pass, nothing
 else changes: samples.jsonl is the same with and without them). ``last`` is the prompt's last
-token, ``options`` each option's label token (the positions the head scores read, in option
-order), ``all`` every prompt token (cached demonstrations' rows from one pass over them, as
+token, ``options`` each option's label token (``A``, ``B``..., in option order; not the
+representative token the head scores read, ``--representative``, the line's end by default), ``all`` every prompt token (cached demonstrations' rows from one pass over them, as
 their cache was computed).
 """
 
@@ -70,12 +70,12 @@ class Saver:
         st.folder.log(line)
 
     def captures(self, toks) -> list[Capture]:
-        return batch_captures(self.specs, self.n_layers, [t.option_positions for t in toks])
+        return batch_captures(self.specs, self.n_layers, [t.label_positions for t in toks])
 
     def write(self, chunk, toks, trace, prefix=None) -> None:
         """One batch's tensors into their parts (before the pass's own part)."""
         ids = [self.study.items[i].id for i in chunk]
-        rows = batch_rows(self.study.engine, self.specs, trace, [t.option_positions for t in toks], prefix, self.memo)
+        rows = batch_rows(self.study.engine, self.specs, trace, [t.label_positions for t in toks], prefix, self.memo)
         self.parts.write(chunk[0], {stem: dict(zip(ids, r)) for stem, r in rows.items()})
 
     def merge(self) -> dict:

@@ -32,6 +32,9 @@ class TokenizedPrompt:
     """Number of leading tokens that belong to the shared prefix (demonstrations)."""
     option_tokens: list[list[int]] | None = None
     """All tokens that represent each option (``content_mean``); None = option_positions."""
+    label_positions: list[int] | None = None
+    """Each option's label token (``A``), whatever the representative; a format without labels
+    (``free_options``): the option's first content token. What ``--save-activations ...:options`` keeps."""
 
     def representative_tokens(self) -> list[list[int]]:
         return self.option_tokens or [[p] for p in self.option_positions]
@@ -53,8 +56,10 @@ def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "
     if representative not in REPRESENTATIVES:
         raise WhiteboxError(f"unknown option-representative token {representative!r}; choose one of {', '.join(REPRESENTATIVES)}")
     ids, offsets = char_offsets(tokenizer, rendered.text, add_special_tokens=add_special_tokens)
-    positions, groups = [], []
+    positions, groups, labels = [], [], []
     for opt in rendered.options:
+        at = opt.label.start if opt.label is not None else opt.content.start
+        labels.append(_token_at(offsets, at, f"label of option {opt.index}", rendered.item_id))
         if representative == "content_mean":
             toks = sorted({_token_at(offsets, c, f"content of option {opt.index}", rendered.item_id)
                            for c in range(opt.content.start, opt.content.end)})
@@ -68,7 +73,7 @@ def tokenize_prompt(tokenizer, rendered: RenderedPrompt, representative: str = "
         positions.append(_token_at(offsets, char, f"{representative} of option {opt.index}", rendered.item_id))
     prefix_tokens = sum(1 for s, e in offsets if e <= rendered.prefix_len and e > 0)
     answers = answer_token_ids(tokenizer, rendered.text, rendered.answer_strings, ids, add_special_tokens)
-    return TokenizedPrompt(ids, positions, answers, prefix_tokens, groups or None)
+    return TokenizedPrompt(ids, positions, answers, prefix_tokens, groups or None, labels)
 
 
 def answer_token_ids(tokenizer, prompt: str, answers: list[str], prompt_ids: list[int] | None = None,
