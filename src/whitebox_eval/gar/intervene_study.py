@@ -27,6 +27,7 @@ from whitebox_eval.gar.study_base import (
 )
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
+from whitebox_eval.runs.pass_plan import plan_passes
 
 
 @dataclass
@@ -70,6 +71,7 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     encoded = [encoded[i] for i in have]
     examples = [examples[i] for i in have]
     keys = [example_id(e) for e in examples]
+    plan_passes(folder, [("base", len(keys))] + [(kind, len(keys)) for kind in iv.KINDS])  # progress: pass k of N
 
     def score_base(idx: list[int]):
         chunk = [encoded[i] for i in idx]

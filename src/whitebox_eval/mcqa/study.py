@@ -54,6 +54,8 @@ from whitebox_eval.runs.lm_eval_format import sample_fields
 from whitebox_eval.runs.distributed import World, world as current_world
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.limits import offered, taken
+from whitebox_eval.runs.pass_plan import plan_passes
+from whitebox_eval.mcqa.pass_plan import pass_plan
 from whitebox_eval.mcqa.config import (
     DEFAULT_METHODS,
     LETTER_METHODS,
@@ -358,6 +360,7 @@ def run_mcqa(
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
     study.n_total = n_total
+    plan_passes(folder, pass_plan(study))  # progress says pass k of N, with the study's time left
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     return finalize(study)

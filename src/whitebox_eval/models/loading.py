@@ -16,6 +16,7 @@ import logging
 import os
 import pickle
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -399,6 +400,9 @@ def load_model(
             f"{spec!r} is not a bundled name or a local path, and the Hugging Face hub is unavailable: {reason}. "
             f"Offline, use a bundled model ({', '.join(BUNDLED)}), a local model folder, or a .gguf file."
         )
+    began = time.monotonic()  # a run shows these lines (runs/progress.py): nothing else moves while weights load
+    log.info("loading %s (%s%s) ...", spec, str(torch_dtype).removeprefix("torch."),
+             f", adapter {Path(opts.adapter).name}" if opts.adapter else "")
     try:
         cfg_kw = {k: extra[k] for k in ("revision", "subfolder") if k in extra}
         if attn_implementation == "auto":
@@ -435,4 +439,5 @@ def load_model(
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     arch = Architecture.of(model)
+    log.info("loaded %s in %.1f s", spec, time.monotonic() - began)
     return LoadedModel(model=model, tokenizer=tok, arch=arch, spec=spec, source=source, load_key=key)

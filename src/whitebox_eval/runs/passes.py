@@ -35,7 +35,8 @@ from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.folder import RunFolder
 from whitebox_eval.runs.samples_file import sample_line
 from whitebox_eval.runs.parts import read_parts, write_part
-from whitebox_eval.runs.progress import progress
+from whitebox_eval.runs.pass_plan import plan_of
+from whitebox_eval.runs.progress import note, progress
 
 SAMPLES_KEY = "_samples"  # the batch's sample lines inside a part
 INDEX_KEY = "index"
@@ -78,7 +79,12 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
     todo = _pending(folder, parts, order if order is not None else range(len(ids)), batch_size, world)
     done_samples = folder.done_ids()
     batches = range(0, len(todo), batch_size)
-    for start in progress(batches, total=len(batches), desc=desc or name, enabled=show_progress):
+    plan = plan_of(folder)
+    label = plan.label(name) if plan is not None else None
+    if label is not None and main:
+        note(plan.begin(name, len(todo)), show_progress)
+    for start in progress(batches, total=len(batches), desc=f"{label} {desc or name}" if label else desc or name,
+                          enabled=show_progress, after=plan.after if label else None):
         chunk = todo[start:start + batch_size]
         records, arrays = score(chunk)
         lines = None
@@ -96,6 +102,8 @@ def run_pass(folder: RunFolder, name: str, ids: Sequence[str | int], batch_size:
             new = [line for i, line in zip(chunk, lines) if ids[i] not in done_samples]
             folder.append_lines(new)
             done_samples.update(ids[i] for i in chunk)
+    if label is not None:
+        plan.end(name)
     if world is not None:
         world.barrier()  # every rank's parts and samples are on disk before anyone reads them
     if main:  # a rank's view reads and rewrites the merged samples.jsonl too

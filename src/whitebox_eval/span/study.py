@@ -66,6 +66,7 @@ from whitebox_eval.models.training import data_digest, kept_weights, trained, we
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.folder import ARRAYS_DIR
+from whitebox_eval.runs.pass_plan import extend_plan, plan_passes
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.kept import NPY, kept
 from whitebox_eval.span.config import INSTRUCTIONS, SpanConfig
@@ -251,6 +252,8 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
     examples = {s: make_examples(cfg, s, cfg.n_per_split) for s in cfg.splits}
     tokenized = {s: tokenize_all(cfg, lm.tokenizer, ex) for s, ex in examples.items()}
     folder.log(f"task {cfg.task}, splits {cfg.splits}, {cfg.n_per_split} examples each, model {cfg.model}")
+    phases = ["base"] + (["finetuned"] if cfg.finetune_examples else [])  # reinforcement's passes join when known
+    plan_passes(folder, [(_stage_file_name(f"{p}/{s}"), len(tokenized[s])) for p in phases for s in cfg.splits])
 
     def evaluate(phase: str) -> None:
         for split in cfg.splits:
@@ -322,6 +325,8 @@ def _reinforce(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanConf
     _write_splits(folder, splits, cfg)
     heads = _key_heads(folder, engine, cfg, lm.tokenizer, splits["key_heads"])
     selection = tokenize_all(cfg, lm.tokenizer, splits["selection"])
+    grid = ["select/none"] + [f"select/{protocol.label('key', n, c, cfg.mode)}" for n in cfg.heads for c in cfg.values]
+    extend_plan(folder, [(_stage_file_name(stage), len(selection)) for stage in grid])
     _score_stage(folder, engine, lm, cfg, "select/none", "select", selection, show_progress=show_progress)
     for n in cfg.heads:
         for c in cfg.values:
@@ -333,6 +338,10 @@ def _reinforce(folder: RunFolder, engine: Engine, lm: LoadedModel, cfg: SpanConf
     n, c = chosen["n_heads"], chosen["value"]
     folder.log(f"chosen on the selection split: top-{n} key heads, C={c:g}")
     settings = evaluation_settings(cfg, heads, n, c, engine.arch.n_layers, engine.arch.n_heads)
+    stages = [f"reinforce/{r.label}" for _, _, r in settings] + (
+        ["generate/none"] + [f"generate/{r.label}" for src, _, r in settings if src != "random"]
+        if cfg.reinforce_generation else [])
+    extend_plan(folder, [(_stage_file_name(stage), len(evaluation)) for stage in stages])
     for _, _, r in settings:
         _score_stage(folder, engine, lm, cfg, f"reinforce/{r.label}", "ood", evaluation,
                      reinforcement=r, show_progress=show_progress)
