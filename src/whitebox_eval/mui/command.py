@@ -176,7 +176,7 @@ def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, res
         raise WhiteboxError("give --task (e.g. --task arithmetic-gen), or a sub-command")
     from whitebox_eval.sae.sources import check_sources
 
-    check_sources(kw["sae"])  # a source that is nowhere: one line before torch and the study are imported
+    check_sources(kw["sae"], model)  # a source that is nowhere: one line before torch and the study are imported
     from whitebox_eval.mui.study import run_mui
 
     forms = {"lm-eval": "lm-eval:TASK", "gen": "gen=PATH"}

@@ -5,16 +5,23 @@ cache). What was loaded is recorded (:meth:`ResolvedSAE.record`: route, release,
 commit, SHA-256 of the weights, Neuronpedia id) and each feature links to Neuronpedia where the
 release names it (:func:`neuronpedia_link`; nothing is fetched at run time).
 
-The release list is ``$WHITEBOX_EVAL_SAE_RELEASES`` when set, else the one installed with
-``sae_lens`` (found on ``sys.path``, never imported: SAELens stays optional).
+The release list is ``$WHITEBOX_EVAL_SAE_RELEASES`` when set, else a dated snapshot of SAELens'
+list shipped as package data (``data/saelens_releases.json.gz``, MIT notice beside it, refreshed by
+``scripts/refresh_saelens_releases.py``), then, for a release the snapshot lacks, the one installed
+with ``sae_lens`` (found on ``sys.path``, never imported): sae-lens is never needed. A release made
+for another model than ``--model`` is a warning (:func:`check_sources`).
 """
 
 from __future__ import annotations
 
+import difflib
+import gzip
 import hashlib
+import json
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +31,8 @@ from whitebox_eval.internals.hook_points import HookPoint, hook_from_names
 RELEASES_ENV = "WHITEBOX_EVAL_SAE_RELEASES"
 NEURONPEDIA = "https://www.neuronpedia.org"
 GEMMA_SCOPE_2_CFG = "config.json"
+#: SAELens' release list as shipped (scripts/refresh_saelens_releases.py; MIT notice beside it)
+SNAPSHOT = Path(__file__).parent / "data" / "saelens_releases.json.gz"
 
 
 @dataclass
@@ -38,6 +47,8 @@ class ResolvedSAE:
     release: str | None = None
     sae_id: str | None = None
     neuronpedia: str | None = None
+    release_model: str | None = None  # the model the release names (a warning when --model differs)
+    release_list: str | None = None  # which release list named it
     hook_name: str | None = None  # from a file beside the weights (Gemma Scope 2's hf_hook_point_in)
     names_hook: HookPoint | None = None  # from the release's names
     extra: dict = field(default_factory=dict)
@@ -45,7 +56,7 @@ class ResolvedSAE:
     def record(self) -> dict:
         """config.yaml's entry: route, the source as given, and what pins it (commit, SHA-256)."""
         out = {"route": self.route, "source": self.source, "path": str(self.path), "sha256": weights_sha256(self.path)}
-        for key in ("repo_id", "revision", "release", "sae_id", "neuronpedia"):
+        for key in ("repo_id", "revision", "release", "sae_id", "neuronpedia", "release_model", "release_list"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.neuronpedia:  # a feature's page is this plus /INDEX (the explorer links each feature)
@@ -78,11 +89,15 @@ def split_spec(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
-def check_sources(specs) -> None:
+def check_sources(specs, model: str | None = None) -> None:
     """Each ``[LAYER=|HOOK=]SOURCE`` resolved, so a source that is nowhere is one line before
-    anything heavy is imported or loaded (a command calls this first; nothing here imports torch)."""
+    anything heavy is imported or loaded (a command calls this first; nothing here imports torch);
+    a release made for another model than ``model`` is a warning (the width check comes later)."""
     for spec in specs:
-        resolve_sae(split_spec(str(spec))[1])
+        resolved = resolve_sae(split_spec(str(spec))[1])
+        if model_mismatch(resolved.release_model, model):
+            warnings.warn(f"SAE {resolved.source}: release {resolved.release} was made for {resolved.release_model}, "
+                          f"not --model {model}; its features describe that model", stacklevel=2)
 
 
 def _cfg_hook(path: Path) -> str | None:
@@ -184,42 +199,80 @@ def _from_hub(source: str, **extra) -> ResolvedSAE:
                        **extra)
 
 
-def release_list() -> tuple[dict, str]:
-    """SAELens' release list (``SAE_LOOKUP`` of ``pretrained_saes.yaml``) and where it was read."""
+def _read_yaml_list(path: Path) -> dict:
     import yaml
 
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise WhiteboxError(f"SAE release list {path} does not read as YAML ({str(e).splitlines()[0]})") from None
+    lookup = data.get("SAE_LOOKUP", data) if isinstance(data, dict) else None
+    if not isinstance(lookup, dict) or not all(isinstance(v, dict) or v is None for v in lookup.values()):
+        raise WhiteboxError(f"SAE release list {path} holds no releases (SAELens' mapping of release names)")
+    return lookup
+
+
+def _snapshot() -> tuple[dict, str]:
+    """The release list shipped with whitebox-eval (``scripts/refresh_saelens_releases.py`` writes it)."""
+    data = json.loads(gzip.decompress(SNAPSHOT.read_bytes()))
+    src = data["source"]
+    return data["releases"], f"the SAELens release list of sae-lens {src['version']} ({src['taken']}) shipped with whitebox-eval"
+
+
+def release_lists():
+    """Each SAELens release list to look a name up in, in order, as (lookup, where): the file
+    ``$WHITEBOX_EVAL_SAE_RELEASES`` names (alone, when set); else the snapshot shipped with
+    whitebox-eval, then an installed sae-lens's own ``pretrained_saes.yaml`` (newer releases;
+    found on ``sys.path``, never imported). Lists are read only when the previous lacks a name."""
     env = os.environ.get(RELEASES_ENV)
-    candidates = [Path(env).expanduser()] if env else [Path(p) / "sae_lens" / "pretrained_saes.yaml" for p in sys.path if p]
-    for path in candidates:
-        if path.is_file():
-            try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError) as e:
-                raise WhiteboxError(f"SAE release list {path} does not read as YAML ({e})") from None
-            lookup = data.get("SAE_LOOKUP", data) if isinstance(data, dict) else None
-            if not isinstance(lookup, dict):
-                raise WhiteboxError(f"SAE release list {path} holds no releases (SAELens' SAE_LOOKUP mapping)")
-            return lookup, str(path)
     if env:
-        raise WhiteboxError(f"${RELEASES_ENV} names {env}, which is no file")
-    raise WhiteboxError("saelens:RELEASE/SAE_ID needs SAELens' release list: pip install sae-lens (only its "
-                        f"pretrained_saes.yaml is read), or set ${RELEASES_ENV} to a copy of it")
+        path = Path(env).expanduser()
+        if not path.is_file():
+            raise WhiteboxError(f"${RELEASES_ENV} names {env}, which is no file")
+        yield _read_yaml_list(path), str(path)
+        return
+    yield _snapshot()
+    for path in (Path(p) / "sae_lens" / "pretrained_saes.yaml" for p in sys.path if p):
+        if path.is_file():
+            yield _read_yaml_list(path), str(path)
+            return
 
 
 def lookup_release(release: str, sae_id: str) -> dict:
-    """The release's repository and the SAE's entry (``path``, ``neuronpedia``...)."""
-    lookup, where = release_list()
-    if release not in lookup:
-        near = sorted(r for r in lookup if release.split("-")[0] in r)[:5]
-        raise WhiteboxError(f"SAE release {release!r} is not in {where}" + (f"; similar: {', '.join(near)}" if near else ""))
-    entry = lookup[release] or {}
-    saes = {str(s.get("id")): s for s in entry.get("saes") or [] if isinstance(s, dict)}
-    if sae_id not in saes:
-        shown = ", ".join(list(saes)[:4])
-        raise WhiteboxError(f"SAE id {sae_id!r} is not in release {release!r} ({len(saes)} ids, e.g. {shown})")
-    if not entry.get("repo_id"):
-        raise WhiteboxError(f"release {release!r} in {where} names no repo_id")
-    return {"repo_id": str(entry["repo_id"]), "model": entry.get("model"), **saes[sae_id]}
+    """The release's repository and the SAE's entry (``path``, ``neuronpedia``, ``model``...), and
+    ``release_list``: which list named it."""
+    tried, near = [], []
+    for lookup, where in release_lists():
+        tried.append(where)
+        if release not in lookup:
+            near += [r for r in lookup if r not in near]
+            continue
+        entry = lookup[release] or {}
+        saes = {str(s.get("id")): s for s in entry.get("saes") or [] if isinstance(s, dict)}
+        if sae_id not in saes:
+            shown = ", ".join(list(saes)[:4])
+            raise WhiteboxError(f"SAE id {sae_id!r} is not in release {release!r} ({len(saes)} ids, e.g. {shown})")
+        found = {"repo_id": entry.get("repo_id"), "model": entry.get("model"), **saes[sae_id], "release_list": where}
+        if not found["repo_id"]:
+            raise WhiteboxError(f"release {release!r} in {where} names no repo_id")
+        return {**found, "repo_id": str(found["repo_id"])}
+    near = difflib.get_close_matches(release, near, n=5, cutoff=0.6)
+    raise WhiteboxError(f"SAE release {release!r} is not in {' nor '.join(tried)}"
+                        + (f"; similar: {', '.join(near)}" if near else "")
+                        + f" (a newer release: pip install sae-lens, or set ${RELEASES_ENV} to its pretrained_saes.yaml)")
+
+
+def _model_key(name: str) -> str:
+    """A model name compared loosely: its last path part, no revision, lower case, letters and digits."""
+    return re.sub(r"[^a-z0-9]", "", str(name).split("@")[0].rstrip("/").rsplit("/", 1)[-1].lower())
+
+
+def model_mismatch(release_model: str | None, model: str | None) -> bool:
+    """Whether a release made for ``release_model`` reads another model than ``model`` (``--model``)."""
+    if not release_model or not model:
+        return False
+    a, b = _model_key(release_model), _model_key(model)
+    return bool(a and b) and a not in b and b not in a
 
 
 def _from_release(source: str) -> ResolvedSAE:
@@ -231,7 +284,8 @@ def _from_release(source: str) -> ResolvedSAE:
     entry = lookup_release(release, sae_id)
     inner = str(entry.get("path") or sae_id).strip("/")
     return _from_hub(f"hf:{entry['repo_id']}/{inner}", route="saelens", given=source, release=release,
-                     sae_id=sae_id, neuronpedia=entry.get("neuronpedia"))
+                     sae_id=sae_id, neuronpedia=entry.get("neuronpedia"), release_model=entry.get("model"),
+                     release_list=entry["release_list"])
 
 
 def weights_sha256(path: Path) -> str:
