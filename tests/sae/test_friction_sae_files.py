@@ -159,7 +159,7 @@ def test_hub_paths_stay_inside_their_snapshot(snapshot):
 
 
 def test_a_bad_sae_source_is_refused_before_the_study_is_imported(tmp_path):
-    """Exit 2, one line, and neither torch nor the study imported (what made it take ~9 s)."""
+    """Exit 2, one line, and the study not imported (its imports made it take ~9 s)."""
     folder = _folder(tmp_path, "[1]", name="listcfg")
     code = ("import sys\nfrom whitebox_eval.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
@@ -171,6 +171,12 @@ def test_a_bad_sae_source_is_refused_before_the_study_is_imported(tmp_path):
         lines = got.stderr.strip().splitlines()
         assert lines[-1] == "exit 2 False", got.stderr
         assert lines[0].startswith("error: ") and len(lines) == 2, got.stderr
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    # a config of the wrong shape: one line naming the file, before the model or a run folder
+    got = subprocess.run([sys.executable, "-c", code, "mui", "--task", "ssd", "--score", "sae", "--sae", f"3={folder}", "--output",
+                          str(tmp_path / "runs")], capture_output=True, text=True)
+    lines = got.stderr.strip().splitlines()
+    assert lines[-1] == "exit 2 False", got.stderr
+    assert lines[0] == f"error: {folder / 'cfg.json'} holds a list, not a JSON object of SAE settings " \
+                       "(SAELens' cfg.json: d_in, d_sae, architecture ...)"
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
-    with pytest.raises(WhiteboxError, match="cfg.json holds a list"):
-        load_sae(folder)

@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from whitebox_eval.errors import WhiteboxError
+
+if TYPE_CHECKING:
+    import torch
+
+#: the config files an SAE folder may hold beside its weights (SAELens', Llama Scope's)
+CONFIG_FILES = ("cfg.json", "hyperparams.json")
 
 _INT = ("d_in", "d_model", "hidden_size", "d_sae", "dict_size", "n_features", "d_hidden", "k", "top_k",
         "hook_layer")
@@ -79,8 +83,20 @@ def read_cfg(path: Path) -> dict[str, Any]:
     return check_cfg(data, path)
 
 
+def check_configs(path: Path) -> None:
+    """The config files beside an SAE's weights (a folder, or a weights file's folder) checked
+    without reading the weights (and without torch): a command does this before the model loads."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    for name in CONFIG_FILES:
+        if (folder / name).is_file():
+            read_cfg(folder / name)
+
+
 def check_finite(tensors: dict[str, torch.Tensor], source: Path) -> None:
     """Refuse weights holding NaN or infinite values, naming the tensor and how many."""
+    import torch
+
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             continue

@@ -93,8 +93,11 @@ def check_sources(specs, model: str | None = None) -> None:
     """Each ``[LAYER=|HOOK=]SOURCE`` resolved, so a source that is nowhere is one line before
     anything heavy is imported or loaded (a command calls this first; nothing here imports torch);
     a release made for another model than ``model`` is a warning (the width check comes later)."""
+    from whitebox_eval.sae.file_checks import check_configs
+
     for spec in specs:
         resolved = resolve_sae(split_spec(str(spec))[1])
+        check_configs(resolved.path)  # a config of the wrong shape: one line before the model loads
         if model_mismatch(resolved.release_model, model):
             warnings.warn(f"SAE {resolved.source}: release {resolved.release} was made for {resolved.release_model}, "
                           f"not --model {model}; its features describe that model", stacklevel=2)
