@@ -38,10 +38,15 @@ def log_to(sink: Callable[[str], None] | None) -> None:
 
 
 class _Notes(logging.Handler):
-    """The model loader's INFO lines as :func:`note` lines (stderr and run.log)."""
+    """The model loader's INFO lines as :func:`note` lines (stderr and run.log) while this command
+    writes a run folder (a model loaded to check input before it is not announced: a mistake
+    found then stays one line)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        note(record.getMessage())
+        from whitebox_eval.runs.atomic import ACTIVE
+
+        if ACTIVE:
+            note(record.getMessage())
 
 
 def _show_model_loading() -> None:
