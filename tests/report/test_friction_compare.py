@@ -7,6 +7,7 @@ The McNemar reference is scipy's two-sided binomial test on the discordant count
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -94,3 +95,20 @@ def test_runs_listing_tells_an_edited_or_adapted_run_from_its_twin(tmp_path):
     lines = {line.split()[0]: line for line in out.output.splitlines()}
     assert "[edit zero:mlp.14:n=3]" in lines["ablated"] and "[" not in lines["plain"].split("n=")[1]
     assert "adapter lora-7 (keep); revision v2" in lines["adapted"]
+
+
+def test_json_beside_an_lm_eval_file_holds_its_rows_and_no_pairing(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    from test_compare_lm_eval import REAL, _lm_eval_output, _run as lm_run
+
+    ours = lm_run(tmp_path / "runs", "hs", "hellaswag=/data/hellaswag/validation.jsonl",
+                  {"acc,cloze": [1] * 8 + [0] * 22}, prompt="lm-eval")
+    out = _lm_eval_output(tmp_path)
+    got = CliRunner().invoke(compare, [str(ours.path), str(out), "--json"])
+    assert got.exit_code == 0, got.output
+    data = json.loads(got.output)
+    assert data["inputs"][1]["path"].endswith(REAL.name) and "run_id" not in data["inputs"][1]
+    row = next(r for r in data["rows"] if (r["task"], r["metric"]) == ("hellaswag", "acc,cloze"))
+    lm_value = json.loads(REAL.read_text())["results"]["hellaswag"]["acc,none"]
+    assert row["values"]["B"]["value"] == lm_value and row["values"]["A"]["value"] == pytest.approx(8 / 30)
+    assert data["paired"] == [] and any("normal-approx" in n for n in data["notes"])
