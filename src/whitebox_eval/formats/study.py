@@ -50,6 +50,7 @@ from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder, config_dict, open_run
 from whitebox_eval.datafiles import recording
+from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.limits import checked, is_fraction, taken
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
@@ -331,6 +332,7 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
             })
         return records, {}
 
+    plan_passes(folder, [("formats", len(data.items))])  # one pass: the MCQ prompt and every free answer
     run_pass(folder, "formats", [it.id for it in data.items], cfg.batch_size, saver.wrap(score) if saver else score,
              world=ranks, desc="formats", show_progress=show_progress if ranks.main else False)
     if ranks.main:

@@ -32,6 +32,7 @@ from whitebox_eval.gar.study_base import GARRun, estimate, open_gar_run, study_e
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.distributed import world as current_world
+from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
 
 
@@ -82,6 +83,7 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
         scores = score_batch(engine, [encoded[i] for i in chunk], rule=cfg.rule)
         return [_score_record(examples[i], encoded[i], s) for i, s in zip(chunk, scores)], {}
 
+    plan_passes(folder, [("evaluate", len(order))])  # one pass
     run_pass(folder, "evaluate", [ids[i] for i in order], cfg.batch_size, score, world=ranks if ranks.distributed
              else None, desc="gar batches", show_progress=show_progress if ranks.main else False)
     if not ranks.main:

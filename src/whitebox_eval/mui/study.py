@@ -47,6 +47,7 @@ from whitebox_eval.mui.utility_law import Direction, classify_direction, perform
 from whitebox_eval.mui.utilization import KeySets
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.folder import ARRAYS_DIR
+from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import iter_parts, run_pass
 from whitebox_eval.runs.kept import kept
 from whitebox_eval.runs.limits import checked
@@ -265,6 +266,7 @@ def run_mui(
             })
         return records, arrays
 
+    plan_passes(folder, [(PASS, len(ids))])  # one pass: responses, then key units
     run_pass(folder, PASS, ids, cfg.batch_size, saver.wrap(score) if saver else score, desc="mui batches",
              show_progress=show_progress, collect=False)
     fidelity = (_sae_fidelity(folder, loaded, sae_set, cfg.batch_size, show_progress, edits)
