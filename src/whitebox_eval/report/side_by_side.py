@@ -173,7 +173,7 @@ def _no_samples(column: Column) -> str | None:
     """Why a run's items cannot be paired, when its folder holds no per-item lines."""
     path = RunFolder.open(column.run.path).samples_path
     if not path.is_file():
-        return (f"{column.label} ({column.run.run_id}) has no {path.name}: the run wrote no per-item lines, "
+        return (f"{column.label} ({column.run.run_id}) has no {path.name} (its per-item lines), "
                 "so its items cannot be paired")
     if next(iter(read_samples_file(path)), None) is None:
         return f"{column.label} ({column.run.run_id}) has an empty {path.name}: no items to pair"
