@@ -32,6 +32,8 @@ from whitebox_eval.models.loading import cache_root
 from whitebox_eval.models.cache_entries import fill_once
 
 WEIGHTS_FILE = "model.safetensors"
+TRAINED_FILE = "trained.json"
+"""What a fine-tuning run folder holds beside its weights once they are complete (its record)."""
 KEY_FILE = "key.json"
 INFO_FILE = "info.json"
 #: trainings run in this process (a test reads it to see that a second call trained nothing)
@@ -84,9 +86,10 @@ def row_batch(sequences: Sequence[tuple[Sequence[int], Sequence[int], Sequence[i
     return RowBatch(ids_t, mask, positions, rows_t, targets, weights)
 
 
-def row_loss(model, batch: RowBatch) -> torch.Tensor:
-    """Mean cross-entropy of the target ids at the batch's rows (the hidden states are gathered
-    before the unembedding, so the vocabulary projection runs on those rows only)."""
+def row_outputs(model, batch: RowBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per target row: the cross-entropy of its target id and the model's argmax id (``[B, P]``
+    each; the hidden states are gathered before the unembedding, so the vocabulary projection
+    runs on those rows only)."""
     device = next(model.parameters()).device
     out = model.base_model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
                            position_ids=batch.position_ids.to(device), use_cache=False)
@@ -99,7 +102,13 @@ def row_loss(model, batch: RowBatch) -> torch.Tensor:
         logits = torch.tanh(logits / cap) * cap
     nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.to(device).flatten(),
                                             reduction="none").view_as(batch.weights)
-    w = batch.weights.to(device)
+    return nll, logits.argmax(-1)
+
+
+def row_loss(model, batch: RowBatch) -> torch.Tensor:
+    """Mean cross-entropy of the target ids at the batch's rows (:func:`row_outputs`)."""
+    nll, _ = row_outputs(model, batch)
+    w = batch.weights.to(nll.device)
     return (nll * w).sum() / w.sum()
 
 
@@ -344,6 +353,33 @@ def weights_fingerprint(model) -> str:
             x = p.detach().double()
             h.update(f"{name}|{tuple(p.shape)}|{p.dtype}|{float(x.sum()):.10e}|{float((x * x).sum()):.10e}".encode())
     return h.hexdigest()[:16]
+
+
+def weights_file_sha256(folder: str | Path) -> str:
+    """SHA-256 of a folder's ``model.safetensors`` (the fingerprint of a trained model's weights)."""
+    h = hashlib.sha256()
+    with (Path(folder) / WEIGHTS_FILE).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 23), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def trained_model_record(spec: Any) -> dict[str, Any]:
+    """config.yaml's ``model_weights`` for a model that is a fine-tuning's run folder: the producer's
+    run id and the weights' SHA-256, read from the file now and checked against the producer's record
+    (a consumer never mixes with weights trained elsewhere). Empty for any other model."""
+    if not isinstance(spec, str) or not spec:
+        return {}
+    path = Path(spec).expanduser()
+    marker = path / TRAINED_FILE
+    if not marker.is_file() or not (path / WEIGHTS_FILE).is_file():
+        return {}
+    info = json.loads(marker.read_text(encoding="utf-8"))
+    sha = weights_file_sha256(path)
+    if sha != info.get("sha256"):
+        raise WhiteboxError(f"{path / WEIGHTS_FILE} is not the file its fine-tuning wrote (SHA-256 {sha[:12]}..., "
+                            f"recorded {str(info.get('sha256'))[:12]}...); train it again or restore the folder")
+    return {"model_weights": {"producer": info.get("run_id"), "sha256": sha}}
 
 
 def data_digest(items: Sequence[Any]) -> str:
