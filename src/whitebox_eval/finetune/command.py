@@ -14,7 +14,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--task", default="arithmetic-gen", show_default=True,
               help="gen=PATH | arithmetic-gen[:CATEGORY,...] | gsm8k=PATH | triviaqa=PATH | bigbench=PATH (free "
-                   "answers) | gar or gar:TASK_ID,... (GAR's generator) | span:TASK | text=PATH (loss on every token); "
+                   "answers) | gar or gar:TASKS (GAR's generator, tasks as gar --tasks) | span:TASK | text=PATH (loss on every token); "
                    "multiple-choice tasks are refused")
 @click.option("--limit", type=click.IntRange(min=4), default=200, show_default=True,
               help="items drawn from the task before deduplication")

@@ -3,7 +3,8 @@
 - a free-answer task (``gen=PATH``, ``arithmetic-gen``, ``gsm8k=PATH``, ``triviaqa=PATH``,
   ``bigbench=PATH``): the item's prompt (its own, else its question and ``Answer:``), the gold
   response as the answer, checked by the task's own answer check;
-- ``gar`` or ``gar:TASK_ID,...``: GAR's generator (paper 002), the prompt as the suite builds it,
+- ``gar`` or ``gar:TASKS`` (``all``, ``generation``, ``classification``, ``truth`` or task ids as
+  ``gar --tasks`` writes them): GAR's generator (paper 002), the prompt as the suite builds it,
   the target after a space, checked on the first words of the response;
 - ``span:TASK``: an AttentionSpan task's in-distribution examples (paper 003) laid out as the span
   suite lays them out (its instruction, one token per character, the end token), checked by
@@ -27,7 +28,7 @@ from whitebox_eval.finetune.splits import canonical
 TEXT, GAR, SPAN, GEN = "text", "gar", "span", "gen"
 REFUSED_CHECKS = ("choice", "execution", "lm-eval")
 USAGE = ("a free-answer task (gen=PATH, arithmetic-gen[:CATEGORY,...], gsm8k=PATH, triviaqa=PATH, bigbench=PATH), "
-         "gar or gar:TASK_ID[,TASK_ID...] (GAR's generator), span:TASK (an AttentionSpan task), or text=PATH "
+         "gar or gar:TASKS (GAR's generator: all, generation, classification, truth or task ids), span:TASK (an AttentionSpan task), or text=PATH "
          "(loss on every token)")
 
 
@@ -74,12 +75,10 @@ def parse_source(text: str) -> Source:
             raise WhiteboxError(f"--task {raw}: no text file at {path!r}")
         return Source(TEXT, raw, str(Path(path).expanduser()))
     if head.lower() == GAR and "=" not in raw:
-        from whitebox_eval.gar.tasks import resolve_task
+        from whitebox_eval.gar.selection import select_tasks
 
-        ids = tuple(t.strip() for t in rest.split(",") if t.strip())
-        for t in ids:
-            resolve_task(t)  # an unknown id is one line
-        return Source(GAR, raw, ids)
+        tasks = select_tasks(rest.strip() or "all", include_kr=False)  # an unknown id is one line
+        return Source(GAR, raw, tuple(t.task_id for t in tasks))
     if head.lower() == SPAN and "=" not in raw:
         from whitebox_eval.span.tasks import TASKS as SPAN_TASKS
 
@@ -108,7 +107,7 @@ def load_items(source: Source, limit: int | None, seed: int) -> tuple[list[Item]
     if source.kind == GAR:
         from whitebox_eval.gar.generator import generate_gar
 
-        examples = generate_gar(list(source.spec) or None, seed=seed)
+        examples = generate_gar(list(source.spec), seed=seed)
         if limit and limit < len(examples):
             examples = random.Random(f"finetune/gar/{seed}").sample(examples, limit)
         return [Item(f"{ex.task_id}/{ex.index}", ex.prompt, ex.target_text, canonical(ex.prompt + ex.target_text), ex)
