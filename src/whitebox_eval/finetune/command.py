@@ -45,7 +45,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @run_folder_options
 @config_file_option("whitebox_eval.finetune.study:FinetuneConfig")
 def command(**kw) -> None:
-    """Fine-tune a model on a task; the run folder then loads as --model in every command.
+    """Fine-tune a model on a task into a run folder that loads as --model.
 
     \b
     The items are deduplicated and split into train, validation (the loss that stops early)

@@ -18,7 +18,7 @@ def work(cfg, mode: str) -> tuple[int, float]:
 
 
 SUITE = Suite(
-    "finetune", "Fine-tuning: a model trained on a task, checked on held-out items, loadable as --model.",
+    "finetune", "Fine-tune a model on a task into a run folder that loads as --model.",
     "whitebox_eval.finetune.command:command",
     {"study": Mode("whitebox_eval.finetune.study:FinetuneConfig", "whitebox_eval.finetune.study:run_finetune")},
     work,
