@@ -248,6 +248,8 @@ def train_rows(lm, examples: Sequence[tuple[Sequence[int], Sequence[int], Sequen
         opt.load_state_dict(state["optimizer"])
         rng.setstate(_random_state(state["rng"]))
         torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         step, seen, order = int(state["step"]), int(state["seen"]), [int(i) for i in state["order"]]
         losses = [float(x) for x in state["losses"]]
         extra.clear()
@@ -260,6 +262,7 @@ def train_rows(lm, examples: Sequence[tuple[Sequence[int], Sequence[int], Sequen
                 "recipe": repr(recipe), "step": step, "seen": seen, "order": order, "losses": losses,
                 "masters": [m.detach().clone() for m in params], "optimizer": opt.state_dict(),
                 "rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "extra": json.dumps(extra),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                 "stopped": stopped}))
 
     began = time.perf_counter()
