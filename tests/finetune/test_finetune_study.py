@@ -154,3 +154,13 @@ def test_text_trains_on_every_token_and_checks_next_tokens(tiny_smol_folder, tmp
     assert res["headline"]["accuracy_n,before"] == sum(r["tokens"] for r in before)
     conf = yaml.safe_load((run / "config.yaml").read_text())
     assert conf["data_files"][0]["path"] == str(text)
+
+
+def test_an_unfinished_run_folder_as_model_is_one_line(tmp_path, cli):
+    run = tmp_path / "half"
+    run.mkdir()
+    (run / "config.yaml").write_text("suite: finetune\n")
+    code, _, err = cli(["mui", "--task", "arithmetic-gen", "--limit", "2", "--model", str(run),
+                        "--output", str(tmp_path / "out")])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "run folder without trained weights" in lines[0], err
