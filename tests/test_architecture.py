@@ -22,6 +22,7 @@ LAYERS = (
     ("command_options", "config_file"),
     ("sae",),
     ("mcqa", "formats", "mui", "gar", "span"),
+    ("finetune",),
     ("suites",),
     ("report",),
     ("reproduce", "cli"),

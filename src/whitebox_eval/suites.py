@@ -16,6 +16,7 @@ from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.record import SUITE as GAR
+from whitebox_eval.finetune.record import SUITE as FINETUNE
 from whitebox_eval.formats.record import SUITE as FORMATS
 from whitebox_eval.lazy import resolve
 from whitebox_eval.mcqa.record import SUITE as MCQA
@@ -26,7 +27,7 @@ from whitebox_eval.span.record import SUITE as SPAN
 
 __all__ = ["SUITES", "Mode", "Suite", "register", "run", "suite"]
 
-SUITES: dict[str, Suite] = {s.name: s for s in (MCQA, FORMATS, MUI, MASKING, CONTAMINATION, SPAN, GAR, SAE)}
+SUITES: dict[str, Suite] = {s.name: s for s in (MCQA, FORMATS, MUI, MASKING, CONTAMINATION, SPAN, GAR, SAE, FINETUNE)}
 """Every suite by name (``studies.<name>``, ``suite: <name>`` in a paper), in the order ``--help`` lists them."""
 
 

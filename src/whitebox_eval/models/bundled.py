@@ -24,7 +24,7 @@ class BundledModel:
     description: str
 
 
-MODEL_SPEC_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder (e.g. a fine-tuned checkpoint), .gguf file, or hub id when online"
+MODEL_SPEC_HELP = "bundled name (smollm2-135m, gemma3-270m), local HF folder (e.g. a fine-tuned checkpoint or a finetune run folder), .gguf file, or hub id when online"
 """What ``--model`` accepts; every command's help uses this text."""
 
 BUNDLED: dict[str, BundledModel] = {

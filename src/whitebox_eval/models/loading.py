@@ -247,6 +247,9 @@ def resolve_source(spec: str, *, allow_pickle: bool | None = None, models_root: 
             ggufs = sorted(path.glob("*.gguf"))
             if ggufs:
                 return _cached_gguf(ggufs[0]), {}
+            if (path / "config.yaml").is_file():
+                raise WhiteboxError(f"{spec} is a run folder without trained weights: a finetune run writes them when "
+                                    "its training ends (continue it with --resume), no other study's folder is a model")
             raise WhiteboxError(f"{spec} is a folder but has no config.json: point at a Hugging Face model folder, a .gguf file, or a bundled name ({', '.join(BUNDLED)})")
         kind = _weights_kind(path)
         if kind == "safetensors":

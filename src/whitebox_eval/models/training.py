@@ -1,6 +1,7 @@
 """Fine-tuning pieces the suites share: a loss on chosen target rows, AdamW through float32
-master copies, and a cache of trained weights that two runs (or two experiments with the
-same training) share instead of training twice.
+master copies, the one training loop (:func:`train_rows`, resumable from a saved state), and a
+cache of trained weights that two runs (or two experiments with the same training) share
+instead of training twice.
 
 The loss is the next-token cross-entropy at given rows only (003 App. E: the target tokens;
 001 App. A.6: the answer after the test prompt), logits computed at those rows alone.
@@ -14,7 +15,10 @@ and renamed into place, with an exclusive lock, so a killed run leaves no half e
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import random
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +32,8 @@ from whitebox_eval.models.loading import cache_root
 from whitebox_eval.models.cache_entries import fill_once
 
 WEIGHTS_FILE = "model.safetensors"
+TRAINED_FILE = "trained.json"
+"""What a fine-tuning run folder holds beside its weights once they are complete (its record)."""
 KEY_FILE = "key.json"
 INFO_FILE = "info.json"
 #: trainings run in this process (a test reads it to see that a second call trained nothing)
@@ -80,9 +86,10 @@ def row_batch(sequences: Sequence[tuple[Sequence[int], Sequence[int], Sequence[i
     return RowBatch(ids_t, mask, positions, rows_t, targets, weights)
 
 
-def row_loss(model, batch: RowBatch) -> torch.Tensor:
-    """Mean cross-entropy of the target ids at the batch's rows (the hidden states are gathered
-    before the unembedding, so the vocabulary projection runs on those rows only)."""
+def row_outputs(model, batch: RowBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per target row: the cross-entropy of its target id and the model's argmax id (``[B, P]``
+    each; the hidden states are gathered before the unembedding, so the vocabulary projection
+    runs on those rows only)."""
     device = next(model.parameters()).device
     out = model.base_model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
                            position_ids=batch.position_ids.to(device), use_cache=False)
@@ -95,7 +102,13 @@ def row_loss(model, batch: RowBatch) -> torch.Tensor:
         logits = torch.tanh(logits / cap) * cap
     nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.to(device).flatten(),
                                             reduction="none").view_as(batch.weights)
-    w = batch.weights.to(device)
+    return nll, logits.argmax(-1)
+
+
+def row_loss(model, batch: RowBatch) -> torch.Tensor:
+    """Mean cross-entropy of the target ids at the batch's rows (:func:`row_outputs`)."""
+    nll, _ = row_outputs(model, batch)
+    w = batch.weights.to(nll.device)
     return (nll * w).sum() / w.sum()
 
 
@@ -140,6 +153,147 @@ class MasterWeights:
             for p, m in self.pairs:
                 if m is not p:
                     p.copy_(m)
+
+
+# ------------------------------------------------------------------------ the loop
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What sets a training's weights: AdamW's settings, the batch size, the number of optimizer
+    steps, ``seed`` (torch's generator, set before training) and ``order_key`` (the data order's
+    ``random.Random``, reshuffled at every epoch's first step)."""
+
+    learning_rate: float
+    betas: tuple[float, float]
+    weight_decay: float
+    batch_size: int
+    steps: int
+    seed: int
+    order_key: str
+    grad_clip: float | None = None
+
+
+@dataclass
+class LoopResult:
+    """What the loop did: the loss of every step (those before a resume included), the steps
+    and examples seen, the seconds this call took, whether ``after_step`` stopped it."""
+
+    losses: list[float]
+    steps: int
+    seen: int
+    seconds: float
+    stopped: bool = False
+
+
+def state_bytes(state: Mapping[str, Any]) -> bytes:
+    """A loop state as bytes (torch's format, tensors and plain values only)."""
+    buf = io.BytesIO()
+    torch.save(dict(state), buf)
+    return buf.getvalue()
+
+
+def state_from_bytes(data: bytes) -> dict[str, Any]:
+    """A loop state written by :func:`state_bytes` (read with torch's weights-only loader)."""
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable state is the same fault
+        raise WhiteboxError(f"the saved training state is unreadable ({type(e).__name__}); start the run afresh") from None
+
+
+def _random_state(state) -> tuple:
+    version, internal, gauss = state
+    return (int(version), tuple(int(x) for x in internal), gauss)
+
+
+def train_rows(lm, examples: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]], recipe: Recipe, *,
+               after_step: Callable[[int, float], bool | None] | None = None,
+               save_state: Callable[[bytes], None] | None = None, save_every: int = 0,
+               start: bytes | None = None, extra: dict[str, Any] | None = None,
+               bar: Callable[[range], Any] = lambda steps: steps) -> LoopResult:
+    """Train ``lm.model`` in place on ``(ids, prediction rows, target ids)`` examples: the loss at
+    the rows (:func:`row_loss`), AdamW through float32 masters (:class:`MasterWeights`), batches
+    of ``recipe.batch_size`` in an order reshuffled every epoch, ``recipe.steps`` steps.
+
+    ``after_step(step, loss)`` runs after each step (checkpoints, evaluations); a true return
+    stops the loop. With ``save_state``, every ``save_every`` steps (and at a stop) the state
+    -- masters, optimizer moments, step, the data order and both generators, the losses and
+    ``extra`` (the caller's own history, updated in place) -- is given to it as bytes;
+    ``start`` (such bytes) continues from there to the same weights as an uninterrupted run.
+    The model is left in eval mode."""
+    if not examples:
+        raise WhiteboxError("no training examples")
+    if recipe.batch_size < 1 or recipe.steps < 0 or recipe.learning_rate <= 0:
+        raise WhiteboxError("a training needs batch size >= 1, steps >= 0 and a positive learning rate")
+    model = lm.model
+    torch.manual_seed(recipe.seed)
+    masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
+    params = masters.params
+    opt = adamw(params, recipe.learning_rate, recipe.betas, recipe.weight_decay)
+    rng = random.Random(recipe.order_key)
+    per_epoch = -(-len(examples) // recipe.batch_size)
+    losses: list[float] = []
+    order: list[int] = []
+    step = seen = 0
+    stopped = False
+    extra = {} if extra is None else extra
+    if start is not None:
+        state = state_from_bytes(start)
+        if len(state["masters"]) != len(params) or state["recipe"] != repr(recipe):
+            raise WhiteboxError("the saved training state is from another model or recipe; start the run afresh")
+        with torch.no_grad():
+            for m, saved in zip(params, state["masters"]):
+                m.copy_(saved)
+        masters.masters_to_model()
+        opt.load_state_dict(state["optimizer"])
+        rng.setstate(_random_state(state["rng"]))
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        step, seen, order = int(state["step"]), int(state["seen"]), [int(i) for i in state["order"]]
+        losses = [float(x) for x in state["losses"]]
+        extra.clear()
+        extra.update(json.loads(state["extra"]))
+        stopped = bool(state["stopped"])
+
+    def save() -> None:
+        if save_state is not None:
+            save_state(state_bytes({
+                "recipe": repr(recipe), "step": step, "seen": seen, "order": order, "losses": losses,
+                "masters": [m.detach().clone() for m in params], "optimizer": opt.state_dict(),
+                "rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "extra": json.dumps(extra),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                "stopped": stopped}))
+
+    began = time.perf_counter()
+    model.train()
+    try:
+        for step in bar(range(step + 1, (step if stopped else recipe.steps) + 1)):
+            if (step - 1) % per_epoch == 0:
+                order = list(range(len(examples)))
+                rng.shuffle(order)
+            i = (step - 1) % per_epoch * recipe.batch_size
+            chunk = [examples[j] for j in order[i:i + recipe.batch_size]]
+            loss = row_loss(model, row_batch(chunk, lm.pad_id))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            masters.grads_to_masters()
+            if recipe.grad_clip:
+                torch.nn.utils.clip_grad_norm_(params, recipe.grad_clip)
+            opt.step()
+            masters.masters_to_model()
+            seen += len(chunk)
+            losses.append(float(loss.detach()))
+            stopped = bool(after_step(step, losses[-1])) if after_step is not None else False
+            if stopped or (save_every and step % save_every == 0):
+                save()
+            if stopped:
+                break
+    finally:
+        model.eval()
+        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+    return LoopResult(losses, len(losses), seen, time.perf_counter() - began, stopped)
 
 
 @contextmanager
@@ -202,6 +356,33 @@ def weights_fingerprint(model) -> str:
             x = p.detach().double()
             h.update(f"{name}|{tuple(p.shape)}|{p.dtype}|{float(x.sum()):.10e}|{float((x * x).sum()):.10e}".encode())
     return h.hexdigest()[:16]
+
+
+def weights_file_sha256(folder: str | Path) -> str:
+    """SHA-256 of a folder's ``model.safetensors`` (the fingerprint of a trained model's weights)."""
+    h = hashlib.sha256()
+    with (Path(folder) / WEIGHTS_FILE).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 23), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def trained_model_record(spec: Any) -> dict[str, Any]:
+    """config.yaml's ``model_weights`` for a model that is a fine-tuning's run folder: the producer's
+    run id and the weights' SHA-256, read from the file now and checked against the producer's record
+    (a consumer never mixes with weights trained elsewhere). Empty for any other model."""
+    if not isinstance(spec, str) or not spec:
+        return {}
+    path = Path(spec).expanduser()
+    marker = path / TRAINED_FILE
+    if not marker.is_file() or not (path / WEIGHTS_FILE).is_file():
+        return {}
+    info = json.loads(marker.read_text(encoding="utf-8"))
+    sha = weights_file_sha256(path)
+    if sha != info.get("sha256"):
+        raise WhiteboxError(f"{path / WEIGHTS_FILE} is not the file its fine-tuning wrote (SHA-256 {sha[:12]}..., "
+                            f"recorded {str(info.get('sha256'))[:12]}...); train it again or restore the folder")
+    return {"model_weights": {"producer": info.get("run_id"), "sha256": sha}}
 
 
 def data_digest(items: Sequence[Any]) -> str:

@@ -23,7 +23,6 @@ run folder inside this run's ``runs/``.
 from __future__ import annotations
 
 import json
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +33,12 @@ import torch
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.training import (
-    MasterWeights,
-    adamw,
+    Recipe,
     data_digest,
     kept_weights,
     load_weights,
-    row_batch,
-    row_loss,
     save_weights,
+    train_rows,
     trained,
     weights_fingerprint,
 )
@@ -169,59 +166,43 @@ def gain_test(before: list[bool], after: list[bool]) -> dict[str, Any]:
 
 
 def _train(lm, seqs, cfg: ContaminationConfig, dest: Path, show_progress: bool | None, log) -> dict:
-    """Full-parameter AdamW on the answer tokens; weights saved at ``cfg.checkpoints`` and at the end.
-    With ``until_significant``, epoch by epoch until the trained items' accuracy is significantly up
-    (:func:`gain_test`) or ``max_epochs`` (the record says which, with each epoch's test and time)."""
-    model = lm.model
-    torch.manual_seed(cfg.seed)
-    masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
-    opt = adamw(masters.params, cfg.learning_rate, (0.9, 0.999), cfg.weight_decay)
-    rng = random.Random(f"mui/contamination/{cfg.seed}")
+    """Full-parameter AdamW on the answer tokens (the one loop,
+    :func:`whitebox_eval.models.training.train_rows`); weights saved at ``cfg.checkpoints`` and at
+    the end. With ``until_significant``, epoch by epoch until the trained items' accuracy is
+    significantly up (:func:`gain_test`) or ``max_epochs`` (the record says which, with each
+    epoch's test and time)."""
     steps_per_epoch = -(-len(seqs) // cfg.train_batch_size)
     epochs = cfg.max_epochs if cfg.until_significant else cfg.epochs
     total = steps_per_epoch * epochs
-    losses: list[float] = []
+    recipe = Recipe(cfg.learning_rate, (0.9, 0.999), cfg.weight_decay, cfg.train_batch_size, total, cfg.seed,
+                    f"mui/contamination/{cfg.seed}")
     start = time.perf_counter()
     before = trained_item_accuracy(lm, cfg) if cfg.until_significant else None
     per_epoch: list[dict[str, Any]] = []
     saved: list[int] = []
-    step = 0
-    model.train()
-    try:
-        for step in progress(range(1, total + 1), desc="contamination fine-tuning (steps)", enabled=show_progress):
-            if (step - 1) % steps_per_epoch == 0:
-                order = list(range(len(seqs)))
-                rng.shuffle(order)
-            i = (step - 1) % steps_per_epoch * cfg.train_batch_size
-            loss = row_loss(model, row_batch([seqs[j] for j in order[i:i + cfg.train_batch_size]], lm.pad_id))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            masters.grads_to_masters()
-            opt.step()
-            masters.masters_to_model()
-            losses.append(float(loss.detach()))
-            stop = False
-            if before is not None and step % steps_per_epoch == 0:
-                t = gain_test(before, trained_item_accuracy(lm, cfg))
-                per_epoch.append({"epoch": step // steps_per_epoch, "step": step, "loss": losses[-1], **t})
-                log(f"contamination epoch {step // steps_per_epoch}: trained-item accuracy {t['accuracy_before']:.3f} -> "
-                    f"{t['accuracy_after']:.3f} (b={t['b']}, c={t['c']}, exact McNemar p = {t['p_value']:.3g}), "
-                    f"{time.perf_counter() - start:.0f} s since training began")
-                stop = t["significant"]
-            if step in cfg.checkpoints or step == total or stop:
-                model.eval()
-                save_weights(lm, dest / f"step-{step}")
-                saved.append(step)
-                log(f"contamination step {step}/{total}: loss {losses[-1]:.4f}, checkpoint saved")
-                model.train()
-            if stop:
-                break
-    finally:
-        model.eval()
-        opt.zero_grad(set_to_none=True)
-        model.zero_grad(set_to_none=True)
+
+    def after_step(step: int, loss: float) -> bool:
+        stop = False
+        if before is not None and step % steps_per_epoch == 0:
+            t = gain_test(before, trained_item_accuracy(lm, cfg))
+            per_epoch.append({"epoch": step // steps_per_epoch, "step": step, "loss": loss, **t})
+            log(f"contamination epoch {step // steps_per_epoch}: trained-item accuracy {t['accuracy_before']:.3f} -> "
+                f"{t['accuracy_after']:.3f} (b={t['b']}, c={t['c']}, exact McNemar p = {t['p_value']:.3g}), "
+                f"{time.perf_counter() - start:.0f} s since training began")
+            stop = t["significant"]
+        if step in cfg.checkpoints or step == total or stop:
+            lm.model.eval()
+            save_weights(lm, dest / f"step-{step}")
+            saved.append(step)
+            log(f"contamination step {step}/{total}: loss {loss:.4f}, checkpoint saved")
+            lm.model.train()
+        return stop
+
+    result = train_rows(lm, seqs, recipe, after_step=after_step,
+                        bar=lambda r: progress(r, desc="contamination fine-tuning (steps)", enabled=show_progress))
+    losses = result.losses
     (dest / "losses.json").write_text(json.dumps(losses) + "\n", encoding="utf-8")
-    info = {"steps": step, "examples": len(seqs), "checkpoints": [f"step-{s}" for s in saved],
+    info = {"steps": result.steps, "examples": len(seqs), "checkpoints": [f"step-{s}" for s in saved],
             "loss_first": losses[0], "loss_last": losses[-1], "seconds": round(time.perf_counter() - start, 1)}
     if before is not None:
         reached = bool(per_epoch and per_epoch[-1]["significant"])

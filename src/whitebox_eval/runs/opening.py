@@ -26,8 +26,10 @@ def open_run(output: Path | str, config: Mapping[str, Any], *, run_id: str | Non
     resume. ``world``: a :class:`~whitebox_eval.runs.distributed.World` under torchrun.
     """
     from whitebox_eval.models.load_options import record as load_record
+    from whitebox_eval.models.training import trained_model_record
 
     config = {**config, **load_record()}  # model_load: --model-arg, --adapter (with its SHA-256), remote code
+    config.update(trained_model_record(config.get("model")))  # model_weights: a fine-tuning's run folder as --model
     if data_files is not None:
         config[DATA_FILES_KEY] = data_file_records(data_files)
     main = world is None or world.main

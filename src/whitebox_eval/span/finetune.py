@@ -12,8 +12,6 @@ keys and never scored), so no query row is fully masked.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,13 +24,13 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs import progress
 from whitebox_eval.models.training import (
     WEIGHTS_FILE,
-    MasterWeights,
+    Recipe,
     RowBatch,
-    adamw,
     load_weights,
     row_batch,
     row_loss,
     save_weights,
+    train_rows,
 )
 
 CHECKPOINT_WEIGHTS = WEIGHTS_FILE
@@ -113,16 +111,13 @@ def load_checkpoint_weights(lm, path: str | Path) -> None:
     load_weights(lm.model, path)
 
 
-def _adamw(params, cfg: FinetuneConfig) -> torch.optim.Optimizer:
-    return adamw(params, cfg.learning_rate, cfg.betas, cfg.weight_decay)
-
-
 def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None = None, *,
              checkpoint_dir: str | Path | None = None,
              on_step: Callable[[int, float], None] | None = None,
              show_progress: bool | None = None) -> FinetuneResult:
-    """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E);
-    bf16/fp16 weights through float32 master copies (:class:`MasterWeights`).
+    """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E), through
+    the one training loop (:func:`whitebox_eval.models.training.train_rows`: bf16/fp16 weights
+    through float32 master copies).
 
     Examples are shuffled each epoch with ``cfg.seed``; the model is left in eval mode.
     With ``checkpoint_dir`` the final weights go to ``<dir>/final`` (and every
@@ -133,51 +128,20 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
     cfg.check()
     if not train:
         raise WhiteboxError("no training examples; generate some in-distribution examples first")
-    model = lm.model
-    torch.manual_seed(cfg.seed)
-    pad = lm.pad_id
-    masters = MasterWeights([p for p in model.parameters() if p.requires_grad])
-    params = masters.params
-    opt = _adamw(params, cfg)
-    order_rng = random.Random(f"attentionspan/finetune/{cfg.seed}")
-    losses: list[float] = []
+    per_epoch = -(-len(train) // cfg.batch_size)
+    steps = per_epoch * cfg.epochs if cfg.max_steps is None else min(per_epoch * cfg.epochs, cfg.max_steps)
+    recipe = Recipe(cfg.learning_rate, tuple(cfg.betas), cfg.weight_decay, cfg.batch_size, steps, cfg.seed,
+                    f"attentionspan/finetune/{cfg.seed}", cfg.grad_clip)
     checkpoints: list[Path] = []
-    seen = 0
-    step = 0
-    start = time.perf_counter()
-    model.train()
-    try:
-        for epoch in range(cfg.epochs):
-            order = list(range(len(train)))
-            order_rng.shuffle(order)
-            batches = range(0, len(order), cfg.batch_size)
-            if cfg.max_steps is not None:
-                batches = batches[:max(0, cfg.max_steps - step)]
-            for i in progress(batches, desc=f"fine-tuning epoch {epoch + 1}/{cfg.epochs} (steps)",
-                              enabled=show_progress):
-                chunk = [train[j] for j in order[i:i + cfg.batch_size]]
-                loss = target_loss(model, training_batch(chunk, pad))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                masters.grads_to_masters()
-                if cfg.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-                opt.step()
-                masters.masters_to_model()
-                step += 1
-                seen += len(chunk)
-                losses.append(float(loss.detach()))
-                if on_step is not None:
-                    on_step(step, losses[-1])
-                if checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                    checkpoints.append(save_checkpoint(lm, Path(checkpoint_dir) / f"step-{step:06d}"))
-                if cfg.max_steps is not None and step >= cfg.max_steps:
-                    break
-            if cfg.max_steps is not None and step >= cfg.max_steps:
-                break
-    finally:
-        model.eval()
-        opt.zero_grad(set_to_none=True)
-        model.zero_grad(set_to_none=True)
+
+    def after_step(step: int, loss: float) -> None:
+        if on_step is not None:
+            on_step(step, loss)
+        if checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+            checkpoints.append(save_checkpoint(lm, Path(checkpoint_dir) / f"step-{step:06d}"))
+
+    sequences = [(t.input_ids.tolist(), t.prediction_positions.tolist(), t.target_ids.tolist()) for t in train]
+    result = train_rows(lm, sequences, recipe, after_step=after_step,
+                        bar=lambda r: progress(r, desc="fine-tuning (steps)", enabled=show_progress))
     final = save_checkpoint(lm, Path(checkpoint_dir) / "final") if checkpoint_dir else None
-    return FinetuneResult(losses, step, seen, time.perf_counter() - start, final, checkpoints)
+    return FinetuneResult(result.losses, result.steps, result.seen, result.seconds, final, checkpoints)

@@ -1,0 +1,111 @@
+"""The held-out check of a fine-tuning (the test split, before and after), the validation loss
+that stops it early, and its loss curve.
+
+A task with answers is checked by greedy generation (:func:`whitebox_eval.internals.generation.generate`,
+the one decoder) and the source's check (:func:`.sources.is_correct`); a text is checked by
+next-token accuracy on its test lines (every token a trial of the Wilson interval: tokens of one
+line are not independent, so the interval is narrower than the lines warrant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from whitebox_eval.finetune.sources import TEXT, Item, Source, is_correct
+from whitebox_eval.models.training import row_batch, row_outputs
+
+Encoded = tuple[list[int], list[int]]
+
+
+def sequences(encoded: Sequence[Encoded]) -> list[tuple[list[int], list[int], list[int]]]:
+    """``(ids, prediction rows, target ids)`` of each (prompt, answer): the loss on the answer."""
+    return [(p + a, list(range(len(p) - 1, len(p) + len(a) - 1)), a) for p, a in encoded]
+
+
+def mean_loss(lm, encoded: Sequence[Encoded], batch_size: int) -> float:
+    """The mean cross-entropy per answer token over ``encoded`` (the validation loss)."""
+    seqs = sequences(encoded)
+    total, tokens = 0.0, 0.0
+    was = lm.model.training
+    lm.model.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(seqs), batch_size):
+                batch = row_batch(seqs[i:i + batch_size], lm.pad_id)
+                nll, _ = row_outputs(lm.model, batch)
+                w = batch.weights.to(nll.device)
+                total += float((nll.double() * w).sum())
+                tokens += float(w.sum())
+    finally:
+        lm.model.train(was)
+    return total / tokens
+
+
+def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[Encoded], task, *,
+                   batch_size: int, max_new_tokens: int | None) -> list[dict[str, Any]]:
+    """One row per test item: the response (or, for a text, the tokens predicted right) and
+    whether it is correct."""
+    if source.kind == TEXT:
+        return _token_accuracy(lm, items, encoded, batch_size)
+    from whitebox_eval.internals.engine import Engine
+    from whitebox_eval.internals.generation import generate
+
+    engine = Engine(lm)
+    budget = max_new_tokens or max(len(a) for _, a in encoded) + 2
+    rows = []
+    for i in range(0, len(items), batch_size):
+        part = items[i:i + batch_size]
+        gens = generate(engine, [p for p, _ in encoded[i:i + batch_size]], max_new_tokens=budget)
+        for it, (_, answer), g in zip(part, encoded[i:i + batch_size], gens):
+            text = lm.tokenizer.decode(g.content_ids, skip_special_tokens=True)
+            rows.append({"id": it.id, "response": text, "truncated": g.truncated,
+                         "correct": is_correct(source, it, text, [int(t) for t in g.ids], answer, task)})
+    return rows
+
+
+def _token_accuracy(lm, items: Sequence[Item], encoded: Sequence[Encoded], batch_size: int) -> list[dict[str, Any]]:
+    seqs = sequences(encoded)
+    rows = []
+    with torch.no_grad():
+        for i in range(0, len(seqs), batch_size):
+            batch = row_batch(seqs[i:i + batch_size], lm.pad_id)
+            _, argmax = row_outputs(lm.model, batch)
+            hits = ((argmax.cpu() == batch.targets) & (batch.weights > 0)).sum(1)
+            for it, k, n in zip(items[i:i + batch_size], hits.tolist(), batch.weights.sum(1).tolist()):
+                rows.append({"id": it.id, "hits": int(k), "tokens": int(n)})
+    return rows
+
+
+def outcomes(source: Source, rows: Sequence[dict[str, Any]]) -> list[bool]:
+    """The 0/1 trials of the check: one per item, or one per token for a text."""
+    if source.kind == TEXT:
+        return [t < r["hits"] for r in rows for t in range(r["tokens"])]
+    return [bool(r["correct"]) for r in rows]
+
+
+def plot_losses(losses: Sequence[float], validation: Sequence[dict[str, float]], path: Path) -> Path:
+    """The training loss per step (and its running mean over 10 steps) with the validation
+    loss at each evaluation."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from whitebox_eval.runs.png import save_png
+
+    fig = Figure(figsize=(6, 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    steps = np.arange(1, len(losses) + 1)
+    ax.plot(steps, losses, color="#9ab", lw=0.8, label="training loss (step)")
+    if len(losses) >= 10:
+        run = np.convolve(losses, np.ones(10) / 10, mode="valid")
+        ax.plot(steps[9:], run, color="#246", lw=1.5, label="training loss (10-step mean)")
+    if validation:
+        ax.plot([v["step"] for v in validation], [v["loss"] for v in validation], "o-", color="#c52",
+                label="validation loss")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy per target token")
+    ax.legend(frameon=False, fontsize=8)
+    return save_png(fig, path)

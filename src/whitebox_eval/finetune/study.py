@@ -1,0 +1,241 @@
+"""A fine-tuning as a study: a model trained on a task into a run folder that loads as ``--model``.
+
+The task's items (:mod:`.sources`) are split three ways (:mod:`.splits`: train, validation,
+test, deduplicated, the demonstration pool kept out); the test split is checked before
+training (``check_before.json``); the one loop (:func:`whitebox_eval.models.training.train_rows`)
+trains on the training split, saving its state atomically every ``save_every`` steps
+(``state/loop.pt``: ``--resume`` after a kill continues to the same weights) and the validation
+loss every ``eval_every`` steps (early stopping after ``patience`` evaluations without a new
+best); the weights go into the run folder itself (``model.safetensors``, config.json, the
+tokenizer: ``--model RUN_FOLDER`` loads it in every command) with ``trained.json`` (steps,
+losses, the weights' SHA-256, also recorded in config.yaml as ``trained_weights`` and in every
+consumer's config.yaml as ``model_weights``); then the test split is checked again
+(``check_after.json``). results.json: accuracy before and after with Wilson intervals, the
+exact McNemar test of the change, the split hashes, the recipe; ``plots/loss.png``: the curve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitebox_eval import stats
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.finetune import check
+from whitebox_eval.finetune.sources import TEXT, GAR, encode, load_items, parse_source
+from whitebox_eval.finetune.splits import make_splits
+from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
+                                           save_weights, train_rows, weights_file_sha256)
+from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
+from whitebox_eval.runs.atomic import AtomicFile, write_atomic, writing
+from whitebox_eval.runs.kept import kept
+from whitebox_eval.runs.provenance import CONFIG_FILE, dump_yaml, read_config
+
+STATE_FILE = Path("state") / "loop.pt"
+
+
+@dataclass
+class FinetuneConfig:
+    """Everything that sets a fine-tuning's weights and its check."""
+
+    model: str = "smollm2-135m"
+    task: str = "arithmetic-gen"
+    limit: int | None = 200
+    """Items drawn from the task before deduplication (None: all of a file)."""
+    validation: float = 0.1
+    test: float = 0.2
+    shots: int = 0
+    """Demonstrations before each check prompt, from a pool no split holds (training is zero-shot)."""
+    learning_rate: float = 5e-5
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    train_batch_size: int = 8
+    epochs: int = 1
+    max_steps: int | None = None
+    grad_clip: float | None = None
+    save_every: int = 25
+    """Steps between saved states (0: none; a kill then restarts the training)."""
+    eval_every: int | None = None
+    """Steps between validation losses (None: ``save_every``, or only at the end when that is 0)."""
+    patience: int = 0
+    """Stop after this many validation losses without a new best (0: never early)."""
+    max_new_tokens: int | None = None
+    """The check's generation budget (None: the longest test answer plus 2 tokens)."""
+    seed: int = 0
+    batch_size: int = 8
+    dtype: str = "float32"
+    volatile: tuple[str, ...] = field(default=("batch_size", "trained_weights"), repr=False)
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)
+
+    def check(self) -> None:
+        if self.learning_rate <= 0 or self.train_batch_size < 1 or self.epochs < 1 or self.batch_size < 1:
+            raise WhiteboxError("finetune needs a positive learning rate, and batch sizes and epochs of at least 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise WhiteboxError("max_steps must be at least 1 (or None for every epoch)")
+        if self.save_every < 0 or self.patience < 0 or self.shots < 0 or (self.eval_every or 1) < 1:
+            raise WhiteboxError("save_every, patience and shots must be >= 0, eval_every >= 1")
+        if self.limit is not None and self.limit < 4:
+            raise WhiteboxError("finetune needs a limit of at least 4 items (train, validation, test)")
+        if not (0 < self.validation < 1 and 0 < self.test < 1 and self.validation + self.test < 1):
+            raise WhiteboxError("validation and test are shares of the items: each in (0, 1), their sum below 1")
+        source = parse_source(self.task)
+        if self.shots and source.kind in (TEXT, GAR):
+            raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
+
+    def to_dict(self) -> dict:
+        return config_dict(self, "finetune")
+
+    def steps(self, n_train: int) -> int:
+        per_epoch = -(-n_train // self.train_batch_size)
+        return min(per_epoch * self.epochs, self.max_steps or per_epoch * self.epochs)
+
+
+def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: str | None = None,
+                 resume: bool = False, loaded=None, show_progress: bool | None = None) -> RunFolder:
+    """Fine-tune ``cfg.model`` on ``cfg.task`` into a run folder (or continue one with ``resume``)."""
+    from whitebox_eval.datafiles import recording
+    from whitebox_eval.models import load_model
+
+    cfg.check()
+    source = parse_source(cfg.task)
+    with recording() as read:
+        items, task = load_items(source, cfg.limit, cfg.seed)
+    splits = make_splits(items, validation=cfg.validation, test=cfg.test, shots=cfg.shots, seed=cfg.seed)
+    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
+    record = splits.record(cfg.seed)
+    kept_record = kept(folder.path, "splits", lambda: record)
+    if {k: v["sha256"] for k, v in kept_record.items() if isinstance(v, dict)} != \
+            {k: v["sha256"] for k, v in record.items() if isinstance(v, dict)}:
+        raise WhiteboxError(f"cannot resume {folder.path}: the task's items changed since its splits were drawn")
+    folder.log(f"splits: train {len(splits.train)}, validation {len(splits.validation)}, test {len(splits.test)}, "
+               f"demonstrations {len(splits.demos)}, {splits.duplicates} duplicates dropped")
+    lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    tok = lm.tokenizer
+    eos = lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+
+    def enc(part, demos=()):
+        return [encode(source, it, tok, list(demos), eos) for it in part]
+
+    train, val = enc(splits.train), enc(splits.validation)
+    test = enc(splits.test, splits.demos)
+
+    def run_check() -> list[dict]:
+        return check.held_out_check(lm, source, splits.test, test, task, batch_size=cfg.batch_size,
+                                    max_new_tokens=cfg.max_new_tokens)
+
+    guard = kept_weights(lm.model) if loaded is not None else _nothing()
+    with guard:
+        before = kept(folder.path, "check_before", run_check)
+        info = _trained(folder, lm, cfg, train, val, show_progress)
+        after = kept(folder.path, "check_after", run_check)
+    folder.save_array("losses", np.asarray(info["losses"], dtype=np.float64))
+    check.plot_losses(info["losses"], info["validation"], folder.plot_path("loss.png"))
+    done = folder.done_ids()
+    folder.append_samples([
+        {"id": b["id"], "stage": "test", **{f"{k},before": v for k, v in b.items() if k != "id"},
+         **{f"{k},after": v for k, v in a.items() if k != "id"}}
+        for b, a in zip(before, after) if b["id"] not in done])
+    folder.save_results(_results(cfg, source, splits, record, before, after, info))
+    return folder
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progress) -> dict[str, Any]:
+    """The training's record: read back with the weights when trained already, else trained now
+    (from the saved state where there is one) and written into the folder."""
+    marker = folder.path / TRAINED_FILE
+    if marker.is_file():
+        load_weights(lm.model, folder.path)
+        return json.loads(marker.read_text(encoding="utf-8"))
+    steps = cfg.steps(len(train))
+    recipe = Recipe(cfg.learning_rate, cfg.betas, cfg.weight_decay, cfg.train_batch_size, steps, cfg.seed,
+                    f"finetune/{cfg.seed}", cfg.grad_clip)
+    every = cfg.eval_every or cfg.save_every or steps
+    state_path = folder.path / STATE_FILE
+    start = state_path.read_bytes() if state_path.is_file() else None
+    history: dict[str, Any] = {"validation": []}
+    if start is not None:
+        folder.log(f"training continues from the state saved in {state_path}")
+
+    def after_step(step: int, loss: float) -> bool:
+        if step % every and step != steps:
+            return False
+        history["validation"].append({"step": step, "loss": check.mean_loss(lm, val, cfg.batch_size)})
+        folder.log(f"step {step}/{steps}: training loss {loss:.4f}, validation loss "
+                   f"{history['validation'][-1]['loss']:.4f}")
+        best = min(range(len(history["validation"])), key=lambda i: history["validation"][i]["loss"])
+        return bool(cfg.patience and len(history["validation"]) - 1 - best >= cfg.patience)
+
+    def save_state(data: bytes) -> None:
+        with writing(folder.path), AtomicFile(state_path, "wb") as f:
+            f.write(data)
+
+    seqs = check.sequences(train)
+    result = train_rows(lm, seqs, recipe, after_step=after_step, save_state=save_state, save_every=cfg.save_every,
+                        start=start, extra=history,
+                        bar=lambda r: progress(r, desc="fine-tuning (steps)", enabled=show_progress))
+    _write_weights(lm, folder.path)
+    info = {"steps": result.steps, "planned_steps": steps, "examples_seen": result.seen,
+            "stopped_early": result.stopped, "validation": history["validation"], "losses": result.losses,
+            "seconds_last_call": round(result.seconds, 1), "sha256": weights_file_sha256(folder.path),
+            "run_id": folder.run_id}
+    write_atomic(marker, json.dumps(info, indent=1) + "\n")
+    config = read_config(folder.path)
+    config["trained_weights"] = {"sha256": info["sha256"], "steps": result.steps}
+    write_atomic(folder.path / CONFIG_FILE, dump_yaml(config))
+    state_path.unlink(missing_ok=True)
+    if state_path.parent.is_dir() and not any(state_path.parent.iterdir()):
+        state_path.parent.rmdir()
+    return info
+
+
+def _write_weights(lm, path: Path) -> None:
+    """The model's Hugging Face files into the run folder: written beside it, then moved in with
+    config.json last, so the folder loads only once every weight is there."""
+    tmp = path / ".weights.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with writing(path):
+        save_weights(lm, tmp)
+        names = sorted(p.name for p in tmp.iterdir())
+        for name in sorted(names, key=lambda n: n == "config.json"):
+            os.replace(tmp / name, path / name)
+        tmp.rmdir()
+    if not (path / WEIGHTS_FILE).is_file():
+        raise WhiteboxError(f"the trained weights were not written to {path}")
+
+
+def _results(cfg: FinetuneConfig, source, splits, record, before, after, info) -> dict[str, Any]:
+    b, a = check.outcomes(source, before), check.outcomes(source, after)
+    head: dict[str, Any] = {}
+    stats.add_proportion(head, "accuracy,before", b)
+    stats.add_proportion(head, "accuracy,after", a)
+    results: dict[str, Any] = {
+        "headline": head, "task": source.label, "check": "next-token accuracy on the test lines (per token)"
+        if source.kind == TEXT else "greedy generation on the test split, the task's answer check",
+        "splits": {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in record.items() if isinstance(v, dict)},
+        "duplicates_dropped": splits.duplicates,
+        "recipe": {k: getattr(cfg, k) for k in ("learning_rate", "betas", "weight_decay", "train_batch_size",
+                                                 "epochs", "max_steps", "grad_clip", "seed", "patience")},
+        "training": {k: info[k] for k in ("steps", "planned_steps", "examples_seen", "stopped_early", "validation",
+                                          "sha256")},
+        "loss_first": info["losses"][0] if info["losses"] else None,
+        "loss_last": info["losses"][-1] if info["losses"] else None,
+    }
+    if source.kind != TEXT:
+        stats.add_paired(results, "accuracy,after_vs_before", stats.mcnemar(a, b))
+    return results
