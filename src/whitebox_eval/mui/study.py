@@ -140,8 +140,9 @@ class MUIConfig:
             want = REFERENCE_CODE_SETTINGS
             clash = {k: getattr(self, k) for k, v in want.items() if getattr(self, k) not in (v, MUIConfig.defaults()[k])}
             if clash:
-                raise WhiteboxError("--reference-code-compat sets " + ", ".join(f"{k}={v}" for k, v in want.items())
-                                    + "; drop " + ", ".join(f"{k}={v}" for k, v in clash.items()))
+                raise WhiteboxError("--reference-code-compat sets " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v
+                                                                in want.items())
+                                    + "; drop " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in clash.items()))
             if self.score not in ("contribution", "activation"):
                 raise WhiteboxError("--reference-code-compat reproduces the authors' get_neuron.py: "
                                     "use --score contribution or activation")
