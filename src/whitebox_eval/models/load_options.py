@@ -158,7 +158,7 @@ def adapter_files(path: str | Path, allow_pickle: bool = False) -> tuple[dict, P
                                 "loaded: convert it to safetensors, or pass --allow-pickle if you trust it")
         weights = pickled
     else:
-        from whitebox_eval.models.loading import check_safetensors
+        from whitebox_eval.models.safetensors_files import check_safetensors
 
         try:
             check_safetensors(weights)  # a truncated or corrupt file: one line, before any run folder

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import logging
 import os
 import pickle
@@ -28,6 +27,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models import placement
 from whitebox_eval.models.bundled import BUNDLED, bundled_gguf_path
+from whitebox_eval.models.safetensors_files import check_safetensors  # noqa: F401 (loading.check_safetensors)
 from whitebox_eval.models.placement import execution_device, refuse_map_under_torchrun, resolve_device
 
 log = logging.getLogger(__name__)
@@ -173,44 +173,6 @@ def _weights_kind(folder: Path) -> str:
     if any(n.endswith(".gguf") for n in names):
         return "gguf"
     return "none"
-
-
-_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
-
-
-def _sized(entry: dict) -> bool:
-    """Whether a header entry's offsets span exactly its shape x dtype (other dtypes: ordered offsets only)."""
-    start, end = (int(v) for v in entry["data_offsets"])
-    size = _DTYPE_BYTES.get(entry.get("dtype"))
-    return 0 <= start <= end and (size is None or end - start == size * math.prod(int(d) for d in entry["shape"]))
-
-
-def check_safetensors(path: Path | str) -> None:
-    """Refuse, in one line naming the file, a ``.safetensors`` file that is empty,
-    truncated or has a corrupted header (reads the header only)."""
-    path = Path(path)
-    size = path.stat().st_size
-    problem = None
-    if size < 8:
-        problem = "the file is empty" if size == 0 else f"only {size} bytes"
-    else:
-        with path.open("rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            if n > size - 8:
-                problem = f"truncated: the header alone should take {n} bytes, the file has {size}"
-            else:
-                try:
-                    header = json.loads(f.read(n))
-                    entries = {k: v for k, v in header.items() if k != "__metadata__"}
-                    need = 8 + n + max((int(v["data_offsets"][1]) for v in entries.values()), default=0)
-                    wrong = [k for k, v in entries.items() if not _sized(v)]
-                except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-                    problem = "corrupted header"
-                else:
-                    problem = (f"corrupted header: {wrong[0]}'s offsets disagree with its shape and dtype" if wrong
-                               else f"truncated: {size} bytes, the header promises {need}" if need > size else None)
-    if problem:
-        raise WhiteboxError(f"{path} is not a readable safetensors file ({problem}); download or convert it again")
 
 
 def _refused_pickle_message(source: str, exc: Exception) -> str:
