@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 GAR_TASK = "GendersOfPersons/same,KindsOfThings/kindOf×2"
@@ -138,3 +141,25 @@ def test_mcqa_from_a_models_root_records_no_absolute_path(model, tmp_path, cli, 
     code, _, err = cli([*RUNS["mcqa"], "--model", "Org/tiny@v1", "--models-root", "moved", "--output", "runs",
                         "--run-id", "first", "--resume"])
     assert code == 0, err
+
+
+def test_a_suite_without_a_command_reruns_through_studies(tmp_path):
+    """The SAE study has no command: studies.sae(**run_settings(config.yaml)) trains the same SAE."""
+    from tiny_models import tiny_folder
+
+    from whitebox_eval import studies
+    from whitebox_eval.config_file import run_settings
+    from whitebox_eval.sae.record import SUITE
+    from whitebox_eval.sae.study import SAE_DIR
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n\n".join(f"What is {i} + {i + 1}? {2 * i + 1}. The cat sat on mat {i}." for i in range(60)))
+    model = tiny_folder("llama", tmp_path / "tiny")
+    first = studies.sae(tmp_path / "runs", run_id="first", show_progress=False, model=str(model), layer=1,
+                        text=[str(text)], context=16, heldout=0.2, eval_tokens=64, d_sae=16, k=4, steps=10,
+                        batch_size=32, dead_window=64)
+    mode, settings = run_settings(first.folder / "config.yaml", SUITE)
+    assert mode is None and settings["steps"] == 10 and settings["text"] == (str(text),)
+    again = studies.sae(tmp_path / "runs", run_id="again", show_progress=False, **settings)
+    weights = sorted((first.folder / SAE_DIR).glob("*.safetensors"))
+    assert weights and all(w.read_bytes() == (again.folder / SAE_DIR / w.name).read_bytes() for w in weights)

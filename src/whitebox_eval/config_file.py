@@ -279,6 +279,22 @@ def study_config(suite, options: Mapping[str, Any], mode: str | None = None, *,
     return suite.config(mode, settings)
 
 
+def run_settings(path: str | Path, suite) -> tuple[str | None, dict[str, Any]]:
+    """``(mode, settings)`` a finished run's config.yaml gives ``suite``'s record, its records left
+    out and every value checked: the same run again from Python, ``studies.<suite>(**settings)``
+    (a suite without a command re-runs this way). A config of another suite is one line."""
+    from whitebox_eval.lazy import resolve
+    from whitebox_eval.runs.settings import checked_settings, field_types
+
+    data = read_user_file(path, "a run's config")
+    if data.get("suite") not in (None, suite.name):
+        raise WhiteboxError(f"{path} is a config of the {data['suite']} suite, not {suite.name}")
+    mode = data.get("mode") if len(suite.modes) > 1 else None
+    cls = resolve(suite.mode(mode).config)
+    fields = field_types(cls)
+    return mode, checked_settings(cls, {k: v for k, v in data.items() if k in fields}, str(path))
+
+
 class _ConfigOption(click.Option):
     """``--config``, not read when ``--help`` is asked for too (the help needs no file)."""
 
