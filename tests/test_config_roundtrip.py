@@ -163,3 +163,18 @@ def test_a_suite_without_a_command_reruns_through_studies(tmp_path):
     again = studies.sae(tmp_path / "runs", run_id="again", show_progress=False, **settings)
     weights = sorted((first.folder / SAE_DIR).glob("*.safetensors"))
     assert weights and all(w.read_bytes() == (again.folder / SAE_DIR / w.name).read_bytes() for w in weights)
+
+
+def test_mui_on_sae_features_reruns_from_its_config(model, tmp_path, cli):
+    """A feature-MUI run (an SAE study's run folder as --sae): its sae_sources record is no option."""
+    from whitebox_eval import studies
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n\n".join(f"What is {i} + {i + 1}? {2 * i + 1}. The cat sat on mat {i}." for i in range(60)))
+    sae = studies.sae(tmp_path / "saes", run_id="sae", show_progress=False, model=str(model), layer=1,
+                      text=[str(text)], context=16, heldout=0.2, eval_tokens=64, d_sae=16, k=4, steps=5,
+                      batch_size=32, dead_window=64)
+    first, again = _run_and_rerun(cli, [*RUNS["mui"], "--score", "sae", "--sae", str(sae.folder)], tmp_path / "runs",
+                                  "--model", str(model))
+    assert "sae_sources" in yaml.safe_load((first / "config.yaml").read_text())
+    _same_run(first, again)
