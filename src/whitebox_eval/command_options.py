@@ -317,8 +317,8 @@ def model_load_options(f=None, *, models_root: bool = True):
             return fn(*args, **kw)
 
         options = [
-            click.option("--model-arg", "model_args", multiple=True, metavar="KEY=VALUE",
-                         help="passed to from_pretrained (repeatable): load_in_4bit / load_in_8bit=true (bitsandbytes, "
+            click.option("--model-arg", "--model_args", "model_args", multiple=True, metavar="KEY=VALUE",
+                         help="passed to from_pretrained (repeatable, or a comma list as lm-eval's --model_args): load_in_4bit / load_in_8bit=true (bitsandbytes, "
                               "CUDA only), bnb_4bit_quant_type, bnb_4bit_use_double_quant, bnb_4bit_compute_dtype, "
                               "attn_implementation, revision, subfolder, low_cpu_mem_usage; recorded in config.yaml"),
             click.option("--adapter", default=None, metavar="PATH",

@@ -23,6 +23,7 @@ its mode), and :func:`reproduce`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,30 +32,68 @@ from whitebox_eval import suites
 from whitebox_eval.runs.finished import StudyResult, read
 
 
-def _face(record: suites.Suite) -> Callable[..., StudyResult]:
-    """``studies.<suite>``: runs (or resumes) one study of ``record`` (its first argument
-    chooses the mode where the suite has several)."""
-    config = record.mode(None).config.replace(":", ".")
-    if len(record.modes) > 1:
-        def study(mode: str = record.default_mode, output: str | Path = "runs", *, run_id: str | None = None,
-                  resume: bool = False, show_progress: bool | None = None, loaded=None,
-                  **settings: Any) -> StudyResult:
-            return suites.run(record.name, mode, output, run_id=run_id, resume=resume, show_progress=show_progress,
-                              loaded=loaded, **settings)
+class _Study:
+    """``studies.<suite>``: runs (or resumes) one study of its record (the first argument chooses
+    the mode where the suite has several). Its signature is the default mode's config dataclass,
+    field by field with its default, read when asked for (``inspect.signature``, an editor):
+    building the face imports no suite."""
 
-        modes = ", ".join(f"``{m}``" for m in record.modes)
-        study.__doc__ = (f"{record.summary} ``mode``: {modes}; settings: that mode's config "
-                         f"(default :class:`{config}`).")
-    else:
-        def study(output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
-                  show_progress: bool | None = None, loaded=None, **settings: Any) -> StudyResult:
-            return suites.run(record.name, None, output, run_id=run_id, resume=resume, show_progress=show_progress,
-                              loaded=loaded, **settings)
+    def __init__(self, record: suites.Suite) -> None:
+        self._record = record
+        self.__name__ = self.__qualname__ = record.name
+        self.__module__ = __name__
+        config = record.mode(None).config.replace(":", ".")
+        if len(record.modes) > 1:
+            modes = ", ".join(f"``{m}``" for m in record.modes)
+            self.__doc__ = (f"{record.summary} ``mode``: {modes}; settings: that mode's config "
+                            f"(default :class:`{config}`; another mode's fields as further keywords).")
+        else:
+            self.__doc__ = f"{record.summary} Settings: :class:`{config}`."
 
-        study.__doc__ = f"{record.summary} Settings: :class:`{config}`."
-    study.__name__ = study.__qualname__ = record.name
-    study.__module__ = __name__
-    return study
+    def __call__(self, *args: Any, output: str | Path = "runs", run_id: str | None = None, resume: bool = False,
+                 show_progress: bool | None = None, loaded=None, **settings: Any) -> StudyResult:
+        several = len(self._record.modes) > 1
+        if len(args) > (2 if several else 1):
+            raise TypeError(f"{self.__name__}() takes {'mode and output' if several else 'output'} positionally; "
+                            "settings by name")
+        mode = args[0] if several and args else settings.pop("mode", None) if several else None
+        if len(args) > several:
+            output = args[int(several)]
+        return suites.run(self._record.name, mode, output, run_id=run_id, resume=resume,
+                          show_progress=show_progress, loaded=loaded, **settings)
+
+    def __repr__(self) -> str:
+        return f"<study {self.__name__}{self.__signature__}>"
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        import dataclasses
+
+        from whitebox_eval.lazy import resolve
+
+        P = inspect.Parameter
+        params = []
+        if len(self._record.modes) > 1:
+            params.append(P("mode", P.POSITIONAL_OR_KEYWORD, default=self._record.default_mode, annotation=str))
+        params.append(P("output", P.POSITIONAL_OR_KEYWORD, default="runs", annotation="str | Path"))
+        for name, default, note in (("run_id", None, "str | None"), ("resume", False, "bool"),
+                                    ("show_progress", None, "bool | None"), ("loaded", None, "LoadedModel | None")):
+            params.append(P(name, P.KEYWORD_ONLY, default=default, annotation=note))
+        cls = resolve(self._record.mode(None).config)
+        for f in dataclasses.fields(cls):
+            if f.name == "volatile" or not f.init:
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else P.empty)
+            params.append(P(f.name, P.KEYWORD_ONLY, default=default, annotation=f.type))
+        if len(self._record.modes) > 1:
+            params.append(P("settings", P.VAR_KEYWORD))
+        return inspect.Signature(params, return_annotation="StudyResult")
+
+
+def _face(record: suites.Suite) -> _Study:
+    """``studies.<suite>`` for ``record``."""
+    return _Study(record)
 
 
 def __getattr__(name: str) -> Callable[..., StudyResult]:

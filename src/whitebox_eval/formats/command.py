@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.config_file import config_file_option
+from whitebox_eval.config_file import config_file_option, study_config
 from whitebox_eval.command_options import (
     LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
     model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
@@ -63,17 +63,12 @@ def formats(**kw) -> None:
     Data parallel (rank 0 merges one run folder, equal to a single-process run):
       torchrun --nproc-per-node 4 -m whitebox_eval --device cuda formats --limit 1000
     """
-    from whitebox_eval.formats.study import FormatsConfig, run_formats
     from whitebox_eval.formats.activations import check as check_saved
-    from whitebox_eval.internals.activation_specs import parse_activations
+    from whitebox_eval.formats.record import SUITE
+    from whitebox_eval.formats.study import run_formats
 
-    cfg = FormatsConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], shots=kw["shots"], n_samples=kw["n_samples"],
-                        temperature=kw["temperature"], max_new_tokens=kw["max_new_tokens"], n_bins=kw["n_bins"],
-                        top_p=kw["top_p"], top_k=kw["top_k"], extract=kw["extract"],
-                        batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
-                        dtype=resolved_dtype(kw["dtype"], kw["model"]), fields=tuple(kw["fields"]),
-                        lm_eval_data=kw["lm_eval_data"], edits=tuple(kw["edits"]))
-    cfg.save_activations = tuple(s.text for s in parse_activations(kw["save_activations"]))  # a bad spec: one line
+    cfg = study_config(SUITE, kw, batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
+                       dtype=resolved_dtype(kw["dtype"], kw["model"]))
     check_saved(cfg, None)  # layers against the model's config.json, before any model work
     folder = run_formats(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run

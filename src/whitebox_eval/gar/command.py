@@ -7,7 +7,7 @@ import math
 import click
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.config_file import config_file_option
+from whitebox_eval.config_file import config_file_option, study_config
 from whitebox_eval.command_options import (
     LIMIT, batch_size_option, dtype_option, edit_option, gen_kwargs_option, model_load_options, resolved_batch_size,
     resolved_dtype, run_folder_options)
@@ -43,7 +43,7 @@ def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
 @click.option("--limit", type=LIMIT, default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs), or a fraction F < 1 of each task's default set (rounded up, to whole pairs)")
-@click.option("--no-kr", is_flag=True, help="evaluate: leave out the knowledge-recall sub-problems")
+@click.option("--no-kr", "include_kr", flag_value=False, default=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
 @click.option("--heads", default=None, help="intervene/probe: heads as LAYER.HEAD or LxHy, comma separated (e.g. 14.18,L14H46)")
@@ -63,13 +63,13 @@ def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
               help="truth-heads/probe: random head sets (same count and layer band) for the controls")
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="attribute: heads kept per task")
-@click.option("--candidates", type=click.IntRange(min=1), default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
+@click.option("--candidates", "n_candidates", type=click.IntRange(min=1), default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
 @click.option("--n-true", type=click.IntRange(min=0), default=2, show_default=True, help="truth-heads: how many True heads to keep")
 @click.option("--n-false", type=click.IntRange(min=0), default=2, show_default=True, help="truth-heads: how many False heads to keep")
 @click.option("--probe-data", multiple=True,
               help="truth-heads/probe: SNLI .jsonl or Geometry of Truth .csv (repeatable)")
 @click.option("--probe-limit", type=click.IntRange(min=1), default=None, help="statements sampled from each probe file")
-@click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True, help="probe: cross-validation folds")
+@click.option("--folds", "probe_folds", type=click.IntRange(min=2), default=5, show_default=True, help="probe: cross-validation folds")
 @click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default="skip", show_default=True, help="truth-heads/probe: what to do with malformed rows of a --probe-data file")
 @batch_size_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
@@ -140,57 +140,23 @@ def command(**kw) -> None:
     if mode != "evaluate" and launched_size() > 1:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
-    dtype = resolved_dtype(kw["dtype"], kw["model"])
-    kw["edits"], kw["edit_at"] = split_edit_at(kw["edits"], kw["edit_at"])
+    edits, edit_at = split_edit_at(kw["edits"], kw["edit_at"])
+    if mode == "intervene" and not kw["heads"]:
+        raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
+    if mode == "probe" and (not kw["heads"] or not kw["probe_data"]):
+        raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
+    from whitebox_eval.gar.record import SUITE
+    from whitebox_eval.lazy import resolve
+
+    cfg = study_config(SUITE, kw, mode, edits=edits, edit_at=edit_at, dtype=resolved_dtype(kw["dtype"], kw["model"]),
+                       batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
+    folder = resolve(SUITE.mode(mode).run)(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if mode == "attribute":
-        from whitebox_eval.gar import attribute_study as study
-
-        cfg = study.GARAttributeConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
-                                       steps=kw["steps"], top=kw["top"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
-        _print_attribution(study.run_gar_attribute(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"]))
+        _print_attribution(folder)
     elif mode == "evaluate":
-        from whitebox_eval.gar import evaluate_study as study
-
-        cfg = study.GARConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], tasks=kw["tasks"] or "all", limit=kw["limit"],
-                              include_kr=not kw["no_kr"], rule=kw["rule"], seed=kw["seed"],
-                              batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
-        folder = study.run_gar(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
             _print_evaluation(folder)
-    elif mode == "truth-heads":
-        from whitebox_eval.gar import truth_heads as study
-
-        cfg = study.GARHeadsConfig(
-            dtype=dtype, edits=kw["edits"],
-            model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"], seed=kw["seed"],
-            steps=kw["steps"], n_candidates=kw["candidates"], n_true=kw["n_true"], n_false=kw["n_false"],
-            true_heads=kw["true_heads"], false_heads=kw["false_heads"], pattern=kw["pattern"] or "Q->A",
-            edit_at=kw["edit_at"], select_fraction=kw["select_fraction"], random_draws=kw["random_draws"],
-            probe_data=tuple(kw["probe_data"]), probe_limit=kw["probe_limit"], probe_folds=kw["folds"],
-            on_bad_row=kw["on_bad_row"], rule=kw["rule"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
-        folder = study.run_gar_heads(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-        _print_heads(folder)
-    elif mode == "intervene":
-        if not kw["heads"]:
-            raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
-        from whitebox_eval.gar import intervene_study as study
-
-        cfg = study.GARInterveneConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], tasks=kw["tasks"] or "truth", limit=kw["limit"],
-                                       heads=kw["heads"], pattern=kw["pattern"] or "V->E", rule=kw["rule"],
-                                       edit_at=kw["edit_at"],
-                                       seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
-        folder = study.run_gar_intervene(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
-        _print_heads(folder)
     else:
-        if not kw["heads"] or not kw["probe_data"]:
-            raise WhiteboxError("--mode probe needs --heads LAYER.HEAD[,...] and --probe-data FILE")
-        from whitebox_eval.gar import probe_study as study
-
-        cfg = study.GARProbeConfig(dtype=dtype, edits=kw["edits"], model=kw["model"], heads=kw["heads"], probe_data=tuple(kw["probe_data"]),
-                                   probe_limit=kw["probe_limit"], probe_folds=kw["folds"], seed=kw["seed"],
-                                   random_draws=kw["random_draws"], on_bad_row=kw["on_bad_row"],
-                                   batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]))
-        folder = study.run_gar_probe(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
         _print_heads(folder)
 
 

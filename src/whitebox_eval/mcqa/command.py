@@ -6,7 +6,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.config_file import config_file_option
+from whitebox_eval.config_file import config_file_option, study_config
 from whitebox_eval.command_options import (
     LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
     model_load_options, resolved_batch_size, resolved_dtype, run_folder_options, save_activations_option, shots_option,
@@ -99,25 +99,16 @@ def mcqa(**kw) -> None:
     equal to a single-process run):
       torchrun --nproc-per-node 4 -m whitebox_eval --device cuda mcqa --limit 2500
     """
-    from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa
+    from whitebox_eval.mcqa.record import SUITE
+    from whitebox_eval.mcqa.study import run_mcqa
 
     lm_eval_task = kw["task"].is_lm_eval
     if kw["view"] and not lm_eval_task:
         raise click.UsageError("--view applies to --task lm-eval:TASK only")
     if kw["lm_eval_data"] and not lm_eval_task:
         raise click.UsageError("--lm-eval-data applies to --task lm-eval:TASK only")
-    # lm-eval:TASK: MCQAConfig sets lm-eval's prompt and, without --view, the view its methods need
-    methods = (default_methods(kw["task"], kw["prompt"], kw["view"]) if kw["methods"] is None
-               else [m.strip() for m in kw["methods"].split(",") if m.strip()])
-    cfg = MCQAConfig(
-        model=kw["model"], task=kw["task"], n_options=kw["n_options"], labels=kw["labels"],
-        uncertainty=kw["uncertainty"] and kw["prompt"] == "paper", language=kw["language"], shots=kw["shots"], limit=kw["limit"],
-        representative=kw["representative"], methods=tuple(methods), prompt=kw["prompt"],
-        min_val_items=kw["min_val_items"], ablation_k=kw["ablation_k"], ablation_draws=kw["ablation_draws"], on_bad_row=kw["on_bad_row"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]), seed=kw["seed"],
-        dtype=resolved_dtype(kw["dtype"], kw["model"]), demos_from=kw["demos_from"], apply_chat_template=kw["apply_chat_template"],
-        fields=kw["fields"], lm_eval_data=kw["lm_eval_data"], view=kw["view"], item_views=kw["item_views"],
-        edits=tuple(kw["edits"]), save_activations=tuple(kw["save_activations"]),
-    )
+    cfg = study_config(SUITE, kw, batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
+                       dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_mcqa(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     if folder.shard in (None, 0):  # under torchrun, rank 0 reports the merged run
         _print_mcqa_summary(folder)

@@ -23,6 +23,19 @@ SYNTHETIC_DEFAULT_LIMIT = 500  # ssd / arithmetic generate items: this many unle
 
 
 
+def default_methods(task: TaskSpec, prompt: str = "paper", view: str | None = None) -> tuple[str, ...]:
+    """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
+    ARC) with ``--prompt lm-eval`` and ``lm-eval:TASK``'s cloze view show no options, so only
+    the cloze applies; ``lm-eval:TASK``'s letters view runs every method."""
+    from whitebox_eval.tasks.lm_eval import LM_EVAL
+
+    if task.is_lm_eval:
+        return DEFAULT_METHODS + ("cloze",) if view == "letters" else ("cloze",)
+    if prompt == LM_EVAL and task.record.lm_eval_output == "cloze":
+        return ("cloze",)
+    return DEFAULT_METHODS
+
+
 @dataclass
 class MCQAConfig:
     """Everything that determines an MCQA study's numbers (written to config.yaml)."""
@@ -37,7 +50,7 @@ class MCQAConfig:
     limit: int | float | None = None  # N items, or a fraction below 1 of them (runs/limits.py)
     prompt: str = "paper"
     representative: str = "eol"
-    methods: tuple[str, ...] = DEFAULT_METHODS
+    methods: tuple[str, ...] | None = None  # None: default_methods(task, prompt, view)
     seed: int = 0
     val_fraction: float = hs.DEFAULT_VAL_FRACTION
     min_val_items: int = hs.DEFAULT_MIN_VAL_ITEMS
@@ -70,10 +83,15 @@ class MCQAConfig:
         self._spec = TaskSpec.parse(self.task, MCQ_TASKS, MCQ_USAGE, fields=self.fields)
         self.task = str(self._spec)
         self._demos = location(self.demos_from) if self.demos_from else None
+        if self.methods is None:  # before the view: lm-eval:TASK without --view runs the cloze
+            self.methods = default_methods(self._spec, self.prompt, self.view)
         if self._spec.is_lm_eval:  # always lm-eval's own text, no extra options
             self.prompt, self.uncertainty = "lm-eval", False
             if self.view is None:
                 self.view = "letters" if any(m != "cloze" for m in self.methods) else "cloze"
+        elif self.prompt != "paper":  # lm-eval's own text lists no uncertainty options
+            self.uncertainty = False
+        self.methods = tuple(self.methods)
 
     @property
     def spec(self) -> TaskSpec:

@@ -63,6 +63,7 @@ from whitebox_eval.mcqa.config import (
     SELECTING_METHODS,
     SYNTHETIC_DEFAULT_LIMIT,
     MCQAConfig,
+    default_methods,
 )
 from whitebox_eval.mcqa.finalize import finalize
 from whitebox_eval.mcqa.activations import Saver, check as check_saved
@@ -364,17 +365,6 @@ def run_mcqa(
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))
     return finalize(study)
-
-
-def default_methods(task: TaskSpec, prompt: str = "paper", view: str | None = None) -> tuple[str, ...]:
-    """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
-    ARC) with ``--prompt lm-eval`` and ``lm-eval:TASK``'s cloze view show no options, so only
-    the cloze applies; ``lm-eval:TASK``'s letters view runs every method."""
-    if task.is_lm_eval:
-        return DEFAULT_METHODS + ("cloze",) if view == "letters" else ("cloze",)
-    if prompt == lm_eval.LM_EVAL and task.record.lm_eval_output == "cloze":
-        return ("cloze",)
-    return DEFAULT_METHODS
 
 
 #: what each view of an lm-eval task scores (config.yaml: lm_eval_view)

@@ -38,6 +38,11 @@ def configure(model: str | None = None, *, models_root: str | None = None, model
     args, adapter, adapter_mode = options.model_args, options.adapter, options.adapter_mode
     if adapter and quantized(args) and adapter_mode == "merge":
         raise WhiteboxError("a LoRA adapter cannot be merged into 4/8-bit weights; add --adapter-mode keep")
+    if adapter_mode != "merge" and not adapter:
+        raise WhiteboxError(f"--adapter-mode {adapter_mode} has no adapter to apply: give --adapter PATH or drop it")
+    if model is not None:
+        _check_revision(model, args)
+        options.found_under = _found_under(model, options.models_root)
     if model is not None and ("@" in model or adapter):
         source, extra = resolve_source(model)  # a revision nowhere to be read is refused here
         if Path(source).parent.name == "snapshots":  # read from the hub cache: its commit pins the weights
@@ -46,6 +51,33 @@ def configure(model: str | None = None, *, models_root: str | None = None, model
             _, weights = adapter_files(adapter, allow_pickle)
             check_adapter_fits(adapter, weights, _model_config(source, extra, trust_remote_code))
     return options
+
+
+def _check_revision(model: str, args: dict) -> None:
+    """``--model-arg revision=`` must take effect: refused beside a different ``@REVISION`` and on a
+    model read from a folder (bundled, local, a --models-root copy), where from_pretrained ignores it."""
+    from whitebox_eval.models.hub_sources import split_revision
+
+    wanted = args.get("revision")
+    if wanted is None:
+        return
+    _, at = split_revision(model)
+    if at is not None:
+        if at != wanted:
+            raise WhiteboxError(f"--model {model} and --model-arg revision={wanted} name two revisions: give one")
+        return
+    source, _ = resolve_source(model)
+    if Path(source).is_dir() or Path(source).is_file():
+        raise WhiteboxError(f"--model-arg revision={wanted} has no effect on {model}, which is read from the folder "
+                            f"{source}: a revision applies to a hub id (ORG/NAME@REVISION); drop it")
+
+
+def _found_under(model: str, root: str | None) -> str | None:
+    """The name ``model`` was found under in the ``--models-root`` folder (None: not read from there)."""
+    from whitebox_eval.models.hub_sources import local_folder, models_root
+
+    folder = local_folder(model, models_root(root)) if root else None
+    return Path(folder).name if folder else None
 
 
 def _model_config(source: str, extra: dict, trust_remote_code: bool) -> dict:

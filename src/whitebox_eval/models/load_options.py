@@ -60,16 +60,19 @@ class LoadOptions:
     trust_remote_code: bool = False
     allow_pickle: bool = False
     model_commit: str | None = None  # the hub-cache snapshot an ORG/NAME@REVISION resolved to (recorded)
+    found_under: str | None = None  # the --models-root entry the model was read from (recorded)
 
 
 LOAD = LoadOptions()
-_FIELDS = ("models_root", "model_args", "adapter", "adapter_mode", "trust_remote_code", "allow_pickle", "model_commit")
+_FIELDS = ("models_root", "model_args", "adapter", "adapter_mode", "trust_remote_code", "allow_pickle", "model_commit",
+           "found_under")
 
 
 def parse_model_args(items) -> dict[str, Any]:
     """``KEY=VALUE`` texts -> {key: value}, each key one of :data:`MODEL_ARGS`; one line otherwise."""
     out: dict[str, Any] = {}
-    for item in items or ():
+    items = [part for item in items or () for part in str(item).split(",") if part.strip()]  # lm-eval's k=v,k=v
+    for item in items:
         key, sep, value = str(item).partition("=")
         key = key.strip()
         if not sep or not key:
@@ -140,6 +143,9 @@ def adapter_files(path: str | Path, allow_pickle: bool = False) -> tuple[dict, P
         raise WhiteboxError(f"--adapter {path}: no {ADAPTER_CONFIG} (save the adapter with peft's save_pretrained)") from None
     except (OSError, ValueError) as e:
         raise WhiteboxError(f"--adapter {path}: {ADAPTER_CONFIG} does not read as JSON ({e})") from None
+    if not isinstance(cfg, dict):
+        raise WhiteboxError(f"--adapter {path}: {ADAPTER_CONFIG} holds a {type(cfg).__name__}, not the mapping of "
+                            "settings peft writes (peft_type, r, target_modules, ...)")
     if str(cfg.get("peft_type", "")).upper() != "LORA":
         raise WhiteboxError(f"--adapter {path}: a {cfg.get('peft_type')!r} adapter; only LoRA adapters are read")
     weights = folder / "adapter_model.safetensors"
@@ -151,6 +157,13 @@ def adapter_files(path: str | Path, allow_pickle: bool = False) -> tuple[dict, P
             raise WhiteboxError(f"--adapter {path} holds only a pickle (adapter_model.bin), which can run code when "
                                 "loaded: convert it to safetensors, or pass --allow-pickle if you trust it")
         weights = pickled
+    else:
+        from whitebox_eval.models.safetensors_files import check_safetensors
+
+        try:
+            check_safetensors(weights)  # a truncated or corrupt file: one line, before any run folder
+        except WhiteboxError as error:
+            raise WhiteboxError(f"--adapter {path}: {error}") from None
     return cfg, weights
 
 
@@ -209,7 +222,21 @@ def record(options: LoadOptions | None = None) -> dict:
         out["trust_remote_code"] = True
     if o.model_commit:
         out["model_commit"] = o.model_commit
+    if o.found_under:  # where the model was found: the entry's name, the folder never as an absolute path
+        out["models_root"] = {"found_under": o.found_under, **_root_text(o.models_root)}
     return {"model_load": out} if out else {}
+
+
+def _root_text(root: str) -> dict:
+    """``{"folder": ...}``: the --models-root folder as a re-run can name it, relative to the working
+    folder or the home folder (``~/...``); nothing where only an absolute path would name it."""
+    path = Path(root).expanduser().resolve()
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return {"folder": prefix + (path.relative_to(base).as_posix() or ".")}
+        except ValueError:
+            continue
+    return {}
 
 
 def reset() -> None:

@@ -28,6 +28,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.architectures import Architecture
 from whitebox_eval.models import placement
 from whitebox_eval.models.bundled import BUNDLED, bundled_gguf_path
+from whitebox_eval.models.safetensors_files import check_safetensors  # noqa: F401 (loading.check_safetensors)
 from whitebox_eval.models.placement import execution_device, refuse_map_under_torchrun, resolve_device
 
 log = logging.getLogger(__name__)
@@ -173,33 +174,6 @@ def _weights_kind(folder: Path) -> str:
     if any(n.endswith(".gguf") for n in names):
         return "gguf"
     return "none"
-
-
-def check_safetensors(path: Path | str) -> None:
-    """Refuse, in one line naming the file, a ``.safetensors`` file that is empty,
-    truncated or has a corrupted header (reads the header only)."""
-    path = Path(path)
-    size = path.stat().st_size
-    problem = None
-    if size < 8:
-        problem = "the file is empty" if size == 0 else f"only {size} bytes"
-    else:
-        with path.open("rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            if n > size - 8:
-                problem = f"truncated: the header alone should take {n} bytes, the file has {size}"
-            else:
-                try:
-                    header = json.loads(f.read(n))
-                    ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
-                except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-                    problem = "corrupted header"
-                else:
-                    need = 8 + n + max(ends, default=0)
-                    if need > size:
-                        problem = f"truncated: {size} bytes, the header promises {need}"
-    if problem:
-        raise WhiteboxError(f"{path} is not a readable safetensors file ({problem}); download or convert it again")
 
 
 def _refused_pickle_message(source: str, exc: Exception) -> str:

@@ -9,7 +9,7 @@ import click
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
-from whitebox_eval.config_file import config_file_option
+from whitebox_eval.config_file import config_file_option, study_config
 from whitebox_eval.command_options import (
     LIMIT, batch_size_option, dtype_option, edit_option, field_option, gen_kwargs_option, lm_eval_data_option,
     log_samples_option, model_load_options, resolved_batch_size, resolved_dtype, run_folder_options,
@@ -89,35 +89,16 @@ def _study_options(f):
 
 
 def _config(model: str, task, kw: dict):
-    from whitebox_eval.mui.study import REFERENCE_CODE_SETTINGS, MUIConfig
+    """One task's MUI config from the command's options (:func:`study_config`); ``--field`` and
+    ``--answer`` reach the gen=PATH tasks only (the command may run several tasks)."""
+    from whitebox_eval.mui.record import MUI
     from whitebox_eval.tasks.spec import TaskSpec
 
     spec = TaskSpec.parse(task, GENERATION_TASKS, TASK_USAGE)
-
-    if kw["reference_code_compat"]:
-        ctx = click.get_current_context()
-        given = [k for k in REFERENCE_CODE_SETTINGS
-                 if ctx.get_parameter_source(k) not in (None, click.core.ParameterSource.DEFAULT)
-                 and kw[k] != REFERENCE_CODE_SETTINGS[k]]
-        if given:
-            raise WhiteboxError("--reference-code-compat sets " + ", ".join(
-                f"--{k.replace('_', '-')} {v}" for k, v in REFERENCE_CODE_SETTINGS.items())
-                + "; drop " + ", ".join(f"--{k.replace('_', '-')} {kw[k]}" for k in given))
-        kw = {**kw, **REFERENCE_CODE_SETTINGS}
-    return MUIConfig(
-        model=model, task=spec, score=kw["score"], activation=kw["activation"], final_norm=kw["final_norm"],
-        response_level=kw["response_level"], threshold=kw["threshold"], threshold_value=kw["threshold_value"],
-        unit=kw["unit"], score_token=kw["score_token"], reference_code_compat=kw["reference_code_compat"],
-        ig_steps=kw["ig_steps"], ig_joint_layers=kw["ig_joint_layers"], sae=tuple(kw["sae"]),
-        shots=kw["shots"], chat=kw["chat"], responses=kw["responses"], max_new_tokens=kw["max_new_tokens"],
-        stop=tuple(kw["stop"]) if kw["stop"] else None, limit=kw["limit"], seed=kw["seed"],
-        batch_size=resolved_batch_size(kw["batch_size"], model, kw["dtype"]), dtype=resolved_dtype(kw["dtype"], model),
-        fields=tuple(kw["fields"]) if spec.name == "gen" else (), answer=kw["answer"] if spec.name == "gen" else None,
-        lm_eval_data=kw["lm_eval_data"] if spec.is_lm_eval else None,
-        allow_code_execution=kw["allow_code_execution"] and (spec.is_lm_eval or spec.record.runs_code),
-        on_bad_row=kw["on_bad_row"], save_activations=tuple(kw.get("save_activations", ())),
-        edits=tuple(kw.get("edits") or ()),
-    )
+    own = {"fields": tuple(kw["fields"]), "answer": kw["answer"]} if spec.name == "gen" else {}
+    return study_config(MUI, {k: v for k, v in kw.items() if k not in ("fields", "answer")}, model=model, task=spec,
+                        **own, batch_size=resolved_batch_size(kw["batch_size"], model, kw["dtype"]),
+                        dtype=resolved_dtype(kw["dtype"], model))
 
 
 @click.group(name="mui", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -365,6 +346,7 @@ def _print_law(res) -> None:
 @model_load_options
 @dtype_option
 @run_folder_options
+@config_file_option("whitebox_eval.mui.masking:MaskingConfig")
 def masking(model, source_task, eval_tasks, ks, score, activation, unit, target, random_draws, generate, max_new_tokens,
             shots, limit, batch_size, seed, dtype, output, run_id, resume) -> None:
     """Masking validation (sec. 3.8): mask X's key neurons for growing k; X and Y vs random masks.
@@ -376,16 +358,11 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
     random is a paired bootstrap over items (key minus the mean of the random draws).
     """
     from whitebox_eval import stats
-    from whitebox_eval.mui.masking import MaskingConfig, run_masking
+    from whitebox_eval.mui.masking import run_masking
+    from whitebox_eval.mui.record import MASKING
 
-    try:
-        k_list = tuple(int(k) for k in ks.split(",") if k.strip())
-    except ValueError:
-        raise WhiteboxError(f"--ks must be a comma list of integers, got {ks!r}") from None
-    cfg = MaskingConfig(model=model, source_task=source_task, eval_tasks=tuple(eval_tasks) or (source_task, "ssd"),
-                        ks=k_list, score=score, activation=activation, unit=unit, target=target,
-                        random_draws=random_draws, generate=generate, max_new_tokens=max_new_tokens, shots=shots,
-                        limit=limit, batch_size=resolved_batch_size(batch_size, model, dtype), seed=seed, dtype=resolved_dtype(dtype, model))
+    cfg = study_config(MASKING, click.get_current_context().params, batch_size=resolved_batch_size(batch_size, model, dtype),
+                       dtype=resolved_dtype(dtype, model))
     folder = run_masking(cfg, output, run_id=run_id, resume=resume)
     res = folder.load_results()
     click.echo(f"run folder: {folder.path}")

@@ -73,7 +73,7 @@ class MaskingConfig:
 
     model: str = "smollm2-135m"
     source_task: str = "arithmetic-gen"
-    eval_tasks: tuple[str, ...] = ("arithmetic-gen", "ssd")
+    eval_tasks: tuple[str, ...] | None = None  # None: the source task and ssd
     ks: tuple[int, ...] = DEFAULT_KS
     score: str = "contribution"
     activation: str = "mlp_act"
@@ -92,6 +92,11 @@ class MaskingConfig:
     batch_size: int = 8
     dtype: str = "float32"
     volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
+
+    def __post_init__(self) -> None:
+        if self.eval_tasks is None:
+            self.eval_tasks = tuple(dict.fromkeys((self.source_task, "ssd")))  # ssd's own: once
+        self.eval_tasks, self.ks = tuple(self.eval_tasks), tuple(self.ks)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

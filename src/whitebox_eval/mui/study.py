@@ -132,13 +132,18 @@ class MUIConfig:
         self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
         self.task, self.limit = str(self._spec), checked(self.limit)
+        if not self._spec.is_lm_eval:  # what took effect only: the options of the tasks that read them
+            self.lm_eval_data = None
+        self.allow_code_execution = self.allow_code_execution and (self._spec.is_lm_eval or bool(self._spec.record.runs_code))
+        self.sae, self.edits = tuple(self.sae), tuple(self.edits)
         self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if self.reference_code_compat:
             want = REFERENCE_CODE_SETTINGS
             clash = {k: getattr(self, k) for k, v in want.items() if getattr(self, k) not in (v, MUIConfig.defaults()[k])}
             if clash:
-                raise WhiteboxError("--reference-code-compat sets " + ", ".join(f"{k}={v}" for k, v in want.items())
-                                    + "; drop " + ", ".join(f"{k}={v}" for k, v in clash.items()))
+                raise WhiteboxError("--reference-code-compat sets " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v
+                                                                in want.items())
+                                    + "; drop " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in clash.items()))
             if self.score not in ("contribution", "activation"):
                 raise WhiteboxError("--reference-code-compat reproduces the authors' get_neuron.py: "
                                     "use --score contribution or activation")

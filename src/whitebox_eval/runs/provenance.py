@@ -34,8 +34,9 @@ RECORDED_KEYS = ("run_id", "created", "whitebox_eval_version", "python_version",
                  "torch_version", "transformers_version", "whitebox_eval_git_commit", "placement")
 """Keys the run folder adds to config.yaml itself; never compared on resume."""
 
-ALWAYS_VOLATILE = frozenset({VOLATILE_KEY, "command", *RECORDED_KEYS})
-"""Keys never compared on resume: the command line differs by ``--resume`` itself."""
+ALWAYS_VOLATILE = frozenset({VOLATILE_KEY, "command", *RECORDED_KEYS, "model_load.models_root"})
+"""Keys never compared on resume: the command line differs by ``--resume`` itself; where a
+``--models-root`` copy was found is checked when the model loads, not compared."""
 
 ABSENT = object()
 

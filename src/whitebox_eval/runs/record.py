@@ -23,7 +23,6 @@ so ``--help``, planning and the report's page import no suite until one is used:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,16 +87,14 @@ class Suite:
         return self.rate if own is None else own
 
     def config(self, mode: str | None, settings: dict[str, Any]):
-        """The mode's config object from ``settings`` (its field names; lists for tuples)."""
+        """The mode's config object from ``settings`` (its field names), each value checked against
+        the field's declared type (:func:`whitebox_eval.runs.settings.checked_settings`): the one
+        way from settings, options (``command_options.study_config``) or a file to a config; every
+        setting not given takes the dataclass's own default."""
+        from whitebox_eval.runs.settings import checked_settings
+
         cls = resolve(self.mode(mode).config)
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "volatile"}
-        unknown = sorted(set(settings) - set(fields))
-        if unknown:
-            raise WhiteboxError(f"unknown setting(s) {', '.join(unknown)} for {cls.__name__}; "
-                                f"the settings are: {', '.join(sorted(fields))}")
-        options = {k: tuple(v) if isinstance(v, list) and "tuple" in str(fields[k].type) else v
-                   for k, v in settings.items()}
-        return cls(**options)
+        return cls(**checked_settings(cls, settings, f"{self.name} settings"))
 
     def estimate(self, mode: str | None, settings: dict[str, Any]) -> tuple[int, float]:
         """(items, units of work) of a study with ``settings``."""

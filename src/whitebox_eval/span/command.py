@@ -7,12 +7,18 @@ import click
 from whitebox_eval.span.protocol import SHIFTED_VS_NONE, VS_NONE, VS_RANDOM, VS_SHIFTED
 from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS, task_config
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.config_file import config_file_option
+from whitebox_eval.config_file import config_file_option, given, study_config
 from whitebox_eval.command_options import (
     LIMIT, batch_size_option, dtype_option, edit_option, gen_kwargs_option, model_load_options, resolved_batch_size,
     resolved_dtype, run_folder_options, shots_option)
 
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
+
+
+#: the fine-tuning options, fields of the config's nested ``finetune`` (App. E); --seed seeds both
+FINETUNE_OPTIONS = {"lr": "finetune.learning_rate", "weight_decay": "finetune.weight_decay",
+                    "train_batch_size": "finetune.batch_size", "epochs": "finetune.epochs",
+                    "max_steps": "finetune.max_steps", "seed": ("seed", "finetune.seed")}
 
 
 def _parse_value(task: str, key: str, value: str, option: str):
@@ -45,7 +51,9 @@ def _parse_params(task: str, text: str, option: str) -> dict:
     return {k: _parse_value(task, k, v, option) for k, v in out.items()}
 
 
-def _ints(text: str, option: str) -> tuple[int, ...]:
+def _ints(text, option: str) -> tuple[int, ...]:
+    if isinstance(text, tuple):
+        return text
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -55,7 +63,9 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
     return values
 
 
-def _floats(text: str, option: str) -> tuple[float, ...]:
+def _floats(text, option: str) -> tuple[float, ...]:
+    if isinstance(text, tuple):
+        return text
     try:
         return tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -88,8 +98,8 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @click.option("--key-samples", type=click.IntRange(min=1), default=30, show_default=True, help="ID examples used to rank heads")
 @click.option("--select-limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="OOD selection examples (disjoint from the --limit evaluated ones) on which N and C are chosen")
-@click.option("--heads", default="5,10,20", show_default=True, help="N values: reinforce the top-N key heads")
-@click.option("--values", default="0.3,1.0", show_default=True, help="C values added to post-softmax attention")
+@click.option("--heads", default="5,10,20", show_default=True, callback=lambda c, p, v: _ints(v, "--heads"), help="N values: reinforce the top-N key heads")
+@click.option("--values", default="0.3,1.0", show_default=True, callback=lambda c, p, v: _floats(v, "--values"), help="C values added to post-softmax attention")
 @click.option("--mode", type=click.Choice(["standard", "conditional"]), default="standard", show_default=True,
               help="conditional: add C only where attention already exceeds --threshold")
 @click.option("--threshold", type=click.FloatRange(min=0.0), default=0.05, show_default=True, help="conditional mode: reinforce only cells whose attention exceeds this")
@@ -136,25 +146,14 @@ def command(**kw) -> None:
     The run folder holds config.yaml, samples.jsonl (one line per example and stage),
     results.json, arrays/ (rollouts, key-head scores, losses), plots/ and finetune.json.
     """
-    task = kw["task"]
-    from whitebox_eval.span.finetune import FinetuneConfig  # torch: imported only to run
-    from whitebox_eval.span.study import SpanConfig, run_span
+    from whitebox_eval.span.record import SUITE
+    from whitebox_eval.span.study import run_span
 
-    cfg = SpanConfig(
-        model=kw["model"], task=task, split=kw["split"], limit=kw["limit"],
-        id_params=_parse_params(task, kw["id_params"], "--id-params"),
-        ood_params=_parse_params(task, kw["ood_params"], "--ood-params"),
-        instruction=kw["instruction"], shots=kw["shots"], generation=kw["generation"],
-        rollout=kw["rollout"], test=kw["test"], finetune_examples=kw["finetune_examples"],
-        finetune=FinetuneConfig(learning_rate=kw["lr"], weight_decay=kw["weight_decay"],
-                                batch_size=kw["train_batch_size"], epochs=kw["epochs"],
-                                max_steps=kw["max_steps"], seed=kw["seed"]),
-        reinforce=kw["reinforce"], key_samples=kw["key_samples"],
-        heads=_ints(kw["heads"], "--heads"), values=_floats(kw["values"], "--values"),
-        mode=kw["mode"], threshold=kw["threshold"], random_draws=kw["random_draws"],
-        select_limit=kw["select_limit"], shift=kw["shift"],
-        reinforce_generation=kw["reinforce_generation"], seed=kw["seed"], batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
-        dtype=resolved_dtype(kw["dtype"], kw["model"]), edits=tuple(kw["edits"]))
+    params = {key: _parse_params(kw["task"], kw[key], f"--{key.replace('_', '-')}")
+              for key in ("id_params", "ood_params") if given(key)}
+    cfg = study_config(SUITE, kw, renames=FINETUNE_OPTIONS, **params,
+                       batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
+                       dtype=resolved_dtype(kw["dtype"], kw["model"]))
     folder = run_span(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     print_summary(folder)
 
