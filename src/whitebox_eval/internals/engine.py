@@ -17,9 +17,10 @@ what cannot be done once per pass (``tests/internals/test_op_counts.py`` holds t
 
 - every index, row mask and edit tensor is built once per pass, on the host, and
   uploaded in one copy per dtype before the forward; no hook reads the device;
-- a *small* pass (:data:`KEEP_BYTES`) keeps references to the tensors its captures read
-  (no op in the layer) and gathers once after the pass, every layer at once; a larger one
-  gathers each layer's rows in its hook (one ``gather`` per read) and keeps only those;
+- a *small* pass on an accelerator (:data:`KEEP_BYTES`) keeps references to the tensors its
+  captures read (no op in the layer) and gathers once after the pass, every layer at once; a
+  larger one, or any pass on the CPU, gathers each layer's rows in its hook (one ``gather`` per
+  read) and keeps only those;
 - captured attention rows are one fused product per layer (``baddbmm``: scale and mask
   inside the product, the mask built once per pass and mask kind) into float32 buffers
   made once per pass, or one product for every layer after a small pass; rows stay padded
@@ -74,8 +75,17 @@ attention rows need. Under it the hooks only keep references (no op per layer); 
 each hook gathers its rows at once and the layer's tensors are freed as the model frees
 them. gpu_check's 7-9B shapes at batch 8 with mcqa's four captures keep 0.4-1.7 GiB at
 0-shot (72 tokens), so the first figure users meet is the cheap one; at batch 32 or
-5-shot lengths the pass is compute-bound and gathers per layer. ``Engine.keep_bytes``
-overrides it per engine (0: always per layer)."""
+5-shot lengths the pass is compute-bound and gathers per layer. A pass on the CPU gathers per
+layer whatever its size (:func:`keep_bytes_for`): no launch to save there, and the layers'
+tensors are freed as the model frees them. ``Engine.keep_bytes`` overrides it per engine
+(0: always per layer)."""
+
+
+def keep_bytes_for(device) -> int:
+    """The memory a pass on ``device`` may keep by reference: :data:`KEEP_BYTES` on an accelerator
+    (fewer launches), 0 on the CPU, where an op costs no launch and gathering each layer's rows in
+    its hook measures lighter (``benchmarks/results/engine_ops.md``)."""
+    return 0 if torch.device(device).type == "cpu" else KEEP_BYTES
 
 
 class _Stop(Exception):
@@ -674,7 +684,9 @@ def _scores(q3, k3t, m3, scaling, softcap):
 class Engine:
     """Reads and edits a loaded model's internals during ordinary forward passes."""
 
-    keep_bytes: int = KEEP_BYTES
+    keep_bytes: int | None = None
+    """What a pass may keep by reference (:data:`KEEP_BYTES`); None: chosen by the pass's device
+    (:func:`keep_bytes_for`)."""
 
     def __init__(self, loaded: LoadedModel):
         self.loaded = loaded
@@ -826,7 +838,7 @@ class Engine:
         if logits is not False and logits is not None and not last_only and not (isinstance(logits, str) and logits == "all"):
             logit_pos = plan.pos(plan.computed(batch.host_padded(batch.positions(logits)), "logits"))
         device = batch.input_ids.device
-        plan.decide(self.keep_bytes, self.model.dtype.itemsize)
+        plan.decide(keep_bytes_for(device) if self.keep_bytes is None else self.keep_bytes, self.model.dtype.itemsize)
         plan.upload(device)
         mask, position_ids, input_ids = batch.attention_mask, batch.position_ids[:, past:], batch.input_ids[:, past:]
         if prefix is not None:
