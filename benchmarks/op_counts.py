@@ -202,9 +202,17 @@ def _cells(batch):
 
 def edit_scenarios() -> dict[str, Scenario]:
     """One scenario per edit kind and mode of the engine's registry, the edit applied in every layer.
-    A kind without a scenario here raises: a new edit must come with its count."""
+    A kind without a scenario raises: a new edit must come with its count. Each kind declares its
+    cases itself (``EditKind.op_cases``, ``internals/edit_registry.py``); the scenarios below serve an
+    engine before the edit registry (a before)."""
     from whitebox_eval.internals import Capture
 
+    try:
+        from whitebox_eval.internals.edit_registry import kinds
+    except ImportError:
+        kinds = None
+    if kinds is not None:
+        return _declared_scenarios(kinds())
     reg = registry()
     out: dict[str, Scenario] = {}
 
@@ -266,6 +274,20 @@ def edit_scenarios() -> dict[str, Scenario]:
                     out[f"ClampFeature:{activation}{'@last' if positions else ''}"] = every_layer(make_edit)
         else:
             raise KeyError(f"no op-count scenario for the engine's edit {name}: add one to benchmarks/op_counts.py")
+    return out
+
+
+def _declared_scenarios(kinds) -> dict[str, Scenario]:
+    """Every edit kind's own op-count cases (``name -> (loaded, engine, batch, options) -> edits``)."""
+    out: dict[str, Scenario] = {}
+    for kind in kinds:
+        if kind.op_cases is None:
+            raise KeyError(f"no op-count case for the engine's edit {kind.name}: declare op_cases in its EditKind")
+        for case, make_edits in kind.op_cases().items():
+            def make(lm, eng, batch, opts, toks, make_edits=make_edits):
+                edits = make_edits(lm, eng, batch, opts)
+                return lambda: eng.run(batch, edits=edits)
+            out[f"{kind.name}{case}"] = make
     return out
 
 

@@ -14,7 +14,8 @@ batch sizes (per pass = what is left, which must not grow with the batch):
 For gpu_check's capture set (q at the last token, k at the option positions, attention rows
 of the last token, the residual at the last token), then every capture point and every edit
 of the engine's own registry (``engine.registry()``: a point or edit added later is held to
-the same budget, and an edit kind without a scenario in ``benchmarks/op_counts.py`` fails),
+the same budget, each edit kind with the cases it declares, ``EditKind.op_cases``; a kind
+without them fails),
 each in both of the engine's paths: references kept in the hooks and gathered once after the
 pass, and gathered in each layer (``Engine.keep_bytes = 0``); the two give the same numbers.
 And the packed cloze pass against the plain forward of the same packed rows.
@@ -133,10 +134,10 @@ def test_both_paths_give_the_same_numbers(family):
 
 
 def test_the_registry_is_the_engines():
-    from whitebox_eval.internals import engine, requests
+    from whitebox_eval.internals import engine, requests, sites
 
     reg = engine.registry()
-    assert set(reg["captures"]) == set(requests.CAPTURE_POINTS) == set(engine.SITES) | set(engine.ATTENTION_POINTS)
+    assert set(reg["captures"]) == set(requests.CAPTURE_POINTS) == set(sites.SITES) | set(sites.ATTENTION_POINTS)
     names = {k.__name__ for k in reg["edits"]}
     assert names == {"ScaleHeads", "MaskNeurons", "EditAttention", "Patch", "Replace", "AddVector", "ClampFeature"}
     assert {e.split(":")[0].split("@")[0] for e in EDITS} == names  # every edit kind has its count

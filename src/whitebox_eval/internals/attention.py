@@ -7,7 +7,7 @@ does not touch they call the original implementation unchanged, so logits are
 bit-identical to the unhooked model. Where the plan asks for attention rows only,
 the output still comes from the original implementation and the requested rows are
 computed on the side (never the full N x N matrix), by the engine's plan
-(:meth:`whitebox_eval.internals.engine._Plan.attention`: one fused product per layer). Only
+(:meth:`whitebox_eval.internals.pass_attention.AttentionWork.attention`: one fused product per layer). Only
 layers with attention edits or ``attn_full`` captures compute the full matrix.
 """
 
