@@ -156,3 +156,17 @@ def test_a_misspelt_statistic_fails_at_plan_only(toy, tmp_path, cli, stat, words
                           "--model", model, "--output", str(tmp_path / "out")])
     assert code == 2 and err.strip().count("\n") == 0, err
     assert "toy_statistic.yaml claim toy-beyond-half" in err and words in err and "[1/1]" not in out
+
+
+def test_a_child_run_here_is_read_once(toy, tmp_path, paper_file, monkeypatch):
+    """The finished folder a child's run returns is the one its claims read: suites.run reads it
+    back, and assembling reads it no second time."""
+    from whitebox_eval.runs import finished
+
+    reads: list[str] = []
+    real = finished.read
+    monkeypatch.setattr(finished, "read", lambda folder, *a, **k: reads.append(Path(folder).name) or real(folder, *a, **k))
+    model = str(build_model_dir(tmp_path / "tiny"))
+    r = studies.reproduce(str(paper_file), tmp_path / "out", models=[model], scale="micro", show_progress=False)
+    (child,) = json.loads((r.folder / "plan.json").read_text())["children"]
+    assert r.claims[0]["verdict"] == "holds" and reads.count(child["run_id"]) == 1, reads
