@@ -1,7 +1,8 @@
 """A paper as data: its experiments, transcribed tables, claims and what does not run.
 
 One YAML file per paper in ``papers/`` (installed with the package). This module reads
-and checks them; it knows the suites only by their records. The layout of a file:
+and checks them (every key and type, :mod:`.spec_keys`; every claim's statistic against its
+suite's record, :mod:`.vocabulary`); it knows the suites only by their records. The layout of a file:
 
 - ``experiments``: child runs, each one suite (a record of :mod:`whitebox_eval.suites`, and
   its ``mode`` where it has several) with its settings (the suite's config fields, as in
