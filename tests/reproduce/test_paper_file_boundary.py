@@ -90,3 +90,23 @@ def test_an_unknown_check_kind_names_the_known_ones():
     doc = _with(lambda d: d["claims"][0].__setitem__("preconditions", [{"kind": "above_chanc"}]))
     with pytest.raises(WhiteboxError, match="preconditions entries need a kind, one of above_chance"):
         spec.parse_paper(doc, "mine.yaml")
+
+
+def test_a_registered_statistic_is_named_by_a_paper_file_and_computed(monkeypatch):
+    """``vocabulary.register`` adds a statistic any suite's claim may name, as ``suites.register``
+    adds a suite; its arguments are checked as a record's are."""
+    from types import SimpleNamespace
+
+    from whitebox_eval.reproduce import vocabulary
+    from whitebox_eval.runs.record import Statistic
+
+    monkeypatch.setattr(vocabulary, "_registered", {})
+    vocabulary.register(Statistic("n_items", "whitebox_eval.reproduce.values:estimate", needs=("at",), reads="results"))
+    doc = _with(lambda d: d["claims"][0].__setitem__("stat", {"derived": "n_items", "at": ["n"]}))
+    assert spec.parse_paper(doc, "mine.yaml").claims[0].stat["derived"] == "n_items"
+    study = SimpleNamespace(results={"n": 7})
+    assert vocabulary.compute({"derived": "n_items", "at": ["n"]}, study, "mcqa") == {"value": 7.0, "source": "n"}
+    with pytest.raises(WhiteboxError, match="statistic n_items needs at"):
+        spec.parse_paper(_with(lambda d: d["claims"][0].__setitem__("stat", {"derived": "n_items"})), "mine.yaml")
+    with pytest.raises(WhiteboxError, match="already defined"):
+        vocabulary.register(Statistic("group_gap", "whitebox_eval.reproduce.derived:group_gap"))
