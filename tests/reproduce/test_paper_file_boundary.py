@@ -61,6 +61,8 @@ def test_a_correct_paper_file_reads():
     (lambda d: d["claims"][0].__setitem__("stat", {"paired": "x", "test_at": ["y"]}), "more than one statistic kind"),
     (lambda d: d["claims"][0].__setitem__("stat", {"derived": "group_gap", "a": {}, "b": {}, "fields": "x"}),
      "statistic group_gap takes no argument 'fields' (did you mean 'field'?)"),
+    (lambda d: d["claims"][0].__setitem__("stat", {"derived": "masked_items", "task": "t", "k": 4}),
+     "statistic 'masked_items' reads masking runs, not mcqa runs"),
 ])
 def test_a_wrong_key_or_type_is_one_line(cli, tmp_path, change, words):
     code, out, err = cli(["reproduce", str(_write(tmp_path, _with(change))), "--plan-only", "--scale", "micro"])

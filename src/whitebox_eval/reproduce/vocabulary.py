@@ -67,18 +67,23 @@ def checks(where: str) -> dict[str, Callable[..., dict[str, Any]]]:
 
 
 def _known(suite: str | None) -> dict[str, Statistic]:
+    """The statistics a claim on ``suite``'s runs may name (None: every suite's, for a checkpoint)."""
     from whitebox_eval.suites import SUITES, suite as record
 
-    own = record(suite).statistics if suite else ()
-    others = {s.name: s for r in SUITES.values() for s in r.statistics}
-    return {**others, **{s.name: s for s in GENERAL}, **_registered, **{s.name: s for s in own}}
+    own = record(suite).statistics if suite else [s for r in SUITES.values() for s in r.statistics]
+    return {**{s.name: s for s in GENERAL}, **_registered, **{s.name: s for s in own}}
 
 
 def statistic(name: str, suite: str | None) -> Statistic:
     """The statistic ``derived: name`` on a run of ``suite``: the suite's own, else a general or
-    registered one; one line naming the nearest known otherwise."""
+    registered one; one line naming the nearest known otherwise, or the suite whose it is."""
+    from whitebox_eval.suites import SUITES
+
     known = _known(suite)
     if name not in known:
+        owner = next((r.name for r in SUITES.values() for s in r.statistics if s.name == name), None)
+        if owner:
+            raise WhiteboxError(f"statistic {name!r} reads {owner} runs, not {suite} runs")
         raise WhiteboxError(f"unknown statistic {name!r}{_nearest(name, known)}")
     return known[name]
 
