@@ -152,7 +152,8 @@ def _outcome(plan: Plan, outcomes: Mapping[str, Outcome], paper: Paper, expid: s
 def _statistic(claim: Claim, outcome: Outcome, suite: str) -> dict[str, Any]:
     stat = claim.stat
     results = outcome.study().results
-    if "derived" in stat:
+    kind = vocabulary.kind(stat, f"claim {claim.id}", suite).kind
+    if kind == "derived":
         t = vocabulary.compute(stat, outcome.study(), suite)
         if "values" in stat:  # the two sides as the child reports them (shown beside, where it has them)
             for side in ("a", "b"):
@@ -162,8 +163,8 @@ def _statistic(claim: Claim, outcome: Outcome, suite: str) -> dict[str, Any]:
                     except values.Missing:
                         pass
         return t
-    if "paired" in stat or "test_at" in stat:
-        return dict(values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]}))
+    if kind in ("paired", "test_at"):
+        return dict(values.test(results, {"paired": stat["paired"]} if kind == "paired" else {"at": stat["test_at"]}))
     est = values.estimate(results, stat)
     if "lo" not in est:
         raise values.Missing(f"{est['source']} has no interval in the child run")
