@@ -8,8 +8,9 @@
 ``results.json``, ``config.yaml`` and ``samples.jsonl``, gzipped with no time stamp, so an
 unchanged child saves the same bytes) into ``--dest`` (default
 ``benchmarks/results/reproduce_cpu_progress/``), with the plan and each child's measured seconds.
-With them go the arrays a claim reads back (``reproduce/read_back.py``: ``ARRAY_FILES`` as they are,
-and each pass named in ``PASS_PREFIXES`` as one ``.npy`` per array in item order, ``arrays/passes/``),
+With them go the arrays a claim reads back (the suites' statistics declare them,
+``reproduce.vocabulary.carried_arrays``: the files as they are, and each pass whose name starts
+with a declared prefix as one ``.npy`` per array in item order, ``arrays/passes/``),
 and the run folders a child holds under ``runs/`` (a contamination child's checkpoint runs), saved
 the same way. That is all a claim reads of a child. A finished child
 whose folder feeds a child still to run (an SAE, a fine-tuned model, key neurons: a ``{run:...}``
@@ -132,10 +133,11 @@ def _restore_child(src: Path, out: Path) -> None:
 def _save_arrays(src: Path, out: Path) -> None:
     """The arrays a claim reads back: files as they are, passes as ``passes/<pass>.<array>.npy`` (item order)."""
     import numpy as np
-    from whitebox_eval.reproduce.read_back import ARRAY_FILES, PASS_PREFIXES
+    from whitebox_eval.reproduce.vocabulary import carried_arrays
     from whitebox_eval.runs.parts import read_parts
     from whitebox_eval.runs.passes import INDEX_KEY, SAMPLES_KEY
 
+    ARRAY_FILES, PASS_PREFIXES = carried_arrays()
     for name in ARRAY_FILES:
         if (src / "arrays" / name).is_file():
             (out / "arrays").mkdir(exist_ok=True)

@@ -136,6 +136,10 @@ def test_every_record_names_code_that_exists():
 
     named = [target for target, _ in LAZY_COMMANDS.values()]
     named += [path for s in SUITES.values() for m in s.modes.values() for path in (m.config, m.run)]
+    from whitebox_eval.reproduce.vocabulary import CHECKS, GENERAL
+
+    named += [st.compute for s in SUITES.values() for st in s.statistics] + [st.compute for st in GENERAL]
+    named += [path for kinds in CHECKS.values() for path in kinds.values()]
     named += [getattr(r, f) for r in RECORDS.values()
               for f in ("loader", "generation_loader", "categories", "hub_row", "lm_eval_doc") if getattr(r, f)]
     missing = []
@@ -216,3 +220,27 @@ def test_reproduce_report_and_cli_key_on_no_suite_name():
                 if len(keys & names) >= 2:
                     hits.append(f"{p.relative_to(PACKAGE)}:{node.lineno}: a dict keyed by suites {sorted(keys & names)}")
     assert not hits, hits
+
+
+#: the suite packages (their records are reached through suites.py)
+SUITE_PACKAGES = ("mcqa", "formats", "mui", "gar", "span", "sae")
+
+
+def test_reproduce_imports_no_suite_package():
+    """reproduce/ reaches a suite only through its record in suites.py (its statistics, figures,
+    costs by ``module:attribute``): no import of a suite package anywhere in it, a function's too."""
+    graph = _graph()
+    hits = sorted(f"{m} imports {n}" for m, deps in graph.items() if m.startswith("whitebox_eval.reproduce")
+                  for n in deps if _room(n) in SUITE_PACKAGES)
+    assert not hits, hits
+
+
+def test_the_reproduce_scan_sees_an_import_inside_a_function(tmp_path):
+    pkg = tmp_path / "whitebox_eval"
+    (pkg / "reproduce").mkdir(parents=True)
+    (pkg / "mui").mkdir()
+    for p in (pkg / "__init__.py", pkg / "reproduce" / "__init__.py", pkg / "mui" / "__init__.py", pkg / "mui" / "fit.py"):
+        p.write_text("")
+    (pkg / "reproduce" / "law.py").write_text("def law():\n    from whitebox_eval.mui.fit import x\n    return x\n")
+    deps = _graph(tmp_path)["whitebox_eval.reproduce.law"]
+    assert {_room(n) for n in deps} & set(SUITE_PACKAGES) == {"mui"}

@@ -119,3 +119,54 @@ def test_every_record_has_a_rate_and_tokens_per_unit():
     for record in suites.SUITES.values():
         for mode in record.modes:
             assert record.rate_of(mode) > 0 and record.tokens_per_unit > 0
+
+
+def _paper_with(tmp_path, stat) -> Path:
+    claim = {**PAPER["claims"][0], "id": "toy-beyond-half", "claim": "The toy is right beyond half the time",
+             "stat": stat}
+    path = tmp_path / "toy_statistic.yaml"
+    path.write_text(yaml.safe_dump({**PAPER, "claims": [claim]}), encoding="utf-8")
+    return path
+
+
+def test_a_suites_own_statistic_runs_from_a_paper_file_at_micro_scale(toy, tmp_path):
+    """The toy record declares ``toy_beyond`` (tests/toy_suite/statistics.py); a paper file names it
+    and the claim is computed by it, with no file of whitebox_eval naming it."""
+    model = str(build_model_dir(tmp_path / "tiny"))
+    path = _paper_with(tmp_path, {"derived": "toy_beyond", "level": 0.5})
+    r = studies.reproduce(str(path), tmp_path / "out", models=[model], scale="micro", show_progress=False)
+    (claim,) = r.claims
+    (child,) = json.loads((r.folder / "plan.json").read_text())["children"]
+    samples = studies.read(r.folder / "runs" / child["run_id"]).samples
+    acc = sum(bool(s["correct"]) for s in samples) / len(samples)
+    assert claim["statistic"]["value"] == pytest.approx(acc - 0.5) and claim["statistic"]["n"] == 12
+    assert claim["statistic"]["source"] == "samples.jsonl correct - 0.5"
+
+
+@pytest.mark.parametrize("stat, words", [
+    ({"derived": "toy_beyound", "level": 0.5}, "unknown statistic 'toy_beyound' (did you mean 'toy_beyond'?)"),
+    ({"derived": "toy_beyond"}, "statistic toy_beyond needs level"),
+    ({"derived": "toy_beyond", "level": 0.5, "levle": 1}, "takes no argument 'levle' (did you mean 'level'?)"),
+    ({"key": "acc_typo"}, "toy runs write no 'acc_typo' in results.json (did you mean 'acc'?)"),
+    ({"keys": "acc"}, "stat names no statistic kind"),
+])
+def test_a_misspelt_statistic_fails_at_plan_only(toy, tmp_path, cli, stat, words):
+    model = str(build_model_dir(tmp_path / "tiny"))
+    code, out, err = cli(["reproduce", str(_paper_with(tmp_path, stat)), "--plan-only", "--scale", "micro",
+                          "--model", model, "--output", str(tmp_path / "out")])
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "toy_statistic.yaml claim toy-beyond-half" in err and words in err and "[1/1]" not in out
+
+
+def test_a_child_run_here_is_read_once(toy, tmp_path, paper_file, monkeypatch):
+    """The finished folder a child's run returns is the one its claims read: suites.run reads it
+    back, and assembling reads it no second time."""
+    from whitebox_eval.runs import finished
+
+    reads: list[str] = []
+    real = finished.read
+    monkeypatch.setattr(finished, "read", lambda folder, *a, **k: reads.append(Path(folder).name) or real(folder, *a, **k))
+    model = str(build_model_dir(tmp_path / "tiny"))
+    r = studies.reproduce(str(paper_file), tmp_path / "out", models=[model], scale="micro", show_progress=False)
+    (child,) = json.loads((r.folder / "plan.json").read_text())["children"]
+    assert r.claims[0]["verdict"] == "holds" and reads.count(child["run_id"]) == 1, reads

@@ -108,7 +108,11 @@ def test_reproduce_fits_the_largest_comparable_group_and_names_the_runs_left_out
     at the cpu scale) is left out of the fit with the settings that differ, not mixed in, and the
     fit over the rest equals fit_runs over those runs alone (an exact law: A = -2)."""
     from whitebox_eval.mui.over_runs import comparable_groups
-    from whitebox_eval.reproduce.derived import utility_law
+    from whitebox_eval.mui.read_back import utility_law as law
+    from whitebox_eval.reproduce.vocabulary import kit
+
+    def utility_law(folders, labels):
+        return law(folders, labels, kit())
 
     same = [_run_with(tmp_path, f"m{p}", p, -2.0 * math.log(p) + 12.0, n=48, max_new_tokens=32) for p in (10.0, 30.0, 60.0)]
     other = _run_with(tmp_path, "bbh", 20.0, 9.0, n=200, max_new_tokens=8)

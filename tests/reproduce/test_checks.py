@@ -4,13 +4,14 @@ their YAML declares them) read child runs made here from known per-item answers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from whitebox_eval import stats
-from whitebox_eval.reproduce import assemble, spec, verdicts
+from whitebox_eval.reproduce import assemble, spec, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child
 
 MODEL = "m"
@@ -209,8 +210,6 @@ def test_a_significant_difference_inside_the_margin_is_equivalence_without_a_pos
 
 
 def test_a_law_over_models_needs_enough_models():
-    from whitebox_eval.reproduce import derived
-
     stat = {"value": -2.0, "lo": -3.0, "hi": -1.0, "p_value": None, "n": 10,
             "points": [{"label": f"m{i % 2} / mui-{i}", "performance": 10.0 + i, "mui": 1.0} for i in range(10)]}
     p = spec.papers()["001"]
@@ -222,7 +221,7 @@ def test_a_law_over_models_needs_enough_models():
     finally:
         assemble._across_models = orig
     assert out["verdict"] == verdicts.UNINFORMATIVE and "enough_units failed: 2 model(s)" in out["reason"]
-    assert derived.utility_law  # the real fit is what _across_models calls
+    assert vocabulary.statistic("utility_law", "mui").reads == "runs"  # the real fit is what _across_models calls
 
 
 # ------------------------------------------------------------------ 002: interventions
@@ -340,7 +339,7 @@ def test_a_span_claim_names_the_reinforcement_stage_its_child_chose():
 def test_masking_claims_carry_each_items_key_and_random_mean():
     """The paired bootstrap the masking child reports, recomputed from its samples with both sides
     as per-item arms (key mask, and the mean over the random masks of each item)."""
-    from whitebox_eval.reproduce import derived
+    from whitebox_eval.reproduce import values, vocabulary
 
     rng = np.random.default_rng(0)
     key, rnd = rng.normal(-5, 1, 12), rng.normal(-1, 1, (3, 12))
@@ -348,12 +347,15 @@ def test_masking_claims_carry_each_items_key_and_random_mean():
                + [{"task": "t", "masking": "random", "k": 4, "draw": d, "item_answer_logprob": r.tolist()}
                   for d, r in enumerate(rnd)]
                + [{"task": "t", "masking": "key", "k": 16, "draw": 0, "item_answer_logprob": (key * 2).tolist()}])
-    out = derived.masked_items(samples, {"task": "t", "k": 4, "metric": "answer_logprob"})
+    def masked_items(samples, spec):
+        return vocabulary.compute({"derived": "masked_items", **spec}, SimpleNamespace(samples=samples), "masking")
+
+    out = masked_items(samples, {"task": "t", "k": 4, "metric": "answer_logprob"})
     want = stats.paired_bootstrap(key, rnd.mean(axis=0))
     assert out["value"] == pytest.approx(want.diff) and out["p_value"] == want.p_value
     assert out["arms"]["a"]["items"]["t#3"] == key[3] and out["arms"]["b"]["items"]["t#3"] == pytest.approx(rnd[:, 3].mean())
-    with pytest.raises(derived.Missing):
-        derived.masked_items(samples, {"task": "t", "k": 8})
+    with pytest.raises(values.Missing):
+        masked_items(samples, {"task": "t", "k": 8})
 
 
 def test_token_observations_move_to_the_evidence_and_come_back():

@@ -1,4 +1,5 @@
-"""Per-item evidence read back from a child's arrays (reproduce/read_back.py), and its independent
+"""Per-item evidence read back from a child's arrays (mcqa/read_back.py, mui/read_back.py, named by
+the suites' records and reached through reproduce/vocabulary.py), and its independent
 recomputation (benchmarks/recompute_claims.py): the head ablation of a real tiny mcqa run, the
 rarefied correct-vs-incorrect MUI of key sets, a Pearson r's percentile bootstrap interval."""
 
@@ -20,10 +21,20 @@ from whitebox_eval import stats  # noqa: E402
 from whitebox_eval.mui.statistics import correct_vs_incorrect  # noqa: E402
 from whitebox_eval.mui.study import KEY_SETS_FILE  # noqa: E402
 from whitebox_eval.mui.utilization import KeySets  # noqa: E402
-from whitebox_eval.reproduce import read_back  # noqa: E402
+from whitebox_eval.reproduce import vocabulary  # noqa: E402
 from whitebox_eval.reproduce.values import Missing  # noqa: E402
 
 PAIRED = {"paired": "ablation_key_vs_random"}
+
+
+def _through(name: str, suite: str):
+    """The statistic as a claim reaches it: by name, through its suite's record."""
+    return lambda study, spec: vocabulary.compute({"derived": name, **spec}, study, suite)
+
+
+read_back = SimpleNamespace(ablation_items=_through("ablation_items", "mcqa"),
+                            rarefied_relative=_through("rarefied_relative", "mui"),
+                            contamination_items=_through("contamination_items", "contamination"))
 
 
 @pytest.fixture(scope="module")

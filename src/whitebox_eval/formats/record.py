@@ -21,4 +21,6 @@ SUITE = Suite(
     views="whitebox_eval.formats.views:views", script="whitebox_eval.formats:data/views.js",
     commands={"formats-compare": ("whitebox_eval.formats.command:formats_compare",
                                   "Alignment error vs MCQ performance across formats runs (004 Fig. 6).")},
+    results=("{measure},{format}", "paired_tests/{a}_vs_{b}", "mcq_by_free/test", "mcq_by_free/partitions/{bin}/{x}/{y}",
+             "p_correct_by_subject/{subject}/{format}"),
 )

@@ -50,4 +50,7 @@ SUITE = Suite(
     rate=0.17,
     tokens_per_unit=100,  # a one-shot GAR prompt (94 tokens over the 384 tasks, 109 for the truth tasks)
     views="whitebox_eval.gar.views:views", script="whitebox_eval.gar:data/views.js",
+    results=("acc,{stage}", "acc_argmax,{stage}", "interventions/{edit}/paired_tests/{test}",
+             "interventions/{edit}/{value}", "interventions/{edit}/after/{value}", "probes/{file}/paired_tests/{test}",
+             "probes/{file}/{value}", "error_analysis/share,{class}", "appc/{by}/{group}", "appc/{by}/{group}/{x}"),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whitebox_eval.runs.record import Mode, Suite, items
+from whitebox_eval.runs.record import Mode, Statistic, Suite, items
 
 
 def work(cfg, mode: str) -> tuple[int, float]:
@@ -29,4 +29,8 @@ SUITE = Suite(
     figures="whitebox_eval.mcqa.views:figures",
     commands={"universal": ("whitebox_eval.mcqa.command:universal",
                             "Heads that select-and-copy across MCQA runs (000).")},
+    results=("acc,{method}", "pa,{method}", "selection_bias,{method}", "paired_tests/{method}_vs_baseline",
+             "paired_tests/ablation_key_vs_{arm}", "ablation/{part}", "{section}/best_head"),
+    statistics=(Statistic("ablation_items", "whitebox_eval.mcqa.read_back:ablation_items", needs=("paired",),
+                          paths=("paired",), passes=("ablate_top", "ablate_random")),),
 )

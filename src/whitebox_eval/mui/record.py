@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
-from whitebox_eval.runs.record import Mode, Suite
+from whitebox_eval.runs.record import Mode, Statistic, Suite
 
+_R = "whitebox_eval.mui.read_back:"
+ARRAYS = ("key_sets.safetensors", "correct.npy")  # what of a mui child's arrays/ its claims read back
 TOKENS_PER_UNIT = 3
 """A generated token and its scoring pass (mui); contamination counts in mui's units."""
 
@@ -44,11 +46,17 @@ MUI = Suite(
     {"study": Mode("whitebox_eval.mui.study:MUIConfig", "whitebox_eval.mui.study:run_mui")}, mui_work,
     rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     views="whitebox_eval.mui.views:views", script="whitebox_eval.mui:data/views.js",
+    results=("mui", "accuracy", "pass@1", "mui,{group}", "correct_vs_incorrect", "n_items"),
+    statistics=(Statistic("rarefied_relative", _R + "rarefied_relative", needs=("at",), paths=("at",), arrays=ARRAYS),
+                Statistic("utility_law", _R + "utility_law", needs=("experiments",), reads="runs")),
 )
 MASKING = Suite(
     "masking", "Paper 001's masking validation: key neurons masked vs random ones (mui masking).", None,
     {"study": Mode("whitebox_eval.mui.masking:MaskingConfig", "whitebox_eval.mui.masking:run_masking")}, masking_work,
     rate=0.17, tokens_per_unit=32,  # a masked scoring or generation step
+    results=("paired_tests/key_vs_random,{metric},{task},k={k}", "key_minus_random,{metric},{task},k={k}",
+             "curves/{task}/{mask}/{k}/{metric}"),
+    statistics=(Statistic("masked_items", _R + "masked_items", needs=("task", "k"), takes=("metric",)),),
 )
 CONTAMINATION = Suite(
     "contamination", "Paper 001 sec. 3.4: fine-tune on a task's test items, then (accuracy, MUI) per checkpoint "
@@ -56,4 +64,7 @@ CONTAMINATION = Suite(
     {"study": Mode("whitebox_eval.mui.contamination:ContaminationConfig",
                    "whitebox_eval.mui.contamination:run_contamination")},
     contamination_work, rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
+    results=("paired_tests/{measure},{task}", "paired_tests/{measure},{task},{checkpoint}",
+             "{measure},{task},{checkpoint}", "accuracy_change,{task}"),
+    statistics=(Statistic("contamination_items", _R + "contamination_items", needs=("paired",), paths=("paired",)),),
 )

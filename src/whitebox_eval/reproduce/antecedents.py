@@ -65,8 +65,6 @@ def finetuned(spec, results, samples) -> dict[str, Any]:
                     + ("" if ok else " -- fine-tuning did not raise it significantly")}
 
 
-MANIPULATIONS = {"raised": raised, "choice_mass": choice_mass, "finetuned": finetuned}
-
 
 def substance(spec, results) -> dict[str, Any]:
     """The claim's substance (``stat``: an estimate with its interval) against ``value``: shown when

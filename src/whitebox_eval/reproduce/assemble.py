@@ -16,7 +16,7 @@ from typing import Any
 
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
-from whitebox_eval.reproduce import antecedents, claim_checks as checks, derived, values, verdicts
+from whitebox_eval.reproduce import antecedents, claim_checks as checks, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
@@ -149,11 +149,12 @@ def _outcome(plan: Plan, outcomes: Mapping[str, Outcome], paper: Paper, expid: s
     return None if child is None else outcomes.get(child.run_id)
 
 
-def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
+def _statistic(claim: Claim, outcome: Outcome, suite: str) -> dict[str, Any]:
     stat = claim.stat
     results = outcome.study().results
-    if "derived" in stat:
-        t = derived.compute(stat["derived"], stat, outcome.study())
+    kind = vocabulary.kind(stat, f"claim {claim.id}", suite).kind
+    if kind == "derived":
+        t = vocabulary.compute(stat, outcome.study(), suite)
         if "values" in stat:  # the two sides as the child reports them (shown beside, where it has them)
             for side in ("a", "b"):
                 if side in stat["values"]:
@@ -162,8 +163,8 @@ def _statistic(claim: Claim, outcome: Outcome) -> dict[str, Any]:
                     except values.Missing:
                         pass
         return t
-    if "paired" in stat or "test_at" in stat:
-        return dict(values.test(results, {"paired": stat["paired"]} if "paired" in stat else {"at": stat["test_at"]}))
+    if kind in ("paired", "test_at"):
+        return dict(values.test(results, {"paired": stat["paired"]} if kind == "paired" else {"at": stat["test_at"]}))
     est = values.estimate(results, stat)
     if "lo" not in est:
         raise values.Missing(f"{est['source']} has no interval in the child run")
@@ -187,13 +188,12 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
             samples: list, direction: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Preconditions, and controls in the observed ``direction`` (a control explains a contradicting
     effect as it explains a holding one)."""
-    pre = [checks.evaluate(checks.PRECONDITIONS, spec, arms, results, stat) for spec in c.preconditions]
-    ctl = [checks.evaluate(checks.CONTROLS, spec, arms, results, samples, direction or c.direction)
+    pre = [checks.evaluate(vocabulary.checks("preconditions"), spec, arms, results, stat) for spec in c.preconditions]
+    ctl = [checks.evaluate(vocabulary.checks("controls"), spec, arms, results, samples, direction or c.direction)
            for spec in c.controls]
     return pre, ctl
 
 
-SUBSTANCE = {"substance": antecedents.substance}
 
 
 def _stratified(stat: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +249,7 @@ def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: 
             continue
         if spec.get("applies_to") and spec["applies_to"] not in (c.stat.get("test_at") or [c.stat.get("paired")]):
             continue
-        out.append(checks.evaluate(antecedents.MANIPULATIONS, spec, results, samples))
+        out.append(checks.evaluate(vocabulary.checks("manipulation"), spec, results, samples))
     return out
 
 
@@ -269,7 +269,7 @@ def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
     try:
         spec = _child_filled(spec, o.study().results)
         probe = dataclasses.replace(c, stat={k: v for k, v in spec.items() if k != "label"})
-        t = _statistic(probe, o)
+        t = _statistic(probe, o, paper.experiment(expid).suite)
     except values.Missing as e:
         return {"reaches": False, "text": f"not computed ({e})"}
     p = t.get("p_value")
@@ -333,10 +333,10 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
             c = _claim_filled(c, _child_env(results))
-            stat = _statistic(c, o)
+            stat = _statistic(c, o, paper.experiment(c.experiment).suite)
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
-    except derived.TooFew as e:
+    except values.TooFew as e:
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
         return {**out, "preconditions": pre, **(failed or {"verdict": verdicts.NOT_TESTED, "reason": str(e)})}
@@ -356,7 +356,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         pre += antecedents.reliability(results)
     rules = {"chance": _chance(c, stat, arms, effect),
              "manipulation": _manipulations(paper, c, results, samples),
-             "substance": [checks.evaluate(SUBSTANCE, {"kind": "substance", **x}, results) for x in c.substance],
+             "substance": [checks.evaluate(vocabulary.checks("substance"), {"kind": "substance", **x}, results) for x in c.substance],
              "sensitivity": _sensitivity(paper, c, plan, outcomes, model)}
     v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl, **rules)
     out["rules"] = rules
@@ -383,11 +383,9 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
                 continue
             folders.append(o.folder)
             labels.append(f"{model} / {expid}")
-    if c.stat.get("derived") != "utility_law":
-        raise values.Missing(f"unknown statistic across models: {c.stat}")
     if not folders:
         raise NoChild(f"none of its {len(missing)} child runs ran: {missing[0]}")
-    t = derived.utility_law(folders, labels)
+    t = vocabulary.across(c.stat, folders, labels, paper.experiment(c.stat["experiments"][0]).suite)
     t["runs"] = [str(f).rsplit("/", 1)[-1] for f in folders]
     if missing:
         t.setdefault("skipped", []).extend(missing)

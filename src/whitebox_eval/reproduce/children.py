@@ -117,7 +117,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
                 result = _study(child, runs, models.get(child.load), show_progress)
-                outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder))
+                outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder), _study=result)  # read once
                 how = "done"
             except WhiteboxError as e:
                 outcomes[child.run_id] = Outcome(child, "failed", str(e))

@@ -292,9 +292,6 @@ def at_least(spec, arms, results, stat) -> dict[str, Any]:
             "text": f"{spec.get('label', est['source'])} = {est['value']:.3g} (needs >= {spec['value']:g})"}
 
 
-PRECONDITIONS = {"above_chance": above_chance, "reference_sound": reference_sound, "not_at_bound": not_at_bound,
-                 "enough_per_group": enough_per_group, "enough_units": enough_units, "at_least": at_least}
-
 # ------------------------------------------------------------------------ controls
 
 
@@ -444,9 +441,6 @@ def flips(spec, arms, results, samples, direction) -> dict[str, Any]:
                    + "; flips " + (", ".join(f"{k} {v}" for k, v in changes.items() if v) or "none"))
     return out
 
-
-CONTROLS = {"constant_letter": constant_letter, "random_heads": random_heads, "beat": beat,
-            "opposite_edit": opposite_edit, "random_draws": random_draws, "flips": flips}
 
 
 def evaluate(kind_table: Mapping[str, Any], spec: Mapping[str, Any], *args: Any) -> dict[str, Any]:

@@ -8,10 +8,10 @@ samples with :mod:`whitebox_eval.stats` (the suites stay as they are).
   Table 1): paired bootstrap;
 - ``clustered``: token-level scores of correct vs wrong tokens, the sequence as the unit
   (cluster-robust t; 003 Table 2);
-- ``utility_law``: ``MUI = A ln(P) + B`` over several MUI runs with the suite's own fit
-  (``whitebox-eval mui law``; 001 sec. 3.2): A with its t-interval.
+- ``paired_samples``, ``length_gap`` and ``two_tests`` (below).
 
-Those whose per-item evidence lies in the child's arrays are in :mod:`.read_back`.
+They are the general statistics of :mod:`.vocabulary`; a suite's own (read-backs of its arrays,
+fits over its runs) are in its package, named by its record's ``statistics``.
 Each returns the shape of :func:`whitebox_eval.reproduce.values.test` plus the values the
 child reports for the two sides, so the report shows the child's numbers.
 """
@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from whitebox_eval import stats
-from whitebox_eval.reproduce import read_back
 from whitebox_eval.reproduce.values import Missing, TooFew, at, record
 
 
@@ -159,27 +158,6 @@ def paired_fields(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any])
     return out
 
 
-def masked_items(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
-    """A masking child's per-item ``metric`` (``item_<metric>``) under the ``task``'s key-neuron mask
-    of size ``k`` against the mean over its random masks of the same size: the paired bootstrap the
-    child reports (001 sec. 3.8), with both sides as arms keyed ``task#index``."""
-    task, k, field = spec["task"], int(spec["k"]), f"item_{spec.get('metric', 'answer_logprob')}"
-    rows = [s for s in samples if s.get("task") == task and s.get("k") == k and s.get(field) is not None]
-    key = [s for s in rows if s.get("masking") == "key"]
-    rnd = sorted((s for s in rows if s.get("masking") == "random"), key=lambda s: s.get("draw", 0))
-    if len(key) != 1 or not rnd:
-        raise Missing(f"masking samples of {task} at k={k}: {len(key)} key row(s), {len(rnd)} random")
-    x = np.asarray(key[0][field], float)
-    y = np.mean([r[field] for r in rnd], axis=0)
-    out = _test_dict(stats.paired_bootstrap(x, y), f"samples.jsonl {field} of {task}, k={k}: key mask - "
-                                                   f"mean of {len(rnd)} random masks")
-    from whitebox_eval.reproduce.claim_checks import arm_of
-
-    out["arms"] = {side: arm_of(label, {f"{task}#{i}": float(u) for i, u in enumerate(v)})
-                   for side, label, v in (("a", "key-neuron mask", x), ("b", f"mean of {len(rnd)} random masks", y))}
-    return out
-
-
 def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Token-level ``score`` (default ``rollout_scores``) of correct minus wrong tokens
     (``correct``, one 0/1 per token) in ``stage``, pooled as the child's test pools them, but
@@ -207,34 +185,6 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     return {**_test_dict(t, f"samples.jsonl {spec['stage']} {score} by {flag}, clustered by sequence"),
             "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size),
             "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq}}
-
-
-def utility_law(folders: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
-    """A of the Utility Law fitted over ``folders`` (percent units, as the paper and
-    ``mui law``), with its t-interval; also B, R^2 and the points. MUI is a union that grows
-    with the items and tokens, so only runs of equal MUI settings are comparable: the fit takes
-    the largest such group, and each run outside it is listed as left out with the settings
-    that differ (a task run with more items or a longer budget than the rest)."""
-    from whitebox_eval.errors import WhiteboxError
-    from whitebox_eval.mui.over_runs import comparable_groups, fit_runs, mixed_settings
-    from whitebox_eval.runs import RunFolder
-
-    kept, *others = comparable_groups(folders)
-    left = [f"{labels[i]} (settings differ from the fit's runs: "
-            + "; ".join(mixed_settings([RunFolder.open(folders[kept[0]]), RunFolder.open(folders[i])])) + ")"
-            for g in others for i in g]
-    try:
-        fit = fit_runs([folders[i] for i in kept], labels=[labels[i] for i in kept])
-    except WhiteboxError as e:
-        raise Missing(str(e) + (f"; left out: {'; '.join(left)}" if left else "")) from None
-    f = fit.fit
-    if f.a_ci is None:
-        raise Missing(f"{f.n_points} points: the interval of A needs at least 3")
-    return {"value": f.a, "lo": f.a_ci[0], "hi": f.a_ci[1], "p_value": None, "n": f.n_points,
-            "test": "OLS t-interval of A (MUI = A ln(P) + B, percent units)", "source": "mui law over the runs",
-            "b": f.b, "r2": f.r2, "points": [{"label": lab, "performance": p, "mui": m}
-                                             for lab, p, m in zip(fit.labels, fit.performance, fit.mui)],
-            "skipped": list(fit.skipped) + left}
 
 
 def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -273,9 +223,8 @@ def length_gap(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) ->
     return out
 
 
-SAMPLE_DERIVED = {"group_gap": group_gap, "stage_gap": stage_gap, "paired_fields": paired_fields,
-                  "clustered": clustered, "paired_samples": paired_samples, "length_gap": length_gap,
-                  "masked_items": masked_items}
+
+
 def two_tests(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Test ``a`` minus test ``b`` of one child (``a``/``b``: paths to paired tests on disjoint items,
     e.g. masking's key-minus-random on the source task and on another task): the difference of the
@@ -297,17 +246,3 @@ def two_tests(results: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, 
     return {"value": value, "lo": value - z * se, "hi": value + z * se, "se": se, "p_value": p, "n": na + nb,
             "test": "difference of two independent effects (normal, SE from their intervals)",
             "source": f"{'/'.join(map(str, spec['a']))} - {'/'.join(map(str, spec['b']))}", "side_a": da, "side_b": db}
-
-
-RESULTS_DERIVED = {"two_tests": two_tests}
-
-
-def compute(name: str, spec: Mapping[str, Any], study) -> dict[str, Any]:
-    """The derived test ``name`` of one finished child run (:class:`whitebox_eval.runs.finished.StudyResult`)."""
-    if name in SAMPLE_DERIVED:
-        return SAMPLE_DERIVED[name](study.samples, spec)
-    if name in RESULTS_DERIVED:
-        return RESULTS_DERIVED[name](study.results, spec)
-    if name in read_back.STUDY_DERIVED:
-        return read_back.STUDY_DERIVED[name](study, spec)
-    raise Missing(f"unknown derived statistic {name!r}")

@@ -313,13 +313,13 @@ def _figures(p: dict[str, Any]) -> list[Block]:
     for f in p.get("figures", ()):
         if f["kind"] == "heatmap":
             out.append(Block("plot", text=f"head accuracy, {f['model']} {f['experiment']}", svg=plots.heatmap(f),
-                             name=f"heatmap-000-{f['model']}-{f['experiment']}"))
+                             name=f"heatmap-{p['number']}-{f['model']}-{f['experiment']}"))
     bars: dict[str, list[tuple[str, float, str]]] = {}
     for c in p["claims"]:
         for ctl in c.get("controls", ()):
             if ctl["kind"] == "constant_letter" and "recall" in ctl and "mmlu" in c["id"]:
                 out.append(Block("plot", text=f"recall per letter, {c['model']} {c['id']}", svg=plots.recall(c, ctl),
-                                 name=f"recall-000-{c['model']}-{c['id']}"))
+                                 name=f"recall-{p['number']}-{c['model']}-{c['id']}"))
             if ctl["kind"] == "random_heads" and "selected_accuracy" in ctl:
                 b = bars.setdefault(c["model"], [])
                 if not b and "b" in (c.get("arms") or {}) and "value" in c["arms"]["b"]:
@@ -331,11 +331,11 @@ def _figures(p: dict[str, Any]) -> list[Block]:
             out.append(Block("plot", text="Utility Law", svg=plots.utility_law(c), name="utility-law"))
     for model, b in bars.items():
         out.append(Block("plot", text=f"interventions, {model}", svg=plots.interventions(model, b),
-                         name=f"interventions-002-{model}"))
+                         name=f"interventions-{p['number']}-{model}"))
     for f in p.get("figures", ()):
         if f["kind"] == "image":
             out.append(Block("image", text=f"{f['experiment']}, {f['model']}: {f['path'].rsplit('/', 1)[-1]}",
-                             path=f["path"], name=plots.slug(f"attention-003-{f['model']}-{f['experiment']}-"
+                             path=f["path"], name=plots.slug(f"attention-{p['number']}-{f['model']}-{f['experiment']}-"
                                                              f"{f['path'].rsplit('/', 1)[-1].removesuffix('.png')}")))
     return out
 

@@ -1,7 +1,8 @@
 """A paper as data: its experiments, transcribed tables, claims and what does not run.
 
 One YAML file per paper in ``papers/`` (installed with the package). This module reads
-and checks them; it knows the suites only by their records. The layout of a file:
+and checks them (every key and type, :mod:`.spec_keys`; every claim's statistic against its
+suite's record, :mod:`.vocabulary`); it knows the suites only by their records. The layout of a file:
 
 - ``experiments``: child runs, each one suite (a record of :mod:`whitebox_eval.suites`, and
   its ``mode`` where it has several) with its settings (the suite's config fields, as in
@@ -32,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.suites import suite as record
+from whitebox_eval.reproduce import spec_keys
 from whitebox_eval.reproduce.spec_tables import UNREADABLE, Row, Table, require as _require, table as _table  # noqa: F401
 
 PAPERS_DIR = "papers"
@@ -267,12 +267,16 @@ def _experiment(d: dict, where: str) -> Experiment:
 
 
 def _checked(checks: Any, key: str, where: str) -> list[dict[str, Any]]:
-    from whitebox_eval.reproduce.antecedents import MANIPULATIONS
+    """A list of declared checks (``kind: NAME`` of :data:`.vocabulary.CHECKS`'s ``key``)."""
+    from whitebox_eval.reproduce.vocabulary import CHECKS
 
+    known = CHECKS[key]
+    if checks is not None and not isinstance(checks, list):
+        raise WhiteboxError(f"{where}: {key} is a list of checks, got {checks!r:.60}")
     out = list(checks or ())
     for c in out:
-        if not isinstance(c, dict) or c.get("kind") not in MANIPULATIONS:
-            raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(MANIPULATIONS)}; got {c!r}")
+        if not isinstance(c, dict) or c.get("kind") not in known:
+            raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(known)}; got {c!r}")
     return out
 
 
@@ -290,12 +294,8 @@ def _claim(d: dict, where: str) -> Claim:
     experiment = d.get("experiment")
     if experiment is None and not across:
         raise WhiteboxError(f"{where}: missing 'experiment'")
-    from whitebox_eval.reproduce.claim_checks import CONTROLS, PRECONDITIONS
-
-    for key, known in (("preconditions", PRECONDITIONS), ("controls", CONTROLS)):
-        for check in d.get(key) or ():
-            if not isinstance(check, dict) or check.get("kind") not in known:
-                raise WhiteboxError(f"{where}: {key} entries need a kind, one of {', '.join(known)}; got {check!r}")
+    for key in ("preconditions", "controls"):
+        _checked(d.get(key), key, where)
     effect_unit = d.get("effect_unit", "pp")
     if effect_unit not in EFFECT_UNITS:
         raise WhiteboxError(f"{where}: effect_unit must be one of {EFFECT_UNITS}")
@@ -342,20 +342,33 @@ def _sae(d: dict, where: str) -> PaperSAE:
                     repo=d.get("repo"))
 
 
-def parse_paper(doc: dict, source: str) -> Paper:
-    """A :class:`Paper` from the parsed YAML ``doc`` (``source`` names it in errors)."""
-    experiments = tuple(_experiment(e, f"{source} experiment {e.get('id')}") for e in doc.get("experiments") or ())
-    tables = tuple(_table(t, f"{source} table {t.get('id')}") for t in doc.get("tables") or ())
-    claims = tuple(_claim(c, f"{source} claim {c.get('id')}") for c in doc.get("claims") or ())
+def parse_paper(doc: Any, source: str) -> Paper:
+    """A :class:`Paper` from the parsed YAML ``doc`` (``source`` names it in errors): every key
+    known and of its type (:mod:`.spec_keys`), every claim's statistic one its suite's runs give;
+    a fault is one line."""
+    try:
+        paper = _paper(spec_keys.entry(doc, "paper", source), source)
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as e:
+        raise WhiteboxError(f"{source}: a value of the wrong type or shape "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else '?'})") from None
+    spec_keys.statistics(paper, source)
+    return paper
+
+
+def _paper(doc: dict, source: str) -> Paper:
+    experiments = tuple(spec_keys.entries(doc, "experiments", "experiment", source,
+                                          lambda e, _: _experiment(e, f"{source} experiment {e.get('id')}")))
+    tables = tuple(spec_keys.entries(doc, "tables", "table", source, lambda t, _: _table(t, f"{source} table {t.get('id')}")))
+    claims = tuple(spec_keys.entries(doc, "claims", "claim", source, lambda c, _: _claim(c, f"{source} claim {c.get('id')}")))
     not_run = tuple(NotRun(what=_require(n, "what", source), cite=_require(n, "cite", source),
                            reason=_require(n, "reason", source), scales=tuple(n.get("scales") or SCALES))
-                    for n in doc.get("not_run") or ())
-    models = tuple(_model(m, f"{source} model {m.get('name')}") for m in doc.get("models") or ())
+                    for n in spec_keys.entries(doc, "not_run", "not_run", source))
+    models = tuple(_model(m, f"{source} model {m.get('name')}") for m in spec_keys.entries(doc, "models", "model", source))
     paper = Paper(number=str(_require(doc, "paper", source)), short=_require(doc, "short", source),
                   title=_require(doc, "title", source), seed=_require(doc, "seed", source),
                   experiments=experiments, tables=tables, claims=claims, not_run=not_run,
                   summary=doc.get("summary", ""), models=models,
-                  saes=tuple(_sae(x, f"{source} saes {x.get('model')}") for x in doc.get("saes") or ()))
+                  saes=tuple(_sae(x, f"{source} saes {x.get('model')}") for x in spec_keys.entries(doc, "saes", "saes", source)))
     known = {m.name for m in models} | {m.id for m in models if m.id}
     for x in paper.saes:
         if x.model not in known:
@@ -386,7 +399,7 @@ def papers() -> dict[str, Paper]:
     out = {}
     folder = resources.files(__package__) / PAPERS_DIR
     for entry in sorted((e for e in folder.iterdir() if e.name.endswith(".yaml")), key=lambda e: e.name):
-        paper = parse_paper(yaml.safe_load(entry.read_text(encoding="utf-8")), entry.name)
+        paper = parse_paper(spec_keys.load(entry.read_text(encoding="utf-8"), entry.name), entry.name)
         out[paper.number] = paper
     return out
 
@@ -396,11 +409,9 @@ def paper_file(path: str | Path) -> Paper:
     its experiments on any registered suite (a plug-in's too)."""
     p = Path(path).expanduser()
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise WhiteboxError(f"cannot read the paper file {p}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise WhiteboxError(f"{p} is not YAML: {str(e).splitlines()[0]}") from None
+        data = spec_keys.load(p.read_text(encoding="utf-8"), str(p))
+    except (OSError, UnicodeDecodeError) as e:
+        raise WhiteboxError(f"cannot read the paper file {p}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(data, dict):
         raise WhiteboxError(f"{p}: a paper file is a mapping (paper, short, title, experiments, claims ...)")
     return parse_paper(data, p.name)

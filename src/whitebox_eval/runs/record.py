@@ -16,7 +16,12 @@ so ``--help``, planning and the report's page import no suite until one is used:
   ``row[<name>]``, drawn by ``script``, package data read through ``importlib.resources``:
   ``"package:file.js"`` defining ``WB.views[<name>]``);
 - ``figures``: ``figures(folder, where) -> list`` of a reproduction's figures from a child run
-  (``where``: the folder as the reproduction names it).
+  (``where``: the folder as the reproduction names it);
+- ``results``: the results.json places a paper's claim may name (patterns, ``{name}`` one
+  stretch of a key without ``/``: ``acc,{method}``, ``paired_tests/{a}_vs_{b}``), checked at
+  ``--plan-only`` (none declared: not checked);
+- ``statistics``: the :class:`Statistic` kinds the suite computes from its own runs (read-backs of
+  its arrays, fits over its runs), named by a claim's ``derived:``.
 
 :func:`items` counts a study's items from its config (``limit``, else the rows of its local file).
 """
@@ -49,6 +54,26 @@ class Mode:
 
 
 @dataclass(frozen=True)
+class Statistic:
+    """A statistic a claim may name (``derived: NAME``): its code ``compute`` (``module:attribute``),
+    called as ``compute(study, spec, kit)`` (``reads="study"``: a finished child, ``kit`` the
+    reproduction's readers, so a suite imports nothing of it) or ``compute(folders, labels, kit)``
+    (``reads="runs"``: several children, a claim ``across_models``); the arguments it
+    ``needs`` and ``takes`` besides, those of them that are ``paths`` into results.json, and the
+    files under a child's ``arrays/`` (``arrays``) and the passes whose name starts so
+    (``passes``) it reads, which a checkpoint carries with the child."""
+
+    name: str
+    compute: str
+    needs: tuple[str, ...] = ()
+    takes: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    reads: str = "study"
+    arrays: tuple[str, ...] = ()
+    passes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Suite:
     """One suite: its name (``studies.<name>``, a reproduce experiment's ``suite:``), what it
     is, its commands, its modes (the first is the default), its work in units and what a unit
@@ -65,6 +90,8 @@ class Suite:
     script: str | None = None
     figures: str | None = None
     commands: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (module:attribute, short help)
+    results: tuple[str, ...] = ()  # results.json places a claim may name (patterns); () = not checked
+    statistics: tuple[Statistic, ...] = ()  # the statistics it computes from its own runs (derived: NAME)
 
     @property
     def default_mode(self) -> str:

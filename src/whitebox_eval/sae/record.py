@@ -20,4 +20,5 @@ SUITE = Suite(
     work,
     rate=0.22,  # a chunk of 256 tokens through SmolLM2-135M on 2 cores (benchmarks/results/sae_training.md)
     tokens_per_unit=256,
+    results=("ce_loss_score", "explained_variance", "l0", "mse"),
 )

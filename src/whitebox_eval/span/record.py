@@ -27,4 +27,5 @@ SUITE = Suite(
     tokens_per_unit=100,  # one example's characters and the instruction (13-190 characters, ID to OOD)
     views="whitebox_eval.span.views:views", script="whitebox_eval.span:data/views.js",
     figures="whitebox_eval.span.views:figures",
+    results=("{measure},{stage}", "paired_tests/{a} vs {b}", "reinforcement/evaluation/{arm}/accuracy"),
 )

@@ -1,0 +1,190 @@
+"""What a reproduction reads of paper 001's children beyond their samples (the records' ``statistics``).
+
+- ``rarefied_relative`` (mui): 001 sec. 3.7, MUI of correct vs incorrect responses on rarefied
+  subsets, as the relative difference its margin is stated on, with each response's key units and
+  group (``arrays/key_sets.safetensors``, ``arrays/correct.npy``) as the statistic's observations;
+- ``contamination_items`` (contamination): 001 sec. 3.4, one task's change from step 0 to the final
+  checkpoint, from the checkpoints' own runs (``runs/<checkpoint>-<task>/``): accuracy as each
+  item's 0/1 with its gold answer, MUI as each response's key units at both checkpoints (the paired
+  delete-one jackknife's observations); the child's test is recomputed and must agree;
+- ``masked_items`` (masking): 001 sec. 3.8, an item's metric under a task's key-neuron mask against
+  the mean over its random masks, from the child's samples;
+- ``utility_law`` (mui, across models): ``MUI = A ln(P) + B`` over several MUI runs with the
+  suite's own fit (``whitebox-eval mui law``; 001 sec. 3.2): A with its t-interval.
+
+``kit`` is the reproduction's readers (``at``, ``test``, ``record``, ``arm``, ``arm_of``,
+``answer_key``, ``Missing``, ``TooFew``), so this module imports none of it. A run whose arrays
+cannot be read back keeps the child's own test, without per-item evidence, saying so (``evidence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitebox_eval import stats
+from whitebox_eval.errors import WhiteboxError
+
+
+
+def _folder(study) -> Path | None:
+    folder = getattr(study, "folder", None)
+    return Path(folder) if folder is not None and Path(folder).is_dir() else None
+
+
+def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
+    """001 sec. 3.7 on the statistic's own scale: the child's correct-vs-incorrect test on
+    rarefied subsets of r responses, as ``relative_diff`` = diff / mean of the two rarefied
+    MUIs, its interval and standard error divided by the same mean (held fixed)."""
+    t = kit.at(study.results, spec["at"])
+    if t.get("refused"):
+        raise kit.TooFew(f"the child run did not test it: {t['refused']}",
+                         {"correct": int(t.get("n_correct", 0)), "incorrect": int(t.get("n_incorrect", 0))})
+    a, b = float(t["mui_correct_at_r"]), float(t["mui_incorrect_at_r"])
+    mean = (a + b) / 2
+    if mean <= 0:
+        raise kit.Missing("both rarefied MUIs are 0")
+    lo, hi = t["diff_ci"]
+    out = {"value": float(t["relative_diff"]), "lo": float(lo) / mean, "hi": float(hi) / mean,
+           "se": float(t["diff_stderr"]) / mean, "p_value": float(t["p_value"]),
+           "n": int(t["n_correct"]) + int(t["n_incorrect"]), "test": f"{t.get('test')}; jackknife interval / mean",
+           "source": "/".join(map(str, spec["at"])) + "/relative_diff", "side_a": a, "side_b": b,
+           "subset_size": int(t["subset_size"]),
+           "groups": {"correct": int(t["n_correct"]), "incorrect": int(t["n_incorrect"])}}
+    obs = _key_units(study, out["n"], kit)
+    if isinstance(obs, str):
+        out["evidence"] = obs
+    else:
+        out["observations"] = obs
+        out["scheme"] = {"permutations": int(t.get("permutations", 0)), "seed": int(study.config.get("seed", 0)),
+                         "resampled": "group labels"}
+    return out
+
+
+def _key_units(study, n: int, kit) -> dict[str, Any] | str:
+    """Each response's key units (flat indices over layers x width), its group and the units' total."""
+    folder = _folder(study)
+    if folder is None:
+        return "the child's arrays are not readable here: no per-response key sets"
+    from whitebox_eval.mui.study import KEY_SETS_FILE
+    from whitebox_eval.mui.utilization import KeySets
+
+    try:
+        ks = KeySets.load(folder / "arrays" / KEY_SETS_FILE)
+        correct = np.asarray(study.arrays["correct"]).astype(bool)
+    except (WhiteboxError, KeyError, OSError) as e:
+        return f"the key sets could not be read back ({e})"
+    if len(ks) != n or correct.shape != (n,):
+        raise kit.Missing(f"{folder.name}: {len(ks)} key sets and {correct.size} correct flags for the test's "
+                          f"{n} responses")
+    return {"ids": list(map(str, ks.sample_ids)), "correct": [bool(x) for x in correct],
+            "units": [[int(u) for u in ks.flat_indices(i)] for i in range(n)], "total_units": int(ks.total_units)}
+
+
+def contamination_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
+    """The child's ``paired`` test (``accuracy,<task>``: exact McNemar; ``mui,<task>``: paired
+    jackknife), after fine-tuning minus before, with its per-item evidence read back from the two
+    checkpoints' runs: ``arms`` for accuracy, ``observations`` (each response's key units) for MUI."""
+    from whitebox_eval.mui.finished import load_key_sets
+    from whitebox_eval.mui.statistics import jackknife_mui_difference
+    from whitebox_eval.runs.folder import RunFolder
+
+    results = study.results
+    measure, task = str(spec["paired"]).split(",", 1)
+    written = dict(kit.test(results, {"paired": spec["paired"]}))
+
+    def unread(why: str) -> dict[str, Any]:  # the child's test, and its accuracies as arms, without items
+        out = {**written, "evidence": f"{why}: no per-item values"}
+        if measure == "accuracy":
+            out["arms"] = {side: kit.arm(results, [], {"label": label, "key": f"accuracy,{task},{which}"})
+                           for side, label, which in (("a", "after fine-tuning", "final"), ("b", "before", "base"))}
+        return out
+
+    folder = _folder(study)
+    if folder is None:
+        return unread("the child's checkpoint runs are not readable here")
+    try:
+        names = kit.at(results, ["tasks", task, "runs"])
+        base, final = results["checkpoints"][0], results["final"]
+        before, after = (RunFolder.open(folder / "runs" / names[k]) for k in (base, final))
+        kb, ka = load_key_sets(before), load_key_sets(after)
+        sb, sa = ({str(s["id"]): s for s in r.read_samples()} for r in (before, after))
+    except (kit.Missing, WhiteboxError, KeyError, OSError) as e:
+        return unread(f"the checkpoint runs could not be read back ({e})")
+    ids = list(kb.sample_ids)
+    if ids != list(ka.sample_ids) or set(ids) - set(sb) or set(ids) - set(sa):
+        raise kit.Missing(f"{folder.name}: the {base} and {final} runs of {task} do not hold the same items")
+    if measure == "accuracy":
+        x = np.array([bool(sa[i]["correct"]) for i in ids])  # as the child reads them (mui.over_runs.paired_tests)
+        y = np.array([bool(sb[i]["correct"]) for i in ids])
+        again = stats.mcnemar(x, y)
+    else:
+        again = jackknife_mui_difference(kb, ka)
+    if abs(again.diff - written["value"]) > 1e-12 or abs(again.p_value - written["p_value"]) > 1e-12:
+        raise kit.Missing(f"{spec['paired']} read back from {folder.name}'s checkpoint runs gives {again.diff:+.6f} "
+                          f"(p = {again.p_value:.4g}), the child wrote {written['value']:+.6f} "
+                          f"(p = {written['p_value']:.4g})")
+    out = {**written, "runs": {"before": before.path.name, "after": after.path.name}}
+    if measure == "accuracy":
+        gold = {"answers": "free", "gold": "gold"}
+        answers = {i: kit.answer_key(sb[i], gold) for i in ids}
+        out["arms"] = {"a": kit.arm_of("after fine-tuning", dict(zip(ids, map(float, x)))),
+                       "b": kit.arm_of("before", dict(zip(ids, map(float, y))))}
+        if all(a is not None for a in answers.values()):
+            for side in out["arms"].values():
+                side["answers"] = answers
+    else:
+        out["observations"] = {"ids": ids, "total_units": int(kb.total_units),
+                               "before": [[int(u) for u in kb.flat_indices(i)] for i in range(len(ids))],
+                               "after": [[int(u) for u in ka.flat_indices(i)] for i in range(len(ids))]}
+    return out
+
+
+def masked_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
+    """A masking child's per-item ``metric`` (``item_<metric>``) under the ``task``'s key-neuron mask
+    of size ``k`` against the mean over its random masks of the same size: the paired bootstrap the
+    child reports (001 sec. 3.8), with both sides as arms keyed ``task#index``."""
+    samples = study.samples
+    task, k, field = spec["task"], int(spec["k"]), f"item_{spec.get('metric', 'answer_logprob')}"
+    rows = [s for s in samples if s.get("task") == task and s.get("k") == k and s.get(field) is not None]
+    key = [s for s in rows if s.get("masking") == "key"]
+    rnd = sorted((s for s in rows if s.get("masking") == "random"), key=lambda s: s.get("draw", 0))
+    if len(key) != 1 or not rnd:
+        raise kit.Missing(f"masking samples of {task} at k={k}: {len(key)} key row(s), {len(rnd)} random")
+    x = np.asarray(key[0][field], float)
+    y = np.mean([r[field] for r in rnd], axis=0)
+    out = dict(kit.record(stats.paired_bootstrap(x, y), f"samples.jsonl {field} of {task}, k={k}: key mask - "
+                                                        f"mean of {len(rnd)} random masks"))
+    out["arms"] = {side: kit.arm_of(label, {f"{task}#{i}": float(u) for i, u in enumerate(v)})
+                   for side, label, v in (("a", "key-neuron mask", x), ("b", f"mean of {len(rnd)} random masks", y))}
+    return out
+
+
+def utility_law(folders: Sequence[str], labels: Sequence[str], kit) -> dict[str, Any]:
+    """A of the Utility Law fitted over ``folders`` (percent units, as the paper and
+    ``mui law``), with its t-interval; also B, R^2 and the points. MUI is a union that grows
+    with the items and tokens, so only runs of equal MUI settings are comparable: the fit takes
+    the largest such group, and each run outside it is listed as left out with the settings
+    that differ (a task run with more items or a longer budget than the rest)."""
+    from whitebox_eval.mui.over_runs import comparable_groups, fit_runs, mixed_settings
+    from whitebox_eval.runs import RunFolder
+
+    kept, *others = comparable_groups(folders)
+    left = [f"{labels[i]} (settings differ from the fit's runs: "
+            + "; ".join(mixed_settings([RunFolder.open(folders[kept[0]]), RunFolder.open(folders[i])])) + ")"
+            for g in others for i in g]
+    try:
+        fit = fit_runs([folders[i] for i in kept], labels=[labels[i] for i in kept])
+    except WhiteboxError as e:
+        raise kit.Missing(str(e) + (f"; left out: {'; '.join(left)}" if left else "")) from None
+    f = fit.fit
+    if f.a_ci is None:
+        raise kit.Missing(f"{f.n_points} points: the interval of A needs at least 3")
+    return {"value": f.a, "lo": f.a_ci[0], "hi": f.a_ci[1], "p_value": None, "n": f.n_points,
+            "test": "OLS t-interval of A (MUI = A ln(P) + B, percent units)", "source": "mui law over the runs",
+            "b": f.b, "r2": f.r2, "points": [{"label": lab, "performance": p, "mui": m}
+                                             for lab, p, m in zip(fit.labels, fit.performance, fit.mui)],
+            "skipped": list(fit.skipped) + left}
