@@ -6,7 +6,7 @@ import click
 
 from whitebox_eval.command_options import (batch_size_option, dtype_option, model_load_options, resolved_batch_size,
                                            resolved_dtype, run_folder_options)
-from whitebox_eval.config_file import config_file_option
+from whitebox_eval.config_file import config_file_option, study_config
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 
@@ -54,16 +54,13 @@ def command(**kw) -> None:
       whitebox-eval finetune --model smollm2-135m --task arithmetic-gen --output runs --run-id arith
       whitebox-eval formats --model runs/arith --task arithmetic
     """
-    from whitebox_eval.finetune.study import FinetuneConfig, run_finetune
+    from whitebox_eval.finetune.record import SUITE
+    from whitebox_eval.finetune.study import run_finetune
     from whitebox_eval.runs.estimates import describe
 
-    cfg = FinetuneConfig(model=kw["model"], task=kw["task"], limit=kw["limit"], validation=kw["validation"],
-                         test=kw["test"], shots=kw["shots"], learning_rate=kw["lr"], weight_decay=kw["weight_decay"],
-                         train_batch_size=kw["train_batch_size"], epochs=kw["epochs"], max_steps=kw["max_steps"],
-                         grad_clip=kw["grad_clip"], save_every=kw["save_every"], eval_every=kw["eval_every"],
-                         patience=kw["patience"], max_new_tokens=kw["max_new_tokens"], seed=kw["seed"],
-                         batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
-                         dtype=resolved_dtype(kw["dtype"], kw["model"]))
+    cfg = study_config(SUITE, kw, renames={"lr": "learning_rate"},
+                       batch_size=resolved_batch_size(kw["batch_size"], kw["model"], kw["dtype"]),
+                       dtype=resolved_dtype(kw["dtype"], kw["model"]))
     cfg.check()  # a bad task is one line before any folder
     folder = run_finetune(cfg, kw["output"], run_id=kw["run_id"], resume=kw["resume"])
     res = folder.load_results()
