@@ -86,3 +86,25 @@ def test_cli_refuses_an_edit_that_covers_no_item(tmp_path, cli):
     code, _, err = cli(["mcqa", "--edit", "attn:14.0:500>3:force", "--limit", "2", "--output", str(out)])
     assert code == 2 and "its positions fall in none of the 2 prompts" in err, err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_formats_counts_the_generation_budget(tmp_path):
+    """formats generates: a position past a prompt counts when --max-new-tokens can reach it; one past
+    every prompt and its budget is refused before the run folder."""
+    from whitebox_eval.formats import study as fs
+    from tiny_models import tiny_formats_llama
+
+    lm = tiny_formats_llama()
+    cfg = dict(model="tiny", task="arithmetic:add1,add2,mul1", limit=3, shots=0, n_samples=1, max_new_tokens=3, n_bins=2)
+    data = fs.load_format_items(fs.FormatsConfig(**cfg), lm.tokenizer)
+    reach = fs.reach(lm.tokenizer, data, 3)
+    assert [r - 3 for r in reach] == fs.reach(lm.tokenizer, data, 0)  # a free prompt is the longest, 3 tokens more
+    with pytest.raises(WhiteboxError, match="fall in none of the 3 prompts .*--max-new-tokens"):
+        fs.run_formats(fs.FormatsConfig(**cfg, edits=(f"attn:0.0:{max(reach)}>first:force",)), tmp_path, run_id="none",
+                       loaded=lm, show_progress=False)
+    assert not (tmp_path / "none").exists()
+    folder = fs.run_formats(fs.FormatsConfig(**cfg, edits=(f"attn:0.0:{max(reach) - 1}>first:force",)), tmp_path,
+                            run_id="reached", loaded=lm, show_progress=False)
+    got = yaml.safe_load((folder.path / "config.yaml").read_text())["edit_coverage"]
+    assert got == {f"attn:0.0:{max(reach) - 1}>first:force": {"covered": reach.count(max(reach)), "items": 3}}
+    assert reach.count(max(reach)) < 3  # the questions differ in length: the coverage is partial
