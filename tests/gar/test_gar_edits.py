@@ -52,3 +52,23 @@ def test_the_command_line_reads_at_as_gars_own(cli, tmp_path):
                         "--output", str(tmp_path)])
     assert code == 2 and "unknown edit 'zap'" in err, err
     assert not any(tmp_path.iterdir())
+
+
+def test_an_attention_edit_is_counted_on_the_prompts_before_the_folder(tmp_path, tiny_real_vocab):
+    """Coverage (issue 60): a position past every prompt writes nothing; one past some is recorded."""
+    from whitebox_eval.gar.roles import encode_examples
+    from whitebox_eval.gar.selection import select_tasks, task_examples
+
+    cfg = GARConfig(model="tiny", tasks=TASKS, limit=2)
+    lengths = [e.n_tokens for e in encode_examples(task_examples(select_tasks(cfg.tasks, include_kr=cfg.include_kr),
+                                                                 cfg.limit, cfg.seed), tiny_real_vocab.tokenizer)]
+    assert min(lengths) < max(lengths)
+    with pytest.raises(WhiteboxError, match=f"fall in none of the {len(lengths)} prompts"):
+        run_gar(GARConfig(model="tiny", tasks=TASKS, limit=2, edits=(f"attn:0.0:{max(lengths)}>first:force",)),
+                tmp_path, run_id="none", loaded=tiny_real_vocab)
+    assert not (tmp_path / "none").exists()
+    spec = f"attn:0.0:all>{min(lengths)}:force"  # a key past the shortest prompts (key side)
+    folder = run_gar(GARConfig(model="tiny", tasks=TASKS, limit=2, edits=(spec,)), tmp_path, run_id="some",
+                     loaded=tiny_real_vocab)
+    assert yaml.safe_load((folder.path / "config.yaml").read_text())["edit_coverage"] == {
+        spec: {"covered": sum(n > min(lengths) for n in lengths), "items": len(lengths)}}

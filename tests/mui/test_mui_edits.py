@@ -44,3 +44,23 @@ def test_bad_edits_are_refused_before_the_run_folder(tmp_path):
     with pytest.raises(WhiteboxError, match="steer needs POINT:LAYER:FILE"):
         _cfg(edits=("steer:resid",))
     assert not (tmp_path / "x").exists()
+
+
+def test_an_attention_edit_is_counted_on_the_prompts_and_their_budget(tmp_path):
+    """Coverage (issue 60): a position past every prompt and its 3-token budget writes nothing; one
+    that only the longest sequences reach is recorded in config.yaml."""
+    from whitebox_eval.mui.responses import prepare_task
+    from whitebox_eval.mui.study import reach
+
+    lm = tiny_lm("llama")
+    task = prepare_task(_cfg(), lm.tokenizer)
+    lengths = reach(lm.tokenizer, task)
+    assert lengths == [len(task.prompt(it, lm.tokenizer)) + 3 for it in task.items]
+    with pytest.raises(WhiteboxError, match="fall in none of the 3 prompts .*each response may generate"):
+        run_mui(_cfg(edits=(f"attn:0.0:{max(lengths)}>first:force",)), tmp_path, run_id="x", loaded=lm,
+                show_progress=False)
+    assert not (tmp_path / "x").exists()
+    spec = f"attn:0.0:{max(lengths) - 1}>first:force"
+    folder = run_mui(_cfg(edits=(spec,)), tmp_path, run_id="some", loaded=lm, show_progress=False)
+    got = yaml.safe_load((folder.path / "config.yaml").read_text()).get("edit_coverage")
+    assert got == ({spec: {"covered": lengths.count(max(lengths)), "items": 3}} if min(lengths) < max(lengths) else None)

@@ -45,3 +45,22 @@ def test_bad_edits_write_nothing(make_span_lm, tmp_path):
     with pytest.raises(WhiteboxError, match="leave out @last"):
         run_span(_cfg(edits=("neurons:0:1@last",)), tmp_path, run_id="x", loaded=lm, show_progress=False)
     assert not (tmp_path / "x").exists()
+
+
+def test_an_attention_edit_past_every_sequence_is_refused_and_a_partial_one_recorded(make_span_lm, tmp_path):
+    """Coverage (issue 60): counted on every split's sequences before the run folder."""
+    from whitebox_eval.span.study import make_examples, tokenize_all
+
+    lm = make_span_lm(seed=3)
+    cfg = _cfg(reinforce=False, reinforce_generation=False)
+    lengths = [len(t.input_ids) for s in cfg.splits
+               for t in tokenize_all(cfg, lm.tokenizer, make_examples(cfg, s, cfg.n_per_split))]
+    with pytest.raises(WhiteboxError, match=f"fall in none of the {len(lengths)} prompts"):
+        run_span(_cfg(reinforce=False, reinforce_generation=False, edits=(f"attn:0.0:{max(lengths)}>first:add=0.5",)), tmp_path, run_id="none",
+                 loaded=lm, show_progress=False)
+    assert not (tmp_path / "none").exists()
+    spec = f"attn:0.0:{min(lengths)}>first:add=0.5"  # past the shortest sequences only
+    folder = run_span(_cfg(reinforce=False, reinforce_generation=False, edits=(spec,)), tmp_path, run_id="some", loaded=lm, show_progress=False)
+    got = yaml.safe_load((folder.path / "config.yaml").read_text()).get("edit_coverage")
+    assert got == {spec: {"covered": sum(n > min(lengths) for n in lengths), "items": len(lengths)}}
+    assert min(lengths) < max(lengths)  # the lengths 4 and 5 make the split

@@ -291,11 +291,22 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None
             "letter_mass": float(raw.sum()), "pred": int(logits[t.answer_ids].argmax())}
 
 
+def reach(tokenizer, data, max_new_tokens: int) -> list[int]:
+    """Each question's longest sequence (``--edit`` coverage): its MCQ prompt, or a free-format prompt
+    with every token it may generate."""
+    from whitebox_eval.tasks.prompt_tokens import tokenize_prompt
+
+    mcq = lambda it: len(tokenize_prompt(tokenizer, render_prompt(it, fmt="mcq_plain", demos=data.demos)).input_ids)  # noqa: E731
+    free = lambda it, f: len(tokenizer(render_prompt(it, fmt=f, demos=data.demos).text)["input_ids"])  # noqa: E731
+    return [max([mcq(it)] + [free(it, f) + max_new_tokens for f in FREE_FORMATS]) for it in data.items]
+
+
 def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
                 loaded: LoadedModel | None = None, show_progress: bool | None = None) -> RunFolder:
     from whitebox_eval.internals import Engine
     from whitebox_eval.internals.prefixes import PrefixCache
 
+    from whitebox_eval.internals.edit_coverage import counted, edit_coverage
     from whitebox_eval.sae.feature_edits import user_edits
 
     check_config(cfg)
@@ -304,8 +315,10 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     edits = user_edits(cfg.edits, loaded, no_last="formats generates free answers")  # one line, before the folder
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
+    coverage = edit_coverage(cfg.edits, reach(loaded.tokenizer, data, cfg.max_new_tokens), generates=(
+        "counting the --max-new-tokens each free answer may generate")) if counted(cfg.edits) else {}
     ranks = current_world()
-    folder = open_run(output, {**cfg.to_dict(), **data.notes}, run_id=run_id, resume=resume, world=ranks,
+    folder = open_run(output, {**cfg.to_dict(), **data.notes, **coverage}, run_id=run_id, resume=resume, world=ranks,
                       data_files=read)
     folder.log(f"{len(data.items)} questions, {cfg.shots}-shot, model {cfg.model}"
                + (f", rank {ranks.rank} of {ranks.size}" if ranks.distributed else ""))

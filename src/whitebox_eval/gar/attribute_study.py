@@ -12,7 +12,7 @@ from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.roles import encode_examples
 from whitebox_eval.gar.selection import select_tasks, task_examples
-from whitebox_eval.gar.study_base import GARRun, open_gar_run, study_engine
+from whitebox_eval.gar.study_base import GARRun, coverage_model, open_gar_run, study_engine
 from whitebox_eval.gar.tasks import GARTask
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
@@ -61,7 +61,9 @@ def run_gar_attribute(cfg: GARAttributeConfig, output: str | Path = "runs", *, r
     if cfg.top < 1:
         raise WhiteboxError(f"--top must be >= 1 (got {cfg.top})")
     tasks = select_tasks(cfg.tasks, include_kr=False)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, loaded=loaded,
+                          examples=[e for t in tasks for e in task_examples([t], cfg.limit, cfg.seed)])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
     ids = [t.task_id for t in tasks]

@@ -28,7 +28,7 @@ from whitebox_eval.gar.metrics import METRICS, record_metrics
 from whitebox_eval.gar.roles import EncodedExample, encode_examples
 from whitebox_eval.gar.scoring import ExampleScore, score_batch
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
-from whitebox_eval.gar.study_base import GARRun, estimate, open_gar_run, study_engine
+from whitebox_eval.gar.study_base import GARRun, coverage_model, estimate, open_gar_run, study_engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.distributed import world as current_world
@@ -67,7 +67,8 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
     if cfg.batch_size < 1:
         raise WhiteboxError(f"batch size must be >= 1 (got {cfg.batch_size})")
     ranks = current_world()
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, world=ranks, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, world=ranks, loaded=loaded, examples=examples)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
     encoded = encode_examples(examples, loaded.tokenizer)

@@ -21,6 +21,7 @@ from whitebox_eval.gar.study_base import (
     EDIT_POSITIONS,
     GARRun,
     intervention_headline,
+    coverage_model,
     open_gar_run,
     run_stage,
     scores_from_samples,
@@ -57,7 +58,8 @@ def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, r
     pat = parse_pattern(cfg.pattern)
     tasks = select_tasks(cfg.tasks, include_kr=False)
     examples = task_examples(tasks, cfg.limit, cfg.seed)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, loaded=loaded, examples=examples)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
     for l, h in heads:

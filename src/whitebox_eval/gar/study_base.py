@@ -55,13 +55,31 @@ class GARRun:
 
 
 def open_gar_run(cfg: GARRun, output: str | Path, *, run_id: str | None, resume: bool,
-                 data_files: Sequence[Path] | None = None, world: World | None = None, loaded=None) -> RunFolder:
+                 data_files: Sequence[Path] | None = None, world: World | None = None, loaded=None,
+                 examples=None) -> RunFolder:
     """Create or resume the run folder of ``cfg``; ``data_files``: the files the study read. ``--edit``
-    is checked first (against ``loaded``, else the model's config.json): a bad edit writes nothing."""
+    is checked first (against ``loaded``, else the model's config.json): a bad edit writes nothing; an
+    edit that reaches only some of the ``examples``' prompts is counted on them (``loaded``'s tokenizer:
+    :func:`coverage_model` loads it first)."""
+    from whitebox_eval.gar.roles import encode_examples
+    from whitebox_eval.internals.edit_coverage import counted, edit_coverage
     from whitebox_eval.sae.feature_edits import check_edits
 
     check_edits(cfg.edits, loaded, cfg.model)
-    return open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, world=world, data_files=data_files)
+    coverage = {}
+    if examples is not None and counted(cfg.edits):
+        coverage = edit_coverage(cfg.edits, [e.n_tokens for e in encode_examples(examples, loaded.tokenizer)])
+    return open_run(output, {**cfg.to_dict(), **coverage}, run_id=run_id, resume=resume, world=world,
+                    data_files=data_files)
+
+
+def coverage_model(cfg: GARRun, loaded):
+    """``loaded``, or the model loaded now when an ``--edit``'s coverage is counted on the prompts
+    (an ``attn:`` rule) before the run folder; else None (loaded after the folder, as before)."""
+    from whitebox_eval.internals.edit_coverage import counted
+    from whitebox_eval.models import load_model
+
+    return loaded or (load_model(cfg.model, dtype=cfg.dtype) if counted(cfg.edits) else None)
 
 
 def study_engine(cfg: GARRun, loaded):

@@ -80,7 +80,8 @@ class EditKind:
     tensor built once per pass on the host; its model-side checks are one line. ``specs``: the
     ``--edit`` kinds it reads (``{"ablate": parse, ...}``) with ``usage`` for the usage line and
     ``build`` for the sizes. ``op_cases()``: ``{name: OpCase}``, held to the op budget by
-    ``tests/internals/test_op_counts.py``."""
+    ``tests/internals/test_op_counts.py``. ``covers(spec, n)``: whether a spec edits any position
+    of a prompt of ``n`` tokens (None: every prompt; :mod:`whitebox_eval.internals.edit_coverage`)."""
 
     request: type
     plan: Callable
@@ -88,6 +89,7 @@ class EditKind:
     build: Build | None = None
     usage: str = ""
     op_cases: Callable[[], Mapping[str, OpCase]] | None = None
+    covers: Callable[[EditSpec, int], bool] | None = None
 
     @property
     def name(self) -> str:

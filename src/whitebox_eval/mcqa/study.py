@@ -36,6 +36,7 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine, ScaleHeads
 from whitebox_eval.sae import feature_edits
+from whitebox_eval.internals.edit_coverage import counted, edit_coverage
 from whitebox_eval.internals.packing import packed_length
 from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
@@ -127,6 +128,14 @@ class _Study:
         if "lm_eval_demos" in item.meta:
             return lm_eval.doc(self.cfg.spec.record, item), list(item.meta["lm_eval_demos"])
         return lm_eval.doc(self.cfg.spec.record, item), [lm_eval.doc(self.cfg.spec.record, d) for d in self.demos.for_item(item)]
+
+    @classmethod
+    def prompt_lengths(cls, cfg: MCQAConfig, loaded: LoadedModel, items, demos: Demonstrations) -> list[int]:
+        """Each item's prompt length in tokens as the main pass writes it, before any run folder."""
+        bare = cls.__new__(cls)  # render and tokenize need only these
+        bare.cfg, bare.loaded, bare.demos = cfg, loaded, demos
+        bare.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
+        return [len(bare.tokenize(bare.render(it)).input_ids) for it in items]
 
     def render(self, item: MCQItem) -> RenderedPrompt:
         if self.cfg.prompt == lm_eval.LM_EVAL:
@@ -357,6 +366,9 @@ def run_mcqa(
                                                    for it in items})}
     if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
         config["chat_template"] = {"rule": CHAT_RULE}
+    if counted(cfg.edits):  # an edit that reaches only some prompts (attn: cells): counted before the run folder
+        loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+        config.update(edit_coverage(cfg.edits, _Study.prompt_lengths(cfg, loaded, items, demos)))
     folder = open_run(output, config, run_id=run_id, resume=resume, world=ranks, data_files=read)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)

@@ -202,6 +202,7 @@ def run_mui(
     show_progress: bool | None = None,
 ) -> RunFolder:
     """Run (or resume) a MUI study and write its run folder; returns the folder."""
+    from whitebox_eval.internals.edit_coverage import counted, edit_coverage
     from whitebox_eval.models import load_model
 
     kcfg = cfg.key_neuron_config()
@@ -222,6 +223,9 @@ def run_mui(
     config.update(task.gen.notes if task.gen is not None else {})
     if task.demonstration is not None:
         config["demonstration"] = {"source": "the file's first row (held out)", "question": task.demonstration[0]}
+    if counted(cfg.edits):  # attn: cells: counted on each item's prompt and the response it may have
+        config.update(edit_coverage(cfg.edits, reach(loaded.tokenizer, task),
+                                    generates="counting the tokens each response may generate"))
     folder = open_run(output, config, run_id=run_id, resume=resume, data_files=read)
     engine = Engine(loaded).under(edits)  # --edit: the responses and every scoring pass
     prefixes = None if edits else PrefixCache(engine)  # a shared demonstration or chat header, computed once
@@ -278,6 +282,16 @@ def run_mui(
                 if sae_set is not None else None)
     budget = max(task.settings(it)[1] for it in task.items)
     return finalize(folder, task.items, n_layers, width, kind, cfg, sae_set, fidelity, budget, saver and saver.merge())
+
+
+def reach(tokenizer, task) -> list[int]:
+    """Each item's longest sequence (``--edit`` coverage): its prompt and its given response, or every
+    token its response may generate."""
+    from whitebox_eval.mui.responses import given_response
+
+    return [len(task.prompt(it, tokenizer)) + (len(given_response(tokenizer, task.given[it.id]).ids)
+                                               if task.given is not None else task.settings(it)[1])
+            for it in task.items]
 
 
 def _sae_fidelity(folder: RunFolder, lm, sae_set: SAESet, batch_size: int, show_progress: bool | None,

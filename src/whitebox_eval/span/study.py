@@ -241,13 +241,19 @@ def run_span(cfg: SpanConfig, output: str | Path = "runs", *, run_id: str | None
              resume: bool = False, loaded: LoadedModel | None = None,
              show_progress: bool | None = None) -> RunFolder:
     """Run (or resume) an AttentionSpan study and write its run folder."""
+    from whitebox_eval.internals.edit_coverage import counted, edit_coverage
     from whitebox_eval.sae.feature_edits import check_edits, refuse_last, user_edits
 
     cfg.check()
     refuse_last(cfg.edits, "span scores and generates every answer token")
     check_edits(cfg.edits, loaded, cfg.model)  # out of range, wrong width: one line, before the run folder
-    folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume)
-    lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
+    lm, coverage = loaded, {}
+    if counted(cfg.edits):  # attn: cells: counted on every split's sequences (prompt and answer) before the folder
+        lm = lm or load_model(cfg.model, dtype=cfg.dtype)
+        coverage = edit_coverage(cfg.edits, [len(t.input_ids) for s in cfg.splits for t in
+                                             tokenize_all(cfg, lm.tokenizer, make_examples(cfg, s, cfg.n_per_split))])
+    folder = open_run(output, {**cfg.to_dict(), **coverage}, run_id=run_id, resume=resume)
+    lm = lm or load_model(cfg.model, dtype=cfg.dtype)
     engine = Engine(lm).under(user_edits(cfg.edits, lm))  # --edit: every evaluation pass
     examples = {s: make_examples(cfg, s, cfg.n_per_split) for s in cfg.splits}
     tokenized = {s: tokenize_all(cfg, lm.tokenizer, ex) for s, ex in examples.items()}

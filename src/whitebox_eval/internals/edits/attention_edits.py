@@ -189,4 +189,20 @@ def op_cases() -> dict:
     return out
 
 
-KIND = EditKind(EditAttention, plan, {"attn": parse}, build, "attn:HEADS:QUERIES>KEYS:add=C|force|copy=HEAD", op_cases)
+def covers(spec: EditSpec, n: int) -> bool:
+    """Whether ``spec``'s cells hold any cell of a prompt of ``n`` tokens (what :meth:`CellRule.cells`
+    builds, counted without the [n, n] grid): a query in the prompt with a key at or before it."""
+    queries, keys = spec.rule.queries, spec.rule.keys
+    at = lambda x: {"first": 0, "last": n - 1}.get(x, x) if isinstance(x, str) else (x + n if x < 0 else x)  # noqa: E731
+    if queries == "all":  # query q = the key itself (or the one after prev's key)
+        return n >= (2 if keys == "prev" else 1) and (keys in ATTN_KEYS or 0 <= at(keys) < n)
+    q = at(queries)
+    if not 0 <= q < n:
+        return False
+    k = {"self": q, "prev": q - 1, "all": q}.get(keys) if isinstance(keys, str) and keys in ("self", "prev", "all") \
+        else at(keys)
+    return 0 <= k <= q
+
+
+KIND = EditKind(EditAttention, plan, {"attn": parse}, build, "attn:HEADS:QUERIES>KEYS:add=C|force|copy=HEAD", op_cases,
+                covers)
