@@ -18,6 +18,16 @@ Arms, each a fresh process per setting, the model loaded before the clock starts
   context once with a key/value cache, then the item's continuations batched on that cache
   (:func:`kv_logprobs`): each context computed once with causal attention and no mask, the
   limit the packed pass is measured against (``new / kv`` wall time);
+- ``plain``: the limit the packed pass is measured against, outside the engine: the model loaded by
+  plain ``transformers`` (``AutoModelForCausalLM``, its default attention), each distinct context of an
+  item forwarded once with a key/value cache, the continuations that share it batched on the repeated
+  cache, the unembedding applied only at the scored positions (:func:`plain_logprobs`). Its requests
+  are the ``new`` arm's, tokenized as lm-eval's ``_encode_pair`` (the same contexts as lm-eval; the
+  first round runs ``new`` first to log them); its clock holds the forwards alone. The ``new`` arm's
+  row then adds ``packed`` (the packed pass alone: :func:`~whitebox_eval.mcqa.scoring.continuation_logprobs`
+  and the shared prefixes it reads, with its phases: packing and index building on the host, the
+  engine's forward, the log-softmax and sums), and ``packed / plain`` is the ratio the engine must
+  keep near 1;
 - ``lm-eval``: lm-eval 0.4.13's own HF backend, ``simple_evaluate`` (``log_samples`` on, to
   compare items) on the same documents, offline as ``benchmarks/lm_eval_fixtures.py`` runs it
   (``--lm-eval-python``: the Python that has lm-eval; default this one, the ``[lm-eval]`` extra).
@@ -33,6 +43,7 @@ predictions from its own log-likelihoods.
     python benchmarks/cloze_context.py                       # every setting, every arm
     python benchmarks/cloze_context.py --only winogrande/3 --arms new,lm-eval
     python benchmarks/cloze_context.py --rounds 2            # each setting twice, arms interleaved
+    python benchmarks/cloze_context.py --arms new,plain --rounds 3 --only hellaswag/10,arc_challenge/25
 
 Writes ``benchmarks/results/cloze_context.md`` and ``.json`` (``--out``).
 """
@@ -122,14 +133,139 @@ def kv_logprobs(engine, groups, prefix=None):
     return np.array(out)
 
 
+def plain_logprobs(model, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[float]]:
+    """lm-eval's loglikelihoods from a plain Hugging Face model, the cloze pass's limit: per item,
+    each distinct context's tokens but its last forwarded once into a key/value cache; then every
+    continuation that shares it in one right-padded batch on the repeated cache (the context's last
+    token, then the continuation but its last); the unembedding only at the scored positions."""
+    import torch
+    from transformers import DynamicCache
+
+    body, head = model.get_decoder(), model.get_output_embeddings()
+    out = []
+    with torch.inference_mode():
+        for item in requests:
+            by_context: dict[tuple, list[int]] = {}
+            for r, (c, _) in enumerate(item):
+                by_context.setdefault(tuple(c), []).append(r)
+            ll = [0.0] * len(item)
+            for c, rows in by_context.items():
+                xs = [item[r][1] for r in rows]
+                past, n, w = len(c) - 1, len(rows), max(len(x) for x in xs)
+                cache = DynamicCache()
+                if past:
+                    body(input_ids=torch.tensor([list(c[:-1])]), past_key_values=cache, use_cache=True)
+                    cache.batch_repeat_interleave(n)
+                ids = torch.tensor([[c[-1]] + x[:-1] + [0] * (w - len(x)) for x in xs])
+                mask = torch.tensor([[1] * (past + len(x)) + [0] * (w - len(x)) for x in xs])
+                hidden = body(input_ids=ids, attention_mask=mask, past_key_values=cache if past else None,
+                              use_cache=bool(past)).last_hidden_state
+                scored = torch.tensor([[j < len(x) for j in range(w)] for x in xs])
+                logp = torch.log_softmax(head(hidden[scored]).float(), -1)
+                target = torch.tensor([t for x in xs for t in x])
+                tok = logp.gather(-1, target[:, None]).squeeze(-1).double()
+                k = 0
+                for r, x in zip(rows, xs):
+                    ll[r] = float(tok[k:k + len(x)].sum())
+                    k += len(x)
+            out.append(ll)
+    return out
+
+
+def plain_arm(setting: str, requests_file: Path, model: str = "smollm2-135m") -> dict:
+    """The ``plain`` arm: the ``new`` arm's logged requests scored by :func:`plain_logprobs`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    sys.path.insert(0, str(REPO / "src"))
+    from whitebox_eval.tasks.lm_eval import encode_request
+
+    folder = os.environ["SMOLLM2_DIR"]
+    tok = AutoTokenizer.from_pretrained(folder)
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    counter = TokenCounter(lm)
+    logged = json.loads(requests_file.read_text(encoding="utf-8"))
+    encode = lambda text: tok(text)["input_ids"]  # noqa: E731  (as needed_of: lm-eval adds no BOS here)
+    tokens = []
+    for item in logged:
+        reqs = []
+        for context, continuation in item["requests"]:
+            c, (x,) = encode_request(encode, context, [continuation])
+            reqs.append((c, x))
+        tokens.append(reqs)
+    t0, c0 = _clock()
+    ll = plain_logprobs(lm, tokens)
+    t1, c1 = _clock()
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n,
+            "items": [{**item, "loglik": l, **predictions(l, item["requests"])} for item, l in zip(logged, ll)]}
+
+
+def predictions(ll: list[float], requests: list[list[str]]) -> dict:
+    """acc's and acc_norm's choices from one item's log-likelihoods, as lm-eval decides them (the first
+    maximum; acc_norm divides by the choice's characters, the continuation without its leading space
+    delimiter); acc_norm only where the item's requests share one context (one context per choice,
+    as winogrande's, has no acc_norm)."""
+    import numpy as np
+
+    acc = int(np.argmax(ll))
+    if len({c for c, _ in requests}) > 1:
+        return {"acc": acc}
+    lengths = [float(len(x[1:] if x.startswith(" ") else x)) for _, x in requests]
+    return {"acc": acc, "acc_norm": int(np.argmax(np.array(ll) / np.array(lengths)))}
+
+
+class PhaseClock:
+    """Wall and CPU seconds of the packed pass (``continuation_logprobs`` and the shared prefixes the
+    cloze pass reads), split into the engine's forward (``Engine.run``), the host's packing and index
+    building before it, and the log-softmax and sums after it."""
+
+    def __init__(self):
+        self.t = {"packed": [0.0, 0.0], "forward": [0.0, 0.0], "prefix": [0.0, 0.0]}
+
+    def wrap(self, name: str, fn):
+        def timed(*a, **k):
+            t0, c0 = _clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                t1, c1 = _clock()
+                self.t[name][0] += t1 - t0
+                self.t[name][1] += c1 - c0
+        return timed
+
+    def install(self, mcqa_study) -> None:
+        from whitebox_eval.mcqa import scoring
+
+        inner = scoring.continuation_logprobs
+        outer = self
+
+        def counted(engine, *a, **k):
+            run = engine.run
+            engine.run = outer.wrap("forward", run)
+            try:
+                return outer.wrap("packed", inner)(engine, *a, **k)
+            finally:
+                engine.run = run
+        mcqa_study.continuation_logprobs = counted
+        mcqa_study._Study.prefix_for = self.wrap("prefix", mcqa_study._Study.prefix_for)
+
+    def phases(self) -> dict:
+        (pw, pc), (fw, fc), (xw, xc) = self.t["packed"], self.t["forward"], self.t["prefix"]
+        return {"packed_seconds": pw + xw, "packed_cpu_seconds": pc + xc, "prefix_cpu_seconds": xc,
+                "forward_cpu_seconds": fc, "host_and_sums_cpu_seconds": pc - fc}
+
+
 def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m", kv: bool = False) -> dict:
     """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH); ``kv``: its packed pass
     swapped for :func:`kv_logprobs`."""
     from whitebox_eval.mcqa import study as mcqa_study
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
 
+    clock = PhaseClock()
     if kv:
         mcqa_study.continuation_logprobs = kv_logprobs
+    else:
+        clock.install(mcqa_study)
     from whitebox_eval.models import load_model
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -148,7 +284,7 @@ def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m", kv:
     folder = run_mcqa(cfg, tmp / "runs", run_id="r", loaded=loaded, show_progress=False)
     t1, c1 = _clock()
     samples = list(folder.read_samples())
-    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n,
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, **({} if kv else clock.phases()),
             "items": [{"gold": s["gold"], "loglik": s["cloze_loglik"], "acc": s["pred_cloze"],
                        "acc_norm": s["pred_cloze_norm"], "requests": requests_of(s)} for s in samples]}
 
@@ -203,10 +339,14 @@ def lm_eval_arm(setting: str, shared: Path, tmp: Path) -> dict:
             "aggregate": {k: v for k, v in res["results"][task_name].items() if k.endswith(",none")}}
 
 
-def worker(arm: str, setting: str, shared: Path, out: Path, model: str) -> None:
+def worker(arm: str, setting: str, shared: Path, out: Path, model: str, requests: Path | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        result = lm_eval_arm(setting, shared, Path(tmp)) if arm == "lm-eval" else \
-            ours(setting, shared, Path(tmp), model, kv=arm == "kv")
+        if arm == "plain":
+            result = plain_arm(setting, requests, model)
+        elif arm == "lm-eval":
+            result = lm_eval_arm(setting, shared, Path(tmp))
+        else:
+            result = ours(setting, shared, Path(tmp), model, kv=arm == "kv")
     out.write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -230,7 +370,7 @@ def needed_of(items: list[dict], model: str = "smollm2-135m") -> int:
     return total
 
 
-def run_arm(arm: str, setting: str, args, before_src: Path) -> dict:
+def run_arm(arm: str, setting: str, args, before_src: Path, requests: Path | None = None) -> dict:
     env = dict(os.environ)
     src = (args.before_src or before_src) if arm == "before" else REPO / "src"
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -239,11 +379,14 @@ def run_arm(arm: str, setting: str, args, before_src: Path) -> dict:
         out = Path(tmp) / "out.json"
         load = os.getloadavg()[0]
         subprocess.run([python, __file__, "--worker", arm, "--setting", setting, "--datasets", str(args.datasets),
-                        "--worker-out", str(out), "--model", args.model], env=env, check=True)
+                        "--worker-out", str(out), "--model", args.model,
+                        *(["--requests", str(requests)] if requests else [])], env=env, check=True)
         result = json.loads(out.read_text(encoding="utf-8"))
     result["load_before"], result["load_after"] = load, os.getloadavg()[0]
+    packed = (f"  packed pass {result['packed_seconds']:.1f} s wall {result['packed_cpu_seconds']:.1f} s cpu"
+              if "packed_seconds" in result else "")
     print(f"  {setting:17s} {arm:8s} {result['seconds']:8.1f} s wall {result['cpu_seconds']:8.1f} s cpu "
-          f"{result['computed']:9d} tokens  (load {load:.1f} -> {result['load_after']:.1f})", flush=True)
+          f"{result['computed']:9d} tokens  (load {load:.1f} -> {result['load_after']:.1f}){packed}", flush=True)
     return result
 
 
@@ -276,7 +419,53 @@ def compare(arms: dict[str, dict]) -> dict:
                                          if "acc_norm" in ref["items"][0] else None),
                     "items_differing": diff_items,
                     "same_requests": all(o["requests"] in (None, t["requests"]) for o, t in zip(r["items"], ref["items"]))}
+    plain = arms.get("plain")
+    if plain is not None:
+        for arm, r in arms.items():
+            if arm in ("plain", "lm-eval"):
+                continue
+            worst = max(float(np.abs(np.array(o["loglik"]) - np.array(t["loglik"])).max())
+                        for o, t in zip(r["items"], plain["items"]))
+            out.setdefault(arm, {})["max_abs_loglik_diff_vs_plain"] = worst
     return out
+
+
+def packed_table(rows: dict) -> list[str]:
+    """The packed pass against the plain limit, per setting and round, with the median ratio of CPU
+    seconds over rounds (HellaSwag and ARC summed per round as well)."""
+    import numpy as np
+
+    lines = ["", "## The packed pass against plain transformers with a KV cache", "",
+             "CPU seconds of the forwards alone: `packed` is the new arm's packed pass (phases: the engine's "
+             "forward, the host's packing/index building and the log-softmax and sums, the shared prefixes), "
+             "`plain` is :func:`plain_logprobs` on the same requests.", "",
+             "| setting | round | packed cpu s | forward | host + sums | prefixes | plain cpu s | packed / plain | "
+             "max abs Δ loglik new vs plain |", "|---|---|---|---|---|---|---|---|---|"]
+    summed: dict[int, list[float]] = {}
+    for setting, r in rows.items():
+        ratios = []
+        for rnd, arms in enumerate(r["rounds"]):
+            if "plain" not in arms or "new" not in arms:
+                continue
+            n, p = arms["new"], arms["plain"]
+            ratio = n["packed_cpu_seconds"] / p["cpu_seconds"]
+            ratios.append(ratio)
+            if setting != "winogrande/3":
+                acc = summed.setdefault(rnd, [0.0, 0.0])
+                acc[0] += n["packed_cpu_seconds"]
+                acc[1] += p["cpu_seconds"]
+            diff = r["agreement"][rnd].get("new", {}).get("max_abs_loglik_diff_vs_plain")
+            lines.append(f"| {setting} | {rnd + 1} | {n['packed_cpu_seconds']:.1f} | {n['forward_cpu_seconds']:.1f} | "
+                         f"{n['host_and_sums_cpu_seconds']:.1f} | {n['prefix_cpu_seconds']:.1f} | {p['cpu_seconds']:.1f} | "
+                         f"{ratio:.3f} | {'-' if diff is None else f'{diff:.1e}'} |")
+        if ratios:
+            lines.append(f"| {setting} | median | | | | | | **{float(np.median(ratios)):.3f}** | |")
+    if summed:
+        per = [a / b for a, b in summed.values()]
+        lines.append(f"| hellaswag/10 + arc_challenge/25 | median of {len(per)} | "
+                     f"{float(np.median([a for a, _ in summed.values()])):.1f} | | | | "
+                     f"{float(np.median([b for _, b in summed.values()])):.1f} | **{float(np.median(per)):.3f}** | |")
+    return lines
 
 
 def report(rows: dict, args, started: str) -> str:
@@ -301,8 +490,8 @@ def report(rows: dict, args, started: str) -> str:
                 else:
                     accs = " / ".join(f"{c[m]:.4f}" if m in c else "-" for m in ("acc", "acc_norm"))
                     differing = (f"{len(c['items_differing']['acc'])}, {len(c['items_differing']['acc_norm'])}"
-                                 if c else "-")
-                    worst = f"{c['max_abs_loglik_diff']:.1e}" if c else "-"
+                                 if "items_differing" in c else "-")
+                    worst = f"{c['max_abs_loglik_diff']:.1e}" if "max_abs_loglik_diff" in c else "-"
                 lines.append(f"| {setting}{f' (round {rnd + 1})' if len(r['rounds']) > 1 else ''} | {arm} | "
                              f"{a['computed']} | {r['needed']} | {a['computed'] / r['needed']:.2f} | {a['seconds']:.1f} | "
                              f"{a['cpu_seconds']:.1f} | {ratios} | {accs} | {differing} | {worst} |")
@@ -310,6 +499,8 @@ def report(rows: dict, args, started: str) -> str:
     lines += ["", f"Load average (1 min) around the arms: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores"
               + (" — other engineers' test runs shared the machine: wall-clock ratios are of arms run back to back, "
                  "CPU seconds are steadier" if max(loads) > (os.cpu_count() or 1) else "") + "."]
+    if any("plain" in arms for r in rows.values() for arms in r["rounds"]):
+        lines += packed_table(rows)
     return "\n".join(lines) + "\n"
 
 
@@ -317,7 +508,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", type=Path, default=REPO.parent / "shared" / "datasets")
     ap.add_argument("--only", default=None, help="comma list of " + ", ".join(SETTINGS))
-    ap.add_argument("--arms", default="before,new,lm-eval", help="comma list of before, new, kv, lm-eval")
+    ap.add_argument("--arms", default="before,new,lm-eval", help="comma list of before, new, kv, plain, lm-eval")
     ap.add_argument("--before-src", type=Path, default=None,
                     help="the before arm's src folder (default: commit %s's, from git archive)" % BEFORE)
     ap.add_argument("--rounds", type=int, default=1)
@@ -327,12 +518,15 @@ def main() -> None:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--requests", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.setting, args.datasets, args.worker_out, args.model)
+        worker(args.worker, args.setting, args.datasets, args.worker_out, args.model, args.requests)
         return
     started = time.strftime("%Y-%m-%d %H:%M")
     arms = args.arms.split(",")
+    if "plain" in arms and "new" not in arms:
+        ap.error("the plain arm scores the new arm's requests: --arms must name new too")
     sys.path.insert(0, str(REPO / "src"))
     from whitebox_eval.models.loading import resolve_source
 
@@ -348,10 +542,19 @@ def main() -> None:
         for setting in SETTINGS:
             if args.only and setting not in args.only.split(","):
                 continue
-            rounds = []
+            rounds, requests = [], None
             for rnd in range(args.rounds):
                 order = arms if rnd % 2 == 0 else arms[::-1]  # alternate which arm runs first
-                rounds.append({arm: run_arm(arm, setting, args, before_src) for arm in order})
+                if requests is None and "plain" in order:  # the first round logs the requests plain reads
+                    order = sorted(order, key=lambda a: a != "new")
+                done = {}
+                for arm in order:
+                    done[arm] = run_arm(arm, setting, args, before_src, requests)
+                    if arm == "new" and requests is None:
+                        requests = Path(tmp) / f"requests-{setting.replace('/', '-')}.json"
+                        requests.write_text(json.dumps([{"gold": it["gold"], "requests": it["requests"]}
+                                                        for it in done[arm]["items"]]), encoding="utf-8")
+                rounds.append(done)
             items = next(r["items"] for r in rounds[0].values() if r["items"][0].get("requests"))
             rows[setting] = {"rounds": rounds, "needed": needed_of(items, args.model), "agreement": [compare(r) for r in rounds]}
             print(json.dumps({setting: {"needed": rows[setting]["needed"], "agreement": rows[setting]["agreement"]}}),
