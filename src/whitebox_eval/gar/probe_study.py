@@ -19,7 +19,8 @@ from whitebox_eval.controls import Head
 from whitebox_eval.datafiles import recording
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.probe import TruthStatements, load_truth_statements
-from whitebox_eval.gar.study_base import CONTROL_RULE, GARRun, open_gar_run, random_head_draws, run_stage, study_engine
+from whitebox_eval.gar.study_base import (CONTROL_RULE, GARRun, coverage_model, open_gar_run, random_head_draws,
+                                          run_stage, study_engine)
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
@@ -107,7 +108,9 @@ def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: s
         raise WhiteboxError("give at least one --probe-data file (SNLI .jsonl or Geometry of Truth .csv)")
     statements, read = load_probe_files(cfg.probe_data, limit=cfg.probe_limit, seed=cfg.seed,
                                         on_bad_row=cfg.on_bad_row)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded,
+                          statements=statements)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
     probes = {Path(p).name: run_probe_stage(folder, engine, p, statements[p], heads, cfg, show_progress)

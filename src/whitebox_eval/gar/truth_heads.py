@@ -47,6 +47,7 @@ from whitebox_eval.gar.study_base import (
     EDIT_POSITIONS,
     GARRun,
     StageOutput,
+    coverage_model,
     intervention_headline,
     open_gar_run,
     random_head_draws,
@@ -393,7 +394,9 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
         sel_idx, rep_idx = split_pairs(examples, cfg.select_fraction, cfg.seed)
     statements, read = load_probe_files(cfg.probe_data, limit=cfg.probe_limit, seed=cfg.seed,
                                         on_bad_row=cfg.on_bad_row)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded,
+                          examples=examples, statements=statements)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
     encoded = encode_examples(examples, loaded.tokenizer)
