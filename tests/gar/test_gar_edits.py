@@ -72,3 +72,32 @@ def test_an_attention_edit_is_counted_on_the_prompts_before_the_folder(tmp_path,
                      loaded=tiny_real_vocab)
     assert yaml.safe_load((folder.path / "config.yaml").read_text())["edit_coverage"] == {
         spec: {"covered": sum(n > min(lengths) for n in lengths), "items": len(lengths)}}
+
+
+def test_the_probe_modes_count_an_attention_edit_on_their_statements(tmp_path, tiny_real_vocab):
+    """Coverage in the probe and truth-heads modes (issue 60): counted on the statements (and, in
+    truth-heads, the examples' prompts) they score, before the run folder."""
+    from whitebox_eval.gar.probe_study import GARProbeConfig, load_probe_files, run_gar_probe
+    from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads
+    from whitebox_eval.tasks.token_spans import char_offsets
+
+    rows = [(f"The city of {'Big ' * (i % 3)}Town{i} is in Country{i}.", i % 2) for i in range(12)]
+    got = tmp_path / "got.csv"
+    got.write_text("statement,label\n" + "".join(f"{s},{y}\n" for s, y in rows))
+    statements = load_probe_files([str(got)], limit=None, seed=0, on_bad_row="error")[0][str(got)]  # as prompted
+    lengths = [len(char_offsets(tiny_real_vocab.tokenizer, st.text)[0]) for st in statements]
+    assert min(lengths) < max(lengths)
+    probe = dict(model="tiny", heads="1.0,1.3", probe_data=(str(got),), probe_folds=2, random_draws=0)
+    with pytest.raises(WhiteboxError, match=f"fall in none of the {len(rows)} prompts"):
+        run_gar_probe(GARProbeConfig(**probe, edits=(f"attn:0.0:{max(lengths)}>first:force",)), tmp_path,
+                      run_id="none", loaded=tiny_real_vocab)
+    assert not (tmp_path / "none").exists()
+    spec = f"attn:0.0:all>{min(lengths)}:force"  # a key past the shortest statements
+    folder = run_gar_probe(GARProbeConfig(**probe, edits=(spec,)), tmp_path, run_id="some", loaded=tiny_real_vocab)
+    assert yaml.safe_load((folder.path / "config.yaml").read_text())["edit_coverage"] == {
+        spec: {"covered": sum(n > min(lengths) for n in lengths), "items": len(lengths)}}
+    with pytest.raises(WhiteboxError, match="fall in none of the"):  # past every statement and prompt
+        run_gar_heads(GARHeadsConfig(model="tiny", tasks="GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]", limit=4, probe_data=(str(got),),
+                                     edits=("attn:0.0:400>first:force",)), tmp_path, run_id="heads",
+                      loaded=tiny_real_vocab)
+    assert not (tmp_path / "heads").exists()

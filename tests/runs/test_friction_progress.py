@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from whitebox_eval.runs import RunFolder  # noqa: E402
 from whitebox_eval.runs.pass_plan import PassPlan, extend_plan, plan_of, plan_passes  # noqa: E402
 from whitebox_eval.runs.passes import run_pass  # noqa: E402
+from gar.conftest import tiny_real_vocab, tokenizer  # noqa: E402,F401  (the gar tests' tiny model)
 
 
 def test_the_overall_estimate_is_time_per_item_times_items_left(tmp_path):
@@ -111,3 +112,48 @@ def test_an_adapter_prints_no_future_warning_and_others_still_show(tmp_path):
         warnings.simplefilter("always")
         warnings.warn("`is_gradient_checkpointing` is deprecated (raised here)", FutureWarning)
     assert len(seen) == 1
+
+
+def _started(folder) -> list[str]:
+    """The passes a run started, in order, each checked to say ``pass k of N``: k counts up, N is the
+    plan's so far (it grows where a study learns of passes as it goes) and ends at every pass run."""
+    log = (folder.path / "run.log").read_text()
+    starts = [line.split("Z ", 1)[1] for line in log.splitlines() if ": pass " not in line and " pass " in line
+              and "items to compute" in line]
+    of = [int(s.split(" of ", 1)[1].split(":")[0]) for s in starts]
+    assert all(s.startswith(f"pass {k} of ") for k, s in enumerate(starts, 1)), starts
+    assert of == sorted(of) and of[-1] == len(starts), starts
+    return [s.split(": ")[1].split(",")[0] for s in starts]
+
+
+def test_gar_truth_heads_attribute_and_probe_and_mui_masking_state_their_plans(tmp_path, monkeypatch,
+                                                                              tiny_real_vocab):
+    """Every pass these studies run is a pass of their plan, numbered k of N (N: every pass run)."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "mui"))
+    from mui_testing import tiny_lm
+    from whitebox_eval.gar.attribute_study import GARAttributeConfig, run_gar_attribute
+    from whitebox_eval.gar.probe_study import GARProbeConfig, run_gar_probe
+    from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads
+    from whitebox_eval.mui.masking import MaskingConfig, run_masking
+
+    monkeypatch.setenv("WHITEBOX_PROGRESS", "off")
+    lm = tiny_real_vocab
+    got = tmp_path / "got.csv"
+    got.write_text("statement,label\n" + "".join(f"The city of Town{i} is in Country{i % 3}.,{i % 2}\n"
+                                                  for i in range(12)))
+    heads = run_gar_heads(GARHeadsConfig(model="tiny", tasks="GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]",
+                                         limit=8, steps=1, n_candidates=4, random_draws=2, probe_data=(str(got),),
+                                         probe_folds=2, batch_size=4), tmp_path, run_id="h", loaded=lm)
+    assert _started(heads) == ["base", "attr", "tf", "inv", "strong", "weak", "knockout", "rand0", "rand1",
+                               "probe-got"]
+    two = "GendersOfPersons/same,CountriesOfCities/same×3"
+    attribute = run_gar_attribute(GARAttributeConfig(model="tiny", tasks=two, limit=2, steps=1), tmp_path,
+                                  run_id="a", loaded=lm)
+    assert _started(attribute) == ["attribute"]
+    probe = run_gar_probe(GARProbeConfig(model="tiny", heads="1.0", probe_data=(str(got),), probe_folds=2,
+                                         random_draws=0), tmp_path, run_id="p", loaded=lm)
+    assert _started(probe) == ["probe-got"]
+    masking = run_masking(MaskingConfig(model="tiny", source_task="arithmetic-gen:add1", eval_tasks=("ssd",), ks=(1,),
+                                        limit=3, batch_size=3, max_new_tokens=3, random_draws=1),
+                          tmp_path, run_id="m", loaded=tiny_lm("llama"))
+    assert _started(masking) == ["source", "masking"]

@@ -16,6 +16,7 @@ from whitebox_eval.gar.study_base import GARRun, coverage_model, open_gar_run, s
 from whitebox_eval.gar.tasks import GARTask
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
+from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
 
 
@@ -81,6 +82,7 @@ def run_gar_attribute(cfg: GARAttributeConfig, output: str | Path = "runs", *, r
         arrays = {"head_out": attr.head_out, "q": attr.q, "k": attr.k, "v": attr.v, "mlp": attr.mlp}
         return [record], {name: a[None] for name, a in arrays.items() if a is not None}
 
+    plan_passes(folder, [("attribute", len(ids))])  # one pass: a task an item
     head_out = run_pass(folder, "attribute", ids, 1, score, desc="tasks", show_progress=show_progress)["head_out"]
     samples = {s["id"]: s for s in folder.read_samples()}
     folder.save_array("attribution_head_out_per_task", head_out)

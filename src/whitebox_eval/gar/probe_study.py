@@ -19,10 +19,12 @@ from whitebox_eval.controls import Head
 from whitebox_eval.datafiles import recording
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.probe import TruthStatements, load_truth_statements
-from whitebox_eval.gar.study_base import CONTROL_RULE, GARRun, open_gar_run, random_head_draws, run_stage, study_engine
+from whitebox_eval.gar.study_base import (CONTROL_RULE, GARRun, coverage_model, open_gar_run, random_head_draws,
+                                          run_stage, study_engine)
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
+from whitebox_eval.runs.pass_plan import plan_passes
 
 
 @dataclass
@@ -48,6 +50,16 @@ def load_probe_files(paths: Sequence[str], *, limit: int | None, seed: int,
     return statements, read
 
 
+def probe_stage(path: str) -> str:
+    """The pass name of one probe file's features."""
+    return "probe-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem)
+
+
+def probe_passes(statements: dict[str, TruthStatements]) -> list[tuple[str, int]]:
+    """``(pass, items)`` of the probe files' feature passes, for the pass plan."""
+    return [(probe_stage(p), len(sts)) for p, sts in statements.items()]
+
+
 def run_probe_stage(folder: RunFolder, engine: Engine, path: str, statements: TruthStatements,
                     heads: Sequence[Head], cfg: GARRun, show_progress: bool | None) -> dict:
     """Features (streamed, resumable) then the App. E MLP probe on one SNLI / GoT file, with
@@ -64,7 +76,7 @@ def run_probe_stage(folder: RunFolder, engine: Engine, path: str, statements: Tr
         raise WhiteboxError("the truth probe needs heads; none were found or given")
     if statements.bad_rows:
         folder.log(f"skipped {len(statements.bad_rows)} malformed row(s): " + "; ".join(statements.bad_rows))
-    stage = "probe-" + re.sub(r"[^A-Za-z0-9_-]+", "_", Path(path).stem)
+    stage = probe_stage(path)
     keys = [f"{i}" for i in range(len(statements))]
     lo, hi = min(l for l, _ in heads), max(l for l, _ in heads)
     band = [(l, h) for l in range(lo, hi + 1) for h in range(engine.arch.n_heads)]
@@ -107,9 +119,12 @@ def run_gar_probe(cfg: GARProbeConfig, output: str | Path = "runs", *, run_id: s
         raise WhiteboxError("give at least one --probe-data file (SNLI .jsonl or Geometry of Truth .csv)")
     statements, read = load_probe_files(cfg.probe_data, limit=cfg.probe_limit, seed=cfg.seed,
                                         on_bad_row=cfg.on_bad_row)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded,
+                          statements=statements)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
+    plan_passes(folder, probe_passes(statements))  # progress: pass k of N
     probes = {Path(p).name: run_probe_stage(folder, engine, p, statements[p], heads, cfg, show_progress)
               for p in cfg.probe_data}
     head: dict = {}  # each probe's accuracy with its interval beside it (the stats contract)

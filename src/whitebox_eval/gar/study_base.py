@@ -56,19 +56,24 @@ class GARRun:
 
 def open_gar_run(cfg: GARRun, output: str | Path, *, run_id: str | None, resume: bool,
                  data_files: Sequence[Path] | None = None, world: World | None = None, loaded=None,
-                 examples=None) -> RunFolder:
+                 examples=None, statements=None) -> RunFolder:
     """Create or resume the run folder of ``cfg``; ``data_files``: the files the study read. ``--edit``
     is checked first (against ``loaded``, else the model's config.json): a bad edit writes nothing; an
-    edit that reaches only some of the ``examples``' prompts is counted on them (``loaded``'s tokenizer:
+    edit that reaches only some of the prompts the mode scores (the ``examples``' prompts and the probe
+    ``statements``, ``{file: statements}``) is counted on them (``loaded``'s tokenizer:
     :func:`coverage_model` loads it first)."""
     from whitebox_eval.gar.roles import encode_examples
     from whitebox_eval.internals.edit_coverage import counted, edit_coverage
     from whitebox_eval.sae.feature_edits import check_edits
+    from whitebox_eval.tasks.token_spans import char_offsets
 
     check_edits(cfg.edits, loaded, cfg.model)
     coverage = {}
-    if examples is not None and counted(cfg.edits):
-        coverage = edit_coverage(cfg.edits, [e.n_tokens for e in encode_examples(examples, loaded.tokenizer)])
+    if (examples is not None or statements is not None) and counted(cfg.edits):
+        lengths = [e.n_tokens for e in encode_examples(examples or [], loaded.tokenizer)]
+        lengths += [len(char_offsets(loaded.tokenizer, st.text)[0])
+                    for sts in (statements or {}).values() for st in sts]
+        coverage = edit_coverage(cfg.edits, lengths)
     return open_run(output, {**cfg.to_dict(), **coverage}, run_id=run_id, resume=resume, world=world,
                     data_files=data_files)
 

@@ -37,7 +37,7 @@ from whitebox_eval.gar.heads import (
     pair_partner,
     split_true_false,
 )
-from whitebox_eval.gar.probe_study import load_probe_files, run_probe_stage
+from whitebox_eval.gar.probe_study import load_probe_files, probe_passes, run_probe_stage
 from whitebox_eval.gar.roles import EncodedExample, Pattern, encode_examples, parse_pattern
 from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, score_examples
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
@@ -47,6 +47,7 @@ from whitebox_eval.gar.study_base import (
     EDIT_POSITIONS,
     GARRun,
     StageOutput,
+    coverage_model,
     intervention_headline,
     open_gar_run,
     random_head_draws,
@@ -56,6 +57,7 @@ from whitebox_eval.gar.study_base import (
 from whitebox_eval.internals import Engine, integrated_gradients, kl_divergence_metric
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
+from whitebox_eval.runs.pass_plan import extend_plan, plan_passes
 
 #: below this median KL(Yes prompt || No prompt) (nats) the corrupted input barely moves the
 #: output, so EAP-IG attributions are too small to rank heads (SmolLM2 gives 1e-4..1e-2)
@@ -313,13 +315,15 @@ def _intervention_stages(r: _Run, rep_idx: Sequence[int], before: Sequence[Examp
     both = chosen.both
     if not both:
         return {}, {}
+    band, sets = random_head_draws(both, engine.arch, cfg.random_draws, cfg.seed)
+    names = ("tf", "inv", *iv.KINDS, *(f"rand{d}" for d in range(len(sets))))
+    extend_plan(r.folder, [(k, len(rep_keys)) for k in names])  # the intervention passes, now known
     interventions = {"true_false": true_false("tf", chosen.true_heads, chosen.false_heads, False),
                      "inverse_true_false": true_false("inv", chosen.true_heads, chosen.false_heads, True)}
     for kind in iv.KINDS:
         edits_for = iv.intervention_edits(engine, kind, both, pat, cfg.edit_at)
         interventions[f"{kind}_{pat.text}"] = stage(kind, lambda ch, e=edits_for: score_examples(
             engine, ch, batch_size=cfg.batch_size, rule=cfg.rule, edits_for=e))
-    band, sets = random_head_draws(both, engine.arch, cfg.random_draws, cfg.seed)
     draws = []
     n_true = len(chosen.true_heads)
     for d, heads_d in enumerate(sets):
@@ -393,7 +397,9 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
         sel_idx, rep_idx = split_pairs(examples, cfg.select_fraction, cfg.seed)
     statements, read = load_probe_files(cfg.probe_data, limit=cfg.probe_limit, seed=cfg.seed,
                                         on_bad_row=cfg.on_bad_row)
-    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded)
+    loaded = coverage_model(cfg, loaded)
+    folder = open_gar_run(cfg, output, run_id=run_id, resume=resume, data_files=read, loaded=loaded,
+                          examples=examples, statements=statements)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     engine = study_engine(cfg, loaded)  # --edit: every pass
     encoded = encode_examples(examples, loaded.tokenizer)
@@ -403,6 +409,7 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
                f"model {cfg.model}")
     r = _Run(cfg, folder, engine, encoded, keys, pat, show_progress)
     labels = np.array([e.label or "" for e in examples])
+    plan_passes(folder, [("base", n), ("attr", len(sel_idx))])  # attr: at most; the later passes once heads are chosen
 
     base = _base_stage(r)
     attr = _attribution_stage(r, sel_idx)
@@ -410,6 +417,8 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
     before = [base.scores[i] for i in rep_idx]
     interventions, control = _intervention_stages(r, rep_idx, before, chosen)
     _plots(r, base, attr, chosen, labels, rep_idx, interventions)
+    if statements:
+        extend_plan(folder, probe_passes(statements))
     probes = {Path(p).name: run_probe_stage(folder, engine, p, statements[p], chosen.true_heads + chosen.false_heads,
                                             cfg, show_progress) for p in cfg.probe_data}
 

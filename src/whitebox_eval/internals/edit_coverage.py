@@ -3,10 +3,10 @@ and before the run folder is written: an edit that reaches no item is one line, 
 some is recorded in config.yaml (``edit_coverage``) and printed once. A kind says which prompt lengths
 a spec covers (:attr:`EditKind.covers <whitebox_eval.internals.edit_kind.EditKind>`; none: every one).
 
-Each suite gives the lengths its items can reach: the prompt (mcqa, gar, span's whole sequences),
-or the prompt and its generation budget where a study generates (formats, mui), so a position on a
-generated token counts when the budget reaches it; whether a generation that stops early reaches it
-is not checked. gar's truth-heads and probe modes do not count coverage yet.
+Each suite gives the lengths its items can reach: the prompt (mcqa, gar's examples and probe
+statements, span's whole sequences), or the prompt and its generation budget where a study generates
+(formats, mui), so a position on a generated token counts when the budget reaches it; whether a
+generation that stops early reaches it is not checked.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from whitebox_eval.mui.utilization import matched_random_mask
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.kept import kept
+from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.tasks.generation import GenItem
 
@@ -284,6 +285,13 @@ def run_masking(
         selection = prepare_split(loaded, cfg, cfg.source_task, "selection", cfg.source_responses)
         tasks = {t: prepare_split(loaded, cfg, t, "evaluation") for t in cfg.eval_tasks}
     folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
+    conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
+    for k in cfg.ks:
+        for t in cfg.eval_tasks:
+            conditions.append((t, "key", int(k), 0))
+            conditions += [(t, "random", int(k), d) for d in range(cfg.random_draws)]
+    ids = [f"{t}|{kind}|k={k}|draw={d}" for t, kind, k, d in conditions]
+    plan_passes(folder, [("source", len(selection.items)), ("masking", len(ids))])  # progress: pass k of N
     engine = Engine(loaded)
     width = loaded.arch.d_ff
     source_path = folder.path / "source.json"
@@ -296,12 +304,6 @@ def run_masking(
     write_atomic(split_path, json.dumps(splits, indent=1))
     targets = kept(folder.path, "targets", lambda: {t: answer_targets(loaded, cfg, task) for t, task in tasks.items()},
                     valid=lambda kept: set(tasks) <= set(kept))
-    conditions = [(t, "none", 0, 0) for t in cfg.eval_tasks]
-    for k in cfg.ks:
-        for t in cfg.eval_tasks:
-            conditions.append((t, "key", int(k), 0))
-            conditions += [(t, "random", int(k), d) for d in range(cfg.random_draws)]
-    ids = [f"{t}|{kind}|k={k}|draw={d}" for t, kind, k, d in conditions]
 
     def score(chunk: list[int]):
         (i,) = chunk
