@@ -155,3 +155,23 @@ def test_model_args_take_lm_evals_spelling_too(base, tmp_path, cli):
     assert code == 2 and "revision=x has no effect" in err  # read, then refused for what it would not do
     assert lo.parse_model_args(["attn_implementation=eager,low_cpu_mem_usage=true"]) == {
         "attn_implementation": "eager", "low_cpu_mem_usage": True}
+
+
+def test_trust_remote_code_must_take_effect(base, tmp_path, cli):
+    """The flag is refused where no custom code is named (a folder, the bundled model), accepted where
+    config.json's or tokenizer_config.json's auto_map names some, and refused before any run folder."""
+    with pytest.raises(WhiteboxError, match="--trust-remote-code has no effect on .*no auto_map"):
+        configure(str(base), trust_remote_code=True)
+    with pytest.raises(WhiteboxError, match="--trust-remote-code has no effect on smollm2-135m"):
+        configure("smollm2-135m", trust_remote_code=True)
+    for name in ("config.json", "tokenizer_config.json"):
+        custom = tmp_path / f"custom-{name}"
+        shutil.copytree(base, custom)
+        data = json.loads((custom / name).read_text()) if (custom / name).is_file() else {}
+        data["auto_map"] = {"AutoConfig": "configuration_x.XConfig"}
+        (custom / name).write_text(json.dumps(data))
+        lo.reset()
+        assert configure(str(custom), trust_remote_code=True).trust_remote_code
+    code, _, err = cli(["mcqa", "--model", str(base), "--trust-remote-code", "--output", str(tmp_path / "runs")])
+    assert code == 2 and "--trust-remote-code has no effect" in err
+    assert not (tmp_path / "runs").exists()

@@ -42,6 +42,7 @@ def configure(model: str | None = None, *, models_root: str | None = None, model
         raise WhiteboxError(f"--adapter-mode {adapter_mode} has no adapter to apply: give --adapter PATH or drop it")
     if model is not None:
         _check_revision(model, args)
+        _check_remote_code(model, options.trust_remote_code)
         options.found_under = _found_under(model, options.models_root)
     if model is not None and ("@" in model or adapter):
         source, extra = resolve_source(model)  # a revision nowhere to be read is refused here
@@ -70,6 +71,31 @@ def _check_revision(model: str, args: dict) -> None:
     if Path(source).is_dir() or Path(source).is_file():
         raise WhiteboxError(f"--model-arg revision={wanted} has no effect on {model}, which is read from the folder "
                             f"{source}: a revision applies to a hub id (ORG/NAME@REVISION); drop it")
+
+
+def _check_remote_code(model: str, trust: bool) -> None:
+    """``--trust-remote-code`` must take effect: refused on a model read from a folder (bundled, local, a
+    --models-root copy, a hub snapshot) whose config.json and tokenizer_config.json name no custom code
+    (no ``auto_map``), where transformers never runs remote code. A hub id not on this machine is
+    judged once downloaded, by transformers itself."""
+    if not trust:
+        return
+    source, _ = resolve_source(model)
+    folder = Path(source)
+    if not (folder / "config.json").is_file():
+        return
+    for name in ("config.json", "tokenizer_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise WhiteboxError(f"{path} does not read as JSON ({e})") from None
+        if isinstance(data, dict) and data.get("auto_map"):
+            return
+    raise WhiteboxError(f"--trust-remote-code has no effect on {model}: its config.json names no custom code "
+                        f"(no auto_map in {folder}), so transformers runs none; drop it")
 
 
 def _found_under(model: str, root: str | None) -> str | None:
