@@ -14,10 +14,6 @@ Arms, each a fresh process per setting, the model loaded before the clock starts
 - ``new``: this checkout's ``src``;
 - ``before``: commit ``c700e6d``'s ``src`` (``git archive`` into a temporary folder; ``--before-src``:
   any checkout's ``src``), the same call;
-- ``kv``: this checkout's study with the packed pass swapped for Hugging Face forwarding each
-  context once with a key/value cache, then the item's continuations batched on that cache
-  (:func:`kv_logprobs`): each context computed once with causal attention and no mask, the
-  limit the packed pass is measured against (``new / kv`` wall time);
 - ``plain``: the limit the packed pass is measured against, outside the engine: the model loaded by
   plain ``transformers`` (``AutoModelForCausalLM``, its default attention), each distinct context of an
   item forwarded once with a key/value cache, the continuations that share it batched on the repeated
@@ -97,41 +93,6 @@ def _clock():
 
 
 # ------------------------------------------------------------------ workers (one arm, one setting)
-
-def kv_logprobs(engine, groups, prefix=None):
-    """lm-eval's loglikelihoods with each distinct context forwarded once through Hugging Face with a
-    key/value cache (no mask: causal attention), then the continuations that share it in one batch
-    on the repeated cache (right-padded): the KV-cache limit of the cloze pass."""
-    import numpy as np
-    import torch
-    from transformers import DynamicCache
-
-    model = engine.model
-    out = []
-    with torch.no_grad():
-        for group in groups:
-            by_context: dict[tuple, list[int]] = {}
-            for r, (c, _) in enumerate(group):
-                by_context.setdefault(tuple(c), []).append(r)
-            ll = [0.0] * len(group)
-            for c, rows in by_context.items():
-                xs = [group[r][1] for r in rows]
-                cache = DynamicCache()
-                if len(c) > 1:
-                    model.base_model(input_ids=torch.tensor([list(c[:-1])]), past_key_values=cache, use_cache=True)
-                n, w, past = len(xs), max(len(x) for x in xs), len(c) - 1
-                ids = torch.tensor([[c[-1]] + x[:-1] + [0] * (w - len(x)) for x in xs])
-                mask = torch.tensor([[1] * (past + len(x)) + [0] * (w - len(x)) for x in xs])
-                if past:
-                    cache.batch_repeat_interleave(n)
-                logits = model(input_ids=ids, attention_mask=mask, past_key_values=cache if past else None,
-                               use_cache=bool(past)).logits
-                lp = torch.log_softmax(logits.float(), -1)
-                for i, (r, x) in enumerate(zip(rows, xs)):
-                    ll[r] = float(lp[i, torch.arange(len(x)), torch.tensor(x)].sum())
-            out += ll
-    return np.array(out)
-
 
 def plain_logprobs(model, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[float]]:
     """lm-eval's loglikelihoods from a plain Hugging Face model, the cloze pass's limit: per item,
@@ -255,17 +216,13 @@ class PhaseClock:
                 "forward_cpu_seconds": fc, "host_and_sums_cpu_seconds": pc - fc}
 
 
-def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m", kv: bool = False) -> dict:
-    """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH); ``kv``: its packed pass
-    swapped for :func:`kv_logprobs`."""
+def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m") -> dict:
+    """Our ``mcqa`` cloze run (whichever ``whitebox_eval`` is on PYTHONPATH), its packed pass timed by phase."""
     from whitebox_eval.mcqa import study as mcqa_study
     from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa
 
     clock = PhaseClock()
-    if kv:
-        mcqa_study.continuation_logprobs = kv_logprobs
-    else:
-        clock.install(mcqa_study)
+    clock.install(mcqa_study)
     from whitebox_eval.models import load_model
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -284,7 +241,7 @@ def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m", kv:
     folder = run_mcqa(cfg, tmp / "runs", run_id="r", loaded=loaded, show_progress=False)
     t1, c1 = _clock()
     samples = list(folder.read_samples())
-    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, **({} if kv else clock.phases()),
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, **clock.phases(),
             "items": [{"gold": s["gold"], "loglik": s["cloze_loglik"], "acc": s["pred_cloze"],
                        "acc_norm": s["pred_cloze_norm"], "requests": requests_of(s)} for s in samples]}
 
@@ -346,7 +303,7 @@ def worker(arm: str, setting: str, shared: Path, out: Path, model: str, requests
         elif arm == "lm-eval":
             result = lm_eval_arm(setting, shared, Path(tmp))
         else:
-            result = ours(setting, shared, Path(tmp), model, kv=arm == "kv")
+            result = ours(setting, shared, Path(tmp), model)
     out.write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -473,15 +430,13 @@ def report(rows: dict, args, started: str) -> str:
              f"Command: `python benchmarks/cloze_context.py {' '.join(sys.argv[1:])}` ({started}; SmolLM2-135M "
              f"float32, {os.cpu_count()} CPU cores, batch size {BATCH} in every arm; `before` = {args.before_src or 'commit ' + BEFORE}).", "",
              "| setting | arm | computed tokens | needed | computed / needed | wall s | cpu s | wall: before / arm, "
-             "lm-eval / arm (arm / kv) | acc / acc_norm | items differing from lm-eval (acc, acc_norm) | max abs Δ loglik vs lm-eval |",
+             "lm-eval / arm | acc / acc_norm | items differing from lm-eval (acc, acc_norm) | max abs Δ loglik vs lm-eval |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for setting, r in rows.items():
         for rnd, arms in enumerate(r["rounds"]):
             for arm, a in arms.items():
                 ratios = " / ".join(f"{arms[o]['seconds'] / a['seconds']:.2f}" if o in arms and o != arm else "-"
                                     for o in ("before", "lm-eval"))
-                if "kv" in arms and arm != "kv":
-                    ratios += f" / {a['seconds'] / arms['kv']['seconds']:.2f}x kv"
                 c = r["agreement"][rnd].get(arm, {})
                 if arm == "lm-eval":
                     agg = a["aggregate"]
@@ -508,7 +463,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", type=Path, default=REPO.parent / "shared" / "datasets")
     ap.add_argument("--only", default=None, help="comma list of " + ", ".join(SETTINGS))
-    ap.add_argument("--arms", default="before,new,lm-eval", help="comma list of before, new, kv, plain, lm-eval")
+    ap.add_argument("--arms", default="before,new,lm-eval", help="comma list of before, new, plain, lm-eval")
     ap.add_argument("--before-src", type=Path, default=None,
                     help="the before arm's src folder (default: commit %s's, from git archive)" % BEFORE)
     ap.add_argument("--rounds", type=int, default=1)

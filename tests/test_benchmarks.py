@@ -70,7 +70,7 @@ RUNS: dict[str, list[str]] = {
                                "--out", OUT + "/whole_files.md"],
     "lm_eval_generation_fixture.py": ["--model-dir", TINY, "--out", OUT + "/generation", "--limit", "2"],
     "lm_eval_chat_template.py": [ARC, "--n", "2", "--model", TINY_CHAT, "--out", OUT + "/chat.json"],
-    "cloze_context.py": ["--model", TINY, "--datasets", DATA, "--arms", "new,lm-eval", "--only", "hellaswag/10",
+    "cloze_context.py": ["--model", TINY, "--datasets", DATA, "--arms", "new,plain,lm-eval", "--only", "hellaswag/10",
                          "--out", OUT + "/cloze_context.md"],
 }
 #: steps run before a script (a program, "whitebox-eval" or a script, then its arguments)
@@ -107,7 +107,8 @@ EXPECT: dict[str, list[str]] = {
                                 for t in ("hellaswag", "arc_challenge")],
     "lm_eval_whole_files.py": [rf"\| {k} \(first 2 per task scored.*\| {n} of {n} \|.*\| none \|"
                                for k, n in (("arc_challenge/0", 2), ("mmlu/5", 6), ("hellaswag/10", 2))],
-    "cloze_context.py": [r"\| hellaswag/10 \| new \|.*\| 0, 0 \| \S+ \|"],
+    "cloze_context.py": [r"\| hellaswag/10 \| new \|.*\| 0, 0 \| \S+ \|",
+                         r"\| hellaswag/10 \| 1 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d\.\de-(0[5-9]|[1-9]\d) \|"],
 }
 #: what a script needs beyond a tiny model; a test without it is skipped with the reason
 NEEDS: dict[str, str] = {
