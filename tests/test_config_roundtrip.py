@@ -53,23 +53,6 @@ def model(tmp_path_factory) -> Path:
     return path
 
 
-def _adapter(base: Path, out: Path) -> Path:
-    """A LoRA adapter with random non-zero A and B on q/v, saved by peft."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
-                                LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name:
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
-    peft_model.save_pretrained(out)
-    return out
-
-
 def _run_and_rerun(cli, argv: list[str], out: Path, *extra: str) -> tuple[Path, Path]:
     code, _, err = cli([*argv, *extra, "--output", str(out), "--run-id", "first"])
     assert code == 0, err
@@ -104,7 +87,9 @@ def test_a_setting_without_an_option_travels_through_the_config(model, tmp_path,
 
 
 def test_mcqa_through_an_adapter(model, tmp_path, cli):
-    lora = _adapter(model, tmp_path / "lora")
+    from tiny_models import random_lora
+
+    lora = random_lora(model, tmp_path / "lora")
     first, again = _run_and_rerun(cli, RUNS["mcqa"], tmp_path / "runs", "--model", str(model), "--adapter", str(lora))
     assert yaml.safe_load((again / "config.yaml").read_text())["model_load"]["adapter"]["mode"] == "merge"
     _same_run(first, again)

@@ -157,3 +157,19 @@ def tiny_formats_llama() -> LoadedModel:
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     model = tf.LlamaForCausalLM(cfg).eval()
     return LoadedModel(model, tok, Architecture.of(model), "tiny-llama", "random")
+
+
+def random_lora(base, out, *, targets=("q_proj", "v_proj"), r: int = 2, seed: int = 1):
+    """A PEFT LoRA adapter on ``base``'s ``targets`` with random non-zero A and B (``0.3 * N(0, 1)``,
+    seeded), saved by peft into ``out``: an adapter whose merge changes every targeted weight."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(targets), init_lora_weights=False)
+    peft_model = get_peft_model(tf.AutoModelForCausalLM.from_pretrained(base), config)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+    peft_model.save_pretrained(out)
+    return out

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from tiny_models import tiny_folder  # noqa: E402
+from tiny_models import random_lora, tiny_folder  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals import Engine  # noqa: E402
 from whitebox_eval.models import load_options as lo  # noqa: E402
@@ -34,19 +34,7 @@ def plain_load():
 
 def _adapter(base: Path, out: Path, seed: int = 1) -> Path:
     """A LoRA adapter on q/v/down projections with random (non-zero) A and B, saved by peft."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(base)
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
-                                                  init_lora_weights=False))
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name:
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
-    peft_model.save_pretrained(out)
-    return out
+    return random_lora(base, out, targets=("q_proj", "v_proj", "down_proj"), r=4, seed=seed)
 
 
 def _peft_logits(base: Path, adapter: Path, batch, merged: bool) -> torch.Tensor:
