@@ -1,4 +1,4 @@
-"""The loading options at the boundary (issue 60, items 5 and 7): an adapter folder whose
+"""The loading options at the boundary: an adapter folder whose
 adapter_config.json has the wrong shape or whose weights are corrupt or truncated, an option a
 model's source ignores (``--model-arg revision=`` on a folder, ``--adapter-mode`` without an
 adapter) and two revisions that disagree: one line, exit 2, before any run folder."""

@@ -1,4 +1,4 @@
-"""One boundary for what users give (issue 60, items 3 and 4): a setting has its field's declared
+"""One boundary for what users give: a setting has its field's declared
 type, numbers are finite, an unknown key is refused naming the nearest one, and a user's YAML/JSON
 file is read with a size cap and without anchors or aliases; each a one-line error, exit 2."""
 

@@ -1,4 +1,4 @@
-"""One way from options to a config (issue 58, item 3): every study command builds its config
+"""One way from options to a config: every study command builds its config
 through its suite's record from the options it declares (``config_file.study_config``); the
 defaults are the config dataclass's, and an option's shown default can never disagree with it."""
 

@@ -1,4 +1,4 @@
-"""``--config RUN/config.yaml`` re-runs what it wrote (issue 60, item 10): one finished run of
+"""``--config RUN/config.yaml`` re-runs what it wrote: one finished run of
 every study command on the plain route, and mcqa on every load route it owns (``--adapter``,
 ``@REVISION``, ``--models-root``), re-run from its config.yaml alone, samples byte for byte."""
 

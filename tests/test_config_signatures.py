@@ -1,4 +1,4 @@
-"""Studies with signatures (issue 58, item 4): ``studies.<suite>`` shows its config dataclass's
+"""Studies with signatures: ``studies.<suite>`` shows its config dataclass's
 fields with their defaults, read only when asked for; every record's lazy references resolve to
 a config dataclass and a run function that takes it."""
 

@@ -1,4 +1,4 @@
-"""Issue 60, item 12: the docs say what the tool does: test paths they name exist, hints name
+"""The docs say what the tool does: test paths they name exist, hints name
 the download command the installed huggingface_hub provides, ``--limit`` takes fractions, an
 ``--edit`` applies at every position unless it ends in ``@last``."""
 

@@ -55,7 +55,7 @@ def test_the_command_line_reads_at_as_gars_own(cli, tmp_path):
 
 
 def test_an_attention_edit_is_counted_on_the_prompts_before_the_folder(tmp_path, tiny_real_vocab):
-    """Coverage (issue 60): a position past every prompt writes nothing; one past some is recorded."""
+    """Coverage: a position past every prompt writes nothing; one past some is recorded."""
     from whitebox_eval.gar.roles import encode_examples
     from whitebox_eval.gar.selection import select_tasks, task_examples
 
@@ -75,7 +75,7 @@ def test_an_attention_edit_is_counted_on_the_prompts_before_the_folder(tmp_path,
 
 
 def test_the_probe_modes_count_an_attention_edit_on_their_statements(tmp_path, tiny_real_vocab):
-    """Coverage in the probe and truth-heads modes (issue 60): counted on the statements (and, in
+    """Coverage in the probe and truth-heads modes: counted on the statements (and, in
     truth-heads, the examples' prompts) they score, before the run folder."""
     from whitebox_eval.gar.probe_study import GARProbeConfig, load_probe_files, run_gar_probe
     from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads

@@ -1,4 +1,4 @@
-"""An edit's coverage (issue 60, "a record says only what took effect"): counted on the prompts'
+"""An edit's coverage (a record says only what took effect): counted on the prompts'
 token lengths before the run folder; none covered is one line, some is recorded and printed, all
 adds nothing to config.yaml."""
 

@@ -1,4 +1,4 @@
-"""Issue 60, item 11: ``--save-activations ...:options`` keeps each option's label token (``A``,
+"""``--save-activations ...:options`` keeps each option's label token (``A``,
 ``B``...), not the representative token the head scores read (the line's end by default), and
 ``resid:L`` is transformers' ``hidden_states[L + 1]``; the last block's is the residual before
 the final norm (transformers' last entry has the norm applied)."""

@@ -47,7 +47,7 @@ def test_bad_edits_are_refused_before_the_run_folder(tmp_path):
 
 
 def test_an_attention_edit_is_counted_on_the_prompts_and_their_budget(tmp_path):
-    """Coverage (issue 60): a position past every prompt and its 3-token budget writes nothing; one
+    """Coverage: a position past every prompt and its 3-token budget writes nothing; one
     that only the longest sequences reach is recorded in config.yaml."""
     from whitebox_eval.mui.responses import prepare_task
     from whitebox_eval.mui.study import reach

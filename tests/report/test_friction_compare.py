@@ -1,4 +1,4 @@
-"""Issue 60, items 9 and 13: ``compare`` names a run without samples.jsonl, prints exact
+"""``compare`` names a run without samples.jsonl, prints exact
 p-values and writes them unrounded with ``--json``; ``runs`` shows what a run ran under.
 
 The McNemar reference is scipy's two-sided binomial test on the discordant counts.

@@ -1,4 +1,4 @@
-"""Issue 60, item 12: ``--limit 0.1`` on a generated task says how many of the task's items it
+"""``--limit 0.1`` on a generated task says how many of the task's items it
 evaluated (50 of 500), not "all 50"; a file's share and a whole number keep their counts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 60, item 15: a study states its passes up front, so progress says "pass k of N" with
+"""A study states its passes up front, so progress says "pass k of N" with
 the study's time left; a model loading says so; ``--adapter`` prints no transformers
 FutureWarning (and only that warning is silenced)."""
 

@@ -1,4 +1,4 @@
-"""Issue 60, item 14: ``saelens:`` without sae-lens: a dated snapshot of SAELens' release list
+"""``saelens:`` without sae-lens: a dated snapshot of SAELens' release list
 shipped as package data (its MIT notice beside it), refreshed by a script, and a warning when a
 release's model is not ``--model``."""
 

@@ -1,4 +1,4 @@
-"""Issue 60, items 5, 6, 9 and 15 (SAE side): an SAE config of the wrong shape, weights that are
+"""An SAE config of the wrong shape, weights that are
 not finite, and ``hf:`` paths leading out of their snapshot are each one WhiteboxError line
 naming the file (exit 2 from the command line, before the model loads)."""
 

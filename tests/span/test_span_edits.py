@@ -48,7 +48,7 @@ def test_bad_edits_write_nothing(make_span_lm, tmp_path):
 
 
 def test_an_attention_edit_past_every_sequence_is_refused_and_a_partial_one_recorded(make_span_lm, tmp_path):
-    """Coverage (issue 60): counted on every split's sequences before the run folder."""
+    """Coverage: counted on every split's sequences before the run folder."""
     from whitebox_eval.span.study import make_examples, tokenize_all
 
     lm = make_span_lm(seed=3)
