@@ -105,31 +105,36 @@ def test_direction_needs_both_changes_significant():
 def test_config_errors_are_one_line():
     for bad, words in ((dict(limit=1), "limit"), (dict(epochs=0), "epochs"), (dict(learning_rate=0), "learning rate"),
                        (dict(checkpoints=(0,)), "step 0"), (dict(ood_tasks=()), "out-of-domain"),
-                       (dict(mui={"limit": 3}), "not in mui")):
+                       (dict(mui={"limit": 3}), "not in mui"),
+                       (dict(until_significant=True, limit=3), "limit >= 4")):
         with pytest.raises(WhiteboxError, match=words):
             _cfg(**bad).check()
     assert np.isfinite(_cfg().limit)
 
 
-def _scripted(monkeypatch, answers: list[list[bool]]) -> list[int]:
-    """trained_item_accuracy answers from a script (before training, then after each epoch)."""
+def _scripted(monkeypatch, answers: list[list[bool]]) -> list[list[str]]:
+    """trained_item_accuracy answers from a script (before training, then after each epoch); returns
+    the item ids each call asked about."""
     from whitebox_eval.mui import contamination
 
-    calls = []
+    calls: list[list[str]] = []
 
-    def fake(lm, cfg):
-        calls.append(1)
-        return answers[min(len(calls) - 1, len(answers) - 1)]
+    def fake(lm, cfg, ids):
+        calls.append(list(ids))
+        out = answers[min(len(calls) - 1, len(answers) - 1)]
+        assert len(out) == len(ids)
+        return out
 
     monkeypatch.setattr(contamination, "trained_item_accuracy", fake)
     return calls
 
 
 def test_training_stops_at_the_first_epoch_whose_gain_is_significant(tmp_path, monkeypatch):
+    # 12 items: the stopping rule reads 6 of them
     none, some, all_ = [False] * 6, [True, True] + [False] * 4, [True] * 6
     calls = _scripted(monkeypatch, [none, some, all_, all_])
-    folder = run_contamination(_cfg(until_significant=True, max_epochs=5, checkpoints=()), tmp_path / "runs",
-                               run_id="u", loaded=tiny_lm(seed=2), show_progress=False)
+    folder = run_contamination(_cfg(until_significant=True, max_epochs=5, checkpoints=(), limit=12, train_batch_size=6),
+                               tmp_path / "runs", run_id="u", loaded=tiny_lm(seed=2), show_progress=False)
     info = folder.load_results()["finetune"]["until_significant"]
     assert info["reached"] and info["epochs"] == 2 and len(calls) == 3  # before, epoch 1, epoch 2
     e1, e2 = info["per_epoch"]
@@ -140,8 +145,65 @@ def test_training_stops_at_the_first_epoch_whose_gain_is_significant(tmp_path, m
     assert folder.load_results()["checkpoints"] == ["step-0", "step-4"]  # 2 steps per epoch, stopped at step 4
 
 
+def test_the_stopping_rule_reads_only_its_half_and_the_claims_only_the_other(tmp_path, monkeypatch):
+    """A stopping rule on a disjoint subset: every look of the rule asks about the stopping half
+    alone; the trained examples are every item; the contaminated task's paired tests and points are
+    recomputed here on the tested half and nothing else, while the out-of-domain task keeps all."""
+    from whitebox_eval.mui import contamination
+    from whitebox_eval.mui.finished import load_key_sets
+    from whitebox_eval.mui.statistics import jackknife_mui_difference
+    from whitebox_eval.runs import RunFolder
+
+    trained_on: list[int] = []
+    real_train = contamination.train_rows
+
+    def spy(lm, examples, recipe, **kw):
+        trained_on.append(len(examples))
+        return real_train(lm, examples, recipe, **kw)
+
+    monkeypatch.setattr(contamination, "train_rows", spy)
+    calls = _scripted(monkeypatch, [[False] * 5, [True] * 5])
+    cfg = _cfg(until_significant=True, max_epochs=2, checkpoints=(), limit=11, train_batch_size=11, seed=4)
+    folder = run_contamination(cfg, tmp_path / "runs", run_id="s", loaded=tiny_lm(seed=5), show_progress=False)
+    res = folder.load_results()
+    split = res["split"]
+    stop, tested = split["stop"], split["tested"]
+    assert (len(stop), len(tested)) == (5, 6) and not set(stop) & set(tested)  # the odd item goes to the tested half
+    assert all(c == stop for c in calls) and len(calls) == 3  # before, epochs 1 and 2 (5 of 5 gained: p = 0.0625)
+    assert trained_on == [11]  # trained on every item
+    assert res["finetune"]["until_significant"]["stop_items"] == stop
+    label = "arithmetic-gen"
+    runs = {k: RunFolder.open(folder.path / "runs" / v) for k, v in res["tasks"][label]["runs"].items()}
+    before, after = runs["step-0"], runs[res["final"]]
+    assert sorted(stop + tested) == sorted(load_key_sets(before).sample_ids)
+    cb = {str(s["id"]): s["correct"] for s in before.read_samples()}
+    ca = {str(s["id"]): s["correct"] for s in after.read_samples()}
+    ref = stats.mcnemar([ca[i] for i in tested], [cb[i] for i in tested]).as_dict()
+    got = res["paired_tests"][f"accuracy,{label}"]
+    assert (got["n"], got["b"], got["c"], got["p_value"]) == (6, ref["b"], ref["c"], ref["p_value"])
+    kb, ka = load_key_sets(before), load_key_sets(after)
+    mui = jackknife_mui_difference(kb.subset(kb.positions(tested)), ka.subset(ka.positions(tested)))
+    assert res["paired_tests"][f"mui,{label}"]["diff"] == pytest.approx(mui.diff, abs=1e-15)
+    assert res["headline"][f"accuracy_n,{label},final"] == 6
+    assert res["headline"][f"accuracy,{label},base"] == sum(cb[i] for i in tested) / 6
+    assert res["paired_tests"]["accuracy,ssd"]["n"] == 11 and res["tasks"]["ssd"]["items"] == "all"
+    halves = {s["item"]: s["half"] for s in folder.read_samples() if s["task"] == label}
+    assert {i for i, h in halves.items() if h == "stop"} == set(stop)
+    assert {s.get("half") for s in folder.read_samples() if s["task"] == "ssd"} == {None}
+
+
+def test_the_split_is_seeded_disjoint_and_covers_every_item():
+    from whitebox_eval.mui.contamination import stopping_split
+
+    ids = [f"q{i}" for i in range(97)]
+    stop, tested = stopping_split(ids, 0)
+    assert (len(stop), len(tested)) == (48, 49) and set(stop) | set(tested) == set(ids) and not set(stop) & set(tested)
+    assert stopping_split(ids, 0) == (stop, tested) and stopping_split(list(reversed(ids)), 0)[0] == stop[::-1]
+    assert stopping_split(ids, 1)[0] != stop
+
+
 def test_past_the_cap_the_contamination_is_reported_as_not_taken(tmp_path, monkeypatch):
-    _scripted(monkeypatch, [[False] * 6, [True] + [False] * 5])
+    _scripted(monkeypatch, [[False] * 3, [True] + [False] * 2])
     folder = run_contamination(_cfg(until_significant=True, max_epochs=3, checkpoints=()), tmp_path / "runs",
                                run_id="cap", loaded=tiny_lm(seed=3), show_progress=False)
     info = folder.load_results()["finetune"]["until_significant"]
@@ -151,7 +213,7 @@ def test_past_the_cap_the_contamination_is_reported_as_not_taken(tmp_path, monke
 
 def test_the_plan_prices_until_significant_at_its_cap():
     """An until_significant run is priced by ``max_epochs`` (its ``epochs`` is ignored) plus one
-    answer of the trained items before training and after each epoch, by hand."""
+    answer of the stopping half before training and after each epoch, by hand."""
     from whitebox_eval.mui.record import contamination_work
 
     fixed = _cfg(epochs=2)
@@ -159,6 +221,6 @@ def test_the_plan_prices_until_significant_at_its_cap():
     n, gen, tasks, points = 6, 4, len(fixed.tasks), 2 + 1
     runs = n * (4 + gen) * tasks * points
     assert contamination_work(fixed, "study") == (n * tasks, runs + 3 * n * 2 * 16)
-    assert contamination_work(capped, "study") == (n * tasks, runs + 3 * n * 5 * 16 + (5 + 1) * n * gen)
+    assert contamination_work(capped, "study") == (n * tasks, runs + 3 * n * 5 * 16 + (5 + 1) * (n // 2) * gen)
     assert contamination_work(_cfg(epochs=9, until_significant=True, max_epochs=5), "study") == \
         contamination_work(capped, "study")  # epochs does not count once until_significant is on

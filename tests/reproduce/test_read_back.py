@@ -220,6 +220,28 @@ def test_contamination_reads_back_each_item_and_each_responses_key_units(tmp_pat
     assert ck.bad
 
 
+def test_contamination_reads_back_the_tested_half_alone(tmp_path):
+    """Under a stopping rule the contaminated task's claims rest on its tested half: the read-back
+    recomputes the child's tests on those items, and a stopping item in it is refused."""
+    from whitebox_eval.mui.over_runs import paired_tests
+
+    study, gold, before, after = _contamination_study(tmp_path)
+    runs = study.results["tasks"]["gsm8k"]["runs"]
+    ids = [f"gsm8k-{i}" for i in range(24)]
+    stop, tested = ids[::2], ids[1::2]
+    acc, mui = paired_tests(tmp_path / "runs" / runs["step-0"], tmp_path / "runs" / runs["step-8"], tested)
+    study.results.update(task="gsm8k", split={"stop": stop, "tested": tested},
+                         paired_tests={"accuracy,gsm8k": acc, "mui,gsm8k": mui})
+    out = read_back.contamination_items(study, {"paired": "accuracy,gsm8k"})
+    assert out["n"] == 12 and set(out["arms"]["a"]["items"]) == set(tested) and "tested half" in out["items"]
+    assert out["arms"]["a"]["k"] == int(after[1::2].sum())
+    out = read_back.contamination_items(study, {"paired": "mui,gsm8k"})
+    assert out["observations"]["ids"] == tested and len(out["observations"]["before"]) == 12
+    study.results["split"] = {"stop": stop, "tested": tested + stop[:1]}
+    with pytest.raises(Missing, match="disjoint"):
+        read_back.contamination_items(study, {"paired": "accuracy,gsm8k"})
+
+
 def test_a_contamination_read_back_that_differs_from_the_child_is_refused(tmp_path):
     study, *_ = _contamination_study(tmp_path)
     tests = study.results["paired_tests"]

@@ -111,8 +111,9 @@ def compare_checkpoints(
     return out
 
 
-def paired_tests(before_run: str | Path, after_run: str | Path) -> tuple[dict, dict]:
-    """Exact McNemar of the per-item correctness and the paired jackknife of MUI, after vs before.
+def paired_tests(before_run: str | Path, after_run: str | Path, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
+    """Exact McNemar of the per-item correctness and the paired jackknife of MUI, after vs before,
+    on every item or on ``ids`` alone (e.g. contamination's tested half).
 
     Both runs hold the same items (same task, limit and seed), so the moves are paired by item.
     """
@@ -122,6 +123,8 @@ def paired_tests(before_run: str | Path, after_run: str | Path) -> tuple[dict, d
     cb = {str(s["id"]): bool(s["correct"]) for s in b.read_samples()}
     if ka.sample_ids != kb.sample_ids:
         raise WhiteboxError(f"{a.path} and {b.path} hold different items; compare runs of the same task, limit and seed")
+    if ids is not None:
+        ka, kb = ka.subset(ka.positions(ids)), kb.subset(kb.positions(ids))
     acc = stats.mcnemar([cb[i] for i in kb.sample_ids], [ca[i] for i in ka.sample_ids])
     return acc.as_dict(), jackknife_mui_difference(ka, kb).as_dict()
 

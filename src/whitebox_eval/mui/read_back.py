@@ -6,7 +6,8 @@
 - ``contamination_items`` (contamination): 001 sec. 3.4, one task's change from step 0 to the final
   checkpoint, from the checkpoints' own runs (``runs/<checkpoint>-<task>/``): accuracy as each
   item's 0/1 with its gold answer, MUI as each response's key units at both checkpoints (the paired
-  delete-one jackknife's observations); the child's test is recomputed and must agree;
+  delete-one jackknife's observations), on the contaminated task's tested half where a stopping
+  rule read the other (``split``); the child's test is recomputed and must agree;
 - ``masked_items`` (masking): 001 sec. 3.8, an item's metric under a task's key-neuron mask against
   the mean over its random masks, from the child's samples;
 - ``utility_law`` (mui, across models): ``MUI = A ln(P) + B`` over several MUI runs with the
@@ -117,6 +118,12 @@ def contamination_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     ids = list(kb.sample_ids)
     if ids != list(ka.sample_ids) or set(ids) - set(sb) or set(ids) - set(sa):
         raise kit.Missing(f"{folder.name}: the {base} and {final} runs of {task} do not hold the same items")
+    split = results.get("split") if task == results.get("task") else None
+    if split:  # trained until a stopping rule: its items are not the tested ones
+        tested = [str(i) for i in split["tested"]]
+        if set(tested) - set(ids) or set(tested) & set(map(str, split["stop"])):
+            raise kit.Missing(f"{folder.name}: the tested half of {task} is not a disjoint part of its items")
+        kb, ka, ids = kb.subset(kb.positions(tested)), ka.subset(ka.positions(tested)), tested
     if measure == "accuracy":
         x = np.array([bool(sa[i]["correct"]) for i in ids])  # as the child reads them (mui.over_runs.paired_tests)
         y = np.array([bool(sb[i]["correct"]) for i in ids])
@@ -128,6 +135,8 @@ def contamination_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
                           f"(p = {again.p_value:.4g}), the child wrote {written['value']:+.6f} "
                           f"(p = {written['p_value']:.4g})")
     out = {**written, "runs": {"before": before.path.name, "after": after.path.name}}
+    if split:
+        out["items"] = f"the tested half ({len(ids)} items; the stopping rule read the other {len(split['stop'])})"
     if measure == "accuracy":
         gold = {"answers": "free", "gold": "gold"}
         answers = {i: kit.answer_key(sb[i], gold) for i in ids}

@@ -27,15 +27,15 @@ def masking_work(cfg, mode: str) -> tuple[int, float]:
 def contamination_work(cfg, mode: str) -> tuple[int, float]:
     """Its MUI runs (every task at step 0 and each checkpoint), in mui's units, plus training
     (a step ~ 3 forwards of the batch; a cached training costs none). ``until_significant``
-    is priced at its cap: ``max_epochs`` epochs, each followed by the trained items' answers
-    (one generation of the trained items), and the answers before training."""
+    is priced at its cap: ``max_epochs`` epochs, each followed by the stopping half's answers
+    (one generation of ``limit // 2`` items), and the answers before training."""
     n = int(cfg.limit)
     points = 2 + len(cfg.checkpoints)
     gen = int(cfg.max_new_tokens or 64)
     per_run = n * (4 + gen)
     if cfg.until_significant:
         epochs = cfg.max_epochs
-        checks = (epochs + 1) * n * gen
+        checks = (epochs + 1) * (n // 2) * gen
     else:
         epochs, checks = cfg.epochs, 0
     return n * len(cfg.tasks), per_run * len(cfg.tasks) * points + 3 * n * epochs * 16 + checks

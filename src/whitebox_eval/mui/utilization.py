@@ -101,6 +101,14 @@ class KeySets:
             ks.add(m, sid)
         return ks
 
+    def positions(self, ids: Sequence[str]) -> list[int]:
+        """The indices of the samples ``ids``, in that order (for :meth:`subset`)."""
+        pos = {sid: j for j, sid in enumerate(self.sample_ids)}
+        unknown = [str(i) for i in ids if str(i) not in pos]
+        if unknown:
+            raise WhiteboxError(f"no key set for sample(s) {', '.join(unknown[:5])}")
+        return [pos[str(i)] for i in ids]
+
     # ------------------------------------------------------------------ reading
     def __len__(self) -> int:
         return len(self._flat)
