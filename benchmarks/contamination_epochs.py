@@ -1,6 +1,6 @@
-"""How many epochs 001's contamination takes to raise the trained items' accuracy significantly
-(exact McNemar, as the cpu scale's ``until_significant`` reads it), on a bundled model and a few
-GSM8K items, without the MUI passes.
+"""How many epochs 001's contamination takes to raise the accuracy of its stopping half significantly
+(exact McNemar, as the cpu scale's ``until_significant`` reads it; it trains on every item), on a
+bundled model and a few GSM8K items, without the MUI passes.
 
     python benchmarks/contamination_epochs.py --model smollm2-135m --data PATH/test_sample.jsonl \
         --limit 16 --max-epochs 8 --learning-rate 5e-5 --out benchmarks/results/contamination_epochs.json
@@ -29,7 +29,8 @@ def main() -> None:
 
     torch.set_num_threads(1)  # a shared machine
     from whitebox_eval.models import load_model
-    from whitebox_eval.mui.contamination import ContaminationConfig, _train, training_sequences
+    from whitebox_eval.mui.contamination import (ContaminationConfig, _train, stopping_split, task_item_ids,
+                                                  training_sequences)
 
     cfg = ContaminationConfig(model=a.model, task=f"gsm8k={a.data}", ood_tasks=("ssd",), limit=a.limit,
                               learning_rate=a.learning_rate, train_batch_size=4, until_significant=True,
@@ -37,10 +38,11 @@ def main() -> None:
                               mui={"score": "contribution", "threshold": "top-per-mille"})
     lm = load_model(cfg.model, dtype=cfg.dtype)
     seqs = training_sequences(cfg, lm)
+    stop, _ = stopping_split(task_item_ids(cfg, lm.tokenizer), cfg.seed)
     start = time.perf_counter()
     log = []
     with tempfile.TemporaryDirectory() as dest:
-        info = _train(lm, seqs, cfg, Path(dest), False, lambda line: (log.append(line), print(line, flush=True)))
+        info = _train(lm, seqs, cfg, Path(dest), False, lambda line: (log.append(line), print(line, flush=True)), stop)
     out = {"model": a.model, "data": Path(a.data).name, "limit": a.limit, "learning_rate": a.learning_rate,
            "train_batch_size": 4, "max_new_tokens": a.max_new_tokens, "threads": 1,
            "until_significant": info["until_significant"], "steps": info["steps"],
