@@ -386,3 +386,19 @@ def test_an_arm_can_select_items_by_a_bound_on_another_field():
     lo = claim_checks.arm({}, samples, {**spec_, "where": {"p_correct.free": {"<": 0.5}}})
     assert sorted(hi["items"]) == ["q1", "q2"] and sorted(lo["items"]) == ["q0", "q3"]  # None is in neither
     assert "p_correct.free>=0.5" in hi["source"] and hi["answers"]["q2"] == [4, "2", 2]
+
+
+def test_a_continuous_arm_read_from_an_estimate_shows_its_mean_and_n_never_a_count():
+    """MUI after fine-tuning, 0.99% over 48 responses: no "(0/48)"; an accuracy of 8/48 keeps its count."""
+    from whitebox_eval.reproduce import claim_checks
+    from whitebox_eval.reproduce.render import arms_text
+
+    res = {"headline": {"mui,gsm8k,final": 0.009874, "mui_n,gsm8k,final": 48, "mui_ci,gsm8k,final": [0.0088, 0.0109],
+                        "mui_ci_method,gsm8k,final": "jackknife",
+                        "accuracy,gsm8k,final": 8 / 48, "accuracy_n,gsm8k,final": 48,
+                        "accuracy_ci,gsm8k,final": [0.087, 0.296], "accuracy_ci_method,gsm8k,final": "wilson"}}
+    mui = claim_checks.arm(res, [], {"label": "after", "key": "mui,gsm8k,final", "answers": "none"})
+    acc = claim_checks.arm(res, [], {"label": "after", "key": "accuracy,gsm8k,final"})
+    assert "k" not in mui and mui["n"] == 48 and acc["k"] == 8
+    text = arms_text({"arms": {"a": mui, "b": acc}})
+    assert "/48" not in text.split(" vs ")[0] and "mean over 48 items" in text and "(8/48)" in text

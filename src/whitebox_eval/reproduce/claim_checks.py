@@ -92,8 +92,8 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
     est = estimate(results, spec)
     n = est.get("n")
     out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
-    if n:
-        out["k"] = int(round(est["value"] * n))
+    if n and spec.get("answers") != "none" and abs(est["value"] * n - round(est["value"] * n)) < 1e-9:
+        out["k"] = int(round(est["value"] * n))  # a count only where the value is one (a share of n items)
     if spec.get("answers") == "none":  # declared a measure without answers (MUI): it has no uninformed level
         out["answers"] = {}
     return out
