@@ -162,9 +162,19 @@ def test_truth_heads_study_runs_end_to_end(tmp_path, tiny_real_vocab, shared_dat
         assert rnd["n"] == 5 and len(rnd["draws"]) == 5
         assert all(len(hs) == len(chosen) and not chosen & {tuple(h) for h in hs} for hs in rnd["heads"])
     assert folder.load_array("attribution_head_out").shape == (2, 4)
+    # every held-out statement's prediction is a sample: its counts give the child's McNemar
+    rows = [s for s in folder.read_samples() if s.get("probe_file") == "sp_en_trans.csv"]
+    assert sorted(r["statement"] for r in rows) == list(range(40))
+    pc = np.array([r["probe_correct"] for r in rows], bool)
+    mc = np.array([r["majority_correct"] for r in rows], bool)
+    t = probe["paired_tests"]["probe_vs_majority"]
+    assert (t["b"], t["c"], t["n"]) == (int((pc & ~mc).sum()), int((~pc & mc).sum()), 40)
+    assert probe["acc"] == pc.mean() and all(r["n_options"] == 2 and r["gold"] in (0, 1) for r in rows)
     # a resumed finished run recomputes nothing and gives the same results
-    again = run_gar_heads(cfg, tmp_path, run_id="heads", resume=True, loaded=tiny_real_vocab).load_results()
-    assert again["interventions"] == res["interventions"] and again["true_heads"] == res["true_heads"]
+    again = run_gar_heads(cfg, tmp_path, run_id="heads", resume=True, loaded=tiny_real_vocab)
+    assert again.load_results()["interventions"] == res["interventions"]
+    assert again.load_results()["true_heads"] == res["true_heads"]
+    assert len([s for s in again.read_samples() if s.get("probe_file")]) == 40  # written once
 
 
 def test_shared_heads_worked_example():

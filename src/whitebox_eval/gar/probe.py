@@ -255,7 +255,8 @@ class ProbeResult:
     share of the seeds that got it right under the SNLI split protocol (bootstrap
     interval over test statements).  ``majority_correct``: the training part's majority
     label predicted for every held-out statement.  ``fold_accuracies`` (per fold, or per
-    seed) give the paper's mean +- sd (table 3), which is not an interval.
+    seed) give the paper's mean +- sd (table 3), which is not an interval. ``tested``: the
+    statement index of each held-out value (every statement under k-fold CV).
     """
 
     correct: np.ndarray
@@ -264,6 +265,14 @@ class ProbeResult:
     n: int
     n_features: int
     protocol: str
+    tested: np.ndarray | None = None
+
+    def items(self, labels: np.ndarray) -> list[dict]:
+        """One record per held-out statement: its index, gold label (of two) and whether the probe
+        and the majority baseline got it right (a share of seeds under the split protocol)."""
+        tested = np.arange(len(self.correct)) if self.tested is None else self.tested
+        return [{"statement": int(i), "gold": int(labels[i]), "n_options": 2, "probe_correct": float(c),
+                 "majority_correct": float(m)} for i, c, m in zip(tested, self.correct, self.majority_correct)]
 
     @property
     def mean(self) -> float:
@@ -397,7 +406,8 @@ def cross_validate_probe(x: np.ndarray, y: np.ndarray, cfg: ProbeConfig = ProbeC
         c, m = _fit_predict(x, y, train[n_val:], train[:n_val], test, cfg, cfg.seed + f)
         correct[test], majority[test] = c, m
         accs.append(float(c.mean()))
-    return ProbeResult(correct, majority, accs, len(y), x.shape[1], f"{cfg.folds}-fold cross-validation")
+    return ProbeResult(correct, majority, accs, len(y), x.shape[1], f"{cfg.folds}-fold cross-validation",
+                       np.arange(len(y)))
 
 
 #: App. E's SNLI protocol: 3,000 training, 3,000 validation and 3,000 test statements, 5 seeds
@@ -419,4 +429,4 @@ def split_probe(x: np.ndarray, y: np.ndarray, cfg: ProbeConfig = ProbeConfig(), 
     runs = [_fit_predict(x, y, tr, val, test, cfg, cfg.seed + s) for s in range(seeds)]
     correct = np.mean([c for c, _ in runs], axis=0)
     return ProbeResult(correct, runs[0][1], [float(c.mean()) for c, _ in runs], len(y), x.shape[1],
-                       f"train/val/test {n_each}/{n_each}/{n_each}, {seeds} seeds (App. E, SNLI)")
+                       f"train/val/test {n_each}/{n_each}/{n_each}, {seeds} seeds (App. E, SNLI)", test)

@@ -63,7 +63,8 @@ def probe_passes(statements: dict[str, TruthStatements]) -> list[tuple[str, int]
 def run_probe_stage(folder: RunFolder, engine: Engine, path: str, statements: TruthStatements,
                     heads: Sequence[Head], cfg: GARRun, show_progress: bool | None) -> dict:
     """Features (streamed, resumable) then the App. E MLP probe on one SNLI / GoT file, with
-    its majority baseline and a random-heads control.
+    its majority baseline and a random-heads control; each held-out statement's prediction (probe
+    and majority right or not, its gold label) is a sample of stage ``<pass>-probe``.
 
     Features are taken for every head of the selected heads' layer band, so that the
     control (``cfg.random_draws`` sets of as many random heads from that band, never a
@@ -98,7 +99,12 @@ def run_probe_stage(folder: RunFolder, engine: Engine, path: str, statements: Tr
         probe = lambda xx: cross_validate_probe(xx, y, pcfg)  # noqa: E731
         note = (f"App. E's SNLI protocol (3,000/3,000/3,000 x 5 seeds) needs {3 * SNLI_SPLIT} "
                 f"entailment/contradiction pairs; this file gives {len(y)}: cross-validation instead") if snli else None
-    result = probe(x).to_dict()
+    fitted = probe(x)
+    result = fitted.to_dict()
+    done = folder.done_ids()  # each held-out statement's prediction, once (a resumed run refits the same)
+    folder.append_samples([row for row in ({"id": f"{stage}-probe:{r['statement']}", "stage": f"{stage}-probe",
+                                            "probe_file": Path(path).name, **r} for r in fitted.items(y))
+                           if row["id"] not in done])
     _, sets = random_head_draws(heads, engine.arch, cfg.random_draws, cfg.seed)
     draws = [probe(x_band[:, [col[h] for h in hs]]).to_dict()["acc"] for hs in sets]
     control = None if not draws else {
