@@ -25,9 +25,12 @@ with ``sd = sqrt(p (1 - p) / R)``, or ``2 sqrt(t (1 - t) / R)`` with ``t = p / 2
 doubles its smaller tail (the paired bootstrap); everything else to 1e-9. Prints one line per
 disagreement and a count; exits 1 if any. A percentile bootstrap interval is compared end by end within
 five standard errors of the difference of two Monte Carlo estimates of its quantile (read off our
-own resamples). McNemar tests whose child keeps only the discordant counts (the truth probes)
-recompute p and interval from b, c and n, and say so. What the evidence cannot recompute is
-counted and named as such, never passed.
+own resamples). A share with its Wilson interval (App. C's class-2 errors) is recomputed from each
+counted item's 0/1, and its p against the claim's boundary from that interval. What only a claim's
+summaries allow -- a McNemar from its discordant counts (truth probes written before their
+per-statement samples), a share from value x n, a difference of two effects from each side's value
+and SE -- is recomputed and named as such ("from summaries"); what the evidence cannot recompute
+at all is counted and named, never passed.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ class Check:
         self.done = Counter()
         self.bad: list[str] = []
         self.unrecomputed = Counter()
-        self.from_counts = Counter()  # recomputed from a claim's counts: the per-item values are not in the evidence
+        self.from_counts = Counter()  # recomputed from a claim's summaries (counts, sides): no per-item values
 
     def same(self, where: str, what: str, ours: float, theirs: float, tol: float = TOL) -> None:
         self.done[what] += 1
@@ -234,11 +237,25 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         from statsmodels.stats.proportion import proportion_confint
 
         n = int(s["n"])
-        lo, hi = proportion_confint(round(s["value"] * n), n, alpha=0.05, method="wilson")
+        if a and "items" in a:  # each counted item's 0/1 (e.g. each generation error's class)
+            x = np.array(list(a["items"].values()), float)
+            ck.same(where, "share from items", float(x.mean()), s.get("value"), 1e-12)
+            ck.same(where, "share's n from items", x.size, n)
+            k = int(x.sum())
+        else:
+            k = round(s["value"] * n)
+            ck.from_counts["Wilson share (value x n)"] += 1
+        lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
         ck.same(where, "Wilson interval lo", float(lo), s.get("lo"), 1e-9)
         ck.same(where, "Wilson interval hi", float(hi), s.get("hi"), 1e-9)
+        if c.get("p_value") is not None:  # against the claim's boundary: SE = the half-width on its side / z
+            v, than = k / n, float(c.get("than") or 0.0)
+            half = (v - lo) if v > than else (hi - v)
+            p = (1.0 if v == than else 0.0) if half <= 0 else min(1.0, 2 * st.norm.sf(abs(v - than) / (half / st.norm.ppf(0.975))))
+            ck.same(where, "interval p against the boundary", float(p), c["p_value"], 1e-9)
         return
     if test.startswith("difference of two independent effects") and s.get("se"):
+        ck.from_counts["difference of two effects (each side's value and SE)"] += 1
         ck.same(where, "difference of two effects", s["side_a"] - s["side_b"], s["value"], 1e-12)
         z = abs(s["value"]) / s["se"]
         ck.same(where, "two effects' normal p", float(2 * st.norm.sf(z)), s["p_value"], 1e-9 + 1e-6 * s["p_value"])
@@ -394,7 +411,7 @@ def main(argv: list[str]) -> int:
         for line in ck.bad:
             print(line)
         print(f"{arg}: {sum(ck.done.values())} values recomputed ({', '.join(f'{k} {v}' for k, v in sorted(ck.done.items()))}); "
-              f"{len(ck.bad)} disagree; from counts without per-item values: "
+              f"{len(ck.bad)} disagree; from summaries without per-item values: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.from_counts.items())) or "none")
               + "; not recomputable from the evidence: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.unrecomputed.items())) or "none"))

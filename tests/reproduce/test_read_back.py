@@ -275,3 +275,51 @@ def test_a_checkpoint_carries_a_contamination_childs_checkpoint_runs(tmp_path):
     for paired in ("accuracy,gsm8k", "mui,gsm8k"):
         assert read_back.contamination_items(back, {"paired": paired}) == \
             read_back.contamination_items(study, {"paired": paired})
+
+
+def test_class2_share_is_read_from_each_error_and_recomputed_from_them():
+    """002 App. C: each generation error's class, from the child's samples (KR and generation-to-
+    classification rows and right answers left out), gives the child's share; recompute_claims
+    recomputes the share, its Wilson interval and its p against 0.5 from those 0/1 values."""
+    from whitebox_eval.reproduce.verdicts import interval_p
+
+    classes = ["other_candidate"] * 13 + ["off_candidates"] * 17 + ["target"] * 9
+    samples = [{"task_id": "t", "index": i, "kr": False, "g2c": False, "error_class": c} for i, c in enumerate(classes)]
+    samples += [{"task_id": "kr", "index": 0, "kr": True, "g2c": False, "error_class": "other_candidate"},
+                {"task_id": "c", "index": 0, "kr": False, "g2c": True, "error_class": "other_candidate"}]
+    results = {"error_analysis": {"n_errors": 30, "share,class2_wrong_candidate": 13 / 30}}
+    study = SimpleNamespace(samples=samples, results=results, config={}, folder=None)
+    share = vocabulary.compute({"derived": "error_shares", "class": "other_candidate"}, study, "gar")
+    arm = share.pop("arms")["a"]
+    assert (share["n"], arm["k"], arm["answers"]) == (30, 13, {}) and share["value"] == pytest.approx(13 / 30)
+    claim = {"statistic": share, "than": 0.5, "p_value": interval_p(share, 0.5)}
+    ck = rc.Check()
+    rc.check_statistic("c2", claim, {"a": arm}, ck, np.random.default_rng(0))
+    assert not ck.bad and ck.done["interval p against the boundary"] == 1 and ck.done["share from items"] == 1
+    assert not ck.from_counts
+    arm["items"]["t#0"] = 0.0  # one error's class changed: the share no longer agrees
+    ck = rc.Check()
+    rc.check_statistic("c2", claim, {"a": arm}, ck, np.random.default_rng(0))
+    assert ck.bad
+    study.results["error_analysis"]["share,class2_wrong_candidate"] = 0.5  # the child wrote another share
+    with pytest.raises(Missing, match="the child wrote"):
+        vocabulary.compute({"derived": "error_shares", "class": "other_candidate"}, study, "gar")
+
+
+def test_truth_probe_mcnemar_is_recomputed_from_each_statement():
+    """The truth probes' arms (each held-out statement right or not, probe and majority label) give
+    the McNemar from items, not from the child's discordant counts."""
+    rng = np.random.default_rng(3)
+    probe, majority = rng.random(60) < 0.6, rng.random(60) < 0.5
+    t = stats.mcnemar(probe, majority).as_dict()
+    from whitebox_eval.reproduce.values import record
+
+    rec = record(t, "probes/x.csv/paired_tests/probe_vs_majority")
+    arms = {"a": {"items": {str(i): float(v) for i, v in enumerate(probe)}},
+            "b": {"items": {str(i): float(v) for i, v in enumerate(majority)}}}
+    ck = rc.Check()
+    rc.check_statistic("probe", {"statistic": rec}, arms, ck, np.random.default_rng(0))
+    assert not ck.bad and ck.done["McNemar b"] == 1 and not ck.from_counts
+    ck = rc.Check()
+    rc.check_statistic("probe", {"statistic": rec}, {}, ck, np.random.default_rng(0))  # no statements kept
+    assert not ck.bad and ck.from_counts["McNemar (b, c, n)"] == 1

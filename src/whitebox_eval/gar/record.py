@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whitebox_eval.runs.record import Mode, Suite
+from whitebox_eval.runs.record import Mode, Statistic, Suite
 
 _G = "whitebox_eval.gar."
 
@@ -53,4 +53,5 @@ SUITE = Suite(
     results=("acc,{stage}", "acc_argmax,{stage}", "interventions/{edit}/paired_tests/{test}",
              "interventions/{edit}/{value}", "interventions/{edit}/after/{value}", "probes/{file}/paired_tests/{test}",
              "probes/{file}/{value}", "error_analysis/share,{class}", "appc/{by}/{group}", "appc/{by}/{group}/{x}"),
+    statistics=(Statistic("error_shares", _G + "read_back:error_shares", needs=("class",)),),
 )
