@@ -402,3 +402,19 @@ def test_a_continuous_arm_read_from_an_estimate_shows_its_mean_and_n_never_a_cou
     assert "k" not in mui and mui["n"] == 48 and acc["k"] == 8
     text = arms_text({"arms": {"a": mui, "b": acc}})
     assert "/48" not in text.split(" vs ")[0] and "mean over 48 items" in text and "(8/48)" in text
+
+
+def test_a_truth_probe_claim_reads_each_held_out_statement_as_its_arms():
+    """The probe's and the majority label's per-statement correctness (the child's ``-probe``
+    samples) are the claim's arms, each statement with its gold label of two as its answer key."""
+    y = np.arange(200) < 140
+    maj = np.arange(200) < 100
+    probe = {"acc": 0.70, "random_heads": stats.draws([0.6] * 20).as_dict(), "paired_tests": {}}
+    stats.add_paired(probe, "probe_vs_majority", stats.mcnemar(y, maj))
+    samples = [{"id": f"probe-snli-probe:{i}", "stage": "probe-snli-probe", "probe_file": "snli.jsonl",
+                "statement": i, "gold": int(i % 3 == 0), "n_options": 2, "probe_correct": float(p),
+                "majority_correct": float(m)} for i, (p, m) in enumerate(zip(y, maj))]
+    out = _claim("002", "truth-probe-snli", {"probes": {"snli.jsonl": probe}}, samples)
+    a, b = out["arms"]["a"], out["arms"]["b"]
+    assert (a["k"], a["n"], b["k"], b["n"]) == (140, 200, 100, 200)
+    assert set(a["items"]) == {str(i) for i in range(200)} and a["answers"]["3"] == [2, "1", 1]

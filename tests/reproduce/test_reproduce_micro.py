@@ -116,6 +116,7 @@ def test_every_statistic_recomputes_from_claims_and_evidence_alone(micro):
 
     ck = recompute_claims.recompute(r.folder)
     assert not ck.bad, ck.bad
+    assert not ck.from_counts and not ck.unrecomputed  # every tested cell from per-item evidence, none from summaries
     assert ck.done["McNemar p"] + ck.done["paired bootstrap p (Monte Carlo)"] >= 1 and ck.done["Holm p"] >= 3
     assert sum(v for k, v in ck.done.items() if "chance p" in k) >= 4  # both arms of the arithmetic claims
     assert (r.folder / "evidence.json.gz").is_file() and r.content["evidence"] == "evidence.json.gz"
