@@ -358,6 +358,48 @@ def test_masking_claims_carry_each_items_key_and_random_mean():
         masked_items(samples, {"task": "t", "k": 8})
 
 
+def test_masking_specificity_is_a_relative_change_of_probability_recomputed_from_each_item():
+    """Task specificity on a scale-free measure: per item, P_key / mean P_random - 1 on the masked task
+    against the other task's items (a permutation test); two tasks whose baselines differ by 5 nats
+    but lose the same share of probability show no difference, and recompute_claims recomputes the
+    test from each item's change alone."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import recompute_claims as rc
+
+    from whitebox_eval.mui.read_back import relative_change
+    from whitebox_eval.reproduce import vocabulary
+
+    rng = np.random.default_rng(1)
+
+    def rows(task, key, rnd):
+        return ([{"task": task, "masking": "key", "k": 4, "draw": 0, "item_answer_logprob": key.tolist()}]
+                + [{"task": task, "masking": "random", "k": 4, "draw": d, "item_answer_logprob": r.tolist()}
+                   for d, r in enumerate(rnd)])
+
+    base_a, base_b = rng.normal(-0.5, 0.1, (20, 16)), rng.normal(-5.5, 0.1, (20, 16))
+    shared = np.log(0.3)  # both tasks keep 30% of their probability under the key mask: no specificity
+    samples = rows("a", base_a.mean(0) + shared, base_a) + rows("b", base_b.mean(0) + shared, base_b)
+    spec = {"derived": "masked_specificity", "task": "a", "other": "b", "k": 4}
+    out = vocabulary.compute(spec, SimpleNamespace(samples=samples), "masking")
+    ra = relative_change(base_a.mean(0) + shared, base_a)
+    assert out["arms"]["a"]["items"]["a#2"] == pytest.approx(ra[2]) and -0.8 < ra.mean() < -0.6
+    assert abs(out["value"]) < 0.05 and out["p_value"] > 0.05  # the same share lost on both tasks
+    samples = rows("a", base_a.mean(0) + np.log(0.1), base_a) + rows("b", base_b.mean(0) + np.log(0.9), base_b)
+    out = vocabulary.compute(spec, SimpleNamespace(samples=samples), "masking")
+    assert out["value"] == pytest.approx(-0.8, abs=0.05) and out["p_value"] < 0.01 and out["test"] == "permutation"
+    arms = {k: dict(v) for k, v in out.pop("arms").items()}
+    ck = rc.Check()
+    rc.check_statistic("spec", {"statistic": out}, arms, ck, np.random.default_rng(0))
+    assert not ck.bad and ck.done["difference of means"] == 1 and ck.done["permutation p (Monte Carlo)"] == 1
+    arms["a"]["items"]["a#0"] += 5.0  # one item's change altered: the mean no longer agrees
+    ck = rc.Check()
+    rc.check_statistic("spec", {"statistic": out}, arms, ck, np.random.default_rng(0))
+    assert ck.bad
+
+
 def test_token_observations_move_to_the_evidence_and_come_back():
     """claims.json keeps the clustered test's numbers; the tokens behind it (value, group and sequence
     of each) go to evidence.json.gz, and merging puts them back where they were."""

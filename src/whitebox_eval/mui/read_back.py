@@ -10,6 +10,8 @@
   rule read the other (``split``); the child's test is recomputed and must agree;
 - ``masked_items`` (masking): 001 sec. 3.8, an item's metric under a task's key-neuron mask against
   the mean over its random masks, from the child's samples;
+- ``masked_specificity`` (masking): 001 sec. 3.8's specificity, each item's relative change of the
+  answer's probability under the key mask (against its random masks) on one task against another's;
 - ``utility_law`` (mui, across models): ``MUI = A ln(P) + B`` over several MUI runs with the
   suite's own fit (``whitebox-eval mui law``; 001 sec. 3.2): A with its t-interval.
 
@@ -152,23 +154,61 @@ def contamination_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     return out
 
 
-def masked_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
-    """A masking child's per-item ``metric`` (``item_<metric>``) under the ``task``'s key-neuron mask
-    of size ``k`` against the mean over its random masks of the same size: the paired bootstrap the
-    child reports (001 sec. 3.8), with both sides as arms keyed ``task#index``."""
-    samples = study.samples
-    task, k, field = spec["task"], int(spec["k"]), f"item_{spec.get('metric', 'answer_logprob')}"
+def _masked(samples, task: str, k: int, field: str, kit) -> tuple[np.ndarray, np.ndarray]:
+    """Per item of ``task``, ``field`` under the key-neuron mask of size ``k`` and under each random
+    mask of that size (draws x items)."""
     rows = [s for s in samples if s.get("task") == task and s.get("k") == k and s.get(field) is not None]
     key = [s for s in rows if s.get("masking") == "key"]
     rnd = sorted((s for s in rows if s.get("masking") == "random"), key=lambda s: s.get("draw", 0))
     if len(key) != 1 or not rnd:
         raise kit.Missing(f"masking samples of {task} at k={k}: {len(key)} key row(s), {len(rnd)} random")
-    x = np.asarray(key[0][field], float)
-    y = np.mean([r[field] for r in rnd], axis=0)
+    return np.asarray(key[0][field], float), np.asarray([r[field] for r in rnd], float)
+
+
+def masked_items(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
+    """A masking child's per-item ``metric`` (``item_<metric>``) under the ``task``'s key-neuron mask
+    of size ``k`` against the mean over its random masks of the same size: the paired bootstrap the
+    child reports (001 sec. 3.8), with both sides as arms keyed ``task#index``."""
+    task, k, field = spec["task"], int(spec["k"]), f"item_{spec.get('metric', 'answer_logprob')}"
+    x, rnd = _masked(study.samples, task, k, field, kit)
+    y = rnd.mean(axis=0)
     out = dict(kit.record(stats.paired_bootstrap(x, y), f"samples.jsonl {field} of {task}, k={k}: key mask - "
                                                         f"mean of {len(rnd)} random masks"))
     out["arms"] = {side: kit.arm_of(label, {f"{task}#{i}": float(u) for i, u in enumerate(v)})
                    for side, label, v in (("a", "key-neuron mask", x), ("b", f"mean of {len(rnd)} random masks", y))}
+    return out
+
+
+def relative_change(key_logprob: np.ndarray, random_logprobs: np.ndarray) -> np.ndarray:
+    """Per item, the relative change of the answer's probability (per token: the exponent of the
+    mean log-probability per token) under the key-neuron mask against the mean probability under
+    the random masks (draws x items): ``P_key / mean_d P_random,d - 1``; -1 is all of it lost,
+    whatever the task's unmasked probability, so two tasks' changes are on one scale."""
+    return np.exp(key_logprob) / np.exp(random_logprobs).mean(axis=0) - 1.0
+
+
+def masked_specificity(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
+    """001 sec. 3.8's specificity on a scale-free measure: :func:`relative_change` of each item of
+    ``task`` against that of each item of ``other`` (the same key-neuron mask of size ``k``, each task
+    against its own random masks), the difference of means by a permutation test over the two
+    tasks' disjoint items, with every item's relative change as the arms (``task#index``)."""
+    k, field = int(spec["k"]), "item_answer_logprob"
+    sides = []
+    for name in (spec["task"], spec["other"]):
+        x, draws = _masked(study.samples, name, k, field, kit)
+        sides.append((name, relative_change(x, draws), draws.shape[0]))
+    (ta, va, da), (tb, vb, db) = sides
+    t = stats.permutation_test(va, vb)
+    out = dict(kit.record(t, f"samples.jsonl {field}, k={k}: relative change of the answer's probability "
+                             f"(key mask / mean of random masks - 1), {ta} ({da} draws) - {tb} ({db} draws)"))
+    out["scheme"] = {"test": "permutation of task labels over items", "permutations": stats.BOOTSTRAP_RESAMPLES,
+                     "seed": stats.SEED}
+    out["arms"] = {}
+    for side, (name, v, _) in zip("ab", sides):
+        arm = kit.arm_of(f"{name}: relative change of the answer's probability",
+                         {f"{name}#{i}": float(u) for i, u in enumerate(v)})
+        arm["answers"] = {}  # a change, not an answer: no uninformed level
+        out["arms"][side] = arm
     return out
 
 

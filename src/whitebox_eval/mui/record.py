@@ -56,7 +56,8 @@ MASKING = Suite(
     rate=0.17, tokens_per_unit=32,  # a masked scoring or generation step
     results=("paired_tests/key_vs_random,{metric},{task},k={k}", "key_minus_random,{metric},{task},k={k}",
              "curves/{task}/{mask}/{k}/{metric}"),
-    statistics=(Statistic("masked_items", _R + "masked_items", needs=("task", "k"), takes=("metric",)),),
+    statistics=(Statistic("masked_items", _R + "masked_items", needs=("task", "k"), takes=("metric",)),
+                Statistic("masked_specificity", _R + "masked_specificity", needs=("task", "other", "k"))),
 )
 CONTAMINATION = Suite(
     "contamination", "Paper 001 sec. 3.4: fine-tune on a task's test items, then (accuracy, MUI) per checkpoint "
