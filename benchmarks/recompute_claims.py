@@ -17,6 +17,8 @@ claims.json says:
   its permutation p (Monte Carlo), from each response's key units; MUI's change between two
   checkpoints on the same responses with its paired delete-one jackknife interval and p, from each
   response's key units at both; a Pearson r and its percentile bootstrap interval (Monte Carlo);
+- 000's PA stability: the baseline's relative PA drop minus the head's, from each test item's
+  accuracy and PA, with its paired bootstrap (Monte Carlo);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
 
 Monte Carlo p-values (permutation, bootstrap) are compared within five standard errors of the
@@ -194,6 +196,9 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                                   permutation_type="independent", alternative="greater", random_state=rng)
         ck.same(where, "permutation p (Monte Carlo)", float(res.pvalue), s.get("p_value"), mc_tol(res.pvalue, r) + 1 / r)
         return
+    if test == "paired bootstrap of the relative PA drops" and tokens and "pa_head" in tokens:
+        check_pa_drops(where, s, tokens, ck, rng)
+        return
     if test == "jackknife" and tokens and "before" in tokens:
         check_paired_jackknife(where, s, tokens, ck)
         return
@@ -270,6 +275,31 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                                   lambda u, v: st.pearsonr(u, v).statistic, s, ck, rng)
         return
     ck.unrecomputed[test or "no test"] += 1
+
+
+def check_pa_drops(where: str, s: dict, obs: dict, ck: Check, rng: np.random.Generator, resamples: int = 2000) -> None:
+    """000 sec. 5.4: the baseline's relative PA drop (1 - PA / accuracy) minus the head's, from each
+    test item's accuracy and PA (0/1) for both; a paired percentile bootstrap over items (resamples
+    with an accuracy of 0 dropped), p twice the smaller tail."""
+    x = np.array([obs[c] for c in ("acc_head", "pa_head", "acc_base", "pa_base")], float).T
+
+    def drops(v: np.ndarray) -> float:
+        ah, ab = v[:, 0].mean(), v[:, 2].mean()
+        return float("nan") if ah == 0 or ab == 0 else v[:, 1].mean() / ah - v[:, 3].mean() / ab
+
+    ck.same(where, "relative PA drops' difference", drops(x), s["value"], 1e-12)
+    ck.same(where, "relative PA drops' n", x.shape[0], s["n"])
+    boots = np.array([drops(x[i]) for i in rng.integers(0, x.shape[0], (resamples, x.shape[0]))])
+    boots = boots[np.isfinite(boots)]
+    p = max(1 / resamples, min(1.0, 2 * min(np.mean(boots <= 0), np.mean(boots >= 0))))
+    ck.same(where, "relative PA drops' bootstrap p (Monte Carlo)", float(p), s["p_value"], mc_tol(p, resamples, doubled=True))
+    for q, key in ((0.025, "lo"), (0.975, "hi")):
+        est = float(np.quantile(boots, q))
+        m, k = boots.size, q * (boots.size - 1)
+        sd_rank = math.sqrt(m * q * (1 - q))
+        srt = np.sort(boots)
+        se = (srt[min(m - 1, int(k + sd_rank + 1))] - srt[max(0, int(k - sd_rank))]) / 2
+        ck.same(where, f"relative PA drops' interval {key} (Monte Carlo)", est, s[key], max(1e-9, 5 * math.sqrt(2) * se))
 
 
 def check_paired_jackknife(where: str, s: dict, obs: dict, ck: Check) -> None:

@@ -61,6 +61,12 @@ def test_study_writes_results_and_resume_reproduces_them(tiny_mcqa_model, tmp_pa
     assert (whole.path / "plots" / "qk_head_accuracy.png").stat().st_size > 0
     samples = [json.loads(line) for line in (whole.path / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 24 and len(samples[0]["letter_logits"]) == 6
+    # PA per item: right on the item and on its permuted copy; the baseline's on every item, the head's on test items
+    assert np.mean([s["pa,baseline"] for s in samples]) == res["headline"]["pa,baseline"]
+    head = [s["pa,qk_head"] for s in samples if s["split"] == "test"]
+    assert len(head) == 16 and np.mean(head) == res["headline"]["pa,qk_head"]
+    assert all(s["pa,qk_head"] <= s["acc,qk_head"] for s in samples if "pa,qk_head" in s)
+    assert not any("pa,qk_head" in s for s in samples if s["split"] == "validation")
     # interrupt: keep the first two batches of the main pass only, then resume
     cut = run_mcqa(cfg, tmp_path, run_id="cut", loaded=tiny_mcqa_model, show_progress=False)
     lines = (cut.path / "samples.jsonl").read_text().splitlines()

@@ -323,3 +323,32 @@ def test_truth_probe_mcnemar_is_recomputed_from_each_statement():
     ck = rc.Check()
     rc.check_statistic("probe", {"statistic": rec}, {}, ck, np.random.default_rng(0))  # no statements kept
     assert not ck.bad and ck.from_counts["McNemar (b, c, n)"] == 1
+
+
+def test_pa_stability_reads_each_items_accuracy_and_pa_and_recomputes_from_them():
+    """000 sec. 5.4 PA stability from per-item PA: the baseline loses half its right answers to a
+    permutation, the head a fifth; the relative drops' difference (+0.3) and its bootstrap come
+    back from the four per-item columns alone, and an item changed in the evidence is caught."""
+    rng = np.random.default_rng(5)
+    n = 200
+    acc_h, acc_b = rng.random(n) < 0.6, rng.random(n) < 0.5
+    pa_h = acc_h & (rng.random(n) < 0.8)
+    pa_b = acc_b & (rng.random(n) < 0.5)
+    samples = [{"id": f"q{i}", "split": "test", "acc,qk_head": int(a), "pa,qk_head": int(p), "acc,baseline": int(b),
+                "pa,baseline": int(q)} for i, (a, p, b, q) in enumerate(zip(acc_h, pa_h, acc_b, pa_b))]
+    samples += [{"id": "v0", "split": "validation", "acc,baseline": 1, "pa,baseline": 1}]  # no head PA: left out
+    study = SimpleNamespace(samples=samples, results={}, config={}, folder=None)
+    out = vocabulary.compute({"derived": "pa_stability"}, study, "mcqa")
+    want = (1 - pa_b.mean() / acc_b.mean()) - (1 - pa_h.mean() / acc_h.mean())
+    assert out["n"] == n and out["value"] == pytest.approx(want) and 0.15 < want < 0.45
+    assert out["lo"] < want < out["hi"] and out["p_value"] < 0.05
+    obs = out.pop("observations")
+    ck = rc.Check()
+    rc.check_statistic("pa", {"statistic": out}, {}, ck, np.random.default_rng(0), obs)
+    assert not ck.bad and ck.done["relative PA drops' bootstrap p (Monte Carlo)"] == 1
+    obs["pa_head"] = [0] * n  # the head keeps no right answer under permutation: the drops' difference changes
+    ck = rc.Check()
+    rc.check_statistic("pa", {"statistic": out}, {}, ck, np.random.default_rng(0), obs)
+    assert ck.bad
+    with pytest.raises(Missing, match="no per-item PA"):
+        vocabulary.compute({"derived": "pa_stability"}, SimpleNamespace(samples=samples[-1:], results={}), "mcqa")

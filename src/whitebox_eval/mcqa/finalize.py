@@ -50,6 +50,7 @@ class _Tally:
     correct: dict[str, np.ndarray] = field(default_factory=dict)
     dists: dict = field(default_factory=dict)
     by_count: dict = field(default_factory=dict)  # method -> (item indices, 0/1 per index)
+    item_fields: dict = field(default_factory=dict)  # item index -> further per-item fields of samples.jsonl
 
 
 def finalize(study) -> RunFolder:
@@ -215,14 +216,20 @@ def _lens(study, main: dict, gold: np.ndarray, t: _Tally) -> None:
 
 
 def _pa(study, base_all: np.ndarray, selected: dict, t: _Tally) -> None:
-    """PA = (1/N) sum I_i I_i^p (000 sec. 5.3): right on the item and on its option-permuted copy."""
+    """PA = (1/N) sum I_i I_i^p (000 sec. 5.3): right on the item and on its option-permuted copy;
+    each item's I_i I_i^p is a field of its sample (``pa,baseline`` on every item, ``pa,<method>_head``
+    on the test items), the per-item evidence of PA and of its stability."""
     predict, test = _predict(study), study.split.test
     perm, orders = study.perm_pass()
     pgold = np.array([o.index(it.gold) for o, it in zip(orders, study.items)])
-    stats.add_proportion(t.headline, "pa,baseline", base_all * _correct(predict(perm["letter_logits"]), pgold))
+    per = {"pa,baseline": (np.arange(len(study.items)), base_all * _correct(predict(perm["letter_logits"]), pgold))}
     for method, sel in selected.items():
         pp = predict(perm[method][:, sel.layer, sel.head])[test]
-        stats.add_proportion(t.headline, f"pa,{method}_head", sel.test_correct * _correct(pp, pgold[test]))
+        per[f"pa,{method}_head"] = (test, sel.test_correct * _correct(pp, pgold[test]))
+    for name, (idx, values) in per.items():
+        stats.add_proportion(t.headline, name, values)
+        for i, v in zip(idx, values):
+            t.item_fields.setdefault(int(i), {})[name] = int(v)
 
 
 def _pride(study, main: dict, gold: np.ndarray, counts: np.ndarray, t: _Tally) -> np.ndarray:
@@ -277,6 +284,8 @@ def _write(study, main, selected, pride_pred, cloze, base_pred, explorer, t: _Ta
         results["explorer"] = {"heads": [list(h) for h in heads], "rows": ROWS_RULE}
         for it, f in zip(items, fields):
             extras[it.id].update(f)
+    for i, f in t.item_fields.items():
+        extras[items[i].id].update(f)
     folder.annotate_samples(extras)
     if t.dists:
         plots.plot_prediction_distribution(t.dists, folder.plot_path("prediction_distribution"),

@@ -32,5 +32,6 @@ SUITE = Suite(
     results=("acc,{method}", "pa,{method}", "selection_bias,{method}", "paired_tests/{method}_vs_baseline",
              "paired_tests/ablation_key_vs_{arm}", "ablation/{part}", "{section}/best_head"),
     statistics=(Statistic("ablation_items", "whitebox_eval.mcqa.read_back:ablation_items", needs=("paired",),
-                          paths=("paired",), passes=("ablate_top", "ablate_random")),),
+                          paths=("paired",), passes=("ablate_top", "ablate_random")),
+                Statistic("pa_stability", "whitebox_eval.mcqa.read_back:pa_stability", takes=("method",))),
 )
