@@ -38,6 +38,13 @@ def _check(r, paper: str) -> None:
         if "statistic" in c or c["verdict"] != verdicts.UNINFORMATIVE:  # a group too small has none
             assert c["statistic"]["test"] and c["statistic"]["n"] is not None
         assert all("passed" in x or "error" in x for x in c.get("preconditions", ()))
+    # every tested cell recomputes from its per-item evidence alone (benchmarks/recompute_claims.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import recompute_claims
+
+    ck = recompute_claims.recompute(r.folder)
+    assert not ck.bad, ck.bad
+    assert not ck.from_counts and not ck.unrecomputed, (dict(ck.from_counts), dict(ck.unrecomputed))
 
 
 @pytest.mark.slow
