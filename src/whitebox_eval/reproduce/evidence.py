@@ -4,8 +4,9 @@ interval recomputes from the two files alone.
 ``claims.json`` stays readable: each claim's arms keep their counts and values; their per-item
 values (``items``: item id -> value), answer keys (``answers``: item id -> [K, gold, gold position],
 :mod:`.chance`), strata (``strata``: item id -> stratum) and a random-head control's per-item draws
-(``draw_items``) and a token-level statistic's observations (``observations``: value, group and
-sequence of each token) move to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes
+(``draw_items``) and a statistic's observations (``observations``: a token-level statistic's value,
+group and sequence of each token; MUI's key units per response; PA stability's accuracy and PA of
+each item) move to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes
 the same bytes), keyed ``paper/claim/model``; claims.json names the file (``evidence``) and each
 claim its key (``evidence_key``). Resampling tests carry their scheme and seed in the claim
 (``statistic.scheme``, the stratified test's ``permutations`` and ``seed``).
