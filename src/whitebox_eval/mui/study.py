@@ -31,7 +31,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.command_options import parsed_edits
 from whitebox_eval.internals.prefixes import PrefixCache
-from whitebox_eval.sae.feature_edits import user_edits
+from whitebox_eval.sae.feature_edits import refuse_last, user_edits
 from whitebox_eval.mui.statistics import (correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget,
                                         threshold_summary)
 from whitebox_eval.mui.explorer import token_view
@@ -130,6 +130,7 @@ class MUIConfig:
 
     def __post_init__(self) -> None:
         self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
+        refuse_last(self.edits, "mui generates its responses and scores every response token")
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
         self.task, self.limit = str(self._spec), checked(self.limit)
         if not self._spec.is_lm_eval:  # what took effect only: the options of the tasks that read them
@@ -212,7 +213,7 @@ def run_mui(
     for spec in cfg.sae:  # a source that is nowhere: one line before the model loads
         resolve_sae(split_spec(spec)[1])
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    edits = user_edits(cfg.edits, loaded, no_last="mui generates its responses and scores every response token")
+    edits = user_edits(cfg.edits, loaded)
     sae_set = load_sae_set(cfg.sae, loaded.arch) if cfg.sae else None
     with recording() as read:  # every data file opened, for config.yaml's data_files
         task = prepare_task(cfg, loaded.tokenizer)
