@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.command_options import parsed_edits
-from whitebox_eval.mui.activations import POSITIONS as SAVE_POSITIONS, parse_activations
-from whitebox_eval.mui.keyneurons import KeyNeuronConfig
 from whitebox_eval.runs.limits import checked
-from whitebox_eval.sae.feature_edits import refuse_last
 from whitebox_eval.tasks.spec import GENERATION_TASKS, GENERATION_USAGE as TASK_USAGE, TaskSpec
+
+if TYPE_CHECKING:
+    from whitebox_eval.mui.keyneurons import KeyNeuronConfig
 
 THRESHOLDS: dict[str, str] = {
     "top-per-mille": "top_fraction", "top-fraction": "top_fraction", "topk": "topk",
@@ -82,6 +83,9 @@ class MUIConfig:
     volatile: tuple[str, ...] = field(default=("batch_size", "on_bad_row"), repr=False)
 
     def __post_init__(self) -> None:
+        from whitebox_eval.mui.activations import POSITIONS as SAVE_POSITIONS, parse_activations
+        from whitebox_eval.sae.feature_edits import refuse_last
+
         self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
         refuse_last(self.edits, "mui generates its responses and scores every response token")
         self._spec = TaskSpec.parse(self.task, GENERATION_TASKS, TASK_USAGE, fields=self.fields, answer=self.answer)
@@ -114,6 +118,8 @@ class MUIConfig:
         return self._spec
 
     def key_neuron_config(self) -> KeyNeuronConfig:
+        from whitebox_eval.mui.keyneurons import KeyNeuronConfig
+
         method, value = threshold_setting(self.threshold, self.threshold_value)
         if self.score == "sae" and self.threshold == "top-per-mille":
             method, value = "top_fraction", None  # the SAE default: top-50 per layer (eq. 9)

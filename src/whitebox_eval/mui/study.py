@@ -28,7 +28,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.internals.prefixes import PrefixCache
 from whitebox_eval.sae.feature_edits import user_edits
-from whitebox_eval.mui.config import MUIConfig, threshold_setting  # noqa: F401  (the record names mui.study:MUIConfig)
+from whitebox_eval.mui.config import MUIConfig, threshold_setting  # noqa: F401  (imported from here by the suite's studies)
 from whitebox_eval.mui.explorer import token_view
 from whitebox_eval.mui.finalize import KEY_SETS_FILE, PASS, finalize, moves_declaration  # noqa: F401  (read back by name)
 from whitebox_eval.sae.sets import SAESet, load_sae_set, split_spec
