@@ -17,7 +17,7 @@ def _cfg(name):
     from whitebox_eval.lazy import resolve
 
     return resolve({"mcqa": "whitebox_eval.mcqa.config:MCQAConfig", "span": "whitebox_eval.span.config:SpanConfig",
-                    "mui": "whitebox_eval.mui.study:MUIConfig"}[name])
+                    "mui": "whitebox_eval.mui.config:MUIConfig"}[name])
 
 
 @pytest.mark.parametrize("suite, settings, says", [

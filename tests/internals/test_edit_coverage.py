@@ -15,7 +15,8 @@ from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.internals.edit_coverage import counted, edit_coverage  # noqa: E402
 from whitebox_eval.internals.edit_specs import parse_edit  # noqa: E402
 from whitebox_eval.internals.edits.attention_edits import covers  # noqa: E402
-from whitebox_eval.mcqa.study import MCQAConfig, _Study, load_items, run_mcqa  # noqa: E402
+from whitebox_eval.mcqa.prompt_writer import PromptWriter  # noqa: E402
+from whitebox_eval.mcqa.study import MCQAConfig, load_items, run_mcqa  # noqa: E402
 from whitebox_eval.tasks.demos import plan_demonstrations  # noqa: E402
 from whitebox_eval.tasks.prompts import render_prompt  # noqa: E402
 from whitebox_eval.tasks.ssd import make_ssd  # noqa: E402
@@ -65,7 +66,7 @@ def test_a_study_records_partial_coverage_and_refuses_none(tiny, tmp_path):
     base = dict(model="tiny", limit=6, min_val_items=2, batch_size=3, shots=0, methods=("baseline",), item_views=False)
     cfg = MCQAConfig(**base)
     demos, items = plan_demonstrations(cfg.spec, cfg.shots, load_items(cfg), cfg.seed, cfg.on_bad_row, cfg.demos_from)
-    lengths = _Study.prompt_lengths(cfg, tiny, items[:6], demos)
+    lengths = PromptWriter(cfg, tiny.tokenizer, demos).lengths(items[:6])
     assert len(set(lengths)) > 1, lengths  # the ssd prompts differ in length, so a position can split them
     q = sorted(lengths)[-1] - 1  # the last position of the longest prompts only
     spec = f"attn:1.0:{q}>first:force"

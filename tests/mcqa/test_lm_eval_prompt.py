@@ -18,7 +18,8 @@ from test_mcqa_study import tiny_mcqa_model  # noqa: E402,F401  (the module fixt
 from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.mcqa.command import _print_mcqa_summary  # noqa: E402
-from whitebox_eval.mcqa.study import MCQAConfig, default_methods, run_mcqa  # noqa: E402
+from whitebox_eval.mcqa.config import default_methods  # noqa: E402
+from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa  # noqa: E402
 
 
 def _hellaswag(path: Path, n: int = 6) -> Path:

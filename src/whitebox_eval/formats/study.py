@@ -307,12 +307,13 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
     from whitebox_eval.internals.prefixes import PrefixCache
 
     from whitebox_eval.internals.edit_coverage import counted, edit_coverage
-    from whitebox_eval.sae.feature_edits import user_edits
+    from whitebox_eval.sae.feature_edits import refuse_last, user_edits
 
     check_config(cfg)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
     check_saved(cfg, loaded)
-    edits = user_edits(cfg.edits, loaded, no_last="formats generates free answers")  # one line, before the folder
+    refuse_last(cfg.edits, "formats generates free answers")  # one line, before the folder
+    edits = user_edits(cfg.edits, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
         data = load_format_items(cfg, loaded.tokenizer)
     coverage = edit_coverage(cfg.edits, reach(loaded.tokenizer, data, cfg.max_new_tokens), generates=(

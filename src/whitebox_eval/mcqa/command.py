@@ -72,7 +72,7 @@ from whitebox_eval.tasks.spec import MCQ_FILES, MCQ_TASKS, MCQ_USAGE
 @model_load_options
 @dtype_option
 @run_folder_options
-@config_file_option("whitebox_eval.mcqa.study:MCQAConfig")
+@config_file_option("whitebox_eval.mcqa.config:MCQAConfig")
 def mcqa(**kw) -> None:
     """MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.
 

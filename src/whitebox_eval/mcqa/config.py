@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.runs import config_dict
 from whitebox_eval.tasks.spec import MCQ_TASKS, MCQ_USAGE, TaskSpec
@@ -21,7 +22,14 @@ LETTER_METHODS = tuple(m for m in METHODS if m != "cloze")
 SAVE_POSITIONS = ("last", "all", "options")
 SYNTHETIC_DEFAULT_LIMIT = 500  # ssd / arithmetic generate items: this many unless --limit says otherwise
 
-
+#: what each view of an lm-eval task scores (config.yaml: lm_eval_view)
+VIEW_RULES = {
+    "cloze": "lm-eval's own requests (context, continuation) per choice, unchanged: acc/acc_norm as lm-eval computes them",
+    "letters": "the documents of lm-eval's task, each question followed by its choices as 'A. ..' lines and 'Answer:' "
+               "(lm-eval's exact text where the task already letters its options), letters scored as the next token, "
+               "so the head scores apply; the demonstrations are the documents lm-eval's sampler drew (seed 1234); "
+               "the cloze method still scores lm-eval's own requests",
+}
 
 def default_methods(task: TaskSpec, prompt: str = "paper", view: str | None = None) -> tuple[str, ...]:
     """The methods a study runs when none are named: lm-eval's cloze tasks (HellaSwag,
@@ -75,7 +83,8 @@ class MCQAConfig:
         from whitebox_eval.internals.edit_specs import parse_edit
         from whitebox_eval.runs.limits import checked
 
-        self.edits = tuple(parse_edit(e).text for e in self.edits)  # a malformed spec: one line, here
+        edits = [parse_edit(e) for e in self.edits]  # a malformed spec: one line, here
+        self.edits = tuple(e.text for e in edits)
         self.limit = checked(self.limit)  # N items or a fraction of them (runs/limits.py)
         self.save_activations = tuple(s.text for s in parse_activations(self.save_activations, SAVE_POSITIONS))
         if isinstance(self.task, TaskSpec) and self.task.fields and not self.fields:
@@ -92,6 +101,33 @@ class MCQAConfig:
         elif self.prompt != "paper":  # lm-eval's own text lists no uncertainty options
             self.uncertainty = False
         self.methods = tuple(self.methods)
+        self._check(edits)
+
+    def _check(self, edits) -> None:
+        """One line for a method, prompt style, view or edit this task or these methods cannot run."""
+        from whitebox_eval.tasks import lm_eval
+
+        for m in self.methods:
+            if m not in METHODS:
+                raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+        letters = [m for m in self.methods if m in LETTER_METHODS]
+        if self._spec.is_lm_eval:
+            _check_lm_eval_task(self, letters)
+        else:
+            lm_eval.check_style(self._spec.record, self.prompt)
+        if self.prompt == lm_eval.LM_EVAL and not self._spec.is_lm_eval:
+            if letters and default_methods(self._spec, self.prompt) == ("cloze",):
+                raise WhiteboxError(f"lm-eval's {self._spec.name} task scores the option texts as continuations and "
+                                    f"lists no options, so {', '.join(letters)} cannot run with --prompt lm-eval; use "
+                                    "--methods cloze (or --prompt paper for the letter methods)")
+            if self.labels != "letters":
+                raise WhiteboxError("--prompt lm-eval writes lm-eval's labels A, B, C, D; drop --labels")
+        if "cloze" in self.methods:  # a packed row holds every choice: only edits of each token alone mean the same there
+            for spec in edits:
+                if spec.last_only or spec.kind == "attn":
+                    raise WhiteboxError(f"--edit {spec.text}: the cloze method scores every choice in one packed row, "
+                                        "where the last position and attention cells are each choice's own; edit "
+                                        "every position (no @last, no attn:) or leave cloze out of --methods")
 
     @property
     def spec(self) -> TaskSpec:
@@ -117,3 +153,18 @@ class MCQAConfig:
         if not self.save_activations:  # likewise
             del d["save_activations"]
         return d
+
+
+def _check_lm_eval_task(cfg: MCQAConfig, letters: list[str]) -> None:
+    """One-line errors for what an ``lm-eval:TASK`` view cannot run."""
+    if cfg.view not in VIEW_RULES:
+        raise WhiteboxError(f"--view {cfg.view!r}: choose cloze (lm-eval's requests) or letters (options listed, head scores)")
+    if cfg.view == "cloze" and letters:
+        raise WhiteboxError(f"the cloze view of {cfg.task} lists no options, so {', '.join(letters)} cannot run; "
+                            "use --methods cloze, or --view letters for the letter methods")
+    if cfg.apply_chat_template:
+        raise WhiteboxError(f"--apply-chat-template is not supported with --task {cfg.task} (lm-eval builds chat "
+                            "prompts its own way); run lm-eval:TASK without it")
+    if cfg.demos_from:
+        raise WhiteboxError(f"--demos-from does not apply to --task {cfg.task}: lm-eval's sampler takes the "
+                            "demonstrations from the task's few-shot split (point it at files with --lm-eval-data)")

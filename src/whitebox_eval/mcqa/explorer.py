@@ -65,8 +65,8 @@ def rows_pass(study, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.n
     item's sample fields (see the module docstring)."""
     from whitebox_eval.runs.passes import iter_parts, run_pass
 
-    toks = [study.tokenize(r) for r in study.rendered]
-    owned = [own_tokens(study.loaded.tokenizer, r.text, r.prefix_len, study.special_tokens(r.text)) for r in study.rendered]
+    toks = [study.prompts.tokenize(r) for r in study.rendered]
+    owned = [own_tokens(study.loaded.tokenizer, r.text, r.prefix_len, study.prompts.special_tokens(r.text)) for r in study.rendered]
     layers = sorted({l for l, _ in heads})
     at = [(layers.index(l), h) for l, h in heads]
 

@@ -290,9 +290,9 @@ def _write(study, main, selected, pride_pred, cloze, base_pred, explorer, t: _Ta
     if t.dists:
         plots.plot_prediction_distribution(t.dists, folder.plot_path("prediction_distribution"),
                                            letters=study.rendered[0].labels if len(study.rendered[0].labels) == study.n_max else None)
-    if study.chat:  # the template the prompts went through (config.yaml: chat_template.rule)
-        example = study.rendered[0].text if study.rendered else study.cloze_request(study.items[0])[0][0][0]
-        results["chat_template"] = {"sha256": study.chat.sha256, "example_prompt": example}
+    if study.prompts.chat:  # the template the prompts went through (config.yaml: chat_template.rule)
+        example = study.rendered[0].text if study.rendered else study.prompts.cloze_request(study.items[0])[0][0][0]
+        results["chat_template"] = {"sha256": study.prompts.chat.sha256, "example_prompt": example}
     results["headline"] = t.headline
     add_lm_eval_fields(results, folder.config, cfg.spec.lm_eval_task or cfg.spec.name)  # lm-eval's results-file blocks (lm-eval:TASK: its name)
     folder.save_results(results)
@@ -326,7 +326,7 @@ def _per_item_extras(study, main, selected, pride_pred, cloze, base_pred=None) -
             e["cloze_loglik_norm"] = [float(x) for x in cloze.loglik_norm[i, : len(it.options)]]
             e["pred_cloze"], e["pred_cloze_norm"] = int(cloze.pred[i]), int(cloze.pred_norm[i])
             if study.rendered:  # the cloze read its own requests, not the letter prompt of samples' "arguments"
-                requests = study.cloze_request(it)[0]
+                requests = study.prompts.cloze_request(it)[0]
                 e["cloze_prompt_hash"] = hash_string(requests[0][0])
                 e["cloze_arguments"] = log_arguments(requests)
         # per-item 0/1 as lm-eval's samples carry it, from the predictions the headline uses

@@ -20,7 +20,7 @@ def work(cfg, mode: str) -> tuple[int, float]:
 SUITE = Suite(
     "mcqa", "MCQA through select-and-copy heads (paper 000): baseline vs best QK / Attention head.",
     "whitebox_eval.mcqa.command:mcqa",
-    {"study": Mode("whitebox_eval.mcqa.study:MCQAConfig", "whitebox_eval.mcqa.study:run_mcqa", shards=True)},
+    {"study": Mode("whitebox_eval.mcqa.config:MCQAConfig", "whitebox_eval.mcqa.study:run_mcqa", shards=True)},
     work,
     rate=0.35,
     # a 0-shot prompt (MMLU 72 tokens, gpu_check.py; CosmosQA and HaluEval longer: 100; shots scale the units)

@@ -43,11 +43,11 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import lm_eval
-from whitebox_eval.tasks.spec import TaskSpec, load_mcq
-from whitebox_eval.tasks.prompts import RenderedPrompt, render_prompt
-from whitebox_eval.mcqa.chat import RULE as CHAT_RULE, ChatTemplate
-from whitebox_eval.mcqa.scoring import Request, continuation_logprobs, score_prompts
-from whitebox_eval.tasks.prompt_tokens import TokenizedPrompt, tokenize_prompt
+from whitebox_eval.tasks.spec import load_mcq
+from whitebox_eval.tasks.prompts import RenderedPrompt
+from whitebox_eval.mcqa.chat import RULE as CHAT_RULE
+from whitebox_eval.mcqa.prompt_writer import PromptWriter
+from whitebox_eval.mcqa.scoring import continuation_logprobs, score_prompts
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.datafiles import recording
 from whitebox_eval.runs import RunFolder, open_run
@@ -57,15 +57,7 @@ from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.limits import offered, taken
 from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.mcqa.pass_plan import pass_plan
-from whitebox_eval.mcqa.config import (
-    DEFAULT_METHODS,
-    LETTER_METHODS,
-    METHODS,
-    SELECTING_METHODS,
-    SYNTHETIC_DEFAULT_LIMIT,
-    MCQAConfig,
-    default_methods,
-)
+from whitebox_eval.mcqa.config import LETTER_METHODS, SELECTING_METHODS, SYNTHETIC_DEFAULT_LIMIT, VIEW_RULES, MCQAConfig
 from whitebox_eval.mcqa.finalize import finalize
 from whitebox_eval.mcqa.activations import Saver, check as check_saved
 
@@ -86,10 +78,6 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
                     on_bad_row=cfg.on_bad_row)
 
 
-def _generated(cfg: MCQAConfig) -> bool:
-    return not cfg.spec.is_lm_eval and bool(cfg.spec.record.is_generator)
-
-
 def permutation_order(n: int, rng: random.Random) -> list[int]:
     """A seeded shuffle of the essential options that moves the gold (000 sec. 5.3)."""
     order = list(range(n))
@@ -101,18 +89,17 @@ def permutation_order(n: int, rng: random.Random) -> list[int]:
 class _Study:
     """Holds the prompts of one study and runs its passes into the run folder."""
 
-    def __init__(self, cfg: MCQAConfig, folder: RunFolder, loaded: LoadedModel, items: list[MCQItem], demos: Demonstrations,
-                 show_progress: bool | None, world: World = World()):
-        self.cfg, self.folder, self.loaded, self.items, self.demos = cfg, folder, loaded, items, demos
+    def __init__(self, cfg: MCQAConfig, folder: RunFolder, loaded: LoadedModel, items: list[MCQItem],
+                 prompts: PromptWriter, user_edits: list, show_progress: bool | None, world: World = World()):
+        self.cfg, self.folder, self.loaded, self.items, self.prompts = cfg, folder, loaded, items, prompts
         self.engine = Engine(loaded)
-        self.user_edits = feature_edits.user_edits(cfg.edits, loaded)  # --edit: every pass
+        self.user_edits = user_edits  # --edit: every pass
         self.world = world
         self.show_progress = show_progress if world.main else False
         self.reports_acc_norm = cfg.prompt != lm_eval.LM_EVAL or "acc_norm" in (
-            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(self.cfg.spec.record, items[0]).metrics)
+            items[0].meta["lm_eval_metrics"] if "lm_eval_metrics" in items[0].meta else lm_eval.doc(cfg.spec.record, items[0]).metrics)
         self.letters = any(m in LETTER_METHODS for m in cfg.methods)  # the main pass runs
-        self.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
-        self.rendered = [self.render(it) for it in items] if self.letters else []
+        self.rendered = [prompts.render(it) for it in items] if self.letters else []
         self.n_essential = max(len(it.options) for it in items)
         self.n_max = max(len(r.options) for r in self.rendered) if self.rendered else self.n_essential
         if any(m in SELECTING_METHODS for m in cfg.methods):
@@ -122,74 +109,16 @@ class _Study:
         self._prefixes = PrefixCache(self.engine)  # the demonstrations' key/values, found on tokens
         self.saver = Saver(self) if cfg.save_activations else None  # --save-activations (mcqa/activations.py)
 
-    def lm_eval_docs(self, item: MCQItem) -> tuple[lm_eval.LmEvalDoc, list[lm_eval.LmEvalDoc]]:
-        """The item and its demonstrations as lm-eval's task sees them (``--prompt lm-eval``;
-        ``--task lm-eval:TASK`` items carry their own, drawn by lm-eval's sampler)."""
-        if "lm_eval_demos" in item.meta:
-            return lm_eval.doc(self.cfg.spec.record, item), list(item.meta["lm_eval_demos"])
-        return lm_eval.doc(self.cfg.spec.record, item), [lm_eval.doc(self.cfg.spec.record, d) for d in self.demos.for_item(item)]
-
-    @classmethod
-    def prompt_lengths(cls, cfg: MCQAConfig, loaded: LoadedModel, items, demos: Demonstrations) -> list[int]:
-        """Each item's prompt length in tokens as the main pass writes it, before any run folder."""
-        bare = cls.__new__(cls)  # render and tokenize need only these
-        bare.cfg, bare.loaded, bare.demos = cfg, loaded, demos
-        bare.chat = ChatTemplate(loaded.tokenizer) if cfg.apply_chat_template else None
-        return [len(bare.tokenize(bare.render(it)).input_ids) for it in items]
-
-    def render(self, item: MCQItem) -> RenderedPrompt:
-        if self.cfg.prompt == lm_eval.LM_EVAL:
-            r = lm_eval.render_letters(*self.lm_eval_docs(item), item.id)
-        else:
-            r = render_prompt(item, demos=self.demos.for_item(item), labels=self.cfg.labels, uncertainty=self.cfg.uncertainty)
-        return self.chat.apply(r) if self.chat else r
-
-    def cloze_request(self, item: MCQItem) -> tuple[list[tuple[str, str]], list[str]]:
-        """((context, continuation) per choice, choices) of the cloze: lm-eval's requests for
-        ``--task lm-eval:TASK`` (partial-evaluation tasks such as winogrande have one context per
-        choice), lm-eval's text with ``--prompt lm-eval``; otherwise ``[context\\n]Question:
-        ..\\nAnswer:`` and ``" " + option``, after the demonstrations written the same way with
-        their gold text and a blank line. ``choices`` are what acc_norm divides by. Under
-        ``--apply-chat-template`` the context is templated and the continuations are the
-        choices without the delimiter, after the template's trailing whitespace (:mod:`.chat`)."""
-        if "lm_eval_requests" in item.meta:
-            return [(c, x) for c, x in item.meta["lm_eval_requests"]], list(item.meta["lm_eval_choices"])
-        if self.cfg.prompt == lm_eval.LM_EVAL:
-            query, docs = self.lm_eval_docs(item)
-            context, choices = lm_eval.context(query, docs), list(query.choices)
-        else:  # demonstrations as lm-eval lays them out: "...Answer: <gold text>\n\n" before the query
-            cue = lambda it: (f"{it.context}\n" if it.context else "") + f"Question: {it.question}\nAnswer:"  # noqa: E731
-            shots = "".join(cue(d) + lm_eval.TARGET_DELIMITER + d.gold_text + lm_eval.FEWSHOT_DELIMITER
-                            for d in self.demos.for_item(item))
-            context, choices = shots + cue(item), list(item.options)
-        if self.chat:
-            context, continuations = self.chat.cloze(context, choices)
-        else:
-            continuations = [lm_eval.TARGET_DELIMITER + c for c in choices]
-        return [(context, c) for c in continuations], choices
-
-    def special_tokens(self, text: str) -> bool:
-        """Whether tokenizing ``text`` adds special tokens: not to a chat-templated text that
-        already starts with BOS (:mod:`whitebox_eval.mcqa.chat`)."""
-        return self.chat.add_special_tokens(text) if self.chat else True
-
-    def token_ids(self, text: str) -> list[int]:
-        """``text``'s ids, special tokens as :meth:`special_tokens` says."""
-        return list(self.loaded.tokenizer(text, add_special_tokens=self.special_tokens(text))["input_ids"])
-
     def prefix_for(self, ids: Sequence[Sequence[int]], limit: int, min_tokens: int | None = None):
         """The cached key/values of the tokens every sequence of a batch starts with, at most
         ``limit`` of them (:mod:`whitebox_eval.internals.prefixes`), or None (caching off,
         nothing shared, a sliding window too short)."""
         return self._prefixes.for_batch(ids, limit=limit, min_tokens=min_tokens) if self.cfg.prefix_cache else None
 
-    def tokenize(self, r: RenderedPrompt) -> TokenizedPrompt:
-        return tokenize_prompt(self.loaded.tokenizer, r, self.cfg.representative, self.special_tokens(r.text))
-
     # ---- passes ------------------------------------------------------------------
-    def run_pass(self, name: str, prompts: Callable[[int], RenderedPrompt], indices: Sequence[int],
+    def run_pass(self, name: str, prompt_of: Callable[[int], RenderedPrompt], indices: Sequence[int],
                  scorers: Sequence[str], edits=(), records=None, save: bool = False) -> dict[str, np.ndarray]:
-        """Score ``prompts(i)`` for every ``i`` in ``indices`` (resumable, :mod:`whitebox_eval.runs.passes`);
+        """Score ``prompt_of(i)`` for every ``i`` in ``indices`` (resumable, :mod:`whitebox_eval.runs.passes`);
         return arrays [len(indices), ...]. ``records(chunk, rendered, toks, scores)`` gives the
         batch's sample records (None: the pass writes no samples); ``save``: the pass's batches
         also write ``--save-activations``' parts."""
@@ -199,8 +128,8 @@ class _Study:
 
         def score(batch: list[int]):
             chunk = [indices[b] for b in batch]
-            rendered = [prompts(i) for i in chunk]
-            toks = [self.tokenize(r) for r in rendered]
+            rendered = [prompt_of(i) for i in chunk]
+            toks = [self.prompts.tokenize(r) for r in rendered]
             # edited passes recompute the demonstrations too, so the edit covers the whole prompt
             prefix = None if edits else self.prefix_for([t.input_ids for t in toks], min(t.prefix_tokens for t in toks))
             scores = score_prompts(self.engine, toks, self.n_max, scorers, edits, prefix=prefix,
@@ -233,7 +162,7 @@ class _Study:
         rng = random.Random(f"pa-{self.cfg.seed}")
         orders = [permutation_order(len(it.options), rng) for it in self.items]
         scorers = [m for m in ("baseline", "qk", "attention") if m in self.cfg.methods or m == "baseline"]
-        arrays = self.run_pass("perm", lambda i: self.render(self.items[i].permuted(orders[i])), range(len(self.items)), scorers)
+        arrays = self.run_pass("perm", lambda i: self.prompts.render(self.items[i].permuted(orders[i])), range(len(self.items)), scorers)
         return arrays, orders
 
     def pride_pass(self) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -245,7 +174,7 @@ class _Study:
         def prompt(k: int) -> RenderedPrompt:
             i, p = pairs[k]
             n = len(self.items[i].options)
-            return self.render(self.items[i].permuted([(j + p) % n for j in range(n)]))
+            return self.prompts.render(self.items[i].permuted([(j + p) % n for j in range(n)]))
 
         return self.run_pass("pride", prompt, range(len(pairs)), ["baseline"])["letter_logits"], pairs
 
@@ -266,7 +195,7 @@ class _Study:
         item order). Log-likelihoods are kept in float64 so near-ties are decided as lm-eval decides them.
         Without a main pass (a cloze-only study) it streams ``samples.jsonl`` itself."""
         def score(chunk: list[int]):
-            requests = [self.cloze_tokens(i) for i in chunk]
+            requests = [self.prompts.cloze_tokens(self.items[i]) for i in chunk]
             ctx = [c for reqs, _, _ in requests for c, _ in reqs]
             # items of a batch may share demonstrations (nothing marks where they end); each context's last
             # token is scored; one item's context is shared by its choices without a prefix
@@ -287,7 +216,7 @@ class _Study:
 
         def lengths():  # each item's first context and the tokens its packed row holds
             for i in range(len(self.items)):
-                reqs = self.cloze_tokens(i)[0]
+                reqs = self.prompts.cloze_tokens(self.items[i])[0]
                 yield reqs[0][0], packed_length([c + x[:-1] for c, x in reqs])
 
         ids = [it.id for it in self.items]
@@ -295,27 +224,6 @@ class _Study:
                           desc="mcqa cloze", show_progress=self.show_progress, dtype=np.float64,
                           order=batch_order(lengths()))
         return arrays["loglik"], arrays["loglik_norm"]
-
-    def cloze_tokens(self, i: int) -> tuple[list[Request], list[tuple[str, str]], list[str]]:
-        """Item ``i``'s cloze requests as token ids (lm-eval's ``_encode_pair``; a context is
-        tokenized once for its continuations), as text, and its choices."""
-        pairs, choices = self.cloze_request(self.items[i])
-        reqs: list[Request] = []
-        for context, group in _by_context(pairs):
-            c_ids, x_ids = lm_eval.encode_request(self.token_ids, context, group)
-            reqs += [(c_ids, x) for x in x_ids]
-        return reqs, pairs, choices
-
-
-def _by_context(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
-    """Consecutive requests that share a context, as (context, continuations)."""
-    out: list[tuple[str, list[str]]] = []
-    for context, continuation in pairs:
-        if out and out[-1][0] == context:
-            out[-1][1].append(continuation)
-        else:
-            out.append((context, [continuation]))
-    return out
 
 
 def run_mcqa(
@@ -327,51 +235,34 @@ def run_mcqa(
     loaded: LoadedModel | None = None,
     show_progress: bool | None = None,
 ) -> RunFolder:
-    """Run (or resume) a study and write its run folder; returns the folder."""
-    for m in cfg.methods:
-        if m not in METHODS:
-            raise WhiteboxError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
-    check_prompt(cfg)
-    check_edits(cfg, loaded)
+    """Run (or resume) a study and write its run folder; returns the folder. The config checked its
+    methods, prompt style and edits' text when it was made; ``--save-activations`` is checked here
+    against the model's sizes before any data is read, and ``--edit`` is built once for the loaded
+    model (every size and width checked), both before the run folder."""
     check_saved(cfg, loaded)
+    edits = []
+    if cfg.edits:  # every pass runs under them
+        loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
+        edits = feature_edits.user_edits(cfg.edits, loaded)
     with recording() as read:  # every data file opened, for config.yaml's data_files
-        lm_tasks = None
-        if cfg.spec.is_lm_eval:  # lm-eval's sampler drew each item's demonstrations (item.meta)
-            items, lm_tasks = _lm_eval_items(cfg)
-            demos = Demonstrations()
-        else:
-            items = load_items(cfg)
-            demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
-                                               lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
+        items, demos, lm_tasks = _items_and_demos(cfg)
+    generated = SYNTHETIC_DEFAULT_LIMIT if not cfg.spec.is_lm_eval and cfg.spec.record.is_generator else None
     # what the task offers for evaluation (demonstrations already removed; a generated task made only its share)
-    n_total = offered(len(items), SYNTHETIC_DEFAULT_LIMIT if _generated(cfg) else None, cfg.limit)
+    n_total = offered(len(items), generated, cfg.limit)
     if cfg.limit is not None:  # a fraction of a file's items; a generated task made its share already
-        items = items[: taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT if _generated(cfg) else len(items))]
-    if not items:
-        raise WhiteboxError("the task produced no items")
-    if len({it.id for it in items}) != len(items):
-        raise WhiteboxError("item ids are not unique; every row needs its own id")
-    if set(demos.ids()) & {it.id for it in items}:  # cannot happen by construction; a guard for new sources
-        raise WhiteboxError("a demonstration is also an evaluated item; report this as a bug")
-    ranks = current_world()
-    config = cfg.to_dict()
-    config["demonstrations"] = demos.to_config()  # where they came from and their ids
-    if lm_tasks is not None:
-        config["demonstrations"] = lm_eval_demonstrations(items)
-        config["lm_eval_view"] = {"view": cfg.view, "rule": VIEW_RULES[cfg.view]}
-        config["lm_eval_tasks"] = [t.to_config() for t in lm_tasks]
-    if cfg.prompt == lm_eval.LM_EVAL:
-        config["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
-                                  "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(cfg.spec.record, it).task
-                                                   for it in items})}
-    if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
-        config["chat_template"] = {"rule": CHAT_RULE}
+        items = items[: taken(cfg.limit, generated or len(items))]
+    _check_items(items, demos)
+    config = {**cfg.to_dict(), **_study_notes(cfg, items, demos, lm_tasks)}
+    writer = None
     if counted(cfg.edits):  # an edit that reaches only some prompts (attn: cells): counted before the run folder
         loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-        config.update(edit_coverage(cfg.edits, _Study.prompt_lengths(cfg, loaded, items, demos)))
+        writer = PromptWriter(cfg, loaded.tokenizer, demos)
+        config.update(edit_coverage(cfg.edits, writer.lengths(items)))
+    ranks = current_world()
     folder = open_run(output, config, run_id=run_id, resume=resume, world=ranks, data_files=read)
     loaded = loaded or load_model(cfg.model, dtype=cfg.dtype)
-    study = _Study(cfg, folder, loaded, items, demos, show_progress, ranks)
+    writer = writer or PromptWriter(cfg, loaded.tokenizer, demos)
+    study = _Study(cfg, folder, loaded, items, writer, edits, show_progress, ranks)
     study.n_total = n_total
     plan_passes(folder, pass_plan(study))  # progress says pass k of N, with the study's time left
     folder.log(f"{len(items)} items, model {cfg.model}, methods {','.join(cfg.methods)}"
@@ -379,14 +270,42 @@ def run_mcqa(
     return finalize(study)
 
 
-#: what each view of an lm-eval task scores (config.yaml: lm_eval_view)
-VIEW_RULES = {
-    "cloze": "lm-eval's own requests (context, continuation) per choice, unchanged: acc/acc_norm as lm-eval computes them",
-    "letters": "the documents of lm-eval's task, each question followed by its choices as 'A. ..' lines and 'Answer:' "
-               "(lm-eval's exact text where the task already letters its options), letters scored as the next token, "
-               "so the head scores apply; the demonstrations are the documents lm-eval's sampler drew (seed 1234); "
-               "the cloze method still scores lm-eval's own requests",
-}
+def _items_and_demos(cfg: MCQAConfig) -> tuple[list[MCQItem], Demonstrations, list | None]:
+    """The task's items before ``--limit``, their demonstrations, and an ``lm-eval:TASK`` study's tasks
+    (lm-eval's sampler drew each item's demonstrations into its ``meta``; None for other tasks)."""
+    if cfg.spec.is_lm_eval:
+        items, lm_tasks = _lm_eval_items(cfg)
+        return items, Demonstrations(), lm_tasks
+    items = load_items(cfg)
+    demos, items = plan_demonstrations(cfg.spec, cfg.shots, items, cfg.seed, cfg.on_bad_row, cfg.demos_source,
+                                       lm_eval_sampler=cfg.prompt == lm_eval.LM_EVAL)
+    return items, demos, None
+
+
+def _check_items(items: Sequence[MCQItem], demos: Demonstrations) -> None:
+    if not items:
+        raise WhiteboxError("the task produced no items")
+    if len({it.id for it in items}) != len(items):
+        raise WhiteboxError("item ids are not unique; every row needs its own id")
+    if set(demos.ids()) & {it.id for it in items}:  # cannot happen by construction; a guard for new sources
+        raise WhiteboxError("a demonstration is also an evaluated item; report this as a bug")
+
+
+def _study_notes(cfg: MCQAConfig, items: Sequence[MCQItem], demos: Demonstrations, lm_tasks) -> dict:
+    """config.yaml's keys beside the config's own: the demonstrations, lm-eval's view and tasks, the prompt
+    style and the chat template's rule."""
+    notes: dict = {"demonstrations": demos.to_config()}  # where they came from and their ids
+    if lm_tasks is not None:
+        notes["demonstrations"] = lm_eval_demonstrations(items)
+        notes["lm_eval_view"] = {"view": cfg.view, "rule": VIEW_RULES[cfg.view]}
+        notes["lm_eval_tasks"] = [t.to_config() for t in lm_tasks]
+    if cfg.prompt == lm_eval.LM_EVAL:
+        notes["prompt_style"] = {"style": "lm-eval", "lm_eval_version": lm_eval.LM_EVAL_VERSION,
+                                 "tasks": sorted({it.meta.get("lm_eval_task") or lm_eval.doc(cfg.spec.record, it).task
+                                                  for it in items})}
+    if cfg.apply_chat_template:  # what --apply-chat-template does, exactly (mcqa/chat.py)
+        notes["chat_template"] = {"rule": CHAT_RULE}
+    return notes
 
 
 def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
@@ -395,40 +314,6 @@ def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
     return {"source": "lm-eval sampler", "shots": shots, "fewshot_random_seed": 1234,
             "note": "each item's demonstrations are the documents lm-eval's few-shot sampler drew for it, in document "
                     "order after set_fewshot_seed(1234), as lm_eval.simple_evaluate draws them"}
-
-
-def check_edits(cfg: MCQAConfig, loaded: LoadedModel | None) -> None:
-    """``--edit`` against the model's sizes (its config.json when not loaded yet) and the
-    methods, before the run folder is written: a head, layer or neuron out of range is one line."""
-    if not cfg.edits:
-        return
-    if "cloze" in cfg.methods:  # a packed row holds every choice: only edits of each token alone mean the same there
-        from whitebox_eval.internals.edit_specs import parse_edit
-
-        for spec in map(parse_edit, cfg.edits):
-            if spec.last_only or spec.kind == "attn":
-                raise WhiteboxError(f"--edit {spec.text}: the cloze method scores every choice in one packed row, "
-                                    "where the last position and attention cells are each choice's own; edit every "
-                                    "position (no @last, no attn:) or leave cloze out of --methods")
-    feature_edits.check_edits(cfg.edits, loaded, cfg.model)
-
-
-def check_prompt(cfg: MCQAConfig) -> None:
-    """One-line errors for a prompt style the task lacks or methods it cannot run."""
-    name = cfg.spec.name
-    if cfg.spec.is_lm_eval:
-        _check_lm_eval_task(cfg)
-        return
-    lm_eval.check_style(cfg.spec.record, cfg.prompt)
-    if cfg.prompt != lm_eval.LM_EVAL:
-        return
-    letters = [m for m in cfg.methods if m in LETTER_METHODS]
-    if letters and default_methods(cfg.spec, cfg.prompt) == ("cloze",):
-        raise WhiteboxError(f"lm-eval's {name} task scores the option texts as continuations and lists no options, so "
-                            f"{', '.join(letters)} cannot run with --prompt lm-eval; use --methods cloze "
-                            "(or --prompt paper for the letter methods)")
-    if cfg.labels != "letters":
-        raise WhiteboxError("--prompt lm-eval writes lm-eval's labels A, B, C, D; drop --labels")
 
 
 def _lm_eval_items(cfg: MCQAConfig):
@@ -440,19 +325,3 @@ def _lm_eval_items(cfg: MCQAConfig):
         raise WhiteboxError(f"lm-eval's {', '.join(partial)} scores one context per choice (partial evaluation): there "
                             "is no question to list the options under, so only --view cloze applies")
     return items, tasks
-
-
-def _check_lm_eval_task(cfg: MCQAConfig) -> None:
-    """One-line errors for what an ``lm-eval:TASK`` view cannot run."""
-    if cfg.view not in VIEW_RULES:
-        raise WhiteboxError(f"--view {cfg.view!r}: choose cloze (lm-eval's requests) or letters (options listed, head scores)")
-    letters = [m for m in cfg.methods if m in LETTER_METHODS]
-    if cfg.view == "cloze" and letters:
-        raise WhiteboxError(f"the cloze view of {cfg.task} lists no options, so {', '.join(letters)} cannot run; "
-                            "use --methods cloze, or --view letters for the letter methods")
-    if cfg.apply_chat_template:
-        raise WhiteboxError(f"--apply-chat-template is not supported with --task {cfg.task} (lm-eval builds chat "
-                            "prompts its own way); run lm-eval:TASK without it")
-    if cfg.demos_from:
-        raise WhiteboxError(f"--demos-from does not apply to --task {cfg.task}: lm-eval's sampler takes the "
-                            "demonstrations from the task's few-shot split (point it at files with --lm-eval-data)")

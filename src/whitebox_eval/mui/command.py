@@ -117,7 +117,7 @@ def _config(model: str, task, kw: dict):
 @gen_kwargs_option({"max_gen_toks": "max_new_tokens", "until": "stop"},
                    fixed={"do_sample": (False, "MUI reads greedy responses (001 App. A.6)"),
                           "temperature": (0, "MUI reads greedy responses (001 App. A.6)")})
-@config_file_option("whitebox_eval.mui.study:MUIConfig")
+@config_file_option("whitebox_eval.mui.config:MUIConfig")
 @click.pass_context
 def command(ctx: click.Context, model: str, task: tuple, run_id: str | None, resume: bool, **kw) -> None:
     """Model Utilization Index (paper 001): how much of the model a task uses.

@@ -43,7 +43,7 @@ def contamination_work(cfg, mode: str) -> tuple[int, float]:
 
 MUI = Suite(
     "mui", "Model Utilization Index (paper 001): how much of the model a task uses.", "whitebox_eval.mui.command:command",
-    {"study": Mode("whitebox_eval.mui.study:MUIConfig", "whitebox_eval.mui.study:run_mui")}, mui_work,
+    {"study": Mode("whitebox_eval.mui.config:MUIConfig", "whitebox_eval.mui.study:run_mui")}, mui_work,
     rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     views="whitebox_eval.mui.views:views", script="whitebox_eval.mui:data/views.js",
     results=("mui", "accuracy", "pass@1", "mui,{group}", "correct_vs_incorrect", "n_items"),

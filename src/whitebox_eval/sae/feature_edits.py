@@ -27,16 +27,12 @@ def _loader(arch=None):
     return load
 
 
-def user_edits(specs: Sequence[str], loaded, *, no_last: str | None = None) -> list:
-    """The engine edits of ``--edit`` specs for this loaded model (every width checked); ``no_last``:
-    why this study refuses ``@last`` (:func:`refuse_last`)."""
+def user_edits(specs: Sequence[str], loaded) -> list:
+    """The engine edits of ``--edit`` specs for this loaded model (every width checked). A study that
+    generates refuses ``@last`` first, with its config (:func:`refuse_last`)."""
     if not specs:
         return []
-    if no_last:
-        refuse_last(specs, no_last)
-    arch = loaded.arch
-    return build_edits(specs, arch.n_layers, arch.n_heads, arch.d_ff, d_model=arch.d_model, head_dim=arch.head_dim,
-                       load_sae=_loader(arch))
+    return _built(specs, loaded.arch, loaded.arch)
 
 
 def check_edits(specs: Sequence[str], loaded=None, model: str | None = None) -> None:
@@ -44,13 +40,20 @@ def check_edits(specs: Sequence[str], loaded=None, model: str | None = None) -> 
     ``model``'s config.json (a head's width is then checked once the model is loaded)."""
     if not specs:
         return
-    if loaded is not None:
-        user_edits(specs, loaded)
-        return
-    from whitebox_eval.models.config_sizes import config_sizes
+    if loaded is None:
+        from whitebox_eval.models.config_sizes import config_sizes
 
-    sizes = config_sizes(model)
-    build_edits(specs, sizes.n_layers, sizes.n_heads, sizes.d_ff, d_model=sizes.d_model, load_sae=_loader())
+        _built(specs, config_sizes(model))
+    else:
+        _built(specs, loaded.arch, loaded.arch)
+
+
+def _built(specs: Sequence[str], sizes, arch=None) -> list:
+    """The edits of ``specs`` for a model of these ``sizes`` (an ``Architecture`` or config.json's
+    ``ConfigSizes``); ``arch``: the loaded model's, which also checks a head's width and an SAE's site."""
+    load_sae = _loader(arch)
+    return build_edits(specs, sizes.n_layers, sizes.n_heads, sizes.d_ff, d_model=sizes.d_model,
+                       head_dim=arch.head_dim if arch is not None else None, load_sae=load_sae)
 
 
 def refuse_last(specs: Sequence[str], why: str) -> None:
