@@ -141,22 +141,29 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
             preconditions: Sequence[Mapping[str, Any]] = (), controls: Sequence[Mapping[str, Any]] = (),
             p: float | None = None, alpha: float = stats.ALPHA, chance: Mapping[str, Any] | None = None,
             manipulation: Sequence[Mapping[str, Any]] = (), substance: Sequence[Mapping[str, Any]] = (),
-            sensitivity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            sensitivity: Mapping[str, Any] | None = None, room: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The verdict of one claim: :func:`decide`, then, in this order, whatever makes it
     uninformative or decides it otherwise (``reason`` names it, ``qualifier`` says which rule):
 
     1. a failed manipulation check (``manipulation``: the antecedent of a conditional claim) --
        *uninformative (manipulation failed)*;
-    2. a failed precondition (declared, or a reliability warning the child recorded) --
+    2. no room to move (``room``, :func:`.chance.room`): the unedited measure of a claim that a
+       manipulation lowers (raises) it sits at the floor (ceiling) it would move toward --
+       *uninformative (no room to move)*; then a failed precondition (declared, or a reliability
+       warning the child recorded) --
        *uninformative (precondition failed)*;
     3. the claim's substance (``substance``): significantly on the wrong side -- *contradicted*;
        not shown -- a holding verdict becomes *not shown at this n*;
-    4. the uninformed level (``chance``, :mod:`.chance`): a directional verdict needs the arm the
-       observed difference favours above its level, a claim of no difference (or of a weak
-       relation) both arms, a correlation variance in both -- else *uninformative (at chance)*;
-    5. a control that explains the effect (evaluated in the observed direction) demotes *holds*
-       and *contradicted* alike -- *uninformative (control explains)*; a control with too few
-       random draws is descriptive (``specificity untested`` in ``caveats``), never passed;
+    4. the uninformed level (``chance``, :mod:`.chance`), on every statistical verdict: holds and
+       not shown need the arm the claim favours above its level (``needed``), contradicted the arm
+       the observed difference favours (``needed_if_contradicted``); a claim of no difference (or
+       of a weak relation) both arms, a correlation variance in both -- else *uninformative (at
+       chance)*, never *not shown at this n*;
+    5. a control that explains the effect (evaluated in the direction of the verdict it could
+       demote: the claim's for holds, the observed one for contradicted) demotes *holds* and
+       *contradicted* alike -- *uninformative (control explains)*; a control with too few random
+       draws is descriptive, and one whose own stage the child did not run is *not run*
+       (both ``specificity untested`` in ``caveats``), never passed nor explaining;
     6. a claim of no difference that holds needs its positive control (``sensitivity``) to reach
        the margin at this n -- else *uninformative (insensitive)*.
     """
@@ -165,6 +172,9 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
     failed = [c for c in manipulation if not c.get("passed", False)]
     if failed:
         return _demote(out, UNINFORMATIVE, "manipulation failed", _named(failed, "manipulation check", "failed"))
+    stuck = [c for c in room if c.get("room") is False]
+    if stuck:
+        return _demote(out, UNINFORMATIVE, "no room to move", "; ".join(c["text"] for c in stuck))
     failed = [c for c in preconditions if not c.get("passed", False)]
     if failed:
         return _demote(out, UNINFORMATIVE, "precondition failed", _named(failed, "precondition", "failed"))
@@ -174,7 +184,7 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
         return _demote(out, CONTRADICTED, "substance fails", _named(below, "substance", "fails significantly"))
     if unshown and out["verdict"] == HOLDS:
         return _demote(out, NOT_SHOWN, "substance not shown", _named(unshown, "substance", "is not shown"))
-    if chance and out["verdict"] in (HOLDS, CONTRADICTED):
+    if chance and out["verdict"] in (HOLDS, CONTRADICTED, NOT_SHOWN):
         needed = chance.get("needed", ())
         if out["verdict"] == CONTRADICTED and "needed_if_contradicted" in chance:
             needed = chance["needed_if_contradicted"]
@@ -188,10 +198,12 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
                    and chance["arms"].get(a, {}).get("applies", True)]  # a measure without answers has none
         if unknown:
             out["caveats"].append("uninformed level not computed: " + "; ".join(chance["arms"][a]["text"] for a in unknown))
-    descriptive = [c for c in controls if c.get("descriptive")]
+    descriptive = [c for c in controls if c.get("descriptive") or c.get("not_run")]
     if descriptive:
-        out["caveats"].append("specificity untested: " + "; ".join(c["text"] for c in descriptive))
-    explaining = [c for c in controls if (c.get("explains") or "error" in c) and not c.get("descriptive")]
+        out["caveats"].append("specificity untested: " + "; ".join(
+            ("control not run: " if c.get("not_run") else "") + c["text"] for c in descriptive))
+    explaining = [c for c in controls if (c.get("explains") or "error" in c)
+                  and not c.get("descriptive") and not c.get("not_run")]
     if out["verdict"] in (HOLDS, CONTRADICTED) and explaining:
         return _demote(out, UNINFORMATIVE, "control explains", _named(explaining, "control", "explains the effect"))
     if direction == "none" and out["verdict"] == HOLDS:
@@ -209,3 +221,9 @@ def failed_precondition(preconditions: Sequence[Mapping[str, Any]]) -> dict[str,
         return None
     return {"verdict": UNINFORMATIVE, "qualifier": "precondition failed",
             "reason": "; ".join(f"precondition {c['kind']} failed: {c['text']}" for c in failed)}
+
+
+def floor(reason: str) -> dict[str, Any]:
+    """The verdict of a claim whose statistic is undefined by the child's data -- an arm that does
+    not vary, an empty group (a floor): *uninformative (floor)* with its reason, in every paper alike."""
+    return {"verdict": UNINFORMATIVE, "qualifier": "floor", "reason": reason}

@@ -204,5 +204,5 @@ def kit() -> SimpleNamespace:
     from whitebox_eval.reproduce import claim_checks, values
 
     return SimpleNamespace(at=values.at, test=values.test, record=values.record, Missing=values.Missing,
-                           TooFew=values.TooFew, arm=claim_checks.arm, arm_of=claim_checks.arm_of,
+                           TooFew=values.TooFew, Floor=values.Floor, arm=claim_checks.arm, arm_of=claim_checks.arm_of,
                            answer_key=claim_checks.answer_key)
