@@ -172,9 +172,13 @@ def _statistic(claim: Claim, outcome: Outcome, suite: str) -> dict[str, Any]:
 
 
 def _arms(c: Claim, stat: Mapping[str, Any], results: Mapping[str, Any], samples: list) -> dict[str, dict[str, Any]]:
-    """The claim's two sides on the same items: declared ``arms``, else those the statistic carries."""
+    """The claim's two sides on the same items: declared ``arms``, else those the statistic carries; a
+    declared arm holding only roles (``unedited``, ``measure``, ``label``) marks the statistic's own."""
     arms: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (stat.get("arms") or {}).items()}
     for name, spec in c.arms.items():
+        if set(spec) <= {"unedited", "measure", "label"} and name in arms:
+            arms[name].update(spec)
+            continue
         try:
             arms[name] = checks.arm(results, samples, spec)
         except values.Missing as e:

@@ -144,7 +144,7 @@ def room(arm: Mapping[str, Any], moves: str) -> dict[str, Any]:
     bound = 0.0 if moves == "lowers" else 1.0
     items = arm.get("items")
     x = np.array([float(v) for v in items.values()]) if items else None
-    if x is None and arm.get("n") and "k" in arm:
+    if x is None and kind == "accuracy" and arm.get("n") and "k" in arm:
         x = np.array([1.0] * int(arm["k"]) + [0.0] * (int(arm["n"]) - int(arm["k"])))
     if x is None or not x.size:
         return {"room": None, "measure": kind, "bound": bound, "text": f"{head}: no per-item values, not computed"}

@@ -84,14 +84,16 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
         if not rows:
             raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
         source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
-        out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source}
+        out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source,
+               **{k: spec[k] for k in ("unedited", "measure") if k in spec}}
         key = answers_for(rows, samples, spec)
         if key or spec.get("answers") == "none":
             out["answers"] = key
         return out
     est = estimate(results, spec)
     n = est.get("n")
-    out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
+    out = {"label": label, "value": est["value"], "n": n, "source": est["source"],
+           **{k: spec[k] for k in ("unedited", "measure") if k in spec}}
     if n:
         out["k"] = int(round(est["value"] * n))
     if spec.get("answers") == "none":  # declared a measure without answers (MUI): it has no uninformed level
@@ -340,13 +342,23 @@ def _stage_rows(samples: Sequence[Mapping[str, Any]], stage: str) -> dict[str, M
 def random_heads(spec, arms, results, samples, direction) -> dict[str, Any]:
     """The edit on the selected heads (stage ``stage``) against the same edit on random
     heads (stages ``<draws>0``, ``<draws>1``...) on the same items: paired bootstrap of the
-    selected 0/1 ``field`` against the per-item mean over draws."""
+    selected 0/1 ``field`` against the per-item mean over draws. Each control reads its own stage:
+    draws that repeat another stage's edit (``draws_of``, default ``stage``) are refused, and so are
+    draws the child did not run -- *control not run* (never explaining, never passed)."""
     field = spec.get("field", "correct")
     sel = _stage_rows(samples, spec["stage"])
     draws = sorted({s["stage"] for s in samples if str(s.get("stage", "")).startswith(spec["draws"])
                     and str(s["stage"])[len(spec["draws"]):].isdigit()})
-    if not sel or not draws:
-        raise Missing(f"no samples of stage {spec['stage']!r} or of random draws {spec['draws']!r}*")
+    of = spec.get("draws_of", spec["stage"])
+    if of != spec["stage"]:
+        return {"not_run": True, "explains": False,
+                "text": f"the random draws {spec['draws']}* repeat stage {of}'s edit, not stage {spec['stage']}'s: "
+                        f"the child ran no draws of this edit, so none are read in their place"}
+    if sel and not draws:
+        return {"not_run": True, "explains": False,
+                "text": f"the child ran no random draws {spec['draws']}* of stage {spec['stage']}'s edit"}
+    if not sel:
+        raise Missing(f"no samples of stage {spec['stage']!r}")
     per_draw = [_stage_rows(samples, d) for d in draws]
     keys = [k for k in sel if all(k in d for d in per_draw)]
     x = [bool(sel[k][field]) for k in keys]
