@@ -231,7 +231,7 @@ def test_five_random_draws_are_descriptive_and_twenty_are_a_test():
     probe = {"acc": 0.70, "random_heads": stats.draws([0.6, 0.62, 0.61, 0.6, 0.63]).as_dict(), "paired_tests": {}}
     stats.add_paired(probe, "probe_vs_majority", stats.mcnemar(np.arange(200) < 140, np.arange(200) < 100))
     out = _claim("002", "truth-probe-snli", {"probes": {"snli.jsonl": probe}})
-    assert out["verdict"] == verdicts.HOLDS and "specificity untested" in out["caveats"][0]
+    assert out["verdict"] == verdicts.HOLDS and any("specificity untested" in c for c in out["caveats"])
     assert _kinds(out, "controls")["random_draws"]["descriptive"]
 
 

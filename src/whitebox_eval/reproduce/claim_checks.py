@@ -90,6 +90,11 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
         if key or spec.get("answers") == "none":
             out["answers"] = key
         return out
+    if "key" not in spec and "at" not in spec:
+        if spec.get("answers") == "none":  # a fit or a per-token measure: declared to have no answers
+            return {"label": label, "answers": {}, "source": "declared: a measure without answers",
+                    **{k: spec[k] for k in ("unedited", "measure") if k in spec}}
+        raise Missing(f"arm {label!r} names no source (samples, key or at) and its statistic carries none")
     est = estimate(results, spec)
     n = est.get("n")
     out = {"label": label, "value": est["value"], "n": n, "source": est["source"],

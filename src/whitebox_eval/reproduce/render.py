@@ -121,6 +121,8 @@ def published_text(c: dict[str, Any]) -> str:
 def _arm_text(a: dict[str, Any], level: dict[str, Any] | None = None) -> str:
     if "error" in a:
         return f"{a.get('label', '')}: n/a ({a['error']})"
+    if "value" not in a:  # declared without values (a fit's points, a token measure): named only
+        return f"{a.get('label', '')} ({a.get('source', 'no values')})"
     if "k" in a:
         text = f"{a.get('label', '')} {100 * a['value']:.1f}% ({a['k']}/{a['n']})"
     else:  # a continuous arm: its mean value, never a count

@@ -157,6 +157,20 @@ def kind(stat: Mapping[str, Any], where: str, suite: str | None = None) -> Stat:
     return Stat(name, None, (str(stat["key"]) if "key" in stat else _path(stat["at"], where),))
 
 
+#: the general statistics that carry their two arms (per-item values of each side)
+CARRY_ARMS = ("group_gap", "stage_gap", "paired_fields", "paired_samples", "length_gap")
+
+
+def arms(stat: Mapping[str, Any], declared: Mapping[str, Any], where: str) -> None:
+    """Every claim has arms: declared in the paper file (a fit or a token measure declares
+    ``answers: none``; a statistic's own arms may be marked by roles only), or carried by a general
+    statistic (:data:`CARRY_ARMS`); one line otherwise -- an arm is what the uninformed-level rule reads."""
+    if declared or (stat.get("derived") in CARRY_ARMS):
+        return
+    raise WhiteboxError(f"{where}: the claim declares no arms (arms: a, b -- samples, key or at; or answers: none for "
+                        "a measure without answers), and its statistic carries none: the uninformed level could not be read")
+
+
 def _pattern(p: str) -> re.Pattern:
     return re.compile("".join("[^/]+" if part.startswith("{") else re.escape(part)
                               for part in re.split(r"(\{[^{}]*\})", p)))
