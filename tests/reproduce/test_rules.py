@@ -281,13 +281,13 @@ def test_an_edit_read_against_a_constant_answer_is_at_chance():
     assert _claim("002", "true-false-intervention-raises", results, samples)["verdict"] == verdicts.CONTRADICTED
 
 
-def test_a_group_too_small_to_compare_is_a_failed_precondition_named_as_such():
+def test_a_group_too_small_to_compare_is_a_floor_naming_its_failed_precondition():
     # Gemma's arithmetic at the cpu scale: 1 correct response of 48, so the child refuses the test
     results = {"correct_vs_incorrect": {"refused": "fewer than 2 responses in a group", "n_correct": 1,
                                         "n_incorrect": 47}}
     out = _claim("001", "mui-correct-like-incorrect-arithmetic", results)
-    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "precondition failed"
-    assert "correct 1, incorrect 47" in out["reason"]
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "floor"
+    assert "precondition enough_per_group failed" in out["reason"] and "correct 1, incorrect 47" in out["reason"]
 
 
 def test_a_measure_without_answers_gets_no_uninformed_level_and_no_caveat_about_one():

@@ -312,7 +312,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     except values.TooFew as e:
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
-        return {**out, "preconditions": pre, **(failed or verdicts.floor(str(e)))}
+        return {**out, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
     except values.Floor as e:
         return {**out, **verdicts.floor(str(e))}
     except values.Missing as e:
