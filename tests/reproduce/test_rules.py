@@ -219,7 +219,7 @@ def test_an_equivalence_on_a_measure_that_cannot_show_the_margin_is_insensitive(
 
 
 def test_five_random_draws_are_descriptive_and_twenty_are_a_test():
-    from whitebox_eval.reproduce.claim_checks import draw_rank
+    from whitebox_eval.reproduce.draw_controls import draw_rank
 
     few = draw_rank(0.8, [0.5] * 5, "greater")
     assert few["descriptive"] and not few["explains"] and few["p_value"] == pytest.approx(1 / 6)

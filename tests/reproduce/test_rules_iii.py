@@ -19,7 +19,7 @@ from scipy.stats import ttest_1samp
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce import assemble, chance, claim_checks, spec, verdicts
+from whitebox_eval.reproduce import assemble, chance, draw_controls, spec, verdicts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_checks import MODEL, _claim, _gar, _kinds, _Plan, _span  # noqa: E402
@@ -197,10 +197,10 @@ def test_the_inverse_edit_control_reads_its_own_stage_or_is_not_run():
     # once the child runs the inverse edit on random heads (stages invrand*), the control reads those
     own = [{**r, "id": r["id"].replace("rand", "invrand", 1), "stage": "inv" + r["stage"]}
            for r in samples if str(r["stage"]).startswith("rand")]
-    read = claim_checks.random_heads({"stage": "inv", "draws": "invrand", "field": "correct"}, {}, results,
+    read = draw_controls.random_heads({"stage": "inv", "draws": "invrand", "field": "correct"}, {}, results,
                                      samples + own, "less")
     assert not read.get("not_run") and read["rank"]["draws"] == 20
-    assert claim_checks.random_heads({"stage": "inv", "draws": "invrand", "field": "correct"}, {}, results,
+    assert draw_controls.random_heads({"stage": "inv", "draws": "invrand", "field": "correct"}, {}, results,
                                      samples, "less")["not_run"]  # no such stage: not run, not an error
 
 

@@ -9,8 +9,9 @@ its arms against their uninformed levels (:mod:`.chance`), its manipulation chec
 substance conditions, the child's reliability warnings, controls that explain a holding or a
 contradicting effect, a positive control for a claim of no difference.
 
-- **uninformative**: a manipulation failed, a precondition failed, the favoured arm is at
-  chance, a control explains the effect, or an equivalence is insensitive (``qualifier`` says
+- **uninformative**: a manipulation failed, no room to move, a precondition failed, a floor
+  (the statistic undefined by the data), the favoured arm at chance (on every statistical
+  verdict), a control explains the effect, or an equivalence is insensitive (``qualifier`` says
   which, ``reason`` names it);
 - **holds**: significant in the claimed direction (p < 0.05); for a claim of no difference,
   the two one-sided tests (TOST) show the difference inside the margin (p < 0.05, i.e. the
@@ -49,24 +50,35 @@ RULE = ("holds = significant in the claimed direction (p < 0.05; a statistic wit
         "holds no such statistic. A claim of no difference is decided by two one-sided tests (TOST, normal) against its "
         "margin on the statistic's own scale: holds when the 90% interval lies inside +-margin, contradicted when the "
         "whole 95% interval lies outside it (its row names TOST, the difference test beside it, and the smallest "
-        "margin this n could show, z_0.95 x SE). Then, for every claim alike: uninformative (manipulation failed) = "
-        "the manipulation the claim is conditional on did not take (contamination did not raise the in-domain "
-        "accuracy significantly, an edit moved the answer off the candidates, fine-tuning did not raise the ID "
-        "accuracy); uninformative (precondition failed) = a declared precondition or a reliability warning of the "
-        "child failed (named); a substance condition of the claim significantly false = contradicted, not shown = "
-        "not shown at this n; uninformative (at chance) = holds or contradicted, but the arm the observed difference "
-        "favours (both arms for a claim of no difference that holds or of a weak relation) is not above what an "
-        "uninformed answerer scores on the same items -- the better of a constant answer and a uniform guess over the options, "
-        "by an exact binomial test (0/1 arms) or an exact sign test (per-item values) -- or a correlation's arm does "
-        "not vary; uninformative (control explains) = a control explains the effect, holding or contradicting (named: "
-        "e.g. always answering the most frequent letter does as well, the opposite edit moves the same way, random "
-        "heads do as well by their rank among >= 20 draws; fewer draws are descriptive, the verdict says its "
-        "specificity is untested); uninformative (insensitive) = a claim of no difference whose positive control "
-        "(the same statistic between groups known to differ) does not reach the margin at this n. A pooled "
-        "comparison over strata (tasks, positions) is decided within strata when the two disagree in sign or "
-        "significance, the pooled one shown beside it. Within each paper, Holm's adjustment of the deciding p-values "
-        "gives a second verdict beside the raw one (the overview counts both); a control's own test is not adjusted. "
-        "Effects of accuracies are in percentage points.")
+        "margin this n could show, z_0.95 x SE). Then, for every claim, verdict and statistic kind alike: "
+        "uninformative (manipulation failed) = the manipulation the claim is conditional on did not take "
+        "(contamination did not raise the in-domain accuracy significantly, an edit moved the answer off the "
+        "candidates, fine-tuning did not raise the ID accuracy); uninformative (no room to move) = a claim that an "
+        "edit, a training or a mask lowers (raises) a measure whose unedited arm is not significantly away from the "
+        "floor (ceiling) it moves toward -- the uninformed level for an accuracy, 0 and 1 for a probability or share, "
+        "none for an unbounded measure; uninformative (precondition failed) = a declared precondition or a "
+        "reliability warning of the child failed (named); uninformative (floor) = the statistic is undefined by the "
+        "child's data: an arm that does not vary, an empty or too small group (named); a substance condition of the "
+        "claim significantly false = contradicted, not shown = not shown at this n; uninformative (at chance) = on "
+        "every statistical verdict, the arm the claim favours (for holds and not shown; for contradicted, the arm "
+        "the observed difference favours; both arms for a claim of no difference or of a weak relation) is not "
+        "above what an uninformed answerer scores on the same items -- the better of a constant answer and a "
+        "uniform guess over the options, by an exact binomial test (0/1 arms) or a one-sample t-test of the mean "
+        "(per-item values) -- or a correlation's arm does not vary; an arm's status is computed once and reads "
+        "alike in every claim, and a reference arm the claim does not favour (the letter baseline) never demotes; "
+        "every claim declares its arms (a fit or a token measure: answers none); uninformative (control explains) "
+        "= a control explains the effect, evaluated in the direction of the verdict it could demote (the claim's "
+        "for holds and for a not-shown row, the observed one for contradicted; named with its hypothesis: e.g. "
+        "always answering the most frequent letter does as well, the opposite edit moves the same way, random heads "
+        "do as well by their rank among >= 20 draws; fewer draws are descriptive, and a control whose own stage the "
+        "child did not run -- draws of another edit -- is not run: the verdict says its specificity is untested); "
+        "uninformative (insensitive) = a claim of no difference whose positive control (the same statistic between "
+        "groups known to differ) does not reach the margin at this n. A pooled statistic over strata (tasks for "
+        "group gaps, token position for clustered token statistics) is decided within strata when the two disagree "
+        "in sign or significance (a permutation test within strata of the CMH-weighted difference), the pooled one "
+        "shown beside it. Within each paper, Holm's adjustment of the deciding p-values gives a second verdict "
+        "beside the raw one (the overview counts both; at chance stays at chance); a control's own test is not "
+        "adjusted. Effects of accuracies are in percentage points.")
 
 
 def _se(stat: Mapping[str, Any]) -> float:

@@ -40,8 +40,8 @@ GENERAL = tuple(Statistic(name, f"{_HERE}.derived:{name}", needs, takes, paths, 
 CHECKS: dict[str, dict[str, str]] = {
     "preconditions": {k: f"{_HERE}.claim_checks:{k}" for k in (
         "above_chance", "reference_sound", "not_at_bound", "enough_per_group", "enough_units", "at_least")},
-    "controls": {k: f"{_HERE}.claim_checks:{k}" for k in (
-        "constant_letter", "random_heads", "beat", "opposite_edit", "random_draws", "flips")},
+    "controls": {**{k: f"{_HERE}.claim_checks:{k}" for k in ("constant_letter", "beat", "opposite_edit", "flips")},
+                 **{k: f"{_HERE}.draw_controls:{k}" for k in ("random_heads", "random_draws")}},
     "manipulation": {k: f"{_HERE}.antecedents:{k}" for k in ("raised", "choice_mass", "finetuned")},
     "substance": {"substance": f"{_HERE}.antecedents:substance"},
 }
