@@ -216,6 +216,10 @@ def test_a_claim_without_arms_is_refused_and_its_declared_arm_at_chance_decides(
         spec.parse_paper(doc, "mine.yaml")
     doc["claims"][0]["arms"] = {"a": {"label": "a fit's points", "answers": "none"}}
     assert spec.parse_paper(doc, "mine.yaml").claims[0].arms
+    # a YAML flow mapping split by a comma in a label leaves a stray key: refused, not read as a role
+    doc["claims"][0]["arms"] = {"a": {"label": "random heads (per item", " mean over draws)": None}}
+    with pytest.raises(WhiteboxError, match="arm a takes no ' mean over draws\\)'"):
+        spec.parse_paper(doc, "mine.yaml")
     # 002's class-2 share of errors, on a model at chance among its candidates: its errors say nothing
     from test_rules import _gar_eval
 

@@ -159,12 +159,20 @@ def kind(stat: Mapping[str, Any], where: str, suite: str | None = None) -> Stat:
 
 #: the general statistics that carry their two arms (per-item values of each side)
 CARRY_ARMS = ("group_gap", "stage_gap", "paired_fields", "paired_samples", "length_gap")
+#: what a declared arm may hold (its source, its answer key, its roles)
+ARM_KEYS = ("label", "samples", "where", "key", "at", "index", "scale", "answers", "options", "gold", "unedited", "measure")
 
 
 def arms(stat: Mapping[str, Any], declared: Mapping[str, Any], where: str) -> None:
     """Every claim has arms: declared in the paper file (a fit or a token measure declares
     ``answers: none``; a statistic's own arms may be marked by roles only), or carried by a general
     statistic (:data:`CARRY_ARMS`); one line otherwise -- an arm is what the uninformed-level rule reads."""
+    for name, a in (declared or {}).items():
+        extra = sorted(set(a) - set(ARM_KEYS)) if isinstance(a, Mapping) else [repr(a)]
+        if extra:
+            raise WhiteboxError(f"{where}: arm {name} takes no {extra[0]!r}{_nearest(extra[0], ARM_KEYS)}")
+        if a.get("unedited") not in (None, "lowers", "raises"):
+            raise WhiteboxError(f"{where}: arm {name}: unedited is lowers or raises, got {a['unedited']!r}")
     if declared or (stat.get("derived") in CARRY_ARMS):
         return
     raise WhiteboxError(f"{where}: the claim declares no arms (arms: a, b -- samples, key or at; or answers: none for "
