@@ -7,7 +7,8 @@ For every claim x model it recomputes what its evidence allows and compares it w
 claims.json says:
 
 - each arm's uninformed level (the best constant answer, the uniform guess 1/K) from the answer
-  keys, and its test: exact binomial (greater) for 0/1 arms, a one-sample t-test of the mean for continuous ones;
+  keys, and its test: exact binomial (greater) for 0/1 arms, a one-sample t-test of the mean for continuous ones
+  (the exact sign test a report written before it names);
 - the statistic: exact McNemar (b, c, p, the difference and its exact interval: the Clopper-Pearson
   product) from two 0/1 arms on the same items; a difference of means of two groups with its
   permutation p, and the paired bootstrap's p, by Monte Carlo here (tolerance below); a stratified
@@ -123,6 +124,9 @@ def check_chance(where: str, c: dict, arms: dict, ck: Check) -> None:
         x = np.array([float(a["items"][i]) for i in ids])
         if np.all((x == 0) | (x == 1)):
             p = 1.0 if level >= 1 else st.binomtest(int(x.sum()), x.size, level, alternative="greater").pvalue
+        elif str(lv.get("test", "")).startswith("exact sign test"):  # a report written before the t-test
+            pos, neg = int((x > level).sum()), int((x < level).sum())
+            p = st.binomtest(pos, pos + neg, 0.5, alternative="greater").pvalue if pos + neg else 1.0
         elif x.size < 2 or np.ptp(x) == 0:  # a mean against its level: one-sample t, constant values by their side
             p = 0.0 if x.size and bool(np.all(x > level)) else 1.0
         else:
