@@ -12,7 +12,8 @@ claims.json says:
 - the statistic: exact McNemar (b, c, p, the difference and its exact interval: the Clopper-Pearson
   product) from two 0/1 arms on the same items; a difference of means of two groups with its
   permutation p, and the paired bootstrap's p, by Monte Carlo here (tolerance below); a stratified
-  difference (CMH weights) and its within-strata permutation p (Monte Carlo); TOST's p from the
+  difference (CMH weights) and its within-strata permutation p (Monte Carlo), by task from the arms'
+  strata or by token position from the tokens' positions; TOST's p from the
   value and standard error; the Utility Law's A and its t-interval (statsmodels OLS); MUI of correct
   vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
   its permutation p (Monte Carlo), from each response's key units; MUI's change between two
@@ -164,6 +165,33 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                 hits += abs(cmh(parts)) >= abs(obs) - 1e-12
             p = (1 + hits) / (1 + r)
             ck.same(where, "stratified permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
+        elif tokens and "position" in tokens:  # a clustered token statistic within token position
+            v = np.asarray(tokens["value"], float)
+            g = np.asarray(tokens["correct"], bool)
+            pos = np.asarray(tokens["position"])
+
+            def by_position(labels: np.ndarray) -> float:
+                num = den = 0.0
+                for q in np.unique(pos):
+                    at_q = pos == q
+                    good, bad = v[at_q & labels], v[at_q & ~labels]
+                    if good.size and bad.size:
+                        w = good.size * bad.size / (good.size + bad.size)
+                        num, den = num + w * (good.mean() - bad.mean()), den + w
+                return num / den
+
+            obs = by_position(g)
+            ck.same(where, "difference within token position", obs, s["value"])
+            r = int(strat.get("permutations", 2000))
+            hits = 0
+            for _ in range(r):
+                shuffled = g.copy()
+                for q in np.unique(pos):
+                    idx = np.flatnonzero(pos == q)
+                    shuffled[idx] = rng.permutation(g[idx])
+                hits += abs(by_position(shuffled)) >= abs(obs) - 1e-12
+            p = (1 + hits) / (1 + r)
+            ck.same(where, "within-position permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
         else:
             ck.unrecomputed["stratified without strata in the evidence"] += 1
         return
