@@ -37,7 +37,7 @@ def chance(stat: Mapping[str, Any], arms: Mapping[str, Any], direction: str, eff
         v = levels.variance(a)
         if v is not None:
             out_levels[name]["varies"] = v
-    difference = any(k in stat for k in ("paired", "test_at", "derived")) or stat.get("kind") == "difference"
+    difference = any(k in stat for k in ("paired", "test_at", "derived"))
     observed = ["a" if effect > 0 else "b"] if effect != 0 else []
     both = {"a", "b"} <= set(out_levels)
     if difference and both and direction != "none":

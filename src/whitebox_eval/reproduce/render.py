@@ -161,9 +161,12 @@ def checks_text(c: dict[str, Any]) -> str:
 def _control_label(c: dict[str, Any], x: dict[str, Any]) -> str:
     """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding or a
     contradicting effect uninformative; not beaten: it does not, but there was no such effect;
-    DESCRIPTIVE: too few random draws for a test (specificity untested)."""
+    DESCRIPTIVE: too few random draws for a test (specificity untested); NOT RUN: the child ran no
+    draws of its own stage (specificity untested)."""
     if "error" in x:
         return "ERROR"
+    if x.get("not_run"):
+        return "NOT RUN"
     if x.get("descriptive"):
         return "DESCRIPTIVE"
     if not x.get("explains"):
