@@ -97,6 +97,20 @@ def test_a_reference_at_chance_does_not_demote_and_an_arm_reads_alike_in_every_c
     assert sister["rules"]["chance"]["arms"]["a"]["text"] == ch["arms"]["a"]["text"]
 
 
+def test_a_head_at_chance_reads_alike_in_its_sister_claims():
+    # SmolLM2's QK head on MMLU (121/482): "uninformative" in one claim and "not shown, detectable 9 pp" in
+    # its sister claim before; now the same status, the same text, in both
+    rng = np.random.default_rng(7)
+    n = 240
+    gold = [i % 4 for i in range(n)]
+    head = list(rng.integers(0, 4, n))
+    results, samples = _mcqa(gold, head, [(i // 4) % 4 for i in range(n)], list(rng.integers(0, 4, n)))
+    outs = [_claim("000", cid, results, samples) for cid in ("qk-beats-baseline-mmlu-0shot", "qk-beats-pride-mmlu")]
+    assert [o["verdict"] for o in outs] == [verdicts.UNINFORMATIVE] * 2
+    assert [o["qualifier"] for o in outs] == ["at chance"] * 2
+    assert outs[0]["rules"]["chance"]["arms"]["a"]["text"] == outs[1]["rules"]["chance"]["arms"]["a"]["text"]
+
+
 def test_a_mean_arm_is_tested_against_its_level_by_a_one_sample_t_test():
     rng = np.random.default_rng(5)
     x = np.clip(0.27 + rng.normal(0, 0.05, 40), 0, 1)
