@@ -7,11 +7,13 @@ For every claim x model it recomputes what its evidence allows and compares it w
 claims.json says:
 
 - each arm's uninformed level (the best constant answer, the uniform guess 1/K) from the answer
-  keys, and its test: exact binomial (greater) for 0/1 arms, exact sign test for continuous ones;
+  keys, and its test: exact binomial (greater) for 0/1 arms, a one-sample t-test of the mean for continuous ones
+  (the exact sign test a report written before it names);
 - the statistic: exact McNemar (b, c, p, the difference and its exact interval: the Clopper-Pearson
   product) from two 0/1 arms on the same items; a difference of means of two groups with its
   permutation p, and the paired bootstrap's p, by Monte Carlo here (tolerance below); a stratified
-  difference (CMH weights) and its within-strata permutation p (Monte Carlo); TOST's p from the
+  difference (CMH weights) and its within-strata permutation p (Monte Carlo), by task from the arms'
+  strata or by token position from the tokens' positions; TOST's p from the
   value and standard error; the Utility Law's A and its t-interval (statsmodels OLS); MUI of correct
   vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
   its permutation p (Monte Carlo), from each response's key units; MUI's change between two
@@ -128,9 +130,13 @@ def check_chance(where: str, c: dict, arms: dict, ck: Check) -> None:
         x = np.array([float(a["items"][i]) for i in ids])
         if np.all((x == 0) | (x == 1)):
             p = 1.0 if level >= 1 else st.binomtest(int(x.sum()), x.size, level, alternative="greater").pvalue
-        else:
+        elif str(lv.get("test", "")).startswith("exact sign test"):  # a report written before the t-test
             pos, neg = int((x > level).sum()), int((x < level).sum())
             p = st.binomtest(pos, pos + neg, 0.5, alternative="greater").pvalue if pos + neg else 1.0
+        elif x.size < 2 or np.ptp(x) == 0:  # a mean against its level: one-sample t, constant values by their side
+            p = 0.0 if x.size and bool(np.all(x > level)) else 1.0
+        else:
+            p = st.ttest_1samp(x, level, alternative="greater").pvalue
         ck.same(where, f"arm {name} chance p", float(p), lv["p_value"])
 
 
@@ -164,6 +170,33 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                 hits += abs(cmh(parts)) >= abs(obs) - 1e-12
             p = (1 + hits) / (1 + r)
             ck.same(where, "stratified permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
+        elif tokens and "position" in tokens:  # a clustered token statistic within token position
+            v = np.asarray(tokens["value"], float)
+            g = np.asarray(tokens["correct"], bool)
+            pos = np.asarray(tokens["position"])
+
+            def by_position(labels: np.ndarray) -> float:
+                num = den = 0.0
+                for q in np.unique(pos):
+                    at_q = pos == q
+                    good, bad = v[at_q & labels], v[at_q & ~labels]
+                    if good.size and bad.size:
+                        w = good.size * bad.size / (good.size + bad.size)
+                        num, den = num + w * (good.mean() - bad.mean()), den + w
+                return num / den
+
+            obs = by_position(g)
+            ck.same(where, "difference within token position", obs, s["value"])
+            r = int(strat.get("permutations", 2000))
+            hits = 0
+            for _ in range(r):
+                shuffled = g.copy()
+                for q in np.unique(pos):
+                    idx = np.flatnonzero(pos == q)
+                    shuffled[idx] = rng.permutation(g[idx])
+                hits += abs(by_position(shuffled)) >= abs(obs) - 1e-12
+            p = (1 + hits) / (1 + r)
+            ck.same(where, "within-position permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
         else:
             ck.unrecomputed["stratified without strata in the evidence"] += 1
         return

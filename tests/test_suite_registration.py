@@ -27,7 +27,7 @@ PAPER = {
                      "scales": {"micro": {"limit": 12}, "quick": {}, "paper": {"limit": 1000}}}],
     "claims": [{"id": "toy-above-half", "claim": "The toy is right more often than not", "cite": "toy sec. 1",
                 "experiment": "toy-exp", "stat": {"key": "acc", "than": 0.5}, "direction": "greater",
-                "published": {"text": "0.9"}}],
+                "published": {"text": "0.9"}, "arms": {"a": {"label": "toy accuracy", "key": "acc"}}}],
 }
 
 

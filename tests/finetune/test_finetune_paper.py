@@ -18,7 +18,7 @@ PAPER = {
                      "scales": {"micro": {"limit": 24, "max_steps": 4}, "quick": {"limit": 400}, "paper": {}}}],
     "claims": [{"id": "ft-learns", "claim": "The trained model answers held-out sums", "cite": "sec. 1",
                 "experiment": "arith-ft", "stat": {"key": "accuracy,after", "than": 0.0}, "direction": "greater",
-                "published": {"text": "more than none"}}],
+                "published": {"text": "more than none"}, "arms": {"a": {"label": "accuracy after", "key": "accuracy,after"}}}],
 }
 
 

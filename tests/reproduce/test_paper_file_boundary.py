@@ -20,7 +20,9 @@ PAPER = {
     "tables": [{"id": "t1", "cite": "Table 1", "region": ["a", "b"], "columns": ["acc"],
                 "rows": [{"label": ["x"], "published": [1.0]}]}],
     "claims": [{"id": "qk-beats", "claim": "The QK head beats the baseline", "cite": "sec. 1", "experiment": "ssd",
-                "stat": {"paired": "qk_head_vs_baseline"}, "direction": "greater", "margin": 0.05}],
+                "stat": {"paired": "qk_head_vs_baseline"}, "direction": "greater", "margin": 0.05,
+                "arms": {"a": {"label": "QK head", "samples": "acc,qk_head"},
+                         "b": {"label": "baseline", "samples": "acc,baseline"}}}],
 }
 
 

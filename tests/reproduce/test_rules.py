@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, ttest_1samp
 
 from whitebox_eval import stats
 from whitebox_eval.reproduce import chance, verdicts
@@ -45,12 +45,13 @@ def test_an_mcq_arm_at_its_letter_floor_cannot_decide_a_comparison_with_free_gen
     assert out["statistical_verdict"] == verdicts.CONTRADICTED  # the difference favours the MCQ arm ...
     assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "at chance"  # ... which is at 1/4
     ch = out["rules"]["chance"]
-    assert ch["needed"] == ["b"] and ch["arms"]["b"]["level"] == pytest.approx(0.25)
+    # holds and not shown need the arm the claim favours (free), contradicted the one the difference favours
+    assert ch["needed"] == ["a"] and ch["needed_if_contradicted"] == ["b"]
+    assert ch["arms"]["b"]["level"] == pytest.approx(0.25)
     assert ch["arms"]["b"]["uniform"] == pytest.approx(0.25) and ch["arms"]["b"]["constant"] == pytest.approx(0.25)
-    # the sign test, by hand: items above 0.25 against items below
-    d = mcq - 0.25
-    ref = binomtest(int((d > 0).sum()), int((d != 0).sum()), 0.5, alternative="greater").pvalue
-    assert ch["arms"]["b"]["p_value"] == pytest.approx(ref)
+    # a mean against a mean-defined level: a one-sample t-test of the mean, by hand with scipy
+    assert ch["arms"]["b"]["p_value"] == pytest.approx(ttest_1samp(mcq, 0.25, alternative="greater").pvalue)
+    assert ch["arms"]["b"]["test"] == "one-sample t-test of the mean"
     # free text has no options to guess from: its level is the best constant answer, 1/40 here
     assert ch["arms"]["a"]["level"] == pytest.approx(1 / n) and ch["arms"]["a"]["uniform"] == 0.0
     # a real MCQ signal (0.9 on every item) lifts the arm off its floor: the contradiction stands
@@ -218,7 +219,7 @@ def test_an_equivalence_on_a_measure_that_cannot_show_the_margin_is_insensitive(
 
 
 def test_five_random_draws_are_descriptive_and_twenty_are_a_test():
-    from whitebox_eval.reproduce.claim_checks import draw_rank
+    from whitebox_eval.reproduce.draw_controls import draw_rank
 
     few = draw_rank(0.8, [0.5] * 5, "greater")
     assert few["descriptive"] and not few["explains"] and few["p_value"] == pytest.approx(1 / 6)
@@ -230,7 +231,7 @@ def test_five_random_draws_are_descriptive_and_twenty_are_a_test():
     probe = {"acc": 0.70, "random_heads": stats.draws([0.6, 0.62, 0.61, 0.6, 0.63]).as_dict(), "paired_tests": {}}
     stats.add_paired(probe, "probe_vs_majority", stats.mcnemar(np.arange(200) < 140, np.arange(200) < 100))
     out = _claim("002", "truth-probe-snli", {"probes": {"snli.jsonl": probe}})
-    assert out["verdict"] == verdicts.HOLDS and "specificity untested" in out["caveats"][0]
+    assert out["verdict"] == verdicts.HOLDS and any("specificity untested" in c for c in out["caveats"])
     assert _kinds(out, "controls")["random_draws"]["descriptive"]
 
 
@@ -273,20 +274,20 @@ def test_an_edit_read_against_a_constant_answer_is_at_chance():
     assert out["statistical_verdict"] == verdicts.CONTRADICTED
     assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "at chance"
     ch = out["rules"]["chance"]
-    assert ch["needed"] == ["b"] and ch["arms"]["b"]["level"] == 0.5 and ch["arms"]["a"]["level"] == 0.5
+    assert ch["needed_if_contradicted"] == ["b"] and ch["arms"]["b"]["level"] == 0.5 and ch["arms"]["a"]["level"] == 0.5
     assert ch["arms"]["b"]["p_value"] == pytest.approx(binomtest(30, 60, 0.5, alternative="greater").pvalue)
     # a model that reads the question (before 45/60): the same drop is a contradiction
     results, samples = _gar(after, np.arange(n) < 45, [np.arange(n) < 45 for _ in range(20)], np.arange(n) < 45)
     assert _claim("002", "true-false-intervention-raises", results, samples)["verdict"] == verdicts.CONTRADICTED
 
 
-def test_a_group_too_small_to_compare_is_a_failed_precondition_named_as_such():
+def test_a_group_too_small_to_compare_is_a_floor_naming_its_failed_precondition():
     # Gemma's arithmetic at the cpu scale: 1 correct response of 48, so the child refuses the test
     results = {"correct_vs_incorrect": {"refused": "fewer than 2 responses in a group", "n_correct": 1,
                                         "n_incorrect": 47}}
     out = _claim("001", "mui-correct-like-incorrect-arithmetic", results)
-    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "precondition failed"
-    assert "correct 1, incorrect 47" in out["reason"]
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "floor"
+    assert "precondition enough_per_group failed" in out["reason"] and "correct 1, incorrect 47" in out["reason"]
 
 
 def test_a_measure_without_answers_gets_no_uninformed_level_and_no_caveat_about_one():

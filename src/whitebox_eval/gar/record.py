@@ -53,5 +53,5 @@ SUITE = Suite(
     results=("acc,{stage}", "acc_argmax,{stage}", "interventions/{edit}/paired_tests/{test}",
              "interventions/{edit}/{value}", "interventions/{edit}/after/{value}", "probes/{file}/paired_tests/{test}",
              "probes/{file}/{value}", "error_analysis/share,{class}", "appc/{by}/{group}", "appc/{by}/{group}/{x}"),
-    statistics=(Statistic("error_shares", _G + "read_back:error_shares", needs=("class",)),),
+    statistics=(Statistic("error_shares", _G + "read_back:error_shares", needs=("class",), arms=True),),
 )

@@ -31,7 +31,7 @@ SUITE = Suite(
                             "Heads that select-and-copy across MCQA runs (000).")},
     results=("acc,{method}", "pa,{method}", "selection_bias,{method}", "paired_tests/{method}_vs_baseline",
              "paired_tests/ablation_key_vs_{arm}", "ablation/{part}", "{section}/best_head"),
-    statistics=(Statistic("ablation_items", "whitebox_eval.mcqa.read_back:ablation_items", needs=("paired",),
+    statistics=(Statistic("ablation_items", "whitebox_eval.mcqa.read_back:ablation_items", needs=("paired",), arms=True,
                           paths=("paired",), passes=("ablate_top", "ablate_random")),
                 Statistic("pa_stability", "whitebox_eval.mcqa.read_back:pa_stability", takes=("method",))),
 )

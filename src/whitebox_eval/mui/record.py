@@ -56,8 +56,8 @@ MASKING = Suite(
     rate=0.17, tokens_per_unit=32,  # a masked scoring or generation step
     results=("paired_tests/key_vs_random,{metric},{task},k={k}", "key_minus_random,{metric},{task},k={k}",
              "curves/{task}/{mask}/{k}/{metric}"),
-    statistics=(Statistic("masked_items", _R + "masked_items", needs=("task", "k"), takes=("metric",)),
-                Statistic("masked_specificity", _R + "masked_specificity", needs=("task", "other", "k"))),
+    statistics=(Statistic("masked_items", _R + "masked_items", needs=("task", "k"), takes=("metric",), arms=True),
+                Statistic("masked_specificity", _R + "masked_specificity", needs=("task", "other", "k"), arms=True)),
 )
 CONTAMINATION = Suite(
     "contamination", "Paper 001 sec. 3.4: fine-tune on a task's test items, then (accuracy, MUI) per checkpoint "
@@ -67,5 +67,5 @@ CONTAMINATION = Suite(
     contamination_work, rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     results=("paired_tests/{measure},{task}", "paired_tests/{measure},{task},{checkpoint}",
              "{measure},{task},{checkpoint}", "accuracy_change,{task}"),
-    statistics=(Statistic("contamination_items", _R + "contamination_items", needs=("paired",), paths=("paired",)),),
+    statistics=(Statistic("contamination_items", _R + "contamination_items", needs=("paired",), paths=("paired",), arms=True),),
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
-from whitebox_eval.reproduce import antecedents, claim_checks as checks, values, verdicts, vocabulary
+from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 
@@ -172,9 +172,13 @@ def _statistic(claim: Claim, outcome: Outcome, suite: str) -> dict[str, Any]:
 
 
 def _arms(c: Claim, stat: Mapping[str, Any], results: Mapping[str, Any], samples: list) -> dict[str, dict[str, Any]]:
-    """The claim's two sides on the same items: declared ``arms``, else those the statistic carries."""
+    """The claim's two sides on the same items: declared ``arms``, else those the statistic carries; a
+    declared arm holding only roles (``unedited``, ``measure``, ``label``) marks the statistic's own."""
     arms: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (stat.get("arms") or {}).items()}
     for name, spec in c.arms.items():
+        if set(spec) <= {"unedited", "measure", "label"} and name in arms:
+            arms[name].update(spec)
+            continue
         try:
             arms[name] = checks.arm(results, samples, spec)
         except values.Missing as e:
@@ -186,55 +190,21 @@ def _arms(c: Claim, stat: Mapping[str, Any], results: Mapping[str, Any], samples
 
 def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results: Mapping[str, Any],
             samples: list, direction: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Preconditions, and controls in the observed ``direction`` (a control explains a contradicting
-    effect as it explains a holding one)."""
+    """Preconditions, and controls in ``direction``, that of the verdict they could demote
+    (:func:`.claim_rules.control_direction`), each naming the hypothesis it tested."""
     pre = [checks.evaluate(vocabulary.checks("preconditions"), spec, arms, results, stat) for spec in c.preconditions]
-    ctl = [checks.evaluate(vocabulary.checks("controls"), spec, arms, results, samples, direction or c.direction)
-           for spec in c.controls]
+    d = direction or c.direction
+    ctl = []
+    for spec in c.controls:
+        r = checks.evaluate(vocabulary.checks("controls"), spec, arms, results, samples, d)
+        if "error" not in r and not r.get("not_run") and r["kind"] != "flips":
+            r["hypothesis"] = (f"the claim's arm {'above' if d != 'less' else 'below'} the control "
+                               f"({'the claimed' if d == c.direction else 'the observed'} direction)")
+            r["text"] = f"{r['text']} [tested: {r['hypothesis']}]"
+        ctl.append(r)
     return pre, ctl
 
 
-
-
-def _stratified(stat: dict[str, Any]) -> dict[str, Any]:
-    """The stratified statistic in place of the pooled one when the two disagree in sign or in
-    significance (the pooled one kept beside it as ``pooled``)."""
-    st = stat.get("stratified")
-    if not isinstance(st, Mapping) or "value" not in st or stat.get("p_value") is None:
-        return stat
-    sig = lambda p: p < stats.ALPHA  # noqa: E731
-    if (st["value"] > 0) == (stat["value"] > 0) and sig(st["p_value"]) == sig(stat["p_value"]):
-        return stat
-    pooled = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source") if k in stat}
-    out = {**stat, **{k: st[k] for k in ("value", "lo", "hi", "se", "p_value", "n", "test")},
-           "source": f"{stat.get('source', '')}, within {st.get('strata')}", "pooled": pooled}
-    return out
-
-
-def _chance(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], effect: float) -> dict[str, Any]:
-    """Each arm against its uninformed level (:mod:`.chance`), and which arms the verdict needs
-    above it: the one the observed difference favours (a difference a - b), both for a claim of no
-    difference or of a relation against a boundary (which also needs variance in both). A claim of
-    no difference that is contradicted has found a difference: like a directional claim, it needs
-    the arm that difference favours (``needed_if_contradicted``)."""
-    from whitebox_eval.reproduce import chance
-
-    levels = {}
-    for name, a in arms.items():
-        if "error" in a:
-            continue
-        levels[name] = {**chance.above(a), "label": a.get("label", name)}
-        v = chance.variance(a)
-        if v is not None:
-            levels[name]["varies"] = v
-    difference = any(k in c.stat for k in ("paired", "test_at", "derived"))
-    favoured = ["a" if effect > 0 else "b"] if effect != 0 else []
-    both = {"a", "b"} <= set(levels)
-    needed = favoured if difference and both and c.direction != "none" else sorted(levels)
-    out = {"arms": levels, "needed": needed, "needed_variance": [] if difference else sorted(levels)}
-    if difference and both and c.direction == "none":
-        out["needed_if_contradicted"] = favoured
-    return out
 
 
 def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: list) -> list[dict[str, Any]]:
@@ -318,7 +288,10 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     than = float(c.stat.get("than", 0.0))
     out["than"] = than
     if (why := not_tested_at(paper, c, plan.scale)) is not None:
-        return {**out, "verdict": verdicts.NOT_RUN, "reason": why}
+        o = None if c.across_models else _outcome(plan, outcomes, paper, c.experiment, model)
+        ran = o is not None and o.status == "done"  # not run = its child did not run; not tested = it ran without it
+        return {**out, **({"run": o.child.run_id} if ran else {}),
+                "verdict": verdicts.NOT_TESTED if ran else verdicts.NOT_RUN, "reason": why}
     results: Mapping[str, Any] = {}
     samples: list = []
     try:
@@ -339,10 +312,12 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     except values.TooFew as e:
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
-        return {**out, "preconditions": pre, **(failed or {"verdict": verdicts.NOT_TESTED, "reason": str(e)})}
+        return {**out, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
+    except values.Floor as e:
+        return {**out, **verdicts.floor(str(e))}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
-    stat = _stratified(stat)
+    stat = claim_rules.stratified(stat)
     arms = _arms(c, stat, results, samples)
     if c.unit:
         try:
@@ -350,11 +325,10 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         except values.Missing as e:
             out["unit"] = f"n/a ({e})"
     effect = float(stat["value"]) - than
-    observed = "greater" if effect > 0 else "less" if effect < 0 else c.direction
-    pre, ctl = _checks(c, stat, arms, results, samples, observed)
+    pre, ctl = _checks(c, stat, arms, results, samples, claim_rules.control_direction(stat, c.direction, than, c.margin))
     if not c.across_models:
         pre += antecedents.reliability(results)
-    rules = {"chance": _chance(c, stat, arms, effect),
+    rules = {"chance": claim_rules.chance(c.stat, arms, c.direction, effect), "room": claim_rules.room(arms),
              "manipulation": _manipulations(paper, c, results, samples),
              "substance": [checks.evaluate(vocabulary.checks("substance"), {"kind": "substance", **x}, results) for x in c.substance],
              "sensitivity": _sensitivity(paper, c, plan, outcomes, model)}
@@ -395,10 +369,13 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
 def holm(claims: list[dict[str, Any]]) -> None:
     """Holm's adjustment over one paper's deciding p-values (every claim and model with a
     statistic), each claim's verdict recomputed with its adjusted p (``p_holm``,
-    ``verdict_holm``); claims without a statistic keep their verdict."""
+    ``verdict_holm``); claims without a statistic, and claims at chance (an arm's uninformed level
+    does not depend on p), keep their verdict."""
     tested = [c for c in claims if c.get("p_value") is not None and "statistic" in c]
     for c, adj in zip(tested, stats.holm([c["p_value"] for c in tested]) if tested else []):
         c["p_holm"] = adj
+        if c.get("qualifier") == "at chance":  # an arm's uninformed level does not depend on p: Holm keeps it
+            continue
         c["verdict_holm"] = verdicts.verdict(c["statistic"], c["direction"], c["than"], c.get("margin"),
                                              c.get("preconditions", ()), c.get("controls", ()), p=adj,
                                              **(c.get("rules") or {}))["verdict"]

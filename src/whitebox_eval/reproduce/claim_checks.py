@@ -18,7 +18,8 @@ quote.
 - **controls** (one that explains the effect turns *holds* into *uninformative*):
   ``constant_letter`` (the arm against always answering the most frequent gold letter on
   the same items, with per-letter recall; 000 sec. 5), ``random_heads`` (the same edit on
-  random heads, per item from the run's samples; 002 sec. 5), ``beat`` (a paired test of
+  random heads, per item from the run's samples; 002 sec. 5; in :mod:`.draw_controls` with
+  ``random_draws``), ``beat`` (a paired test of
   the arm against a control arm the child ran), ``opposite_edit`` (an edit meant to move
   the other way that moves the same way: the effect is damage, not direction), and
   ``flips`` (answer flips, informational).
@@ -84,14 +85,21 @@ def arm(results: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], spec: 
         if not rows:
             raise Missing(f"no sample has {spec['samples']!r} where {spec.get('where')}")
         source = f"samples.jsonl {spec['samples']}" + (f" where {_fmt_where(spec['where'])}" if spec.get("where") else "")
-        out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source}
+        out = {**arm_of(label, {item_id(s): float(_field(s, spec["samples"])) for s in rows}), "source": source,
+               **{k: spec[k] for k in ("unedited", "measure") if k in spec}}
         key = answers_for(rows, samples, spec)
         if key or spec.get("answers") == "none":
             out["answers"] = key
         return out
+    if "key" not in spec and "at" not in spec:
+        if spec.get("answers") == "none":  # a fit or a per-token measure: declared to have no answers
+            return {"label": label, "answers": {}, "source": "declared: a measure without answers",
+                    **{k: spec[k] for k in ("unedited", "measure") if k in spec}}
+        raise Missing(f"arm {label!r} names no source (samples, key or at) and its statistic carries none")
     est = estimate(results, spec)
     n = est.get("n")
-    out = {"label": label, "value": est["value"], "n": n, "source": est["source"]}
+    out = {"label": label, "value": est["value"], "n": n, "source": est["source"],
+           **{k: spec[k] for k in ("unedited", "measure") if k in spec}}
     if n and spec.get("answers") != "none" and abs(est["value"] * n - round(est["value"] * n)) < 1e-9:
         out["k"] = int(round(est["value"] * n))  # a count only where the value is one (a share of n items)
     if spec.get("answers") == "none":  # declared a measure without answers (MUI): it has no uninformed level
@@ -337,56 +345,6 @@ def _stage_rows(samples: Sequence[Mapping[str, Any]], stage: str) -> dict[str, M
     return {str(s["id"])[len(prefix):]: s for s in samples if s.get("stage") == stage}
 
 
-def random_heads(spec, arms, results, samples, direction) -> dict[str, Any]:
-    """The edit on the selected heads (stage ``stage``) against the same edit on random
-    heads (stages ``<draws>0``, ``<draws>1``...) on the same items: paired bootstrap of the
-    selected 0/1 ``field`` against the per-item mean over draws."""
-    field = spec.get("field", "correct")
-    sel = _stage_rows(samples, spec["stage"])
-    draws = sorted({s["stage"] for s in samples if str(s.get("stage", "")).startswith(spec["draws"])
-                    and str(s["stage"])[len(spec["draws"]):].isdigit()})
-    if not sel or not draws:
-        raise Missing(f"no samples of stage {spec['stage']!r} or of random draws {spec['draws']!r}*")
-    per_draw = [_stage_rows(samples, d) for d in draws]
-    keys = [k for k in sel if all(k in d for d in per_draw)]
-    x = [bool(sel[k][field]) for k in keys]
-    ys = [[bool(d[k][field]) for k in keys] for d in per_draw]
-    vs_mean, _ = stats.against_draws(x, ys)
-    t = record(vs_mean, f"samples.jsonl {field}: stage {spec['stage']} vs {', '.join(draws)}")
-    acc = [float(np.mean(y)) for y in ys]
-    rank = draw_rank(float(np.mean(x)), acc, direction)
-    out = {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "test": t,
-           "selected_accuracy": float(np.mean(x)), "random_accuracy": acc, "n": len(keys),
-           "draw_items": {d: {k: float(bool(r[k][field])) for k in keys} for d, r in zip(draws, per_draw)},
-           "text": f"the same edit on {len(draws)} random head sets: {pct(float(np.mean(acc)))} "
-                   f"({', '.join(pct(a) for a in acc)}) vs the selected heads {pct(float(np.mean(x)))}; {rank['text']}; "
-                   f"per item, selected - mean of the draws {100 * t['value']:+.1f} pp [{100 * t['lo']:+.1f}, "
-                   f"{100 * t['hi']:+.1f}], {t['test']} {stats.fmt_p(t['p_value'])}"}
-    return out
-
-
-MIN_DRAWS = 20
-"""Fewest random draws whose rank test can reach p < 0.05: 1 / (1 + 20) = 0.048."""
-
-
-def draw_rank(selected: float, draws: Sequence[float], direction: str) -> dict[str, Any]:
-    """The selected units against random draws of as many, as a test: p = (1 + draws at least as
-    far in ``direction`` as the selected) / (1 + draws) (the draws' permutation distribution). With
-    fewer than :data:`MIN_DRAWS` draws no p reaches 0.05: the draws are *descriptive* (the claim's
-    specificity is untested), never a control that passed nor one that explains."""
-    sign = -1 if direction == "less" else 1
-    n = len(draws)
-    at_least = sum(1 for d in draws if sign * (d - selected) >= 0)
-    p = (1 + at_least) / (1 + n)
-    descriptive = n < MIN_DRAWS
-    return {"p_value": p, "draws": n, "at_least_selected": at_least, "descriptive": descriptive, "direction": direction,
-            "explains": (not descriptive) and p >= stats.ALPHA, "test": "rank among random draws",
-            "text": f"{at_least} of {n} random draws at least as {'low' if sign < 0 else 'high'}: rank p = "
-                    f"(1 + {at_least}) / (1 + {n}) = {p:.3f}"
-                    + (f" -- {n} draws cannot reach p < 0.05 (needs >= {MIN_DRAWS}): descriptive, specificity untested"
-                       if descriptive else "")}
-
-
 def _test_of(results: Mapping[str, Any], spec: Mapping[str, Any]):
     return test(results, {"paired": spec["paired"]} if "paired" in spec else {"at": spec["test_at"]})
 
@@ -405,21 +363,6 @@ def opposite_edit(spec, arms, results, samples, direction) -> dict[str, Any]:
             "text": f"{spec.get('label', t['source'])} (meant to move the other way): {100 * t['value']:+.1f} pp "
                     f"[{100 * t['lo']:+.1f}, {100 * t['hi']:+.1f}], {stats.fmt_p(t['p_value'])}"
                     + (" -- it moves the same way: the edit damages, whatever its sign" if same else "")}
-
-
-def random_draws(spec, arms, results, samples, direction) -> dict[str, Any]:
-    """The arm (``value``: an estimate spec) against the child's random-head draws of the
-    same thing (``draws``: a path to their values): explains unless the arm lies beyond every
-    draw in the claimed direction (no per-item test exists for these draws)."""
-    sel = estimate(results, spec["value"])["value"]
-    draws = [float(v) for v in at(results, list(spec["draws"]))]
-    if not draws:
-        raise Missing("no random draws in the child run")
-    rank = draw_rank(sel, draws, direction)
-    shown = pct if all(0 <= v <= 1 for v in (sel, *draws)) else (lambda v: f"{v:.3g}")  # a share, else a number (nats)
-    return {"explains": rank["explains"], "descriptive": rank["descriptive"], "rank": rank, "selected": sel,
-            "draws": draws, "text": f"{spec.get('label', 'the same on random heads')}: {', '.join(shown(d) for d in draws)} "
-                                    f"vs {shown(sel)} selected; {rank['text']}"}
 
 
 def flips(spec, arms, results, samples, direction) -> dict[str, Any]:

@@ -164,18 +164,19 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     with the sequence as the unit: cluster-robust t (:func:`whitebox_eval.stats.clustered_difference`;
     003 Table 2). ``groups`` counts the sequences holding each kind of token."""
     score, flag = spec.get("score", "rollout_scores"), spec.get("correct", "correct")
-    values, good, seq = [], [], []
+    values, good, seq, pos = [], [], [], []
     n_good = n_bad = 0
     for s in samples:
         if s.get("stage") != spec["stage"] or s.get(score) is None:
             continue
-        pairs = [(float(v), bool(c)) for v, c in zip(s[score], s[flag]) if v is not None and v == v]
-        n_good += any(c for _, c in pairs)
-        n_bad += any(not c for _, c in pairs)
-        for v, c in pairs:
+        pairs = [(float(v), bool(c), i) for i, (v, c) in enumerate(zip(s[score], s[flag])) if v is not None and v == v]
+        n_good += any(c for _, c, _ in pairs)
+        n_bad += any(not c for _, c, _ in pairs)
+        for v, c, i in pairs:
             values.append(v)
             good.append(c)
             seq.append(str(s["id"]))
+            pos.append(i)
     groups = {"sequences with a correct token": n_good, "sequences with a wrong token": n_bad}
     if not values or all(good) or not any(good) or len(set(seq)) < 3:
         raise TooFew(f"no clustered comparison: {n_good} sequences with a correct token, {n_bad} with a wrong one "
@@ -184,7 +185,67 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     v, g = np.asarray(values), np.asarray(good)
     return {**_test_dict(t, f"samples.jsonl {spec['stage']} {score} by {flag}, clustered by sequence"),
             "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size),
-            "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq}}
+            "stratified": within_positions(v, g, np.asarray(pos), seq),
+            "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq,
+                             "position": [int(i) for i in pos]}}
+
+
+def _by_stratum(v: np.ndarray, g: np.ndarray, strata: np.ndarray, size: int) -> tuple[float, np.ndarray]:
+    """The CMH-weighted mean over strata of (mean of ``v`` where ``g``) - (where not ``g``), strata
+    holding both kinds only (weights n_g n_not / (n_g + n_not)); and the strata used."""
+    n_g = np.bincount(strata, weights=g, minlength=size)
+    n_w = np.bincount(strata, weights=~g, minlength=size)
+    s_g = np.bincount(strata, weights=v * g, minlength=size)
+    s_w = np.bincount(strata, weights=v * ~g, minlength=size)
+    used = (n_g > 0) & (n_w > 0)
+    if not used.any():
+        return float("nan"), used
+    w = n_g[used] * n_w[used] / (n_g[used] + n_w[used])
+    d = s_g[used] / n_g[used] - s_w[used] / n_w[used]
+    return float(np.sum(w * d) / np.sum(w)), used
+
+
+def within_positions(v: np.ndarray, g: np.ndarray, position: np.ndarray, sequence: Sequence[str],
+                     permutations: int = stats.BOOTSTRAP_RESAMPLES, seed: int = stats.SEED) -> dict[str, Any]:
+    """A clustered token statistic within token position: the difference of group means at each
+    position (positions holding both groups), combined with CMH weights n_a n_b / (n_a + n_b); p from
+    a stratified permutation test (the group labels shuffled within each position, ``permutations``
+    shuffles, two-sided on |difference|; tokens at one position come from different sequences); the
+    interval normal with the SE of a cluster bootstrap over sequences (seed + 1)."""
+    g = np.asarray(g, dtype=bool)
+    v = np.asarray(v, dtype=float)
+    _, strata = np.unique(position, return_inverse=True)
+    size = int(strata.max()) + 1
+    observed, used = _by_stratum(v, g, strata, size)
+    if observed != observed:
+        return {"error": "no position holds both groups", "strata": "token position"}
+    rng = np.random.default_rng(seed)
+    base = g[np.argsort(strata, kind="stable")]
+    hits = 0
+    for _ in range(permutations):
+        order = np.lexsort((rng.random(v.size), strata))
+        shuffled = np.empty_like(g)
+        shuffled[order] = base
+        hits += abs(_by_stratum(v, shuffled, strata, size)[0]) >= abs(observed) - 1e-12
+    p = (1 + hits) / (1 + permutations)
+    _, seq_idx = np.unique(np.asarray(sequence), return_inverse=True)
+    tokens_of = [np.flatnonzero(seq_idx == k) for k in range(int(seq_idx.max()) + 1)]
+    boot_rng = np.random.default_rng(seed + 1)
+    boots = []
+    for _ in range(permutations):
+        idx = np.concatenate([tokens_of[k] for k in boot_rng.integers(0, len(tokens_of), len(tokens_of))])
+        b, _ = _by_stratum(v[idx], g[idx], strata[idx], size)
+        if b == b:
+            boots.append(b)
+    se = float(np.std(boots, ddof=1)) if len(boots) > 1 else float("nan")
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + stats.LEVEL / 2))
+    return {"value": observed, "lo": observed - z * se, "hi": observed + z * se, "se": se, "p_value": float(p),
+            "n": int(v.size), "test": "permutation within token position (CMH-weighted difference; SE by a cluster "
+                                      "bootstrap over sequences)",
+            "permutations": permutations, "seed": seed, "strata": "token position",
+            "strata_used": int(used.sum()), "strata_dropped": int(size - used.sum())}
 
 
 def paired_samples(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -121,6 +121,8 @@ def published_text(c: dict[str, Any]) -> str:
 def _arm_text(a: dict[str, Any], level: dict[str, Any] | None = None) -> str:
     if "error" in a:
         return f"{a.get('label', '')}: n/a ({a['error']})"
+    if "value" not in a:  # declared without values (a fit's points, a token measure): named only
+        return f"{a.get('label', '')} ({a.get('source', 'no values')})"
     if "k" in a:
         text = f"{a.get('label', '')} {100 * a['value']:.1f}% ({a['k']}/{a['n']})"
     else:  # a continuous arm: its mean value, never a count
@@ -159,9 +161,12 @@ def checks_text(c: dict[str, Any]) -> str:
 def _control_label(c: dict[str, Any], x: dict[str, Any]) -> str:
     """ok: the arm beats the control; EXPLAINS: it does not, and that turned a holding or a
     contradicting effect uninformative; not beaten: it does not, but there was no such effect;
-    DESCRIPTIVE: too few random draws for a test (specificity untested)."""
+    DESCRIPTIVE: too few random draws for a test (specificity untested); NOT RUN: the child ran no
+    draws of its own stage (specificity untested)."""
     if "error" in x:
         return "ERROR"
+    if x.get("not_run"):
+        return "NOT RUN"
     if x.get("descriptive"):
         return "DESCRIPTIVE"
     if not x.get("explains"):

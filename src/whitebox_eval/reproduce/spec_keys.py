@@ -123,6 +123,7 @@ def statistics(paper, source: str) -> None:
         named = c.experiment or next(iter(c.stat.get("experiments") or ()), None)
         suite = paper.experiment(named).suite if named else None
         vocabulary.check(c.stat, suite, where)
+        vocabulary.arms(c.stat, c.arms, where)
         for side in (c.stat.get("values") or {}).values():
             vocabulary.check(side, suite, f"{where} values")
         for sub in c.substance:

@@ -59,7 +59,12 @@ class Missing(Exception):
     """The child run has no such number (the reason is the message)."""
 
 
-class TooFew(Missing):
+class Floor(Missing):
+    """The child ran, but the statistic is undefined by its data: an arm that does not vary, an
+    empty group (a floor; the verdict is *uninformative (floor)* with this reason)."""
+
+
+class TooFew(Floor):
     """The statistic is undefined because a group is too small; ``groups`` holds the counts
     (a claim's ``enough_per_group`` precondition reads them)."""
 
@@ -90,8 +95,9 @@ def _estimate_key(results: Mapping[str, Any], key: str) -> dict[str, Any]:
             if value is None or not is_number(value):
                 name, _, rest = key.partition(",")
                 why = where.get(f"{name}_reason,{rest}") if rest else where.get(f"{name}_reason")
-                raise Missing(f"{key} is undefined in the child run: {why}" if why
-                              else f"{key} is {value!r} in the child run")
+                if why:
+                    raise Floor(f"{key} is undefined in the child run: {why}")
+                raise Missing(f"{key} is {value!r} in the child run")
             ci = interval(key, where, results, head)
             out = {"value": float(value), "source": key}
             if ci is not None:
@@ -150,7 +156,7 @@ def test(results: Mapping[str, Any], spec: Mapping[str, Any]) -> Record:
         empty = [k for k, g in (parent.get("partitions") or {}).items() if isinstance(g, Mapping) and not g.get("n")] \
             if isinstance(parent, Mapping) else []
         if empty:
-            raise Missing(f"the child run did not test it: no item in {', '.join(empty)} "
+            raise Floor(f"the child run did not test it: no item in {', '.join(empty)} "
                           f"({'/'.join(map(str, path[:-1]))})") from None
         raise
     if isinstance(t, Mapping) and t.get("refused"):

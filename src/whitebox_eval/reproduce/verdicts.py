@@ -9,8 +9,9 @@ its arms against their uninformed levels (:mod:`.chance`), its manipulation chec
 substance conditions, the child's reliability warnings, controls that explain a holding or a
 contradicting effect, a positive control for a claim of no difference.
 
-- **uninformative**: a manipulation failed, a precondition failed, the favoured arm is at
-  chance, a control explains the effect, or an equivalence is insensitive (``qualifier`` says
+- **uninformative**: a manipulation failed, no room to move, a precondition failed, a floor
+  (the statistic undefined by the data), the favoured arm at chance (on every statistical
+  verdict), a control explains the effect, or an equivalence is insensitive (``qualifier`` says
   which, ``reason`` names it);
 - **holds**: significant in the claimed direction (p < 0.05); for a claim of no difference,
   the two one-sided tests (TOST) show the difference inside the margin (p < 0.05, i.e. the
@@ -49,24 +50,35 @@ RULE = ("holds = significant in the claimed direction (p < 0.05; a statistic wit
         "holds no such statistic. A claim of no difference is decided by two one-sided tests (TOST, normal) against its "
         "margin on the statistic's own scale: holds when the 90% interval lies inside +-margin, contradicted when the "
         "whole 95% interval lies outside it (its row names TOST, the difference test beside it, and the smallest "
-        "margin this n could show, z_0.95 x SE). Then, for every claim alike: uninformative (manipulation failed) = "
-        "the manipulation the claim is conditional on did not take (contamination did not raise the in-domain "
-        "accuracy significantly, an edit moved the answer off the candidates, fine-tuning did not raise the ID "
-        "accuracy); uninformative (precondition failed) = a declared precondition or a reliability warning of the "
-        "child failed (named); a substance condition of the claim significantly false = contradicted, not shown = "
-        "not shown at this n; uninformative (at chance) = holds or contradicted, but the arm the observed difference "
-        "favours (both arms for a claim of no difference that holds or of a weak relation) is not above what an "
-        "uninformed answerer scores on the same items -- the better of a constant answer and a uniform guess over the options, "
-        "by an exact binomial test (0/1 arms) or an exact sign test (per-item values) -- or a correlation's arm does "
-        "not vary; uninformative (control explains) = a control explains the effect, holding or contradicting (named: "
-        "e.g. always answering the most frequent letter does as well, the opposite edit moves the same way, random "
-        "heads do as well by their rank among >= 20 draws; fewer draws are descriptive, the verdict says its "
-        "specificity is untested); uninformative (insensitive) = a claim of no difference whose positive control "
-        "(the same statistic between groups known to differ) does not reach the margin at this n. A pooled "
-        "comparison over strata (tasks, positions) is decided within strata when the two disagree in sign or "
-        "significance, the pooled one shown beside it. Within each paper, Holm's adjustment of the deciding p-values "
-        "gives a second verdict beside the raw one (the overview counts both); a control's own test is not adjusted. "
-        "Effects of accuracies are in percentage points.")
+        "margin this n could show, z_0.95 x SE). Then, for every claim, verdict and statistic kind alike: "
+        "uninformative (manipulation failed) = the manipulation the claim is conditional on did not take "
+        "(contamination did not raise the in-domain accuracy significantly, an edit moved the answer off the "
+        "candidates, fine-tuning did not raise the ID accuracy); uninformative (no room to move) = a claim that an "
+        "edit, a training or a mask lowers (raises) a measure whose unedited arm is not significantly away from the "
+        "floor (ceiling) it moves toward -- the uninformed level for an accuracy, 0 and 1 for a probability or share, "
+        "none for an unbounded measure; uninformative (precondition failed) = a declared precondition or a "
+        "reliability warning of the child failed (named); uninformative (floor) = the statistic is undefined by the "
+        "child's data: an arm that does not vary, an empty or too small group (named); a substance condition of the "
+        "claim significantly false = contradicted, not shown = not shown at this n; uninformative (at chance) = on "
+        "every statistical verdict, the arm the claim favours (for holds and not shown; for contradicted, the arm "
+        "the observed difference favours; both arms for a claim of no difference or of a weak relation) is not "
+        "above what an uninformed answerer scores on the same items -- the better of a constant answer and a "
+        "uniform guess over the options, by an exact binomial test (0/1 arms) or a one-sample t-test of the mean "
+        "(per-item values) -- or a correlation's arm does not vary; an arm's status is computed once and reads "
+        "alike in every claim, and a reference arm the claim does not favour (the letter baseline) never demotes; "
+        "every claim declares its arms (a fit or a token measure: answers none); uninformative (control explains) "
+        "= a control explains the effect, evaluated in the direction of the verdict it could demote (the claim's "
+        "for holds and for a not-shown row, the observed one for contradicted; named with its hypothesis: e.g. "
+        "always answering the most frequent letter does as well, the opposite edit moves the same way, random heads "
+        "do as well by their rank among >= 20 draws; fewer draws are descriptive, and a control whose own stage the "
+        "child did not run -- draws of another edit -- is not run: the verdict says its specificity is untested); "
+        "uninformative (insensitive) = a claim of no difference whose positive control (the same statistic between "
+        "groups known to differ) does not reach the margin at this n. A pooled statistic over strata (tasks for "
+        "group gaps, token position for clustered token statistics) is decided within strata when the two disagree "
+        "in sign or significance (a permutation test within strata of the CMH-weighted difference), the pooled one "
+        "shown beside it. Within each paper, Holm's adjustment of the deciding p-values gives a second verdict "
+        "beside the raw one (the overview counts both; at chance stays at chance); a control's own test is not "
+        "adjusted. Effects of accuracies are in percentage points.")
 
 
 def _se(stat: Mapping[str, Any]) -> float:
@@ -141,22 +153,29 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
             preconditions: Sequence[Mapping[str, Any]] = (), controls: Sequence[Mapping[str, Any]] = (),
             p: float | None = None, alpha: float = stats.ALPHA, chance: Mapping[str, Any] | None = None,
             manipulation: Sequence[Mapping[str, Any]] = (), substance: Sequence[Mapping[str, Any]] = (),
-            sensitivity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            sensitivity: Mapping[str, Any] | None = None, room: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The verdict of one claim: :func:`decide`, then, in this order, whatever makes it
     uninformative or decides it otherwise (``reason`` names it, ``qualifier`` says which rule):
 
     1. a failed manipulation check (``manipulation``: the antecedent of a conditional claim) --
        *uninformative (manipulation failed)*;
-    2. a failed precondition (declared, or a reliability warning the child recorded) --
+    2. no room to move (``room``, :func:`.chance.room`): the unedited measure of a claim that a
+       manipulation lowers (raises) it sits at the floor (ceiling) it would move toward --
+       *uninformative (no room to move)*; then a failed precondition (declared, or a reliability
+       warning the child recorded) --
        *uninformative (precondition failed)*;
     3. the claim's substance (``substance``): significantly on the wrong side -- *contradicted*;
        not shown -- a holding verdict becomes *not shown at this n*;
-    4. the uninformed level (``chance``, :mod:`.chance`): a directional verdict needs the arm the
-       observed difference favours above its level, a claim of no difference (or of a weak
-       relation) both arms, a correlation variance in both -- else *uninformative (at chance)*;
-    5. a control that explains the effect (evaluated in the observed direction) demotes *holds*
-       and *contradicted* alike -- *uninformative (control explains)*; a control with too few
-       random draws is descriptive (``specificity untested`` in ``caveats``), never passed;
+    4. the uninformed level (``chance``, :mod:`.chance`), on every statistical verdict: holds and
+       not shown need the arm the claim favours above its level (``needed``), contradicted the arm
+       the observed difference favours (``needed_if_contradicted``); a claim of no difference (or
+       of a weak relation) both arms, a correlation variance in both -- else *uninformative (at
+       chance)*, never *not shown at this n*;
+    5. a control that explains the effect (evaluated in the direction of the verdict it could
+       demote: the claim's for holds, the observed one for contradicted) demotes *holds* and
+       *contradicted* alike -- *uninformative (control explains)*; a control with too few random
+       draws is descriptive, and one whose own stage the child did not run is *not run*
+       (both ``specificity untested`` in ``caveats``), never passed nor explaining;
     6. a claim of no difference that holds needs its positive control (``sensitivity``) to reach
        the margin at this n -- else *uninformative (insensitive)*.
     """
@@ -165,6 +184,9 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
     failed = [c for c in manipulation if not c.get("passed", False)]
     if failed:
         return _demote(out, UNINFORMATIVE, "manipulation failed", _named(failed, "manipulation check", "failed"))
+    stuck = [c for c in room if c.get("room") is False]
+    if stuck:
+        return _demote(out, UNINFORMATIVE, "no room to move", "; ".join(c["text"] for c in stuck))
     failed = [c for c in preconditions if not c.get("passed", False)]
     if failed:
         return _demote(out, UNINFORMATIVE, "precondition failed", _named(failed, "precondition", "failed"))
@@ -174,7 +196,7 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
         return _demote(out, CONTRADICTED, "substance fails", _named(below, "substance", "fails significantly"))
     if unshown and out["verdict"] == HOLDS:
         return _demote(out, NOT_SHOWN, "substance not shown", _named(unshown, "substance", "is not shown"))
-    if chance and out["verdict"] in (HOLDS, CONTRADICTED):
+    if chance and out["verdict"] in (HOLDS, CONTRADICTED, NOT_SHOWN):
         needed = chance.get("needed", ())
         if out["verdict"] == CONTRADICTED and "needed_if_contradicted" in chance:
             needed = chance["needed_if_contradicted"]
@@ -188,10 +210,12 @@ def verdict(stat: Mapping[str, Any], direction: str, than: float = 0.0, margin: 
                    and chance["arms"].get(a, {}).get("applies", True)]  # a measure without answers has none
         if unknown:
             out["caveats"].append("uninformed level not computed: " + "; ".join(chance["arms"][a]["text"] for a in unknown))
-    descriptive = [c for c in controls if c.get("descriptive")]
+    descriptive = [c for c in controls if c.get("descriptive") or c.get("not_run")]
     if descriptive:
-        out["caveats"].append("specificity untested: " + "; ".join(c["text"] for c in descriptive))
-    explaining = [c for c in controls if (c.get("explains") or "error" in c) and not c.get("descriptive")]
+        out["caveats"].append("specificity untested: " + "; ".join(
+            ("control not run: " if c.get("not_run") else "") + c["text"] for c in descriptive))
+    explaining = [c for c in controls if (c.get("explains") or "error" in c)
+                  and not c.get("descriptive") and not c.get("not_run")]
     if out["verdict"] in (HOLDS, CONTRADICTED) and explaining:
         return _demote(out, UNINFORMATIVE, "control explains", _named(explaining, "control", "explains the effect"))
     if direction == "none" and out["verdict"] == HOLDS:
@@ -209,3 +233,9 @@ def failed_precondition(preconditions: Sequence[Mapping[str, Any]]) -> dict[str,
         return None
     return {"verdict": UNINFORMATIVE, "qualifier": "precondition failed",
             "reason": "; ".join(f"precondition {c['kind']} failed: {c['text']}" for c in failed)}
+
+
+def floor(reason: str) -> dict[str, Any]:
+    """The verdict of a claim whose statistic is undefined by the child's data -- an arm that does
+    not vary, an empty group (a floor): *uninformative (floor)* with its reason, in every paper alike."""
+    return {"verdict": UNINFORMATIVE, "qualifier": "floor", "reason": reason}

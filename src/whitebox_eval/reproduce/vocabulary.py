@@ -40,8 +40,8 @@ GENERAL = tuple(Statistic(name, f"{_HERE}.derived:{name}", needs, takes, paths, 
 CHECKS: dict[str, dict[str, str]] = {
     "preconditions": {k: f"{_HERE}.claim_checks:{k}" for k in (
         "above_chance", "reference_sound", "not_at_bound", "enough_per_group", "enough_units", "at_least")},
-    "controls": {k: f"{_HERE}.claim_checks:{k}" for k in (
-        "constant_letter", "random_heads", "beat", "opposite_edit", "random_draws", "flips")},
+    "controls": {**{k: f"{_HERE}.claim_checks:{k}" for k in ("constant_letter", "beat", "opposite_edit", "flips")},
+                 **{k: f"{_HERE}.draw_controls:{k}" for k in ("random_heads", "random_draws")}},
     "manipulation": {k: f"{_HERE}.antecedents:{k}" for k in ("raised", "choice_mass", "finetuned")},
     "substance": {"substance": f"{_HERE}.antecedents:substance"},
 }
@@ -157,6 +157,30 @@ def kind(stat: Mapping[str, Any], where: str, suite: str | None = None) -> Stat:
     return Stat(name, None, (str(stat["key"]) if "key" in stat else _path(stat["at"], where),))
 
 
+#: the general statistics that carry their two arms (per-item values of each side)
+CARRY_ARMS = ("group_gap", "stage_gap", "paired_fields", "paired_samples", "length_gap")
+#: what a declared arm may hold (its source, its answer key, its roles)
+ARM_KEYS = ("label", "samples", "where", "key", "at", "index", "scale", "answers", "options", "gold", "unedited", "measure")
+
+
+def arms(stat: Mapping[str, Any], declared: Mapping[str, Any], where: str) -> None:
+    """Every claim has arms: declared in the paper file (a fit or a token measure declares
+    ``answers: none``; a statistic's own arms may be marked by roles only), or carried by a general
+    statistic (:data:`CARRY_ARMS`); one line otherwise -- an arm is what the uninformed-level rule reads."""
+    for name, a in (declared or {}).items():
+        extra = sorted(set(a) - set(ARM_KEYS)) if isinstance(a, Mapping) else [repr(a)]
+        if extra:
+            raise WhiteboxError(f"{where}: arm {name} takes no {extra[0]!r}{_nearest(extra[0], ARM_KEYS)}")
+        if a.get("unedited") not in (None, "lowers", "raises"):
+            raise WhiteboxError(f"{where}: arm {name}: unedited is lowers or raises, got {a['unedited']!r}")
+    name = stat.get("derived")
+    if declared or name in CARRY_ARMS or (name is not None and any(
+            s.name == name and s.arms for s in _known(None).values())):
+        return
+    raise WhiteboxError(f"{where}: the claim declares no arms (arms: a, b -- samples, key or at; or answers: none for "
+                        "a measure without answers), and its statistic carries none: the uninformed level could not be read")
+
+
 def _pattern(p: str) -> re.Pattern:
     return re.compile("".join("[^/]+" if part.startswith("{") else re.escape(part)
                               for part in re.split(r"(\{[^{}]*\})", p)))
@@ -204,5 +228,5 @@ def kit() -> SimpleNamespace:
     from whitebox_eval.reproduce import claim_checks, values
 
     return SimpleNamespace(at=values.at, test=values.test, record=values.record, Missing=values.Missing,
-                           TooFew=values.TooFew, arm=claim_checks.arm, arm_of=claim_checks.arm_of,
+                           TooFew=values.TooFew, Floor=values.Floor, arm=claim_checks.arm, arm_of=claim_checks.arm_of,
                            answer_key=claim_checks.answer_key)

@@ -61,7 +61,8 @@ class Statistic:
     (``reads="runs"``: several children, a claim ``across_models``); the arguments it
     ``needs`` and ``takes`` besides, those of them that are ``paths`` into results.json, and the
     files under a child's ``arrays/`` (``arrays``) and the passes whose name starts so
-    (``passes``) it reads, which a checkpoint carries with the child."""
+    (``passes``) it reads, which a checkpoint carries with the child; ``arms``: it carries its arms
+    (per-item values of each side, or of its one side), so a claim naming it need declare none."""
 
     name: str
     compute: str
@@ -71,6 +72,7 @@ class Statistic:
     reads: str = "study"
     arrays: tuple[str, ...] = ()
     passes: tuple[str, ...] = ()
+    arms: bool = False
 
 
 @dataclass(frozen=True)
