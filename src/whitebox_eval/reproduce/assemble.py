@@ -19,6 +19,7 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import antecedents, claim_checks as checks, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
+from whitebox_eval.reproduce.trained import training_checks
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
@@ -110,10 +111,10 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
         ours: dict[str, list[dict[str, Any]] | dict[str, Any] | None] = {}
         for model in plan.models_for(paper.number):
             if r.ours is None:
-                ours[model] = None
+                ours[plan.label(model)] = None
             elif t.ours_by == "model":
                 spec = fill(r.ours, data)
-                ours[model] = _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model), spec, _scale(t, spec))
+                ours[plan.label(model)] = _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model), spec, _scale(t, spec))
             else:
                 cells = []
                 for j, col in enumerate(t.columns):
@@ -125,7 +126,7 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
                     expid = spec["experiment"]
                     cells.append(_cell_from(_outcome(plan, outcomes, paper, expid, model),
                                             {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec)))
-                ours[model] = cells
+                ours[plan.label(model)] = cells
         rows.append({"label": list(r.label), "published": published, "ours": ours,
                      **({"note": r.note} if r.note else {})})
     our_rows = []
@@ -136,7 +137,7 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
                      _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model),
                                 {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec))
                      for spec in specs]
-            our_rows.append({"model": model, "label": list(r.label), "ours": cells,
+            our_rows.append({"model": plan.label(model), "label": list(r.label), "ours": cells,
                              **({"note": r.note} if r.note else {})})
     return {"id": t.id, "cite": t.cite, "title": t.title, "published_model": t.published_model,
             "unit": t.unit, "ours_by": t.ours_by, "columns": [c["name"] for c in t.columns],
@@ -306,7 +307,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
     preconditions and controls."""
     c = _claim_filled(c, _env(plan))
-    out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
+    out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": plan.label(model),
                            "direction": c.direction, "published": c.published, "headline": c.headline,
                            "effect_unit": c.effect_unit,
                            "declared": {"preconditions": [x["kind"] for x in c.preconditions],
@@ -355,7 +356,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     if not c.across_models:
         pre += antecedents.reliability(results)
     rules = {"chance": _chance(c, stat, arms, effect),
-             "manipulation": _manipulations(paper, c, results, samples),
+             "manipulation": _manipulations(paper, c, results, samples)
+             + ([] if c.across_models else training_checks(paper, plan, outcomes, o.child)),
              "substance": [checks.evaluate(vocabulary.checks("substance"), {"kind": "substance", **x}, results) for x in c.substance],
              "sensitivity": _sensitivity(paper, c, plan, outcomes, model)}
     v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl, **rules)
@@ -433,7 +435,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
         if not uses:
             continue
         o = outcomes.get(ch.run_id)
-        runs.append({"run": ch.run_id, "model": ch.model, "experiments": uses,
+        runs.append({"run": ch.run_id, "model": ch.label or ch.model, "experiments": uses,
                      "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
     claims = []
     for c in paper.claims:
@@ -445,7 +447,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
-            "models": plan.models_for(paper.number), "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
+            "models": [plan.label(m) for m in plan.models_for(paper.number)], "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
             "claims": claims, "figures": figures(paper, plan, outcomes), "scaled_down": scaled, "not_run": not_run}
 
 
