@@ -10,7 +10,7 @@
   suite lays them out (its instruction, one token per character, the end token), checked by
   exact match of the generated tokens;
 - ``arithmetic-text[:CATEGORY,...]``: format-neutral arithmetic lines (``75 + 22 = 97``,
-  :mod:`whitebox_eval.tasks.arithmetic_text`), the loss on the answer, checked in paper 004's free
+  :mod:`whitebox_eval.finetune.arithmetic_text`), the loss on the answer, checked in paper 004's free
   format (its question, the demonstrations before it; free P(correct) sampled and greedy exact
   match, :mod:`.check`);
 - ``text=PATH``: every non-empty line of a text file, the loss on every token (no check by
@@ -81,7 +81,7 @@ def parse_source(text: str) -> Source:
             raise WhiteboxError(f"--task {raw}: no text file at {path!r}")
         return Source(TEXT, raw, str(Path(path).expanduser()))
     if head.lower() == ARITH and "=" not in raw:
-        from whitebox_eval.tasks.arithmetic_text import parse_categories
+        from whitebox_eval.finetune.arithmetic_text import parse_categories
 
         return Source(ARITH, raw, parse_categories(rest))
     if head.lower() == GAR and "=" not in raw:
@@ -115,7 +115,7 @@ def load_items(source: Source, limit: int | None, seed: int) -> tuple[list[Item]
         items = [Item(f"line-{i}", "", line, canonical(line)) for i, line in enumerate(lines)]
         return (items[:limit] if limit else items), None
     if source.kind == ARITH:
-        from whitebox_eval.tasks.arithmetic_text import line_of, text_items
+        from whitebox_eval.finetune.arithmetic_text import line_of, text_items
 
         rows = text_items(source.spec, limit or 200, seed)
         return [Item(it.id.replace("arith-", "arith-text-"), *line_of(it.meta["expression"], it.meta["answer"]),

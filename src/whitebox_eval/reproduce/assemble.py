@@ -137,7 +137,7 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
                      _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model),
                                 {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec))
                      for spec in specs]
-            our_rows.append({"model": plan.label(model), "label": list(r.label), "ours": cells,
+            our_rows.append({"model": model, "label": list(r.label), "ours": cells,
                              **({"note": r.note} if r.note else {})})
     return {"id": t.id, "cite": t.cite, "title": t.title, "published_model": t.published_model,
             "unit": t.unit, "ours_by": t.ours_by, "columns": [c["name"] for c in t.columns],
@@ -307,7 +307,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
     preconditions and controls."""
     c = _claim_filled(c, _env(plan))
-    out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": plan.label(model),
+    out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
                            "direction": c.direction, "published": c.published, "headline": c.headline,
                            "effect_unit": c.effect_unit,
                            "declared": {"preconditions": [x["kind"] for x in c.preconditions],
@@ -329,7 +329,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             o = _outcome(plan, outcomes, paper, c.experiment, model)
             if o is None:
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": "its experiment does not run at this scale"}
-            out["run"] = o.child.run_id
+            out.update(run=o.child.run_id, model=o.child.label or model)
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples

@@ -1,9 +1,9 @@
-"""Format-neutral arithmetic text for training (issue 62 item 3): ``75 + 22 = 97``.
+"""Format-neutral arithmetic text for training: ``75 + 22 = 97``.
 
 Paper 004 asks its arithmetic questions in two formats (MCQ and free answer, App. A.2), so a
 model trained here is trained in neither: each line is the bare expression, `` =`` and the
 answer, the loss on the answer only (the operands are random: nothing in them to learn). The
-problems are App. B's categories (:mod:`.arithmetic`), drawn from a stream no paper child reads
+problems are App. B's categories (:mod:`whitebox_eval.tasks.arithmetic`), drawn from a stream no paper child reads
 (seed ``TEXT_SEED_OFFSET + seed``) and never one that 004's children could ask: every problem
 whose canonical form (operands of + and x sorted) is among the first :data:`EXCLUDED_PER_CATEGORY`
 questions of a category at the evaluation seeds (:data:`EVALUATION_SEEDS`, where the formats
