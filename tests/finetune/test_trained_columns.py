@@ -87,7 +87,7 @@ def test_the_same_training_in_two_papers_runs_once(tiny_smol_folder, tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"model": "{run.arithmetic}"}, "earlier finetune experiment"),
+    ({"model": "{run.arithmetic}"}, "declares its check"),
     ({"label": None}, "needs a label"),
     ({"variant_of": "arith-train"}, "same suite"),
 ])

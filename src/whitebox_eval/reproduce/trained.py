@@ -18,16 +18,18 @@ from whitebox_eval.errors import WhiteboxError
 
 
 def check_columns(experiments: Sequence[Any], source: str) -> None:
-    """A trained column's ``model`` names an earlier ``finetune`` experiment by ``{run.ID}``, has a
+    """A trained column's ``model`` names by ``{run.ID}`` an earlier experiment that declares its training
+    check (``manipulation: [{kind: trained}]``, a ``finetune`` experiment), has a
     ``label``, and its ``variant_of`` is an experiment of the same suite (one line each)."""
     seen: dict[str, Experiment] = {}
     for e in experiments:
         where = f"{source} experiment {e.id}"
         if e.model is not None:
             producer = seen.get(e.producer or "")
-            if producer is None or producer.suite != "finetune":
-                raise WhiteboxError(f"{where}: model {e.model!r} must be {{run.ID}} naming an earlier finetune "
-                                    "experiment of this paper")
+            if producer is None or not any(m.get("kind") == "trained" for m in producer.manipulation):
+                raise WhiteboxError(f"{where}: model {e.model!r} must be {{run.ID}} naming an earlier experiment of "
+                                    "this paper that trains a model and declares its check (manipulation: "
+                                    "[{kind: trained, ...}])")
             if not e.label:
                 raise WhiteboxError(f"{where}: a trained model needs a label (its column: <base model> + <label>)")
         elif e.label or e.variant_of:
@@ -87,8 +89,5 @@ def training_checks(paper, plan, outcomes: Mapping[str, Any], child) -> list[dic
                  "text": f"its training {pid} did not finish" + (f" ({o.reason})" if o is not None and o.reason else "")}]
     producer = next(c for c in plan.children if c.run_id == pid)
     specs = [s for p, e in producer.uses if p == paper.number for s in paper.experiment(e).manipulation]
-    if not specs:
-        return [{"kind": "trained", "passed": False,
-                 "text": f"its training {pid} declares no check (manipulation: [{{kind: trained, ...}}])"}]
     study = o.study()
     return [claim_checks.evaluate(vocabulary.checks("manipulation"), s, study.results, study.samples) for s in specs]
