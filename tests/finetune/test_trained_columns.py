@@ -99,3 +99,27 @@ def test_a_trained_column_is_declared_whole(tmp_path, change, message):
     doc["experiments"][2] = {k: v for k, v in doc["experiments"][2].items() if v is not None}
     with pytest.raises(WhiteboxError, match=message):
         spec.paper_file(_write(tmp_path, doc))
+
+
+def _check_results(before, after):
+    from whitebox_eval import stats
+
+    head: dict = {}
+    stats.add_mean(head, "p_correct,before", before)
+    stats.add_mean(head, "p_correct,after", after)
+    results = {"headline": head}
+    stats.add_paired(results, "p_correct,after_vs_before", stats.paired_bootstrap(after, before))
+    return results
+
+
+@pytest.mark.parametrize("after, floor, passed, says", [
+    ([0.6] * 30, 0.3, True, "target >= 30.0%"),
+    ([0.6] * 30, 0.9, False, "below its target"),
+    ([0.1] * 30, 0.0, False, "not significantly up"),
+])
+def test_the_training_check_needs_a_significant_rise_to_its_target(after, floor, passed, says):
+    from whitebox_eval.reproduce.trained import reached
+
+    out = reached({"kind": "trained", "key": "p_correct", "min": floor}, _check_results([0.1] * 30, after))
+    assert out["passed"] is passed and says in out["text"]
+    assert out["before"] == pytest.approx(0.1) and out["after"] == pytest.approx(after[0])
