@@ -21,7 +21,7 @@ def check_columns(experiments: Sequence[Any], source: str) -> None:
     """A trained column's ``model`` names by ``{run.ID}`` an earlier experiment that declares its training
     check (``manipulation: [{kind: trained}]``, a ``finetune`` experiment), has a
     ``label``, and its ``variant_of`` is an experiment of the same suite (one line each)."""
-    seen: dict[str, Experiment] = {}
+    seen: dict[str, Any] = {}
     for e in experiments:
         where = f"{source} experiment {e.id}"
         if e.model is not None:
@@ -41,8 +41,6 @@ def check_columns(experiments: Sequence[Any], source: str) -> None:
                 raise WhiteboxError(f"{where}: variant_of {e.variant_of!r} must be an experiment of this paper on "
                                     f"the base models with the same suite ({e.suite})")
         seen[e.id] = e
-
-
 
 
 def producer_id(model: str) -> str | None:
