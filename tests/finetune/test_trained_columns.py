@@ -123,3 +123,16 @@ def test_the_training_check_needs_a_significant_rise_to_its_target(after, floor,
     out = reached({"kind": "trained", "key": "p_correct", "min": floor}, _check_results([0.1] * 30, after))
     assert out["passed"] is passed and says in out["text"]
     assert out["before"] == pytest.approx(0.1) and out["after"] == pytest.approx(after[0])
+
+
+def test_a_consumer_waits_for_its_producer():
+    from whitebox_eval.reproduce.assemble import Outcome
+    from whitebox_eval.reproduce.children import _unready_producer
+    from whitebox_eval.reproduce.plan import Child, run_ref
+
+    producer = Child("finetune-x-1", "finetune", "study", "x", {})
+    consumer = Child("formats-x-2", "formats", None, run_ref(producer.run_id), {}, label="x + arithmetic")
+    assert _unready_producer(Child("formats-x-3", "formats", None, "x", {}), {}) is None
+    assert "did not finish (out of memory)" in _unready_producer(
+        consumer, {producer.run_id: Outcome(producer, "failed", "out of memory")})
+    assert _unready_producer(consumer, {producer.run_id: Outcome(producer, "done", folder="f")}) is None
