@@ -4,7 +4,11 @@ that stops it early, and its loss curve.
 A task with answers is checked by greedy generation (:func:`whitebox_eval.internals.generation.generate`,
 the one decoder) and the source's check (:func:`.sources.is_correct`); a text is checked by
 next-token accuracy on its test lines (every token a trial of the Wilson interval: tokens of one
-line are not independent, so the interval is narrower than the lines warrant).
+line are not independent, so the interval is narrower than the lines warrant). Format-neutral
+arithmetic (``arithmetic-text``) is checked on the statistic paper 004's claims read: each test
+problem asked in 004's free format (its question after the demonstrations), ``samples`` answers
+drawn at temperature 1 as the formats suite draws them (free P(correct): the share right), and the
+greedy answer beside it (exact match: the 0/1 outcome of the McNemar test).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 import torch
 
-from whitebox_eval.finetune.sources import TEXT, Item, Source, is_correct
+from whitebox_eval.finetune.sources import ARITH, TEXT, Item, Source, is_correct
 from whitebox_eval.models.training import row_batch, row_outputs
 
 Encoded = tuple[list[int], list[int]]
@@ -46,11 +50,14 @@ def mean_loss(lm, encoded: Sequence[Encoded], batch_size: int) -> float:
 
 
 def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[Encoded], task, *,
-                   batch_size: int, max_new_tokens: int | None) -> list[dict[str, Any]]:
+                   batch_size: int, max_new_tokens: int | None, demos: Sequence[Item] = (), samples: int = 0,
+                   seed: int = 0) -> list[dict[str, Any]]:
     """One row per test item: the response (or, for a text, the tokens predicted right) and
-    whether it is correct."""
+    whether it is correct (arithmetic text: also its free P(correct) over ``samples`` draws)."""
     if source.kind == TEXT:
         return _token_accuracy(lm, items, encoded, batch_size)
+    if source.kind == ARITH:
+        return _free_format(lm, items, demos, samples, seed, max_new_tokens or max(len(a) for _, a in encoded) + 2)
     from whitebox_eval.internals.engine import Engine
     from whitebox_eval.internals.generation import generate
 
@@ -64,6 +71,27 @@ def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[
             text = lm.tokenizer.decode(g.content_ids, skip_special_tokens=True)
             rows.append({"id": it.id, "response": text, "truncated": g.truncated,
                          "correct": is_correct(source, it, text, [int(t) for t in g.ids], answer, task)})
+    return rows
+
+
+def _free_format(lm, items: Sequence[Item], demos: Sequence[Item], samples: int, seed: int,
+                 budget: int) -> list[dict[str, Any]]:
+    from whitebox_eval.formats.generation import sample_prompt, stream_seed
+    from whitebox_eval.formats.study import score_free
+    from whitebox_eval.internals.engine import Engine
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    engine = Engine(lm)
+    shown = [d.source for d in demos]
+    rows = []
+    for it in items:
+        prompt = render_prompt(it.source, fmt="free", demos=shown).text
+        answer = it.source.meta["answer"]
+        greedy = sample_prompt(lm, prompt, n_samples=1, temperature=0.0, max_new_tokens=budget, seed=0, engine=engine)
+        drawn = sample_prompt(lm, prompt, n_samples=samples, temperature=1.0, max_new_tokens=budget,
+                              seed=stream_seed(seed, it.id, "free"), engine=engine) if samples else []
+        rows.append({"id": it.id, "response": greedy[0], "correct": bool(score_free(greedy, answer, "number")),
+                     **({"p_correct": score_free(drawn, answer, "number"), "samples": drawn} if samples else {})})
     return rows
 
 

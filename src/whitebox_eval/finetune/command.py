@@ -13,7 +13,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.command("finetune", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--task", default="arithmetic-gen", show_default=True,
-              help="gen=PATH | arithmetic-gen[:CATEGORY,...] | gsm8k=PATH | triviaqa=PATH | bigbench=PATH (free "
+              help="arithmetic-text[:CATEGORY,...] (75 + 22 = 97, checked in 004's free format) | gen=PATH | arithmetic-gen[:CATEGORY,...] | gsm8k=PATH | triviaqa=PATH | bigbench=PATH (free "
                    "answers) | gar or gar:TASKS (GAR's generator, tasks as gar --tasks) | span:TASK | text=PATH (loss on every token); "
                    "multiple-choice tasks are refused")
 @click.option("--limit", type=click.IntRange(min=4), default=200, show_default=True,
@@ -39,6 +39,8 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
               help="the check's generation budget (default: the longest test answer plus 2)")
 @batch_size_option("check and validation items per forward; results do not depend on it")
+@click.option("--check-samples", type=click.IntRange(min=0), default=5, show_default=True,
+              help="arithmetic-text: answers drawn at T = 1 per test problem in 004's free format (free P(correct))")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @model_load_options
 @dtype_option
@@ -71,3 +73,7 @@ def command(**kw) -> None:
     click.echo(f"check ({res['check']}):")
     click.echo(f"  before  {describe(res['headline'], 'accuracy,before', '6.1%')}")
     click.echo(f"  after   {describe(res['headline'], 'accuracy,after', '6.1%')}")
+    if "p_correct,after" in res["headline"]:
+        click.echo("free P(correct), sampled:")
+        click.echo(f"  before  {describe(res['headline'], 'p_correct,before', '6.1%')}")
+        click.echo(f"  after   {describe(res['headline'], 'p_correct,after', '6.1%')}")

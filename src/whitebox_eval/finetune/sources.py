@@ -9,6 +9,10 @@
 - ``span:TASK``: an AttentionSpan task's in-distribution examples (paper 003) laid out as the span
   suite lays them out (its instruction, one token per character, the end token), checked by
   exact match of the generated tokens;
+- ``arithmetic-text[:CATEGORY,...]``: format-neutral arithmetic lines (``75 + 22 = 97``,
+  :mod:`whitebox_eval.finetune.arithmetic_text`), the loss on the answer, checked in paper 004's free
+  format (its question, the demonstrations before it; free P(correct) sampled and greedy exact
+  match, :mod:`.check`);
 - ``text=PATH``: every non-empty line of a text file, the loss on every token (no check by
   generation: the check is next-token accuracy on the test lines).
 
@@ -25,9 +29,9 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.splits import canonical
 
-TEXT, GAR, SPAN, GEN = "text", "gar", "span", "gen"
+TEXT, GAR, SPAN, GEN, ARITH = "text", "gar", "span", "gen", "arithmetic-text"
 REFUSED_CHECKS = ("choice", "execution", "lm-eval")
-USAGE = ("a free-answer task (gen=PATH, arithmetic-gen[:CATEGORY,...], gsm8k=PATH, triviaqa=PATH, bigbench=PATH), "
+USAGE = ("arithmetic-text[:CATEGORY,...] (format-neutral sums, checked in 004's free format), a free-answer task (gen=PATH, arithmetic-gen[:CATEGORY,...], gsm8k=PATH, triviaqa=PATH, bigbench=PATH), "
          "gar or gar:TASKS (GAR's generator: all, generation, classification, truth or task ids), span:TASK (an AttentionSpan task), or text=PATH "
          "(loss on every token)")
 
@@ -60,6 +64,8 @@ class Source:
             return self.spec.label
         if self.kind == TEXT:
             return f"text-{Path(self.spec).stem}"
+        if self.kind == ARITH:
+            return ARITH
         return f"{self.kind}-{self.spec}" if self.kind == SPAN else GAR
 
 
@@ -74,6 +80,10 @@ def parse_source(text: str) -> Source:
         if not path or not Path(path).expanduser().is_file():
             raise WhiteboxError(f"--task {raw}: no text file at {path!r}")
         return Source(TEXT, raw, str(Path(path).expanduser()))
+    if head.lower() == ARITH and "=" not in raw:
+        from whitebox_eval.finetune.arithmetic_text import parse_categories
+
+        return Source(ARITH, raw, parse_categories(rest))
     if head.lower() == GAR and "=" not in raw:
         from whitebox_eval.gar.selection import select_tasks
 
@@ -104,6 +114,12 @@ def load_items(source: Source, limit: int | None, seed: int) -> tuple[list[Item]
             lines = [line.rstrip("\n") for line in f if line.strip()]
         items = [Item(f"line-{i}", "", line, canonical(line)) for i, line in enumerate(lines)]
         return (items[:limit] if limit else items), None
+    if source.kind == ARITH:
+        from whitebox_eval.finetune.arithmetic_text import line_of, text_items
+
+        rows = text_items(source.spec, limit or 200, seed)
+        return [Item(it.id.replace("arith-", "arith-text-"), *line_of(it.meta["expression"], it.meta["answer"]),
+                     canonical(it.meta["expression"]), it) for it in rows], None
     if source.kind == GAR:
         from whitebox_eval.gar.generator import generate_gar
 

@@ -67,6 +67,9 @@ class FinetuneConfig:
     """Stop after this many validation losses without a new best (0: never early)."""
     max_new_tokens: int | None = None
     """The check's generation budget (None: the longest test answer plus 2 tokens)."""
+    check_samples: int = 5
+    """arithmetic-text: answers drawn at temperature 1 per test problem in 004's free format (its
+    free P(correct)); 0: the greedy answer only."""
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
@@ -80,8 +83,8 @@ class FinetuneConfig:
             raise WhiteboxError("finetune needs a positive learning rate, and batch sizes and epochs of at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise WhiteboxError("max_steps must be at least 1 (or None for every epoch)")
-        if self.save_every < 0 or self.patience < 0 or self.shots < 0 or (self.eval_every or 1) < 1:
-            raise WhiteboxError("save_every, patience and shots must be >= 0, eval_every >= 1")
+        if self.save_every < 0 or self.patience < 0 or self.shots < 0 or self.check_samples < 0 or (self.eval_every or 1) < 1:
+            raise WhiteboxError("save_every, patience, shots and check_samples must be >= 0, eval_every >= 1")
         if self.limit is not None and self.limit < 4:
             raise WhiteboxError("finetune needs a limit of at least 4 items (train, validation, test)")
         if not (0 < self.validation < 1 and 0 < self.test < 1 and self.validation + self.test < 1):
@@ -129,7 +132,8 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
 
     def run_check() -> list[dict]:
         return check.held_out_check(lm, source, splits.test, test, task, batch_size=cfg.batch_size,
-                                    max_new_tokens=cfg.max_new_tokens)
+                                    max_new_tokens=cfg.max_new_tokens, demos=splits.demos,
+                                    samples=cfg.check_samples, seed=cfg.seed)
 
     guard = kept_weights(lm.model) if loaded is not None else _nothing()
     with guard:
@@ -238,4 +242,11 @@ def _results(cfg: FinetuneConfig, source, splits, record, before, after, info) -
     }
     if source.kind != TEXT:
         stats.add_paired(results, "accuracy,after_vs_before", stats.mcnemar(a, b))
+    if before and "p_correct" in before[0]:  # arithmetic text: 004's free P(correct), sampled
+        pb, pa = [r["p_correct"] for r in before], [r["p_correct"] for r in after]
+        stats.add_mean(head, "p_correct,before", pb)
+        stats.add_mean(head, "p_correct,after", pa)
+        stats.add_paired(results, "p_correct,after_vs_before", stats.paired_bootstrap(pa, pb))
+        results["check"] = (f"paper 004's free format, {cfg.shots}-shot: free P(correct) over {cfg.check_samples} "
+                            "answers drawn at T = 1 per test problem, the greedy answer's exact match beside it")
     return results

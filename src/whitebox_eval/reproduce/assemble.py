@@ -19,6 +19,7 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
+from whitebox_eval.reproduce.trained import training_checks
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
@@ -110,10 +111,10 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
         ours: dict[str, list[dict[str, Any]] | dict[str, Any] | None] = {}
         for model in plan.models_for(paper.number):
             if r.ours is None:
-                ours[model] = None
+                ours[plan.label(model)] = None
             elif t.ours_by == "model":
                 spec = fill(r.ours, data)
-                ours[model] = _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model), spec, _scale(t, spec))
+                ours[plan.label(model)] = _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model), spec, _scale(t, spec))
             else:
                 cells = []
                 for j, col in enumerate(t.columns):
@@ -125,7 +126,7 @@ def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -
                     expid = spec["experiment"]
                     cells.append(_cell_from(_outcome(plan, outcomes, paper, expid, model),
                                             {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec)))
-                ours[model] = cells
+                ours[plan.label(model)] = cells
         rows.append({"label": list(r.label), "published": published, "ours": ours,
                      **({"note": r.note} if r.note else {})})
     our_rows = []
@@ -301,7 +302,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             o = _outcome(plan, outcomes, paper, c.experiment, model)
             if o is None:
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": "its experiment does not run at this scale"}
-            out["run"] = o.child.run_id
+            out.update(run=o.child.run_id, model=o.child.label or model)
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
@@ -329,7 +330,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     if not c.across_models:
         pre += antecedents.reliability(results)
     rules = {"chance": claim_rules.chance(c.stat, arms, c.direction, effect), "room": claim_rules.room(arms),
-             "manipulation": _manipulations(paper, c, results, samples),
+             "manipulation": _manipulations(paper, c, results, samples)
+             + ([] if c.across_models else training_checks(paper, plan, outcomes, o.child)),
              "substance": [checks.evaluate(vocabulary.checks("substance"), {"kind": "substance", **x}, results) for x in c.substance],
              "sensitivity": _sensitivity(paper, c, plan, outcomes, model)}
     v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl, **rules)
@@ -367,8 +369,8 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
 
 
 def holm(claims: list[dict[str, Any]]) -> None:
-    """Holm's adjustment over one paper's deciding p-values (every claim and model with a
-    statistic), each claim's verdict recomputed with its adjusted p (``p_holm``,
+    """Holm's adjustment over one family's deciding p-values (a paper's claims on its base models,
+    or on one trained column: :func:`paper_content`), each claim's verdict recomputed with its adjusted p (``p_holm``,
     ``verdict_holm``); claims without a statistic, and claims at chance (an arm's uninformed level
     does not depend on p), keep their verdict."""
     tested = [c for c in claims if c.get("p_value") is not None and "statistic" in c]
@@ -410,19 +412,23 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
         if not uses:
             continue
         o = outcomes.get(ch.run_id)
-        runs.append({"run": ch.run_id, "model": ch.model, "experiments": uses,
+        runs.append({"run": ch.run_id, "model": ch.label or ch.model, "experiments": uses,
                      "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
     claims = []
     for c in paper.claims:
         for model in (["all"] if c.across_models else plan.models_for(paper.number)):
             claims.append(claim(paper, c, plan, outcomes, model))
-    holm(claims)
+    families: dict[str, list[dict[str, Any]]] = {}
+    for c in claims:  # one family per paper x model variant: the base models, and each trained column
+        families.setdefault(c["model"] if plan.label(c["model"]) != c["model"] else "", []).append(c)
+    for family in families.values():
+        holm(family)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
               for e in paper.experiments if e.differs_at(plan.scale) and e.points(plan.scale)]
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
-            "models": plan.models_for(paper.number), "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
+            "models": [plan.label(m) for m in plan.models_for(paper.number)], "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
             "claims": claims, "figures": figures(paper, plan, outcomes), "scaled_down": scaled, "not_run": not_run}
 
 

@@ -57,6 +57,17 @@ def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
                       show_progress=show_progress, loaded=loaded, **resolve_refs(child.settings, runs))
 
 
+def _unready_producer(child: Child, outcomes: dict[str, Outcome]) -> str | None:
+    """Why a child on a trained model cannot run (its producer did not finish here), or None."""
+    from whitebox_eval.reproduce.trained import producer_id
+
+    pid = producer_id(child.model)
+    o = outcomes.get(pid) if pid else None
+    if pid is None or (o is not None and o.status == "done"):
+        return None
+    return f"its model's training {pid} did not finish" + (f" ({o.reason})" if o is not None and o.reason else "")
+
+
 class _Models:
     """One model in memory at a time (the plan runs each model's children together)."""
 
@@ -110,13 +121,16 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
             how = f"reused from {copy.parent.parent.name}"
             if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
                 timings[child.run_id] = seconds  # its time travels with it
+        elif (why := _unready_producer(child, outcomes)) is not None:
+            outcomes[child.run_id] = Outcome(child, "skipped", why)
+            how = f"not run ({why})"
         elif reuse_only:
             outcomes[child.run_id] = Outcome(child, "skipped", NOT_REUSED)
             how = f"not run ({NOT_REUSED})"
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
-                result = _study(child, runs, models.get(child.load), show_progress)
+                result = _study(child, runs, models.get(resolve_refs(child.load, runs)), show_progress)
                 outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder), _study=result)  # read once
                 how = "done"
             except WhiteboxError as e:

@@ -2,7 +2,10 @@
 
 A child run is named by its settings alone (suite, mode, model and every setting, data
 paths included): ``<suite>-<model>-<task>-<hash>``. Two papers (or two calls) that need
-the same run get the same name, so it is run once and reused.
+the same run get the same name, so it is run once and reused. A child on a trained model
+(:mod:`.trained`) has the producer's :func:`run_ref` as its model: it is planned after its producer,
+named by that reference (the same training declared twice is one producer, its consumers one run),
+and shown as ``<base> + <label>``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Child:
     skip: str | None = None  # why this model does not run it (known before running)
     source: str | None = None  # the local folder a hub id's weights are read from (--models-root)
     gpu_seconds: float | None = None  # estimated on a GPU from the model's shapes (None: shapes unknown)
+    label: str | None = None  # a trained model's column, "<base> + <label>" (its model is the producer's run_ref)
 
     @property
     def load(self) -> str:
@@ -49,13 +53,15 @@ class Child:
         what = self.suite + (f" {self.mode}" if self.mode else "")
         task = self.settings.get("task") or self.settings.get("tasks") or self.settings.get("source_task") or ""
         shots = self.settings.get("shots")
-        return f"{what} {self.model} {_short_task(str(task))}" + (f" {shots}-shot" if isinstance(shots, int) else "")
+        return (f"{what} {self.label or self.model} {_short_task(str(task))}"
+                + (f" {shots}-shot" if isinstance(shots, int) else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "suite": self.suite, "mode": self.mode, "model": self.model,
                 "settings": self.settings, "uses": [list(u) for u in self.uses], "items": self.items,
                 "estimated_seconds": round(self.seconds), "skip": self.skip, "source": self.source,
-                "estimated_gpu_seconds": None if self.gpu_seconds is None else round(self.gpu_seconds)}
+                "estimated_gpu_seconds": None if self.gpu_seconds is None else round(self.gpu_seconds),
+                **({"label": self.label} if self.label else {})}
 
 
 @dataclass
@@ -83,6 +89,10 @@ class Plan:
     def models_for(self, paper: str) -> list[str]:
         """The models ``paper``'s children run on, in plan order."""
         return list(dict.fromkeys(c.model for c in self.children if any(p == paper for p, _ in c.uses)))
+
+    def label(self, model: str) -> str:
+        """How ``model`` is shown: a trained model's column (``<base> + <label>``), else its name."""
+        return next((c.label for c in self.children if c.model == model and c.label), model)
 
     def child(self, paper: str, expid: str, model: str) -> Child | None:
         for c in self.children:
@@ -173,13 +183,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "run"
 
 
-def run_name(suite: str, mode: str | None, model: str, settings: dict[str, Any]) -> str:
-    """The child's folder name: readable parts and a hash of everything that sets its numbers."""
+def run_name(suite: str, mode: str | None, model: str, settings: dict[str, Any], label: str | None = None) -> str:
+    """The child's folder name: readable parts (``label``: a trained model's column, for its model
+    part) and a hash of everything that sets its numbers."""
     canonical = json.dumps({"suite": suite, "mode": mode, "model": model, "settings": settings},
                            sort_keys=True, default=str, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:10]
     task = settings.get("task") or settings.get("tasks") or settings.get("source_task") or ""
-    model_part = _slug(Path(model).name if ("/" in model or "\\" in model) else model)
+    model_part = _slug(label or (Path(model).name if ("/" in model or "\\" in model) else model))
     parts = [suite] + ([mode] if mode else []) + [model_part, _slug(_short_task(str(task)))]
     return "-".join(p for p in parts if p) + "-" + digest
 
@@ -219,25 +230,30 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
         earlier = {**{e.id: None for e in paper.experiments}, **earlier}
     settings = exp.settings_for(scale, point, data, earlier)
     settings = {k: v for k, v in settings.items() if k != "model"}
+    base, label = model, None
+    if exp.model is not None:  # a trained model: the producer's run folder, by reference
+        if exp.producer not in earlier:
+            return  # its producer is not planned on this model (a matrix or scale without it)
+        model, label = earlier[exp.producer], f"{base} + {exp.label}"
     if released is not None:  # the paper's own SAEs on every layer (saes:), not one trained here
         settings = {**{k: v for k, v in settings.items() if k != "train_sae"}, "sae": released.specs()}
-    name = run_name(exp.suite, exp.mode, model, settings)
+    name = run_name(exp.suite, exp.mode, model, settings, label)
     if name not in children:
-        items, seconds = costs.estimate(exp.suite, exp.mode, model, settings)
-        source = local_folder(model, root)
+        items, seconds = costs.estimate(exp.suite, exp.mode, base, settings)
+        source = None if label else local_folder(model, root)
         if why and why.startswith("no hub id") and source:
             why = None  # a converted copy mapped by the paper's name in --models-root's models.yaml
         skip = why or exp.skip_models.get(model)
         source = None if skip else source
-        child = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip, source)
-        if flops and (shape := gpu.shapes(model, source)):
+        child = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip, source, label=label)
+        if flops and (shape := gpu.shapes(base, source)):
             from whitebox_eval.suites import suite as record
 
             units = record(exp.suite).estimate(exp.mode, settings)[1]
             child.gpu_seconds = gpu.seconds(record(exp.suite), units, shape, flops)
         children[name] = child
         order.append(name)
-    use = (paper.number, exp.run_id(point))
+    use = (paper.number, exp.use_id(point))
     if use not in children[name].uses:
         children[name].uses.append(use)
 

@@ -20,7 +20,9 @@ from whitebox_eval.reproduce.plan import Plan
 def check(plan: Plan) -> list[str]:
     """Warnings (``warning: ...`` lines) for models that stop some children; raises
     :class:`WhiteboxError` when they stop every child that would run."""
-    runnable = [c for c in plan.children if c.skip is None]
+    from whitebox_eval.reproduce.trained import producer_id
+
+    runnable = [c for c in plan.children if c.skip is None and producer_id(c.model) is None]  # a trained model is checked by its producer
     stops: dict[str, int] = {}  # a model's problem -> how many runs it stops
     for load in dict.fromkeys(c.load for c in runnable):
         if why := model_problem(load):

@@ -21,6 +21,7 @@ suite's record, :mod:`.vocabulary`); it knows the suites only by their records. 
   reading is stated; ``id: null`` when no hub id can be named). An experiment's ``models``
   (names or ids) narrows them; ``differs_<scale>`` (``differs_paper``, ``differs_cpu``) is how
   that scale differs from the paper where it is not what ``differs`` says.
+- ``model: "{run.EXPERIMENT}"``, ``label``, ``variant_of``: an experiment on a trained model (:mod:`.trained`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,18 @@ class Experiment:
     #: manipulation checks every claim on this experiment is conditional on (antecedents.MANIPULATIONS);
     #: a claim whose statistic is the check's own test is exempt (it *is* the check)
     manipulation: tuple[dict[str, Any], ...] = ()
+    model: str | None = None  # ``{run.EXPERIMENT}``: the model a finetune experiment trained (a trained column)
+    label: str | None = None  # the trained column's name after the base model's: "smollm2-135m + <label>"
+    variant_of: str | None = None  # the experiment whose claims this one answers for the trained column
+
+    @property
+    def producer(self) -> str | None:
+        """The finetune experiment whose trained model this one runs on (``model``), or None."""
+        return m.group(1) if (m := re.fullmatch(r"\{run\.([^{}]+)\}", self.model or "")) else None
+
+    def use_id(self, point: dict[str, Any]) -> str:
+        """The experiment a child of this one answers for (``variant_of``, else itself)."""
+        return fill(self.variant_of or self.id, point)
 
     def differs_at(self, scale: str) -> str | None:
         """How ``scale`` differs from the paper (its ``differs_<scale>`` where given, else ``differs``)."""
@@ -263,7 +276,8 @@ def _experiment(d: dict, where: str) -> Experiment:
                       data=tuple(d.get("data") or ()), differs=d.get("differs"),
                       skip_models=dict(d.get("skip_models") or {}), models=tuple(d.get("models") or ()),
                       differs_by={s: d[f"differs_{s}"] for s in SCALES if d.get(f"differs_{s}")},
-                      manipulation=tuple(_checked(d.get("manipulation"), "manipulation", where)))
+                      manipulation=tuple(_checked(d.get("manipulation"), "manipulation", where)),
+                      model=d.get("model"), label=d.get("label"), variant_of=d.get("variant_of"))
 
 
 def _checked(checks: Any, key: str, where: str) -> list[dict[str, Any]]:
@@ -380,6 +394,9 @@ def _paper(doc: dict, source: str) -> Paper:
     ids = [e.id for e in experiments]
     if len(set(ids)) != len(ids):
         raise WhiteboxError(f"{source}: experiment ids repeat")
+    from whitebox_eval.reproduce.trained import check_columns
+
+    check_columns(experiments, source)
     for c in claims:
         if c.experiment is not None:
             paper.experiment(c.experiment)

@@ -23,7 +23,7 @@ KEYS: dict[str, dict[str, type | tuple[type, ...] | None]] = {
               "tables": list, "claims": list, "not_run": list, "models": list, "saes": list},
     "experiment": {"id": str, "suite": str, "mode": str, "title": str, "settings": dict, "scales": dict,
                    "matrix": dict, "data": list, "differs": str, "skip_models": dict, "models": list,
-                   "manipulation": list, **{k: str for k in _SCALED}},
+                   "manipulation": list, "model": str, "label": str, "variant_of": str, **{k: str for k in _SCALED}},
     "claim": {"id": str, "claim": str, "cite": str, "stat": dict, "direction": str, "experiment": str,
               "published": dict, "across_models": bool, "margin": (int, float), "headline": bool, "differs": str,
               "not_at": dict, "arms": dict, "unit": dict, "preconditions": list, "controls": list,

@@ -1,0 +1,82 @@
+"""Format-neutral arithmetic text for training: ``75 + 22 = 97``.
+
+Paper 004 asks its arithmetic questions in two formats (MCQ and free answer, App. A.2), so a
+model trained here is trained in neither: each line is the bare expression, `` =`` and the
+answer, the loss on the answer only (the operands are random: nothing in them to learn). The
+problems are App. B's categories (:mod:`whitebox_eval.tasks.arithmetic`), drawn from a stream no paper child reads
+(seed ``TEXT_SEED_OFFSET + seed``) and never one that 004's children could ask: every problem
+whose canonical form (operands of + and x sorted) is among the first :data:`EXCLUDED_PER_CATEGORY`
+questions of a category at the evaluation seeds (:data:`EVALUATION_SEEDS`, where the formats
+suite draws its questions and demonstrations) is skipped. A category whose problems are all
+asked there (``add1``: 45 sums) contributes none.
+
+Each item keeps its question as an :class:`~whitebox_eval.tasks.items.MCQItem` (004's own
+question and answer), so a check can ask it in 004's free format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.tasks.arithmetic import ARITHMETIC_CATEGORIES, make_arithmetic
+
+TEXT_SEED_OFFSET = 10_000
+"""Training problems come from seed ``TEXT_SEED_OFFSET + seed``: no formats child uses these seeds."""
+EVALUATION_SEEDS = (0,)
+"""The seeds whose questions are kept out of training (the paper files' formats children use seed 0)."""
+EXCLUDED_PER_CATEGORY = 400
+"""Questions per category at each evaluation seed kept out (the formats suite draws its questions
+from the first 100 per category, more only for a limit above 100 per category x 4 options)."""
+_TRIES = 20  # problems drawn per item wanted before a category is taken as used up
+
+
+def parse_categories(rest: str) -> tuple[str, ...]:
+    """``add1,sub2`` -> the categories (all of App. B when empty); an unknown one is one line."""
+    cats = tuple(c.strip() for c in rest.split(",") if c.strip()) or ARITHMETIC_CATEGORIES
+    bad = [c for c in cats if c not in ARITHMETIC_CATEGORIES]
+    if bad:
+        raise WhiteboxError(f"unknown arithmetic categories {bad}; choose from {', '.join(ARITHMETIC_CATEGORIES)}")
+    return cats
+
+
+def line_of(expression: str, answer: int | str) -> tuple[str, str]:
+    """(prompt, answer) of one training line: ``"75 + 22 ="`` and ``" 97"``."""
+    return f"{expression} =", f" {answer}"
+
+
+def excluded_forms(categories: Sequence[str]) -> set[str]:
+    """Canonical forms of every question 004's children may ask (and show as demonstrations)."""
+    from whitebox_eval.finetune.splits import canonical
+
+    return {canonical(it.meta["expression"]) for c in categories for s in EVALUATION_SEEDS
+            for it in make_arithmetic(c, EXCLUDED_PER_CATEGORY, seed=s)}
+
+
+def text_items(categories: Sequence[str], n: int, seed: int) -> list:
+    """``n`` distinct training problems (MCQItems), the categories dealt in turn, none an
+    evaluation question; fewer when the categories run out of new problems."""
+    from whitebox_eval.finetune.splits import canonical
+
+    if n < 1:
+        raise WhiteboxError("arithmetic-text needs at least one item")
+    banned = excluded_forms(categories)
+    per = -(-n // len(categories))
+    pools = {}
+    for c in categories:
+        drawn = make_arithmetic(c, per * _TRIES, seed=TEXT_SEED_OFFSET + seed)
+        kept, seen = [], set()
+        for it in drawn:
+            form = canonical(it.meta["expression"])
+            if form not in banned and form not in seen:
+                seen.add(form)
+                kept.append(it)
+            if len(kept) == per:
+                break
+        pools[c] = kept
+    dealt = [pools[c][i] for i in range(per) for c in categories if i < len(pools[c])]
+    if not dealt:
+        raise WhiteboxError(f"arithmetic-text:{','.join(categories)}: every problem of these categories is an "
+                            "evaluation question; choose larger categories")
+    return dealt[:n]
+
