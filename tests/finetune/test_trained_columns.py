@@ -59,6 +59,10 @@ def test_a_consumer_loads_its_producer_by_reference(tiny_smol_folder, tmp_path):
     assert not any(m.get("kind") == "trained" for m in base["rules"]["manipulation"])
     (check,) = [m for m in column["rules"]["manipulation"] if m.get("kind") == "trained"]
     assert "p_correct" in check["text"] and check["passed"] in (True, False)
+    assert any(c.get("p_value") is not None for c in (base, column))
+    for c in (base, column):  # Holm's family is one paper x one model variant: one claim each here
+        if c.get("p_value") is not None:
+            assert c["p_holm"] == pytest.approx(c["p_value"], rel=1e-12)
     if not check["passed"]:  # a tiny random model rarely learns in two steps: the claim rests on it
         assert column["verdict"].startswith("uninformative") and column.get("qualifier") == "manipulation failed"
 

@@ -418,9 +418,10 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     for c in paper.claims:
         for model in (["all"] if c.across_models else plan.models_for(paper.number)):
             claims.append(claim(paper, c, plan, outcomes, model))
+    trained = {ch.label for ch in plan.children if ch.label} | {ch.model for ch in plan.children if ch.label}
     families: dict[str, list[dict[str, Any]]] = {}
     for c in claims:  # one family per paper x model variant: the base models, and each trained column
-        families.setdefault(c["model"] if plan.label(c["model"]) != c["model"] else "", []).append(c)
+        families.setdefault(plan.label(c["model"]) if c["model"] in trained else "", []).append(c)
     for family in families.values():
         holm(family)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
