@@ -14,7 +14,6 @@ finished run folders, as ``--reuse-only`` would.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -132,7 +131,6 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
     runs = folder / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     cache = cache_root(options, output)
-    os.environ["WHITEBOX_EVAL_CACHE"] = cache  # sbatch exports the environment to the jobs
     done = {c.run_id for c in plan.children if is_finished(runs / c.run_id) or _elsewhere(output, folder, c.run_id)}
     todo = [c for c in plan.children if c.skip is None and c.run_id not in done]
     not_run: dict[str, tuple[str, str]] = {}
@@ -185,7 +183,7 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
         for c in submit:
             r = sized[c.run_id]
             reg[c.run_id] = {"job": ids[c.run_id], "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "resources": asdict(r), "producers": prods[c.run_id],
+                             "resources": asdict(r), "producers": prods[c.run_id], "cache_root": cache,
                              "estimate_seconds": round(c.gpu_seconds if c.gpu_seconds is not None else c.seconds)}
             log(f"reproduce: submitted {c.describe()} as job {ids[c.run_id]} ({r.describe()})")
     if options.detach:
