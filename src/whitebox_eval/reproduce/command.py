@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -113,7 +114,7 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
     if status_folder is not None:
         from whitebox_eval.reproduce.launch import status
 
-        for line in status.lines(status_folder):
+        for line in status.lines(Path(status_folder), rep.PLAN_FILE):
             click.echo(line)
         return
     slurm = _slurm_options(launcher, slurm_partition, slurm_account, slurm_qos, slurm_args, slurm_max_jobs,

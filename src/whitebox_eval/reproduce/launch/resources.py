@@ -33,8 +33,6 @@ HOST_FACTOR = 1.5
 HOST_BASE_GB = 16
 MARGIN_MINUTES = 15
 CPUS_PER_TASK = 8
-TRAINS = ("finetune", "epochs", "max_epochs", "max_steps")
-"""Settings that make a child train its model (span's ``finetune``, contamination's epochs, ...)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,17 @@ class Resources:
 
 
 def trains(child) -> bool:
-    return child.suite == "finetune" or any(child.settings.get(k) for k in TRAINS)
+    """Whether ``child`` trains its model: its mode's config has a ``learning_rate`` (finetune,
+    contamination), or counts ``finetune_examples`` (span) and this child's count is above 0."""
+    import dataclasses
+
+    from whitebox_eval.lazy import resolve
+    from whitebox_eval.suites import suite as record
+
+    fields = {f.name: f for f in dataclasses.fields(resolve(record(child.suite).mode(child.mode).config))}
+    if "finetune_examples" in fields:
+        return bool(child.settings.get("finetune_examples", fields["finetune_examples"].default))
+    return "learning_rate" in fields
 
 
 def parameters_of(child) -> float | None:

@@ -60,16 +60,16 @@ def seconds(elapsed: str) -> float:
     return (float(days) if days else 0.0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
-def lines(folder: Path) -> list[str]:
-    """``reproduce --status FOLDER``: per child its job, state and time used against its estimate."""
-    from whitebox_eval.reproduce import PLAN_FILE
+def lines(folder: Path, plan_file: str = "plan.json") -> list[str]:
+    """``reproduce --status FOLDER``: per child its job, state and time used against its estimate
+    (``plan_file``: :data:`whitebox_eval.reproduce.PLAN_FILE`, the plan's children)."""
     from whitebox_eval.reproduce.children import RUNS
     from whitebox_eval.runs.finished import is_finished
 
     folder = Path(folder)
-    if not (folder / PLAN_FILE).is_file():
-        raise WhiteboxError(f"--status: {folder} holds no reproduction ({PLAN_FILE} missing)")
-    plan = json.loads((folder / PLAN_FILE).read_text(encoding="utf-8"))
+    if not (folder / plan_file).is_file():
+        raise WhiteboxError(f"--status: {folder} holds no reproduction ({plan_file} missing)")
+    plan = json.loads((folder / plan_file).read_text(encoding="utf-8"))
     registry = jobs.read(folder)
     found = states([j["job"] for j in registry.values()])
     out = [f"reproduction {folder}: {len(plan['children'])} child runs, {len(registry)} submitted to Slurm"]
