@@ -25,7 +25,7 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 
 
 @click.command(name="reproduce", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("papers", nargs=-1, required=True)
+@click.argument("papers", nargs=-1)
 @click.option("--model", "models", multiple=True, metavar="[PAPER=]MODEL",
               help="model to reproduce on (repeatable): MODEL for every paper, PAPER=MODEL (number or short "
                    "name) for one paper, which then ignores the plain ones; default: each paper's own models "
@@ -107,6 +107,8 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
       whitebox-eval --device cuda reproduce all --scale paper --data-root data/   # on a GPU
       whitebox-eval reproduce all --scale paper --plan-only     # models, data, GPU hours per paper
       whitebox-eval reproduce 003 --scale paper --models-root /models --model 002=lmsys/vicuna-7b-v1.3
+      whitebox-eval reproduce all --scale paper --launcher slurm --slurm-partition gpu --detach
+      whitebox-eval reproduce --status runs/reproduce-all-paper   # the Slurm jobs' states (docs/cluster.md)
     """
     import whitebox_eval.reproduce as rep
     from whitebox_eval.reproduce import prechecks
@@ -117,6 +119,8 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
         for line in status.lines(Path(status_folder), rep.PLAN_FILE):
             click.echo(line)
         return
+    if not papers:
+        raise click.UsageError("Missing argument 'PAPERS...'.")
     slurm = _slurm_options(launcher, slurm_partition, slurm_account, slurm_qos, slurm_args, slurm_max_jobs,
                            slurm_time_factor, cache_root, detach)
     if plan_only:

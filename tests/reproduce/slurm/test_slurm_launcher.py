@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from whitebox_eval import studies
 from whitebox_eval.reproduce import run as reproduce
+from whitebox_eval.reproduce.launch import status
 from whitebox_eval.reproduce.launch.slurm import SlurmOptions
 
 
@@ -67,3 +67,5 @@ def test_the_jobs_carry_their_resources(fake_slurm_on_path, gated, tiny_model, w
          "partition": "gpu", "account": "lab", "qos": "high", "constraint": "h100"}
     assert rec["opts"]["signal"].startswith("USR2@")  # the user signal before the limit: submitit requeues
     assert job["cache_root"] == str((tmp_path / "out" / "cache").resolve())  # under --output by default
+    lines = status.lines(result.folder)
+    assert f"job {job['job']}, done, " in lines[1] and "used of ~0:" in lines[1] and lines[-1] == "states: done 1"
