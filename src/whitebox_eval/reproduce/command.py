@@ -11,6 +11,7 @@ from whitebox_eval.command_options import model_load_options
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
 from whitebox_eval.reproduce.data import BENCHMARKS
+from whitebox_eval.reproduce.launch import LAUNCHERS
 from whitebox_eval.reproduce.spec import SCALES
 from whitebox_eval.runs.run_ids import run_id_option
 
@@ -55,7 +56,7 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
               help="run nothing: write the report from the child runs already finished under --output (in any "
                    "reproduction folder there, e.g. per-paper or per-model calls run apart or on other machines); "
                    "the others are marked not run")
-@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+@click.option("--launcher", type=click.Choice(list(LAUNCHERS)), default="local", show_default=True,
               help="local: the children one after another in this process; slurm: each unfinished child a Slurm "
                    "job through submitit (pip install 'whitebox-eval[cluster]'), sized from its model, resumed "
                    "after preemption; see docs/cluster.md")
