@@ -70,6 +70,6 @@ def _run(fields: dict[str, Any], runs: Path) -> str:
     from whitebox_eval.reproduce.children import _study
     from whitebox_eval.reproduce.plan import Child
 
-    child = Child(**{k: v for k, v in fields.items()})
+    child = Child(**fields)
     result = _study(child, runs, load_model(child.load), show_progress=False)
     return str(result.folder)
