@@ -119,14 +119,21 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         data: Sequence[str] | dict[str, str] = (), data_root: str | None = None, output: str | Path = "runs",
         run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
         echo: Callable[[str], None] | None = None, models_root: str | None = None,
-        allow_code_execution: bool = False, reuse_only: bool = False) -> Reproduction:
+        allow_code_execution: bool = False, reuse_only: bool = False, slurm=None) -> Reproduction | None:
     """Plan, run (or reuse) every child run, and write the reproduction folder. ``reuse_only``:
-    run nothing, assemble the children already finished under ``output`` (the rest not run)."""
+    run nothing, assemble the children already finished under ``output`` (the rest not run).
+    ``slurm`` (:class:`.launch.slurm.SlurmOptions`): each unfinished child a Slurm job
+    (:mod:`.launch.slurm`), then the finished ones assembled; None when its ``detach`` returned
+    after submitting."""
     from whitebox_eval.reproduce import assemble, children, prechecks
     from whitebox_eval.runs.run_ids import run_path
 
     plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
     folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
+    if slurm is not None and not reuse_only:
+        from whitebox_eval.reproduce.launch import slurm as cluster
+
+        cluster.check(slurm)  # submitit, sbatch/srun/sacct on PATH, --slurm-arg names: before any work
     notes = prechecks.check(plan)  # one line, and no work, when no child could run
     from whitebox_eval.reproduce import claims_plan
 
@@ -153,8 +160,15 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
     def save_timings() -> None:
         write_atomic(timing_path, json.dumps(timings, indent=1, sort_keys=True) + "\n")
 
+    ended = None
+    if slurm is not None and not reuse_only:
+        ended = cluster.launch(plan, folder, Path(output), slurm, log)
+        if ended is None:  # --detach
+            return None
     outcomes = children.run(plan, folder, Path(output), show_progress=show_progress, log=log, timings=timings,
-                            save_timings=save_timings, reuse_only=reuse_only)
+                            save_timings=save_timings, reuse_only=reuse_only or ended is not None)
+    for run_id, (status, reason) in (ended or {}).items():
+        outcomes[run_id] = assemble.Outcome(outcomes[run_id].child, status, reason)
     content = assemble.content(plan, outcomes)
     command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {scale}"
     content = write_outputs(folder, content, command)

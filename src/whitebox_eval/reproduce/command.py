@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -10,6 +11,7 @@ from whitebox_eval.command_options import model_load_options
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP
 from whitebox_eval.reproduce.data import BENCHMARKS
+from whitebox_eval.reproduce.launch import LAUNCHERS
 from whitebox_eval.reproduce.spec import SCALES
 from whitebox_eval.runs.run_ids import run_id_option
 
@@ -24,7 +26,7 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
 
 
 @click.command(name="reproduce", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("papers", nargs=-1, required=True)
+@click.argument("papers", nargs=-1)
 @click.option("--model", "models", multiple=True, metavar="[PAPER=]MODEL",
               help="model to reproduce on (repeatable): MODEL for every paper, PAPER=MODEL (number or short "
                    "name) for one paper, which then ignores the plain ones; default: each paper's own models "
@@ -54,9 +56,30 @@ SCALE_HELP = ("quick: minutes per paper per bundled model on a 2-core CPU (n cho
               help="run nothing: write the report from the child runs already finished under --output (in any "
                    "reproduction folder there, e.g. per-paper or per-model calls run apart or on other machines); "
                    "the others are marked not run")
+@click.option("--launcher", type=click.Choice(list(LAUNCHERS)), default="local", show_default=True,
+              help="local: the children one after another in this process; slurm: each unfinished child a Slurm "
+                   "job through submitit (pip install 'whitebox-eval[cluster]'), sized from its model, resumed "
+                   "after preemption; see docs/cluster.md")
+@click.option("--slurm-partition", default=None, metavar="NAME", help="the partition the jobs go to")
+@click.option("--slurm-account", default=None, metavar="NAME", help="the account the jobs are charged to")
+@click.option("--slurm-qos", default=None, metavar="NAME", help="the jobs' quality of service")
+@click.option("--slurm-arg", "slurm_args", multiple=True, metavar="KEY=VALUE",
+              help="any other parameter of submitit's SlurmExecutor (repeatable), e.g. constraint=h100")
+@click.option("--slurm-max-jobs", type=int, default=None, metavar="N",
+              help="at most N of this reproduction's jobs at once")
+@click.option("--slurm-time-factor", type=float, default=3.0, show_default=True,
+              help="each job's time limit: the plan's estimate x this, plus 15 minutes")
+@click.option("--cache-root", default=None, metavar="DIR",
+              help="with --launcher slurm: the cache the jobs share (trained weights, converted GGUFs), on the "
+                   "shared file system; default OUTPUT/cache")
+@click.option("--detach", is_flag=True,
+              help="with --launcher slurm: return once the jobs are submitted; --resume --reuse-only assembles later")
+@click.option("--status", "status_folder", default=None, metavar="FOLDER",
+              help="print each child's Slurm job, state and time used of a reproduction folder, and stop")
 @model_load_options(models_root=False)
 def reproduce(papers, models, models_root, data, data_root, scale, output, run_id, resume, plan_only,
-              allow_code_execution, reuse_only) -> None:
+              allow_code_execution, reuse_only, launcher, slurm_partition, slurm_account, slurm_qos, slurm_args,
+              slurm_max_jobs, slurm_time_factor, cache_root, detach, status_folder) -> None:
     """Reproduce the papers' tables and claims, published figures beside ours, a verdict per
     claim: PAPER is 000 wise-few, 001 mui, 002 gar, 003 attention-span, 004 first-token
     (number or name), all, or a paper file of your own (PATH.yaml, laid out as the bundled ones,
@@ -85,16 +108,33 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
       whitebox-eval --device cuda reproduce all --scale paper --data-root data/   # on a GPU
       whitebox-eval reproduce all --scale paper --plan-only     # models, data, GPU hours per paper
       whitebox-eval reproduce 003 --scale paper --models-root /models --model 002=lmsys/vicuna-7b-v1.3
+      whitebox-eval reproduce all --scale paper --launcher slurm --slurm-partition gpu --detach
+      whitebox-eval reproduce --status runs/reproduce-all-paper   # the Slurm jobs' states (docs/cluster.md)
     """
     import whitebox_eval.reproduce as rep
     from whitebox_eval.reproduce import prechecks
 
+    if status_folder is not None:
+        from whitebox_eval.reproduce.launch import status
+
+        for line in status.lines(Path(status_folder), rep.PLAN_FILE):
+            click.echo(line)
+        return
+    if not papers:
+        raise click.UsageError("Missing argument 'PAPERS...'.")
+    slurm = _slurm_options(launcher, slurm_partition, slurm_account, slurm_qos, slurm_args, slurm_max_jobs,
+                           slurm_time_factor, cache_root, detach)
     if plan_only:
         plan = rep.prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
         from whitebox_eval.reproduce import claims_plan
 
         for line in plan.lines() + claims_plan.lines(plan.papers, plan.scale):
             click.echo(line)
+        if slurm is not None:
+            from whitebox_eval.reproduce.launch.slurm import plan_lines
+
+            for line in plan_lines(plan, slurm):
+                click.echo(line)
         try:
             for line in prechecks.check(plan):
                 click.echo(line, err=True)
@@ -103,7 +143,10 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
         return
     result = rep.run(papers, models=models, scale=scale, data=data, data_root=data_root, output=output,
                      run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True),
-                     models_root=models_root, allow_code_execution=allow_code_execution, reuse_only=reuse_only)
+                     models_root=models_root, allow_code_execution=allow_code_execution, reuse_only=reuse_only,
+                     slurm=slurm)
+    if result is None:  # --detach: submitted
+        return
     failed, done = _children(result)
     if failed and not done:
         first = " ".join(next(iter(failed.values())).split())  # a library's reason may hold line breaks
@@ -127,6 +170,20 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
         click.echo(f"warning: {len(failed)} of {len(failed) + len(done)} child runs failed and are marked not run "
                    f"(reasons in {rep.MARKDOWN_FILE}); fix them and rerun with --resume to run only those", err=True)
         sys.exit(PARTLY_RUN)
+
+
+def _slurm_options(launcher, partition, account, qos, args, max_jobs, time_factor, cache_root, detach):
+    """The Slurm launcher's options (None with --launcher local, where the Slurm ones are refused)."""
+    if launcher != "slurm":
+        given = [name for name, value in (("--slurm-partition", partition), ("--slurm-account", account),
+                                          ("--slurm-qos", qos), ("--slurm-arg", args), ("--slurm-max-jobs", max_jobs),
+                                          ("--cache-root", cache_root), ("--detach", detach)) if value]
+        if given or time_factor != 3.0:
+            raise WhiteboxError(f"{', '.join(given or ['--slurm-time-factor'])}: only with --launcher slurm")
+        return None
+    from whitebox_eval.reproduce.launch.slurm import SlurmOptions, parse_args
+
+    return SlurmOptions(partition, account, qos, parse_args(args), max_jobs, time_factor, cache_root, detach)
 
 
 def _children(result) -> tuple[dict[str, str], set[str]]:

@@ -276,6 +276,26 @@ def resolve_refs(value: Any, runs: Path) -> Any:
     return value
 
 
+def producers(child: Child, plan: Plan) -> list[str]:
+    """The run ids of ``plan``'s children that ``child`` reads (its producers: an SAE, a trained
+    model): every :func:`run_ref` in any string of its settings or its model, in plan order."""
+    found: set[str] = set()
+
+    def scan(value: Any) -> None:
+        if isinstance(value, str):
+            found.update(re.findall(r"\{run:([^{}]+)\}", value))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                scan(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                scan(v)
+
+    scan(child.settings)
+    scan(child.model)
+    return [c.run_id for c in plan.children if c.run_id in found and c.run_id != child.run_id]
+
+
 def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:
     """Benchmark name -> the experiment that needs it first (for the one-line error)."""
     out: dict[str, str] = {}

@@ -1,0 +1,227 @@
+"""``reproduce --launcher slurm``: each unfinished child one Slurm job, submitted through submitit.
+
+Each job runs :class:`.job.ChildJob` (the child's ordinary resumable run folder under the
+reproduction folder, which must be on a file system the nodes share), sized by
+:mod:`.resources`. A child that reads another's output (:func:`..plan.producers`) waits for its
+producer's job (``afterok``, ``--kill-on-invalid-dep=yes``: when the producer fails Slurm drops
+it, and it is reported not run, naming the producer). ``--slurm-max-jobs N``: children of one
+shape without producers go as one array with ``%N``; otherwise N lanes, each job waiting
+(``afterany``) for the one before it in its lane, so at most N run at once after this process exits.
+:mod:`.jobs` keeps a re-run from submitting a child whose job is pending or running. Unless
+``--detach``, this process waits for every job, then the reproduction is assembled from the
+finished run folders, as ``--reuse-only`` would.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.reproduce.launch import jobs, resources, status
+
+EXTRA = "pip install 'whitebox-eval[cluster]'"
+POLL_SECONDS = 30.0
+"""How often a waiting ``reproduce`` asks ``sacct`` (tests set it lower)."""
+ENDED_BAD = "failed"
+
+
+@dataclass
+class SlurmOptions:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    args: dict[str, str] = field(default_factory=dict)  # --slurm-arg KEY=VALUE (submitit's names)
+    max_jobs: int | None = None
+    time_factor: float = 3.0
+    cache_root: str | None = None
+    detach: bool = False
+
+
+def parse_args(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``--slurm-arg KEY=VALUE`` items (dashes in KEY read as underscores, as submitit names them)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise WhiteboxError(f"--slurm-arg {item!r}: give KEY=VALUE (e.g. constraint=a100)")
+        out[key.strip().replace("-", "_")] = value
+    return out
+
+
+def check(options: SlurmOptions, *, submitting: bool = True) -> None:
+    """Refuse, in one line and before any work: submitit missing, no ``sbatch``/``srun``/``sacct`` on
+    PATH (``submitting``), an unknown ``--slurm-arg`` (submitit's own parameter check)."""
+    try:
+        import submitit
+    except ImportError:
+        raise WhiteboxError(f"--launcher slurm needs submitit, an optional extra: {EXTRA}") from None
+    if submitting:
+        missing = [c for c in ("sbatch", "srun", "sacct") if shutil.which(c) is None]
+        if missing:
+            raise WhiteboxError(f"--launcher slurm: no {', '.join(missing)} on PATH; run reproduce on a Slurm "
+                                "login node, or use --launcher local")
+    if options.max_jobs is not None and options.max_jobs < 1:
+        raise WhiteboxError(f"--slurm-max-jobs must be at least 1, not {options.max_jobs}")
+    if not options.time_factor > 0:
+        raise WhiteboxError(f"--slurm-time-factor must be above 0, not {options.time_factor}")
+    from submitit.slurm import slurm as sl
+
+    valid = sl._get_default_parameters()  # the names SlurmExecutor.update_parameters accepts
+    bad = sorted(set(options.args) - set(valid))
+    if bad:
+        import difflib
+
+        near = difflib.get_close_matches(bad[0], list(valid), n=1)
+        raise WhiteboxError(f"--slurm-arg {', '.join(bad)}: not a parameter submitit's SlurmExecutor takes"
+                            + (f" (did you mean {near[0]!r}?)" if near else "")
+                            + f"; it takes {', '.join(sorted(valid))}")
+    del submitit
+
+
+def _value(text: str):
+    return int(text) if text.isdigit() else text
+
+
+def cache_root(options: SlurmOptions, output: Path) -> str:
+    """The cache root the jobs share: ``--cache-root``, else ``OUTPUT/cache``."""
+    return str(Path(options.cache_root or output / "cache").resolve())
+
+
+def plan_lines(plan, options: SlurmOptions) -> list[str]:
+    """``--plan-only --launcher slurm``: each job and its resources, nothing submitted."""
+    from whitebox_eval.reproduce.plan import producers
+
+    run = [c for c in plan.children if c.skip is None]
+    out = [f"Slurm jobs ({len(run)}; resources by reproduce/launch/resources.py, time = estimate x "
+           f"{options.time_factor:g} + {resources.MARGIN_MINUTES} min):"]
+    for i, c in enumerate(run, 1):
+        after = producers(c, plan)
+        out.append(f"  job {i}/{len(run)} {c.describe()}: {resources.size(c, options.time_factor).describe()}"
+                   + (f"; after {', '.join(after)}" if after else ""))
+    return out
+
+
+def _parameters(options: SlurmOptions, r: resources.Resources, name: str) -> dict:
+    params = {"job_name": name[:60], "time": r.minutes, "mem": f"{r.mem_gb}GB", "nodes": 1,
+              "ntasks_per_node": r.tasks, "gpus_per_node": r.gpus, "cpus_per_task": resources.CPUS_PER_TASK,
+              "signal_delay_s": 120}
+    params.update({k: v for k, v in (("partition", options.partition), ("account", options.account),
+                                     ("qos", options.qos)) if v})
+    params.update({k: _value(v) for k, v in options.args.items()})
+    return params
+
+
+def launch(plan, folder: Path, output: Path, options: SlurmOptions,
+           log: Callable[[str], None]) -> dict[str, tuple[str, str]] | None:
+    """Submit the unfinished children of ``plan`` (none whose job is still pending or running),
+    wait for them unless ``detach``; returns run id -> (status, reason) of each child a job did
+    not finish (None when detached)."""
+    import submitit
+
+    from whitebox_eval.reproduce.children import RUNS, _elsewhere
+    from whitebox_eval.reproduce.launch.job import ChildJob
+    from whitebox_eval.reproduce.plan import producers
+    from whitebox_eval.runs.finished import is_finished
+
+    folder, output = folder.resolve(), output.resolve()
+    runs = folder / RUNS
+    runs.mkdir(parents=True, exist_ok=True)
+    cache = cache_root(options, output)
+    done = {c.run_id for c in plan.children if is_finished(runs / c.run_id) or _elsewhere(output, folder, c.run_id)}
+    todo = [c for c in plan.children if c.skip is None and c.run_id not in done]
+    not_run: dict[str, tuple[str, str]] = {}
+    ids: dict[str, str] = {}
+    with jobs.registry(folder) as reg:
+        known = status.states([reg[c.run_id]["job"] for c in todo if c.run_id in reg])
+        fresh = []
+        for c in todo:
+            old = reg.get(c.run_id)
+            if old and known.get(old["job"], ("?",))[0] in jobs.ACTIVE:
+                ids[c.run_id] = old["job"]
+                log(f"reproduce: {c.run_id}: job {old['job']} is {known[old['job']][0].lower()}: not submitted again")
+            else:
+                fresh.append(c)
+        skipped = {c.run_id: c.skip for c in plan.children if c.skip}
+        executor = submitit.SlurmExecutor(folder=folder / status.LOGS / "%j", max_num_timeout=3)
+        sized = {c.run_id: resources.size(c, options.time_factor) for c in fresh}
+        prods = {c.run_id: producers(c, plan) for c in fresh}
+        lanes: list[str | None] = [None] * (options.max_jobs or 0)
+        submit = []
+        for c in fresh:
+            blocked = next((p for p in prods[c.run_id] if p in skipped or p in not_run), None)
+            if blocked:
+                not_run[c.run_id] = ("skipped", f"its producer {blocked} is not run")
+                continue
+            submit.append(c)
+        one_shape = len({sized[c.run_id] for c in submit}) == 1 and not any(prods[c.run_id] for c in submit)
+        if options.max_jobs and one_shape and len(submit) > 1:
+            executor.update_parameters(**_parameters(options, sized[submit[0].run_id], "whitebox-eval-reproduce"),
+                                       array_parallelism=options.max_jobs)
+            submitted = executor.submit_array([ChildJob.of(c, runs, cache, _map(sized[c.run_id])) for c in submit])
+            ids.update({c.run_id: j.job_id for c, j in zip(submit, submitted)})
+        else:
+            for i, c in enumerate(submit):
+                deps = [f"afterok:{ids[p]}" for p in prods[c.run_id] if p in ids]
+                lane = i % options.max_jobs if options.max_jobs else None
+                if lane is not None and lanes[lane]:
+                    deps.append(f"afterany:{lanes[lane]}")
+                params = _parameters(options, sized[c.run_id], c.run_id)
+                if deps:
+                    params.update(dependency=",".join(deps), additional_parameters={
+                        **params.get("additional_parameters", {}), "kill-on-invalid-dep": "yes"})
+                executor.update_parameters(**params)
+                job = executor.submit(ChildJob.of(c, runs, cache, _map(sized[c.run_id])))
+                ids[c.run_id] = job.job_id
+                if lane is not None:
+                    lanes[lane] = job.job_id
+                executor.parameters.pop("dependency", None)
+                executor.parameters.pop("additional_parameters", None)
+        for c in submit:
+            r = sized[c.run_id]
+            reg[c.run_id] = {"job": ids[c.run_id], "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "resources": asdict(r), "producers": prods[c.run_id], "cache_root": cache,
+                             "estimate_seconds": round(c.gpu_seconds if c.gpu_seconds is not None else c.seconds)}
+            log(f"reproduce: submitted {c.describe()} as job {ids[c.run_id]} ({r.describe()})")
+    if options.detach:
+        log(f"reproduce: {len(submit)} jobs submitted; see them with reproduce --status {folder}, assemble with "
+            "--reuse-only (same options) when they are done")
+        return None
+    return {**not_run, **wait(plan, folder, ids, log)}
+
+
+def _map(r: resources.Resources) -> str | None:
+    return "auto" if r.gpus > 1 and r.tasks == 1 else None
+
+
+def wait(plan, folder: Path, ids: dict[str, str], log: Callable[[str], None]) -> dict[str, tuple[str, str]]:
+    """Poll ``sacct`` until no job of ``ids`` (run id -> job id) is pending or running; then run id ->
+    (status, reason) for each child whose job did not finish it."""
+    from whitebox_eval.reproduce.children import RUNS
+    from whitebox_eval.runs.finished import is_finished
+
+    seen: dict[str, str] = {}
+    while True:
+        found = status.states(list(ids.values()))
+        for rid, jid in ids.items():
+            state = found.get(jid, ("PENDING",))[0]
+            if seen.get(rid) != state:
+                seen[rid] = state
+                log(f"reproduce: job {jid} {state.lower()}: {rid}")
+        if not any(s in jobs.ACTIVE for s in seen.values()):
+            break
+        time.sleep(POLL_SECONDS)
+    producers_of = {rid: j.get("producers", []) for rid, j in jobs.read(folder).items()}
+    out: dict[str, tuple[str, str]] = {}
+    for rid, jid in ids.items():
+        if seen[rid] == "COMPLETED" and is_finished(folder / RUNS / rid):
+            continue
+        failed = next((p for p in producers_of.get(rid, []) if p in out and out[p][0] == ENDED_BAD), None)
+        if seen[rid] == "CANCELLED" and failed:
+            out[rid] = ("skipped", f"its producer {failed} failed (job {ids[failed]})")
+        else:
+            out[rid] = (ENDED_BAD, f"Slurm job {jid} {seen[rid]}: {status.tail(folder, jid)}")
+    return out
