@@ -79,7 +79,7 @@ def installed(plan: Plan, stop_after: int | None = None):
         handles.append(plan.arch.blocks[stop_after].register_forward_hook(stop))
     attn_modules = [plan.arch.attention(l) for l in range(plan.arch.n_layers)]
     for m in attn_modules:
-        m._whitebox_plan = plan if plan.attn else None
+        m._whitebox_plan = plan if plan.attn or plan.chunked else None
     try:
         yield
     finally:

@@ -71,9 +71,10 @@ class AttentionWork:
                     self.unnormalised[("rows", i)].append(layer)
         return out, weights
 
-    @staticmethod
-    def _original(base, module, query, key, value, mask, scaling, dropout, kwargs):
+    def _original(self, base, module, query, key, value, mask, scaling, dropout, kwargs):
         if base == "sdpa":
+            if self.chunked and mask is not None:
+                return attn_impl.by_query_chunks(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
             return attn_impl.sdpa_attention_forward(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
         return attn_impl._family_eager(module)(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
 

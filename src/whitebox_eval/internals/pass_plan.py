@@ -73,6 +73,7 @@ class Plan(AttentionWork, Collection):
         self.captures: list[tuple[Capture, list[int], str, Pos | None]] = []  # (capture, layers, source, positions)
         self.grads: dict[str, dict[int, torch.Tensor]] = {}
         self.keep = False  # references kept, gathered after the pass (decided by :meth:`decide`)
+        self.chunked = False  # SDPA by query chunks (attention.by_query_chunks): a packed pass on the CPU
         self.kept: dict[str, dict[int, torch.Tensor]] = defaultdict(dict)  # point -> layer -> what the hook saw
         self.kept_qk: dict[int, tuple] = {}  # layer -> (query, key, mask, scaling, softcap)
         self.gathered: dict[tuple, dict[int, torch.Tensor]] = defaultdict(dict)  # (source, id) -> layer -> rows
