@@ -10,6 +10,7 @@ import torch
 from tiny_models import FAMILY_NAMES, tiny_loaded
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture, Engine, batch_from_ids
+from whitebox_eval.internals import attention as attn_impl
 from whitebox_eval.internals.packing import pack
 
 # an item's choices after one context; a winogrande-like pair (contexts differ at the end,
@@ -74,6 +75,40 @@ def test_packed_rows_after_a_cached_prefix(family):
             alone = engine.run(batch_from_ids([full]), logits=[list(range(len(prefix), len(full)))])
             torch.testing.assert_close(packed.logits[g, k:k + len(seq)], alone.logits[0], atol=2e-5, rtol=2e-5)
             k += len(seq)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3", "gpt2"])
+def test_a_packed_pass_on_the_cpu_runs_sdpa_by_query_chunks(family, monkeypatch):
+    """By chunks of 3 queries, each against the keys up to its last query (gemma3: sliding windows that
+    bind), the packed pass gives the whole mask's logits and captures, attention rows and after a cached
+    prefix included; an ordinary batch keeps the model's own attention call (its logits bit-identical)."""
+    engine = Engine(tiny_loaded(family))
+    p = pack(GROUPS)
+    prefix = engine.prefix([3, 1, 4, 1, 5, 9, 2, 6])
+    caps = [Capture("attn", "last"), Capture("resid", "last")]
+    whole = engine.run(p.batch, caps, logits="all"), engine.run(p.batch, logits="all", prefix=prefix)
+    plain = batch_from_ids(GROUPS[0])
+    calls = []
+    chunked = attn_impl.by_query_chunks
+
+    def spy(module, query, key, value, mask, **kwargs):
+        calls.append((query.shape[2], key.shape[2]))
+        return chunked(module, query, key, value, mask, **kwargs)
+
+    monkeypatch.setattr(attn_impl, "CHUNK", 3)
+    monkeypatch.setattr(attn_impl, "by_query_chunks", spy)
+    got = engine.run(p.batch, caps, logits="all"), engine.run(p.batch, logits="all", prefix=prefix)
+    n_layers = engine.arch.n_layers
+    s = p.batch.seq_len
+    assert calls == [(s, s)] * n_layers + [(s, s + 8)] * n_layers
+    for a, b in zip(whole, got):
+        torch.testing.assert_close(b.logits, a.logits, atol=2e-5, rtol=2e-5)  # as each sequence alone (above)
+    for key in ("attn", "resid"):
+        torch.testing.assert_close(got[0][key], whole[0][key], atol=2e-5, rtol=2e-5)
+    before = engine.run(plain).logits
+    assert len(calls) == 2 * n_layers  # not for an ordinary batch
+    monkeypatch.undo()
+    assert torch.equal(before, engine.run(plain).logits)
 
 
 def test_packing_refuses_empty_sequences_and_generation_caches():

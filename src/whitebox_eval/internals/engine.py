@@ -237,6 +237,10 @@ class Engine:
         if logits is not False and logits is not None and not last_only and not (isinstance(logits, str) and logits == "all"):
             logit_pos = plan.pos(plan.computed(batch.host_padded(batch.positions(logits)), "logits"))
         device = batch.input_ids.device
+        # a packed batch's explicit mask is causal: on the CPU its SDPA runs by query chunks, each against
+        # the keys up to its last query (the fused kernel skips them only under is_causal)
+        plan.chunked = (batch.visible is not None and device.type == "cpu" and self.base_attention == "sdpa"
+                        and plan.computed_len > attn_impl.CHUNK)
         plan.decide(keep_bytes_for(device) if self.keep_bytes is None else self.keep_bytes, self.model.dtype.itemsize)
         plan.upload(device)
         mask, position_ids, input_ids = batch.attention_mask, batch.position_ids[:, past:], batch.input_ids[:, past:]

@@ -37,8 +37,11 @@ def installed(plan: Plan, stop_after: int | None = None):
                 plan.kept[site.point][site.layer] = t
             else:
                 shape = shape_with(t.shape, site.seq_dim, pos.n)
-                plan.gathered[("site", site.point, id(pos))][site.layer] = t.gather(
-                    site.seq_dim, pos.index(shape, site.seq_dim, t.device))
+                key = ("site", site.point, id(pos))
+                index = pos.index(shape, site.seq_dim, t.device)
+                out = plan.slot(key, site.layer, shape, t.dtype, t.device)
+                plan.gathered[key][site.layer] = (t.gather(site.seq_dim, index) if out is None
+                                                  else torch.gather(t, site.seq_dim, index, out=out))
         if site.grad_reads and t.requires_grad:
             def keep(g, site=site):
                 gv = site.view(g)
@@ -76,7 +79,7 @@ def installed(plan: Plan, stop_after: int | None = None):
         handles.append(plan.arch.blocks[stop_after].register_forward_hook(stop))
     attn_modules = [plan.arch.attention(l) for l in range(plan.arch.n_layers)]
     for m in attn_modules:
-        m._whitebox_plan = plan if plan.attn else None
+        m._whitebox_plan = plan if plan.attn or plan.chunked else None
     try:
         yield
     finally:

@@ -26,7 +26,7 @@ class AttnNeeds:
 
 class AttentionWork:
     """The attention side of :class:`~whitebox_eval.internals.pass_plan.Plan` (a mixin: the plan's
-    ``attn``, ``keep``, ``kept_qk``, ``gathered``, ``batch``, ``arch`` and ``_memo``)."""
+    ``attn``, ``keep``, ``kept_qk``, ``gathered``, ``slot``, ``batch``, ``arch`` and ``_memo``)."""
 
     def touches_attention(self, layer: int) -> bool:
         return layer in self.attn
@@ -39,7 +39,9 @@ class AttentionWork:
         elif need.rot:
             for name, which, pos in need.rot:
                 x = query if which == "q" else key
-                self.gathered[("rot", name)][layer] = x.gather(2, pos.index(shape_with(x.shape, 2, pos.n), 2, x.device))
+                shape = shape_with(x.shape, 2, pos.n)
+                index, into = pos.index(shape, 2, x.device), self.slot(("rot", name), layer, shape, x.dtype, x.device)
+                self.gathered[("rot", name)][layer] = x.gather(2, index) if into is None else torch.gather(x, 2, index, out=into)
         if full:
             b, h, sq, _ = query.shape
             k_len = key.shape[2]
@@ -63,12 +65,16 @@ class AttentionWork:
         if need.rows and not self.keep:  # only the requested query rows: [B*Hkv, g*P, K], never the full matrix
             for i, pos in need.rows.items():
                 m3 = self._mask3(mask, pos, query.shape[2], key.shape[2], key.shape[1], query.device)
-                self.gathered[("rows", i)][layer] = self._probs(query, key, m3, scaling, softcap, pos)
+                into = self.slot(("rows", i), layer, m3.shape, torch.float32, query.device)
+                self.gathered[("rows", i)][layer] = self._probs(query, key, m3, scaling, softcap, pos, into)
+                if into is not None:  # the scores: one softmax over every layer's slot after the pass
+                    self.unnormalised[("rows", i)].append(layer)
         return out, weights
 
-    @staticmethod
-    def _original(base, module, query, key, value, mask, scaling, dropout, kwargs):
+    def _original(self, base, module, query, key, value, mask, scaling, dropout, kwargs):
         if base == "sdpa":
+            if self.chunked and mask is not None:
+                return attn_impl.by_query_chunks(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
             return attn_impl.sdpa_attention_forward(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
         return attn_impl._family_eager(module)(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
 
@@ -86,10 +92,12 @@ class AttentionWork:
             self._memo[key] = make()
         return self._memo[key]
 
-    def _probs(self, query, key, m3, scaling, softcap, pos: Pos | None) -> torch.Tensor:
+    def _probs(self, query, key, m3, scaling, softcap, pos: Pos | None, scores_into: torch.Tensor | None = None) -> torch.Tensor:
         """Post-softmax probabilities [B*Hkv, g*P, K] in float32 of the query rows at ``pos`` (None: all)
         against every key: one fused product (scale and mask inside it; softcap: tanh between the
-        scaled product and the mask), GQA without repeating keys (a kv group's query heads are rows)."""
+        scaled product and the mask), GQA without repeating keys (a kv group's query heads are rows).
+        With ``scores_into`` (a slot, :meth:`~whitebox_eval.internals.pass_plan.Plan.slot`): the masked
+        scores written there, before the softmax (which the caller takes once for every layer)."""
         b, h, sq, d = query.shape
         hkv, k_len = key.shape[1], key.shape[2]
         p = sq if pos is None else pos.n
@@ -100,16 +108,21 @@ class AttentionWork:
             k3t = key.float().reshape(b * hkv, k_len, d).mT
         else:  # float32 copies into buffers made once per pass (their 3D views too)
             qb = self._buffer("q", (b, h, p, d), torch.float32, dev)
-            kb = self._buffer("k", (b, hkv, k_len, d), torch.float32, dev)
             q3 = self._view(qb, "q3", lambda: qb.view(b * hkv, (h // hkv) * p, d))
-            k3t = self._view(kb, "k3t", lambda: kb.view(b * hkv, k_len, d).mT)
+            if key.dtype == torch.float32 and key.is_contiguous():  # the layer's own keys, no copy
+                k3t = key.view(b * hkv, k_len, d).mT
+            else:
+                kb = self._buffer("k", (b, hkv, k_len, d), torch.float32, dev)
+                k3t = self._view(kb, "k3t", lambda: kb.view(b * hkv, k_len, d).mT)
+                kb.copy_(key)
             if pos is None:
                 qb.copy_(query)
             elif query.dtype == torch.float32:
                 torch.gather(query, 2, pos.index((b, h, p, d), 2, dev), out=qb)
             else:
                 qb.copy_(query.gather(2, pos.index((b, h, p, d), 2, dev)))
-            kb.copy_(key)
+        if scores_into is not None:
+            return scores(q3, k3t, m3, scaling, softcap, scores_into)
         return torch.softmax(scores(q3, k3t, m3, scaling, softcap), dim=-1)
 
     def _row_mask(self, mask, pos: Pos | None, q_len: int, k_len: int, device) -> torch.Tensor:
@@ -150,9 +163,10 @@ class AttentionWork:
         return torch.bmm(p3, v3).view(b, h, q_len, d).transpose(1, 2).contiguous()
 
 
-def scores(q3, k3t, m3, scaling, softcap):
-    """scaling * q.k + mask in one product; with softcap, tanh(scaling / softcap * q.k) * softcap + mask."""
+def scores(q3, k3t, m3, scaling, softcap, out: torch.Tensor | None = None):
+    """scaling * q.k + mask in one product; with softcap, tanh(scaling / softcap * q.k) * softcap + mask
+    (into ``out`` where given)."""
     if softcap is None:
-        return torch.baddbmm(m3, q3, k3t, alpha=scaling)
+        return torch.baddbmm(m3, q3, k3t, alpha=scaling, out=out)
     s = torch.baddbmm(m3, q3, k3t, beta=0.0, alpha=scaling / softcap).tanh_()
-    return torch.add(m3, s, alpha=softcap)
+    return torch.add(m3, s, alpha=softcap, out=out)

@@ -73,12 +73,15 @@ class Plan(AttentionWork, Collection):
         self.captures: list[tuple[Capture, list[int], str, Pos | None]] = []  # (capture, layers, source, positions)
         self.grads: dict[str, dict[int, torch.Tensor]] = {}
         self.keep = False  # references kept, gathered after the pass (decided by :meth:`decide`)
+        self.chunked = False  # SDPA by query chunks (attention.by_query_chunks): a packed pass on the CPU
         self.kept: dict[str, dict[int, torch.Tensor]] = defaultdict(dict)  # point -> layer -> what the hook saw
         self.kept_qk: dict[int, tuple] = {}  # layer -> (query, key, mask, scaling, softcap)
         self.gathered: dict[tuple, dict[int, torch.Tensor]] = defaultdict(dict)  # (source, id) -> layer -> rows
         self._positions: dict[tuple, Pos] = {}
         self._hosts: list[Host] = []
         self._memo: dict[tuple, object] = {}  # masks, buffers, indices: built once per pass
+        self._slots: dict[tuple, tuple[dict[int, int], tuple[torch.Tensor, ...], torch.Tensor]] = {}  # key -> (layer -> slot, slots, buffer)
+        self.unnormalised: dict[tuple, list[int]] = defaultdict(list)  # rows key -> layers whose slot holds scores
 
     def host(self, t: torch.Tensor) -> Host:
         h = Host(t)
@@ -144,6 +147,35 @@ class Plan(AttentionWork, Collection):
                 elements += b * arch.n_heads * sq * arch.head_dim + b * arch.n_kv_heads * k_len * arch.head_dim
                 keys += b * arch.n_kv_heads * k_len * arch.head_dim
         self.keep = 2 * elements * itemsize + 4 * keys <= keep_bytes
+
+    def slot(self, key: tuple, layer: int, shape, dtype, device) -> torch.Tensor | None:
+        """Where ``layer``'s rows of a per-layer read (``key`` of :attr:`gathered`) are written: a slot of
+        one buffer holding every layer of that read, made at its first layer; None where autograd records
+        the pass (an ``out=`` op has no gradient) or the layer's rows differ from the buffer's (another
+        device under a device map). The rows of 30 layers written into one block, instead of 30 small
+        tensors made between a layer's large temporaries, leave the CPU heap unfragmented: a pass's peak
+        memory is then what plain transformers' is (``benchmarks/results/engine_ops.md``)."""
+        if torch.is_grad_enabled():
+            return None
+        got = self._slots.get(key)
+        if got is None:
+            layers = self._slot_layers(key)
+            buffer = torch.empty((len(layers), *shape), dtype=dtype, device=device)
+            got = self._slots[key] = ({l: i for i, l in enumerate(layers)}, buffer.unbind(0), buffer)
+        at, slots, _ = got
+        i = at.get(layer)
+        if i is None:
+            return None
+        out = slots[i]
+        return out if tuple(out.shape) == tuple(shape) and out.dtype == dtype and out.device == device else None
+
+    def _slot_layers(self, key: tuple) -> list[int]:
+        """The layers whose hooks or attention function gather the per-layer read ``key``."""
+        if key[0] == "site":
+            return sorted(l for (point, l), s in self.sites.items() if point == key[1] and key[2] in s.reads)
+        if key[0] == "rot":
+            return sorted(l for l, need in self.attn.items() if any(r[0] == key[1] for r in need.rot))
+        return sorted(l for l, need in self.attn.items() if key[1] in need.rows and not (need.full or need.edits))
 
     def site(self, point: str, layer: int) -> Site:
         """The hook site that exposes ``point`` of ``layer`` as a canonical view."""

@@ -70,6 +70,7 @@ class Collection:
         """Attention rows [B, L, H, P, K], padded keys: from the layers' own products or, after a small
         pass, one product for every kept layer."""
         b, h = self.batch.size, self.arch.n_heads
+        self._normalise(("rows", id(pos)))
         done = self.gathered.get(("rows", id(pos)), {})
         later = [l for l in layers if l not in done]
         rows: dict[int, torch.Tensor] = {}
@@ -86,6 +87,16 @@ class Collection:
             if l in done:
                 rows[l] = done[l].to(device).view(b, h, pos.n, -1)
         return torch.stack([rows[l] for l in layers], dim=1)
+
+    def _normalise(self, key: tuple) -> None:
+        """The softmax of the scores the layers wrote into their slots of ``key``: one op for all of them."""
+        layers = self.unnormalised.pop(key, None)
+        if layers:
+            at, _, buffer = self._slots[key]
+            probs = torch.softmax(buffer, dim=-1).unbind(0)
+            rows = self.gathered[key]
+            for l in layers:
+                rows[l] = probs[at[l]]
 
     def _rows_after(self, layers: list[int], pos: Pos, device) -> torch.Tensor:
         """The rows of every kept layer at once: [B, L, H, P, K] (layers grouped by scaling and softcap)."""
