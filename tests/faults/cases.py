@@ -124,7 +124,7 @@ CASES: list[Case] = [
     Case("reproduce --output FILE", [*REPRODUCE, "--output", "{d}/a_file.txt"], "is a file, not a folder", issue=38),
     Case("reproduce, its only --model missing",
          _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/no_such_model", run_id="r-missing"),
-         "none of the plan's 2 runs can start: model {d}/no_such_model: model path not found", issue=38),
+         "none of the plan's 4 runs can start: model {d}/no_such_model: model path not found", issue=38),
     Case("reproduce, its only --model with a broken config.json",
          _with([*REPRODUCE, "--output", "{d}/runs"], model="{d}/bad_config", run_id="r-config"),
          "model {d}/bad_config: could not load model from {d}/bad_config", issue=38),

@@ -72,15 +72,17 @@ def test_a_partly_failed_reproduction_finishes_marks_the_failures_and_exits_3(fi
     argv = _args([*REPRODUCE, "--model", missing, "--output", str(tmp_path / "out"), "--run-id", "r"], fixtures)
     code, out, err = cli(argv)
     assert code == PARTLY_RUN == 3, err
-    assert f"warning: model {missing}: model path not found: {missing} (2 run(s) will be marked not run" in err
-    assert err.strip().splitlines()[-1].startswith("warning: 2 of 4 child runs failed and are marked not run")
+    assert f"warning: model {missing}: model path not found: {missing} (4 run(s) will be marked not run" in err  # 004's two children, its training and the run on the trained model
+    assert err.strip().splitlines()[-1].startswith("warning: 3 of 7 child runs failed and are marked not run")  # the run on its trained model is not run, not failed
     assert "reproduction folder:" in out
     claims = json.loads((tmp_path / "out" / "r" / "claims.json").read_text())["papers"][0]
     status: dict[str, set[str]] = {}
     for run in claims["runs"]:
         status.setdefault(run["model"], set()).add(run["status"])
-    assert status == {missing: {"failed"}, str(fixtures / "tiny"): {"done"}}
-    verdicts = {c["model"]: c["verdict"] for c in claims["claims"] if c["model"] == missing}
+    tiny = str(fixtures / "tiny")
+    assert status == {missing: {"failed"}, f"{missing} + arithmetic": {"skipped"}, tiny: {"done"},
+                      f"{tiny} + arithmetic": {"done"}}
+    verdicts = {c["model"]: c["verdict"] for c in claims["claims"] if c["model"].startswith(missing)}
     assert set(verdicts.values()) == {"not run"}
 
 
@@ -95,7 +97,7 @@ def test_a_reproduction_whose_every_child_fails_while_running_exits_2(fixtures, 
     code, out, err = cli(_args(_with_model(model) + ["--output", str(tmp_path / "out"), "--run-id", "r"], fixtures))
     assert code == 2, err
     (line,) = _error_lines(err)
-    assert line.startswith(f"error: no child run could run (2 failed; the first: model {model} did not load: ")
+    assert line.startswith(f"error: no child run could run (3 failed; the first: model {model} did not load: ")  # 004 micro: two children and the training
     assert line.endswith(f"{tmp_path / 'out' / 'r' / 'reproduction.md'} lists them all: fix that and rerun with --resume")
     assert "reproduction folder:" not in out
 

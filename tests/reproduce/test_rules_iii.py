@@ -238,18 +238,26 @@ def test_a_claim_without_arms_is_refused_and_its_declared_arm_at_chance_decides(
     from test_rules import _gar_eval
 
     n = 300
-    share: dict[str, Any] = {}
 
-    def results() -> dict[str, Any]:
-        stats.add_proportion(share, "share,class2_wrong_candidate", np.arange(100) < 80)
-        return {"error_analysis": share}
+    def classified(correct: list[int]) -> tuple[dict[str, Any], list]:
+        """Generation rows whose errors are 80% class 2, and the child's own error_analysis of them."""
+        rows = _gar_eval(correct, [], [f"T{i % 5}" for i in range(n)], [])
+        errors = [r for r in rows if not r["correct"]]
+        for j, r in enumerate(errors):
+            r.update(index=j, error_class="other_candidate" if j % 5 else "off_candidates")
+        for r in rows:
+            r.setdefault("index", -1 - int(r["id"][1:]))
+            r.setdefault("error_class", "target")
+        share: dict[str, Any] = {"n_errors": len(errors)}
+        stats.add_proportion(share, "share,class2_wrong_candidate",
+                             np.array([r["error_class"] == "other_candidate" for r in errors]))
+        return {"error_analysis": share}, rows
 
-    rows = _gar_eval([1 if i % 3 == 0 else 0 for i in range(n)], [], [f"T{i % 5}" for i in range(n)], [])
-    out = _claim("002", "class2-errors-dominant", results(), rows)
-    assert out["statistical_verdict"] == verdicts.HOLDS  # 80/100 > 1/2
+    out = _claim("002", "class2-errors-dominant", *classified([1 if i % 3 == 0 else 0 for i in range(n)]))
+    assert out["statistical_verdict"] == verdicts.HOLDS  # 80% of the errors > 1/2
     assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "at chance"
-    rows = _gar_eval([1 if i % 10 else 0 for i in range(n)], [], [f"T{i % 5}" for i in range(n)], [])
-    assert _claim("002", "class2-errors-dominant", results(), rows)["verdict"] == verdicts.HOLDS
+    assert _claim("002", "class2-errors-dominant", *classified([1 if i % 10 else 0 for i in range(n)]))["verdict"] \
+        == verdicts.HOLDS
 
 
 # ------------------------------------------------------------------ rule 7: labels by definition
@@ -268,10 +276,10 @@ def test_a_floor_is_labelled_alike_in_two_papers():
 
 
 def test_not_run_is_a_child_that_did_not_run_and_not_tested_one_that_ran_without_the_statistic():
-    p = spec.papers()["000"]
-    c = next(x for x in p.claims if x.id == "qk-pa-more-stable-mmlu-0shot")  # not tested at the quick scale
+    p = spec.papers()["001"]
+    c = next(x for x in p.claims if x.id == "masking-key-below-random-accuracy")  # not tested at the quick scale
     plan = _Plan()
-    child = plan.child("000", c.experiment, MODEL)
+    child = plan.child("001", c.experiment, MODEL)
     done = assemble.Outcome(child, "done", folder="/nonexistent", _study=None)
     assert assemble.claim(p, c, plan, {child.run_id: done}, MODEL)["verdict"] == verdicts.NOT_TESTED
     assert assemble.claim(p, c, plan, {}, MODEL)["verdict"] == verdicts.NOT_RUN

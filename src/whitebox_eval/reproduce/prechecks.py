@@ -22,11 +22,19 @@ def check(plan: Plan) -> list[str]:
     :class:`WhiteboxError` when they stop every child that would run."""
     from whitebox_eval.reproduce.trained import producer_id
 
-    runnable = [c for c in plan.children if c.skip is None and producer_id(c.model) is None]  # a trained model is checked by its producer
-    stops: dict[str, int] = {}  # a model's problem -> how many runs it stops
-    for load in dict.fromkeys(c.load for c in runnable):
+    by_id = {c.run_id: c for c in plan.children}
+
+    def base(c) -> str:
+        """What ``c`` loads in the end: a trained model is its producer's base model."""
+        while (pid := producer_id(c.model)) is not None and pid in by_id:
+            c = by_id[pid]
+        return c.load
+
+    runnable = [c for c in plan.children if c.skip is None]
+    stops: dict[str, int] = {}  # a model's problem -> how many runs it stops (a trained model's with its producer)
+    for load in dict.fromkeys(base(c) for c in runnable):
         if why := model_problem(load):
-            stops[f"model {load}: {why}"] = sum(c.load == load for c in runnable)
+            stops[f"model {load}: {why}"] = sum(base(c) == load for c in runnable)
     if stops and sum(stops.values()) == len(runnable):
         first = next(iter(stops))
         more = f" (and {len(stops) - 1} more model(s) alike: {', '.join(p.split(':')[0][6:] for p in list(stops)[1:])})"

@@ -108,7 +108,8 @@ def _paper(tmp_path: Path, experiments: list[dict], name: str) -> str:
                              "scales": {"micro": {}, "quick": {}, "paper": {}}} for e in experiments],
             "claims": [{"id": "gated-above-half", "claim": "Right more often than not", "cite": "sec. 1",
                         "experiment": experiments[0]["id"], "stat": {"key": "acc", "than": 0.5},
-                        "direction": "greater", "published": {"text": "0.8"}}]}
+                        "direction": "greater", "published": {"text": "0.8"},
+                        "arms": {"a": {"label": "accuracy", "key": "acc", "answers": "none"}}}]}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return str(path)
