@@ -227,3 +227,19 @@ def test_sae_based_mui_of_two_models_is_comparable_when_their_saes_share_a_recip
     released = _run_with(tmp_path, "d", 50.0, 2.0, score="sae", sae=["gemma-scope-2b-pt-res/layer_9"])
     with pytest.raises(WhiteboxError, match="gemma-scope"):
         fit_runs([a, released])
+
+
+def test_sae_runs_named_relative_to_a_reproduction_folder_compare_by_recipe(tmp_path, monkeypatch):
+    """A reproduction's children name the SAE they read as ``runs/<sae run>`` (portable checkpoints): read from
+    any working folder, two models' SAEs trained with one recipe make their MUI runs comparable, and
+    SAEs of different recipes do not."""
+    from whitebox_eval.mui.over_runs import comparable_groups
+
+    runs = tmp_path / "repro" / "runs"
+    recipe = {"suite": "sae", "layer": 1, "d_sae": 16, "k": 4, "steps": 60}
+    for model, k in (("m1", 4), ("m2", 4), ("m3", 8)):
+        RunFolder.create(runs, {**recipe, "model": model, "k": k}, run_id=f"sae-{model}")
+    mui = [_run_with(runs, f"mui-{m}", 20.0 + i, 3.0, sae=[f"runs/sae-{m}"], unit="feature")
+           for i, m in enumerate(("m1", "m2", "m3"))]
+    monkeypatch.chdir(tmp_path)  # not the reproduction's folder: 'runs/sae-m1' does not exist from here
+    assert comparable_groups(mui) == [[0, 1], [2]]

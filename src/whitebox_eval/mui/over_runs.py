@@ -194,7 +194,7 @@ class LawFitResult:
 def _settings(folder: RunFolder) -> dict:
     cfg = folder.config
     out = {k: cfg.get(k, MUIConfig.defaults().get(k) if k != "unit" else "neuron") for k in LAW_SETTINGS}
-    out["sae"] = sae_recipe(out["sae"])
+    out["sae"] = sae_recipe(out["sae"], Path(folder.path).parent.parent)
     out["n"] = folder.load_results().get("n_items")  # MUI is a union: it grows with n
     return out
 
@@ -203,17 +203,22 @@ _NOT_RECIPE = ("_volatile", "created", "model", "placement", "python_version", "
                "transformers_version", "whitebox_eval_git_commit", "whitebox_eval_version")
 
 
-def sae_recipe(entries):
+def sae_recipe(entries, base: Path | None = None):
     """The ``sae`` setting as what makes SAE-based MUIs comparable across models: each model has
     its own SAE, so an SAE that ``whitebox-eval sae`` trained (its run folder) stands for its
     training recipe (width, k, layer, data, steps; not the model, the run id or the machine's
-    paths); any other entry (a released SAE's id) stands as given."""
+    paths); any other entry (a released SAE's id) stands as given. A relative entry is found from
+    the working folder, else from ``base`` (a reproduction's folder, whose children name the SAE
+    they read as ``runs/<sae run>``, so a checkpoint reassembled elsewhere still reads it)."""
     if not entries:
         return entries
     out = []
     for entry in entries:
         try:
-            cfg = RunFolder.open(entry).config
+            where = Path(str(entry))
+            if base is not None and not where.is_absolute() and not where.exists():
+                where = base / where
+            cfg = RunFolder.open(where).config
         except (WhiteboxError, OSError, TypeError):
             cfg = {}
         if cfg.get("suite") != "sae":
