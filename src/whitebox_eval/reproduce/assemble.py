@@ -421,7 +421,9 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     trained = {ch.label for ch in plan.children if ch.label} | {ch.model for ch in plan.children if ch.label}
     families: dict[str, list[dict[str, Any]]] = {}
     for c in claims:  # one family per paper x model variant: the base models, and each trained column
-        families.setdefault(plan.label(c["model"]) if c["model"] in trained else "", []).append(c)
+        if c["model"] in trained:
+            c["holm_family"] = plan.label(c["model"])
+        families.setdefault(c.get("holm_family", ""), []).append(c)
     for family in families.values():
         holm(family)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
