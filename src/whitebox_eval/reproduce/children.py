@@ -49,6 +49,12 @@ def _timed(folder: Path, run_id: str) -> float | None:
         return None
 
 
+def load_path(child: Child, runs: Path) -> str:
+    """What ``child`` loads under ``runs``: a trained model's run reference resolved to its
+    producer's run folder, else :attr:`Child.load` (both launchers load through this)."""
+    return resolve_refs(child.load, runs)
+
+
 def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
     path = runs / child.run_id
     if path.is_dir() and not is_started(path):
@@ -130,7 +136,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
-                result = _study(child, runs, models.get(resolve_refs(child.load, runs)), show_progress)
+                result = _study(child, runs, models.get(load_path(child, runs)), show_progress)
                 outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder), _study=result)  # read once
                 how = "done"
             except WhiteboxError as e:

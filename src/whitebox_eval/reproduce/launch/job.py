@@ -67,9 +67,9 @@ class ChildJob(submitit.helpers.Checkpointable):
 
 def _run(fields: dict[str, Any], runs: Path) -> str:
     from whitebox_eval.models import load_model
-    from whitebox_eval.reproduce.children import _study
-    from whitebox_eval.reproduce.plan import Child, resolve_refs
+    from whitebox_eval.reproduce.children import _study, load_path
+    from whitebox_eval.reproduce.plan import Child
 
-    child = Child(**fields)  # a trained model is its producer's run folder (a run reference)
-    result = _study(child, runs, load_model(resolve_refs(child.load, runs)), show_progress=False)
+    child = Child(**fields)
+    result = _study(child, runs, load_model(load_path(child, runs)), show_progress=False)
     return str(result.folder)
