@@ -59,10 +59,11 @@ def test_help_imports_no_submitit():
     assert "--launcher [local|slurm]" in out and out.strip().splitlines()[-1] == "SUBMITIT=False"
 
 
-def test_plan_only_lists_every_job_with_its_resources(cli, tmp_path):
-    """At --scale paper the 70B children ask for several GPUs; nothing is submitted (no sbatch needed)."""
+def test_plan_only_lists_every_job_with_its_resources(cli, tmp_path, shared_datasets):
+    """At --scale paper the 70B children ask for several GPUs; nothing is submitted (no sbatch needed).
+    The plan locates 000's data files, so it needs the shared samples (skipped, with the reason, without)."""
     code, out, _ = cli(["reproduce", "000", "--scale", "paper", "--plan-only", "--launcher", "slurm",
-                        "--output", str(tmp_path / "out")])
+                        "--output", str(tmp_path / "out"), "--data-root", str(shared_datasets)])
     assert code == 0
     planned = [ln for ln in out.splitlines() if ln.startswith("  [") and "not run" not in ln]
     jobs = [ln for ln in out.splitlines() if ln.startswith("  job ")]
