@@ -13,7 +13,8 @@ from whitebox_eval.gar.evaluate_study import GARConfig, run_gar
 from whitebox_eval.gar.intervene_study import GARInterveneConfig, run_gar_intervene
 from whitebox_eval.gar.selection import select_tasks, task_examples
 from whitebox_eval.gar.study_base import random_head_draws
-from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads, selection_warnings, split_pairs
+from whitebox_eval.gar.selection import selection_warnings
+from whitebox_eval.gar.truth_heads import GARHeadsConfig, run_gar_heads, split_pairs
 
 G2C = "GendersOfPersons/same,KindsOfThings/kindOf×3 [g2c]"
 G2C2 = "GendersOfPersons/same,CountriesOfCities/inCountryOf×3 [g2c]"
@@ -84,6 +85,13 @@ def test_truth_heads_select_and_report_on_disjoint_items(tmp_path, tiny_real_voc
     assert tf["n"] == 8 and "acc,argmax" in tf["paired_tests"] and "p_target" in tf["paired_tests"]
     ctl = res["random_heads_control"]
     assert len(ctl["draws"]) == 5 and ctl["comparison"]["delta_p_target"]["random"]["n"] == 5
+    # the inverse edit's own control: the inverse edit on each of the same head sets, on the report split
+    assert [d["true_heads"] for d in ctl["inverse_draws"]] == [d["true_heads"] for d in ctl["draws"]]
+    assert ctl["inverse_comparison"]["delta_p_target"]["random"]["n"] == 5
+    inv_ids = {s["id"].split(":", 1)[1] for s in samples if s["stage"] == "invrand4"}
+    assert inv_ids == set(rep)
+    assert ctl["inverse_comparison"]["delta_p_target"]["selected"] == \
+        res["interventions"]["inverse_true_false"]["paired_tests"]["p_target"]["diff"]
     chosen = {tuple(h) for h in res["true_heads"] + res["false_heads"]}
     for d in ctl["draws"]:
         assert not chosen & {tuple(h) for h in d["true_heads"] + d["false_heads"]}

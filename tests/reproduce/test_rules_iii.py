@@ -202,20 +202,29 @@ def test_the_inverse_edit_control_reads_its_own_stage_or_is_not_run():
     n = 60
     before, tf, inv = np.arange(n) < 45, np.arange(n) < 55, np.arange(n) < 10
     results, samples = _gar(tf, before, [before.copy() for _ in range(20)], inv)
+    # a child that ran only the forward edit on random heads (rand*): the inverse claim's control is not run,
+    # never read from the forward edit's draws in its place
     out = _claim("002", "inverse-intervention-lowers", results, samples)
     ctl = _kinds(out, "controls")["random_heads"]
-    # the child's random draws (rand*) repeat the forward edit: refused, never read in the inverse's place
-    assert ctl["not_run"] and not ctl["explains"] and "repeat stage tf's edit" in ctl["text"]
+    assert ctl["not_run"] and not ctl["explains"] and "no random draws invrand*" in ctl["text"]
     assert out["verdict"] == verdicts.HOLDS  # a control not run neither explains nor passes ...
     assert any(c.startswith("specificity untested: control not run") for c in out["caveats"])  # ... it is named
-    # once the child runs the inverse edit on random heads (stages invrand*), the control reads those
-    own = [{**r, "id": r["id"].replace("rand", "invrand", 1), "stage": "inv" + r["stage"]}
-           for r in samples if str(r["stage"]).startswith("rand")]
-    read = draw_controls.random_heads({"stage": "inv", "draws": "invrand", "field": "correct"}, {}, results,
-                                     samples + own, "less")
-    assert not read.get("not_run") and read["rank"]["draws"] == 20
-    assert draw_controls.random_heads({"stage": "inv", "draws": "invrand", "field": "correct"}, {}, results,
-                                     samples, "less")["not_run"]  # no such stage: not run, not an error
+    # draws declared as another stage's edit are refused whatever the child ran
+    assert "repeat stage tf's edit" in draw_controls.random_heads(
+        {"stage": "inv", "draws": "rand", "draws_of": "tf", "field": "correct"}, {}, results, samples, "less")["text"]
+
+    def inverse_draws(correct: np.ndarray) -> list[dict]:  # the child's stages invrand0..19, as gar truth-heads writes them
+        return [{"id": f"invrand{d}:k{i}", "stage": f"invrand{d}", "correct": bool(c)}
+                for d in range(20) for i, c in enumerate(correct)]
+
+    # the inverse edit on random heads leaves accuracy where it was: the selected heads' drop is specific
+    out = _claim("002", "inverse-intervention-lowers", results, samples + inverse_draws(before))
+    ctl = _kinds(out, "controls")["random_heads"]
+    assert not ctl.get("not_run") and ctl["rank"]["draws"] == 20 and ctl["rank"]["at_least_selected"] == 0
+    assert out["verdict"] == verdicts.HOLDS and not any("specificity untested" in c for c in out["caveats"])
+    # the inverse edit on random heads lowers accuracy as far: the control explains the holding verdict
+    out = _claim("002", "inverse-intervention-lowers", results, samples + inverse_draws(np.arange(n) < 5))
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "control explains"
 
 
 # ------------------------------------------------------------------ rule 6: arms for every claim

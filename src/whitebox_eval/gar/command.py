@@ -61,6 +61,8 @@ def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
               help="truth-heads: share of Yes/No pairs used to select heads; the rest is reported")
 @click.option("--random-draws", type=click.IntRange(min=1), default=5, show_default=True,
               help="truth-heads/probe: random head sets (same count and layer band) for the controls")
+@click.option("--inverse-draws/--no-inverse-draws", default=True, show_default=True,
+              help="truth-heads: run the inverse edit on each random head set too (the inverse edit's own control)")
 @click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="attribute/truth-heads: integrated-gradients steps")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="attribute: heads kept per task")
 @click.option("--candidates", "n_candidates", type=click.IntRange(min=1), default=10, show_default=True, help="truth-heads: top-|attribution| heads to split")
@@ -110,8 +112,8 @@ def command(**kw) -> None:
       (more active at the stated answer A on true statements) and False heads. On the
       report split: the True/False intervention (Yes: force Q->A on True heads and
       knock out False heads; No: the reverse), its inverse, strong / weak / knock-out
-      on all of them, and the True/False intervention on --random-draws random head
-      sets of the same count and layer band (the control); with --probe-data, the
+      on all of them, and the True/False intervention and its inverse on --random-draws
+      random head sets of the same count and layer band (each edit's control); with --probe-data, the
       App. E truth probe on their activations. The summary says when attributions
       are too small to select anything.
         whitebox-eval gar --mode truth-heads --limit 8 \\

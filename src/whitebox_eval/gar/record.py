@@ -10,7 +10,7 @@ _G = "whitebox_eval.gar."
 def work(cfg, mode: str) -> tuple[int, float]:
     """Per mode, from its own config: evaluate, one unit per example; attribute, ``steps``
     attribution steps (forward and backward) and the scoring forwards per example; truth-heads,
-    those and ``random_draws`` random-head edits, plus its probe rows; intervene, the base and
+    those and ``random_draws`` random-head edits (twice with ``inverse_draws``), plus its probe rows; intervene, the base and
     edited forwards per example; probe, its probe rows (300 per file when not limited)."""
     from whitebox_eval.gar.selection import select_tasks
 
@@ -33,7 +33,8 @@ def work(cfg, mode: str) -> tuple[int, float]:
     if mode == "intervene":
         return n, n * 8
     probe = int(cfg.probe_limit or 300) * len(cfg.probe_data)
-    return n + probe, n * (2 * cfg.steps + 8 + 5 * cfg.random_draws) + probe
+    draws = cfg.random_draws * (2 if cfg.inverse_draws else 1)  # the forward edit's draws, and the inverse's
+    return n + probe, n * (2 * cfg.steps + 8 + 5 * draws) + probe
 
 
 SUITE = Suite(

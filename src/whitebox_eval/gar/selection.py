@@ -1,10 +1,13 @@
 """Which GAR tasks and examples a run covers (paper 002 sec. 2): task lists as written
-on the command line, the named selections, and N examples of each task."""
+on the command line, the named selections, and N examples of each task; and why heads selected
+on a truth-heads run's selection split may mean nothing (:func:`selection_warnings`)."""
 
 from __future__ import annotations
 
 import re
 from typing import Sequence
+
+import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.generator import GARExample, generate_task_examples
@@ -108,3 +111,26 @@ def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> lis
 def example_id(ex: GARExample) -> str:
     """The sample id of an example: ``<task id>#<index>``."""
     return f"{ex.task_id}#{ex.index}"
+
+
+#: below this median KL(Yes prompt || No prompt) (nats) the corrupted input barely moves the
+#: output, so EAP-IG attributions are too small to rank heads (SmolLM2 gives 1e-4..1e-2)
+MIN_PAIR_KL = 1e-3
+
+
+def selection_warnings(answers: Sequence[str], pair_kl: Sequence[float], n_unequal: int,
+                       candidates_found: bool) -> list[str]:
+    """Why heads selected on the selection split may mean nothing (shown in the summary)."""
+    out = []
+    if answers and len(set(answers)) == 1:
+        out.append(f"the model answers {answers[0]!r} to all {len(answers)} selection items, so Yes/No "
+                   "pairs barely differ in its output: attributions are too small to select True/False heads")
+    if len(pair_kl) and float(np.median(pair_kl)) < MIN_PAIR_KL:
+        out.append(f"median KL between the Yes and No prompts' outputs is {float(np.median(pair_kl)):.2g} nats "
+                   f"(< {MIN_PAIR_KL:g}): attributions are too small to rank heads reliably")
+    if n_unequal:
+        out.append(f"{n_unequal} selection examples were left out of attribution: their Yes/No partner "
+                   "tokenizes to a different length (EAP-IG needs token-aligned inputs)")
+    if not candidates_found:
+        out.append("no candidate head is more active on one label than the other: no True/False head selected")
+    return out

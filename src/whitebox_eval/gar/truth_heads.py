@@ -5,8 +5,8 @@ The classification examples' Yes/No pairs are split into a selection and a repor
 attribution (KL metric, Yes/No partner as the corrupted input) ranks heads and head
 activations at the stated answer split the top ones into True and False heads; on the
 report split the True/False intervention, its inverse, strong / weak / knock-out on the
-True+False heads, and the True/False intervention on random heads of the same count and
-layer band (the control) are scored against the unedited model
+True+False heads, and the True/False intervention and its inverse on random heads of the same
+count and layer band (each edit's own control: stages ``rand{d}``, ``invrand{d}``) are scored against the unedited model
 (:mod:`whitebox_eval.gar.metrics`); optional truth probes on SNLI / GoT files use those
 heads' activations.  Every stage streams its own samples (``id`` prefixed by the stage),
 so ``--resume`` continues where a run stopped.
@@ -40,7 +40,7 @@ from whitebox_eval.gar.heads import (
 from whitebox_eval.gar.probe_study import load_probe_files, probe_passes, run_probe_stage
 from whitebox_eval.gar.roles import EncodedExample, Pattern, encode_examples, parse_pattern
 from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, score_examples
-from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
+from whitebox_eval.gar.selection import example_id, select_tasks, selection_warnings, task_examples
 from whitebox_eval.gar.study_base import (
     study_engine,
     CONTROL_RULE,
@@ -59,10 +59,6 @@ from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.pass_plan import extend_plan, plan_passes
 
-#: below this median KL(Yes prompt || No prompt) (nats) the corrupted input barely moves the
-#: output, so EAP-IG attributions are too small to rank heads (SmolLM2 gives 1e-4..1e-2)
-MIN_PAIR_KL = 1e-3
-
 
 @dataclass
 class GARHeadsConfig(GARRun):
@@ -80,6 +76,7 @@ class GARHeadsConfig(GARRun):
     edit_at: str = "read"
     select_fraction: float = 0.5
     random_draws: int = 5
+    inverse_draws: bool = True  # the inverse edit on each random head set too (stages invrand{d})
     probe_data: tuple[str, ...] = ()
     probe_limit: int | None = None
     probe_folds: int = 5
@@ -122,24 +119,6 @@ def split_pairs(examples: Sequence[GARExample], fraction: float, seed: int) -> t
     sel = sorted(i for _, _, k in order[:n_sel] for i in pairs[k])
     rep = sorted(i for _, _, k in order[n_sel:] for i in pairs[k])
     return sel, rep
-
-
-def selection_warnings(answers: Sequence[str], pair_kl: Sequence[float], n_unequal: int,
-                       candidates_found: bool) -> list[str]:
-    """Why heads selected on the selection split may mean nothing (shown in the summary)."""
-    out = []
-    if answers and len(set(answers)) == 1:
-        out.append(f"the model answers {answers[0]!r} to all {len(answers)} selection items, so Yes/No "
-                   "pairs barely differ in its output: attributions are too small to select True/False heads")
-    if len(pair_kl) and float(np.median(pair_kl)) < MIN_PAIR_KL:
-        out.append(f"median KL between the Yes and No prompts' outputs is {float(np.median(pair_kl)):.2g} nats "
-                   f"(< {MIN_PAIR_KL:g}): attributions are too small to rank heads reliably")
-    if n_unequal:
-        out.append(f"{n_unequal} selection examples were left out of attribution: their Yes/No partner "
-                   "tokenizes to a different length (EAP-IG needs token-aligned inputs)")
-    if not candidates_found:
-        out.append("no candidate head is more active on one label than the other: no True/False head selected")
-    return out
 
 
 # --------------------------------------------------------------------------- the study's steps
@@ -290,8 +269,9 @@ def _choose_heads(r: _Run, base: _Base, attr: _Attribution, labels: np.ndarray, 
 def _intervention_stages(r: _Run, rep_idx: Sequence[int], before: Sequence[ExampleScore],
                          chosen: _Chosen) -> tuple[dict[str, dict], dict[str, Any]]:
     """Step 4: on the report split, the True/False intervention, its inverse, strong / weak /
-    knock-out on all chosen heads, and the True/False intervention on random heads of the
-    same count and layer band (the control); each a resumable stage of after-scores."""
+    knock-out on all chosen heads, and the True/False intervention and (``inverse_draws``) its
+    inverse on random heads of the same count and layer band (each edit's own control, stages
+    ``rand{d}`` and ``invrand{d}`` on the same head sets); each a resumable stage of after-scores."""
     from whitebox_eval.gar.metrics import random_control
 
     cfg, engine, pat = r.cfg, r.engine, r.pat
@@ -316,7 +296,8 @@ def _intervention_stages(r: _Run, rep_idx: Sequence[int], before: Sequence[Examp
     if not both:
         return {}, {}
     band, sets = random_head_draws(both, engine.arch, cfg.random_draws, cfg.seed)
-    names = ("tf", "inv", *iv.KINDS, *(f"rand{d}" for d in range(len(sets))))
+    inverse = range(len(sets)) if cfg.inverse_draws else range(0)
+    names = ("tf", "inv", *iv.KINDS, *(f"rand{d}" for d in range(len(sets))), *(f"invrand{d}" for d in inverse))
     extend_plan(r.folder, [(k, len(rep_keys)) for k in names])  # the intervention passes, now known
     interventions = {"true_false": true_false("tf", chosen.true_heads, chosen.false_heads, False),
                      "inverse_true_false": true_false("inv", chosen.true_heads, chosen.false_heads, True)}
@@ -324,18 +305,25 @@ def _intervention_stages(r: _Run, rep_idx: Sequence[int], before: Sequence[Examp
         edits_for = iv.intervention_edits(engine, kind, both, pat, cfg.edit_at)
         interventions[f"{kind}_{pat.text}"] = stage(kind, lambda ch, e=edits_for: score_examples(
             engine, ch, batch_size=cfg.batch_size, rule=cfg.rule, edits_for=e))
-    draws = []
+    draws, inverse_draws = [], []
     n_true = len(chosen.true_heads)
     for d, heads_d in enumerate(sets):
         t_d, f_d = heads_d[:n_true], heads_d[n_true:]
         draws.append({"true_heads": [list(h) for h in t_d], "false_heads": [list(h) for h in f_d],
                       "summary": true_false(f"rand{d}", t_d, f_d, False)})
+    for d in inverse:  # the inverse edit's own control: the inverse edit on each of the same random head sets
+        inverse_draws.append({**{k: draws[d][k] for k in ("true_heads", "false_heads")},
+                              "summary": true_false(f"invrand{d}", sets[d][:n_true], sets[d][n_true:], True)})
     control: dict[str, Any] = {
         "layer_band": list(band), "n_heads": len(both), "draws": draws,
         "note": None if sets or cfg.random_draws == 0 else "the layer band has too few other heads",
         "control": controls.control_record(CONTROL_RULE, both, engine.arch, cfg.seed, sets)}
     if draws:
         control["comparison"] = random_control(interventions["true_false"], [d["summary"] for d in draws])
+    if inverse_draws:
+        control["inverse_draws"] = inverse_draws
+        control["inverse_comparison"] = random_control(interventions["inverse_true_false"],
+                                                       [d["summary"] for d in inverse_draws])
     return interventions, control
 
 
