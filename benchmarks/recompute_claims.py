@@ -13,7 +13,9 @@ claims.json says:
   product) from two 0/1 arms on the same items; a difference of means of two groups with its
   permutation p, and the paired bootstrap's p, by Monte Carlo here (tolerance below); a stratified
   difference (CMH weights) and its within-strata permutation p (Monte Carlo), by task from the arms'
-  strata or by token position from the tokens' positions; TOST's p from the
+  strata or by token position from the tokens' positions, with its interval (the strata's normal SE;
+  within position, a cluster bootstrap over sequences, Monte Carlo) -- whether it decided or stands
+  beside the pooled one; TOST's p from the
   value and standard error; the Utility Law's A and its t-interval (statsmodels OLS); MUI of correct
   vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
   its permutation p (Monte Carlo), from each response's key units; MUI's change between two
@@ -144,62 +146,17 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
     s = c.get("statistic") or {}
     test = str(s.get("test") or "")
     a, b = arms.get("a"), arms.get("b")
-    if "pooled" in s:  # the stratified statistic decided: recompute it from the strata
-        strat = s.get("stratified") or {}
+    twin = s if "pooled" in s else s.get("stratified")  # the within-strata statistic, deciding or beside
+    if isinstance(twin, dict) and "value" in twin:
+        what = "decided" if twin is s else "beside"
         if a and b and "strata" in a and "strata" in b:
-            cells = []
-            for name in sorted(set(a["strata"].values()) | set(b["strata"].values())):
-                xa = np.array([v for k, v in a["items"].items() if a["strata"][k] == name])
-                xb = np.array([v for k, v in b["items"].items() if b["strata"][k] == name])
-                if xa.size and xb.size:
-                    cells.append((xa, xb))
-            w = np.array([xa.size * xb.size / (xa.size + xb.size) for xa, xb in cells])
-
-            def cmh(parts):
-                return float(np.sum(w * np.array([xa.mean() - xb.mean() for xa, xb in parts])) / w.sum())
-
-            obs = cmh(cells)
-            ck.same(where, "stratified difference", obs, s["value"])
-            r = int(strat.get("permutations", 2000))
-            hits = 0
-            for _ in range(r):
-                parts = []
-                for xa, xb in cells:
-                    pool = rng.permutation(np.concatenate([xa, xb]))
-                    parts.append((pool[:xa.size], pool[xa.size:]))
-                hits += abs(cmh(parts)) >= abs(obs) - 1e-12
-            p = (1 + hits) / (1 + r)
-            ck.same(where, "stratified permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
-        elif tokens and "position" in tokens:  # a clustered token statistic within token position
-            v = np.asarray(tokens["value"], float)
-            g = np.asarray(tokens["correct"], bool)
-            pos = np.asarray(tokens["position"])
-
-            def by_position(labels: np.ndarray) -> float:
-                num = den = 0.0
-                for q in np.unique(pos):
-                    at_q = pos == q
-                    good, bad = v[at_q & labels], v[at_q & ~labels]
-                    if good.size and bad.size:
-                        w = good.size * bad.size / (good.size + bad.size)
-                        num, den = num + w * (good.mean() - bad.mean()), den + w
-                return num / den
-
-            obs = by_position(g)
-            ck.same(where, "difference within token position", obs, s["value"])
-            r = int(strat.get("permutations", 2000))
-            hits = 0
-            for _ in range(r):
-                shuffled = g.copy()
-                for q in np.unique(pos):
-                    idx = np.flatnonzero(pos == q)
-                    shuffled[idx] = rng.permutation(g[idx])
-                hits += abs(by_position(shuffled)) >= abs(obs) - 1e-12
-            p = (1 + hits) / (1 + r)
-            ck.same(where, "within-position permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
+            check_within_strata(where, twin, a, b, ck, rng)
+        elif tokens and "position" in tokens:
+            check_within_position(where, twin, tokens, ck, rng)
         else:
-            ck.unrecomputed["stratified without strata in the evidence"] += 1
-        return
+            ck.unrecomputed[f"within-strata statistic ({what}) without strata in the evidence"] += 1
+        if twin is s:
+            return
     paired_items = a and b and set(a["items"]) == set(b["items"])
     if test == "mcnemar_exact" and (paired_items or {"b", "c", "n"} <= set(s)):
         if paired_items:
@@ -308,6 +265,98 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
                                   lambda u, v: st.pearsonr(u, v).statistic, s, ck, rng)
         return
     ck.unrecomputed[test or "no test"] += 1
+
+
+def check_within_strata(where: str, s: dict, a: dict, b: dict, ck: Check, rng: np.random.Generator) -> None:
+    """A group gap within strata (the arms' ``strata``): the CMH-weighted difference (weights
+    n_a n_b / (n_a + n_b)), its SE (the weighted sum of each side's variance of the mean, ddof 1)
+    and normal interval, and its within-strata permutation p (Monte Carlo)."""
+    cells = []
+    for name in sorted(set(a["strata"].values()) | set(b["strata"].values())):
+        xa = np.array([v for k, v in a["items"].items() if a["strata"][k] == name], float)
+        xb = np.array([v for k, v in b["items"].items() if b["strata"][k] == name], float)
+        if xa.size and xb.size:
+            cells.append((xa, xb))
+    w = np.array([xa.size * xb.size / (xa.size + xb.size) for xa, xb in cells])
+
+    def cmh(parts):
+        return float(np.sum(w * np.array([xa.mean() - xb.mean() for xa, xb in parts])) / w.sum())
+
+    obs = cmh(cells)
+    ck.same(where, "stratified difference", obs, s["value"])
+    if s.get("se") is not None and "strata_used" in s and isinstance(s["strata_used"], dict):
+        var = sum(wi ** 2 * sum(np.var(x, ddof=1) / x.size if x.size > 1 else 0.0 for x in (xa, xb))
+                  for wi, (xa, xb) in zip(w, cells)) / w.sum() ** 2
+        se = math.sqrt(var)
+        ck.same(where, "stratified SE", se, s["se"], 1e-9)
+        ck.same(where, "stratified interval lo", obs - st.norm.ppf(0.975) * se, s["lo"], 1e-9)
+        ck.same(where, "stratified interval hi", obs + st.norm.ppf(0.975) * se, s["hi"], 1e-9)
+    r = int(s.get("permutations", 2000))
+    hits = 0
+    for _ in range(r):
+        parts = []
+        for xa, xb in cells:
+            pool = rng.permutation(np.concatenate([xa, xb]))
+            parts.append((pool[:xa.size], pool[xa.size:]))
+        hits += abs(cmh(parts)) >= abs(obs) - 1e-12
+    p = (1 + hits) / (1 + r)
+    ck.same(where, "stratified permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
+
+
+def check_within_position(where: str, s: dict, tokens: dict, ck: Check, rng: np.random.Generator) -> None:
+    """A clustered token statistic within token position: the CMH-weighted difference of correct
+    minus wrong tokens over positions holding both, its permutation p (labels shuffled within each
+    position, Monte Carlo) and its interval: normal, the SE that of a cluster bootstrap over
+    sequences (whole sequences resampled with replacement, resamples where no position holds both
+    kinds dropped), recomputed with our own seeded resamples. Tolerance on the SE: five standard
+    errors of the difference of two independent bootstrap SDs of R resamples each, sd(SD) ~ SD
+    sqrt((kurtosis - 1) / (4 R)) (the large-R variance of a sample SD; kurtosis read off our own
+    resamples, never below a normal's 3), i.e. 5 SD sqrt((kurtosis - 1) / (2 R)); on each end z_0.975 times that."""
+    v = np.asarray(tokens["value"], float)
+    g = np.asarray(tokens["correct"], bool)
+    pos = np.unique(np.asarray(tokens["position"]), return_inverse=True)[1]
+    seq = np.unique(np.asarray(tokens["sequence"]), return_inverse=True)[1]
+    size = int(pos.max()) + 1
+
+    def by_position(vals: np.ndarray, labels: np.ndarray, where_: np.ndarray) -> float:
+        n1 = np.bincount(where_, labels.astype(float), size)
+        n0 = np.bincount(where_, (~labels).astype(float), size)
+        both = (n1 > 0) & (n0 > 0)
+        if not both.any():
+            return float("nan")
+        m1 = np.bincount(where_, vals * labels, size)[both] / n1[both]
+        m0 = np.bincount(where_, vals * ~labels, size)[both] / n0[both]
+        w = n1[both] * n0[both] / (n1[both] + n0[both])
+        return float(np.sum(w * (m1 - m0)) / np.sum(w))
+
+    obs = by_position(v, g, pos)
+    ck.same(where, "difference within token position", obs, s["value"])
+    r = int(s.get("permutations", 2000))
+    hits = 0
+    for _ in range(r):
+        shuffled = g.copy()
+        for q in range(size):
+            idx = np.flatnonzero(pos == q)
+            shuffled[idx] = rng.permutation(g[idx])
+        hits += abs(by_position(v, shuffled, pos)) >= abs(obs) - 1e-12
+    p = (1 + hits) / (1 + r)
+    ck.same(where, "within-position permutation p (Monte Carlo)", p, s["p_value"], mc_tol(p, r))
+    if s.get("se") is None:
+        return
+    members = [np.flatnonzero(seq == k) for k in range(int(seq.max()) + 1)]
+    boots = []
+    for _ in range(r):
+        idx = np.concatenate([members[k] for k in rng.integers(0, len(members), len(members))])
+        boots.append(by_position(v[idx], g[idx], pos[idx]))
+    boots = np.array(boots)
+    boots = boots[np.isfinite(boots)]
+    se = float(np.std(boots, ddof=1))
+    kurtosis = float(st.kurtosis(boots, fisher=False)) if se > 0 else 3.0
+    tol = max(1e-12, 5 * se * math.sqrt(max(kurtosis - 1, 2.0) / (2 * boots.size)))
+    z = st.norm.ppf(0.975)
+    ck.same(where, "within-position cluster-bootstrap SE (Monte Carlo)", se, s["se"], tol)
+    ck.same(where, "within-position interval lo (Monte Carlo)", obs - z * se, s["lo"], z * tol)
+    ck.same(where, "within-position interval hi (Monte Carlo)", obs + z * se, s["hi"], z * tol)
 
 
 def check_pa_drops(where: str, s: dict, obs: dict, ck: Check, rng: np.random.Generator, resamples: int = 2000) -> None:
