@@ -92,6 +92,10 @@ def test_error_class_of_the_top_token():
 
     enc = _enc()  # target Yes (id 10), other choice No (id 11)
     assert [error_class(enc, t) for t in (10, 11, 99)] == ["target", "other_candidate", "off_candidates"]
+    # off-format, by its stated definition: no letter or digit, a special token, an article -- no answer at all
+    assert [error_class(enc, 99, t) for t in ("\n", " .", "<eos>", "<|endoftext|>", " The", " pet", " 3", " Paris")] == \
+        ["off_format"] * 5 + ["off_candidates"] * 3
+    assert error_class(enc, 11, "\n") == "other_candidate"  # a candidate's first token is never off-format
 
 
 def test_error_analysis_counts_app_c_classes_over_generation_errors():
@@ -104,12 +108,16 @@ def test_error_analysis_counts_app_c_classes_over_generation_errors():
     recs = {f"{e.task_id}#{e.index}": {"error_class": c, "top_token": t} for e, c, t in zip(gen, classes, tokens)}
     recs.update({f"{e.task_id}#{e.index}": {"error_class": "off_candidates", "top_token": " x"} for e in cls})
     out = error_analysis(gen + cls, recs)  # classification items are not part of App. C's analysis
-    assert out["n_generation"] == 6 and out["n_errors"] == 5
-    assert out["share,class2_wrong_candidate"] == pytest.approx(2 / 5)
-    assert out["share,class1or3_off_candidates"] == pytest.approx(3 / 5)
-    ci = binomtest(2, 5).proportion_ci(0.95, method="wilson")
+    # " the" (an article: no answer) is off-format, its own class, not one of the errors (a run written
+    # before the class kept it as off_candidates: reclassified from its top token)
+    assert out["n_generation"] == 6 and out["n_wrong"] == 5 and out["n_off_format"] == 1 and out["n_errors"] == 4
+    assert out["share,off_format"] == pytest.approx(1 / 5)
+    assert out["share,class2_wrong_candidate"] == pytest.approx(2 / 4)
+    assert out["share,class1or3_off_candidates"] == pytest.approx(2 / 4)
+    ci = binomtest(2, 4).proportion_ci(0.95, method="wilson")
     assert out["share_ci,class2_wrong_candidate"] == pytest.approx([ci.low, ci.high], abs=1e-9)
-    assert out["off_candidate_tokens"] == [{"token": " pet", "count": 2}, {"token": " the", "count": 1}]
+    assert out["off_candidate_tokens"] == [{"token": " pet", "count": 2}]
+    assert out["off_format_tokens"] == [{"token": " the", "count": 1}]
     recs[f"{gen[0].task_id}#{gen[0].index}"] = {}
     assert error_analysis(gen, recs) is None  # an old run without error classes
 

@@ -181,8 +181,10 @@ def _print_evaluation(folder) -> None:
         click.echo(f"  compositionality gap {'n/a' if gap is None else f'{gap:.2f}'}")
     ea = res.get("error_analysis")
     if ea and ea.get("n_errors"):
-        click.echo(f"\nApp. C error analysis, {ea['n_errors']} of {ea['n_generation']} generation examples whose top "
-                   f"next token is not the target: wrong candidate (class 2) "
+        click.echo(f"\nApp. C error analysis, {ea.get('n_wrong', ea['n_errors'])} of {ea['n_generation']} generation "
+                   f"examples whose top next token is not the target; off-format (no answer: whitespace, punctuation, "
+                   f"a special token or an article) {ea.get('n_off_format', 0)}, in their own class; of the other "
+                   f"{ea['n_errors']} errors: wrong candidate (class 2) "
                    f"{_ci(ea, 'share,class2_wrong_candidate')}, none of the candidates (class 1 or 3) "
                    f"{_ci(ea, 'share,class1or3_off_candidates')}; most frequent such tokens: "
                    + ", ".join(f"{t['token']!r} x{t['count']}" for t in ea.get("off_candidate_tokens", [])[:5]))

@@ -217,25 +217,32 @@ def plot_gar_summary(runs: Mapping[str, tuple[Sequence[GARExample], Sequence[boo
 def error_analysis(examples: Sequence[GARExample], records: Mapping[str, Mapping], *, top: int = 10) -> dict | None:
     """App. C error analysis over the generation examples (not KR) that the model gets
     wrong by its top next token over the whole vocabulary (``error_class`` of
-    :func:`whitebox_eval.gar.scoring.error_class`): how many put a wrong candidate first
-    (class 2) and how many none of the candidates (class 1 synonym or class 3 irrelevant,
-    told apart only by reading ``off_candidate_tokens``), with Wilson intervals.  The paper
-    labels 100 sampled errors by hand; here every error is counted.  None when no record
-    has an error class (runs written before it existed)."""
+    :func:`whitebox_eval.gar.scoring.error_class`). Off-format outputs (no answer at all:
+    :func:`whitebox_eval.gar.scoring.off_format`) are counted in their own class, ``share,off_format``
+    of every wrong output, never folded into an error class; the errors (``n_errors``) are the
+    rest: how many put a wrong candidate first (class 2) and how many none of the candidates
+    (class 1 synonym or class 3 irrelevant, told apart only by reading ``off_candidate_tokens``),
+    with Wilson intervals. The paper labels 100 sampled errors by hand; here every error is
+    counted. None when no record has an error class (runs written before it existed)."""
     from whitebox_eval import stats
+    from whitebox_eval.gar.scoring import error_class_of
 
     gen = [records[f"{e.task_id}#{e.index}"] for e in examples if not e.task.is_kr and not e.task.g2c]
     if not gen or any(r.get("error_class") is None for r in gen):
         return None
-    errors = [r for r in gen if r["error_class"] != "target"]
-    out: dict = {"n_generation": len(gen), "n_errors": len(errors)}
+    wrong = [{**r, "error_class": error_class_of(r)} for r in gen if r["error_class"] != "target"]
+    errors = [r for r in wrong if r["error_class"] != "off_format"]
+    out: dict = {"n_generation": len(gen), "n_wrong": len(wrong), "n_off_format": len(wrong) - len(errors),
+                 "n_errors": len(errors)}
+    if wrong:
+        stats.add_proportion(out, "share,off_format", [r["error_class"] == "off_format" for r in wrong])
     if errors:
         for cls, name in (("other_candidate", "class2_wrong_candidate"), ("off_candidates", "class1or3_off_candidates")):
             stats.add_proportion(out, f"share,{name}", [r["error_class"] == cls for r in errors])
+    for cls, key in (("off_candidates", "off_candidate_tokens"), ("off_format", "off_format_tokens")):
         counts: dict[str, int] = defaultdict(int)
-        for r in errors:
-            if r["error_class"] == "off_candidates":
+        for r in wrong:
+            if r["error_class"] == cls:
                 counts[r["top_token"]] += 1
-        out["off_candidate_tokens"] = [{"token": t, "count": c} for t, c in
-                                       sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+        out[key] = [{"token": t, "count": c} for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
     return out
