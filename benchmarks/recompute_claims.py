@@ -14,8 +14,8 @@ claims.json says:
   permutation p, and the paired bootstrap's p, by Monte Carlo here (tolerance below); a stratified
   difference (CMH weights) and its within-strata permutation p (Monte Carlo), by task from the arms'
   strata or by token position from the tokens' positions, with its interval (the strata's normal SE;
-  within position, a cluster bootstrap over sequences, Monte Carlo) -- whether it decided or stands
-  beside the pooled one; TOST's p from the
+  within position (x length bin), a cluster bootstrap over sequences, Monte Carlo), and a correlation
+  within strata (Fisher z, weights n - 3) -- whether it decided or stands beside the pooled one; TOST's p from the
   value and standard error; the Utility Law's A and its t-interval (statsmodels OLS); MUI of correct
   vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
   its permutation p (Monte Carlo), from each response's key units; MUI's change between two
@@ -149,7 +149,9 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
     twin = s if "pooled" in s else s.get("stratified")  # the within-strata statistic, deciding or beside
     if isinstance(twin, dict) and "value" in twin:
         what = "decided" if twin is s else "beside"
-        if a and b and "strata" in a and "strata" in b:
+        if a and b and "strata" in a and "strata" in b and str(twin.get("test", "")).startswith("Pearson r within"):
+            check_fisher_z(where, twin, a, b, ck)
+        elif a and b and "strata" in a and "strata" in b:
             check_within_strata(where, twin, a, b, ck, rng)
         elif tokens and "position" in tokens:
             check_within_position(where, twin, tokens, ck, rng)
@@ -267,6 +269,28 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
     ck.unrecomputed[test or "no test"] += 1
 
 
+def check_fisher_z(where: str, s: dict, a: dict, b: dict, ck: Check) -> None:
+    """A correlation within strata: scipy's Pearson r in each stratum of at least 4 items whose arms
+    vary, Fisher z = atanh(r) averaged with weights n - 3, SE 1 / sqrt(sum(n - 3)), the interval
+    tanh(z +- z_0.975 SE)."""
+    cells: dict = {}
+    for i in a["items"]:
+        if i in b["items"] and i in a["strata"]:
+            cells.setdefault(a["strata"][i], []).append(i)
+    zs, ws = [], []
+    for ids in cells.values():
+        x, y = np.array([a["items"][i] for i in ids], float), np.array([b["items"][i] for i in ids], float)
+        if x.size >= 4 and np.ptp(x) > 0 and np.ptp(y) > 0:
+            zs.append(math.atanh(min(max(st.pearsonr(x, y).statistic, -0.999999), 0.999999)))
+            ws.append(x.size - 3)
+    z = float(np.dot(ws, zs) / sum(ws))
+    se = 1 / math.sqrt(sum(ws))
+    q = st.norm.ppf(0.975)
+    ck.same(where, "Fisher z within strata", math.tanh(z), s["value"], 1e-9)
+    ck.same(where, "Fisher z interval lo", math.tanh(z - q * se), s["lo"], 1e-9)
+    ck.same(where, "Fisher z interval hi", math.tanh(z + q * se), s["hi"], 1e-9)
+
+
 def check_within_strata(where: str, s: dict, a: dict, b: dict, ck: Check, rng: np.random.Generator) -> None:
     """A group gap within strata (the arms' ``strata``): the CMH-weighted difference (weights
     n_a n_b / (n_a + n_b)), its SE (the weighted sum of each side's variance of the mean, ddof 1)
@@ -284,7 +308,7 @@ def check_within_strata(where: str, s: dict, a: dict, b: dict, ck: Check, rng: n
 
     obs = cmh(cells)
     ck.same(where, "stratified difference", obs, s["value"])
-    if s.get("se") is not None and "strata_used" in s and isinstance(s["strata_used"], dict):
+    if s.get("se") is not None:
         var = sum(wi ** 2 * sum(np.var(x, ddof=1) / x.size if x.size > 1 else 0.0 for x in (xa, xb))
                   for wi, (xa, xb) in zip(w, cells)) / w.sum() ** 2
         se = math.sqrt(var)
@@ -314,7 +338,8 @@ def check_within_position(where: str, s: dict, tokens: dict, ck: Check, rng: np.
     resamples, never below a normal's 3), i.e. 5 SD sqrt((kurtosis - 1) / (2 R)); on each end z_0.975 times that."""
     v = np.asarray(tokens["value"], float)
     g = np.asarray(tokens["correct"], bool)
-    pos = np.unique(np.asarray(tokens["position"]), return_inverse=True)[1]
+    cell = [f"{q}|{b}" for q, b in zip(tokens["position"], tokens.get("length_bin") or [None] * v.size)]
+    pos = np.unique(np.asarray(cell), return_inverse=True)[1]  # position, x length bin where the tokens have one
     seq = np.unique(np.asarray(tokens["sequence"]), return_inverse=True)[1]
     size = int(pos.max()) + 1
 

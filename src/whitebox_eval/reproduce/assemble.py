@@ -16,7 +16,7 @@ from typing import Any
 
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
-from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, values, verdicts, vocabulary
+from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 from whitebox_eval.reproduce.trained import training_checks
@@ -318,8 +318,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         return {**out, **verdicts.floor(str(e))}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
-    stat = claim_rules.stratified(stat)
     arms = _arms(c, stat, results, samples)
+    stat = claim_rules.stratified(strata.stratify(stat, c.stat.get("strata"), arms, samples), than)
     if c.unit:
         try:
             out["unit"] = checks.unit(results, c.unit)
@@ -339,7 +339,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     out["statistic"] = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source", "se", "ci_method",
                                              "b", "c") if k in stat}
     for extra in ("side_a", "side_b", "r2", "points", "skipped", "groups", "subset_size", "tokens", "observations", "runs", "scheme",
-                  "pooled", "stratified"):
+                  "pooled", "stratified", "strata_note"):
         if extra in stat:
             out["statistic"][extra] = stat[extra]
     out.update(arms=arms, preconditions=pre, controls=ctl, **v)

@@ -1,7 +1,7 @@
 """The inputs of the rules every claim gets by construction (:func:`.verdicts.verdict`), from its
 statistic and arms: which arms must beat their uninformed level (:func:`chance`), room to move
 (:func:`room`), the within-strata statistic in place of a pooled one that disagrees
-(:func:`stratified`), and the direction a control is evaluated in (:func:`control_direction`).
+(:func:`stratified`; the twins of :mod:`.strata`), and the direction a control is evaluated in (:func:`control_direction`).
 Each applies to every claim, verdict and statistic kind alike."""
 
 from __future__ import annotations
@@ -60,18 +60,25 @@ def room(arms: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def stratified(stat: dict[str, Any]) -> dict[str, Any]:
+def stratified(stat: dict[str, Any], than: float = 0.0) -> dict[str, Any]:
     """The within-strata statistic in place of the pooled one when the two disagree in sign or in
-    significance (the pooled one kept beside it as ``pooled``), for every statistic kind that
-    carries a ``stratified`` twin (group gaps, clustered token statistics)."""
+    significance against the claim's boundary ``than`` (the pooled one kept beside it as ``pooled``),
+    for every statistic kind that carries a ``stratified`` twin (group gaps and rates, clustered token
+    statistics, correlations: :mod:`.strata`). A statistic with only an interval is significant when
+    the interval excludes ``than`` (:func:`.verdicts.interval_p`)."""
     st = stat.get("stratified")
-    if not isinstance(st, Mapping) or "value" not in st or stat.get("p_value") is None:
+    if not isinstance(st, Mapping) or "value" not in st:
         return stat
-    sig = lambda p: p < stats.ALPHA  # noqa: E731
-    if (st["value"] > 0) == (stat["value"] > 0) and sig(st["p_value"]) == sig(stat["p_value"]):
+
+    def p_of(s: Mapping[str, Any]) -> float:
+        return float(s["p_value"]) if s.get("p_value") is not None else verdicts.interval_p(s, than)
+
+    sig = lambda s: p_of(s) < stats.ALPHA  # noqa: E731
+    if (st["value"] > than) == (stat["value"] > than) and sig(st) == sig(stat):
         return stat
     pooled = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source") if k in stat}
-    return {**stat, **{k: st[k] for k in ("value", "lo", "hi", "se", "p_value", "n", "test") if k in st},
+    return {**{k: v for k, v in stat.items() if k != "se"},
+            **{k: st[k] for k in ("value", "lo", "hi", "se", "p_value", "n", "test") if k in st},
             "source": f"{stat.get('source', '')}, within {st.get('strata')}", "pooled": pooled}
 
 

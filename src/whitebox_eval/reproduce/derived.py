@@ -163,12 +163,14 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     (``correct``, one 0/1 per token) in ``stage``, pooled as the child's test pools them, but
     with the sequence as the unit: cluster-robust t (:func:`whitebox_eval.stats.clustered_difference`;
     003 Table 2). ``groups`` counts the sequences holding each kind of token."""
+    from whitebox_eval.reproduce.strata import length_bins
+
     score, flag = spec.get("score", "rollout_scores"), spec.get("correct", "correct")
-    values, good, seq, pos = [], [], [], []
+    values, good, seq, pos, lbin = [], [], [], [], []
     n_good = n_bad = 0
-    for s in samples:
-        if s.get("stage") != spec["stage"] or s.get(score) is None:
-            continue
+    rows = [s for s in samples if s.get("stage") == spec["stage"] and s.get(score) is not None]
+    bins = length_bins([s.get(spec["length"]) for s in rows]) if spec.get("length") else [None] * len(rows)
+    for s, b in zip(rows, bins):
         pairs = [(float(v), bool(c), i) for i, (v, c) in enumerate(zip(s[score], s[flag])) if v is not None and v == v]
         n_good += any(c for _, c, _ in pairs)
         n_bad += any(not c for _, c, _ in pairs)
@@ -177,6 +179,7 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
             good.append(c)
             seq.append(str(s["id"]))
             pos.append(i)
+            lbin.append(b)
     groups = {"sequences with a correct token": n_good, "sequences with a wrong token": n_bad}
     if not values or all(good) or not any(good) or len(set(seq)) < 3:
         raise TooFew(f"no clustered comparison: {n_good} sequences with a correct token, {n_bad} with a wrong one "
@@ -185,9 +188,10 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     v, g = np.asarray(values), np.asarray(good)
     return {**_test_dict(t, f"samples.jsonl {spec['stage']} {score} by {flag}, clustered by sequence"),
             "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size),
-            "stratified": within_positions(v, g, np.asarray(pos), seq),
+            "stratified": within_positions(v, g, np.asarray([f"{i}|{b}" for i, b in zip(pos, lbin)]), seq,
+                                           name="token position" + (" x length bin" if set(lbin) - {None, "no length"} else "")),
             "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq,
-                             "position": [int(i) for i in pos]}}
+                             "position": [int(i) for i in pos], **({"length_bin": lbin} if set(lbin) - {None, "no length"} else {})}}
 
 
 def _by_stratum(v: np.ndarray, g: np.ndarray, strata: np.ndarray, size: int) -> tuple[float, np.ndarray]:
@@ -206,7 +210,8 @@ def _by_stratum(v: np.ndarray, g: np.ndarray, strata: np.ndarray, size: int) -> 
 
 
 def within_positions(v: np.ndarray, g: np.ndarray, position: np.ndarray, sequence: Sequence[str],
-                     permutations: int = stats.BOOTSTRAP_RESAMPLES, seed: int = stats.SEED) -> dict[str, Any]:
+                     permutations: int = stats.BOOTSTRAP_RESAMPLES, seed: int = stats.SEED,
+                     name: str = "token position") -> dict[str, Any]:
     """A clustered token statistic within token position: the difference of group means at each
     position (positions holding both groups), combined with CMH weights n_a n_b / (n_a + n_b); p from
     a stratified permutation test (the group labels shuffled within each position, ``permutations``
@@ -218,7 +223,7 @@ def within_positions(v: np.ndarray, g: np.ndarray, position: np.ndarray, sequenc
     size = int(strata.max()) + 1
     observed, used = _by_stratum(v, g, strata, size)
     if observed != observed:
-        return {"error": "no position holds both groups", "strata": "token position"}
+        return {"error": f"no {name} holds both groups", "strata": name}
     rng = np.random.default_rng(seed)
     base = g[np.argsort(strata, kind="stable")]
     hits = 0
@@ -242,9 +247,9 @@ def within_positions(v: np.ndarray, g: np.ndarray, position: np.ndarray, sequenc
 
     z = float(norm.ppf(0.5 + stats.LEVEL / 2))
     return {"value": observed, "lo": observed - z * se, "hi": observed + z * se, "se": se, "p_value": float(p),
-            "n": int(v.size), "test": "permutation within token position (CMH-weighted difference; SE by a cluster "
+            "n": int(v.size), "test": f"permutation within {name} (CMH-weighted difference; SE by a cluster "
                                       "bootstrap over sequences)",
-            "permutations": permutations, "seed": seed, "strata": "token position",
+            "permutations": permutations, "seed": seed, "strata": name,
             "strata_used": int(used.sum()), "strata_dropped": int(size - used.sum())}
 
 

@@ -30,7 +30,7 @@ GENERAL = tuple(Statistic(name, f"{_HERE}.derived:{name}", needs, takes, paths, 
     ("group_gap", ("a", "b"), ("field", "strata"), (), "samples"),
     ("stage_gap", ("a", "b"), ("field",), (), "samples"),
     ("paired_fields", ("stage", "x", "y"), (), (), "samples"),
-    ("clustered", ("stage",), ("score", "correct"), (), "samples"),
+    ("clustered", ("stage",), ("score", "correct", "length"), (), "samples"),
     ("paired_samples", ("x", "y"), ("where", "label_a", "label_b"), (), "samples"),
     ("length_gap", ("stage",), ("field", "length"), (), "samples"),
     ("two_tests", ("a", "b"), (), ("a", "b"), "results"),
@@ -48,7 +48,7 @@ CHECKS: dict[str, dict[str, str]] = {
 }
 
 #: what a claim's ``stat`` may hold besides its kind's own keys
-COMMON = ("than", "values", "arms", "label", "experiment")
+COMMON = ("than", "values", "arms", "label", "experiment", "strata")
 KINDS = {"estimate": ("key", "at", "index", "scale"), "paired": ("paired",), "test_at": ("test_at",)}
 
 _registered: dict[str, Statistic] = {}
