@@ -19,6 +19,7 @@ paper's per-task plots); ``average="example"`` pools examples instead.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Hashable, Mapping, Sequence
@@ -214,18 +215,40 @@ def plot_gar_summary(runs: Mapping[str, tuple[Sequence[GARExample], Sequence[boo
     return save_pyplot(fig, path, dpi=100)
 
 
+#: the words that start a phrase, not an answer (GAR's answers are names, places, kinds, occupations)
+ARTICLES = ("a", "an", "the")
+
+
+def off_format(top_token: str | None) -> bool:
+    """Off-format: the top next token starts no answer at all -- it holds no letter or digit
+    (whitespace, a newline, punctuation), is a special token (``<...>``, ``<|...|>``), or is an
+    article (:data:`ARTICLES`), which opens a phrase rather than naming an answer. Such an output is
+    no error of App. C's classes (a synonym, a wrong candidate, an irrelevant answer)."""
+    if top_token is None:
+        return False
+    text = top_token.strip()
+    return (not re.search(r"[^\W_]", text) or bool(re.fullmatch(r"<\|?[^<>\s]*\|?>", text))
+            or text.lower() in ARTICLES)
+
+
+def error_class_of(sample) -> str | None:
+    """A sample's error class as :func:`whitebox_eval.gar.scoring.error_class` gives it now: a run written before the
+    off-format class kept its top token, so its ``off_candidates`` is split by :func:`off_format`."""
+    cls = sample.get("error_class")
+    return "off_format" if cls == "off_candidates" and off_format(sample.get("top_token")) else cls
+
+
 def error_analysis(examples: Sequence[GARExample], records: Mapping[str, Mapping], *, top: int = 10) -> dict | None:
     """App. C error analysis over the generation examples (not KR) that the model gets
     wrong by its top next token over the whole vocabulary (``error_class`` of
     :func:`whitebox_eval.gar.scoring.error_class`). Off-format outputs (no answer at all:
-    :func:`whitebox_eval.gar.scoring.off_format`) are counted in their own class, ``share,off_format``
+    :func:`off_format`) are counted in their own class, ``share,off_format``
     of every wrong output, never folded into an error class; the errors (``n_errors``) are the
     rest: how many put a wrong candidate first (class 2) and how many none of the candidates
     (class 1 synonym or class 3 irrelevant, told apart only by reading ``off_candidate_tokens``),
     with Wilson intervals. The paper labels 100 sampled errors by hand; here every error is
     counted. None when no record has an error class (runs written before it existed)."""
     from whitebox_eval import stats
-    from whitebox_eval.gar.scoring import error_class_of
 
     gen = [records[f"{e.task_id}#{e.index}"] for e in examples if not e.task.is_kr and not e.task.g2c]
     if not gen or any(r.get("error_class") is None for r in gen):

@@ -4,7 +4,7 @@
 - ``error_shares`` (evaluate): App. C, the share of the generation errors whose top next token
   falls in one ``class`` (``other_candidate``: another candidate's first token, class 2), with
   each error's 0/1 as the statistic's arm, read from the child's samples; off-format outputs (no
-  answer at all, :func:`whitebox_eval.gar.scoring.off_format`) are their own class, counted and
+  answer at all, :func:`whitebox_eval.gar.evaluation.off_format`) are their own class, counted and
   reported beside the share, never an error of any class. It must give the child's own
   ``error_analysis`` share (a child written before the off-format class is reclassified from each
   sample's top token, and says so).
@@ -28,7 +28,7 @@ def error_shares(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     """The share of the generation errors (not KR, not generation-to-classification; off-format
     outputs left out and counted beside) in ``class``, its Wilson interval, and arm ``a``: each
     error (item id) -> 1 when it is of that class."""
-    from whitebox_eval.gar.scoring import error_class_of, off_format
+    from whitebox_eval.gar.evaluation import error_class_of, off_format
 
     cls = str(spec["class"])
     if cls not in SHARES:

@@ -14,14 +14,13 @@ intervention change the pass (see :mod:`whitebox_eval.gar.interventions`).
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.gar.evaluation import appc_correct
+from whitebox_eval.gar.evaluation import appc_correct, off_format
 from whitebox_eval.gar.roles import EncodedExample
 from whitebox_eval.internals import Batch, Engine, batch_from_ids, to_device
 from whitebox_eval.internals.requests import Edit
@@ -77,27 +76,11 @@ def score_from_probs(enc: EncodedExample, probs: dict[str, float], rule: str = "
 ERROR_CLASSES = ("target", "other_candidate", "off_candidates")
 
 
-#: the words that start a phrase, not an answer (GAR's answers are names, places, kinds, occupations)
-ARTICLES = ("a", "an", "the")
-
-
-def off_format(top_token: str | None) -> bool:
-    """Off-format: the top next token starts no answer at all -- it holds no letter or digit
-    (whitespace, a newline, punctuation), is a special token (``<...>``, ``<|...|>``), or is an
-    article (:data:`ARTICLES`), which opens a phrase rather than naming an answer. Such an output is
-    no error of App. C's classes (a synonym, a wrong candidate, an irrelevant answer)."""
-    if top_token is None:
-        return False
-    text = top_token.strip()
-    return (not re.search(r"[^\W_]", text) or bool(re.fullmatch(r"<\|?[^<>\s]*\|?>", text))
-            or text.lower() in ARTICLES)
-
-
 def error_class(enc: EncodedExample, top_id: int, top_token: str | None = None) -> str:
     """App. C error analysis, automated on the model's top next token over the vocabulary:
     ``target`` (the target's first token), ``other_candidate`` (another choice's first token:
     the paper's class 2, r_retrieve applied to a wrong candidate V'), ``off_format``
-    (:func:`off_format`: no answer at all, its own class), or ``off_candidates`` (none of the
+    (:func:`.evaluation.off_format`: no answer at all, its own class), or ``off_candidates`` (none of the
     choices: the paper's class 1 (a synonym of the answer) or class 3 (an irrelevant answer),
     which only reading the token can tell apart)."""
     ex = enc.example
@@ -106,13 +89,6 @@ def error_class(enc: EncodedExample, top_id: int, top_token: str | None = None) 
     if any(top_id == enc.answer_ids[a] for a in ex.alternatives if a != ex.target):
         return "other_candidate"
     return "off_format" if off_format(top_token) else "off_candidates"
-
-
-def error_class_of(sample) -> str | None:
-    """A sample's error class as :func:`error_class` gives it now: a run written before the
-    off-format class kept its top token, so its ``off_candidates`` is split by :func:`off_format`."""
-    cls = sample.get("error_class")
-    return "off_format" if cls == "off_candidates" and off_format(sample.get("top_token")) else cls
 
 
 def make_batch(engine: Engine, encoded: Sequence[EncodedExample]) -> Batch:

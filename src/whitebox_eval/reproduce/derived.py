@@ -86,6 +86,36 @@ def stratum_of(sample: Mapping[str, Any], strata: Mapping[str, Any]) -> str:
     return value.strip()
 
 
+LENGTH_BINS = 4
+"""A task's length bins, where its items have a length and the claim declares it: the quartiles of
+its items' lengths (fewer bins when fewer distinct lengths)."""
+
+
+def length_bins(lengths: Sequence[Any], bins: int = LENGTH_BINS) -> list[str]:
+    """Each item's length bin ``lo-hi`` (both ends included): the items' distinct lengths when at most
+    ``bins``, else cut at the quantiles of the lengths (equal-count bins as far as ties allow); an item
+    without a length (None) is in the bin ``no length``."""
+    known = [v is not None for v in lengths]
+    if not all(known):  # items without a length share one bin of their own
+        inner = iter(length_bins([v for v in lengths if v is not None], bins))
+        return [next(inner) if k else "no length" for k in known]
+    x = np.array([float(v) for v in lengths])
+    if not x.size:
+        return []
+    uniq = np.unique(x)
+    if uniq.size <= bins:
+        edges = np.concatenate([uniq, [np.inf]])
+    else:
+        edges = np.unique(np.quantile(x, np.linspace(0, 1, bins + 1))[:-1])
+        edges = np.concatenate([edges, [np.inf]])
+    idx = np.searchsorted(edges, x, side="right") - 1
+    label = {}
+    for i in np.unique(idx):
+        inside = x[idx == i]
+        label[i] = f"{inside.min():g}-{inside.max():g}"
+    return [label[i] for i in idx]
+
+
 def stratified_gap(rows_a: Sequence[Mapping[str, Any]], a: Sequence[float], rows_b: Sequence[Mapping[str, Any]],
                    b: Sequence[float], strata: Mapping[str, Any], permutations: int = stats.BOOTSTRAP_RESAMPLES,
                    seed: int = stats.SEED) -> dict[str, Any]:
@@ -163,8 +193,6 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
     (``correct``, one 0/1 per token) in ``stage``, pooled as the child's test pools them, but
     with the sequence as the unit: cluster-robust t (:func:`whitebox_eval.stats.clustered_difference`;
     003 Table 2). ``groups`` counts the sequences holding each kind of token."""
-    from whitebox_eval.reproduce.strata import length_bins
-
     score, flag = spec.get("score", "rollout_scores"), spec.get("correct", "correct")
     values, good, seq, pos, lbin = [], [], [], [], []
     n_good = n_bad = 0

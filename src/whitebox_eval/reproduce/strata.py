@@ -13,7 +13,7 @@ then decides within strata when the two disagree in sign or significance):
   of the strata's, and McNemar on pooled pairs is the Mantel-Haenszel test for matched pairs, so the
   two cannot disagree (``strata_note`` says so);
 - a **clustered token statistic** is stratified by token position, and by its length bin where the
-  task has one, in :func:`.derived.clustered` itself.
+  task has one (:func:`.derived.length_bins`), in :func:`.derived.clustered` itself.
 """
 
 from __future__ import annotations
@@ -94,32 +94,3 @@ def fisher_z(x: Mapping[str, float], y: Mapping[str, float], of: Mapping[str, st
             "z": z, "se_z": se, "p_value": None, "p_vs_0": float(2 * norm.sf(abs(z) / se)), "n": int(sum(n for n, _ in used.values())),
             "test": FISHER, "strata": field, "strata_used": used, "strata_dropped": dropped}
 
-
-LENGTH_BINS = 4
-"""A task's length bins, where its items have a length and the claim declares it: the quartiles of
-its items' lengths (fewer bins when fewer distinct lengths)."""
-
-
-def length_bins(lengths: Sequence[Any], bins: int = LENGTH_BINS) -> list[str]:
-    """Each item's length bin ``lo-hi`` (both ends included): the items' distinct lengths when at most
-    ``bins``, else cut at the quantiles of the lengths (equal-count bins as far as ties allow); an item
-    without a length (None) is in the bin ``no length``."""
-    known = [v is not None for v in lengths]
-    if not all(known):  # items without a length share one bin of their own
-        inner = iter(length_bins([v for v in lengths if v is not None], bins))
-        return [next(inner) if k else "no length" for k in known]
-    x = np.array([float(v) for v in lengths])
-    if not x.size:
-        return []
-    uniq = np.unique(x)
-    if uniq.size <= bins:
-        edges = np.concatenate([uniq, [np.inf]])
-    else:
-        edges = np.unique(np.quantile(x, np.linspace(0, 1, bins + 1))[:-1])
-        edges = np.concatenate([edges, [np.inf]])
-    idx = np.searchsorted(edges, x, side="right") - 1
-    label = {}
-    for i in np.unique(idx):
-        inside = x[idx == i]
-        label[i] = f"{inside.min():g}-{inside.max():g}"
-    return [label[i] for i in idx]
