@@ -339,7 +339,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     out["statistic"] = {k: stat[k] for k in ("value", "lo", "hi", "p_value", "n", "test", "source", "se", "ci_method",
                                              "b", "c") if k in stat}
     for extra in ("side_a", "side_b", "r2", "points", "skipped", "groups", "subset_size", "tokens", "observations", "runs", "scheme",
-                  "pooled", "stratified", "strata_note"):
+                  "pooled", "stratified", "strata_note", "off_format"):
         if extra in stat:
             out["statistic"][extra] = stat[extra]
     out.update(arms=arms, preconditions=pre, controls=ctl, **v)
