@@ -214,12 +214,13 @@ def clustered(samples: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> 
                      f"({len(set(seq))} sequences)", groups)
     t = stats.clustered_difference(values, good, seq)
     v, g = np.asarray(values), np.asarray(good)
+    binned = bool(set(lbin) - {None, "no length"})  # a length bin where the task's items have lengths
+    cells = np.asarray([f"{i}|{b}" for i, b in zip(pos, lbin)]) if binned else np.asarray(pos)
     return {**_test_dict(t, f"samples.jsonl {spec['stage']} {score} by {flag}, clustered by sequence"),
             "side_a": float(v[g].mean()), "side_b": float(v[~g].mean()), "groups": groups, "tokens": int(v.size),
-            "stratified": within_positions(v, g, np.asarray([f"{i}|{b}" for i, b in zip(pos, lbin)]), seq,
-                                           name="token position" + (" x length bin" if set(lbin) - {None, "no length"} else "")),
+            "stratified": within_positions(v, g, cells, seq, name="token position" + (" x length bin" if binned else "")),
             "observations": {"value": [float(x) for x in values], "correct": [bool(x) for x in good], "sequence": seq,
-                             "position": [int(i) for i in pos], **({"length_bin": lbin} if set(lbin) - {None, "no length"} else {})}}
+                             "position": [int(i) for i in pos], **({"length_bin": lbin} if binned else {})}}
 
 
 def _by_stratum(v: np.ndarray, g: np.ndarray, strata: np.ndarray, size: int) -> tuple[float, np.ndarray]:
