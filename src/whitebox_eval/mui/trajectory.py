@@ -169,11 +169,8 @@ def summarize(runs: Path, checkpoints: list[dict]) -> tuple[dict[str, Any], list
         per[r["name"]] = point
     t = trends(inputs)
     for measure, tr in ({} if "refused" in t else t).items():
-        head[f"trend,{measure}"] = tr["value"]
-        head[f"trend,{measure}_ci"] = [tr["lo"], tr["hi"]]
-        head[f"trend,{measure}_n"] = tr["n"]
-        head[f"trend,{measure}_stderr"] = tr["se"]
-        head[f"trend,{measure}_ci_method"] = "item jackknife"
+        stats.add_estimate(head, f"trend,{measure}",
+                           stats.Estimate(tr["value"], tr["lo"], tr["hi"], tr["n"], "item jackknife", tr["se"]))
     moves = [p["direction"] for p in per.values() if "direction" in p]
     results = {"headline": head, "checkpoints": per, "order": [r["name"] for r in rows],
                "included": inputs["checkpoints"], "left_out": inputs["left_out"], "exclusion_rule": EXCLUSION_RULE,

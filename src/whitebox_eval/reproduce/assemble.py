@@ -19,7 +19,7 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
-from whitebox_eval.reproduce.trained import training_checks
+from whitebox_eval.reproduce.trained import failed_training, training_checks
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
@@ -311,11 +311,13 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
     except values.TooFew as e:
+        if failed := failed_training(paper, plan, outcomes, c, model):
+            return {**out, **failed}
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
         return {**out, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
     except values.Floor as e:
-        return {**out, **verdicts.floor(str(e))}
+        return {**out, **(failed_training(paper, plan, outcomes, c, model) or verdicts.floor(str(e)))}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
     stat = claim_rules.stratified(stat)
