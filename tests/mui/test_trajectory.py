@@ -160,3 +160,21 @@ def test_a_model_without_checkpoints_is_one_line_before_any_folder(tmp_path):
     with pytest.raises(WhiteboxError, match="keep-checkpoints"):
         suites.run("mui", "trajectory", tmp_path, run_id="t", model=str(model), limit=4, show_progress=False)
     assert not (tmp_path / "t").exists()
+
+
+def test_benchmarks_recompute_the_trend_from_its_evidence_alone(trajectory):
+    """benchmarks/recompute_claims.py (scipy, nothing of whitebox_eval) recomputes tau, its jackknife
+    SE and p from the items' key units at each checkpoint; a changed tau disagrees."""
+    from whitebox_eval.reproduce import vocabulary
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import recompute_claims
+
+    _, study = trajectory
+    back = vocabulary.compute({"derived": "mui_trend"}, study, "mui")
+    ck = recompute_claims.Check()
+    recompute_claims.check_statistic("t", {"statistic": back}, {}, ck, np.random.default_rng(0), back["observations"])
+    assert not ck.bad and not ck.unrecomputed
+    wrong = recompute_claims.Check()
+    recompute_claims.check_mui_trend("t", {**back, "value": back["value"] + 0.1}, back["observations"], wrong)
+    assert wrong.bad

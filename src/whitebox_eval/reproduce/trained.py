@@ -103,3 +103,10 @@ def failed_training(paper, plan, outcomes: Mapping[str, Any], claim, model: str)
         return None
     return {"rules": {"manipulation": failed}, "verdict": UNINFORMATIVE, "qualifier": "manipulation failed",
             "reason": "; ".join(f"manipulation check {m['kind']} failed: {m['text']}" for m in failed)}
+
+
+def claim_models(paper, claim, plan) -> list[str]:
+    """The models a claim is asked of: the paper's models, a trained column only where the claim's
+    experiment ran on it (a column trained for one experiment answers no other's claims)."""
+    return [m for m in plan.models_for(paper.number)
+            if producer_id(m) is None or plan.child(paper.number, claim.experiment, m) is not None]
