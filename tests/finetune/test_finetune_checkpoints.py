@@ -116,9 +116,10 @@ def test_a_crash_then_resume_keeps_the_same_checkpoints(runs, tiny_smol_folder, 
                            tmp_path, run_id="k", show_progress=False)
     assert [c["step"] for c in list_checkpoints(tmp_path / "k")] == [0, 5]
     monkeypatch.setattr(study, "train_rows", real)
-    code, _, err = cli(["finetune", "--model", str(tiny_smol_folder), *ARGS, *KEEP, "--output", str(tmp_path),
-                        "--run-id", "k", "--resume"])
+    code, out, err = cli(["finetune", "--model", str(tiny_smol_folder), *ARGS, *KEEP, "--output", str(tmp_path),
+                          "--run-id", "k", "--resume"])
     assert code == 0, err
+    assert "checkpoints (each loads as --model)" in out and "steps 0, 5, 9, 14" in out
     _, on = runs
     assert [c["sha256"] for c in list_checkpoints(tmp_path / "k")] == [c["sha256"] for c in list_checkpoints(on)]
     assert weights_file_sha256(tmp_path / "k") == weights_file_sha256(on)

@@ -73,6 +73,9 @@ def command(**kw) -> None:
     click.echo(f"splits: " + ", ".join(f"{k} {v['n']} ({v['sha256'][:12]})" for k, v in res["splits"].items()))
     click.echo(f"training: {res['training']['steps']} steps, loss {res['loss_first']:.4f} -> {res['loss_last']:.4f}"
                + (" (stopped early)" if res["training"]["stopped_early"] else ""))
+    if res.get("checkpoints"):
+        click.echo(f"checkpoints (each loads as --model): {folder.path / 'checkpoints'}/step-NNNNNN, steps "
+                   + ", ".join(str(c["step"]) for c in res["checkpoints"]))
     click.echo(f"check ({res['check']}):")
     click.echo(f"  before  {describe(res['headline'], 'accuracy,before', '6.1%')}")
     click.echo(f"  after   {describe(res['headline'], 'accuracy,after', '6.1%')}")
