@@ -121,7 +121,7 @@ def trend_inputs(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ids = list(map(str, rows[0]["key_sets"].sample_ids))
     kept = [r for r in rows if any(bool(r["samples"][i]["correct"]) for i in ids)]
     return {"ids": ids, "steps": [r["step"] for r in kept], "checkpoints": [r["name"] for r in kept],
-            "left_out": [r["name"] for r in rows if r not in kept],
+            "left_out": [r["name"] for r in rows if not any(r is k for k in kept)],
             "total_units": int(rows[0]["key_sets"].total_units),
             "units": [[[int(u) for u in r["key_sets"].flat_indices(i)] for i in range(len(ids))] for r in kept],
             "correct": [[float(bool(r["samples"][i]["correct"])) for i in ids] for r in kept],
