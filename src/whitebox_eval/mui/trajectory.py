@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.checkpoints import checkpoint_name, list_checkpoints
