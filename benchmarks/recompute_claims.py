@@ -20,7 +20,8 @@ claims.json says:
   vs incorrect responses rarefied to the same size (exact expectation), its jackknife interval and
   its permutation p (Monte Carlo), from each response's key units; MUI's change between two
   checkpoints on the same responses with its paired delete-one jackknife interval and p, from each
-  response's key units at both; a Pearson r and its percentile bootstrap interval (Monte Carlo);
+  response's key units at both; MUI's Kendall trend over a training's checkpoints with its exact
+  order p and the items' jackknife, from each item's key units at each checkpoint; a Pearson r and its percentile bootstrap interval (Monte Carlo);
 - 000's PA stability: the baseline's relative PA drop minus the head's, from each test item's
   accuracy and PA, with its paired bootstrap (Monte Carlo);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
@@ -193,6 +194,9 @@ def check_statistic(where: str, c: dict, arms: dict, ck: Check, rng: np.random.G
         return
     if test == "jackknife" and tokens and "before" in tokens:
         check_paired_jackknife(where, s, tokens, ck)
+        return
+    if test.startswith("Kendall tau-b vs step") and tokens and "steps" in tokens:
+        check_mui_trend(where, s, tokens, ck)
         return
     if test.startswith("permutation of group labels; jackknife") and tokens and "units" in tokens:
         check_rarefied(where, s, tokens, ck, rng)
@@ -430,6 +434,37 @@ def check_paired_jackknife(where: str, s: dict, obs: dict, ck: Check) -> None:
     ck.same(where, "paired jackknife interval hi", d + z * se, s["hi"], 1e-9)
     p = (1.0 if d == 0 else 0.0) if se == 0 else float(2 * st.norm.sf(abs(d) / se))
     ck.same(where, "paired jackknife p", p, s["p_value"], 1e-9)
+
+
+def check_mui_trend(where: str, s: dict, obs: dict, ck: Check) -> None:
+    """Kendall's tau-b of MUI against the step over the checkpoints (MUI: the share of all units in
+    the union of the items' key units at a checkpoint); p the larger of the exact order p (every
+    order of the checkpoints' MUIs, |tau| >= observed) and the delete-one jackknife's normal p (an
+    item dropped from every checkpoint at once)."""
+    import itertools
+
+    steps, total = np.asarray(obs["steps"], float), int(obs["total_units"])
+    sets = [[set(u) for u in per] for per in obs["units"]]
+
+    def mui(per: list[set], drop: int | None = None) -> float:
+        return len(set().union(*(u for i, u in enumerate(per) if i != drop))) / total
+
+    def tau(y) -> float:
+        t = st.kendalltau(steps, y).statistic
+        return 0.0 if np.isnan(t) else float(t)
+
+    y = np.array([mui(per) for per in sets])
+    t, n = tau(y), len(sets[0])
+    loo = np.array([tau([mui(per, i) for per in sets]) for i in range(n)])
+    se = float(np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
+    item_p = (1.0 if t == 0 else 0.0) if se == 0 else float(2 * st.norm.sf(abs(t) / se))
+    if len(y) > 8:
+        ck.unrecomputed["trend over more than 8 checkpoints (random orders)"] += 1
+        return
+    order = float(np.mean([abs(tau(y[list(o)])) >= abs(t) - 1e-12 for o in itertools.permutations(range(len(y)))]))
+    ck.same(where, "Kendall tau of MUI vs step", t, s["value"], 1e-9)
+    ck.same(where, "trend's jackknife SE", se, s["se"], 1e-9)
+    ck.same(where, "trend's p (max of order and items)", max(order, item_p), s["p_value"], 1e-9)
 
 
 def rarefied(flats: list[np.ndarray], r: int, total: int) -> float:

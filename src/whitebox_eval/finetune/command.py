@@ -41,6 +41,9 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @batch_size_option("check and validation items per forward; results do not depend on it")
 @click.option("--check-samples", type=click.IntRange(min=0), default=5, show_default=True,
               help="arithmetic-text: answers drawn at T = 1 per test problem in 004's free format (free P(correct))")
+@click.option("--keep-checkpoints", type=click.IntRange(min=0), default=0, show_default=True,
+              help="keep the model before training and at this many steps spaced evenly over the planned ones, "
+                   "each as RUN/checkpoints/step-NNNNNN/ (loads as --model; mui trajectory reads them)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @model_load_options
 @dtype_option
@@ -70,6 +73,9 @@ def command(**kw) -> None:
     click.echo(f"splits: " + ", ".join(f"{k} {v['n']} ({v['sha256'][:12]})" for k, v in res["splits"].items()))
     click.echo(f"training: {res['training']['steps']} steps, loss {res['loss_first']:.4f} -> {res['loss_last']:.4f}"
                + (" (stopped early)" if res["training"]["stopped_early"] else ""))
+    if res.get("checkpoints"):
+        click.echo(f"checkpoints (each loads as --model): {folder.path / 'checkpoints'}/step-NNNNNN, steps "
+                   + ", ".join(str(c["step"]) for c in res["checkpoints"]))
     click.echo(f"check ({res['check']}):")
     click.echo(f"  before  {describe(res['headline'], 'accuracy,before', '6.1%')}")
     click.echo(f"  after   {describe(res['headline'], 'accuracy,after', '6.1%')}")

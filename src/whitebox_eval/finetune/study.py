@@ -12,6 +12,8 @@ losses, the weights' SHA-256, also recorded in config.yaml as ``trained_weights`
 consumer's config.yaml as ``model_weights``); then the test split is checked again
 (``check_after.json``). results.json: accuracy before and after with Wilson intervals, the
 exact McNemar test of the change, the split hashes, the recipe; ``plots/loss.png``: the curve.
+With ``keep_checkpoints`` the weights along the way are kept too (:mod:`whitebox_eval.models.checkpoints`:
+``checkpoints/step-NNNNNN/``, each loadable as ``--model``); off, every output is as without the option.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune import check
 from whitebox_eval.finetune.sources import TEXT, GAR, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
+from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
                                            save_weights, train_rows, weights_file_sha256)
 from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
@@ -70,6 +73,9 @@ class FinetuneConfig:
     check_samples: int = 5
     """arithmetic-text: answers drawn at temperature 1 per test problem in 004's free format (its
     free P(correct)); 0: the greedy answer only."""
+    keep_checkpoints: int = 0
+    """Checkpoints kept along the training (:mod:`whitebox_eval.models.checkpoints`): the model before
+    training and at this many steps spaced evenly over the planned ones (0: none; config.yaml omits it)."""
     seed: int = 0
     batch_size: int = 8
     dtype: str = "float32"
@@ -83,8 +89,10 @@ class FinetuneConfig:
             raise WhiteboxError("finetune needs a positive learning rate, and batch sizes and epochs of at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise WhiteboxError("max_steps must be at least 1 (or None for every epoch)")
-        if self.save_every < 0 or self.patience < 0 or self.shots < 0 or self.check_samples < 0 or (self.eval_every or 1) < 1:
-            raise WhiteboxError("save_every, patience, shots and check_samples must be >= 0, eval_every >= 1")
+        if min(self.save_every, self.patience, self.shots, self.check_samples, self.keep_checkpoints) < 0 \
+                or (self.eval_every or 1) < 1:
+            raise WhiteboxError("save_every, patience, shots, check_samples and keep_checkpoints must be >= 0, "
+                                "eval_every >= 1")
         if self.limit is not None and self.limit < 4:
             raise WhiteboxError("finetune needs a limit of at least 4 items (train, validation, test)")
         if not (0 < self.validation < 1 and 0 < self.test < 1 and self.validation + self.test < 1):
@@ -94,7 +102,10 @@ class FinetuneConfig:
             raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
 
     def to_dict(self) -> dict:
-        return config_dict(self, "finetune")
+        d = config_dict(self, "finetune")
+        if not d["keep_checkpoints"]:  # off: config.yaml (and so every run id) as before the option
+            del d["keep_checkpoints"]
+        return d
 
     def steps(self, n_train: int) -> int:
         per_epoch = -(-n_train // self.train_batch_size)
@@ -176,7 +187,17 @@ def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progre
     if start is not None:
         folder.log(f"training continues from the state saved in {state_path}")
 
+    keep = set(checkpoint_steps(steps, cfg.keep_checkpoints))
+    if keep and start is None:
+        save_checkpoint(lm, folder.path, 0, folder.run_id)
+
     def after_step(step: int, loss: float) -> bool:
+        stop = _evaluated(step, loss)
+        if keep and (step in keep or stop):
+            save_checkpoint(lm, folder.path, step, folder.run_id)
+        return stop
+
+    def _evaluated(step: int, loss: float) -> bool:
         if step % every and step != steps:
             return False
         history["validation"].append({"step": step, "loss": check.mean_loss(lm, val, cfg.batch_size)})
@@ -198,6 +219,8 @@ def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progre
             "stopped_early": result.stopped, "validation": history["validation"], "losses": result.losses,
             "seconds_last_call": round(result.seconds, 1), "sha256": weights_file_sha256(folder.path),
             "run_id": folder.run_id}
+    if keep:
+        info["checkpoints"] = [{k: c[k] for k in ("step", "sha256")} for c in list_checkpoints(folder.path)]
     write_atomic(marker, json.dumps(info, indent=1) + "\n")
     config = read_config(folder.path)
     config["trained_weights"] = {"sha256": info["sha256"], "steps": result.steps}
@@ -240,6 +263,8 @@ def _results(cfg: FinetuneConfig, source, splits, record, before, after, info) -
         "loss_first": info["losses"][0] if info["losses"] else None,
         "loss_last": info["losses"][-1] if info["losses"] else None,
     }
+    if info.get("checkpoints"):
+        results["checkpoints"] = info["checkpoints"]
     if source.kind != TEXT:
         stats.add_paired(results, "accuracy,after_vs_before", stats.mcnemar(a, b))
     if before and "p_correct" in before[0]:  # arithmetic text: 004's free P(correct), sampled

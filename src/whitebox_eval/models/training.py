@@ -382,7 +382,8 @@ def trained_model_record(spec: Any) -> dict[str, Any]:
     if sha != info.get("sha256"):
         raise WhiteboxError(f"{path / WEIGHTS_FILE} is not the file its fine-tuning wrote (SHA-256 {sha[:12]}..., "
                             f"recorded {str(info.get('sha256'))[:12]}...); train it again or restore the folder")
-    return {"model_weights": {"producer": info.get("run_id"), "sha256": sha}}
+    return {"model_weights": {"producer": info.get("run_id"), "sha256": sha,
+                              **({"step": info["step"]} if "step" in info else {})}}
 
 
 def data_digest(items: Sequence[Any]) -> str:

@@ -3,19 +3,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from whitebox_eval.runs.record import Mode, Statistic, Suite
 
 _R = "whitebox_eval.mui.read_back:"
 ARRAYS = ("key_sets.safetensors", "correct.npy")  # what of a mui child's arrays/ its claims read back
+TRAJECTORY_CHECKPOINTS = 7
+"""A trajectory's MUI studies when its fine-tuning has not kept its checkpoints yet (before training and 6 more)."""
 TOKENS_PER_UNIT = 3
 """A generated token and its scoring pass (mui); contamination counts in mui's units."""
 
 
 def mui_work(cfg, mode: str) -> tuple[int, float]:
+    """A MUI study's items and units; a trajectory's are one study per checkpoint it will read
+    (``TRAJECTORY_CHECKPOINTS`` when the fine-tuning has not run yet to say)."""
     from whitebox_eval.runs.limits import taken
 
     n = taken(cfg.limit, 100) if cfg.limit else 100  # a fraction: of an estimated 100 items
-    return n, n * (4 + int(cfg.max_new_tokens or 64))  # None: the task's own budget
+    per = n * (4 + int(cfg.max_new_tokens or 64))  # None: the task's own budget
+    if mode != "trajectory":
+        return n, per
+    from whitebox_eval.models.checkpoints import CHECKPOINTS
+
+    kept = len(list((Path(cfg.model) / CHECKPOINTS).glob("step-*"))) if cfg.model and Path(cfg.model).is_dir() else 0
+    points = kept or TRAJECTORY_CHECKPOINTS
+    return n * points, per * points
 
 
 def masking_work(cfg, mode: str) -> tuple[int, float]:
@@ -43,12 +56,16 @@ def contamination_work(cfg, mode: str) -> tuple[int, float]:
 
 MUI = Suite(
     "mui", "Model Utilization Index (paper 001): how much of the model a task uses.", "whitebox_eval.mui.command:command",
-    {"study": Mode("whitebox_eval.mui.config:MUIConfig", "whitebox_eval.mui.study:run_mui")}, mui_work,
+    {"study": Mode("whitebox_eval.mui.config:MUIConfig", "whitebox_eval.mui.study:run_mui"),
+     "trajectory": Mode("whitebox_eval.mui.trajectory:TrajectoryConfig", "whitebox_eval.mui.trajectory:run_trajectory")},
+    mui_work,
     rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     views="whitebox_eval.mui.views:views", script="whitebox_eval.mui:data/views.js",
-    results=("mui", "accuracy", "pass@1", "mui,{group}", "correct_vs_incorrect", "n_items"),
+    results=("mui", "accuracy", "pass@1", "mui,{group}", "correct_vs_incorrect", "n_items", "trend,{measure}",
+             "{measure},{checkpoint}"),
     statistics=(Statistic("rarefied_relative", _R + "rarefied_relative", needs=("at",), paths=("at",), arrays=ARRAYS),
-                Statistic("utility_law", _R + "utility_law", needs=("experiments",), reads="runs")),
+                Statistic("utility_law", _R + "utility_law", needs=("experiments",), reads="runs"),
+                Statistic("mui_trend", "whitebox_eval.mui.trajectory:mui_trend_items")),
 )
 MASKING = Suite(
     "masking", "Paper 001's masking validation: key neurons masked vs random ones (mui masking).", None,

@@ -19,7 +19,7 @@ from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
-from whitebox_eval.reproduce.trained import training_checks
+from whitebox_eval.reproduce.trained import claim_models, failed_training, producer_id, training_checks
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
@@ -311,11 +311,13 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
     except values.TooFew as e:
+        if failed := failed_training(paper, plan, outcomes, c, model):
+            return {**out, **failed}
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
         return {**out, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
     except values.Floor as e:
-        return {**out, **verdicts.floor(str(e))}
+        return {**out, **(failed_training(paper, plan, outcomes, c, model) or verdicts.floor(str(e)))}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
     arms = _arms(c, stat, results, samples)
@@ -351,7 +353,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     folders, labels, missing = [], [], []
-    for model in plan.models_for(paper.number):
+    for model in (m for m in plan.models_for(paper.number) if producer_id(m) is None):  # the law is over base models
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":
@@ -416,7 +418,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
                      "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
     claims = []
     for c in paper.claims:
-        for model in (["all"] if c.across_models else plan.models_for(paper.number)):
+        for model in (["all"] if c.across_models else claim_models(paper, c, plan)):
             claims.append(claim(paper, c, plan, outcomes, model))
     trained = {ch.label for ch in plan.children if ch.label} | {ch.model for ch in plan.children if ch.label}
     families: dict[str, list[dict[str, Any]]] = {}

@@ -89,3 +89,24 @@ def training_checks(paper, plan, outcomes: Mapping[str, Any], child) -> list[dic
     specs = [s for p, e in producer.uses if p == paper.number for s in paper.experiment(e).manipulation]
     study = o.study()
     return [claim_checks.evaluate(vocabulary.checks("manipulation"), s, study.results, study.samples) for s in specs]
+
+
+def failed_training(paper, plan, outcomes: Mapping[str, Any], claim, model: str) -> dict[str, Any] | None:
+    """The verdict of a claim whose statistic is undefined (a floor) on a trained column whose training
+    missed its check: *uninformative (manipulation failed)*, as with a statistic (that the model did not
+    learn comes before what it then measured); None otherwise."""
+    from whitebox_eval.reproduce.verdicts import UNINFORMATIVE
+
+    child = None if claim.across_models else plan.child(paper.number, claim.experiment, model)
+    failed = [m for m in (training_checks(paper, plan, outcomes, child) if child else []) if not m.get("passed")]
+    if not failed:
+        return None
+    return {"rules": {"manipulation": failed}, "verdict": UNINFORMATIVE, "qualifier": "manipulation failed",
+            "reason": "; ".join(f"manipulation check {m['kind']} failed: {m['text']}" for m in failed)}
+
+
+def claim_models(paper, claim, plan) -> list[str]:
+    """The models a claim is asked of: the paper's models, a trained column only where the claim's
+    experiment ran on it (a column trained for one experiment answers no other's claims)."""
+    return [m for m in plan.models_for(paper.number)
+            if producer_id(m) is None or plan.child(paper.number, claim.experiment, m) is not None]
