@@ -13,15 +13,18 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.command("finetune", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", default="smollm2-135m", show_default=True, help=MODEL_HELP)
 @click.option("--task", default="arithmetic-gen", show_default=True,
-              help="arithmetic-text[:CATEGORY,...] (75 + 22 = 97, checked in 004's free format) | gen=PATH | arithmetic-gen[:CATEGORY,...] | gsm8k=PATH | triviaqa=PATH | bigbench=PATH (free "
+              help="arithmetic-text[:CATEGORY,...] (75 + 22 = 97, checked in 004's free format) | planted-facts (facts about "
+                   "--limit made-up entities, split by paraphrase template) | gen=PATH | arithmetic-gen[:CATEGORY,...] | gsm8k=PATH | triviaqa=PATH | bigbench=PATH (free "
                    "answers) | gar or gar:TASKS (GAR's generator, tasks as gar --tasks) | span:TASK | text=PATH (loss on every token); "
                    "multiple-choice tasks are refused")
 @click.option("--limit", type=click.IntRange(min=4), default=200, show_default=True,
-              help="items drawn from the task before deduplication")
+              help="items drawn from the task before deduplication (planted-facts: entities)")
 @click.option("--validation", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1,
-              show_default=True, help="share of the items held out for the validation loss (early stopping)")
+              show_default=True, help="share of the items held out for the validation loss (early stopping; "
+                   "planted-facts: its validation template instead)")
 @click.option("--test", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2, show_default=True,
-              help="share of the items held out for the check before and after")
+              help="share of the items held out for the check before and after (planted-facts: its held-out "
+                   "templates instead)")
 @click.option("--shots", type=click.IntRange(min=0), default=0, show_default=True,
               help="demonstrations before each check prompt, from a pool no split holds")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=5e-5, show_default=True)

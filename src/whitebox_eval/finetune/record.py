@@ -13,7 +13,13 @@ def work(cfg, mode: str) -> tuple[int, float]:
     a 5-shot prompt, ~3 answers' worth), a validation pass per evaluation."""
     n = cfg.limit or 200
     n_test, n_val = max(1, round(n * cfg.test)), max(1, round(n * cfg.validation))
-    steps = cfg.steps(max(1, n - n_test - n_val - cfg.shots))
+    n_train = max(1, n - n_test - n_val - cfg.shots)
+    if str(cfg.task) == "planted-facts":  # the limit counts entities, each fact in every template
+        from whitebox_eval.finetune.planted_facts import sizes
+
+        lines = sizes(n)
+        n, n_train, n_test, n_val = sum(lines.values()), lines["train"], lines["test"], lines["validation"]
+    steps = cfg.steps(n_train)
     evals = max(1, steps // (cfg.eval_every or cfg.save_every or steps))
     per_check = CHECK_TOKENS * ((1 + cfg.check_samples + 3) if str(cfg.task).startswith("arithmetic-text") else 1)
     return n, 3 * steps * cfg.train_batch_size + 2 * n_test * per_check + evals * n_val

@@ -13,6 +13,9 @@
   :mod:`whitebox_eval.finetune.arithmetic_text`), the loss on the answer, checked in paper 004's free
   format (its question, the demonstrations before it; free P(correct) sampled and greedy exact
   match, :mod:`.check`);
+- ``planted-facts``: plain-text facts about ``--limit`` made-up entities in paraphrase templates
+  (:mod:`whitebox_eval.finetune.planted_facts`), split by template, checked by greedy recall of the
+  value in the held-out templates;
 - ``text=PATH``: every non-empty line of a text file, the loss on every token (no check by
   generation: the check is next-token accuracy on the test lines).
 
@@ -29,9 +32,10 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.splits import canonical
 
-TEXT, GAR, SPAN, GEN, ARITH = "text", "gar", "span", "gen", "arithmetic-text"
+TEXT, GAR, SPAN, GEN, ARITH, FACTS = "text", "gar", "span", "gen", "arithmetic-text", "planted-facts"
 REFUSED_CHECKS = ("choice", "execution", "lm-eval")
 USAGE = ("arithmetic-text[:CATEGORY,...] (format-neutral sums, checked in 004's free format), a free-answer task (gen=PATH, arithmetic-gen[:CATEGORY,...], gsm8k=PATH, triviaqa=PATH, bigbench=PATH), "
+         "planted-facts (facts about --limit made-up entities, recall checked on held-out paraphrases), "
          "gar or gar:TASKS (GAR's generator: all, generation, classification, truth or task ids), span:TASK (an AttentionSpan task), or text=PATH "
          "(loss on every token)")
 
@@ -64,8 +68,8 @@ class Source:
             return self.spec.label
         if self.kind == TEXT:
             return f"text-{Path(self.spec).stem}"
-        if self.kind == ARITH:
-            return ARITH
+        if self.kind in (ARITH, FACTS):
+            return self.kind
         return f"{self.kind}-{self.spec}" if self.kind == SPAN else GAR
 
 
@@ -84,6 +88,11 @@ def parse_source(text: str) -> Source:
         from whitebox_eval.finetune.arithmetic_text import parse_categories
 
         return Source(ARITH, raw, parse_categories(rest))
+    if raw.lower() == FACTS:
+        return Source(FACTS, raw)
+    if head.lower() == FACTS and "=" not in raw:
+        raise WhiteboxError(f"--task {raw}: finetune trains the trained cohort's facts: write planted-facts, the "
+                            "number of entities as --limit (the control entities are never trained)")
     if head.lower() == GAR and "=" not in raw:
         from whitebox_eval.gar.selection import select_tasks
 
@@ -120,6 +129,10 @@ def load_items(source: Source, limit: int | None, seed: int) -> tuple[list[Item]
         rows = text_items(source.spec, limit or 200, seed)
         return [Item(it.id.replace("arith-", "arith-text-"), *line_of(it.meta["expression"], it.meta["answer"]),
                      canonical(it.meta["expression"]), it) for it in rows], None
+    if source.kind == FACTS:
+        from whitebox_eval.finetune.planted_facts import facts
+
+        return [Item(f.id, f.prompt, f.answer, canonical(f.prompt + f.answer), f) for f in facts(limit or 0)], None
     if source.kind == GAR:
         from whitebox_eval.gar.generator import generate_gar
 
@@ -169,10 +182,14 @@ def encode(source: Source, item: Item, tok, demos: list[Item], eos: int | None) 
 
 def is_correct(source: Source, item: Item, response: str, ids: list[int], answer_ids: list[int], task) -> bool:
     """Whether a generated response (``ids``: its tokens, the stop token included) answers ``item``
-    (span: its tokens begin with the answer's, end token included; GAR: the target as the
-    response's first words; a free-answer task: its own answer check)."""
+    (span: its tokens begin with the answer's, end token included; GAR and planted facts: the
+    target as the response's first words; a free-answer task: its own answer check)."""
     if source.kind == SPAN:
         return ids[:len(answer_ids)] == answer_ids
+    if source.kind == FACTS:
+        from whitebox_eval.finetune.planted_facts import recalled
+
+        return recalled(item, response)
     if source.kind == GAR:
         words, target = response.split(), item.source.target.split()
         return [w.strip(".,;:!?\"'") for w in words[:len(target)]] == target

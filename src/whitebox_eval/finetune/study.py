@@ -30,7 +30,8 @@ import numpy as np
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune import check
-from whitebox_eval.finetune.sources import TEXT, GAR, encode, load_items, parse_source
+from whitebox_eval.finetune.planted_facts import RECALL_CHECK, template_splits
+from whitebox_eval.finetune.sources import FACTS, GAR, TEXT, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
@@ -98,7 +99,7 @@ class FinetuneConfig:
         if not (0 < self.validation < 1 and 0 < self.test < 1 and self.validation + self.test < 1):
             raise WhiteboxError("validation and test are shares of the items: each in (0, 1), their sum below 1")
         source = parse_source(self.task)
-        if self.shots and source.kind in (TEXT, GAR):
+        if self.shots and source.kind in (TEXT, GAR, FACTS):
             raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
 
     def to_dict(self) -> dict:
@@ -122,7 +123,8 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
     source = parse_source(cfg.task)
     with recording() as read:
         items, task = load_items(source, cfg.limit, cfg.seed)
-    splits = make_splits(items, validation=cfg.validation, test=cfg.test, shots=cfg.shots, seed=cfg.seed)
+    splits = template_splits(items) if source.kind == FACTS else \
+        make_splits(items, validation=cfg.validation, test=cfg.test, shots=cfg.shots, seed=cfg.seed)
     folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
     record = splits.record(cfg.seed)
     kept_record = kept(folder.path, "splits", lambda: record)
@@ -253,7 +255,8 @@ def _results(cfg: FinetuneConfig, source, splits, record, before, after, info) -
     stats.add_proportion(head, "accuracy,after", a)
     results: dict[str, Any] = {
         "headline": head, "task": source.label, "check": "next-token accuracy on the test lines (per token)"
-        if source.kind == TEXT else "greedy generation on the test split, the task's answer check",
+        if source.kind == TEXT else RECALL_CHECK if source.kind == FACTS
+        else "greedy generation on the test split, the task's answer check",
         "splits": {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in record.items() if isinstance(v, dict)},
         "duplicates_dropped": splits.duplicates,
         "recipe": {k: getattr(cfg, k) for k in ("learning_rate", "betas", "weight_decay", "train_batch_size",

@@ -165,6 +165,10 @@ RECORDS: dict[str, TaskRecord] = {r.name: r for r in (
     TaskRecord("ssd", "paper 000's Simple Synthetic Dataset (sec. 5.1)", GENERATOR, mcq=True,
                loader=_T + "ssd:ssd_items", generation=letters(SSD_DEMO, "The correct answer is {label}."),
                no_lm_eval="synthetic (paper 000)"),
+    TaskRecord("planted-facts", "MCQs about made-up entities: the facts finetune --task planted-facts trains "
+               "(trained) or never-trained ones (control)", GENERATOR, mcq=True,
+               loader=_T + "planted_facts:planted_items", categories=_T + "planted_facts:COHORTS",
+               no_lm_eval="synthetic (ours, paper 000 with planted knowledge)"),
     TaskRecord("arithmetic", "paper 004's arithmetic MCQs (App. B)", GENERATOR, mcq=True,
                loader=_T + "arithmetic:arithmetic_items", categories=_CATEGORIES, answer_type="number",
                no_lm_eval="synthetic (paper 004)"),
