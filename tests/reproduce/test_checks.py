@@ -404,16 +404,16 @@ def test_masking_specificity_is_a_relative_change_of_probability_recomputed_from
 def test_token_observations_move_to_the_evidence_and_come_back():
     """claims.json keeps the clustered test's numbers; the tokens behind it (value, group and sequence
     of each) go to evidence.json.gz, and merging puts them back where they were."""
-    from whitebox_eval.reproduce import evidence
+    from whitebox_eval.reproduce import merged, split
 
     obs = {"value": [0.1, 0.2, 0.3], "correct": [True, False, True], "sequence": ["s0", "s0", "s1"]}
     content = {"papers": [{"number": "003", "claims": [
         {"id": "c", "model": "m", "statistic": {"test": "cluster_robust_t", "value": 0.1, "observations": obs},
          "arms": {}}]}]}
-    slim, ev = evidence.split(content)
+    slim, ev = split(content)
     c = slim["papers"][0]["claims"][0]
     assert "observations" not in c["statistic"] and ev[c["evidence_key"]]["statistic"]["observations"] == obs
-    back = evidence.merged(slim, ev)["papers"][0]["claims"][0]
+    back = merged(slim, ev)["papers"][0]["claims"][0]
     assert back["statistic"] == content["papers"][0]["claims"][0]["statistic"]
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
-from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.reproduce import claim_checks as checks, claim_rules, values, verdicts, vocabulary
+from whitebox_eval.reproduce.plan import Child, Plan, manipulations, not_tested_at
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
 from whitebox_eval.reproduce.trained import training_checks
 
@@ -209,19 +209,9 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
 
 
 def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: list) -> list[dict[str, Any]]:
-    """The manipulation checks of the claim and of its experiment; a check whose test is the
-    claim's own statistic does not apply (that claim *is* the check)."""
-    specs = list(c.manipulation)
-    if c.experiment and not c.across_models:
-        specs = list(paper.experiment(c.experiment).manipulation) + specs
-    out = []
-    for spec in specs:
-        if any(k in spec and spec[k] == c.stat.get(k) for k in ("paired", "test_at")):
-            continue
-        if spec.get("applies_to") and spec["applies_to"] not in (c.stat.get("test_at") or [c.stat.get("paired")]):
-            continue
-        out.append(checks.evaluate(vocabulary.checks("manipulation"), spec, results, samples))
-    return out
+    """The manipulation checks the claim is conditional on (:func:`.plan.manipulations`), evaluated."""
+    return [checks.evaluate(vocabulary.checks("manipulation"), spec, results, samples)
+            for spec in manipulations(paper, c)]
 
 
 def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any] | None:
@@ -259,18 +249,6 @@ def _claim_filled(c: Claim, env: Mapping[str, Any]) -> Claim:
                                controls=tuple(fill(list(c.controls), env)),
                                substance=tuple(fill(list(c.substance), env)),
                                manipulation=tuple(fill(list(c.manipulation), env)))
-
-
-def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
-    """Why ``c`` is not tested at ``scale`` (None when it is): its ``not_at`` entry for the
-    scale, or for the scale whose settings its experiment runs there (cpu runs quick's where
-    the experiment names no cpu settings)."""
-    named = paper.experiment(c.experiment).scale_named(scale) if c.experiment else scale
-    for s in dict.fromkeys((scale, named)):
-        if s in c.not_at:
-            via = "" if s == scale else f" (its experiment runs the {s} scale's settings)"
-            return f"not tested at the {scale} scale{via}: {c.not_at[s]}"
-    return None
 
 
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
@@ -328,7 +306,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     effect = float(stat["value"]) - than
     pre, ctl = _checks(c, stat, arms, results, samples, claim_rules.control_direction(stat, c.direction, than, c.margin))
     if not c.across_models:
-        pre += antecedents.reliability(results)
+        pre += checks.reliability(results)
     rules = {"chance": claim_rules.chance(c.stat, arms, c.direction, effect), "room": claim_rules.room(arms),
              "manipulation": _manipulations(paper, c, results, samples)
              + ([] if c.across_models else training_checks(paper, plan, outcomes, o.child)),

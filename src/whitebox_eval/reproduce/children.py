@@ -55,12 +55,14 @@ def load_path(child: Child, runs: Path) -> str:
     return resolve_refs(child.load, runs)
 
 
-def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
+def run_child(child: Child, runs: Path, loaded, show_progress: bool | None) -> Path:
+    """Run (or resume) ``child`` in ``runs/<run_id>``; its finished folder, read at assembly
+    (:meth:`.assemble.Outcome.study`), once."""
     path = runs / child.run_id
     if path.is_dir() and not is_started(path):
         shutil.rmtree(path)  # killed before its config was written: nothing to resume
-    return suites.run(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
-                      show_progress=show_progress, loaded=loaded, **resolve_refs(child.settings, runs))
+    return suites.run_folder(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
+                             show_progress=show_progress, loaded=loaded, **resolve_refs(child.settings, runs))
 
 
 def _unready_producer(child: Child, outcomes: dict[str, Outcome]) -> str | None:
@@ -136,8 +138,8 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
-                result = _study(child, runs, models.get(load_path(child, runs)), show_progress)
-                outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder), _study=result)  # read once
+                done = run_child(child, runs, models.get(load_path(child, runs)), show_progress)
+                outcomes[child.run_id] = Outcome(child, "done", folder=str(done))
                 how = "done"
             except WhiteboxError as e:
                 outcomes[child.run_id] = Outcome(child, "failed", str(e))

@@ -2,7 +2,7 @@
 
 Each job runs :class:`.job.ChildJob` (the child's ordinary resumable run folder under the
 reproduction folder, which must be on a file system the nodes share), sized by
-:mod:`.resources`. A child that reads another's output (:func:`..plan.producers`) waits for its
+:func:`..costs.size`. A child that reads another's output (:func:`..plan.producers`) waits for its
 producer's job (``afterok``, ``--kill-on-invalid-dep=yes``: when the producer fails Slurm drops
 it, and it is reported not run, naming the producer). ``--slurm-max-jobs N``: children of one
 shape without producers go as one array with ``%N``; otherwise N lanes, each job waiting
@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce.launch import jobs, resources, status
+from whitebox_eval.reproduce import costs
+from whitebox_eval.reproduce.launch import jobs, status
 
 EXTRA = "pip install 'whitebox-eval[cluster]'"
 POLL_SECONDS = 30.0
@@ -96,18 +97,18 @@ def plan_lines(plan, options: SlurmOptions) -> list[str]:
     from whitebox_eval.reproduce.plan import producers
 
     run = [c for c in plan.children if c.skip is None]
-    out = [f"Slurm jobs ({len(run)}; resources by reproduce/launch/resources.py, time = estimate x "
-           f"{options.time_factor:g} + {resources.MARGIN_MINUTES} min):"]
+    out = [f"Slurm jobs ({len(run)}; resources by reproduce/costs.py, time = estimate x "
+           f"{options.time_factor:g} + {costs.MARGIN_MINUTES} min):"]
     for i, c in enumerate(run, 1):
         after = producers(c, plan)
-        out.append(f"  job {i}/{len(run)} {c.describe()}: {resources.size(c, options.time_factor).describe()}"
+        out.append(f"  job {i}/{len(run)} {c.describe()}: {costs.size(c, options.time_factor).describe()}"
                    + (f"; after {', '.join(after)}" if after else ""))
     return out
 
 
-def _parameters(options: SlurmOptions, r: resources.Resources, name: str) -> dict:
+def _parameters(options: SlurmOptions, r: costs.Resources, name: str) -> dict:
     params = {"job_name": name[:60], "time": r.minutes, "mem": f"{r.mem_gb}GB", "nodes": 1,
-              "ntasks_per_node": r.tasks, "gpus_per_node": r.gpus, "cpus_per_task": resources.CPUS_PER_TASK,
+              "ntasks_per_node": r.tasks, "gpus_per_node": r.gpus, "cpus_per_task": costs.CPUS_PER_TASK,
               "signal_delay_s": 120}
     params.update({k: v for k, v in (("partition", options.partition), ("account", options.account),
                                      ("qos", options.qos)) if v})
@@ -147,7 +148,7 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
                 fresh.append(c)
         skipped = {c.run_id: c.skip for c in plan.children if c.skip}
         executor = submitit.SlurmExecutor(folder=folder / status.LOGS / "%j", max_num_timeout=3)
-        sized = {c.run_id: resources.size(c, options.time_factor) for c in fresh}
+        sized = {c.run_id: costs.size(c, options.time_factor) for c in fresh}
         prods = {c.run_id: producers(c, plan) for c in fresh}
         lanes: list[str | None] = [None] * (options.max_jobs or 0)
         submit = []
@@ -193,7 +194,7 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
     return {**not_run, **wait(plan, folder, ids, log)}
 
 
-def _map(r: resources.Resources) -> str | None:
+def _map(r: costs.Resources) -> str | None:
     return "auto" if r.gpus > 1 and r.tasks == 1 else None
 
 
