@@ -12,7 +12,7 @@ import pytest
 
 from whitebox_eval import stats
 from whitebox_eval.reproduce import assemble, spec, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child
+from whitebox_eval.reproduce.plan import Child, Plan
 
 MODEL = "m"
 
@@ -23,14 +23,17 @@ class _Study:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Plan:
-    scale, models = "quick", [MODEL]
+class _Plan(Plan):
+    """A quick-scale plan on MODEL whose children are made as a test asks for them (run id
+    ``PAPER-EXPID``), with one data file (``{data.snli.name}``)."""
 
-    def data_env(self) -> dict[str, str]:
-        return {"data.snli.name": "snli.jsonl"}
+    def __init__(self) -> None:
+        super().__init__([], [MODEL], "quick", {"snli": "snli.jsonl"}, [])
 
     def child(self, paper: str, expid: str, model: str) -> Child:
-        return Child(run_id=f"{paper}-{expid}", suite="x", mode=None, model=model, settings={})
+        made = Child(run_id=f"{paper}-{expid}", suite="x", mode=None, model=model, settings={}, uses=[(paper, expid)])
+        self.children.append(made)
+        return made
 
 
 def _claim(paper: str, cid: str, results: dict[str, Any], samples: list[dict[str, Any]] = ()) -> dict[str, Any]:

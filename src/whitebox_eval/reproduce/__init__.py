@@ -199,9 +199,9 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         from whitebox_eval.reproduce.launch import slurm as cluster
 
         cluster.check(slurm)  # submitit, sbatch/srun/sacct on PATH, --slurm-arg names: before any work
-    notes = prechecks.check(plan)  # one line, and no work, when no child could run
+    lines = plan.lines() + prechecks.check(plan)  # prechecks: one line, and no work, when no child could run
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    for line in plan.lines() + notes:
+    for line in lines:
         say(line)
     _open_folder(folder, plan.to_dict(), resume)
     log_path = folder / LOG_FILE
@@ -212,7 +212,7 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         with open(log_path, "a", encoding="utf-8") as f:
             f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
 
-    for line in plan.lines() + notes:
+    for line in lines:
         log(line, echo=False)
     timing_path = folder / TIMING_FILE
     timings = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}

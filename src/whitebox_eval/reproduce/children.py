@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
@@ -49,27 +50,23 @@ def _timed(folder: Path, run_id: str) -> float | None:
         return None
 
 
-def load_path(child: Child, runs: Path) -> str:
-    """What ``child`` loads under ``runs``: a trained model's run reference resolved to its
-    producer's run folder, else :attr:`Child.load` (both launchers load through this)."""
-    return resolve_refs(child.load, runs)
-
-
-def run_child(child: Child, runs: Path, loaded, show_progress: bool | None) -> Path:
-    """Run (or resume) ``child`` in ``runs/<run_id>``; its finished folder, read at assembly
-    (:meth:`.assemble.Outcome.study`), once."""
+def run_child(child: Child, runs: Path, load: Callable[[str], Any], show_progress: bool | None) -> Path:
+    """Run (or resume) ``child`` in ``runs/<run_id>`` on the model ``load`` gives for what it loads
+    (a trained model's run reference resolved to its producer's folder under ``runs``, as every
+    reference in its settings; both launchers run a child through this); its finished folder, read
+    at assembly (:meth:`.assemble.Outcome.study`), once."""
+    model, settings = resolve_refs((child.load, child.settings), runs)
+    loaded = load(model)
     path = runs / child.run_id
     if path.is_dir() and not is_started(path):
         shutil.rmtree(path)  # killed before its config was written: nothing to resume
     return suites.run_folder(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
-                             show_progress=show_progress, loaded=loaded, **resolve_refs(child.settings, runs))
+                             show_progress=show_progress, loaded=loaded, **settings)
 
 
 def _unready_producer(child: Child, outcomes: dict[str, Outcome]) -> str | None:
     """Why a child on a trained model cannot run (its producer did not finish here), or None."""
-    from whitebox_eval.reproduce.trained import producer_id
-
-    pid = producer_id(child.model)
+    pid = child.producer
     o = outcomes.get(pid) if pid else None
     if pid is None or (o is not None and o.status == "done"):
         return None
@@ -138,7 +135,7 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
-                done = run_child(child, runs, models.get(load_path(child, runs)), show_progress)
+                done = run_child(child, runs, models.get, show_progress)
                 outcomes[child.run_id] = Outcome(child, "done", folder=str(done))
                 how = "done"
             except WhiteboxError as e:

@@ -102,6 +102,12 @@ class Child:
         """What the child loads: its local folder, else the model as named."""
         return self.source or self.model
 
+    @property
+    def producer(self) -> str | None:
+        """The run id of the child that trained this child's model (its model a :func:`run_ref`), or None."""
+        m = re.fullmatch(r"\{run:([^{}]+)\}", self.model)
+        return m.group(1) if m else None
+
     def describe(self) -> str:
         what = self.suite + (f" {self.mode}" if self.mode else "")
         task = self.settings.get("task") or self.settings.get("tasks") or self.settings.get("source_task") or ""
@@ -133,25 +139,9 @@ class Plan:
     def seconds(self) -> float:
         return sum(c.seconds for c in self.children if c.skip is None)
 
-    def data_env(self) -> dict[str, str]:
-        """``{data.NAME}`` and ``{data.NAME.name}`` (the file's name) for the papers' specs."""
-        env = {f"data.{k}": v for k, v in self.data.items()}
-        env.update({f"data.{k}.name": Path(v).name for k, v in self.data.items()})
-        return env
-
     def models_for(self, paper: str) -> list[str]:
         """The models ``paper``'s children run on, in plan order."""
         return list(dict.fromkeys(c.model for c in self.children if any(p == paper for p, _ in c.uses)))
-
-    def label(self, model: str) -> str:
-        """How ``model`` is shown: a trained model's column (``<base> + <label>``), else its name."""
-        return next((c.label for c in self.children if c.model == model and c.label), model)
-
-    def child(self, paper: str, expid: str, model: str) -> Child | None:
-        for c in self.children:
-            if c.model == model and (paper, expid) in c.uses:
-                return c
-        return None
 
     def to_dict(self) -> dict[str, Any]:
         """What must match for ``--resume`` (no times, no machine facts)."""
