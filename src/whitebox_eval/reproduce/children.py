@@ -29,15 +29,11 @@ RUNS = "runs"
 NOT_REUSED = "--reuse-only: no finished copy under --output"
 
 
-def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
-    """A finished copy of ``run_id`` in another reproduction folder under ``output``."""
-    if not output.is_dir():
-        return None
-    for other in sorted(output.iterdir()):
-        candidate = other / RUNS / run_id
-        if other != here and is_finished(candidate):
-            return candidate
-    return None
+def finished_copy(folder: Path, output: Path, run_id: str) -> Path | None:
+    """Child ``run_id``'s finished run folder: its own under ``folder/runs``, else a finished copy in
+    another reproduction folder under ``output`` (None: neither)."""
+    others = sorted(p for p in output.iterdir() if p != folder) if output.is_dir() else []
+    return next((p for p in (folder / RUNS / run_id, *(o / RUNS / run_id for o in others)) if is_finished(p)), None)
 
 
 def _timed(folder: Path, run_id: str) -> float | None:
@@ -115,17 +111,16 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         if child.skip:
             outcomes[child.run_id] = Outcome(child, "skipped", child.skip)
             how = f"not run ({child.skip})"
-        elif is_finished(path):
-            outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
+        elif (found := finished_copy(folder, output, child.run_id)) is not None:
             how = "finished before: reused"
-        elif (copy := _elsewhere(output, folder, child.run_id)) is not None:
-            if path.exists():
-                shutil.rmtree(path)
-            shutil.copytree(copy, path)
+            if found != path:  # finished in another reproduction folder: copied in
+                if path.exists():
+                    shutil.rmtree(path)
+                shutil.copytree(found, path)
+                how = f"reused from {found.parent.parent.name}"
+                if timings is not None and (seconds := _timed(found.parent.parent, child.run_id)) is not None:
+                    timings[child.run_id] = seconds  # its time travels with it
             outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
-            how = f"reused from {copy.parent.parent.name}"
-            if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
-                timings[child.run_id] = seconds  # its time travels with it
         elif (why := _unready_producer(child, outcomes)) is not None:
             outcomes[child.run_id] = Outcome(child, "skipped", why)
             how = f"not run ({why})"

@@ -161,16 +161,15 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
     not finish (None when detached)."""
     import submitit
 
-    from whitebox_eval.reproduce.children import RUNS, _elsewhere
+    from whitebox_eval.reproduce.children import RUNS, finished_copy
     from whitebox_eval.reproduce.launch.job import ChildJob
     from whitebox_eval.reproduce.plan import producers
-    from whitebox_eval.runs.finished import is_finished
 
     folder, output = folder.resolve(), output.resolve()
     runs = folder / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     cache = cache_root(options, output)
-    done = {c.run_id for c in plan.children if is_finished(runs / c.run_id) or _elsewhere(output, folder, c.run_id)}
+    done = {c.run_id for c in plan.children if finished_copy(folder, output, c.run_id)}
     todo = [c for c in plan.children if c.skip is None and c.run_id not in done]
     not_run: dict[str, tuple[str, str]] = {}
     ids: dict[str, str] = {}
