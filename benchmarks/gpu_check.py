@@ -52,7 +52,7 @@ near the end, as in an MMLU prompt.
 
 The table goes to stdout (and ``--out`` as markdown plus a .json beside it; with several batch
 sizes the first batch's rows go to ``--out`` and each other's to ``<out>_batch<N>.md/.json``, so
-``gpu_check.json`` keeps the batch-8 rows ``reproduce/gpu.py`` reads). ``--budget`` skips the
+``gpu_check.json`` keeps the batch-8 rows ``reproduce/costs.py`` reads). ``--budget`` skips the
 (model, batch) measurements that would not fit, recording them as skipped; ``--assets`` installs
 ``gpu_smoke.py``'s carried wheels where the image's transformers is not the pinned one.
 """
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             out.write_text(f"# benchmarks/gpu_check.py\n\n{text}\n", encoding="utf-8")
             out.with_suffix(".json").write_text(json.dumps(mine, indent=1) + "\n", encoding="utf-8")
         if i == 0 and not args.tiny and any(r.get("0-shot_whitebox_tokens_per_s") for r in mine):
-            # the measured batch-8 rate reproduce/gpu.py reads (package data)
+            # the measured batch-8 rate reproduce/costs.py reads (package data)
             PACKAGE_DATA.write_text(json.dumps(mine, indent=1) + "\n", encoding="utf-8")
     return rows
 

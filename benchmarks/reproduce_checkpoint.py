@@ -61,7 +61,7 @@ def _refs(settings) -> set[str]:
 
 def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, str]:
     """Copy the finished children of ``folder`` into ``dest``; each child's state by run id."""
-    from whitebox_eval.reproduce.children import _elsewhere
+    from whitebox_eval.reproduce.children import finished_copy
     from whitebox_eval.runs.finished import is_finished
 
     plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
@@ -70,7 +70,7 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
     for c in children:
         here = folder / "runs" / c["run_id"]
         if c.get("skip") and not is_finished(here):  # HumanEval without --allow-code-execution: a call allowing it ran beside
-            here = _elsewhere(folder.parent, folder, c["run_id"]) or here
+            here = finished_copy(folder, folder.parent, c["run_id"]) or here
         where[c["run_id"]] = here
     finished = {run for run, path in where.items() if is_finished(path)}
     feeds: dict[str, set[str]] = {}

@@ -159,8 +159,8 @@ def test_a_misspelt_statistic_fails_at_plan_only(toy, tmp_path, cli, stat, words
 
 
 def test_a_child_run_here_is_read_once(toy, tmp_path, paper_file, monkeypatch):
-    """The finished folder a child's run returns is the one its claims read: suites.run reads it
-    back, and assembling reads it no second time."""
+    """The finished folder a child's run returns is the one its claims read: running it reads
+    nothing back (suites.run_folder), and assembling reads it once."""
     from whitebox_eval.runs import finished
 
     reads: list[str] = []

@@ -6,7 +6,7 @@ Each suite package declares what it is in one record (``<suite>/record.py``,
 functions, its work in units and what a unit costs, its explorer views and reproduction figures.
 This module lists them (:data:`SUITES`); a plug-in adds its own with :func:`register`, the one way
 in. :func:`run` runs (or resumes) a study of any suite and returns its
-:class:`~whitebox_eval.runs.finished.StudyResult`.
+:class:`~whitebox_eval.runs.finished.StudyResult` (:func:`run_folder`: its folder, not read back).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from whitebox_eval.runs.record import Mode, Suite
 from whitebox_eval.sae.record import SUITE as SAE
 from whitebox_eval.span.record import SUITE as SPAN
 
-__all__ = ["SUITES", "Mode", "Suite", "register", "run", "suite"]
+__all__ = ["SUITES", "Mode", "Suite", "register", "run", "run_folder", "suite"]
 
 SUITES: dict[str, Suite] = {s.name: s for s in (MCQA, FORMATS, MUI, MASKING, CONTAMINATION, SPAN, GAR, SAE, FINETUNE)}
 """Every suite by name (``studies.<name>``, ``suite: <name>`` in a paper), in the order ``--help`` lists them."""
@@ -51,14 +51,12 @@ def suite(name: str) -> Suite:
     return SUITES[name]
 
 
-def run(name: str, mode: str | None, /, output: str | Path = "runs", *, run_id: str | None = None, resume: bool = False,
-        show_progress: bool | None = None, loaded=None, **settings: Any):
-    """Run (or resume) one study of suite ``name`` and read its folder back; ``settings`` are
-    the mode's config fields, ``loaded`` a model already loaded (its spec is the default model).
-    ``name`` and ``mode`` are positional only: a config may have a field called ``mode`` (span's
-    reinforcement mode), which then arrives in ``settings``."""
-    from whitebox_eval.runs.finished import read
-
+def run_folder(name: str, mode: str | None, /, output: str | Path = "runs", *, run_id: str | None = None,
+               resume: bool = False, show_progress: bool | None = None, loaded=None, **settings: Any) -> Path:
+    """Run (or resume) one study of suite ``name``; its finished run folder, not read back.
+    ``settings`` are the mode's config fields, ``loaded`` a model already loaded (its spec is the
+    default model). ``name`` and ``mode`` are positional only: a config may have a field called
+    ``mode`` (span's reinforcement mode), which then arrives in ``settings``."""
     record = suite(name)
     if loaded is not None and "model" not in settings:
         settings["model"] = loaded.spec
@@ -68,6 +66,12 @@ def run(name: str, mode: str | None, /, output: str | Path = "runs", *, run_id: 
         settings["batch_size"] = resolved_batch_size("auto", settings.get("model", "smollm2-135m"),
                                                      settings.get("dtype", "auto"), loaded=loaded)
     cfg = record.config(mode, settings)
-    folder = resolve(record.mode(mode).run)(cfg, output, run_id=run_id, resume=resume, loaded=loaded,
-                                            show_progress=show_progress)
-    return read(folder.path)
+    return resolve(record.mode(mode).run)(cfg, output, run_id=run_id, resume=resume, loaded=loaded,
+                                          show_progress=show_progress).path
+
+
+def run(name: str, mode: str | None, /, output: str | Path = "runs", **kwargs: Any):
+    """Run (or resume) one study of suite ``name`` (:func:`run_folder`) and read its folder back."""
+    from whitebox_eval.runs.finished import read
+
+    return read(run_folder(name, mode, output, **kwargs))

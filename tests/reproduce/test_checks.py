@@ -12,7 +12,7 @@ import pytest
 
 from whitebox_eval import stats
 from whitebox_eval.reproduce import assemble, spec, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child
+from whitebox_eval.reproduce.plan import Child, Plan
 
 MODEL = "m"
 
@@ -23,14 +23,17 @@ class _Study:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Plan:
-    scale, models = "quick", [MODEL]
+class _Plan(Plan):
+    """A quick-scale plan on MODEL whose children are made as a test asks for them (run id
+    ``PAPER-EXPID``), with one data file (``{data.snli.name}``)."""
 
-    def data_env(self) -> dict[str, str]:
-        return {"data.snli.name": "snli.jsonl"}
+    def __init__(self) -> None:
+        super().__init__([], [MODEL], "quick", {"snli": "snli.jsonl"}, [])
 
     def child(self, paper: str, expid: str, model: str) -> Child:
-        return Child(run_id=f"{paper}-{expid}", suite="x", mode=None, model=model, settings={})
+        made = Child(run_id=f"{paper}-{expid}", suite="x", mode=None, model=model, settings={}, uses=[(paper, expid)])
+        self.children.append(made)
+        return made
 
 
 def _claim(paper: str, cid: str, results: dict[str, Any], samples: list[dict[str, Any]] = ()) -> dict[str, Any]:
@@ -404,16 +407,16 @@ def test_masking_specificity_is_a_relative_change_of_probability_recomputed_from
 def test_token_observations_move_to_the_evidence_and_come_back():
     """claims.json keeps the clustered test's numbers; the tokens behind it (value, group and sequence
     of each) go to evidence.json.gz, and merging puts them back where they were."""
-    from whitebox_eval.reproduce import evidence
+    from whitebox_eval.reproduce import merged, split
 
     obs = {"value": [0.1, 0.2, 0.3], "correct": [True, False, True], "sequence": ["s0", "s0", "s1"]}
     content = {"papers": [{"number": "003", "claims": [
         {"id": "c", "model": "m", "statistic": {"test": "cluster_robust_t", "value": 0.1, "observations": obs},
          "arms": {}}]}]}
-    slim, ev = evidence.split(content)
+    slim, ev = split(content)
     c = slim["papers"][0]["claims"][0]
     assert "observations" not in c["statistic"] and ev[c["evidence_key"]]["statistic"]["observations"] == obs
-    back = evidence.merged(slim, ev)["papers"][0]["claims"][0]
+    back = merged(slim, ev)["papers"][0]["claims"][0]
     assert back["statistic"] == content["papers"][0]["claims"][0]["statistic"]
 
 

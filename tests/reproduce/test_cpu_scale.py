@@ -57,7 +57,7 @@ def test_cpu_scale_fine_tunes_where_quick_does_not():
 def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_settings():
     import yaml
 
-    from whitebox_eval.reproduce.assemble import not_tested_at
+    from whitebox_eval.reproduce.plan import not_tested_at
 
     # 001's masking has cpu settings of its own since issue 46 (20 random draws): its file without them
     from importlib import resources

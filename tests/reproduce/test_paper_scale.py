@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce import gpu, paper_models, prechecks, prepare, spec
+from whitebox_eval.reproduce import costs, plan as planning, prechecks, prepare, spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 from cases import build_fixtures  # noqa: E402
@@ -44,7 +44,7 @@ def test_every_paper_names_its_models_with_a_citation():
             assert re.search(r"(Table|Fig\.|sec\.|App\.) ?\w", m.cite), (p.number, m)
             assert m.id or m.ambiguous, m  # no hub id only with the reason
             if m.id:
-                assert gpu.shapes(m.id) is not None, m.id  # the plan works offline
+                assert costs.shapes(m.id) is not None, m.id  # the plan works offline
             if seed is not None and m.id:
                 # the name the text uses: its family and size appear in the seed text
                 size = re.search(r"(\d+(?:\.\d+)?)[bB]", m.name.replace("8x7B", "8x7B"))
@@ -57,20 +57,20 @@ def test_every_paper_names_its_models_with_a_citation():
 
 
 def test_model_options_paper_scale_and_overrides():
-    every, per = paper_models.parse_model_options(["a/b", "002=x/y", "gar=z", "attention-span=w", "all=v"])
+    every, per = planning.parse_model_options(["a/b", "002=x/y", "gar=z", "attention-span=w", "all=v"])
     assert every == ["a/b"] and per["002"] == ["x/y", "z", "v"] and per["003"] == ["w", "v"]
     with pytest.raises(WhiteboxError, match="unknown paper"):
-        paper_models.parse_model_options(["nope=x/y"])
+        planning.parse_model_options(["nope=x/y"])
     gar = spec.papers()["002"]
     exp = gar.experiments[0]
-    assert [m for m, _ in paper_models.models_for(gar, exp, "paper", [], {})] == [m.id for m in gar.models]
-    assert [m for m, _ in paper_models.models_for(gar, exp, "quick", [], {})] == list(paper_models.DEFAULT_MODELS)
-    assert paper_models.models_for(gar, exp, "paper", ["g"], {}) == [("g", None)]
-    assert paper_models.models_for(gar, exp, "paper", ["g"], {"002": ["h"]}) == [("h", None)]
+    assert [m for m, _ in planning.models_for(gar, exp, "paper", [], {})] == [m.id for m in gar.models]
+    assert [m for m, _ in planning.models_for(gar, exp, "quick", [], {})] == list(planning.DEFAULT_MODELS)
+    assert planning.models_for(gar, exp, "paper", ["g"], {}) == [("g", None)]
+    assert planning.models_for(gar, exp, "paper", ["g"], {"002": ["h"]}) == [("h", None)]
     wise = spec.papers()["000"]
-    chosen = dict(paper_models.models_for(wise, wise.experiment("mmlu-0shot"), "paper", [], {}))
+    chosen = dict(planning.models_for(wise, wise.experiment("mmlu-0shot"), "paper", [], {}))
     assert chosen["LLaMA-30B"].startswith("no hub id")  # named ambiguously: not guessed, not run
-    ssd = [m for m, _ in paper_models.models_for(wise, wise.experiment("ssd"), "paper", [], {})]
+    ssd = [m for m, _ in planning.models_for(wise, wise.experiment("ssd"), "paper", [], {})]
     assert ssd == ["meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B"]
 
 
@@ -78,14 +78,14 @@ def test_models_root_by_folder_name_and_by_mapping_file(tmp_path):
     (tmp_path / "org--name").mkdir()
     (tmp_path / "elsewhere" / "m").mkdir(parents=True)
     (tmp_path / "models.yaml").write_text("other/model: elsewhere/m\n", encoding="utf-8")
-    assert paper_models.local_folder("org/name", tmp_path) == str((tmp_path / "org--name").resolve())
-    assert paper_models.local_folder("other/model", tmp_path) == str((tmp_path / "elsewhere" / "m").resolve())
-    assert paper_models.local_folder("not/there", tmp_path) is None
-    assert paper_models.local_folder("org/name", None) is None
+    assert planning.local_folder("org/name", tmp_path) == str((tmp_path / "org--name").resolve())
+    assert planning.local_folder("other/model", tmp_path) == str((tmp_path / "elsewhere" / "m").resolve())
+    assert planning.local_folder("not/there", tmp_path) is None
+    assert planning.local_folder("org/name", None) is None
     (tmp_path / "llama-30b-hf").mkdir()
     (tmp_path / "models.yaml").write_text("other/model: elsewhere/m\nLLaMA-30B: llama-30b-hf\n", encoding="utf-8")
-    assert paper_models.local_folder("LLaMA-30B", tmp_path) == str((tmp_path / "llama-30b-hf").resolve())
-    assert paper_models.local_folder("LLaMA-65B", tmp_path) is None  # a name is found by the mapping only
+    assert planning.local_folder("LLaMA-30B", tmp_path) == str((tmp_path / "llama-30b-hf").resolve())
+    assert planning.local_folder("LLaMA-65B", tmp_path) is None  # a name is found by the mapping only
     wise = spec.papers()["000"]
     from whitebox_eval.reproduce.plan import build
 
@@ -95,7 +95,7 @@ def test_models_root_by_folder_name_and_by_mapping_file(tmp_path):
     assert runs["LLaMA-30B"].skip is None and runs["LLaMA-30B"].source.endswith("llama-30b-hf")
     assert runs["LLaMA-65B"].skip.startswith("no hub id")
     with pytest.raises(WhiteboxError, match="no such folder"):
-        paper_models.models_root(str(tmp_path / "missing"))
+        planning.models_root(str(tmp_path / "missing"))
 
 
 def test_a_hub_id_without_a_local_folder_names_the_fix(monkeypatch):
@@ -142,18 +142,18 @@ def test_parameter_count_against_transformers_and_published_sizes():
                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
     model = tf.LlamaForCausalLM(cfg)
     counted = sum(p.numel() for n, p in model.named_parameters() if "norm" not in n)
-    shapes = gpu.shapes_from_config_json(cfg.to_dict())
-    assert gpu.parameters(shapes)[0] == counted
+    shapes = costs.shapes_from_config_json(cfg.to_dict())
+    assert costs.parameters(shapes)[0] == counted
     mix = tf.MixtralConfig(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                            num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2)
     counted = sum(p.numel() for n, p in tf.MixtralForCausalLM(mix).named_parameters()
                   if "norm" not in n and "gate.weight" not in n.replace("gate_proj", ""))
-    assert gpu.parameters(gpu.shapes_from_config_json(mix.to_dict()))[0] == counted
+    assert costs.parameters(costs.shapes_from_config_json(mix.to_dict()))[0] == counted
     # published sizes: Llama-2-7B 6.74B, Mixtral-8x7B 46.7B (12.9B active), Llama-3-70B 70.6B
     for model_id, total in (("meta-llama/Llama-2-7b-hf", 6.74e9), ("mistralai/Mixtral-8x7B-v0.1", 46.7e9),
                             ("meta-llama/Meta-Llama-3-70B", 70.6e9)):
-        assert gpu.parameters(gpu.shapes(model_id))[0] == pytest.approx(total, rel=0.01), model_id
-    assert gpu.parameters(gpu.shapes("mistralai/Mixtral-8x7B-v0.1"))[1] == pytest.approx(12.9e9, rel=0.02)
+        assert costs.parameters(costs.shapes(model_id))[0] == pytest.approx(total, rel=0.01), model_id
+    assert costs.parameters(costs.shapes("mistralai/Mixtral-8x7B-v0.1"))[1] == pytest.approx(12.9e9, rel=0.02)
 
 
 def test_gpu_rule_beside_the_cpu_rates_for_the_bundled_models(shared_datasets):
@@ -162,7 +162,7 @@ def test_gpu_rule_beside_the_cpu_rates_for_the_bundled_models(shared_datasets):
     plan = prepare(["all"], ["smollm2-135m"], "quick", data_root=str(shared_datasets))
     ours, rates, by_suite = 0.0, 0.0, {}
     for c in plan.children:
-        f, r = gpu.cpu_check(c.suite, c.mode, c.model, c.settings, gpu.cpu_flops())
+        f, r = costs.cpu_check(c.suite, c.mode, c.model, c.settings, costs.cpu_flops())
         ours, rates = ours + f, rates + r
         pair = by_suite.setdefault(c.suite, [0.0, 0.0])
         pair[0], pair[1] = pair[0] + f, pair[1] + r
@@ -184,7 +184,7 @@ def test_every_suite_has_tokens_per_unit_and_contamination_counts_in_muis_units(
     ratio = {}
     for c in plan.children:
         if c.suite in ("mui", "contamination") and not c.skip and not c.label:  # trained columns: estimated on their base model
-            f, r = gpu.cpu_check(c.suite, c.mode, c.model, c.settings, gpu.cpu_flops())
+            f, r = costs.cpu_check(c.suite, c.mode, c.model, c.settings, costs.cpu_flops())
             ratio.setdefault(c.suite, []).append(f / r)
     assert 0.5 < max(ratio["contamination"]) / min(ratio["mui"]) < 2
 
@@ -195,15 +195,15 @@ def test_span_fine_tuning_is_counted_once_in_the_gpu_estimate():
     own (it once added finetune_examples x 3 again: the training counted twice)."""
     from whitebox_eval.suites import suite
 
-    span, s, flops = suite("span"), gpu.shapes("meta-llama/Meta-Llama-3-8B"), 1e15
+    span, s, flops = suite("span"), costs.shapes("meta-llama/Meta-Llama-3-8B"), 1e15
     base = {"task": "string_reversal", "limit": 100, "split": "id"}
     tuned = {**base, "finetune_examples": 1000}
     units0, units1 = span.estimate(None, base)[1], span.estimate(None, tuned)[1]
     cfg = span.config(None, tuned)
     assert units1 - units0 == 100 + 3 * 1000 * cfg.finetune.epochs  # one more evaluation, and the training once
-    per_unit = span.tokens_per_unit * gpu.flops_per_token(s) / flops
-    assert gpu.seconds(span, units1, s, flops) == pytest.approx(units1 * per_unit)
-    assert gpu.seconds(span, units1, s, flops) - gpu.seconds(span, units0, s, flops) == pytest.approx(
+    per_unit = span.tokens_per_unit * costs.flops_per_token(s) / flops
+    assert costs.gpu_seconds(span, units1, s, flops) == pytest.approx(units1 * per_unit)
+    assert costs.gpu_seconds(span, units1, s, flops) - costs.gpu_seconds(span, units0, s, flops) == pytest.approx(
         (100 + 3 * 1000 * cfg.finetune.epochs) * per_unit)
 
 
@@ -212,21 +212,21 @@ def test_gpu_check_results_set_the_throughput(tmp_path, monkeypatch):
              "5-shot_whitebox_tokens_per_s": 30000.0, "study_tokens_per_s": 90000.0},
             {"model": "qwen2.5-7b", "study_tokens_per_s": 80000.0}]  # only the 0-shot white-box rate counts
     (tmp_path / "gpu_check.json").write_text(json.dumps(rows), encoding="utf-8")
-    monkeypatch.setattr(gpu, "GPU_CHECK", tmp_path / "gpu_check.json")
-    gpu.measured_throughput.cache_clear()
+    monkeypatch.setattr(costs, "GPU_CHECK", tmp_path / "gpu_check.json")
+    costs.measured_throughput.cache_clear()
     try:
-        flops, basis = gpu.throughput()
-        assert flops == pytest.approx(10000.0 * gpu.flops_per_token(gpu.shapes("meta-llama/Meta-Llama-3-8B")))
+        flops, basis = costs.throughput()
+        assert flops == pytest.approx(10000.0 * costs.flops_per_token(costs.shapes("meta-llama/Meta-Llama-3-8B")))
         assert basis.endswith("measured by benchmarks/gpu_check.py on NVIDIA H200")
-        monkeypatch.setattr(gpu, "GPU_CHECK", tmp_path / "absent.json")
-        gpu.measured_throughput.cache_clear()
-        assert gpu.throughput()[0] == pytest.approx(gpu.GPU_PEAK_FLOPS * gpu.GPU_EFFICIENCY)
+        monkeypatch.setattr(costs, "GPU_CHECK", tmp_path / "absent.json")
+        costs.measured_throughput.cache_clear()
+        assert costs.throughput()[0] == pytest.approx(costs.GPU_PEAK_FLOPS * costs.GPU_EFFICIENCY)
     finally:
-        gpu.measured_throughput.cache_clear()
+        costs.measured_throughput.cache_clear()
 
 
 def test_a_local_config_json_sets_the_shapes(tiny):
-    s = gpu.shapes("any/model", str(tiny))
+    s = costs.shapes("any/model", str(tiny))
     cfg = json.loads((tiny / "config.json").read_text(encoding="utf-8"))
     assert (s["hidden"], s["layers"], s["vocab"]) == (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"])
 

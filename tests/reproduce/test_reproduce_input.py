@@ -65,8 +65,8 @@ def test_plan_names_children_by_settings_and_shares_them(tmp_path):
     assert len(set(ids)) == 4 and all(i.startswith("formats-m") for i in ids)
     again = prepare(["004", "first-token"], ["m1", "m2"], "quick", data_root=str(tmp_path))
     assert [c.run_id for c in again.children] == ids  # the same settings, the same names
-    lines = plan.lines()
-    assert "4 runs" in lines[0] and "estimated" in lines[0] and len(lines) == 5
+    lines = plan.lines()  # the head, a line per child, then what the scale says of the claims
+    assert "4 runs" in lines[0] and "estimated" in lines[0] and lines[5].startswith("claims at scale quick")
 
 
 def test_resume_refuses_another_plan(tmp_path):

@@ -5,10 +5,23 @@ and their settings), ``runs/`` (the child run folders, ordinary resumable runs o
 suites), ``claims.json`` (tables and verdicts for machines), ``reproduction.md`` and
 ``reproduction.html``, and ``reproduction.log`` / ``timing.json`` (the only files with
 times in them). The papers themselves are data: ``papers/*.yaml`` (see :mod:`.spec`).
+
+The per-item evidence behind every verdict is kept beside claims.json, so that each p-value and
+interval recomputes from the two files alone (:func:`split`). claims.json stays readable: each
+claim's arms keep their counts and values; their per-item values (``items``: item id -> value), answer keys (``answers``: item id -> [K, gold, gold position],
+:mod:`.chance`), strata (``strata``: item id -> stratum) and a random-head control's per-item draws
+(``draw_items``) and a statistic's observations (``observations``: a token-level statistic's value,
+group and sequence of each token; MUI's key units per response; PA stability's accuracy and PA of
+each item) move to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes
+the same bytes), keyed ``paper/claim/model``; claims.json names the file (``evidence``) and each
+claim its key (``evidence_key``). Resampling tests carry their scheme and seed in the claim
+(``statistic.scheme``, the stratified test's ``permutations`` and ``seed``).
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import sys
 import time
@@ -25,6 +38,10 @@ MARKDOWN_FILE = "reproduction.md"
 HTML_FILE = "reproduction.html"
 LOG_FILE = "reproduction.log"
 TIMING_FILE = "timing.json"
+EVIDENCE_FILE = "evidence.json.gz"
+ARM_KEYS = ("items", "answers", "strata")
+CONTROL_KEYS = ("draw_items",)
+STATISTIC_KEYS = ("observations",)
 
 
 @dataclass
@@ -51,10 +68,9 @@ def default_run_id(papers: Sequence[str], scale: str) -> str:
 def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequence[str] | dict[str, str] = (),
             data_root: str | None = None, models_root: str | None = None, allow_code_execution: bool = False):
     """The plan of a reproduction (nothing runs): papers, data files and child runs. ``models``
-    are ``--model`` values: ``ID`` for every paper, ``PAPER=ID`` for one (:mod:`.paper_models`);
+    are ``--model`` values: ``ID`` for every paper, ``PAPER=ID`` for one (:func:`.plan.models_for`);
     none: each paper's own models at scale paper, the bundled ones otherwise. Children that run
     the model's code run only with ``allow_code_execution``."""
-    from whitebox_eval.reproduce import paper_models
     from whitebox_eval.reproduce import data as bench
     from whitebox_eval.reproduce import plan as planning
     from whitebox_eval.reproduce import spec
@@ -65,9 +81,9 @@ def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequ
     given = dict(data) if isinstance(data, dict) else bench.parse_data_options(list(data))
     needed = planning.needed_data(chosen, scale)
     located = bench.locate(list(needed), given, bench.data_root(data_root), needed)
-    every, per_paper = paper_models.parse_model_options(list(models or ()))
+    every, per_paper = planning.parse_model_options(list(models or ()))
     return planning.build(chosen, every, scale, located, per_paper=per_paper,
-                          models_root=paper_models.models_root(models_root),
+                          models_root=planning.models_root(models_root),
                           allow_code_execution=allow_code_execution)
 
 
@@ -99,15 +115,64 @@ def _open_folder(folder: Path, plan_dict: dict, resume: bool) -> None:
     write_atomic(plan_path, json.dumps(plan_dict, indent=1, sort_keys=True) + "\n")
 
 
+def split(content: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """claims.json's content without the per-item evidence, and the evidence by claim key."""
+    slim = json.loads(json.dumps(content))  # a deep copy of plain data
+    evidence: dict[str, Any] = {}
+    for paper in slim.get("papers", ()):
+        for c in paper.get("claims", ()):
+            ev: dict[str, Any] = {}
+            for name, arm in (c.get("arms") or {}).items():
+                moved = {k: arm.pop(k) for k in ARM_KEYS if k in arm}
+                if moved:
+                    ev.setdefault("arms", {})[name] = moved
+            for i, ctl in enumerate(c.get("controls") or ()):
+                moved = {k: ctl.pop(k) for k in CONTROL_KEYS if k in ctl}
+                if moved:
+                    ev.setdefault("controls", {})[str(i)] = moved
+            moved = {k: c["statistic"].pop(k) for k in STATISTIC_KEYS if k in (c.get("statistic") or {})}
+            if moved:
+                ev["statistic"] = moved
+            if ev:
+                key = f"{paper['number']}/{c['id']}/{c['model']}"
+                c["evidence_key"] = key
+                evidence[key] = ev
+    slim["evidence"] = EVIDENCE_FILE
+    return slim, evidence
+
+
+def evidence_bytes(evidence: dict[str, Any]) -> bytes:
+    """The evidence as deterministic gzip bytes (no file name, mtime 0)."""
+    raw = json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as f:
+        f.write(raw)
+    return buf.getvalue()
+
+
+def merged(content: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
+    """claims.json's content with the evidence put back in place (as :func:`split` found it)."""
+    out = json.loads(json.dumps(content))
+    for paper in out.get("papers", ()):
+        for c in paper.get("claims", ()):
+            ev = evidence.get(c.get("evidence_key", ""), {})
+            for name, moved in (ev.get("arms") or {}).items():
+                c["arms"][name].update(moved)
+            for i, moved in (ev.get("controls") or {}).items():
+                c["controls"][int(i)].update(moved)
+            c.get("statistic", {}).update(ev.get("statistic") or {})
+    return out
+
+
 def write_outputs(folder: Path, content: dict[str, Any], command: str) -> dict[str, Any]:
-    """claims.json, its per-item evidence (:mod:`.evidence`), reproduction.md and
+    """claims.json, its per-item evidence (:func:`split`), reproduction.md and
     reproduction.html (atomic, no times inside); returns claims.json's content."""
-    from whitebox_eval.reproduce import evidence, render
+    from whitebox_eval.reproduce import render
     from whitebox_eval.runs.atomic import AtomicFile, write_atomic
 
-    slim, items = evidence.split(content)
-    with AtomicFile(folder / evidence.EVIDENCE_FILE, "wb") as f:
-        f.write(evidence.dumps(items))
+    slim, items = split(content)
+    with AtomicFile(folder / EVIDENCE_FILE, "wb") as f:
+        f.write(evidence_bytes(items))
     write_atomic(folder / CLAIMS_FILE, json.dumps(slim, indent=1, sort_keys=True, allow_nan=False) + "\n")
     bs = render.blocks(slim, command)
     write_atomic(folder / MARKDOWN_FILE, render.markdown(bs))
@@ -134,12 +199,9 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         from whitebox_eval.reproduce.launch import slurm as cluster
 
         cluster.check(slurm)  # submitit, sbatch/srun/sacct on PATH, --slurm-arg names: before any work
-    notes = prechecks.check(plan)  # one line, and no work, when no child could run
-    from whitebox_eval.reproduce import claims_plan
-
-    notes = claims_plan.lines(plan.papers, plan.scale) + notes
+    lines = plan.lines() + prechecks.check(plan)  # prechecks: one line, and no work, when no child could run
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    for line in plan.lines() + notes:
+    for line in lines:
         say(line)
     _open_folder(folder, plan.to_dict(), resume)
     log_path = folder / LOG_FILE
@@ -150,7 +212,7 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
         with open(log_path, "a", encoding="utf-8") as f:
             f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
 
-    for line in plan.lines() + notes:
+    for line in lines:
         log(line, echo=False)
     timing_path = folder / TIMING_FILE
     timings = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}

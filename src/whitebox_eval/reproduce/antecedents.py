@@ -1,12 +1,11 @@
-"""The checks every claim gets besides its declared preconditions and controls: manipulation checks
-(the antecedent of a conditional claim: contamination raised the trained items' accuracy, an edit
-kept the answer on the candidates, fine-tuning raised ID accuracy), the claim's substance condition,
-and the reliability warnings a child run records (each a precondition of every claim reading it).
-Each returns a record with its values and one line of text, as :mod:`.checks` does."""
+"""A claim's antecedents: its manipulation checks (the antecedent of a conditional claim:
+contamination raised the trained items' accuracy, an edit kept the answer on the candidates,
+fine-tuning raised ID accuracy) and its substance condition. Each returns a record with its values
+and one line of text, as :mod:`.claim_checks` does (which also holds the reliability warnings
+every claim gets, :func:`.claim_checks.reliability`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,6 @@ import numpy as np
 from whitebox_eval import stats
 from whitebox_eval.reproduce.claim_checks import _significant_in, _stage_rows, _test_of, pct
 from whitebox_eval.reproduce.values import Missing, at, estimate, record
-
 
 
 def raised(spec, results, samples) -> dict[str, Any]:
@@ -65,7 +63,6 @@ def finetuned(spec, results, samples) -> dict[str, Any]:
                     + ("" if ok else " -- fine-tuning did not raise it significantly")}
 
 
-
 def substance(spec, results) -> dict[str, Any]:
     """The claim's substance (``stat``: an estimate with its interval) against ``value``: shown when
     the 95% interval lies above it, *below* when it lies under it (the claim fails significantly),
@@ -78,35 +75,3 @@ def substance(spec, results) -> dict[str, Any]:
     return {"state": state, "value": v, "lo": lo, "hi": hi, "bound": bound,
             "text": f"{spec.get('label', est['source'])} = {v:.3g} [{lo:.3g}, {hi:.3g}] (needs >= {bound:g}"
                     + {"shown": ": shown)", "below": ": significantly below)", "unshown": ": not shown)"}[state]}
-
-
-TRUNCATED_SHARE = 0.10
-"""A child whose responses hit the token budget on more than this share of items reads them cut."""
-
-
-def reliability(results: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The reliability warnings a child run records, each a precondition of every claim reading it:
-    an unreliable head selection (``selection.reliable`` false), a truncated response budget (more
-    than :data:`TRUNCATED_SHARE` of the responses cut), a fine-tune whose loss did not fall, and any
-    other warning the child lists (poor SAE fidelity, degenerate heads): named, failed."""
-    out = []
-    sel = results.get("selection")
-    if isinstance(sel, Mapping) and sel.get("reliable") is False:
-        out.append({"kind": "reliable_selection", "passed": False,
-                    "text": "the child marks its head selection unreliable: " + "; ".join(sel.get("warnings") or ())})
-    ft = results.get("finetune")
-    if isinstance(ft, Mapping) and ft.get("loss_first") is not None and ft.get("loss_last") is not None:
-        ok = float(ft["loss_last"]) < float(ft["loss_first"])
-        if not ok:
-            out.append({"kind": "finetune_converged", "passed": False,
-                        "text": f"fine-tuning loss {ft['loss_first']:.3g} -> {ft['loss_last']:.3g}: it did not fall"})
-    for w in results.get("warnings") or ():
-        text = str(w)
-        if "hit the" in text and "budget" in text:
-            import re
-
-            m = re.match(r"(\d+) of (\d+)", text)
-            if m and int(m.group(1)) <= TRUNCATED_SHARE * int(m.group(2)):
-                continue  # a few cut responses: noted by the child, not a failed precondition
-        out.append({"kind": "child_warning", "passed": False, "text": text})
-    return out

@@ -16,10 +16,10 @@ from typing import Any
 
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
-from whitebox_eval.reproduce import antecedents, claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
+from whitebox_eval.reproduce.plan import Child, Plan, manipulations, not_tested_at, producer_of
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
-from whitebox_eval.reproduce.trained import claim_models, failed_training, producer_id, training_checks
+from whitebox_eval.reproduce.trained import failed_training, training_checks
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
@@ -51,9 +51,11 @@ CHILD_PLACEHOLDERS = ("phase", "setting")
 
 
 def _env(plan: Plan) -> dict[str, str]:
-    """The specs' placeholders filled before any child is read: the data paths; ``{phase}`` and
-    ``{setting}`` stay for :func:`_child_env`."""
-    return {**plan.data_env(), **{k: "{" + k + "}" for k in CHILD_PLACEHOLDERS}}
+    """The specs' placeholders filled before any child is read: ``{data.NAME}`` (the path) and
+    ``{data.NAME.name}`` (the file's name); ``{phase}`` and ``{setting}`` stay for :func:`_child_env`."""
+    env = {f"data.{k}": v for k, v in plan.data.items()}
+    env.update({f"data.{k}.name": Path(v).name for k, v in plan.data.items()})
+    return {**env, **{k: "{" + k + "}" for k in CHILD_PLACEHOLDERS}}
 
 
 def _child_env(results: Mapping[str, Any]) -> dict[str, str]:
@@ -101,53 +103,64 @@ def _scale(table: Table, spec: Mapping[str, Any]) -> float:
     return 100.0 if table.unit == "percent" else 1.0
 
 
-def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
-    """One table: its published cells and ours per model (and per column when ours follow
-    the published columns)."""
+def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome], models: list[str]) -> dict[str, Any]:
+    """One table: its published cells and ours per model of ``models`` (and per column when ours
+    follow the published columns)."""
     data = _env(plan)
     rows = []
     for r in t.rows:
         published = [c if c is None or c == UNREADABLE or t.unit == "text" else float(c) for c in r.published]
         ours: dict[str, list[dict[str, Any]] | dict[str, Any] | None] = {}
-        for model in plan.models_for(paper.number):
-            if r.ours is None:
-                ours[plan.label(model)] = None
-            elif t.ours_by == "model":
-                spec = fill(r.ours, data)
-                ours[plan.label(model)] = _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model), spec, _scale(t, spec))
-            else:
-                cells = []
-                for j, col in enumerate(t.columns):
-                    env = {**data, **(col.get("vars") or {})}
-                    spec = fill(r.ours[j], data) if isinstance(r.ours, list) else fill(r.ours, env)
-                    if spec is None:
-                        cells.append({"none": True})
-                        continue
-                    expid = spec["experiment"]
-                    cells.append(_cell_from(_outcome(plan, outcomes, paper, expid, model),
-                                            {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec)))
-                ours[plan.label(model)] = cells
+        for model in models:
+            if r.ours is None or t.ours_by == "model":
+                cell = None if r.ours is None else _cell(paper, t, plan, outcomes, r.ours, data, model)
+            else:  # a cell per column: the row's own per column, or one spec with each column's vars
+                cell = [_cell(paper, t, plan, outcomes, r.ours[j] if isinstance(r.ours, list) else r.ours,
+                              data if isinstance(r.ours, list) else {**data, **(col.get("vars") or {})}, model)
+                        for j, col in enumerate(t.columns)]
+            ours[_label(plan, model)] = cell
         rows.append({"label": list(r.label), "published": published, "ours": ours,
                      **({"note": r.note} if r.note else {})})
-    our_rows = []
-    for model in plan.models_for(paper.number):
-        for r in t.ours_rows:
-            specs = [None if spec is None else fill(spec, data) for spec in r.ours]
-            cells = [{"none": True} if spec is None else
-                     _cell_from(_outcome(plan, outcomes, paper, spec["experiment"], model),
-                                {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec))
-                     for spec in specs]
-            our_rows.append({"model": model, "label": list(r.label), "ours": cells,
-                             **({"note": r.note} if r.note else {})})
+    our_rows = [{"model": model, "label": list(r.label), "ours": [_cell(paper, t, plan, outcomes, s, data, model)
+                                                                 for s in r.ours],
+                 **({"note": r.note} if r.note else {})} for model in models for r in t.ours_rows]
     return {"id": t.id, "cite": t.cite, "title": t.title, "published_model": t.published_model,
             "unit": t.unit, "ours_by": t.ours_by, "columns": [c["name"] for c in t.columns],
             "label_header": list(t.label_header), "rows": rows, "our_rows": our_rows,
             **({"ours_note": t.ours_note} if t.ours_note else {})}
 
 
+def _cell(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome], spec: Any, env: Mapping[str, Any],
+          model: str) -> dict[str, Any]:
+    """One of our cells of table ``t``: ``spec`` (an ``ours`` entry, None for an empty cell) filled
+    from ``env``, read from its experiment's child on ``model``."""
+    spec = fill(spec, env)
+    if spec is None:
+        return {"none": True}
+    o = _outcome(plan, outcomes, paper, spec["experiment"], model)
+    return _cell_from(o, {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec))
+
+
+def _child(plan: Plan, paper: Paper, expid: str, model: str) -> Child | None:
+    """``paper``'s child for experiment ``expid`` on ``model`` (None: the plan has none)."""
+    return next((c for c in plan.children if c.model == model and (paper.number, expid) in c.uses), None)
+
+
 def _outcome(plan: Plan, outcomes: Mapping[str, Outcome], paper: Paper, expid: str, model: str) -> Outcome | None:
-    child = plan.child(paper.number, expid, model)
+    """What became of ``paper``'s child for experiment ``expid`` on ``model`` (None: the plan has none)."""
+    child = _child(plan, paper, expid, model)
     return None if child is None else outcomes.get(child.run_id)
+
+
+def _claim_models(paper: Paper, c: Claim, plan: Plan, models: list[str]) -> list[str]:
+    """The models a claim is asked of: the base models, and a trained column only where the claim's
+    experiment ran on it (a column trained for one experiment answers no other's claims)."""
+    return [m for m in models if producer_of(m) is None or _child(plan, paper, c.experiment, m) is not None]
+
+
+def _label(plan: Plan, model: str) -> str:
+    """How ``model`` is shown: a trained model's column (``<base> + <label>``), else its name."""
+    return next((c.label for c in plan.children if c.model == model and c.label), model)
 
 
 def _statistic(claim: Claim, outcome: Outcome, suite: str) -> dict[str, Any]:
@@ -208,20 +221,16 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
 
 
 
-def _manipulations(paper: Paper, c: Claim, results: Mapping[str, Any], samples: list) -> list[dict[str, Any]]:
-    """The manipulation checks of the claim and of its experiment; a check whose test is the
-    claim's own statistic does not apply (that claim *is* the check)."""
-    specs = list(c.manipulation)
-    if c.experiment and not c.across_models:
-        specs = list(paper.experiment(c.experiment).manipulation) + specs
-    out = []
-    for spec in specs:
-        if any(k in spec and spec[k] == c.stat.get(k) for k in ("paired", "test_at")):
-            continue
-        if spec.get("applies_to") and spec["applies_to"] not in (c.stat.get("test_at") or [c.stat.get("paired")]):
-            continue
-        out.append(checks.evaluate(vocabulary.checks("manipulation"), spec, results, samples))
-    return out
+def manipulation(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], results: Mapping[str, Any],
+                 samples: list, child: Child | None) -> list[dict[str, Any]]:
+    """The manipulation checks claim ``c`` rests on, evaluated: those it is conditional on
+    (:func:`.plan.manipulations`) on its child's results, and, for a child on a trained model
+    (:mod:`.trained`), its producer's declared checks (its finetune experiments' ``manipulation``)
+    on the producer's results; a producer that did not finish fails the check."""
+    run = vocabulary.checks("manipulation")
+    return ([checks.evaluate(run, spec, results, samples) for spec in manipulations(paper, c)]
+            + training_checks(paper, plan, outcomes, child))
+
 
 
 def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any] | None:
@@ -232,13 +241,12 @@ def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
         return None
     if "none" in pc:
         return {"reaches": False, "text": f"none at this scale ({pc['none']})"}
-    spec = fill(dict(pc), _env(plan))
-    expid = spec.pop("experiment", c.experiment)
+    expid = pc.get("experiment", c.experiment)
     o = _outcome(plan, outcomes, paper, expid, model)
     if o is None or o.status != "done":
         return {"reaches": False, "text": f"its child run {expid} did not run"}
     try:
-        spec = _child_filled(spec, o.study().results)
+        spec = fill({k: v for k, v in pc.items() if k != "experiment"}, {**_env(plan), **_child_env(o.study().results)})
         probe = dataclasses.replace(c, stat={k: v for k, v in spec.items() if k != "label"})
         t = _statistic(probe, o, paper.experiment(expid).suite)
     except values.Missing as e:
@@ -261,22 +269,10 @@ def _claim_filled(c: Claim, env: Mapping[str, Any]) -> Claim:
                                manipulation=tuple(fill(list(c.manipulation), env)))
 
 
-def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
-    """Why ``c`` is not tested at ``scale`` (None when it is): its ``not_at`` entry for the
-    scale, or for the scale whose settings its experiment runs there (cpu runs quick's where
-    the experiment names no cpu settings)."""
-    named = paper.experiment(c.experiment).scale_named(scale) if c.experiment else scale
-    for s in dict.fromkeys((scale, named)):
-        if s in c.not_at:
-            via = "" if s == scale else f" (its experiment runs the {s} scale's settings)"
-            return f"not tested at the {scale} scale{via}: {c.not_at[s]}"
-    return None
-
-
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
-    preconditions and controls."""
-    c = _claim_filled(c, _env(plan))
+    preconditions and controls; its placeholders filled once, from the data paths and (on one
+    child) what its child's results fill in (:func:`_child_env`)."""
     out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
                            "direction": c.direction, "published": c.published, "headline": c.headline,
                            "effect_unit": c.effect_unit,
@@ -295,8 +291,10 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
                 "verdict": verdicts.NOT_TESTED if ran else verdicts.NOT_RUN, "reason": why}
     results: Mapping[str, Any] = {}
     samples: list = []
+    trained_on = None if c.across_models else _child(plan, paper, c.experiment, model)  # its training decides a floor
     try:
         if c.across_models:
+            c = _claim_filled(c, _env(plan))
             stat = _across_models(paper, c, plan, outcomes)
         else:
             o = _outcome(plan, outcomes, paper, c.experiment, model)
@@ -306,18 +304,18 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
-            c = _claim_filled(c, _child_env(results))
+            c = _claim_filled(c, {**_env(plan), **_child_env(results)})
             stat = _statistic(c, o, paper.experiment(c.experiment).suite)
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
     except values.TooFew as e:
-        if failed := failed_training(paper, plan, outcomes, c, model):
+        if failed := failed_training(paper, plan, outcomes, trained_on):
             return {**out, **failed}
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
         return {**out, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
     except values.Floor as e:
-        return {**out, **(failed_training(paper, plan, outcomes, c, model) or verdicts.floor(str(e)))}
+        return {**out, **(failed_training(paper, plan, outcomes, trained_on) or verdicts.floor(str(e)))}
     except values.Missing as e:
         return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
     arms = _arms(c, stat, results, samples)
@@ -330,10 +328,10 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     effect = float(stat["value"]) - than
     pre, ctl = _checks(c, stat, arms, results, samples, claim_rules.control_direction(stat, c.direction, than, c.margin))
     if not c.across_models:
-        pre += antecedents.reliability(results)
+        pre += checks.reliability(results)
     rules = {"chance": claim_rules.chance(c.stat, arms, c.direction, effect), "room": claim_rules.room(arms),
-             "manipulation": _manipulations(paper, c, results, samples)
-             + ([] if c.across_models else training_checks(paper, plan, outcomes, o.child)),
+             "manipulation": manipulation(paper, c, plan, outcomes, results, samples,
+                                          None if c.across_models else o.child),
              "substance": [checks.evaluate(vocabulary.checks("substance"), {"kind": "substance", **x}, results) for x in c.substance],
              "sensitivity": _sensitivity(paper, c, plan, outcomes, model)}
     v = verdicts.verdict(stat, c.direction, than, c.margin, pre, ctl, **rules)
@@ -353,7 +351,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     folders, labels, missing = [], [], []
-    for model in (m for m in plan.models_for(paper.number) if producer_id(m) is None):  # the law is over base models
+    for model in (m for m in plan.models_for(paper.number) if producer_of(m) is None):  # the law is over base models
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":
@@ -416,15 +414,16 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
         o = outcomes.get(ch.run_id)
         runs.append({"run": ch.run_id, "model": ch.label or ch.model, "experiments": uses,
                      "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
+    models = plan.models_for(paper.number)
     claims = []
     for c in paper.claims:
-        for model in (["all"] if c.across_models else claim_models(paper, c, plan)):
+        for model in (["all"] if c.across_models else _claim_models(paper, c, plan, models)):
             claims.append(claim(paper, c, plan, outcomes, model))
     trained = {ch.label for ch in plan.children if ch.label} | {ch.model for ch in plan.children if ch.label}
     families: dict[str, list[dict[str, Any]]] = {}
     for c in claims:  # one family per paper x model variant: the base models, and each trained column
         if c["model"] in trained:
-            c["holm_family"] = plan.label(c["model"])
+            c["holm_family"] = _label(plan, c["model"])
         families.setdefault(c.get("holm_family", ""), []).append(c)
     for family in families.values():
         holm(family)
@@ -433,7 +432,8 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,
-            "models": [plan.label(m) for m in plan.models_for(paper.number)], "runs": runs, "tables": [table(paper, t, plan, outcomes) for t in paper.tables],
+            "models": [_label(plan, m) for m in models], "runs": runs,
+            "tables": [table(paper, t, plan, outcomes, models) for t in paper.tables],
             "claims": claims, "figures": figures(paper, plan, outcomes), "scaled_down": scaled, "not_run": not_run}
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
@@ -28,15 +29,11 @@ RUNS = "runs"
 NOT_REUSED = "--reuse-only: no finished copy under --output"
 
 
-def _elsewhere(output: Path, here: Path, run_id: str) -> Path | None:
-    """A finished copy of ``run_id`` in another reproduction folder under ``output``."""
-    if not output.is_dir():
-        return None
-    for other in sorted(output.iterdir()):
-        candidate = other / RUNS / run_id
-        if other != here and is_finished(candidate):
-            return candidate
-    return None
+def finished_copy(folder: Path, output: Path, run_id: str) -> Path | None:
+    """Child ``run_id``'s finished run folder: its own under ``folder/runs``, else a finished copy in
+    another reproduction folder under ``output`` (None: neither)."""
+    others = sorted(p for p in output.iterdir() if p != folder) if output.is_dir() else []
+    return next((p for p in (folder / RUNS / run_id, *(o / RUNS / run_id for o in others)) if is_finished(p)), None)
 
 
 def _timed(folder: Path, run_id: str) -> float | None:
@@ -49,25 +46,23 @@ def _timed(folder: Path, run_id: str) -> float | None:
         return None
 
 
-def load_path(child: Child, runs: Path) -> str:
-    """What ``child`` loads under ``runs``: a trained model's run reference resolved to its
-    producer's run folder, else :attr:`Child.load` (both launchers load through this)."""
-    return resolve_refs(child.load, runs)
-
-
-def _study(child: Child, runs: Path, loaded, show_progress: bool | None):
+def run_child(child: Child, runs: Path, load: Callable[[str], Any], show_progress: bool | None) -> Path:
+    """Run (or resume) ``child`` in ``runs/<run_id>`` on the model ``load`` gives for what it loads
+    (a trained model's run reference resolved to its producer's folder under ``runs``, as every
+    reference in its settings; both launchers run a child through this); its finished folder, read
+    at assembly (:meth:`.assemble.Outcome.study`), once."""
+    model, settings = resolve_refs((child.load, child.settings), runs)
+    loaded = load(model)
     path = runs / child.run_id
     if path.is_dir() and not is_started(path):
         shutil.rmtree(path)  # killed before its config was written: nothing to resume
-    return suites.run(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
-                      show_progress=show_progress, loaded=loaded, **resolve_refs(child.settings, runs))
+    return suites.run_folder(child.suite, child.mode, runs, run_id=child.run_id, resume=path.is_dir(),
+                             show_progress=show_progress, loaded=loaded, **settings)
 
 
 def _unready_producer(child: Child, outcomes: dict[str, Outcome]) -> str | None:
     """Why a child on a trained model cannot run (its producer did not finish here), or None."""
-    from whitebox_eval.reproduce.trained import producer_id
-
-    pid = producer_id(child.model)
+    pid = child.producer
     o = outcomes.get(pid) if pid else None
     if pid is None or (o is not None and o.status == "done"):
         return None
@@ -116,17 +111,16 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         if child.skip:
             outcomes[child.run_id] = Outcome(child, "skipped", child.skip)
             how = f"not run ({child.skip})"
-        elif is_finished(path):
-            outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
+        elif (found := finished_copy(folder, output, child.run_id)) is not None:
             how = "finished before: reused"
-        elif (copy := _elsewhere(output, folder, child.run_id)) is not None:
-            if path.exists():
-                shutil.rmtree(path)
-            shutil.copytree(copy, path)
+            if found != path:  # finished in another reproduction folder: copied in
+                if path.exists():
+                    shutil.rmtree(path)
+                shutil.copytree(found, path)
+                how = f"reused from {found.parent.parent.name}"
+                if timings is not None and (seconds := _timed(found.parent.parent, child.run_id)) is not None:
+                    timings[child.run_id] = seconds  # its time travels with it
             outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
-            how = f"reused from {copy.parent.parent.name}"
-            if timings is not None and (seconds := _timed(copy.parent.parent, child.run_id)) is not None:
-                timings[child.run_id] = seconds  # its time travels with it
         elif (why := _unready_producer(child, outcomes)) is not None:
             outcomes[child.run_id] = Outcome(child, "skipped", why)
             how = f"not run ({why})"
@@ -136,8 +130,8 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
         else:
             log(f"reproduce: run {i}/{n} {child.describe()} ({child.items:,} items, ~{costs.duration(child.seconds)})")
             try:
-                result = _study(child, runs, models.get(load_path(child, runs)), show_progress)
-                outcomes[child.run_id] = Outcome(child, "done", folder=str(result.folder), _study=result)  # read once
+                done = run_child(child, runs, models.get, show_progress)
+                outcomes[child.run_id] = Outcome(child, "done", folder=str(done))
                 how = "done"
             except WhiteboxError as e:
                 outcomes[child.run_id] = Outcome(child, "failed", str(e))

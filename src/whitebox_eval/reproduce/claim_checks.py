@@ -15,6 +15,8 @@ quote.
   nor every arm at 100%), ``enough_per_group`` (counts read from the child),
   ``enough_units`` (distinct models in a fit over models), ``at_least`` (the claim's
   substance, e.g. partial accuracy >= 0.5).
+- **reliability** (:func:`reliability`): the warnings the child run records, each a failed
+  precondition of every claim reading it.
 - **controls** (one that explains the effect turns *holds* into *uninformative*):
   ``constant_letter`` (the arm against always answering the most frequent gold letter on
   the same items, with per-letter recall; 000 sec. 5), ``random_heads`` (the same edit on
@@ -31,6 +33,7 @@ claimed direction too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -394,3 +397,33 @@ def evaluate(kind_table: Mapping[str, Any], spec: Mapping[str, Any], *args: Any)
     except Missing as e:
         out = {"error": str(e), "text": f"could not be evaluated: {e}"}
     return {"kind": kind, **({"label": spec["label"]} if "label" in spec else {}), **out}
+
+
+TRUNCATED_SHARE = 0.10
+"""A child whose responses hit the token budget on more than this share of items reads them cut."""
+
+
+def reliability(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The reliability warnings a child run records, each a precondition of every claim reading it:
+    an unreliable head selection (``selection.reliable`` false), a truncated response budget (more
+    than :data:`TRUNCATED_SHARE` of the responses cut), a fine-tune whose loss did not fall, and any
+    other warning the child lists (poor SAE fidelity, degenerate heads): named, failed."""
+    out = []
+    sel = results.get("selection")
+    if isinstance(sel, Mapping) and sel.get("reliable") is False:
+        out.append({"kind": "reliable_selection", "passed": False,
+                    "text": "the child marks its head selection unreliable: " + "; ".join(sel.get("warnings") or ())})
+    ft = results.get("finetune")
+    if isinstance(ft, Mapping) and ft.get("loss_first") is not None and ft.get("loss_last") is not None:
+        ok = float(ft["loss_last"]) < float(ft["loss_first"])
+        if not ok:
+            out.append({"kind": "finetune_converged", "passed": False,
+                        "text": f"fine-tuning loss {ft['loss_first']:.3g} -> {ft['loss_last']:.3g}: it did not fall"})
+    for w in results.get("warnings") or ():
+        text = str(w)
+        if "hit the" in text and "budget" in text:
+            m = re.match(r"(\d+) of (\d+)", text)
+            if m and int(m.group(1)) <= TRUNCATED_SHARE * int(m.group(2)):
+                continue  # a few cut responses: noted by the child, not a failed precondition
+        out.append({"kind": "child_warning", "passed": False, "text": text})
+    return out

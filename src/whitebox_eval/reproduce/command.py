@@ -126,9 +126,7 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
                            slurm_time_factor, cache_root, detach)
     if plan_only:
         plan = rep.prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
-        from whitebox_eval.reproduce import claims_plan
-
-        for line in plan.lines() + claims_plan.lines(plan.papers, plan.scale):
+        for line in plan.lines():
             click.echo(line)
         if slurm is not None:
             from whitebox_eval.reproduce.launch.slurm import plan_lines

@@ -6,6 +6,14 @@ the same run get the same name, so it is run once and reused. A child on a train
 (:mod:`.trained`) has the producer's :func:`run_ref` as its model: it is planned after its producer,
 named by that reference (the same training declared twice is one producer, its consumers one run),
 and shown as ``<base> + <label>``.
+
+Which models each paper's experiments run on (:func:`models_for`), first match: ``--model PAPER=ID`` (that paper), ``--model ID`` (every paper), the
+paper's own models at ``--scale paper`` (``models:`` in its YAML, an experiment's subset), the
+bundled models. ``--models-root DIR`` maps a hub id ``org/name`` (or ``org/name@revision``) to
+a local folder: the path ``DIR/models.yaml`` names for it (relative to DIR), else
+``DIR/org--name`` (``DIR/org--name@revision``) when that folder exists; a model the paper names
+without a hub id runs when ``DIR/models.yaml`` maps its name. A child keeps the hub id
+as its name, so moving the folder changes nothing but where the weights are read.
 """
 
 from __future__ import annotations
@@ -13,18 +21,69 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whitebox_eval.reproduce import costs, gpu
-from whitebox_eval.reproduce.paper_models import DEFAULT_MODELS, cite, local_folder, models_for
-from whitebox_eval.reproduce.spec import Experiment, Paper
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.hub_sources import MAPPING_FILE, local_folder, models_root  # noqa: F401 (one rule for every command)
+from whitebox_eval.reproduce import costs, spec
+from whitebox_eval.reproduce.spec import Claim, Experiment, Paper
 
-__all__ = ["DEFAULT_MODELS", "Child", "Plan", "build", "needed_data", "run_name"]
+__all__ = ["DEFAULT_MODELS", "Child", "Plan", "build", "needed_data", "parse_model_options", "run_name"]
 NEEDS_CODE_EXECUTION = ("it is scored by running the model's code, HumanEval's tests: give --allow-code-execution to "
                         "run it, each completion in a subprocess with a time limit, no network, a temporary folder")
 """Why a child whose settings allow code execution is not run without the flag."""
+DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
+
+
+def parse_model_options(items: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``--model`` values -> (models for every paper, {paper number: its models}); ``PAPER=ID``
+    names a paper by number or short name (as :func:`spec.resolve`), or ``all``."""
+    every: list[str] = []
+    per: dict[str, list[str]] = {}
+    for item in items:
+        left, sep, right = item.partition("=")
+        if not sep:
+            every.append(item)
+            continue
+        if not left.strip() or not right.strip():
+            raise WhiteboxError(f"--model {item!r}: give ID, or PAPER=ID (PAPER a number or short name)")
+        try:
+            papers = spec.resolve([left.strip()])
+        except WhiteboxError as e:
+            raise WhiteboxError(f"--model {item!r}: {e} (ID alone applies to every paper)") from None
+        for p in papers:
+            per.setdefault(p.number, []).append(right.strip())
+    return every, per
+
+
+def models_for(paper: Paper, exp: Experiment, scale: str, every: Sequence[str],
+               per: dict[str, list[str]]) -> list[tuple[str, str | None]]:
+    """(model, why it does not run or None) for each model ``exp`` of ``paper`` runs on."""
+    if per.get(paper.number):
+        return [(m, None) for m in per[paper.number]]
+    if every:
+        return [(m, None) for m in every]
+    if scale == "paper" and paper.models:
+        return [(m.id, None) if m.id else (m.name, f"no hub id: {m.ambiguous}") for m in paper.models_of(exp)]
+    return [(m, None) for m in DEFAULT_MODELS]
+
+
+def cite(paper: Paper, model: str) -> str:
+    """``model`` as the paper names it, with the table or section naming it (empty when not one of its own)."""
+    for m in paper.models:
+        if model in (m.id, m.name):
+            text = f"{m.name}: {m.cite}"
+            return text + (f"; ambiguous: {m.ambiguous}" if m.ambiguous else "")
+    return ""
+
+
+def producer_of(model: str) -> str | None:
+    """The run id of the child that trained ``model`` when it is a :func:`run_ref` (a trained column), else None."""
+    m = re.fullmatch(r"\{run:([^{}]+)\}", model)
+    return m.group(1) if m else None
 
 
 @dataclass
@@ -48,6 +107,11 @@ class Child:
     def load(self) -> str:
         """What the child loads: its local folder, else the model as named."""
         return self.source or self.model
+
+    @property
+    def producer(self) -> str | None:
+        """The run id of the child that trained this child's model (its model a :func:`run_ref`), or None."""
+        return producer_of(self.model)
 
     def describe(self) -> str:
         what = self.suite + (f" {self.mode}" if self.mode else "")
@@ -80,25 +144,9 @@ class Plan:
     def seconds(self) -> float:
         return sum(c.seconds for c in self.children if c.skip is None)
 
-    def data_env(self) -> dict[str, str]:
-        """``{data.NAME}`` and ``{data.NAME.name}`` (the file's name) for the papers' specs."""
-        env = {f"data.{k}": v for k, v in self.data.items()}
-        env.update({f"data.{k}.name": Path(v).name for k, v in self.data.items()})
-        return env
-
     def models_for(self, paper: str) -> list[str]:
         """The models ``paper``'s children run on, in plan order."""
         return list(dict.fromkeys(c.model for c in self.children if any(p == paper for p, _ in c.uses)))
-
-    def label(self, model: str) -> str:
-        """How ``model`` is shown: a trained model's column (``<base> + <label>``), else its name."""
-        return next((c.label for c in self.children if c.model == model and c.label), model)
-
-    def child(self, paper: str, expid: str, model: str) -> Child | None:
-        for c in self.children:
-            if c.model == model and (paper, expid) in c.uses:
-                return c
-        return None
 
     def to_dict(self) -> dict[str, Any]:
         """What must match for ``--resume`` (no times, no machine facts)."""
@@ -124,11 +172,34 @@ class Plan:
             else:
                 out.append(f"  [{i}/{len(self.children)}] {c.describe()}: {c.items:,} items, "
                            f"~{costs.duration(c.seconds)}  ({used})")
-        return out + (self.paper_lines() + self.sae_lines() if self.scale == "paper" else [])
+        return out + (self.paper_lines() + self.sae_lines() if self.scale == "paper" else []) + self.claim_lines()
+
+    def claim_lines(self) -> list[str]:
+        """What the plan says about the claims besides the child runs: per claim, the rules it is
+        decided under that a reader should know before the run -- the manipulation it is conditional
+        on, the positive control of a claim of no difference, the strata of a pooled comparison, its
+        substance condition -- and every claim the scale cannot test, with the reason."""
+        out = [f"claims at scale {self.scale} (every arm is also tested against its uninformed level):"]
+        for p in self.papers:
+            for c in p.claims:
+                why = not_tested_at(p, c, self.scale)
+                notes = [why] if why else [f"conditional on manipulation {m['kind']} ({m.get('label', '')})"
+                                           for m in manipulations(p, c)]
+                if not why and c.direction == "none":
+                    pc = c.positive_control or {}
+                    notes.append(f"positive control: {pc['none']}" if "none" in pc else
+                                 f"positive control: {pc.get('label') or pc}")
+                if not why and c.stat.get("strata"):
+                    strip = c.stat["strata"].get("strip")
+                    notes.append(f"strata: {c.stat['strata'].get('field')}" + (f" without {', '.join(strip)}" if strip else ""))
+                notes += [] if why else [f"substance: {sub.get('label', sub['stat'])} >= {sub['value']}" for sub in c.substance]
+                if notes:
+                    out.append(f"  {p.number} {c.id}: " + "; ".join(notes))
+        return out
 
     def sae_lines(self) -> list[str]:
         """The released SAEs each paper read (``saes:``), read at this scale, and where a local copy is."""
-        from whitebox_eval.models.hub_sources import cached_snapshot, local_folder, models_root
+        from whitebox_eval.models.hub_sources import cached_snapshot
         from whitebox_eval.models.load_options import LOAD
 
         root = models_root(LOAD.models_root)
@@ -147,8 +218,8 @@ class Plan:
         """Per paper: its models (with the table naming them), the data it needs, items and GPU time."""
         from whitebox_eval.reproduce.data import HUB_IDS
 
-        flops, basis = gpu.throughput()
-        out = [f"GPU estimate per paper ({basis}; {gpu.__name__.rsplit('.', 1)[-1]}.py states the rule):"]
+        flops, basis = costs.throughput()
+        out = [f"GPU estimate per paper ({basis}; {costs.__name__.rsplit('.', 1)[-1]}.py states the rule):"]
         for p in self.papers:
             mine = [c for c in self.children if c.skip is None and any(q == p.number for q, _ in c.uses)]
             known = [c.gpu_seconds for c in mine if c.gpu_seconds is not None]
@@ -199,7 +270,7 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
           per_paper: dict[str, list[str]] | None = None, models_root: Path | None = None,
           allow_code_execution: bool = False) -> Plan:
     """Every child run of ``papers`` at ``scale`` (shared children once), each experiment on the
-    models :func:`.paper_models.models_for` gives (``models``: for every paper; ``per_paper``: by
+    models :func:`models_for` gives (``models``: for every paper; ``per_paper``: by
     paper number), a model's children together (one model in memory at a time); a child that runs
     the model's code is planned as not run unless ``allow_code_execution``."""
     todo: list[tuple[str, str | None, Paper, Experiment, dict]] = []
@@ -211,7 +282,7 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
     todo.sort(key=lambda t: order_of[t[0]])  # stable: papers and experiments keep their order per model
     children: dict[str, Child] = {}
     order: list[str] = []
-    flops = gpu.throughput()[0] if scale == "paper" else None
+    flops = costs.throughput()[0] if scale == "paper" else None
     for model, why, paper, exp, point in todo:
         _add(children, order, paper, exp, point, model, scale, data, why, models_root, flops)
     for c in children.values():
@@ -246,11 +317,11 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
         skip = why or exp.skip_models.get(model)
         source = None if skip else source
         child = Child(name, exp.suite, exp.mode, model, settings, [], items, seconds, skip, source, label=label)
-        if flops and (shape := gpu.shapes(base, source)):
+        if flops and (shape := costs.shapes(base, source)):
             from whitebox_eval.suites import suite as record
 
             units = record(exp.suite).estimate(exp.mode, settings)[1]
-            child.gpu_seconds = gpu.seconds(record(exp.suite), units, shape, flops)
+            child.gpu_seconds = costs.gpu_seconds(record(exp.suite), units, shape, flops)
         children[name] = child
         order.append(name)
     use = (paper.number, exp.use_id(point))
@@ -305,3 +376,27 @@ def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:
                 for name in e.data_needed(point):
                     out.setdefault(name, f"paper {p.number} {e.run_id(point)}")
     return out
+
+
+def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
+    """Why ``c`` is not tested at ``scale`` (None when it is): its ``not_at`` entry for the
+    scale, or for the scale whose settings its experiment runs there (cpu runs quick's where
+    the experiment names no cpu settings)."""
+    named = paper.experiment(c.experiment).scale_named(scale) if c.experiment else scale
+    for s in dict.fromkeys((scale, named)):
+        if s in c.not_at:
+            via = "" if s == scale else f" (its experiment runs the {s} scale's settings)"
+            return f"not tested at the {scale} scale{via}: {c.not_at[s]}"
+    return None
+
+
+def manipulations(paper: Paper, c: Claim) -> list[dict[str, Any]]:
+    """The manipulation checks claim ``c`` is conditional on: its own and (a claim on one experiment)
+    its experiment's; a check whose test is the claim's own statistic does not apply (that claim
+    *is* the check), nor one that ``applies_to`` another test."""
+    specs = list(c.manipulation)
+    if c.experiment and not c.across_models:
+        specs = list(paper.experiment(c.experiment).manipulation) + specs
+    own = c.stat.get("test_at") or [c.stat.get("paired")]
+    return [m for m in specs if not any(k in m and m[k] == c.stat.get(k) for k in ("paired", "test_at"))
+            and not (m.get("applies_to") and m["applies_to"] not in own)]

@@ -229,3 +229,40 @@ def interventions(model: str, bars: Sequence[tuple[str, float, str]]) -> Markup:
     return _svg(f"interventions-002-{model}", 60 + len(bars) * w, top + height + 26, join(parts),
                 f"002 {model}: accuracy before, after the True/False edits on the chosen heads, and after the "
                 "forward edit on random head sets (report split)")
+
+
+def figures(p: dict[str, Any]) -> list[dict[str, str]]:
+    """A paper's figures (claims.json's ``papers[i]``), in the report's order, each as the fields of
+    a :class:`.render.Block`: ``plot`` (inline SVG: its ``svg``) or ``image`` (a child's PNG: its ``path``)."""
+    out = []
+    fig = forest(p)
+    if fig:
+        out.append(dict(kind="plot", text=f"Forest plot of {p['number']}'s claims", svg=fig, name=f"forest-{p['number']}"))
+    for f in p.get("figures", ()):
+        if f["kind"] == "heatmap":
+            out.append(dict(kind="plot", text=f"head accuracy, {f['model']} {f['experiment']}", svg=heatmap(f),
+                             name=f"heatmap-{p['number']}-{f['model']}-{f['experiment']}"))
+    bars: dict[str, list[tuple[str, float, str]]] = {}
+    for c in p["claims"]:
+        for ctl in c.get("controls", ()):
+            if ctl["kind"] == "constant_letter" and "recall" in ctl and "mmlu" in c["id"]:
+                out.append(dict(kind="plot", text=f"recall per letter, {c['model']} {c['id']}", svg=recall(c, ctl),
+                                 name=f"recall-{p['number']}-{c['model']}-{c['id']}"))
+            if ctl["kind"] == "random_heads" and "selected_accuracy" in ctl:
+                b = bars.setdefault(c["model"], [])
+                if not b and "b" in (c.get("arms") or {}) and "value" in c["arms"]["b"]:
+                    b.append(("before", c["arms"]["b"]["value"], "#bbbbbb"))
+                b.append((c["id"].split("-")[0] + " edit", ctl["selected_accuracy"], "#1f77b4"))
+                if c["id"].startswith("true-false"):
+                    b += [(f"random {i}", a, "#d08a00") for i, a in enumerate(ctl["random_accuracy"])]
+        if c["id"] == "utility-law" and (c.get("statistic") or {}).get("points"):
+            out.append(dict(kind="plot", text="Utility Law", svg=utility_law(c), name="utility-law"))
+    for model, b in bars.items():
+        out.append(dict(kind="plot", text=f"interventions, {model}", svg=interventions(model, b),
+                         name=f"interventions-{p['number']}-{model}"))
+    for f in p.get("figures", ()):
+        if f["kind"] == "image":
+            out.append(dict(kind="image", text=f"{f['experiment']}, {f['model']}: {f['path'].rsplit('/', 1)[-1]}",
+                             path=f["path"], name=slug(f"attention-{p['number']}-{f['model']}-{f['experiment']}-"
+                                                             f"{f['path'].rsplit('/', 1)[-1].removesuffix('.png')}")))
+    return out

@@ -20,13 +20,11 @@ from whitebox_eval.reproduce.plan import Plan
 def check(plan: Plan) -> list[str]:
     """Warnings (``warning: ...`` lines) for models that stop some children; raises
     :class:`WhiteboxError` when they stop every child that would run."""
-    from whitebox_eval.reproduce.trained import producer_id
-
     by_id = {c.run_id: c for c in plan.children}
 
     def base(c) -> str:
         """What ``c`` loads in the end: a trained model is its producer's base model."""
-        while (pid := producer_id(c.model)) is not None and pid in by_id:
+        while (pid := c.producer) is not None and pid in by_id:
             c = by_id[pid]
         return c.load
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval import stats
+from whitebox_eval.reproduce import plots
 from whitebox_eval.reproduce.spec import UNREADABLE
-from whitebox_eval.reproduce.wording import detectable_text, test_text
 
 
 @dataclass
@@ -104,6 +104,31 @@ def statistic_text(c: dict[str, Any]) -> str:
     if s.get("n") is not None:
         text += f" n={s['n']}"
     return text
+
+
+def test_text(c: dict[str, Any]) -> str:
+    """The deciding test named with its own p-value: ``TOST (normal) p = 0.010; difference: mcnemar_exact
+    p = 0.400`` for a claim of no difference, ``mcnemar_exact p < 0.001`` otherwise."""
+    s = c.get("statistic") or {}
+    diff = f"{s.get('test') or 'interval'} {p_text(s.get('p_value')) if s.get('p_value') is not None else '(interval rule)'}"
+    if c.get("direction") == "none" and c.get("equivalence"):
+        return f"TOST (two one-sided, normal) {p_text(c.get('p_value'))}; difference: {diff}"
+    if s.get("p_value") is None:
+        return f"{s.get('test') or ''} {p_text(c.get('p_value'))} (from its interval)".strip()
+    return diff if c.get("p_value") == s.get("p_value") else f"{diff} (deciding p {p_text(c.get('p_value'))})"
+
+
+def detectable_text(c: dict[str, Any]) -> str:
+    """The smallest effect this n could show: for a difference, (z_0.975 + z_0.80) x SE; for a claim
+    of no difference, the smallest margin TOST could show equivalence at (z_0.95 x SE, at a true 0)."""
+    if c.get("direction") == "none" and c.get("equivalence"):
+        from scipy.stats import norm
+
+        m = float(norm.ppf(0.95)) * float(c["equivalence"]["se"])
+        return f"; smallest margin this n could show: {m * _k(c):.3g}{_u(c)} (margin {c['margin'] * _k(c):g}{_u(c)})"
+    if c.get("minimum_detectable_effect") is not None:
+        return f"; detectable {abs(c['minimum_detectable_effect']) * _k(c):.3g}{_u(c)}"
+    return ""
 
 
 def published_text(c: dict[str, Any]) -> str:
@@ -308,43 +333,6 @@ def counts(content: dict[str, Any]) -> Block:
     return Block("table", header=["paper", "p-values", *VERDICTS], rows=rows)
 
 
-def _figures(p: dict[str, Any]) -> list[Block]:
-    from whitebox_eval.reproduce import plots
-
-    out = []
-    fig = plots.forest(p)
-    if fig:
-        out.append(Block("plot", text=f"Forest plot of {p['number']}'s claims", svg=fig, name=f"forest-{p['number']}"))
-    for f in p.get("figures", ()):
-        if f["kind"] == "heatmap":
-            out.append(Block("plot", text=f"head accuracy, {f['model']} {f['experiment']}", svg=plots.heatmap(f),
-                             name=f"heatmap-{p['number']}-{f['model']}-{f['experiment']}"))
-    bars: dict[str, list[tuple[str, float, str]]] = {}
-    for c in p["claims"]:
-        for ctl in c.get("controls", ()):
-            if ctl["kind"] == "constant_letter" and "recall" in ctl and "mmlu" in c["id"]:
-                out.append(Block("plot", text=f"recall per letter, {c['model']} {c['id']}", svg=plots.recall(c, ctl),
-                                 name=f"recall-{p['number']}-{c['model']}-{c['id']}"))
-            if ctl["kind"] == "random_heads" and "selected_accuracy" in ctl:
-                b = bars.setdefault(c["model"], [])
-                if not b and "b" in (c.get("arms") or {}) and "value" in c["arms"]["b"]:
-                    b.append(("before", c["arms"]["b"]["value"], "#bbbbbb"))
-                b.append((c["id"].split("-")[0] + " edit", ctl["selected_accuracy"], "#1f77b4"))
-                if c["id"].startswith("true-false"):
-                    b += [(f"random {i}", a, "#d08a00") for i, a in enumerate(ctl["random_accuracy"])]
-        if c["id"] == "utility-law" and (c.get("statistic") or {}).get("points"):
-            out.append(Block("plot", text="Utility Law", svg=plots.utility_law(c), name="utility-law"))
-    for model, b in bars.items():
-        out.append(Block("plot", text=f"interventions, {model}", svg=plots.interventions(model, b),
-                         name=f"interventions-{p['number']}-{model}"))
-    for f in p.get("figures", ()):
-        if f["kind"] == "image":
-            out.append(Block("image", text=f"{f['experiment']}, {f['model']}: {f['path'].rsplit('/', 1)[-1]}",
-                             path=f["path"], name=plots.slug(f"attention-{p['number']}-{f['model']}-{f['experiment']}-"
-                                                             f"{f['path'].rsplit('/', 1)[-1].removesuffix('.png')}")))
-    return out
-
-
 def blocks(content: dict[str, Any], command: str) -> list[Block]:
     models = content["models"]
     out = [Block("h1", "Reproducing the papers"),
@@ -366,7 +354,7 @@ def blocks(content: dict[str, Any], command: str) -> list[Block]:
                                           "ours: effect [95%] n", "test, p (raw; Holm)", "preconditions; controls",
                                           "published effect", "verdict", "verdict (Holm)"],
                          rows=_claim_rows(p["claims"])))
-        out.extend(_figures(p))
+        out.extend(Block(**f) for f in plots.figures(p))
         for c in p["claims"]:
             points = (c.get("statistic") or {}).get("points")
             if points:

@@ -52,7 +52,7 @@ def test_a_failing_child_is_reported_and_its_dependent_not_run(fake_slurm_on_pat
 
 
 def test_the_jobs_carry_their_resources(fake_slurm_on_path, gated, tiny_model, write_paper, tmp_path):
-    from whitebox_eval.reproduce.launch import resources
+    from whitebox_eval.reproduce import costs as resources
 
     path = write_paper([{"id": "a", "settings": {"limit": 4}}])
     result = reproduce([path], models=[tiny_model], scale="micro", output=tmp_path / "out", echo=lambda _: None,

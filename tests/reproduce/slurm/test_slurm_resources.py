@@ -1,4 +1,4 @@
-"""What a child's job asks for (reproduce/launch/resources.py), the run-folder lock, and
+"""What a child's job asks for (reproduce/costs.py), the run-folder lock, and
 ``--status`` on a folder with no reproduction; no job runs here."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import math
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce.launch import jobs, resources
+from whitebox_eval.reproduce import costs as resources
+from whitebox_eval.reproduce.launch import jobs
 from whitebox_eval.reproduce.plan import Child, Plan, producers, run_ref
 
 

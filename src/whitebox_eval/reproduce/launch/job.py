@@ -67,9 +67,8 @@ class ChildJob(submitit.helpers.Checkpointable):
 
 def _run(fields: dict[str, Any], runs: Path) -> str:
     from whitebox_eval.models import load_model
-    from whitebox_eval.reproduce.children import _study, load_path
+    from whitebox_eval.reproduce.children import run_child
     from whitebox_eval.reproduce.plan import Child
 
     child = Child(**fields)
-    result = _study(child, runs, load_model(load_path(child, runs)), show_progress=False)
-    return str(result.folder)
+    return str(run_child(child, runs, load_model, show_progress=False))

@@ -2,31 +2,70 @@
 
 Each job runs :class:`.job.ChildJob` (the child's ordinary resumable run folder under the
 reproduction folder, which must be on a file system the nodes share), sized by
-:mod:`.resources`. A child that reads another's output (:func:`..plan.producers`) waits for its
+:func:`..costs.size`. A child that reads another's output (:func:`..plan.producers`) waits for its
 producer's job (``afterok``, ``--kill-on-invalid-dep=yes``: when the producer fails Slurm drops
 it, and it is reported not run, naming the producer). ``--slurm-max-jobs N``: children of one
 shape without producers go as one array with ``%N``; otherwise N lanes, each job waiting
 (``afterany``) for the one before it in its lane, so at most N run at once after this process exits.
 :mod:`.jobs` keeps a re-run from submitting a child whose job is pending or running. Unless
-``--detach``, this process waits for every job, then the reproduction is assembled from the
-finished run folders, as ``--reuse-only`` would.
+``--detach``, this process waits for every job (their states from ``sacct``: :func:`states`), then
+the reproduction is assembled from the finished run folders, as ``--reuse-only`` would.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce.launch import jobs, resources, status
+from whitebox_eval.reproduce import costs
+from whitebox_eval.reproduce.launch import jobs
 
 EXTRA = "pip install 'whitebox-eval[cluster]'"
 POLL_SECONDS = 30.0
 """How often a waiting ``reproduce`` asks ``sacct`` (tests set it lower)."""
 ENDED_BAD = "failed"
+LOGS = "slurm"
+"""The folder under the reproduction folder where submitit keeps each job's pickles and logs."""
+TAIL_LINES = 8
+
+
+def states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Job id -> (Slurm state, elapsed HH:MM:SS) from ``sacct`` (a job sacct does not list is absent)."""
+    if not job_ids:
+        return {}
+    cmd = ["sacct", "-o", "JobID,State,Elapsed", "--parsable2", "-n"]
+    for j in sorted({j.split("_")[0] for j in job_ids}):
+        cmd += ["-j", j]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise WhiteboxError(f"sacct did not answer ({e}); Slurm's accounting must be on for --launcher slurm") from e
+    found: dict[str, tuple[str, str]] = {}
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) >= 3 and parts[0] and "." not in parts[0]:
+            found[parts[0]] = ((parts[1].split() or ["UNKNOWN"])[0], parts[2])
+    return found
+
+
+def log_path(folder: Path, job_id: str) -> Path:
+    """The job's stderr as submitit names it (rank 0)."""
+    return folder / LOGS / job_id / f"{job_id}_0_log.err"
+
+
+def tail(folder: Path, job_id: str, lines: int = TAIL_LINES) -> str:
+    """The last lines of the job's log (stderr, else stdout), joined with `` | ``."""
+    for path in (log_path(folder, job_id), log_path(folder, job_id).with_suffix(".out")):
+        if path.is_file():
+            text = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+            if text:
+                return " | ".join(ln.strip() for ln in text[-lines:])
+    return "no log written"
 
 
 @dataclass
@@ -96,18 +135,18 @@ def plan_lines(plan, options: SlurmOptions) -> list[str]:
     from whitebox_eval.reproduce.plan import producers
 
     run = [c for c in plan.children if c.skip is None]
-    out = [f"Slurm jobs ({len(run)}; resources by reproduce/launch/resources.py, time = estimate x "
-           f"{options.time_factor:g} + {resources.MARGIN_MINUTES} min):"]
+    out = [f"Slurm jobs ({len(run)}; resources by reproduce/costs.py, time = estimate x "
+           f"{options.time_factor:g} + {costs.MARGIN_MINUTES} min):"]
     for i, c in enumerate(run, 1):
         after = producers(c, plan)
-        out.append(f"  job {i}/{len(run)} {c.describe()}: {resources.size(c, options.time_factor).describe()}"
+        out.append(f"  job {i}/{len(run)} {c.describe()}: {costs.size(c, options.time_factor).describe()}"
                    + (f"; after {', '.join(after)}" if after else ""))
     return out
 
 
-def _parameters(options: SlurmOptions, r: resources.Resources, name: str) -> dict:
+def _parameters(options: SlurmOptions, r: costs.Resources, name: str) -> dict:
     params = {"job_name": name[:60], "time": r.minutes, "mem": f"{r.mem_gb}GB", "nodes": 1,
-              "ntasks_per_node": r.tasks, "gpus_per_node": r.gpus, "cpus_per_task": resources.CPUS_PER_TASK,
+              "ntasks_per_node": r.tasks, "gpus_per_node": r.gpus, "cpus_per_task": costs.CPUS_PER_TASK,
               "signal_delay_s": 120}
     params.update({k: v for k, v in (("partition", options.partition), ("account", options.account),
                                      ("qos", options.qos)) if v})
@@ -122,21 +161,20 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
     not finish (None when detached)."""
     import submitit
 
-    from whitebox_eval.reproduce.children import RUNS, _elsewhere
+    from whitebox_eval.reproduce.children import RUNS, finished_copy
     from whitebox_eval.reproduce.launch.job import ChildJob
     from whitebox_eval.reproduce.plan import producers
-    from whitebox_eval.runs.finished import is_finished
 
     folder, output = folder.resolve(), output.resolve()
     runs = folder / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     cache = cache_root(options, output)
-    done = {c.run_id for c in plan.children if is_finished(runs / c.run_id) or _elsewhere(output, folder, c.run_id)}
+    done = {c.run_id for c in plan.children if finished_copy(folder, output, c.run_id)}
     todo = [c for c in plan.children if c.skip is None and c.run_id not in done]
     not_run: dict[str, tuple[str, str]] = {}
     ids: dict[str, str] = {}
     with jobs.registry(folder) as reg:
-        known = status.states([reg[c.run_id]["job"] for c in todo if c.run_id in reg])
+        known = states([reg[c.run_id]["job"] for c in todo if c.run_id in reg])
         fresh = []
         for c in todo:
             old = reg.get(c.run_id)
@@ -146,8 +184,8 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
             else:
                 fresh.append(c)
         skipped = {c.run_id: c.skip for c in plan.children if c.skip}
-        executor = submitit.SlurmExecutor(folder=folder / status.LOGS / "%j", max_num_timeout=3)
-        sized = {c.run_id: resources.size(c, options.time_factor) for c in fresh}
+        executor = submitit.SlurmExecutor(folder=folder / LOGS / "%j", max_num_timeout=3)
+        sized = {c.run_id: costs.size(c, options.time_factor) for c in fresh}
         prods = {c.run_id: producers(c, plan) for c in fresh}
         lanes: list[str | None] = [None] * (options.max_jobs or 0)
         submit = []
@@ -193,7 +231,7 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
     return {**not_run, **wait(plan, folder, ids, log)}
 
 
-def _map(r: resources.Resources) -> str | None:
+def _map(r: costs.Resources) -> str | None:
     return "auto" if r.gpus > 1 and r.tasks == 1 else None
 
 
@@ -205,7 +243,7 @@ def wait(plan, folder: Path, ids: dict[str, str], log: Callable[[str], None]) ->
 
     seen: dict[str, str] = {}
     while True:
-        found = status.states(list(ids.values()))
+        found = states(list(ids.values()))
         for rid, jid in ids.items():
             state = found.get(jid, ("PENDING",))[0]
             if seen.get(rid) != state:
@@ -223,5 +261,5 @@ def wait(plan, folder: Path, ids: dict[str, str], log: Callable[[str], None]) ->
         if seen[rid] == "CANCELLED" and failed:
             out[rid] = ("skipped", f"its producer {failed} failed (job {ids[failed]})")
         else:
-            out[rid] = (ENDED_BAD, f"Slurm job {jid} {seen[rid]}: {status.tail(folder, jid)}")
+            out[rid] = (ENDED_BAD, f"Slurm job {jid} {seen[rid]}: {tail(folder, jid)}")
     return out
