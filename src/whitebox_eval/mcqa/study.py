@@ -43,7 +43,7 @@ from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
 from whitebox_eval.tasks import lm_eval
-from whitebox_eval.tasks.spec import load_mcq
+from whitebox_eval.tasks.loading import load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE
 from whitebox_eval.mcqa.prompt_writer import PromptWriter
