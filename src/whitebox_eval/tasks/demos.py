@@ -267,7 +267,7 @@ def select_demos(pool: Sequence[MCQItem], k: int, *, seed: int = 0) -> list[MCQI
     return [pool[i] for i in order[:k]]
 
 
-def split_demo_pool(items: Sequence[MCQItem], pool_size: int = 15) -> tuple[list[MCQItem], list[MCQItem]]:
+def split_demo_pool(items: Sequence[MCQItem], pool_size: int = POOL_SIZE) -> tuple[list[MCQItem], list[MCQItem]]:
     """Split off the first ``pool_size`` items as the demonstration pool (000 sec. 5.3).
 
     Returns ``(pool, rest)``; evaluate on ``rest`` so no question is its own demonstration.
