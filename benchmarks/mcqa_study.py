@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from whitebox_eval.mcqa import head_scores as hs
-from whitebox_eval.tasks.prompts import render_prompt, select_demos, split_demo_pool
+from whitebox_eval.tasks.demos import select_demos, split_demo_pool
+from whitebox_eval.tasks.prompts import render_prompt
 from whitebox_eval.mcqa.study import MCQAConfig, load_items, permutation_order, run_mcqa
 from whitebox_eval.tasks.prompt_tokens import tokenize_prompt
 from whitebox_eval.models import load_model

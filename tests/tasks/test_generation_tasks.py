@@ -18,7 +18,7 @@ from whitebox_eval.tasks.spec import GENERATION_TASKS, MCQ_TASKS, TaskSpec
 def test_every_record_resolves_its_loaders_and_styles():
     for rec in registry.RECORDS.values():
         if rec.loader:
-            assert callable(rec.load_mcq_function()), rec.name
+            assert callable(registry.resolve(rec.loader)), rec.name
         if rec.generation_loader:
             assert callable(registry.resolve(rec.generation_loader)), rec.name
         assert rec.mcq or rec.generation is not None, f"{rec.name} offers nothing"

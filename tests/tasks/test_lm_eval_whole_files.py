@@ -24,7 +24,8 @@ from lm_eval_whole_files_data import SOURCES, split_file  # noqa: E402
 from whitebox_eval.runs.lm_eval_format import hash_string  # noqa: E402
 from whitebox_eval.tasks import lm_eval  # noqa: E402
 from whitebox_eval.tasks.demos import plan_demonstrations  # noqa: E402
-from whitebox_eval.tasks.spec import TaskSpec, load_mcq  # noqa: E402
+from whitebox_eval.tasks.loading import load_mcq  # noqa: E402
+from whitebox_eval.tasks.spec import TaskSpec  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_whole_files.json"
 RUNS = json.loads(FIXTURE.read_text(encoding="utf-8"))["runs"]

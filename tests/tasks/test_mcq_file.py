@@ -16,7 +16,8 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import load_mcq_dataset
 from whitebox_eval.tasks.mcq import gold_index, lm_eval_doc, load_mcq_file, parse_fields
 from whitebox_eval.tasks.rows import RowError
-from whitebox_eval.tasks.spec import MCQ_TASKS, TaskSpec, load_mcq
+from whitebox_eval.tasks.loading import load_mcq
+from whitebox_eval.tasks.spec import MCQ_TASKS, TaskSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "byod"
 

@@ -4,8 +4,8 @@ import pytest
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.items import MCQItem
-from whitebox_eval.tasks.prompts import (
-    LABEL_SETS, answer_strings, option_labels, render_prompt, select_demos, split_demo_pool)
+from whitebox_eval.tasks.demos import select_demos, split_demo_pool
+from whitebox_eval.tasks.prompts import LABEL_SETS, answer_strings, option_labels, render_prompt
 
 
 def _from_listing(listing: str) -> str:

@@ -6,7 +6,8 @@ import pytest
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.gsm8k import load_gsm8k
-from whitebox_eval.tasks.spec import MCQ_TASKS, TaskSpec, load_mcq
+from whitebox_eval.tasks.loading import load_mcq
+from whitebox_eval.tasks.spec import MCQ_TASKS, TaskSpec
 
 
 @pytest.mark.parametrize("text, name, path, cats", [

@@ -54,7 +54,8 @@ from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
 from whitebox_eval.runs.limits import checked, is_fraction, taken
 from whitebox_eval.runs.lm_eval_format import add_lm_eval_fields
-from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS, TaskSpec, load_mcq
+from whitebox_eval.tasks.loading import load_mcq
+from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS, TaskSpec
 from whitebox_eval.runs.distributed import world as current_world
 
 FORMATS = ("mcq", "free", "free_options")

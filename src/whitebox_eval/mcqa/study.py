@@ -41,9 +41,9 @@ from whitebox_eval.internals.packing import packed_length
 from whitebox_eval.internals.prefixes import MIN_UNMARKED_TOKENS, PrefixCache, batch_order
 from whitebox_eval.mcqa import head_scores as hs
 from whitebox_eval.tasks.items import MCQItem
-from whitebox_eval.tasks.demos import Demonstrations, plan_demonstrations
+from whitebox_eval.tasks.demos import POOL_SIZE, Demonstrations, demo_source, plan_demonstrations
 from whitebox_eval.tasks import lm_eval
-from whitebox_eval.tasks.spec import load_mcq
+from whitebox_eval.tasks.loading import load_mcq
 from whitebox_eval.tasks.prompts import RenderedPrompt
 from whitebox_eval.mcqa.chat import RULE as CHAT_RULE
 from whitebox_eval.mcqa.prompt_writer import PromptWriter
@@ -67,8 +67,6 @@ def load_items(cfg: MCQAConfig) -> list[MCQItem]:
     A file gives all its items (``--limit`` is applied after the demonstration pool is
     set aside, so the summary can say how many of how many were evaluated); a synthetic
     task generates ``limit`` items (``SYNTHETIC_DEFAULT_LIMIT`` without one) plus the pool."""
-    from whitebox_eval.tasks.demos import POOL_SIZE, demo_source
-
     if cfg.spec.is_lm_eval:
         return _lm_eval_items(cfg)[0]
     n = taken(cfg.limit, SYNTHETIC_DEFAULT_LIMIT)  # a fraction: of the default count
@@ -311,9 +309,9 @@ def _study_notes(cfg: MCQAConfig, items: Sequence[MCQItem], demos: Demonstration
 def lm_eval_demonstrations(items: Sequence[MCQItem]) -> dict:
     """config.yaml's ``demonstrations`` of an ``lm-eval:TASK`` study: lm-eval's own sampler."""
     shots = max((len(it.meta.get("lm_eval_demos", ())) for it in items), default=0)
-    return {"source": "lm-eval sampler", "shots": shots, "fewshot_random_seed": 1234,
+    return {"source": "lm-eval sampler", "shots": shots, "fewshot_random_seed": lm_eval.FEWSHOT_SEED,
             "note": "each item's demonstrations are the documents lm-eval's few-shot sampler drew for it, in document "
-                    "order after set_fewshot_seed(1234), as lm_eval.simple_evaluate draws them"}
+                    f"order after set_fewshot_seed({lm_eval.FEWSHOT_SEED}), as lm_eval.simple_evaluate draws them"}
 
 
 def _lm_eval_items(cfg: MCQAConfig):

@@ -16,7 +16,7 @@ Four sources, never the evaluated items:
   spec of ARC, HellaSwag, CosmosQA), as lm-eval's ARC and HellaSwag tasks take theirs
   from ``training_split``. For these two sources the k demonstrations are one seeded draw
   from the whole file, the same for every item; with ``--prompt lm-eval`` they are drawn
-  per item as lm-eval's default sampler draws them (:func:`lm_eval_draws`), so the
+  per item as lm-eval's default sampler draws them (:func:`.lm_eval.sampler_draws`), so the
   prompts are lm-eval's own.
 - ``held_out_pool`` (no split found, MMLU without a dev split, synthetic tasks): the
   first ``POOL_SIZE`` items of the task are set aside as a pool that is never evaluated,
@@ -40,14 +40,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks import registry
+from whitebox_eval.tasks import lm_eval, registry
 from whitebox_eval.tasks.hub import HubPath
 from whitebox_eval.tasks.items import MCQItem
-from whitebox_eval.tasks.prompts import select_demos, split_demo_pool
 from whitebox_eval.tasks.spec import TaskSpec
 
 POOL_SIZE = 15
-LM_EVAL_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
 DEV_SOURCE, FILE_SOURCE, SPLIT_SOURCE, POOL_SOURCE = "dev_same_subject", "demos_file", "sibling_split", "held_out_pool"
 _EVAL_SPLITS = ("test", "val", "validation")
 #: the split names a file or folder may carry, and where demonstrations are looked for
@@ -112,7 +110,7 @@ class Demonstrations:
                 out["split"] = self.split
             out["file"] = None if self.where is None else str(self.where)
             if self.per_item:
-                out["draw"] = (f"per item, as lm-eval 0.4.13's default sampler: one random.Random({LM_EVAL_SEED}) shared by "
+                out["draw"] = (f"per item, as lm-eval 0.4.13's default sampler: one random.Random({lm_eval.FEWSHOT_SEED}) shared by "
                                f"every item in file order, rnd.sample(the file's {self.n_rows} rows, "
                                + (f"{self.shots} + 1), the evaluated document dropped, the first {self.shots}"
                                   if self.excludes_item else f"{self.shots})"))
@@ -253,17 +251,30 @@ def dev_demonstrations(spec: TaskSpec, shots: int, subjects: Sequence[str | None
     return Demonstrations(DEV_SOURCE, shots, by_subject=chosen, where=where)
 
 
-def file_demonstrations(name: str, where: Path | HubPath, shots: int, seed: int = 0,
-                        on_bad_row: str = "skip") -> Demonstrations:
-    """One seeded draw of ``shots`` rows from a whole file of task ``name`` (its train split
-    or ``--demos-from``), the same for every item."""
-    from whitebox_eval.tasks.loading import load_mcq_dataset
+def select_demos(pool: Sequence[MCQItem], k: int, *, seed: int = 0) -> list[MCQItem]:
+    """The k demonstrations for k-shot prompts (paper 000 sec. 5.3).
 
-    rows = list(load_mcq_dataset(name, where, on_bad_row=on_bad_row, seed=seed))
-    if len(rows) < shots:
-        raise WhiteboxError(f"{where} has {len(rows)} usable rows but --shots {shots} needs {shots}; use fewer shots")
-    return Demonstrations(FILE_SOURCE, shots, shared=select_demos(rows, shots, seed=seed), where=where,
-                          n_rows=len(rows), seed=seed)
+    The pool is put in one fixed seeded order and k-shot takes its first k items, so
+    the (k+1)-shot set contains the k-shot set. The paper uses k = 0..5 drawn from the
+    first fifteen validation entries (see ``split_demo_pool``).
+    """
+    if k < 0:
+        raise WhiteboxError(f"number of shots must be >= 0, got {k}")
+    if k > len(pool):
+        raise WhiteboxError(f"{k}-shot prompts need {k} demonstrations but the pool has {len(pool)}")
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    return [pool[i] for i in order[:k]]
+
+
+def split_demo_pool(items: Sequence[MCQItem], pool_size: int = POOL_SIZE) -> tuple[list[MCQItem], list[MCQItem]]:
+    """Split off the first ``pool_size`` items as the demonstration pool (000 sec. 5.3).
+
+    Returns ``(pool, rest)``; evaluate on ``rest`` so no question is its own demonstration.
+    """
+    if pool_size < 0:
+        raise WhiteboxError(f"pool_size must be >= 0, got {pool_size}")
+    return list(items[:pool_size]), list(items[pool_size:])
 
 
 def _content(it: MCQItem) -> tuple:
@@ -291,58 +302,35 @@ def _tag_colliding(demos: Demonstrations, items: Sequence[MCQItem]) -> None:
             d.id = f"{d.id}@{tag}"
 
 
-def lm_eval_draws(pool: Sequence[MCQItem], items: Sequence[MCQItem], k: int, exclude_item: bool,
-                  same=lambda a, b: _content(a) == _content(b)) -> dict[str, list[MCQItem]]:
-    """Each item's demonstrations as lm-eval 0.4.13's default ``ContextSampler`` draws them
-    (``api/samplers.py``): one ``random.Random(1234)`` shared by the items in order,
-    ``rnd.sample(pool, k)`` per item, or with ``exclude_item`` ``rnd.sample(pool, k + 1)``,
-    documents equal to the evaluated one dropped, the first ``k`` kept (and, if fewer remain,
-    ``rnd.sample`` of the pool without them). ``pool`` is the few-shot split in file order."""
-    if len(pool) < k + (1 if exclude_item else 0):
-        raise WhiteboxError(f"the demonstration file has {len(pool)} rows but lm-eval's sampler needs "
-                            f"{k + (1 if exclude_item else 0)} for --shots {k}; use fewer shots")
-    rnd = random.Random(LM_EVAL_SEED)
-    out: dict[str, list[MCQItem]] = {}
-    for it in items:
-        if not exclude_item:
-            out[it.id] = rnd.sample(list(pool), k)
-            continue
-        drawn = [d for d in rnd.sample(list(pool), k + 1) if not same(d, it)][:k]
-        if len(drawn) < k:
-            drawn = rnd.sample([d for d in pool if not same(d, it)], k)
-        out[it.id] = drawn
-    return out
-
-
 def plan_demonstrations(spec: TaskSpec, shots: int, items: list[MCQItem], seed: int = 0,
                         on_bad_row: str = "skip", demos_from: Path | HubPath | None = None,
                         lm_eval_sampler: bool = False) -> tuple[Demonstrations, list[MCQItem]]:
     """``(demonstrations, items to evaluate)``; with a pool, the pool is removed from the items,
-    with a file, items equal to a demonstration are (:func:`keep_apart`). ``lm_eval_sampler``
-    (``--prompt lm-eval``): a file's demonstrations are drawn per item as lm-eval draws them,
-    and no evaluated item is dropped (lm-eval keeps them)."""
+    with a file, items equal to a demonstration are (:func:`keep_apart`). A file's demonstrations
+    are one seeded draw of ``shots`` of its rows (:func:`select_demos`), the same for every item;
+    with ``lm_eval_sampler`` (``--prompt lm-eval``) each item's are drawn as lm-eval draws them
+    (:func:`whitebox_eval.tasks.lm_eval.sampler_draws`), and no evaluated item is dropped (lm-eval keeps them)."""
+    from whitebox_eval.tasks.loading import load_mcq_dataset
+
     src = demo_source(spec, shots, demos_from)
     if src.kind is None:
         return Demonstrations(), items
     if src.kind == POOL_SOURCE:
-        pool, rest = split_demo_pool(items, POOL_SIZE)
+        pool, rest = split_demo_pool(items)
         return Demonstrations(POOL_SOURCE, shots, shared=select_demos(pool, shots, seed=seed), where=spec.path), rest
-    name = spec.name
     if src.kind == DEV_SOURCE:
         demos = dev_demonstrations(spec, shots, [it.subject for it in items], on_bad_row, where=src.where)
-    elif lm_eval_sampler:
-        from whitebox_eval.tasks.loading import load_mcq_dataset
-        from whitebox_eval.tasks.lm_eval import doc
-
-        pool = list(load_mcq_dataset(name, src.where, on_bad_row=on_bad_row, seed=seed))
-        extra = spec.record.lm_eval_draws_extra
-        per_item = lm_eval_draws(pool, items, shots, extra, same=lambda a, b: doc(spec.record, a) == doc(spec.record, b))
-        demos = Demonstrations(src.kind, shots, where=src.where, split=src.split, given=src.given, n_rows=len(pool),
-                               per_item=per_item, excludes_item=extra)
-        _tag_colliding(demos, items)
-        return demos, items
-    else:
-        demos = file_demonstrations(name, src.where, shots, seed, on_bad_row)
-        demos.source, demos.split = src.kind, src.split
+    else:  # a file: its train/dev split or --demos-from
+        rows = list(load_mcq_dataset(spec.name, src.where, on_bad_row=on_bad_row, seed=seed))
+        if lm_eval_sampler:
+            per_item = lm_eval.sampler_draws(spec.record, rows, items, shots)
+            demos = Demonstrations(src.kind, shots, where=src.where, split=src.split, given=src.given, n_rows=len(rows),
+                                   per_item=per_item, excludes_item=spec.record.lm_eval_draws_extra)
+            _tag_colliding(demos, items)
+            return demos, items
+        if len(rows) < shots:
+            raise WhiteboxError(f"{src.where} has {len(rows)} usable rows but --shots {shots} needs {shots}; use fewer shots")
+        demos = Demonstrations(src.kind, shots, shared=select_demos(rows, shots, seed=seed), where=src.where,
+                               split=src.split, n_rows=len(rows), seed=seed)
     demos.given = src.given
     return demos, keep_apart(demos, items)

@@ -25,7 +25,8 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks import registry
 from whitebox_eval.tasks.answer_checks import is_correct
-from whitebox_eval.tasks.spec import TaskSpec, load_mcq
+from whitebox_eval.tasks.loading import load_mcq
+from whitebox_eval.tasks.spec import TaskSpec
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_ITEMS = 200  # items of a generated task when no limit is given

@@ -26,6 +26,7 @@ option texts as continuations and show no options in the prompt.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from whitebox_eval.tasks.registry import TaskRecord
 PAPER, LM_EVAL = "paper", "lm-eval"
 LM_EVAL_VERSION = "0.4.13"  # the release whose task configs this module follows
 TARGET_DELIMITER, FEWSHOT_DELIMITER = " ", "\n\n"
+FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's default fewshot_random_seed
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,31 @@ def doc(rec: TaskRecord, item) -> LmEvalDoc:
         return letters_doc(item)
     check_style(rec, LM_EVAL)
     return resolve(rec.lm_eval_doc)(item)
+
+
+def sampler_draws(rec: TaskRecord, pool: Sequence, items: Sequence, k: int) -> dict[str, list]:
+    """Each item's ``k`` demonstrations as lm-eval 0.4.13's default ``ContextSampler`` draws them
+    (``api/samplers.py``) for dataset ``rec``: one ``random.Random(FEWSHOT_SEED)`` shared by the items in
+    order, ``rnd.sample(pool, k)`` per item, or where the record's ``lm_eval_draws_extra`` says lm-eval's
+    few-shot split is its test split, ``rnd.sample(pool, k + 1)``, documents equal to the evaluated one
+    (the same :func:`doc`) dropped, the first ``k`` kept (and, if fewer remain, ``rnd.sample`` of the pool
+    without them). ``pool`` is the few-shot split in file order."""
+    extra = rec.lm_eval_draws_extra
+    if len(pool) < k + extra:
+        raise WhiteboxError(f"the demonstration file has {len(pool)} rows but lm-eval's sampler needs "
+                            f"{k + extra} for --shots {k}; use fewer shots")
+    rnd = random.Random(FEWSHOT_SEED)
+    out: dict[str, list] = {}
+    for it in items:
+        if not extra:
+            out[it.id] = rnd.sample(list(pool), k)
+            continue
+        query = doc(rec, it)
+        drawn = [d for d in rnd.sample(list(pool), k + 1) if doc(rec, d) != query][:k]
+        if len(drawn) < k:
+            drawn = rnd.sample([d for d in pool if doc(rec, d) != query], k)
+        out[it.id] = drawn
+    return out
 
 
 def context(query: LmEvalDoc, demos: Sequence[LmEvalDoc] = ()) -> str:

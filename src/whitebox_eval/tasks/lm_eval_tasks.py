@@ -37,11 +37,10 @@ from typing import Any
 from whitebox_eval.datafiles import json_objects, note_read, open_text
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.tasks.items import MCQItem
-from whitebox_eval.tasks.lm_eval import letters_doc, letters_text
+from whitebox_eval.tasks.lm_eval import FEWSHOT_SEED, letters_doc, letters_text
 
 PREFIX = "lm-eval:"
 INSTALL = "pip install 'whitebox-eval[lm-eval]'"
-FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's default fewshot_random_seed
 CLOZE, LETTERS = "cloze", "letters"
 VIEWS = (CLOZE, LETTERS)
 _SPLITS = {"train": "training_split", "validation": "validation_split", "test": "test_split"}

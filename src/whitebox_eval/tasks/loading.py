@@ -1,7 +1,6 @@
-"""Loading a dataset's multiple-choice items by its name: :data:`LOADERS` (each file
-dataset's loader, from its record in :mod:`.registry`), :func:`load_mcq_dataset` (a local
-file or a hub split), :func:`load_from_hub`, and the one-line hint for a task given as
-lm-eval names it."""
+"""Loading multiple-choice items: :func:`load_mcq` (a task's, generated or read), :data:`LOADERS`
+(each file dataset's loader, from its record in :mod:`.registry`), :func:`load_mcq_dataset` (a
+local file or a hub split by the dataset's name) and :func:`load_from_hub`."""
 
 from __future__ import annotations
 
@@ -10,39 +9,32 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.lazy import resolve
 from whitebox_eval.tasks import registry
 from whitebox_eval.tasks.hub import HubPath, export_split
 from whitebox_eval.tasks.rows import MCQDataset
+from whitebox_eval.tasks.spec import TaskSpec, lm_eval_name_hint
 
 #: the file datasets with multiple-choice items and their loaders (:mod:`.registry`)
 LOADERS: dict[str, Callable[..., MCQDataset]] = {
-    r.name: r.load_mcq_function() for r in registry.RECORDS.values() if r.is_file and r.mcq}
+    r.name: resolve(r.loader) for r in registry.RECORDS.values() if r.is_file and r.mcq}
 
 
-def lm_eval_name_hint(spec: str) -> str | None:
-    """The one-line fix for a task given as lm-eval names it (``hellaswag``, ``mmlu_anatomy``,
-    ``arc_challenge=PATH``, ``mmlu,hellaswag``), or None when ``spec`` is not such a name."""
-    if "," in spec and not {"=", ":"} & set(spec.split(",", 1)[0]):  # arithmetic:add1,mul2 is one task
-        return (f"--task {spec!r} lists several tasks: one run evaluates one task; run the command once per task, "
-                "each with NAME=PATH")
-    name, eq, path = spec.partition("=")
-    key = name.strip().lower()
-    subject = key[5:] if key.startswith("mmlu_") else None
-    wanted = "mmlu" if subject else key
-    ours, hub = next(((r.name, h) for r in registry.RECORDS.values() for t, h in r.lm_eval_tasks if t == wanted),
-                     (None, None))
-    if ours is None and wanted in registry.RECORDS and registry.RECORDS[wanted].is_file:
-        ours, hub = wanted, registry.RECORDS[wanted].hub  # a dataset name without its file
-    if ours is None or (eq and key == ours):
-        return None
-    if subject:
-        hub = f"hf:cais/mmlu:{subject}@test"
-    if eq:
-        return f"{key!r} is lm-eval's task name; write --task {ours}={path}"
-    online = f", or {ours}={hub} when online" if hub else ""
-    lm_eval_task = any(t == wanted for t, _ in registry.record(ours).lm_eval_tasks)
-    also = f", or lm-eval:{key} (lm-eval's own task)" if lm_eval_task and not registry.record(ours).mcq else ""
-    return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}{also}"
+def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, language: str = "en",
+             on_bad_row: str = "skip") -> list:
+    """The task's MCQ items: every item of a dataset's file (``n`` unused: the study sets
+    demonstrations apart before it applies ``--limit``), or a generator's first ``n`` (a stable
+    prefix: the first ``n`` of a larger ``n`` are the same items; arithmetic-gen: the arithmetic
+    items it asks)."""
+    rec = spec.record
+    if rec.loader is None:
+        raise WhiteboxError(f"task {rec.name!r} has no multiple-choice items")
+    if rec.is_file:
+        if spec.path is None:
+            raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items here")
+        options = {"fields": spec.fields} if spec.fields else {}
+        return list(load_mcq_dataset(spec.name, spec.source, on_bad_row=on_bad_row, seed=seed, **options))
+    return resolve(rec.loader)(spec, n, seed=seed, n_options=n_options, language=language)
 
 
 def load_mcq_dataset(name: str, path: str | Path | HubPath, *, on_bad_row: str = "error", limit: int | None = None,

@@ -37,7 +37,6 @@ optional ``instruction`` line precedes the demonstrations (neither paper uses on
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -168,32 +167,6 @@ def answer_strings(labels: Sequence[str]) -> list[str]:
     return [" " + str(label) for label in labels]
 
 
-def select_demos(pool: Sequence[MCQItem], k: int, *, seed: int = 0) -> list[MCQItem]:
-    """The k demonstrations for k-shot prompts (paper 000 sec. 5.3).
-
-    The pool is put in one fixed seeded order and k-shot takes its first k items, so
-    the (k+1)-shot set contains the k-shot set. The paper uses k = 0..5 drawn from the
-    first fifteen validation entries (see ``split_demo_pool``).
-    """
-    if k < 0:
-        raise WhiteboxError(f"number of shots must be >= 0, got {k}")
-    if k > len(pool):
-        raise WhiteboxError(f"{k}-shot prompts need {k} demonstrations but the pool has {len(pool)}")
-    order = list(range(len(pool)))
-    random.Random(seed).shuffle(order)
-    return [pool[i] for i in order[:k]]
-
-
-def split_demo_pool(items: Sequence[MCQItem], pool_size: int = 15) -> tuple[list[MCQItem], list[MCQItem]]:
-    """Split off the first ``pool_size`` items as the demonstration pool (000 sec. 5.3).
-
-    Returns ``(pool, rest)``; evaluate on ``rest`` so no question is its own demonstration.
-    """
-    if pool_size < 0:
-        raise WhiteboxError(f"pool_size must be >= 0, got {pool_size}")
-    return list(items[:pool_size]), list(items[pool_size:])
-
-
 def _one_line(text: str) -> str:
     return re.sub(r"\s*[\r\n]+\s*", " ", text).strip()
 
@@ -288,7 +261,7 @@ def render_prompt(item: MCQItem, *, fmt: str = "mcq", demos: Sequence[MCQItem] =
         item: the query item (validated here).
         fmt: ``"mcq"`` (paper 000 App. A.3), ``"mcq_plain"``, ``"free"``,
             ``"free_options"`` (paper 004 App. A.2).
-        demos: demonstrations, e.g. ``select_demos(pool, k, seed=s)``.
+        demos: demonstrations (:func:`whitebox_eval.tasks.demos.select_demos`).
         labels: a LABEL_SETS name or a sequence of label strings.
         uncertainty: append "I don't know" / "None of the above"; None = the format's
             default (on for ``"mcq"``, off otherwise).

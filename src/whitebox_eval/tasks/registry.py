@@ -21,9 +21,7 @@ multiple-choice tasks, ``mui`` asks it with letter answers, ``formats`` in free 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.lazy import resolve
@@ -150,13 +148,6 @@ class TaskRecord:
         if self.source == FILE:
             return f"{self.name}=PATH"
         return f"{self.name}[:CATEGORY,...]" if self.categories else self.name
-
-
-    def load_mcq_function(self) -> Callable[..., Any]:
-        """The loader of its multiple-choice items (arithmetic-gen: the arithmetic items it asks)."""
-        if self.loader is None:
-            raise WhiteboxError(f"task {self.name!r} has no multiple-choice items")
-        return resolve(self.loader)
 
 
 _T = "whitebox_eval.tasks."

@@ -1,11 +1,11 @@
-"""The one reading of ``--task``: :class:`TaskSpec`, and :func:`load_mcq`, its MCQ items.
+"""The one reading of ``--task``: :class:`TaskSpec` (its MCQ items: :func:`whitebox_eval.tasks.loading.load_mcq`).
 
 A task is a synthetic generator, optionally restricted to categories
 (``ssd``, ``arithmetic[:add1,mul2]``, ``arithmetic-gen[:add1]``), a dataset read from a
 file, a folder or the hub (``mmlu=PATH``, ``arc=hf:allenai/ai2_arc:ARC-Challenge@test``,
 ``gsm8k=PATH``, your own ``mcq=PATH`` or ``gen=PATH``), or ``lm-eval:TASK``. The command
 parses the text once (an lm-eval task name gets the one-line fix,
-:func:`whitebox_eval.tasks.loading.lm_eval_name_hint`) and passes the spec on as an object; its
+:func:`lm_eval_name_hint`) and passes the spec on as an object; its
 :attr:`TaskSpec.record` holds every fact about the dataset (:mod:`.registry`); config.yaml
 records the parsed form (``task_spec``), and :meth:`TaskSpec.from_config` reads it back. No
 code outside ``tasks/`` splits a task string.
@@ -26,7 +26,7 @@ from whitebox_eval.tasks.registry import TaskRecord
 LM_EVAL = registry.LM_EVAL
 """``lm-eval:TASK``: a task, group or tag of lm-evaluation-harness (:mod:`whitebox_eval.tasks.lm_eval_tasks`)."""
 MCQ_TASKS = registry.names(mcq=True)
-"""The multiple-choice tasks (:func:`load_mcq`)."""
+"""The multiple-choice tasks (:func:`whitebox_eval.tasks.loading.load_mcq`)."""
 GENERATION_TASKS = registry.names(generation=True)
 """The tasks a suite that generates asks (``mui``): free-answer datasets, and multiple-choice
 datasets with letter answers."""
@@ -62,6 +62,32 @@ ANSWER_CHECKS = ("exact", "numeric", "contains")
 """``--answer`` for ``gen=PATH`` (and ``regex:PATTERN``): :mod:`whitebox_eval.tasks.answer_checks`."""
 
 
+def lm_eval_name_hint(spec: str) -> str | None:
+    """The one-line fix for a task given as lm-eval names it (``hellaswag``, ``mmlu_anatomy``,
+    ``arc_challenge=PATH``, ``mmlu,hellaswag``), or None when ``spec`` is not such a name."""
+    if "," in spec and not {"=", ":"} & set(spec.split(",", 1)[0]):  # arithmetic:add1,mul2 is one task
+        return (f"--task {spec!r} lists several tasks: one run evaluates one task; run the command once per task, "
+                "each with NAME=PATH")
+    name, eq, path = spec.partition("=")
+    key = name.strip().lower()
+    subject = key[5:] if key.startswith("mmlu_") else None
+    wanted = "mmlu" if subject else key
+    ours, hub = next(((r.name, h) for r in registry.RECORDS.values() for t, h in r.lm_eval_tasks if t == wanted),
+                     (None, None))
+    if ours is None and wanted in registry.RECORDS and registry.RECORDS[wanted].is_file:
+        ours, hub = wanted, registry.RECORDS[wanted].hub  # a dataset name without its file
+    if ours is None or (eq and key == ours):
+        return None
+    if subject:
+        hub = f"hf:cais/mmlu:{subject}@test"
+    if eq:
+        return f"{key!r} is lm-eval's task name; write --task {ours}={path}"
+    online = f", or {ours}={hub} when online" if hub else ""
+    lm_eval_task = any(t == wanted for t, _ in registry.record(ours).lm_eval_tasks)
+    also = f", or lm-eval:{key} (lm-eval's own task)" if lm_eval_task and not registry.record(ours).mcq else ""
+    return f"--task {key} needs its data: write --task {ours}=PATH with the local file{online}{also}"
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """A parsed ``--task``: ``name`` (a :mod:`.registry` record), the ``path`` of a dataset,
@@ -87,8 +113,6 @@ class TaskSpec:
         """Read ``text``; ``accepted`` limits the names (a suite's tasks), ``usage`` is the
         suite's own list of task forms for the error line; ``fields``: ``--field`` values;
         ``answer``: ``--answer``. A spec already parsed is checked against ``accepted`` and returned."""
-        from whitebox_eval.tasks.loading import lm_eval_name_hint
-
         accepted = tuple(accepted) if accepted is not None else tuple(registry.RECORDS)
         usage = usage or registry.usage(accepted)
         if isinstance(text, TaskSpec):
@@ -259,20 +283,3 @@ def _checked_categories(rec: TaskRecord, categories: tuple[str, ...]) -> tuple[s
         raise WhiteboxError(f"unknown {rec.name.split('-')[0]} categor{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}; "
                             f"choose from {', '.join(known)}")
     return categories
-
-
-def load_mcq(spec: TaskSpec, n: int, *, seed: int = 0, n_options: int = 4, language: str = "en",
-             on_bad_row: str = "skip") -> list:
-    """The task's MCQ items: a generator's first ``n`` (a stable prefix: the first ``n`` of a
-    larger ``n`` are the same items), or every item of a dataset's file (``n`` unused: the
-    study sets demonstrations apart before it applies ``--limit``)."""
-    rec = spec.record
-    load = rec.load_mcq_function()
-    if rec.is_generator:
-        return load(spec, n, seed=seed, n_options=n_options, language=language)
-    if spec.path is None:
-        raise WhiteboxError(f"task {spec.name!r} has no multiple-choice items here")
-    from whitebox_eval.tasks.loading import load_mcq_dataset
-
-    options = {"fields": spec.fields} if spec.fields else {}
-    return list(load_mcq_dataset(spec.name, spec.source, on_bad_row=on_bad_row, seed=seed, **options))
