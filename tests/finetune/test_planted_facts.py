@@ -15,7 +15,8 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.planted_facts import sizes, template_splits
 from whitebox_eval.finetune.sources import FACTS, is_correct, load_items, parse_source
 from whitebox_eval.tasks import planted_facts as world
-from whitebox_eval.tasks.spec import TaskSpec, load_mcq
+from whitebox_eval.tasks.loading import load_mcq
+from whitebox_eval.tasks.spec import TaskSpec
 
 NEW = ("facts-train", "planted", "planted-trained", "planted-control", "planted-control-trained")
 USES = ["facts-train", "planted", "planted", "planted-control", "planted-control"]  # a trained column answers its variant_of
@@ -100,7 +101,7 @@ def test_user_mistakes_are_one_line():
         load_mcq(TaskSpec.parse("planted-facts:trained,control"), 8)
     with pytest.raises(WhiteboxError, match="categor"):
         TaskSpec.parse("planted-facts:untrained")
-    from whitebox_eval.finetune.study import FinetuneConfig
+    from whitebox_eval.finetune.config import FinetuneConfig
 
     with pytest.raises(WhiteboxError, match="shots"):
         FinetuneConfig(task="planted-facts", limit=10, shots=1).check()

@@ -77,7 +77,8 @@ def trajectory(tmp_path_factory):
     import torch
 
     from whitebox_eval import suites
-    from whitebox_eval.finetune.study import FinetuneConfig, run_finetune
+    from whitebox_eval.finetune.config import FinetuneConfig
+    from whitebox_eval.finetune.study import run_finetune
 
     n = torch.get_num_threads()
     torch.set_num_threads(1)
