@@ -5,11 +5,13 @@ from __future__ import annotations
 from whitebox_eval.runs.record import Mode, Suite
 
 CHECK_TOKENS = 8  # generated tokens of a check answer, as units (a short free answer)
-# Arithmetic text, measured with SmolLM2-135M on one thread (CPU seconds, so a loaded machine
-# does not inflate them; benchmarks/results/arithmetic_recipes.md), in units of ``rate``:
-ARITH_TRAIN_UNITS = 1.8  # one training line (~13 tokens): 1.38 s per step of 8
-ARITH_CHECK_UNITS = (6, 3)  # one test problem in the 5-shot free format: 2 prompt reads + 3 per drawn answer
-ARITH_VALIDATION_UNITS = 5.0  # one validation problem's teacher-forced 5-shot forward
+# Arithmetic text with SmolLM2-135M, in units of ``rate``, measured as one thread's CPU seconds
+# (a loaded machine does not inflate those) and taken as the wall time on 2 cores, with no
+# credit for the second thread (benchmarks/results/arithmetic_recipes.md):
+ARITH_TRAIN_UNITS = 1.8  # one training line (~13 tokens): 1.38-1.40 s per step of 8
+ARITH_CHECK_UNITS = (6, 3)  # one 5-shot free-format test problem: 2 prompt reads + 3 per drawn answer (1.74 s at 4)
+ARITH_VALIDATION_UNITS = 5.0  # one validation problem's teacher-forced 5-shot forward (~110 tokens at the
+#                               training's measured cost per token; not timed alone)
 
 
 def work(cfg, mode: str) -> tuple[int, float]:
