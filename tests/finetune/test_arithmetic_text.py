@@ -43,3 +43,31 @@ def test_the_source_is_parsed_and_refuses_unknown_categories():
     assert len(parse_source("arithmetic-text").spec) == 16
     with pytest.raises(WhiteboxError, match="unknown arithmetic categories"):
         parse_source("arithmetic-text:add9")
+
+
+def test_the_validation_exact_match_agrees_with_greedy_decoding(tiny_smol_folder):
+    """The teacher-forced exact match (validation, every few steps) is what the greedy decoder of
+    the check gives: a tiny model taught one free-format answer gets it right in both, and a
+    wrong answer wrong in both."""
+    from whitebox_eval.finetune.check import _free_format, free_exact_match
+    from whitebox_eval.finetune.splits import make_splits
+    from whitebox_eval.models import load_model
+    from whitebox_eval.models.training import Recipe, train_rows
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    items, _ = load_items(parse_source("arithmetic-text:add2"), 12, seed=0)
+    splits = make_splits(items, validation=0.2, test=0.2, shots=1, seed=0)
+    assert not {it.form for it in splits.demos} & {it.form for it in splits.train}
+    lm = load_model(str(tiny_smol_folder))
+    target = splits.test[0]
+    tok = lm.tokenizer
+    prompt = list(tok(render_prompt(target.source, fmt="free", demos=[splits.demos[0].source]).text)["input_ids"])
+    answer = list(tok(f" {target.source.meta['answer']}\n", add_special_tokens=False)["input_ids"])
+    seq = (prompt + answer, list(range(len(prompt) - 1, len(prompt) + len(answer) - 1)), answer)
+    assert free_exact_match(lm, [target], splits.demos, batch_size=2) == [False]
+    train_rows(lm, [seq], Recipe(1e-2, (0.9, 0.999), 0.0, 1, 40, 0, "t"))
+    other = splits.validation[0]
+    assert other.source.meta["answer"] != target.source.meta["answer"]
+    exact = free_exact_match(lm, [target, other], splits.demos, batch_size=2)
+    greedy = [r["correct"] for r in _free_format(lm, [target, other], splits.demos, 0, 0, 6)]
+    assert exact == greedy == [True, False]

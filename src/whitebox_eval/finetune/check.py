@@ -1,5 +1,5 @@
 """The held-out check of a fine-tuning (the test split, before and after), the validation loss
-that stops it early, and its loss curve.
+(and, for arithmetic text, the validation exact match) that stops it early, and its loss curve.
 
 A task with answers is checked by greedy generation (:func:`whitebox_eval.internals.generation.generate`,
 the one decoder) and the source's check (:func:`.sources.is_correct`); a text is checked by
@@ -72,6 +72,39 @@ def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[
             rows.append({"id": it.id, "response": text, "truncated": g.truncated,
                          "correct": is_correct(source, it, text, [int(t) for t in g.ids], answer, task)})
     return rows
+
+
+def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_size: int) -> list[bool]:
+    """Whether each arithmetic item's greedy answer in 004's free format would be exactly right,
+    read from one teacher-forced forward (no decoding: cheap enough to run on the validation split
+    every few steps): every answer token the argmax, then the line's end (a newline, the decoder's
+    stop, or the end token) the argmax after it. Greedy decoding writes exactly these tokens and
+    stops, so a true here is a correct greedy answer; a false may still be a right number
+    tokenized otherwise (rare: digits are single tokens in the bundled models)."""
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    tok = lm.tokenizer
+    ends = {int(t) for t in tok("\n", add_special_tokens=False)["input_ids"][-1:]} | {int(t) for t in lm.stop_ids}
+    shown = [d.source for d in demos]
+    seqs = []
+    for it in items:
+        prompt = list(tok(render_prompt(it.source, fmt="free", demos=shown).text)["input_ids"])
+        answer = list(tok(f" {it.source.meta['answer']}", add_special_tokens=False)["input_ids"])
+        seqs.append((prompt + answer, list(range(len(prompt) - 1, len(prompt) + len(answer))), answer + [0]))
+    right = []
+    was = lm.model.training
+    lm.model.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(seqs), batch_size):
+                part = seqs[i:i + batch_size]
+                _, argmax = row_outputs(lm.model, row_batch(part, lm.pad_id))
+                for (_, _, target), got in zip(part, argmax.cpu().tolist()):
+                    k = len(target) - 1
+                    right.append(got[:k] == target[:k] and got[k] in ends)
+    finally:
+        lm.model.train(was)
+    return right
 
 
 def _free_format(lm, items: Sequence[Item], demos: Sequence[Item], samples: int, seed: int,

@@ -5,12 +5,19 @@ from __future__ import annotations
 from whitebox_eval.runs.record import Mode, Suite
 
 CHECK_TOKENS = 8  # generated tokens of a check answer, as units (a short free answer)
+# Arithmetic text with SmolLM2-135M, in units of ``rate``, measured as one thread's CPU seconds
+# (a loaded machine does not inflate those) and taken as the wall time on 2 cores, with no
+# credit for the second thread (benchmarks/results/arithmetic_recipes.md):
+ARITH_TRAIN_UNITS = 1.8  # one training line (~13 tokens): 1.38-1.40 s per step of 8
+ARITH_CHECK_UNITS = (6, 3)  # one 5-shot free-format test problem: 2 prompt reads + 3 per drawn answer (1.74 s at 4)
+ARITH_VALIDATION_UNITS = 5.0  # one validation problem's teacher-forced 5-shot forward (~110 tokens at the
+#                               training's measured cost per token; not timed alone)
 
 
 def work(cfg, mode: str) -> tuple[int, float]:
-    """The items, a training step per batch (~3 forwards per example), the check before and after
-    (a forward per generated token; arithmetic text also draws ``check_samples`` answers and reads
-    a 5-shot prompt, ~3 answers' worth), a validation pass per evaluation."""
+    """The items, a training step per batch (~3 forwards per example; a short arithmetic line
+    less), the check before and after (a forward per generated token; arithmetic text: its 5-shot
+    prompt read twice and ``check_samples`` drawn answers), a validation pass per evaluation."""
     n = cfg.limit or 200
     n_test, n_val = max(1, round(n * cfg.test)), max(1, round(n * cfg.validation))
     n_train = max(1, n - n_test - n_val - cfg.shots)
@@ -21,8 +28,11 @@ def work(cfg, mode: str) -> tuple[int, float]:
         n, n_train, n_test, n_val = sum(lines.values()), lines["train"], lines["test"], lines["validation"]
     steps = cfg.steps(n_train)
     evals = max(1, steps // (cfg.eval_every or cfg.save_every or steps))
-    per_check = CHECK_TOKENS * ((1 + cfg.check_samples + 3) if str(cfg.task).startswith("arithmetic-text") else 1)
-    return n, 3 * steps * cfg.train_batch_size + 2 * n_test * per_check + evals * n_val
+    if str(cfg.task).startswith("arithmetic-text"):
+        read, draw = ARITH_CHECK_UNITS
+        return n, (ARITH_TRAIN_UNITS * steps * cfg.train_batch_size + 2 * n_test * (read + draw * cfg.check_samples)
+                   + evals * n_val * ARITH_VALIDATION_UNITS)
+    return n, 3 * steps * cfg.train_batch_size + 2 * n_test * CHECK_TOKENS + evals * n_val
 
 
 SUITE = Suite(
@@ -30,6 +40,6 @@ SUITE = Suite(
     "whitebox_eval.finetune.command:command",
     {"study": Mode("whitebox_eval.finetune.config:FinetuneConfig", "whitebox_eval.finetune.study:run_finetune")},
     work,
-    rate=0.095,  # span's: a fine-tuning step and a generated token cost as there
+    rate=0.095,  # span's: a fine-tuning step and a generated token cost as there (arithmetic text: its own units above)
     tokens_per_unit=60,
 )

@@ -6,7 +6,8 @@ training (``check_before.json``); the one loop (:func:`whitebox_eval.models.trai
 trains on the training split, saving its state atomically every ``save_every`` steps
 (``state/loop.pt``: ``--resume`` after a kill continues to the same weights) and the validation
 loss every ``eval_every`` steps (early stopping after ``patience`` evaluations without a new
-best); the weights go into the run folder itself (``model.safetensors``, config.json, the
+best; arithmetic text: also the validation split's greedy exact match in 004's free format, the
+best that early stopping follows); the weights go into the run folder itself (``model.safetensors``, config.json, the
 tokenizer: ``--model RUN_FOLDER`` loads it in every command) with ``trained.json`` (steps,
 losses, the weights' SHA-256, also recorded in config.yaml as ``trained_weights`` and in every
 consumer's config.yaml as ``model_weights``); then the test split is checked again
@@ -31,7 +32,7 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune import check
 from whitebox_eval.finetune.config import FinetuneConfig
 from whitebox_eval.finetune.planted_facts import RECALL_CHECK, template_splits
-from whitebox_eval.finetune.sources import FACTS, TEXT, encode, load_items, parse_source
+from whitebox_eval.finetune.sources import ARITH, FACTS, TEXT, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
@@ -82,7 +83,8 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
     guard = kept_weights(lm.model) if loaded is not None else _nothing()
     with guard:
         before = kept(folder.path, "check_before", run_check)
-        info = _trained(folder, lm, cfg, train, val, show_progress)
+        info = _trained(folder, lm, cfg, train, val, show_progress,
+                        splits.validation if source.kind == ARITH else None, splits.demos)
         after = kept(folder.path, "check_after", run_check)
     folder.save_array("losses", np.asarray(info["losses"], dtype=np.float64))
     check.plot_losses(info["losses"], info["validation"], folder.plot_path("loss.png"))
@@ -103,9 +105,13 @@ class _nothing:
         return False
 
 
-def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progress) -> dict[str, Any]:
+def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progress, val_items=None,
+             demos=()) -> dict[str, Any]:
     """The training's record: read back with the weights when trained already, else trained now
-    (from the saved state where there is one) and written into the folder."""
+    (from the saved state where there is one) and written into the folder. With ``val_items``
+    (arithmetic text) each evaluation also scores their greedy exact match in 004's free format
+    (:func:`.check.free_exact_match`, ``demos`` shown), and early stopping follows it rather than
+    the loss (a lower answer loss on bare lines went with fewer right answers in the pilot)."""
     marker = folder.path / TRAINED_FILE
     if marker.is_file():
         load_weights(lm.model, folder.path)
@@ -133,11 +139,17 @@ def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progre
     def _evaluated(step: int, loss: float) -> bool:
         if step % every and step != steps:
             return False
-        history["validation"].append({"step": step, "loss": check.mean_loss(lm, val, cfg.batch_size)})
-        folder.log(f"step {step}/{steps}: training loss {loss:.4f}, validation loss "
-                   f"{history['validation'][-1]['loss']:.4f}")
-        best = min(range(len(history["validation"])), key=lambda i: history["validation"][i]["loss"])
-        return bool(cfg.patience and len(history["validation"]) - 1 - best >= cfg.patience)
+        point = {"step": step, "loss": check.mean_loss(lm, val, cfg.batch_size)}
+        if val_items is not None:  # arithmetic text: the greedy answer in 004's free format
+            hits = check.free_exact_match(lm, val_items, demos, cfg.batch_size)
+            point["exact"] = sum(hits) / len(hits)
+        history["validation"].append(point)
+        folder.log(f"step {step}/{steps}: training loss {loss:.4f}, validation loss {point['loss']:.4f}"
+                   + (f", validation exact match {point['exact']:.1%}" if "exact" in point else ""))
+        points = history["validation"]
+        best = (max(range(len(points)), key=lambda i: points[i]["exact"]) if "exact" in point
+                else min(range(len(points)), key=lambda i: points[i]["loss"]))
+        return bool(cfg.patience and len(points) - 1 - best >= cfg.patience)
 
     def save_state(data: bytes) -> None:
         with writing(folder.path), AtomicFile(state_path, "wb") as f:

@@ -1,0 +1,128 @@
+"""Recipe sweep for ``finetune --task arithmetic-text`` (issue 62 item 2): each recipe is trained
+from the same base weights on the same train split and scored on the validation split only
+(greedy exact match in 004's free format, 5-shot, by :func:`whitebox_eval.finetune.check.free_exact_match`,
+every ``--eval-every`` steps); the test split is never read here. Appends one JSON row per recipe to
+``--out`` (the curve, seconds per step) and prints it.
+
+  PYTHONPATH=src python benchmarks/arithmetic_recipes.py --cats add2,sub2 --lr 1e-3 --batch 16 --steps 300 \\
+      --out benchmarks/results/arithmetic_recipes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from whitebox_eval.finetune import check
+from whitebox_eval.finetune.sources import encode, load_items, parse_source
+from whitebox_eval.finetune.splits import make_splits
+from whitebox_eval.models import load_model
+from whitebox_eval.models.training import Recipe, train_rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--cats", default="add2,sub2")
+    ap.add_argument("--limit", type=int, default=3000)
+    ap.add_argument("--validation", type=float, default=0.05)
+    ap.add_argument("--test", type=float, default=0.04)
+    ap.add_argument("--shots", type=int, default=5)
+    ap.add_argument("--lr", type=float, nargs="+", default=[1e-3])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--val-n", type=int, default=60, help="validation items scored (the first of the split)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="save the weights at the best validation point here (one file per learning rate)")
+    ap.add_argument("--check", default=None, metavar="WEIGHTS|base",
+                    help="instead of training: the held-out check on the test split (its first --test-n items, "
+                         "--samples draws at T = 1) of the base model or of saved weights")
+    ap.add_argument("--test-n", type=int, default=40)
+    ap.add_argument("--samples", type=int, default=4)
+    a = ap.parse_args()
+
+    source = parse_source(f"arithmetic-text:{a.cats}")
+    items, _ = load_items(source, a.limit, a.seed)
+    splits = make_splits(items, validation=a.validation, test=a.test, shots=a.shots, seed=a.seed)
+    lm = load_model(a.model)
+    tok = lm.tokenizer
+    eos = lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+    seqs = check.sequences([encode(source, it, tok, [], eos) for it in splits.train])
+    val = splits.validation[:a.val_n]
+    if a.check:
+        return test_check(a, lm, splits)
+    base = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
+    hashes = {k: v["sha256"][:12] for k, v in splits.record(a.seed).items() if isinstance(v, dict)}
+
+    def score() -> float:
+        hits = check.free_exact_match(lm, val, splits.demos, batch_size=16)
+        return sum(hits) / len(hits)
+
+    t0 = time.perf_counter()
+    base_em = score()
+    eval_s = time.perf_counter() - t0
+    for lr in a.lr:
+        lm.model.load_state_dict(base)
+        curve = [{"step": 0, "val_exact": base_em}]
+        timing = {"train_s": 0.0, "cpu_s": 0.0, "last": time.perf_counter(), "cpu_last": time.process_time()}
+
+        def after_step(step: int, loss: float) -> bool:
+            if step % a.eval_every and step != a.steps:
+                return False
+            now = time.perf_counter()
+            timing["train_s"] += now - timing["last"]
+            timing["cpu_s"] += time.process_time() - timing["cpu_last"]
+            curve.append({"step": step, "loss": round(loss, 4), "val_exact": score()})
+            if a.keep and curve[-1]["val_exact"] > max(c["val_exact"] for c in curve[1:-1] or [{"val_exact": -1}]):
+                torch.save(lm.model.state_dict(), a.keep.with_name(f"{a.keep.name}_{lr:g}.pt"))
+            print(f"lr {lr:g} step {step}: loss {loss:.3f}, validation exact {curve[-1]['val_exact']:.3f}", flush=True)
+            timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
+            return False
+
+        recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, a.steps, a.seed, f"finetune/{a.seed}")
+        timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
+        res = train_rows(lm, seqs, recipe, after_step=after_step)
+        row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer",
+               "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
+               "s_per_step": round(timing["train_s"] / a.steps, 3),
+               "cpu_s_per_step": round(timing["cpu_s"] / a.steps, 3), "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1),
+               "loss_first": round(res.losses[0], 4), "curve": curve,
+               "best_val_exact": max(c["val_exact"] for c in curve[1:]), "load": list(map(float, open("/proc/loadavg").read().split()[:3]))}
+        print(json.dumps(row), flush=True)
+        with a.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def test_check(a, lm, splits) -> None:
+    """The check of the test split's first ``test_n`` items in 004's free format (greedy and
+    ``samples`` draws at T = 1, as :func:`whitebox_eval.finetune.check.held_out_check`)."""
+    from whitebox_eval.finetune.check import _free_format
+
+    if a.check != "base":
+        lm.model.load_state_dict(torch.load(a.check))
+    items = splits.test[:a.test_n]
+    t0 = time.process_time()
+    rows = _free_format(lm, items, splits.demos, a.samples, a.seed, 6)
+    t1 = time.process_time()
+    check.free_exact_match(lm, splits.validation[:a.val_n], splits.demos, batch_size=16)
+    val_cpu = (time.process_time() - t1) / min(a.val_n, len(splits.validation))
+    record = {"weights": a.check, "cpu_s_per_validation_item": round(val_cpu, 3), "cats": a.cats, "test_n": len(items), "samples": a.samples,
+              "splits": {k: v["sha256"] for k, v in splits.record(a.seed).items() if isinstance(v, dict)},
+              "cpu_s_per_item": round((time.process_time() - t0) / len(items), 2),
+              "greedy": [bool(r["correct"]) for r in rows], "p_correct": [r["p_correct"] for r in rows],
+              "ids": [r["id"] for r in rows], "responses": [r["response"] for r in rows]}
+    print(json.dumps({k: v for k, v in record.items() if k not in ("ids", "responses")}), flush=True)
+    with a.out.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    main()
