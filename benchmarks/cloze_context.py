@@ -297,6 +297,13 @@ def lm_eval_arm(setting: str, shared: Path, tmp: Path) -> dict:
 
 
 def worker(arm: str, setting: str, shared: Path, out: Path, model: str, requests: Path | None = None) -> None:
+    if os.environ.get("CLOZE_ITEMS"):  # --items: the setting's first N items
+        name, shots, _ = SETTINGS[setting]
+        SETTINGS[setting] = (name, shots, int(os.environ["CLOZE_ITEMS"]))
+    if os.environ.get("CLOZE_THREADS"):  # --threads: every arm's intra-op threads
+        import torch
+
+        torch.set_num_threads(int(os.environ["CLOZE_THREADS"]))
     with tempfile.TemporaryDirectory() as tmp:
         if arm == "plain":
             result = plain_arm(setting, requests, model)
@@ -467,6 +474,13 @@ def main() -> None:
     ap.add_argument("--before-src", type=Path, default=None,
                     help="the before arm's src folder (default: commit %s's, from git archive)" % BEFORE)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--items", type=int, default=None,
+                    help="only each setting's first N items (a shorter run of the same contexts; winogrande: all)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch's intra-op threads in every arm (default: torch's own); 1 keeps CPU seconds "
+                         "steady on a loaded machine, where idle threads spin")
+    ap.add_argument("--tolerance", type=float, default=1e-4,
+                    help="largest |log-likelihood| difference of the new arm from plain (default: %(default)s)")
     ap.add_argument("--lm-eval-python", default=sys.executable)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cloze_context.md")
     ap.add_argument("--model", default="smollm2-135m", help="every arm's model (default: %(default)s)")
@@ -479,6 +493,10 @@ def main() -> None:
         worker(args.worker, args.setting, args.datasets, args.worker_out, args.model, args.requests)
         return
     started = time.strftime("%Y-%m-%d %H:%M")
+    if args.items:
+        os.environ["CLOZE_ITEMS"] = str(args.items)
+    if args.threads:
+        os.environ["CLOZE_THREADS"] = str(args.threads)
     arms = args.arms.split(",")
     if "plain" in arms and "new" not in arms:
         ap.error("the plain arm scores the new arm's requests: --arms must name new too")
@@ -521,6 +539,13 @@ def main() -> None:
     slim = {s: {**r, "rounds": [{a: {k: v for k, v in x.items() if k != "items"} for a, x in rnd.items()}
                                 for rnd in r["rounds"]]} for s, r in rows.items()}
     args.out.with_suffix(".json").write_text(json.dumps(slim, indent=1) + "\n", encoding="utf-8")
+    worst = [a.get("new", {}).get("max_abs_loglik_diff_vs_plain") for r in rows.values() for a in r["agreement"]]
+    worst = [w for w in worst if w is not None]
+    if worst:
+        print(f"log-likelihoods, new vs plain: largest |difference| {max(worst):.1e} (tolerance {args.tolerance:g})")
+        if max(worst) > args.tolerance:
+            sys.exit(f"the packed pass's log-likelihoods differ from plain transformers' by {max(worst):.1e}, "
+                     f"over the tolerance {args.tolerance:g}")
 
 
 if __name__ == "__main__":
