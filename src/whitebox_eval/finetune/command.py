@@ -45,7 +45,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @model_load_options
 @dtype_option
 @run_folder_options
-@config_file_option("whitebox_eval.finetune.study:FinetuneConfig")
+@config_file_option("whitebox_eval.finetune.config:FinetuneConfig")
 def command(**kw) -> None:
     """Fine-tune a model on a task into a run folder that loads as --model.
 

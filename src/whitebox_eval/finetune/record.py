@@ -22,7 +22,7 @@ def work(cfg, mode: str) -> tuple[int, float]:
 SUITE = Suite(
     "finetune", "Fine-tune a model on a task into a run folder that loads as --model.",
     "whitebox_eval.finetune.command:command",
-    {"study": Mode("whitebox_eval.finetune.study:FinetuneConfig", "whitebox_eval.finetune.study:run_finetune")},
+    {"study": Mode("whitebox_eval.finetune.config:FinetuneConfig", "whitebox_eval.finetune.study:run_finetune")},
     work,
     rate=0.095,  # span's: a fine-tuning step and a generated token cost as there
     tokens_per_unit=60,

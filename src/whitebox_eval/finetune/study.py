@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,77 +27,17 @@ import numpy as np
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune import check
-from whitebox_eval.finetune.sources import TEXT, GAR, encode, load_items, parse_source
+from whitebox_eval.finetune.config import FinetuneConfig
+from whitebox_eval.finetune.sources import TEXT, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
                                            save_weights, train_rows, weights_file_sha256)
-from whitebox_eval.runs import RunFolder, config_dict, open_run, progress
+from whitebox_eval.runs import RunFolder, open_run, progress
 from whitebox_eval.runs.atomic import AtomicFile, write_atomic, writing
 from whitebox_eval.runs.kept import kept
 from whitebox_eval.runs.provenance import CONFIG_FILE, dump_yaml, read_config
 
 STATE_FILE = Path("state") / "loop.pt"
-
-
-@dataclass
-class FinetuneConfig:
-    """Everything that sets a fine-tuning's weights and its check."""
-
-    model: str = "smollm2-135m"
-    task: str = "arithmetic-gen"
-    limit: int | None = 200
-    """Items drawn from the task before deduplication (None: all of a file)."""
-    validation: float = 0.1
-    test: float = 0.2
-    shots: int = 0
-    """Demonstrations before each check prompt, from a pool no split holds (training is zero-shot)."""
-    learning_rate: float = 5e-5
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    train_batch_size: int = 8
-    epochs: int = 1
-    max_steps: int | None = None
-    grad_clip: float | None = None
-    save_every: int = 25
-    """Steps between saved states (0: none; a kill then restarts the training)."""
-    eval_every: int | None = None
-    """Steps between validation losses (None: ``save_every``, or only at the end when that is 0)."""
-    patience: int = 0
-    """Stop after this many validation losses without a new best (0: never early)."""
-    max_new_tokens: int | None = None
-    """The check's generation budget (None: the longest test answer plus 2 tokens)."""
-    check_samples: int = 5
-    """arithmetic-text: answers drawn at temperature 1 per test problem in 004's free format (its
-    free P(correct)); 0: the greedy answer only."""
-    seed: int = 0
-    batch_size: int = 8
-    dtype: str = "float32"
-    volatile: tuple[str, ...] = field(default=("batch_size", "trained_weights"), repr=False)
-
-    def __post_init__(self) -> None:
-        self.betas = tuple(self.betas)
-
-    def check(self) -> None:
-        if self.learning_rate <= 0 or self.train_batch_size < 1 or self.epochs < 1 or self.batch_size < 1:
-            raise WhiteboxError("finetune needs a positive learning rate, and batch sizes and epochs of at least 1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise WhiteboxError("max_steps must be at least 1 (or None for every epoch)")
-        if self.save_every < 0 or self.patience < 0 or self.shots < 0 or self.check_samples < 0 or (self.eval_every or 1) < 1:
-            raise WhiteboxError("save_every, patience, shots and check_samples must be >= 0, eval_every >= 1")
-        if self.limit is not None and self.limit < 4:
-            raise WhiteboxError("finetune needs a limit of at least 4 items (train, validation, test)")
-        if not (0 < self.validation < 1 and 0 < self.test < 1 and self.validation + self.test < 1):
-            raise WhiteboxError("validation and test are shares of the items: each in (0, 1), their sum below 1")
-        source = parse_source(self.task)
-        if self.shots and source.kind in (TEXT, GAR):
-            raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
-
-    def to_dict(self) -> dict:
-        return config_dict(self, "finetune")
-
-    def steps(self, n_train: int) -> int:
-        per_epoch = -(-n_train // self.train_batch_size)
-        return min(per_epoch * self.epochs, self.max_steps or per_epoch * self.epochs)
 
 
 def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: str | None = None,
