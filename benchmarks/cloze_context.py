@@ -106,7 +106,7 @@ OP_GROUPS = {  # torch operators by what they do, for --profile's itemisation (f
 
 
 def profiled(fn):
-    """``fn()``, and with ``--profile`` its torch operators' self CPU seconds by operator name."""
+    """``fn()``, and with ``--profile`` its torch operators' self time (seconds) by operator name."""
     if not os.environ.get("CLOZE_PROFILE"):
         return fn(), None
     from torch.profiler import ProfilerActivity, profile
@@ -461,7 +461,7 @@ def packed_table(rows: dict) -> list[str]:
 
 
 def ops_table(rows: dict) -> list[str]:
-    """--profile: the new arm's and plain's operator self CPU seconds by group, summed over rounds,
+    """--profile: the new arm's and plain's operator self time by group, summed over rounds,
     and the operators whose difference is largest (the profiler's own cost included in both)."""
     new: dict[str, float] = {}
     plain: dict[str, float] = {}
@@ -476,7 +476,8 @@ def ops_table(rows: dict) -> list[str]:
     for i, side in enumerate((new, plain)):
         for op, sec in side.items():
             groups[op_group(op)][i] += sec
-    lines = ["", "## Where the CPU seconds go (--profile: torch operators' self CPU seconds)", "",
+    lines = ["", "## Where the time goes (--profile: torch operators' self time, seconds as the profiler clocks "
+             "them: each operator's wall time, so a loaded machine inflates them all; compare the arms' shares)", "",
              "| operator group | new arm (whole run) | plain | new - plain |", "|---|---|---|---|"]
     lines += [f"| {g} | {a:.2f} | {b:.2f} | {a - b:+.2f} |" for g, (a, b) in groups.items()]
     a, b = sum(new.values()), sum(plain.values())

@@ -18,7 +18,7 @@ from whitebox_eval.controls import Head
 from whitebox_eval.datafiles import recording
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.probe import TruthStatements, load_truth_statements
-from whitebox_eval.gar.config import GARProbeConfig
+from whitebox_eval.gar.config import GARProbeConfig, GARRun
 from whitebox_eval.gar.study_base import (CONTROL_RULE, coverage_model, open_gar_run, random_head_draws, run_stage,
     study_engine)
 from whitebox_eval.internals import Engine
