@@ -63,21 +63,6 @@ def test_results_do_not_depend_on_batch_or_order():
     np.testing.assert_allclose(np.concatenate(per_group[::-1]), together, rtol=1e-6, atol=1e-6)
 
 
-def test_on_the_cpu_each_packed_row_runs_alone_without_pads():
-    """A left pad costs a token's work on the CPU: there the groups run one row each, so the
-    tokens computed are the packed rows' lengths, pads none."""
-    from whitebox_eval.internals.packing import packed_length
-
-    lm = tiny_loaded("llama")
-    seen = []
-    hook = lm.model.get_input_embeddings().register_forward_pre_hook(lambda m, a: seen.append(tuple(a[0].shape)))
-    try:
-        continuation_logprobs(Engine(lm), GROUPS)
-    finally:
-        hook.remove()
-    assert seen == [(1, packed_length([(c + x)[:-1] for c, x in g])) for g in GROUPS]
-
-
 def test_requests_that_cannot_be_scored_are_refused():
     engine = Engine(tiny_loaded("llama"))
     with pytest.raises(WhiteboxError, match="no continuation"):

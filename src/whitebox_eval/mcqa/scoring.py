@@ -162,10 +162,7 @@ def continuation_logprobs(engine: Engine, groups: Sequence[Sequence[Request]], p
     contexts' longest common token prefix) is computed once, then each request's own tokens,
     all but its last (lm-eval's ``(context + continuation)[:-1]``). With ``prefix`` (the
     cached tokens every context starts with, each context's last token after it) only the
-    tokens after it are computed. On the CPU each row runs alone: a left pad would cost what a
-    token costs (``benchmarks/results/cloze_limit.md``)."""
-    if len(groups) > 1 and engine.output_device.type == "cpu":  # a pad costs a token's work there: no pads
-        return np.concatenate([continuation_logprobs(engine, [g], prefix, edits) for g in groups])
+    tokens after it are computed."""
     skip = prefix.length if prefix is not None else 0
     for group in groups:
         for c, x in group:
