@@ -94,6 +94,34 @@ def _clock():
 
 # ------------------------------------------------------------------ workers (one arm, one setting)
 
+OP_GROUPS = {  # torch operators by what they do, for --profile's itemisation (first match wins)
+    "attention (sdpa)": ("scaled_dot_product", "flash_attention", "_efficient_attention"),
+    "matmul (linear)": ("addmm", "aten::mm", "bmm", "matmul", "linear"),
+    "softmax / log-softmax": ("softmax",),
+    "gather / index / mask": ("index", "gather", "masked", "nonzero", "where", "scatter"),
+    "copy / cat / new tensors": ("copy", "cat", "stack", "pad", "clone", "contiguous", "_to_copy", "aten::to",
+                                 "fill", "zero", "empty", "zeros", "ones", "full", "arange", "expand", "repeat"),
+    "elementwise / norms": ("mul", "add", "sub", "div", "silu", "gelu", "rsqrt", "pow", "mean", "neg", "exp", "sum"),
+}
+
+
+def profiled(fn):
+    """``fn()``, and with ``--profile`` its torch operators' self time (seconds) by operator name."""
+    if not os.environ.get("CLOZE_PROFILE"):
+        return fn(), None
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = fn()
+    ops: dict[str, float] = {}
+    for e in prof.key_averages():
+        ops[e.key] = ops.get(e.key, 0.0) + e.self_cpu_time_total / 1e6
+    return out, ops
+
+
+def op_group(name: str) -> str:
+    return next((g for g, keys in OP_GROUPS.items() if any(k in name for k in keys)), "other")
+
 def plain_logprobs(model, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[float]]:
     """lm-eval's loglikelihoods from a plain Hugging Face model, the cloze pass's limit: per item,
     each distinct context's tokens but its last forwarded once into a key/value cache; then every
@@ -155,9 +183,9 @@ def plain_arm(setting: str, requests_file: Path, model: str = "smollm2-135m") ->
             reqs.append((c, x))
         tokens.append(reqs)
     t0, c0 = _clock()
-    ll = plain_logprobs(lm, tokens)
+    ll, ops = profiled(lambda: plain_logprobs(lm, tokens))
     t1, c1 = _clock()
-    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n,
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, "ops": ops,
             "items": [{**item, "loglik": l, **predictions(l, item["requests"])} for item, l in zip(logged, ll)]}
 
 
@@ -238,10 +266,10 @@ def ours(setting: str, shared: Path, tmp: Path, model: str = "smollm2-135m") -> 
         cfg = MCQAConfig(model=model, task=task_spec(name, shots, shared, tmp), prompt="lm-eval", shots=shots,
                          limit=n, methods=("cloze",), uncertainty=False, batch_size=BATCH)
     t0, c0 = _clock()
-    folder = run_mcqa(cfg, tmp / "runs", run_id="r", loaded=loaded, show_progress=False)
+    folder, ops = profiled(lambda: run_mcqa(cfg, tmp / "runs", run_id="r", loaded=loaded, show_progress=False))
     t1, c1 = _clock()
     samples = list(folder.read_samples())
-    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, **clock.phases(),
+    return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "computed": counter.n, **clock.phases(), "ops": ops,
             "items": [{"gold": s["gold"], "loglik": s["cloze_loglik"], "acc": s["pred_cloze"],
                        "acc_norm": s["pred_cloze_norm"], "requests": requests_of(s)} for s in samples]}
 
@@ -297,6 +325,13 @@ def lm_eval_arm(setting: str, shared: Path, tmp: Path) -> dict:
 
 
 def worker(arm: str, setting: str, shared: Path, out: Path, model: str, requests: Path | None = None) -> None:
+    if os.environ.get("CLOZE_ITEMS"):  # --items: the setting's first N items
+        name, shots, _ = SETTINGS[setting]
+        SETTINGS[setting] = (name, shots, int(os.environ["CLOZE_ITEMS"]))
+    if os.environ.get("CLOZE_THREADS"):  # --threads: every arm's intra-op threads
+        import torch
+
+        torch.set_num_threads(int(os.environ["CLOZE_THREADS"]))
     with tempfile.TemporaryDirectory() as tmp:
         if arm == "plain":
             result = plain_arm(setting, requests, model)
@@ -425,6 +460,35 @@ def packed_table(rows: dict) -> list[str]:
     return lines
 
 
+def ops_table(rows: dict) -> list[str]:
+    """--profile: the new arm's and plain's operator self time by group, summed over rounds,
+    and the operators whose difference is largest (the profiler's own cost included in both)."""
+    new: dict[str, float] = {}
+    plain: dict[str, float] = {}
+    for r in rows.values():
+        for arms in r["rounds"]:
+            for arm, into in (("new", new), ("plain", plain)):
+                for op, sec in ((arms.get(arm) or {}).get("ops") or {}).items():
+                    into[op] = into.get(op, 0.0) + sec
+    if not new or not plain:
+        return []
+    groups = {g: [0.0, 0.0] for g in [*OP_GROUPS, "other"]}
+    for i, side in enumerate((new, plain)):
+        for op, sec in side.items():
+            groups[op_group(op)][i] += sec
+    lines = ["", "## Where the time goes (--profile: torch operators' self time, seconds as the profiler clocks "
+             "them: each operator's wall time, so a loaded machine inflates them all; compare the arms' shares)", "",
+             "| operator group | new arm (whole run) | plain | new - plain |", "|---|---|---|---|"]
+    lines += [f"| {g} | {a:.2f} | {b:.2f} | {a - b:+.2f} |" for g, (a, b) in groups.items()]
+    a, b = sum(new.values()), sum(plain.values())
+    lines += [f"| all operators | {a:.2f} | {b:.2f} | {a - b:+.2f} |", "",
+              "| operator | new | plain | new - plain |", "|---|---|---|---|"]
+    diff = sorted(set(new) | set(plain), key=lambda op: -abs(new.get(op, 0.0) - plain.get(op, 0.0)))[:12]
+    lines += [f"| `{op}` | {new.get(op, 0.0):.2f} | {plain.get(op, 0.0):.2f} | {new.get(op, 0.0) - plain.get(op, 0.0):+.2f} |"
+              for op in diff]
+    return lines
+
+
 def report(rows: dict, args, started: str) -> str:
     lines = ["# Each context computed once: k-shot cloze, tokens and time", "",
              f"Command: `python benchmarks/cloze_context.py {' '.join(sys.argv[1:])}` ({started}; SmolLM2-135M "
@@ -456,6 +520,7 @@ def report(rows: dict, args, started: str) -> str:
                  "CPU seconds are steadier" if max(loads) > (os.cpu_count() or 1) else "") + "."]
     if any("plain" in arms for r in rows.values() for arms in r["rounds"]):
         lines += packed_table(rows)
+    lines += ops_table(rows)
     return "\n".join(lines) + "\n"
 
 
@@ -467,6 +532,15 @@ def main() -> None:
     ap.add_argument("--before-src", type=Path, default=None,
                     help="the before arm's src folder (default: commit %s's, from git archive)" % BEFORE)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--items", type=int, default=None,
+                    help="only each setting's first N items (a shorter run of the same contexts; winogrande: all)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch's intra-op threads in every arm (default: torch's own); 1 keeps CPU seconds "
+                         "steady on a loaded machine, where idle threads spin")
+    ap.add_argument("--profile", action="store_true",
+                    help="itemise each arm's CPU seconds by torch operator (torch.profiler; slows every arm)")
+    ap.add_argument("--tolerance", type=float, default=1e-4,
+                    help="largest |log-likelihood| difference of the new arm from plain (default: %(default)s)")
     ap.add_argument("--lm-eval-python", default=sys.executable)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cloze_context.md")
     ap.add_argument("--model", default="smollm2-135m", help="every arm's model (default: %(default)s)")
@@ -479,6 +553,12 @@ def main() -> None:
         worker(args.worker, args.setting, args.datasets, args.worker_out, args.model, args.requests)
         return
     started = time.strftime("%Y-%m-%d %H:%M")
+    if args.items:
+        os.environ["CLOZE_ITEMS"] = str(args.items)
+    if args.threads:
+        os.environ["CLOZE_THREADS"] = str(args.threads)
+    if args.profile:
+        os.environ["CLOZE_PROFILE"] = "1"
     arms = args.arms.split(",")
     if "plain" in arms and "new" not in arms:
         ap.error("the plain arm scores the new arm's requests: --arms must name new too")
@@ -521,6 +601,13 @@ def main() -> None:
     slim = {s: {**r, "rounds": [{a: {k: v for k, v in x.items() if k != "items"} for a, x in rnd.items()}
                                 for rnd in r["rounds"]]} for s, r in rows.items()}
     args.out.with_suffix(".json").write_text(json.dumps(slim, indent=1) + "\n", encoding="utf-8")
+    worst = [a.get("new", {}).get("max_abs_loglik_diff_vs_plain") for r in rows.values() for a in r["agreement"]]
+    worst = [w for w in worst if w is not None]
+    if worst:
+        print(f"log-likelihoods, new vs plain: largest |difference| {max(worst):.1e} (tolerance {args.tolerance:g})")
+        if max(worst) > args.tolerance:
+            sys.exit(f"the packed pass's log-likelihoods differ from plain transformers' by {max(worst):.1e}, "
+                     f"over the tolerance {args.tolerance:g}")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ RUNS: dict[str, list[str]] = {
     "lm_eval_generation_fixture.py": ["--model-dir", TINY, "--out", OUT + "/generation", "--limit", "2"],
     "lm_eval_chat_template.py": [ARC, "--n", "2", "--model", TINY_CHAT, "--out", OUT + "/chat.json"],
     "cloze_context.py": ["--model", TINY, "--datasets", DATA, "--arms", "new,plain,lm-eval", "--only", "hellaswag/10",
-                         "--out", OUT + "/cloze_context.md"],
+                         "--items", "4", "--threads", "1", "--profile", "--out", OUT + "/cloze_context.md"],
 }
 #: steps run before a script (a program, "whitebox-eval" or a script, then its arguments)
 SETUP: dict[str, list[list[str]]] = {
@@ -108,7 +108,9 @@ EXPECT: dict[str, list[str]] = {
     "lm_eval_whole_files.py": [rf"\| {k} \(first 2 per task scored.*\| {n} of {n} \|.*\| none \|"
                                for k, n in (("arc_challenge/0", 2), ("mmlu/5", 6), ("hellaswag/10", 2))],
     "cloze_context.py": [r"\| hellaswag/10 \| new \|.*\| 0, 0 \| \S+ \|",
-                         r"\| hellaswag/10 \| 1 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d\.\de-(0[5-9]|[1-9]\d) \|"],
+                         r"\| hellaswag/10 \| 1 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d\.\de-(0[5-9]|[1-9]\d) \|",
+                         r"\| all operators \| [\d.]+ \| [\d.]+ \| [+-][\d.]+ \|",
+                         r"log-likelihoods, new vs plain: largest \|difference\| \d\.\de-(0[5-9]|[1-9]\d) \(tolerance 0\.0001\)"],
 }
 #: what a script needs beyond a tiny model; a test without it is skipped with the reason
 NEEDS: dict[str, str] = {

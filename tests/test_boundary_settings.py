@@ -55,6 +55,34 @@ def test_right_values_pass_and_take_the_fields_form():
     assert span["heads"] == (1, 2) and span["values"] == (0.5, 2.0) and span["finetune"].epochs == 2
 
 
+@pytest.mark.parametrize("value, words", [(1.5, "takes a whole number, not float 1.5"),
+                                          (True, "takes a whole number, not bool True"),
+                                          ("2", "takes a whole number, not str '2'")])
+def test_a_paper_entry_and_a_config_are_read_by_one_check(value, words):
+    """A paper file's entry (``reproduce/spec_keys``) and a config's settings are checked by one
+    function (``runs.settings.checked_keys``): the same fault is the same line at both."""
+    from whitebox_eval.reproduce import spec_keys
+
+    with pytest.raises(WhiteboxError) as config:
+        checked_settings(_cfg("mcqa"), {"seed": value}, "here")
+    with pytest.raises(WhiteboxError) as paper:
+        spec_keys.entry({"model": "m", "layers": value}, "saes", "here")
+    assert str(config.value) == f"here: seed {words}" and str(paper.value) == f"here: layers {words}"
+
+
+def test_an_unknown_key_names_the_nearest_at_both_call_sites():
+    from whitebox_eval.reproduce import spec_keys
+
+    with pytest.raises(WhiteboxError) as config:
+        checked_settings(_cfg("mcqa"), {"limt": 1}, "here")
+    with pytest.raises(WhiteboxError) as paper:
+        spec_keys.entry({"layrs": 1}, "saes", "here")
+    assert str(config.value).startswith("here: unknown setting 'limt' for MCQAConfig (did you mean limit?); "
+                                        "the settings are: ")
+    assert str(paper.value) == ("here: unknown key 'layrs' (did you mean layers?); the keys are: "
+                                "cite, hook, ids, layers, model, release, repo")
+
+
 def test_a_billion_laughs_file_ends_in_one_line_without_expanding(tmp_path):
     lines = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     for i in range(1, 12):

@@ -11,6 +11,18 @@ from whitebox_eval.cli import LAZY_COMMANDS, cli
 
 COMMANDS = ["", *LAZY_COMMANDS, "runs", "models", "inspect"]
 
+
+def _sub_commands() -> list[list[str]]:
+    """Every sub-command of a command group (``mui masking``, ...)."""
+    import click
+
+    out = []
+    for name in COMMANDS[1:]:
+        group = cli.get_command(click.Context(cli), name)
+        if isinstance(group, click.Group):
+            out += [[name, sub] for sub in group.list_commands(click.Context(group))]
+    return out
+
 PROBE = """
 import sys
 from whitebox_eval.cli import main
@@ -29,6 +41,14 @@ def test_help_imports_no_torch(command):
     out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, check=True)
     assert "Usage:" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "HEAVY=", f"{argv}: {out.stdout.splitlines()[-1]}"
+
+
+@pytest.mark.parametrize("command", _sub_commands(), ids=" ".join)
+def test_a_sub_command_help_imports_no_torch(command):
+    out = subprocess.run([sys.executable, "-c", PROBE.format(argv=[*command, "--help"])], capture_output=True,
+                         text=True, check=True)
+    assert "Usage:" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY=", f"{command}: {out.stdout.splitlines()[-1]}"
 
 
 @pytest.mark.parametrize("name", list(LAZY_COMMANDS))

@@ -23,12 +23,17 @@ try:
     main({argv!r})
 except SystemExit as e:
     assert e.code in (0, None), e.code
-print("MODULES=" + json.dumps(sorted(m for m in sys.modules if m.startswith("whitebox_eval."))))
+print("MODULES=" + json.dumps(sorted(m for m in sys.modules if m.startswith("whitebox_eval.") or m in {heavy!r})))
 """
 
 
+HEAVY = {"torch", "transformers", "scipy"}
+"""What planning and ``--help`` never import (the engine's and the studies' libraries)."""
+
+
 def _imported(argv: list[str]) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True,
+                         check=True)
     return set(json.loads(out.stdout.strip().splitlines()[-1].removeprefix("MODULES=")))
 
 
@@ -65,6 +70,18 @@ def test_planning_imports_the_configs_and_no_study_code(tmp_path):
     got = _imported(["reproduce", "000", "--plan-only", "--scale", "micro", "--output", str(tmp_path)])
     assert "whitebox_eval.mcqa.config" in got  # the plan did build mcqa configs
     assert not got & _study_code(), sorted(got & _study_code())
+
+
+PAPERS = ("000", "001", "002", "003", "004", "all")
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_planning_a_paper_imports_no_study_code_and_no_torch(paper, tmp_path):
+    """``reproduce PAPER --plan-only`` builds every child's config from its record's config module:
+    no run function, command, view, figure or statistic module is imported, and neither is torch."""
+    got = _imported(["reproduce", paper, "--plan-only", "--scale", "micro", "--output", str(tmp_path)])
+    assert not got & _study_code(), sorted(got & _study_code())
+    assert not got & HEAVY, sorted(got & HEAVY)
 
 
 def _every_reference():

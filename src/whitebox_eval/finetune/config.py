@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.sources import FACTS, GAR, TEXT, parse_source
-from whitebox_eval.runs import config_dict
+from whitebox_eval.runs.config import config_dict
 
 
 @dataclass

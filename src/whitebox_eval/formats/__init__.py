@@ -5,6 +5,7 @@ generation (:mod:`.generation`), metrics, plots and the ``formats`` / ``formats-
 from whitebox_eval.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "whitebox_eval.formats.study": ["FormatsConfig", "run_formats"],
+    "whitebox_eval.formats.config": ["FormatsConfig"],
+    "whitebox_eval.formats.study": ["run_formats"],
     "whitebox_eval.formats.over_runs": ["compare_runs"],
 })

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from whitebox_eval.internals.activation_specs import (POSITIONS, STORED_DTYPE, batch_captures, batch_rows,
+from whitebox_eval.internals.activation_specs import (POSITIONS, stored_dtype, batch_captures, batch_rows,
                                                       check_activations, generated_rows, generation_captures,
                                                       layers_of, parse_activations, width)
 from whitebox_eval.runs.activations import ActivationParts, estimate
@@ -60,7 +60,7 @@ class Saver:
             if any(s.positions == "all" for s in self.specs):
                 positions["all"] = float(np.mean([len(tok(render_prompt(it, fmt="mcq_plain", demos=demos).text)["input_ids"])
                                                   for it in items[:50]]))  # the first 50 questions' mean
-            itemsize = np.dtype(STORED_DTYPE.get(dtype, "float32")).itemsize
+            itemsize = np.dtype(stored_dtype(dtype)).itemsize
             _, line = estimate(self.specs, len(items), arch.n_layers, {s.point: width(arch, s.point) for s in self.specs},
                                positions, itemsize)
             print(line, file=sys.stderr)

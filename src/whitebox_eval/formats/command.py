@@ -46,7 +46,7 @@ from whitebox_eval.tasks.spec import FORMATS_USAGE, MCQ_TASKS
 @model_load_options
 @dtype_option
 @run_folder_options
-@config_file_option("whitebox_eval.formats.study:FormatsConfig")
+@config_file_option("whitebox_eval.formats.config:FormatsConfig")
 def formats(**kw) -> None:
     """First-token probabilities vs free generation (paper 004).
 

@@ -13,7 +13,7 @@ def work(cfg, mode: str) -> tuple[int, float]:
 
 SUITE = Suite(
     "formats", "First-token probabilities vs free generation (paper 004).", "whitebox_eval.formats.command:formats",
-    {"study": Mode("whitebox_eval.formats.study:FormatsConfig", "whitebox_eval.formats.study:run_formats",
+    {"study": Mode("whitebox_eval.formats.config:FormatsConfig", "whitebox_eval.formats.study:run_formats",
                    shards=True)},
     work,
     rate=0.25,

@@ -10,8 +10,8 @@ matched attention, EAP-IG attribution and True/False heads (secs. 4-5) in :mod:`
 strong / weak / knock-out and True/False interventions in :mod:`.interventions`, the
 App. E truth probe in :mod:`.probe`, plots in :mod:`.plots`.  The resumable studies, one
 per mode: :mod:`.evaluate_study`, :mod:`.attribute_study`, :mod:`.truth_heads`,
-:mod:`.intervene_study`, :mod:`.probe_study` (tasks and examples a run covers in
-:mod:`.selection`, what they share in :mod:`.study_base`); the ``whitebox-eval gar``
+:mod:`.intervene_study`, :mod:`.probe_study` (their configs in :mod:`.config`, tasks and examples a
+run covers in :mod:`.selection`, what they share in :mod:`.study_base`); the ``whitebox-eval gar``
 command in :mod:`.command`.
 """
 

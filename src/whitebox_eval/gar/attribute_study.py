@@ -4,32 +4,20 @@ several tasks share, resumable per task."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.roles import encode_examples
 from whitebox_eval.gar.selection import select_tasks, task_examples
-from whitebox_eval.gar.study_base import GARRun, coverage_model, open_gar_run, study_engine
+from whitebox_eval.gar.config import GARAttributeConfig
+from whitebox_eval.gar.study_base import coverage_model, open_gar_run, study_engine
 from whitebox_eval.gar.tasks import GARTask
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
-
-
-@dataclass
-class GARAttributeConfig(GARRun):
-    """EAP-IG head ranking per task and the heads the tasks share (sec. 4)."""
-
-    MODE: ClassVar[str] = "attribute"
-    tasks: str = "truth"
-    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
-    steps: int = 5
-    top: int = 10
-    batch_size: int = 4
 
 
 def attribution_baseline(task: GARTask) -> str:

@@ -79,9 +79,8 @@ def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
 @gen_kwargs_option({}, none="gar reads P(answer) from one forward pass per prompt; it generates nothing")
 @dtype_option
 @run_folder_options
-@config_file_option(*(f"whitebox_eval.gar.{m}" for m in (
-    "evaluate_study:GARConfig", "attribute_study:GARAttributeConfig", "truth_heads:GARHeadsConfig",
-    "intervene_study:GARInterveneConfig", "probe_study:GARProbeConfig")))
+@config_file_option(*(f"whitebox_eval.gar.config:{c}" for c in (
+    "GARConfig", "GARAttributeConfig", "GARHeadsConfig", "GARInterveneConfig", "GARProbeConfig")))
 def command(**kw) -> None:
     """GAR: compositional relational reasoning, its evaluation and its heads (paper 002).
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,24 +27,13 @@ from whitebox_eval.gar.metrics import METRICS, record_metrics
 from whitebox_eval.gar.roles import EncodedExample, encode_examples
 from whitebox_eval.gar.scoring import ExampleScore, score_batch
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
-from whitebox_eval.gar.study_base import GARRun, coverage_model, estimate, open_gar_run, study_engine
+from whitebox_eval.gar.config import GARConfig
+from whitebox_eval.gar.study_base import coverage_model, estimate, open_gar_run, study_engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.distributed import world as current_world
 from whitebox_eval.runs.pass_plan import plan_passes
 from whitebox_eval.runs.passes import run_pass
-
-
-@dataclass
-class GARConfig(GARRun):
-    """Everything that determines a GAR evaluation's numbers (written to config.yaml)."""
-
-    tasks: str = "all"
-    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
-    include_kr: bool = True
-    rule: str = "chance"
-
-    MODE: ClassVar[str] = "evaluate"
 
 
 def _score_record(ex: GARExample, enc: EncodedExample, s: ExampleScore) -> dict:

@@ -4,9 +4,7 @@ each a resumable stage, with the heads' matched attention on the pattern before.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
@@ -16,33 +14,12 @@ from whitebox_eval.gar.metrics import matched_gap, record_metrics
 from whitebox_eval.gar.roles import encode_examples, parse_pattern
 from whitebox_eval.gar.scoring import score_batch
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
-from whitebox_eval.gar.study_base import (
-    study_engine,
-    EDIT_POSITIONS,
-    GARRun,
-    intervention_headline,
-    coverage_model,
-    open_gar_run,
-    run_stage,
-    scores_from_samples,
-)
+from whitebox_eval.gar.config import EDIT_POSITIONS, GARInterveneConfig
+from whitebox_eval.gar.study_base import (study_engine, intervention_headline, coverage_model, open_gar_run,
+    run_stage, scores_from_samples)
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.pass_plan import plan_passes
-
-
-@dataclass
-class GARInterveneConfig(GARRun):
-    """Strong / weak / knock-out interventions on chosen heads (sec. 5, fig. 4)."""
-
-    tasks: str = "truth"
-    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
-    heads: str = ""
-    pattern: str = "V->E"
-    edit_at: str = "read"
-    rule: str = "chance"
-
-    MODE: ClassVar[str] = "intervene"
 
 
 def run_gar_intervene(cfg: GARInterveneConfig, output: str | Path = "runs", *, run_id: str | None = None,

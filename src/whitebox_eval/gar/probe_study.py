@@ -8,9 +8,8 @@ sha256 and ``--resume`` refuses a file that changed."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -19,26 +18,13 @@ from whitebox_eval.controls import Head
 from whitebox_eval.datafiles import recording
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.gar.probe import TruthStatements, load_truth_statements
-from whitebox_eval.gar.study_base import (CONTROL_RULE, GARRun, coverage_model, open_gar_run, random_head_draws,
-                                          run_stage, study_engine)
+from whitebox_eval.gar.config import GARProbeConfig, GARRun
+from whitebox_eval.gar.study_base import (CONTROL_RULE, coverage_model, open_gar_run, random_head_draws, run_stage,
+    study_engine)
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.pass_plan import plan_passes
-
-
-@dataclass
-class GARProbeConfig(GARRun):
-    """App. E truth probe on chosen heads."""
-
-    heads: str = ""
-    probe_data: tuple[str, ...] = ()
-    probe_limit: int | None = None
-    probe_folds: int = 5
-    random_draws: int = 5
-    on_bad_row: str = "skip"
-
-    MODE: ClassVar[str] = "probe"
 
 
 def load_probe_files(paths: Sequence[str], *, limit: int | None, seed: int,

@@ -40,13 +40,13 @@ def work(cfg, mode: str) -> tuple[int, float]:
 SUITE = Suite(
     "gar", "GAR: compositional relational reasoning, its evaluation and its heads (paper 002).",
     "whitebox_eval.gar.command:command",
-    {"evaluate": Mode(_G + "evaluate_study:GARConfig", _G + "evaluate_study:run_gar", shards=True),
-     "attribute": Mode(_G + "attribute_study:GARAttributeConfig", _G + "attribute_study:run_gar_attribute"),
+    {"evaluate": Mode(_G + "config:GARConfig", _G + "evaluate_study:run_gar", shards=True),
+     "attribute": Mode(_G + "config:GARAttributeConfig", _G + "attribute_study:run_gar_attribute"),
      # 0.04 s per unit was measured while gar.selection capped every task at its first 16 examples, so
      # the quick plan's 40 per task ran 16: 0.04 x 40 / 16 = 0.1 s per unit actually run
-     "truth-heads": Mode(_G + "truth_heads:GARHeadsConfig", _G + "truth_heads:run_gar_heads", rate=0.1),
-     "intervene": Mode(_G + "intervene_study:GARInterveneConfig", _G + "intervene_study:run_gar_intervene"),
-     "probe": Mode(_G + "probe_study:GARProbeConfig", _G + "probe_study:run_gar_probe")},
+     "truth-heads": Mode(_G + "config:GARHeadsConfig", _G + "truth_heads:run_gar_heads", rate=0.1),
+     "intervene": Mode(_G + "config:GARInterveneConfig", _G + "intervene_study:run_gar_intervene"),
+     "probe": Mode(_G + "config:GARProbeConfig", _G + "probe_study:run_gar_probe")},
     work,
     rate=0.17,
     tokens_per_unit=100,  # a one-shot GAR prompt (94 tokens over the 384 tasks, 109 for the truth tasks)

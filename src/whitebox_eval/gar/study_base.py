@@ -4,54 +4,21 @@ keys of interventions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from whitebox_eval import controls, stats
 from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.config import GARRun
 from whitebox_eval.gar.roles import EncodedExample
 from whitebox_eval.gar.scoring import ExampleScore, score_from_probs
-from whitebox_eval.runs import RunFolder, config_dict, open_run
+from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.distributed import World
 from whitebox_eval.runs.passes import run_pass
-
-#: config.yaml's words for where interventions edit (``edit_at``; interventions module doc)
-EDIT_POSITIONS = {
-    "read": "the last prompt token E, where the answer's first-token probability is read",
-    "pattern": "the last token of the pattern's attending role (Q->A: the stated answer A), as sec. 5 states it",
-    "both": "the pattern's attending role and the last prompt token E",
-}
-
-
-@dataclass
-class GARRun:
-    """What every GAR mode's config holds (written to config.yaml with its ``mode``)."""
-
-    MODE: ClassVar[str] = ""
-    model: str = "smollm2-135m"
-    seed: int = 0
-    batch_size: int = 8
-    dtype: str = "float32"
-    edits: tuple[str, ...] = ()  # --edit SPEC: every pass of the mode runs under these (recorded when given)
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
-
-    def __post_init__(self) -> None:
-        from whitebox_eval.command_options import parsed_edits
-
-        self.edits = parsed_edits(self.edits)  # a malformed spec: one line, here
-
-    def to_dict(self) -> dict:
-        extra = {}
-        if hasattr(self, "edit_at"):
-            extra["edit_positions"] = EDIT_POSITIONS[getattr(self, "edit_at")]
-        d = config_dict(self, "gar", mode=self.MODE, **extra)
-        if not self.edits:  # recorded only when given, so earlier runs resume as before
-            d.pop("edits", None)
-        return d
 
 
 def open_gar_run(cfg: GARRun, output: str | Path, *, run_id: str | None, resume: bool,

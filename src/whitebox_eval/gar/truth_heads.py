@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -41,54 +41,13 @@ from whitebox_eval.gar.probe_study import load_probe_files, probe_passes, run_pr
 from whitebox_eval.gar.roles import EncodedExample, Pattern, encode_examples, parse_pattern
 from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, score_examples
 from whitebox_eval.gar.selection import example_id, select_tasks, selection_warnings, task_examples
-from whitebox_eval.gar.study_base import (
-    study_engine,
-    CONTROL_RULE,
-    EDIT_POSITIONS,
-    GARRun,
-    StageOutput,
-    coverage_model,
-    intervention_headline,
-    open_gar_run,
-    random_head_draws,
-    run_stage,
-    scores_from_samples,
-)
+from whitebox_eval.gar.config import EDIT_POSITIONS, GARHeadsConfig
+from whitebox_eval.gar.study_base import (study_engine, CONTROL_RULE, StageOutput, coverage_model,
+    intervention_headline, open_gar_run, random_head_draws, run_stage, scores_from_samples)
 from whitebox_eval.internals import Engine, integrated_gradients, kl_divergence_metric
 from whitebox_eval.models import LoadedModel, load_model
 from whitebox_eval.runs import RunFolder
 from whitebox_eval.runs.pass_plan import extend_plan, plan_passes
-
-
-@dataclass
-class GARHeadsConfig(GARRun):
-    """The True/False-head study (secs. 4-5, App. E)."""
-
-    tasks: str = "truth"
-    limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
-    steps: int = 5
-    n_candidates: int = 10
-    n_true: int = 2
-    n_false: int = 2
-    true_heads: str | None = None
-    false_heads: str | None = None
-    pattern: str = "Q->A"
-    edit_at: str = "read"
-    select_fraction: float = 0.5
-    random_draws: int = 5
-    inverse_draws: bool = True  # the inverse edit on each random head set too (stages invrand{d})
-    probe_data: tuple[str, ...] = ()
-    probe_limit: int | None = None
-    probe_folds: int = 5
-    on_bad_row: str = "skip"
-    rule: str = "chance"
-    batch_size: int = 4
-
-    MODE: ClassVar[str] = "truth-heads"
-
-    @property
-    def heads_given(self) -> bool:
-        return self.true_heads is not None or self.false_heads is not None
 
 
 def split_pairs(examples: Sequence[GARExample], fraction: float, seed: int) -> tuple[list[int], list[int]]:

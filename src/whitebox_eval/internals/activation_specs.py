@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.hook_points import HOOK_OF_POINT, parse_hook
+
+if TYPE_CHECKING:  # specs are read at planning and --help: torch only where captures are stored
+    import torch
 
 POSITIONS = ("last", "all", "options", "generated")
 #: capture points with one vector per token (attention rows are not: refused with the reason)
@@ -45,7 +48,12 @@ SAVABLE = ("resid_pre", "resid_mid", "resid", "attn_out", "mlp_out", "head_out",
 USAGE = ("write POINT[:LAYERS][:POSITIONS]: resid:12:last, blocks.12.hook_resid_post:last, attn_out:0-3,7:all, "
          "mlp_act:all:options (LAYERS all, N or A-B,C; POSITIONS last, all, options or generated)")
 #: numpy cannot hold bfloat16: those captures are stored as float32 (exact, every bf16 value is one)
-STORED_DTYPE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "float32", torch.float64: "float64"}
+STORED_DTYPE = {"float32": "float32", "float16": "float16", "bfloat16": "float32", "float64": "float64"}
+
+
+def stored_dtype(dtype) -> str:
+    """The numpy dtype a capture of a model in ``dtype`` (a torch dtype or its name) is stored as."""
+    return STORED_DTYPE.get(str(dtype).removeprefix("torch."), "float32")
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,8 @@ def width(arch, point: str) -> int:
 
 def stored(x: torch.Tensor) -> np.ndarray:
     """A capture as the array the file keeps: its own dtype, bfloat16 as float32 (exact)."""
+    import torch
+
     x = x.detach()
     if x.dtype == torch.bfloat16:
         x = x.float()
@@ -227,6 +237,8 @@ def batch_rows(engine, specs, trace, options=None, prefix=None, memo: dict | Non
 
 
 def _prefix_rows(engine, spec, prefix, memo: dict) -> np.ndarray:
+    import torch
+
     from whitebox_eval.internals.batching import batch_from_ids
     from whitebox_eval.internals.requests import Capture
 

@@ -38,11 +38,12 @@ A capture or patch may also name its point as SAELens / TransformerLens do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
-import torch
+if TYPE_CHECKING:  # the requests are read when a spec is (planning, --help): torch only where a pass runs
+    import torch
 
-from whitebox_eval.internals.batching import Positions
+    from whitebox_eval.internals.batching import Positions
 
 CAPTURE_POINTS = (
     "q_proj", "k_proj", "q", "k", "q_rot", "k_rot", "v",
@@ -107,6 +108,7 @@ class CellRule:
 
     def cells(self, lengths: Sequence[int]) -> torch.Tensor:
         """[B, S, S] bool in unpadded coordinates, S the longest length (a few whole-tensor ops)."""
+        import torch
         n = torch.as_tensor([int(x) for x in lengths])[:, None, None]  # [B, 1, 1]
         s = int(n.max())
         q, k = torch.arange(s)[None, :, None], torch.arange(s)[None, None, :]
@@ -225,6 +227,7 @@ Edit = ScaleHeads | MaskNeurons | EditAttention | Patch | Replace | AddVector | 
 
 def cells_from_pairs(batch_size: int, seq_len: int, pairs: Sequence[Sequence[tuple[int, int]]]) -> torch.Tensor:
     """A [B, S, S] bool cell mask from one list of (query, key) pairs per example."""
+    import torch
     if len(pairs) != batch_size:
         raise ValueError(f"pairs for {len(pairs)} examples, batch has {batch_size}")
     cells = torch.zeros(batch_size, seq_len, seq_len, dtype=torch.bool)
@@ -246,6 +249,7 @@ class Trace:
 
     def grad(self, key: str) -> torch.Tensor:
         """Gradient at a ``keep_grad`` capture, same shape as the capture (after backward)."""
+        import torch
         per_layer = self.grads.get(key)
         if not per_layer or len(per_layer) < len(self.layers[key]):
             raise RuntimeError(f"no gradient recorded for {key!r}: capture it with keep_grad=True, run with grad=True, then call backward()")

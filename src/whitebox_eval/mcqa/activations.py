@@ -17,7 +17,7 @@ import numpy as np
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Capture
 from whitebox_eval.internals.activation_specs import (batch_captures, batch_rows, check_activations, layers_of,
-                                                      parse_activations, width, STORED_DTYPE)
+                                                      parse_activations, width, stored_dtype)
 from whitebox_eval.mcqa.config import SAVE_POSITIONS
 from whitebox_eval.runs.activations import ActivationParts, estimate
 
@@ -63,7 +63,7 @@ class Saver:
         positions = {"last": 1.0, "options": float(np.mean([len(r.options) for r in st.rendered]))}
         if self.every:
             positions["all"] = float(np.mean([len(tok(r.text)["input_ids"]) for r in st.rendered]))
-        itemsize = np.dtype(STORED_DTYPE.get(dtype, "float32")).itemsize
+        itemsize = np.dtype(stored_dtype(dtype)).itemsize
         _, line = estimate(self.specs, len(st.items), self.n_layers, {s.point: width(arch, s.point) for s in self.specs},
                            positions, itemsize)
         print(line, file=sys.stderr)

@@ -10,7 +10,6 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.load_options import (
     ADAPTER_MODES, LOAD, LoadOptions, adapter_files, check_adapter_fits, check_quantization, parse_model_args, quantized,
     set_load)
-from whitebox_eval.models.loading import resolve_source
 
 
 def configure(model: str | None = None, *, models_root: str | None = None, model_args=(), adapter: str | None = None,
@@ -19,9 +18,9 @@ def configure(model: str | None = None, *, models_root: str | None = None, model
     """Check a command's loading options before any model work (one line naming the fix for bad
     input), then set :data:`LOAD` and, where given, the placement. ``model``: the command's
     ``--model``, against which a revision and an adapter are checked."""
-    from whitebox_eval.models.placement import PLACEMENT, set_placement
-
     if device is not None or device_map is not None:
+        from whitebox_eval.models.placement import PLACEMENT, set_placement  # torch: only for a placement
+
         set_placement(device or PLACEMENT.device, device_map if device_map is not None else PLACEMENT.device_map)
     args = parse_model_args(model_args)
     if models_root is not None and not Path(models_root).expanduser().is_dir():
@@ -45,6 +44,8 @@ def configure(model: str | None = None, *, models_root: str | None = None, model
         _check_remote_code(model, options.trust_remote_code)
         options.found_under = _found_under(model, options.models_root)
     if model is not None and ("@" in model or adapter):
+        from whitebox_eval.models.loading import resolve_source  # torch: only where a model is read
+
         source, extra = resolve_source(model)  # a revision nowhere to be read is refused here
         if Path(source).parent.name == "snapshots":  # read from the hub cache: its commit pins the weights
             options.model_commit = Path(source).name
@@ -67,6 +68,8 @@ def _check_revision(model: str, args: dict) -> None:
         if at != wanted:
             raise WhiteboxError(f"--model {model} and --model-arg revision={wanted} name two revisions: give one")
         return
+    from whitebox_eval.models.loading import resolve_source
+
     source, _ = resolve_source(model)
     if Path(source).is_dir() or Path(source).is_file():
         raise WhiteboxError(f"--model-arg revision={wanted} has no effect on {model}, which is read from the folder "
@@ -80,6 +83,8 @@ def _check_remote_code(model: str, trust: bool) -> None:
     judged once downloaded, by transformers itself."""
     if not trust:
         return
+    from whitebox_eval.models.loading import resolve_source
+
     source, _ = resolve_source(model)
     folder = Path(source)
     if not (folder / "config.json").is_file():

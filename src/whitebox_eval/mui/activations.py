@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.internals.activation_specs import (STORED_DTYPE, check_activations, layers_of, parse_activations,
+from whitebox_eval.internals.activation_specs import (stored_dtype, check_activations, layers_of, parse_activations,
                                                       stored, width)
 from whitebox_eval.internals.requests import Capture
 from whitebox_eval.runs.activations import ActivationParts, estimate
@@ -56,7 +56,7 @@ class Saver:
         self.captures = [Capture(s.point, "all" if s.positions == "all" else "last", layers_of(s, arch.n_layers),
                                  name=s.key()) for s in self.specs]
         self.batch: dict[str, dict] = {}
-        itemsize = np.dtype(STORED_DTYPE.get(dtype, "float32")).itemsize
+        itemsize = np.dtype(stored_dtype(dtype)).itemsize
         _, line = estimate(self.specs, len(self.items), arch.n_layers, {s.point: width(arch, s.point) for s in self.specs},
                            {"last": 1.0, "generated": float(budget), "all": self._prompt_tokens(engine) + budget - 1},
                            itemsize)

@@ -346,7 +346,7 @@ def _print_law(res) -> None:
 @model_load_options
 @dtype_option
 @run_folder_options
-@config_file_option("whitebox_eval.mui.masking:MaskingConfig")
+@config_file_option("whitebox_eval.mui.masking_config:MaskingConfig")
 def masking(model, source_task, eval_tasks, ks, score, activation, unit, target, random_draws, generate, max_new_tokens,
             shots, limit, batch_size, seed, dtype, output, run_id, resume) -> None:
     """Masking validation (sec. 3.8): mask X's key neurons for growing k; X and Y vs random masks.

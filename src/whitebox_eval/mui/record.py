@@ -69,7 +69,7 @@ MUI = Suite(
 )
 MASKING = Suite(
     "masking", "Paper 001's masking validation: key neurons masked vs random ones (mui masking).", None,
-    {"study": Mode("whitebox_eval.mui.masking:MaskingConfig", "whitebox_eval.mui.masking:run_masking")}, masking_work,
+    {"study": Mode("whitebox_eval.mui.masking_config:MaskingConfig", "whitebox_eval.mui.masking:run_masking")}, masking_work,
     rate=0.17, tokens_per_unit=32,  # a masked scoring or generation step
     results=("paired_tests/key_vs_random,{metric},{task},k={k}", "key_minus_random,{metric},{task},k={k}",
              "curves/{task}/{mask}/{k}/{metric}"),
@@ -79,7 +79,7 @@ MASKING = Suite(
 CONTAMINATION = Suite(
     "contamination", "Paper 001 sec. 3.4: fine-tune on a task's test items, then (accuracy, MUI) per checkpoint "
     "in and out of domain (Python and reproduce; examples/mui_contamination.py).", None,
-    {"study": Mode("whitebox_eval.mui.contamination:ContaminationConfig",
+    {"study": Mode("whitebox_eval.mui.contamination_config:ContaminationConfig",
                    "whitebox_eval.mui.contamination:run_contamination")},
     contamination_work, rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     results=("paired_tests/{measure},{task}", "paired_tests/{measure},{task},{checkpoint}",

@@ -1,65 +1,50 @@
-"""A paper file at the boundary: the keys each level may hold and their types, an unknown key
-refused naming the nearest known one, nested YAML aliases and oversized files refused, and each claim's
+"""A paper file at the boundary: the keys each level may hold and their types, checked by the one
+type check of settings (:func:`whitebox_eval.runs.settings.checked_keys`: an unknown key refused
+naming the nearest known one), nested YAML aliases and oversized files refused, and each claim's
 statistic checked against its suite's record (:func:`.vocabulary.check`). Every fault is one
 :class:`~whitebox_eval.errors.WhiteboxError` line naming the file and the entry."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.runs.settings import checked_keys
 
 MAX_BYTES = 4 * 1024 * 1024
 """A paper file larger than this is refused (the bundled ones are under 100 kB)."""
 
 _SCALED = tuple(f"differs_{s}" for s in ("quick", "cpu", "paper", "micro"))
-#: the keys of each level of a paper file, with the type each value must have (None: any)
-KEYS: dict[str, dict[str, type | tuple[type, ...] | None]] = {
-    "paper": {"paper": (str, int), "short": str, "title": str, "seed": str, "summary": str, "experiments": list,
+#: the keys of each level of a paper file, with the annotation each value must fit (Any: any value;
+#: every key may also be null)
+KEYS: dict[str, dict[str, Any]] = {
+    "paper": {"paper": str | int, "short": str, "title": str, "seed": str, "summary": str, "experiments": list,
               "tables": list, "claims": list, "not_run": list, "models": list, "saes": list},
     "experiment": {"id": str, "suite": str, "mode": str, "title": str, "settings": dict, "scales": dict,
                    "matrix": dict, "data": list, "differs": str, "skip_models": dict, "models": list,
                    "manipulation": list, "model": str, "label": str, "variant_of": str, **{k: str for k in _SCALED}},
     "claim": {"id": str, "claim": str, "cite": str, "stat": dict, "direction": str, "experiment": str,
-              "published": dict, "across_models": bool, "margin": (int, float), "headline": bool, "differs": str,
+              "published": dict, "across_models": bool, "margin": int | float, "headline": bool, "differs": str,
               "not_at": dict, "arms": dict, "unit": dict, "preconditions": list, "controls": list,
               "effect_unit": str, "substance": list, "positive_control": dict, "manipulation": list},
     "table": {"id": str, "cite": str, "title": str, "region": list, "columns": list, "rows": list,
               "published_model": str, "unit": str, "ours_by": str, "ours_note": str, "label_header": list,
               "ours_rows": list},
-    "model": {"id": (str, type(None)), "name": str, "cite": str, "ambiguous": str, "named_only": bool},
+    "model": {"id": str, "name": str, "cite": str, "ambiguous": str, "named_only": bool},
     "not_run": {"what": str, "cite": str, "reason": str, "scales": list},
     "saes": {"model": str, "release": str, "ids": str, "layers": int, "hook": str, "cite": str, "repo": str},
 }
-_NAMES = {dict: "a mapping", list: "a list", str: "text", int: "a whole number", bool: "true or false",
-          float: "a number", type(None): "null"}
-
-
-def _kind(t) -> str:
-    if t == (int, float):
-        return "a number"
-    return " or ".join(_NAMES.get(x, x.__name__) for x in (t if isinstance(t, tuple) else (t,)))
+_NULLABLE = {level: {k: t | None for k, t in keys.items()} for level, keys in KEYS.items()}
 
 
 def entry(d: Any, level: str, where: str) -> dict[str, Any]:
     """``d`` as a mapping of ``level``'s keys with values of their types; one line otherwise."""
     if not isinstance(d, Mapping):
         raise WhiteboxError(f"{where}: an entry is a mapping of {', '.join(KEYS[level])}; got {d!r:.60}")
-    known = KEYS[level]
-    for key, value in d.items():
-        if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
-            raise WhiteboxError(f"{where}: unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close
-                                                                    else f"; known: {', '.join(known)}"))
-        t = known[key]
-        if t is not None and value is not None and (not isinstance(value, t) or (t in (int, (int, float))
-                                                                                and isinstance(value, bool))):
-            raise WhiteboxError(f"{where}: {key} must be {_kind(t)}, got {value!r:.60}")
-    return dict(d)
+    return checked_keys(_NULLABLE[level], d, where)
 
 
 def entries(d: Mapping[str, Any], key: str, level: str, where: str, read=None) -> list[Any]:

@@ -1,12 +1,13 @@
 """A config's settings checked against the types its dataclass declares: the one type check of
 every value a user gives a study, from the command line, a ``--config`` file, a paper file or
-Python (:func:`checked_settings`).
+Python (:func:`checked_settings`), and of every entry of a paper file (:func:`checked_keys`).
 
 The rules: each key is a field (an unknown one is refused naming the nearest field); a value has
 its field's type (``seed: 1.5`` is refused as ``--seed 1.5`` is; a whole float is no int, a bool
 no number); numbers are finite; ``None`` only where the field allows it; a tuple field takes a
-list, a tuple or a comma text (``methods: baseline,qk``, as the command line writes it), each
-element checked; a nested config dataclass takes a mapping of its own fields, checked the same way.
+list, a tuple or a comma text (``methods: baseline,qk``, as the command line writes it), a list
+field a list, each element checked; a nested config dataclass takes a mapping of its own fields,
+checked the same way.
 Annotations this module does not know (a parsed object such as ``TaskSpec``) pass as they are.
 A failure is one :class:`~whitebox_eval.errors.WhiteboxError` line naming ``where`` and the key.
 """
@@ -44,12 +45,19 @@ def field_types(cls) -> dict[str, Any]:
 def checked_settings(cls, settings: Mapping[str, Any], where: str = "settings") -> dict[str, Any]:
     """``settings`` with every value checked (and a comma text or list made a tuple, a mapping
     made a nested config) against ``cls``'s field types; one line for the first fault."""
-    types_ = field_types(cls)
+    return checked_keys(field_types(cls), settings, where, "setting", f" for {cls.__name__}")
+
+
+def checked_keys(types_: Mapping[str, Any], mapping: Mapping[str, Any], where: str, noun: str = "key",
+                 owner: str = "") -> dict[str, Any]:
+    """``mapping`` with each value checked against its key's annotation in ``types_``
+    (:func:`checked_value`); an unknown key is refused naming the nearest known one. The one check
+    of a config's settings and of a paper file's entries (:mod:`whitebox_eval.reproduce.spec_keys`)."""
     out: dict[str, Any] = {}
-    for key, value in settings.items():
+    for key, value in mapping.items():
         if key not in types_:
-            raise WhiteboxError(f"{where}: unknown setting {key!r} for {cls.__name__}{nearest(key, types_)}; "
-                                f"the settings are: {', '.join(sorted(types_))}")
+            raise WhiteboxError(f"{where}: unknown {noun} {key!r}{owner}{nearest(key, types_)}; "
+                                f"the {noun}s are: {', '.join(sorted(types_))}")
         out[key] = checked_value(types_[key], value, f"{where}: {key}")
     return out
 
@@ -70,6 +78,11 @@ def checked_value(annotation: Any, value: Any, where: str) -> Any:
         raise WhiteboxError(f"{where} must be given (not null)")
     if origin is tuple or annotation is tuple:
         return _tuple(annotation, value, where)
+    if origin is list or annotation is list:
+        if not isinstance(value, list):
+            raise WhiteboxError(f"{where} takes a list, not {_shown(value)}")
+        args = typing.get_args(annotation)
+        return [checked_value(args[0] if args else Any, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin in (dict, Mapping) or annotation is dict:
         if not isinstance(value, Mapping):
             raise WhiteboxError(f"{where} takes a mapping, not {_shown(value)}")
@@ -98,7 +111,8 @@ def _union(options: list, value: Any, where: str) -> Any:
             return checked_value(a, value, where)
         except WhiteboxError as e:
             faults.append(e)
-    names = " or ".join(getattr(a, "__name__", str(a)) for a in options)
+    names = "a number" if set(options) == {int, float} else " or ".join(
+        _WORDS.get(a, getattr(a, "__name__", str(a))) for a in options)
     raise WhiteboxError(f"{where} takes {names}, not {_shown(value)}") from None
 
 

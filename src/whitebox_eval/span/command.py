@@ -117,7 +117,7 @@ def _floats(text, option: str) -> tuple[float, ...]:
 @gen_kwargs_option({}, none="span decodes greedily (AttentionSpan's exact-match metric) and fixes each answer's length by its task")
 @dtype_option
 @run_folder_options
-@config_file_option("whitebox_eval.span.study:SpanConfig")
+@config_file_option("whitebox_eval.span.config:SpanConfig")
 def command(**kw) -> None:
     """AttentionSpan (paper 003): algorithmic tasks with reference attention masks.
 

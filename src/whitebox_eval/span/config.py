@@ -7,11 +7,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from whitebox_eval.span.finetune import FinetuneConfig
-from whitebox_eval.span.reinforcement import MODES
 from whitebox_eval.span.tasks import SPLIT_CHOICES, TASKS
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.runs import config_dict
+from whitebox_eval.runs.config import config_dict
+
+MODES = ("standard", "conditional")
+"""The reinforcement's modes (:mod:`whitebox_eval.span.reinforcement`)."""
 
 #: Short task instructions (App. D: "instruction prompt", wording not given in the paper).
 INSTRUCTIONS = {
@@ -23,6 +24,37 @@ INSTRUCTIONS = {
     "value_assignment": "Translate the string using the table.",
     "successor": "Continue the series.",
 }
+
+
+@dataclass
+class FinetuneConfig:
+    """App. E hyper-parameters (defaults are the paper's)."""
+
+    learning_rate: float = 5e-6
+    betas: tuple[float, float] = (0.95, 0.999)
+    weight_decay: float = 0.2
+    batch_size: int = 4
+    epochs: int = 1
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (None: run all epochs)."""
+    grad_clip: float | None = None
+    """Clip the gradient norm (paper silent; None = no clipping)."""
+    checkpoint_every: int = 0
+    """Write a checkpoint every this many steps (0: only the final one)."""
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    def check(self) -> None:
+        if self.learning_rate <= 0:
+            raise WhiteboxError(f"learning rate must be positive; got {self.learning_rate}")
+        if self.batch_size < 1 or self.epochs < 1:
+            raise WhiteboxError("batch size and epochs must be at least 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise WhiteboxError("max_steps must be at least 1 (or None for all epochs)")
 
 
 DEFAULT_PER_SPLIT = 100  # examples per split without --limit (what a fractional limit is a share of)

@@ -13,12 +13,13 @@ keys and never scored), so no query row is fully masked.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from whitebox_eval.span.config import FinetuneConfig
 from whitebox_eval.span.tokenization import TokenizedExample
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs import progress
@@ -34,37 +35,6 @@ from whitebox_eval.models.training import (
 )
 
 CHECKPOINT_WEIGHTS = WEIGHTS_FILE
-
-
-@dataclass
-class FinetuneConfig:
-    """App. E hyper-parameters (defaults are the paper's)."""
-
-    learning_rate: float = 5e-6
-    betas: tuple[float, float] = (0.95, 0.999)
-    weight_decay: float = 0.2
-    batch_size: int = 4
-    epochs: int = 1
-    max_steps: int | None = None
-    """Stop after this many optimizer steps (None: run all epochs)."""
-    grad_clip: float | None = None
-    """Clip the gradient norm (paper silent; None = no clipping)."""
-    checkpoint_every: int = 0
-    """Write a checkpoint every this many steps (0: only the final one)."""
-    seed: int = 0
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["betas"] = list(self.betas)
-        return d
-
-    def check(self) -> None:
-        if self.learning_rate <= 0:
-            raise WhiteboxError(f"learning rate must be positive; got {self.learning_rate}")
-        if self.batch_size < 1 or self.epochs < 1:
-            raise WhiteboxError("batch size and epochs must be at least 1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise WhiteboxError("max_steps must be at least 1 (or None for all epochs)")
 
 
 TrainingBatch = RowBatch

@@ -21,7 +21,7 @@ def work(cfg, mode: str) -> tuple[int, float]:
 SUITE = Suite(
     "span", "AttentionSpan (paper 003): algorithmic tasks with reference attention masks.",
     "whitebox_eval.span.command:command",
-    {"study": Mode("whitebox_eval.span.study:SpanConfig", "whitebox_eval.span.study:run_span")},
+    {"study": Mode("whitebox_eval.span.config:SpanConfig", "whitebox_eval.span.study:run_span")},
     work,
     rate=0.095,
     tokens_per_unit=100,  # one example's characters and the instruction (13-190 characters, ID to OOD)

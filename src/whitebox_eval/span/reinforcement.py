@@ -35,13 +35,13 @@ from whitebox_eval.span.evaluation import (
     batches,
     teacher_forced_pass,
 )
+from whitebox_eval.span.config import MODES
 from whitebox_eval.span.metrics import exact_match_accuracy, partial_accuracy, rank_key_heads
 from whitebox_eval.span.tokenization import TokenizedExample
 from whitebox_eval.controls import Head, draw_seed, random_heads
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import EditAttention, Engine
 
-MODES = ("standard", "conditional")
 CONTROL_RULE = "widened-band"
 """The random-head control's rule (:mod:`whitebox_eval.controls`)."""
 FEWER_HEADS = "reinforce fewer heads (--heads)"

@@ -5,15 +5,17 @@ already above a threshold, force a pattern, copy another head's row); ``--edit a
 from __future__ import annotations
 
 import re
-
-import torch
+from typing import TYPE_CHECKING
 
 from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind, EditSpec, ModelSizes, every_layer, heads_by_layer, number
-from whitebox_eval.internals.edit_plan import padded_rows
-from whitebox_eval.internals.host_tensors import Host, device_key
 from whitebox_eval.internals.requests import ATTENTION_MODES, CellRule, EditAttention
+
+if TYPE_CHECKING:  # torch is imported where a pass is planned, never when specs are read
+    import torch
+
+    from whitebox_eval.internals.host_tensors import Host
 
 
 class Cells:
@@ -25,6 +27,7 @@ class Cells:
         self._memo: dict[tuple, torch.Tensor] = {}
 
     def get(self, name: str, device, make) -> torch.Tensor:
+        from whitebox_eval.internals.host_tensors import device_key
         key = (name, device_key(device))
         if key not in self._memo:
             self._memo[key] = make()
@@ -39,6 +42,7 @@ class AttnEdit:
 
     def apply(self, p: torch.Tensor) -> torch.Tensor:
         """Edit the probabilities ``p`` [B, H, Sq, K] (float32); returns the edited tensor (maybe ``p``)."""
+        import torch
         e, c, dev = self.e, self.cells, p.device
         heads = self.heads.on(dev)
         rows = c.get("rows", dev, lambda: c.cells.on(dev).any(-1, keepdim=True))  # [B, 1, S, 1]
@@ -75,6 +79,8 @@ def plan(plan, e: EditAttention, layer: int) -> None:
 
 
 def attention_edit(plan, e: EditAttention) -> AttnEdit:
+    import torch
+    from whitebox_eval.internals.edit_plan import padded_rows
     chosen = sorted({int(h) for h in e.heads})
 
     def make_cells():
@@ -106,6 +112,8 @@ def attention_edit(plan, e: EditAttention) -> AttnEdit:
     return AttnEdit(e, cells, heads, source)
 
 def padded_cells(plan, cells: torch.Tensor | CellRule) -> torch.Tensor:
+    import torch
+    from whitebox_eval.internals.edit_plan import padded_rows
     b, s = plan.batch.size, plan.batch.seq_len
     if isinstance(cells, CellRule):
         cells = cells.cells(plan.batch.host_lengths.tolist())
@@ -164,6 +172,7 @@ _CELLS: dict = {}
 def _cells(batch):
     """The last row of every example edited at three keys; one tensor per batch, shared by the edits of
     every layer as the suites share theirs (GAR's forced rows, AttentionSpan's reinforced ones)."""
+    import torch
     if id(batch) not in _CELLS:
         b, s = batch.size, batch.seq_len
         cells = torch.zeros(b, s, s, dtype=torch.bool)

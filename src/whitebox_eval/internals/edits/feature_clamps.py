@@ -7,13 +7,9 @@ from __future__ import annotations
 import math
 import re
 
-import torch
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind, EditSpec, ModelSizes, check_layer, every_layer, number
-from whitebox_eval.internals.edit_plan import rows_of, trailing
 from whitebox_eval.internals.hook_points import patch_alias
-from whitebox_eval.internals.host_tensors import device_key, positions_key
 from whitebox_eval.internals.requests import PATCH_POINTS, ClampFeature
 
 
@@ -27,6 +23,9 @@ def feature_clamp(plan, e: ClampFeature, layer: int):
     their encoder columns; TopK: the whole encoding, which decides who is in the top k), the
     change ``f' - f`` at the edited rows, and ``x += (f' - f) W_dec[features]``, in the SAE's
     float32. The weights are sliced once per engine, SAE, features and device."""
+    import torch
+    from whitebox_eval.internals.edit_plan import rows_of, trailing
+    from whitebox_eval.internals.host_tensors import positions_key
     if e.point not in PATCH_POINTS:
         raise WhiteboxError(f"cannot edit SAE features at {e.point!r}; points: {', '.join(PATCH_POINTS)}")
     sae = e.sae
@@ -79,6 +78,8 @@ def feature_clamp(plan, e: ClampFeature, layer: int):
 def sae_slices(engine, sae, feats: tuple[int, ...], device) -> dict:
     """The SAE's weights for these features on ``device`` in float32 (kept on the engine: a study's
     passes slice them once)."""
+    import torch
+    from whitebox_eval.internals.host_tensors import device_key
     key = (id(sae), feats, device_key(device))
     got = engine._sae_cache.get(key)
     if got is not None and got["of"] is sae:
@@ -151,6 +152,7 @@ class _RandomSAE:
     """A random float32 SAE of 64 features (an op-count case's; any object with an SAE's fields serves)."""
 
     def __init__(self, d_in: int, activation: str):
+        import torch
         g = torch.Generator().manual_seed(7)
         self.w_enc, self.b_enc = torch.randn(d_in, 64, generator=g), torch.randn(64, generator=g)
         self.w_dec, self.b_dec = torch.randn(64, d_in, generator=g), torch.randn(d_in, generator=g)

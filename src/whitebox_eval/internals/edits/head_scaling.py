@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-import torch
-
 from whitebox_eval.controls import Head
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind, EditSpec, ModelSizes, every_layer, heads_by_layer, number
-from whitebox_eval.internals.edit_plan import rows_of
-from whitebox_eval.internals.host_tensors import positions_key
 from whitebox_eval.internals.requests import ScaleHeads
 
 
 def plan(plan, e: ScaleHeads, layer: int) -> None:
+    import torch
+    from whitebox_eval.internals.edit_plan import rows_of
+    from whitebox_eval.internals.host_tensors import positions_key
     arch = plan.arch
     chosen = tuple(arch.check_head(h) for h in e.heads)
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import re
 
-import torch
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind, EditSpec, ModelSizes, check_layer, every_layer, number
-from whitebox_eval.internals.edit_plan import rows_of, scalar
-from whitebox_eval.internals.host_tensors import positions_key
 from whitebox_eval.internals.requests import MaskNeurons
 
 
 def plan(plan, e: MaskNeurons, layer: int) -> None:
+    import torch
+    from whitebox_eval.internals.edit_plan import rows_of, scalar
+    from whitebox_eval.internals.host_tensors import positions_key
     arch = plan.arch
     neurons = torch.as_tensor(list(e.neurons), dtype=torch.long)
     if len(neurons) and (neurons.min() < 0 or neurons.max() >= arch.d_ff):

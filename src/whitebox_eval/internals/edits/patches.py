@@ -3,17 +3,16 @@ Python API's patching (``--edit patch:`` writes an ``AddVector`` with ``replace`
 
 from __future__ import annotations
 
-import torch
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind
-from whitebox_eval.internals.edit_plan import patch_rows
 from whitebox_eval.internals.hook_points import patch_alias
-from whitebox_eval.internals.host_tensors import device_key
 from whitebox_eval.internals.requests import PATCH_POINTS, Capture, Patch
 
 
 def plan(plan, e: Patch, layer: int) -> None:
+    import torch
+    from whitebox_eval.internals.edit_plan import patch_rows
+    from whitebox_eval.internals.host_tensors import device_key
     arch = plan.arch
     e = patch_alias(e, arch)
     if e.point not in PATCH_POINTS:

@@ -3,11 +3,8 @@ output zeroed); the Python API's, no ``--edit`` spec."""
 
 from __future__ import annotations
 
-import torch
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind
-from whitebox_eval.internals.host_tensors import device_key
 from whitebox_eval.internals.requests import PATCH_POINTS, Replace
 
 
@@ -20,6 +17,8 @@ def plan(plan, e: Replace, layer: int) -> None:
 def replacement(plan, e: Replace):
     """The write of a :class:`Replace`: the computed tokens left-aligned, ``fn``, and back (the
     indices built once per pass, whatever the number of replaced layers)."""
+    import torch
+    from whitebox_eval.internals.host_tensors import device_key
     def make():
         batch = plan.batch
         pads = (batch.host_offsets - plan.past).clamp(min=0)  # pad columns among the computed ones

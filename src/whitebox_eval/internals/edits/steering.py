@@ -7,13 +7,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import torch
-
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals.edit_kind import EditKind, EditSpec, ModelSizes, check_layer, every_layer, is_number, number
-from whitebox_eval.internals.edit_plan import row_factor, rows_of, trailing
 from whitebox_eval.internals.hook_points import parse_hook, patch_alias
-from whitebox_eval.internals.host_tensors import positions_key
 from whitebox_eval.internals.requests import PATCH_POINTS, AddVector
 
 STEER_POINTS = ("resid_pre", "resid", "attn_out", "mlp_out", "mlp_act", "head_out")
@@ -27,6 +23,9 @@ def plan(plan, e: AddVector, layer: int) -> None:
 
 def steering(plan, e: AddVector):
     """The write of an :class:`AddVector`: one ``addcmul_`` (x + (coef at the rows) * vector)."""
+    import torch
+    from whitebox_eval.internals.edit_plan import row_factor, rows_of, trailing
+    from whitebox_eval.internals.host_tensors import positions_key
     if e.point not in PATCH_POINTS:
         raise WhiteboxError(f"cannot add a vector at {e.point!r}; points: {', '.join(PATCH_POINTS)}")
     shape = trailing(plan.arch, e.point)
@@ -78,9 +77,9 @@ def parse(text: str, rest: str, last_only: bool) -> EditSpec:
                     vector=read_vector(path_text, name or None, text))
 
 
-
 def read_vector(path_text: str, name: str | None, spec: str):
     """One steering vector from a ``.pt``, ``.safetensors`` or ``.npy`` file, as a float32 [width] tensor."""
+    import torch
     import numpy as np
 
     path = Path(path_text).expanduser()
@@ -133,6 +132,7 @@ def build(spec: EditSpec, sizes: ModelSizes) -> list:
 
 
 def op_cases() -> dict:
+    import torch
     out = {}
     for point in ("resid", "head_out", "mlp_act"):
         for positions in (None, "last"):
