@@ -145,7 +145,7 @@ def test_gar_truth_heads_attribute_and_probe_and_mui_masking_state_their_plans(t
                                          limit=8, steps=1, n_candidates=4, random_draws=2, probe_data=(str(got),),
                                          probe_folds=2, batch_size=4), tmp_path, run_id="h", loaded=lm)
     assert _started(heads) == ["base", "attr", "tf", "inv", "strong", "weak", "knockout", "rand0", "rand1",
-                               "probe-got"]
+                               "invrand0", "invrand1", "probe-got"]
     two = "GendersOfPersons/same,CountriesOfCities/same×3"
     attribute = run_gar_attribute(GARAttributeConfig(model="tiny", tasks=two, limit=2, steps=1), tmp_path,
                                   run_id="a", loaded=lm)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.models.training import TRAINED_FILE, WEIGHTS_FILE, save_weights, weights_file_sha256
 
 CHECKPOINTS = "checkpoints"
 
@@ -40,6 +39,8 @@ def checkpoint_name(step: int) -> str:
 def save_checkpoint(lm, run_folder: str | Path, step: int, run_id: str) -> Path:
     """The model's weights now as ``checkpoints/step-NNNNNN/`` of ``run_folder`` (atomically; a
     complete one is kept as it is) with its ``trained.json``."""
+    from whitebox_eval.models.training import TRAINED_FILE, save_weights, weights_file_sha256  # torch: not at planning
+
     root = Path(run_folder) / CHECKPOINTS
     target = root / checkpoint_name(step)
     if (target / TRAINED_FILE).is_file():
@@ -62,6 +63,8 @@ def save_checkpoint(lm, run_folder: str | Path, step: int, run_id: str) -> Path:
 def list_checkpoints(run_folder: str | Path) -> list[dict[str, Any]]:
     """The complete checkpoints of a training's run folder, by step: ``{"step", "path", "sha256",
     "run_id"}`` each (one line where the folder keeps none)."""
+    from whitebox_eval.models.training import TRAINED_FILE, WEIGHTS_FILE
+
     root = Path(run_folder) / CHECKPOINTS
     found = []
     for path in sorted(root.glob("step-*")) if root.is_dir() else []:

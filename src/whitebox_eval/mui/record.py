@@ -57,7 +57,7 @@ def contamination_work(cfg, mode: str) -> tuple[int, float]:
 MUI = Suite(
     "mui", "Model Utilization Index (paper 001): how much of the model a task uses.", "whitebox_eval.mui.command:command",
     {"study": Mode("whitebox_eval.mui.config:MUIConfig", "whitebox_eval.mui.study:run_mui"),
-     "trajectory": Mode("whitebox_eval.mui.trajectory:TrajectoryConfig", "whitebox_eval.mui.trajectory:run_trajectory")},
+     "trajectory": Mode("whitebox_eval.mui.trajectory_config:TrajectoryConfig", "whitebox_eval.mui.trajectory:run_trajectory")},
     mui_work,
     rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     views="whitebox_eval.mui.views:views", script="whitebox_eval.mui:data/views.js",

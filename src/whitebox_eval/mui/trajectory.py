@@ -16,7 +16,6 @@ A checkpoint that answers no item right is left out of the trend (:data:`EXCLUSI
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,49 +26,17 @@ from whitebox_eval.models.training import kept_weights, load_weights
 from whitebox_eval.mui.finished import load_key_sets
 from whitebox_eval.mui.over_runs import paired_tests
 from whitebox_eval.mui.statistics import jackknife_mui
-from whitebox_eval.mui.study import MUIConfig, run_mui
+from whitebox_eval.mui.study import run_mui
+from whitebox_eval.mui.trajectory_config import TrajectoryConfig
 from whitebox_eval.mui.trend import mean_trend, mui_trend
 from whitebox_eval.mui.utility_law import classify_direction
-from whitebox_eval.runs import RunFolder, config_dict, open_run
+from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.finished import is_finished
 
 SUB_RUNS = "runs"
 EXCLUSION_RULE = ("a checkpoint with accuracy 0 on the held-out items is left out of the trend (sec. 3.2: as "
                   "performance approaches zero, MUI tends toward infinity, implying evaluation loses its meaning)")
 MIN_CHECKPOINTS = 3
-
-
-@dataclass
-class TrajectoryConfig:
-    """What sets a trajectory's numbers: the fine-tuning run folder (its checkpoints), the held-out
-    task every checkpoint answers and the MUI study's settings."""
-
-    model: str = ""
-    """A ``finetune`` run folder that kept checkpoints."""
-    task: str = "arithmetic-gen"
-    limit: int = 48
-    max_new_tokens: int | None = None
-    mui: dict[str, Any] = field(default_factory=dict)
-    """Further MUI study settings for every checkpoint (score, threshold, shots, chat, ...)."""
-    seed: int = 0
-    batch_size: int = 8
-    dtype: str = "float32"
-    volatile: tuple[str, ...] = field(default=("batch_size",), repr=False)
-
-    def check(self) -> None:
-        if self.limit is None or self.limit < 2:
-            raise WhiteboxError("a trajectory needs limit >= 2 items (every checkpoint answers the same items)")
-        reserved = {"model", "task", "limit", "seed", "batch_size", "dtype", "max_new_tokens"} & set(self.mui)
-        if reserved:
-            raise WhiteboxError(f"set {', '.join(sorted(reserved))} on the trajectory itself, not in mui")
-        self.mui_config(self.model or "smollm2-135m")  # a bad MUI setting is one line here
-
-    def mui_config(self, model: str) -> MUIConfig:
-        return MUIConfig(model=model, task=self.task, limit=self.limit, seed=self.seed, batch_size=self.batch_size,
-                         dtype=self.dtype, max_new_tokens=self.max_new_tokens, **self.mui)
-
-    def to_dict(self) -> dict:
-        return config_dict(self, "mui", mode="trajectory")
 
 
 def run_trajectory(cfg: TrajectoryConfig, output: str | Path = "runs", *, run_id: str | None = None,
