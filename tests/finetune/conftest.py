@@ -31,3 +31,12 @@ def tiny_smol_folder(tmp_path_factory):
     model.save_pretrained(path, safe_serialization=True)
     tok.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Same thread count in every run a module compares (float sums depend on it)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

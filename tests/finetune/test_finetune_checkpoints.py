@@ -19,15 +19,7 @@ ARGS = ["--task", "arithmetic-gen", "--limit", "40", "--lr", "3e-3", "--train-ba
 KEEP = ["--keep-checkpoints", "3"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Same thread count in every run compared (float sums depend on it)."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _main(args) -> None:

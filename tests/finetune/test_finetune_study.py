@@ -17,15 +17,7 @@ ARGS = ["--task", "arithmetic-gen", "--limit", "40", "--lr", "3e-3", "--train-ba
         "--save-every", "3", "--batch-size", "8", "--max-new-tokens", "4"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Same thread count in every run compared (float sums depend on it)."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _finetune(cli, model, out: Path, run_id: str, *extra: str) -> Path:
