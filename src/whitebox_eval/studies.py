@@ -56,11 +56,13 @@ class _Study:
         if len(args) > (2 if several else 1):
             raise TypeError(f"{self.__name__}() takes {'mode and output' if several else 'output'} positionally; "
                             "settings by name")
-        # one positional that names no mode is the output (a suite that gains a mode keeps its calls)
-        named = several and bool(args) and isinstance(args[0], str) and args[0] in self._record.modes
-        mode = args[0] if named or (several and len(args) == 2) else settings.pop("mode", None) if several else None
-        if len(args) > (1 if named or len(args) == 2 else 0):
-            output = args[-1]
+        # (mode, output), or one positional: a mode's name, else the output (a suite that gains a mode keeps its calls)
+        if several and (len(args) == 2 or (args and isinstance(args[0], str) and args[0] in self._record.modes)):
+            mode, args = args[0], args[1:]
+        else:
+            mode = settings.pop("mode", None) if several else None
+        if args:
+            output = args[0]
         return suites.run(self._record.name, mode, output, run_id=run_id, resume=resume,
                           show_progress=show_progress, loaded=loaded, **settings)
 
