@@ -30,6 +30,12 @@ def shared_datasets() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def shared_datasets_optional() -> Path | None:
+    """The real-format samples' folder, or None: for a test that skips only where a step needs them."""
+    return shared_datasets_dir()
+
+
 @pytest.fixture
 def cli(capsys):
     """Run ``whitebox-eval ARGS`` in this process; returns (exit code, stdout, stderr)."""
