@@ -74,7 +74,7 @@ def test_a_run_reports_the_off_format_share_and_keeps_classes(tmp_path):
     folder = RunFolder.create(tmp_path, {**c.to_dict(), "demo_ids": [], "selection": "test"}, run_id="o")
     gens = [[" 5", " 5", " x", " 7"], [" ", " ", " ", " "], [" 5", " 6", " 6", " 6"], [" 5", " 5", " 5", " 5"]]
     folder.append_samples([{"id": f"q{i}", "subject": "add1", "gold": 0, "answer": 5,
-                            "mcq": {"p_renorm": 0.5, "p_raw": 0.4, "letter_mass": 0.8, "pred": 0},
+                            "mcq": {"p_renorm": 0.5, "p_raw": 0.4, "letter_mass": 0.8, "pred": 0, "top_is_letter": i != 1},
                             "p_correct": {"mcq": 0.5, "free": sum(t == " 5" for t in g) / 4, "free_options": 1.0},
                             "generations": {"free": g, "free_options": [" 5"] * 4}} for i, g in enumerate(gens)])
     res = fs.finalize_formats(folder, c, "number").load_results()
@@ -84,7 +84,7 @@ def test_a_run_reports_the_off_format_share_and_keeps_classes(tmp_path):
     # among the answers: 2/3, 1/4 and 4/4 (the paper's fraction of all samples: 1/2, 0, 1/4, 1)
     assert res["p_correct_answered,free"] == pytest.approx((2 / 3 + 1 / 4 + 1) / 3)
     assert res["p_correct,free"] == pytest.approx((0.5 + 0 + 0.25 + 1) / 4)
-    assert res["off_format,mcq"] == pytest.approx(0.2)  # the MCQ mass outside the letters
+    assert res["off_format,mcq"] == 0.25 and res["off_format_ci_method,mcq"] == "wilson"  # top token no letter
     assert "off-format generations (Wilson)" in "\n".join(formats_summary(res, folder.path))
 
 

@@ -15,9 +15,10 @@ A generation that matches the gold is ``right`` before anything else (a gold ans
 like a refusal). A generation that names a wrong answer, or in the options format an answer that is
 none of the listed options, is ``wrong``: it is an answer (as paper 002's off-candidate errors).
 
-The first-token (MCQ) arm's off-format part is the next-token mass outside the option letters,
-``1 - letter_mass``: its headline P(correct) is renormalised over the letters, so that mass is
-already left out of its right and wrong alike (the raw P(correct) counts it as not correct).
+The first-token (MCQ) answer is off-format when the top next token over the whole vocabulary is no
+option letter (``top_is_letter`` false); its off-format part is the next-token mass outside the
+letters, ``1 - letter_mass``: the headline P(correct) is renormalised over the letters, so that mass
+is already left out of its right and wrong alike (the raw P(correct) counts it as not correct).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ REFUSALS = ("I don't know", "I do not know", "I'm not sure", "I am not sure", "I
 
 DEFINITION = ("off-format: a generation with no answer to score -- arithmetic: the extraction rule reads no number; "
               "TriviaQA: nothing left after 004's normalisation, or a refusal (I don't know, ...); "
-              "MCQ: the next-token mass outside the option letters")
+              "MCQ: a top next token that is no option letter (the mass outside the letters left out by renormalising)")
 
 
 def off_format(text: str, answer_type: str, extract: str = "paper") -> bool:

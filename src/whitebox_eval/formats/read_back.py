@@ -64,6 +64,8 @@ def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     out["off_format"] = {"n": int(sum(flags)), "of": len(flags), "value": share.value, "lo": share.lo, "hi": share.hi,
                          "questions_without_answer": len(unanswered), "of_questions": len(classes),
                          "mcq_mass_outside_letters": float(np.mean([1 - float(s["mcq"]["letter_mass"]) for s in samples])),
+                         **({"mcq_top_token_no_letter": sum(not s["mcq"]["top_is_letter"] for s in samples)}
+                            if all("top_is_letter" in s["mcq"] for s in samples) else {}),
                          "definition": DEFINITION}
     out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, counted apart; "
                       f"{len(unanswered)} questions without an answer left out"

@@ -35,7 +35,8 @@ Each generation is also classed right, wrong or off-format (no answer at all:
 off-format share of its generations (``off_format,{f}``, Wilson over generations, which a
 question's samples share, so it is narrower than a cluster interval), P(correct) among the
 generations that answered (``p_correct_answered,{f}``) and the questions with no answer at all
-(``n_unanswered,{f}``); ``off_format,mcq`` is the MCQ next-token mass outside the letters.
+(``n_unanswered,{f}``); ``off_format,mcq`` is the share of questions whose top next token over the
+whole vocabulary is no option letter (``letter_mass`` the letters' share of that distribution).
 ``p_correct,{f}`` stays 004's fraction of all samples (an off-format one counts as not correct).
 """
 
@@ -247,7 +248,8 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None
     raw = logp.exp()
     renorm = torch.softmax(logits[t.answer_ids], -1)
     return {"p_renorm": float(renorm[item.gold]), "p_raw": float(raw[item.gold]),
-            "letter_mass": float(raw.sum()), "pred": int(logits[t.answer_ids].argmax())}
+            "letter_mass": float(raw.sum()), "pred": int(logits[t.answer_ids].argmax()),
+            "top_is_letter": int(logits.argmax()) in t.answer_ids}  # else the first token is off-format
 
 
 def reach(tokenizer, data, max_new_tokens: int) -> list[int]:
@@ -340,7 +342,8 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
     stats.add_mean(results, "p_correct,raw", mcq["p_raw"])
     stats.add_mean(results, "letter_mass", mcq["letter_mass"])
     stats.add_proportion(results, "acc,mcq", [float(s["mcq"]["pred"] == s["gold"]) for s in samples])
-    stats.add_mean(results, "off_format,mcq", 1.0 - mcq["letter_mass"])  # the mass outside the letters (answers.py)
+    if all("top_is_letter" in s["mcq"] for s in samples):  # the first token's answer no letter: off-format
+        stats.add_proportion(results, "off_format,mcq", [not s["mcq"]["top_is_letter"] for s in samples])
     for f in FREE_FORMATS:
         stats.add_mean(results, f"p_correct,{f}", pc[f])
         texts = [t for s in samples for t in s["generations"][f]]
