@@ -69,7 +69,7 @@ def test_folding_off_format_into_wrong_would_decide_the_claim_the_class_apart_do
     assert (off["n"], off["of"], off["questions_without_answer"]) == (120, 200, 0)
     assert off["value"] == pytest.approx(0.6) and off["lo"] < 0.6 < off["hi"]
     assert off["mcq_mass_outside_letters"] == pytest.approx(0.1)
-    assert "120 of 200 generations off-format, counted apart" in s["source"] and "reclassified" not in s["source"]
+    assert "120 of 200 generations off-format, 60.0% [" in s["source"] and "reclassified" not in s["source"]
     # recompute_claims: each question's P(correct) among its answers, the share and its Wilson interval
     ck = rc.Check()
     rc.check_off_format("t", out, out["arms"], s["observations"], ck)

@@ -67,7 +67,8 @@ def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
                          **({"mcq_top_token_no_letter": sum(not s["mcq"]["top_is_letter"] for s in samples)}
                             if all("top_is_letter" in s["mcq"] for s in samples) else {}),
                          "definition": DEFINITION}
-    out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, counted apart; "
+    out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, {share.value:.1%} "
+                      f"[{share.lo:.1%}, {share.hi:.1%}] (Wilson), counted apart; "
                       f"{len(unanswered)} questions without an answer left out"
                       f"{'; reclassified from their texts' if reclassified else ''})")
     a = kit.arm_of(f"free generation ({fmt}) P(correct) among its answers", {str(s["id"]): float(v) for s, v in zip(rows, x)})
