@@ -24,6 +24,9 @@ claims.json says:
   order p and the items' jackknife, from each item's key units at each checkpoint; a Pearson r and its percentile bootstrap interval (Monte Carlo);
 - 000's PA stability: the baseline's relative PA drop minus the head's, from each test item's
   accuracy and PA, with its paired bootstrap (Monte Carlo);
+- 004's off-format class: each question's P(correct) among its answers, the questions without one and
+  the off-format share with its Wilson interval, from each question's counts of right, wrong and
+  off-format generations (the classification of each text is the child's; the counts are the evidence);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
 
 Monte Carlo p-values (permutation, bootstrap) are compared within five standard errors of the
@@ -525,6 +528,28 @@ def check_percentile_interval(where: str, what: str, x: np.ndarray, y: np.ndarra
         ck.same(where, f"{what} {key} (Monte Carlo)", est, s[key], max(1e-9, 5 * math.sqrt(2) * se))
 
 
+def check_off_format(where: str, c: dict, arms: dict, obs: dict, ck: Check) -> None:
+    """004's off-format class: from each question's counts of right, wrong and off-format generations,
+    arm a's P(correct) among the answers (right / (right + wrong)), the questions without an answer,
+    and the off-format share of the generations with its Wilson interval."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    off = (c.get("statistic") or {}).get("off_format") or {}
+    a = arms.get("a") or {}
+    rows = dict(zip(obs["ids"], zip(obs["right"], obs["wrong"], obs["off_format"])))
+    answered = {i: r / (r + w) for i, (r, w, _) in rows.items() if r + w}
+    for i, v in (a.get("items") or {}).items():
+        ck.same(where, "P(correct) among the answers, per question", answered.get(i, float("nan")), v, 1e-12)
+    ck.same(where, "questions with an answer", len(answered), len(a.get("items") or {}))
+    ck.same(where, "questions without an answer", len(rows) - len(answered), off.get("questions_without_answer"))
+    k, n = sum(o for *_, o in rows.values()), sum(sum(t) for t in rows.values())
+    ck.same(where, "off-format generations", k, off.get("n"))
+    ck.same(where, "generations", n, off.get("of"))
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    ck.same(where, "off-format Wilson lo", float(lo), off.get("lo"), 1e-9)
+    ck.same(where, "off-format Wilson hi", float(hi), off.get("hi"), 1e-9)
+
+
 def check_tost(where: str, c: dict, ck: Check) -> None:
     eq = c.get("equivalence")
     if not eq:
@@ -571,7 +596,10 @@ def recompute(folder: Path, seed: int = 12345) -> Check:
             ev = evidence.get(c.get("evidence_key", ""), {})
             arms = arms_with_items(c, ev)
             check_chance(where, c, arms, ck)
-            check_statistic(where, c, arms, ck, rng, (ev.get("statistic") or {}).get("observations"))
+            obs = (ev.get("statistic") or {}).get("observations")
+            check_statistic(where, c, arms, ck, rng, obs)
+            if obs and "off_format" in obs:
+                check_off_format(where, c, arms, obs, ck)
             check_tost(where, c, ck)
             check_draws(where, c, ck)
         check_holm(paper, ck)

@@ -143,6 +143,7 @@ def test_mcq_raw_renorm_and_letter_mass_from_the_full_softmax(tiny):
     assert got["letter_mass"] == pytest.approx(letters.sum(), rel=1e-5)
     assert got["p_renorm"] == pytest.approx(letters[it.gold] / letters.sum(), rel=1e-5)
     assert got["pred"] == int(np.argmax(letters))
+    assert got["top_is_letter"] == (int(np.argmax(p)) in t.answer_ids)  # else the first-token answer is off-format
 
 
 # --------------------------------------------------------------------------- zero variance

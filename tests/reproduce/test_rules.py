@@ -24,11 +24,15 @@ from test_checks import _claim, _gar, _kinds  # noqa: E402
 # ------------------------------------------------------------------ rule 1: uninformed levels
 
 
-def _formats(free: np.ndarray, mcq: np.ndarray, answers: list[str], gold: list[int]) -> tuple[dict, list]:
-    samples = [{"id": f"q{i}", "gold": g, "answer": a, "p_correct": {"free": float(f), "mcq": float(m)}}
-               for i, (f, m, a, g) in enumerate(zip(free, mcq, answers, gold))]
+def _formats(free: np.ndarray, mcq: np.ndarray, answers: list[str], gold: list[int], k: int = 20) -> tuple[dict, list]:
+    """A 004 child: per question ``k`` free generations, round(free x k) of them the answer, the rest a
+    wrong one (no off-format generation), and its MCQ P(correct)."""
+    right = [int(round(float(f) * k)) for f in free]
+    samples = [{"id": f"q{i}", "gold": g, "answer": a, "mcq": {"letter_mass": 1.0},
+                "p_correct": {"free": r / k, "mcq": float(m)}, "generations": {"free": [f" {a}"] * r + [" 7"] * (k - r)}}
+               for i, (r, m, a, g) in enumerate(zip(right, mcq, answers, gold))]
     results: dict[str, Any] = {"paired_tests": {}}
-    stats.add_paired(results, "free_vs_mcq", stats.paired_bootstrap(free, mcq))
+    stats.add_paired(results, "free_vs_mcq", stats.paired_bootstrap(np.array(right) / k, mcq))
     return results, samples
 
 

@@ -91,6 +91,10 @@ def formats_summary(res: dict, path) -> list[str]:
     for f in ("free", "free_options"):
         out.append(f"  free generation P(correct), {f:16s}{describe(res, f'p_correct,{f}', '6.1%')}"
                    f"  empty texts {res[f'empty_rate,{f}']:.0%}")
+        if f"off_format,{f}" in res:  # no answer at all (formats/answers.py), its own class
+            out.append(f"    off-format generations (Wilson)           {describe(res, f'off_format,{f}', '6.1%')}"
+                       f"; P(correct) among the answers {describe(res, f'p_correct_answered,{f}', '6.1%')}"
+                       f" ({res[f'n_unanswered,{f}']} questions without one)")
     for name, t in res.get("paired_tests", {}).items():
         out.append("  " + verdict(t, name.replace("_vs_", " - ")))
     for pair in ("mcq~free", "mcq~free_options", "free~free_options"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whitebox_eval.runs.record import Mode, Suite, items
+from whitebox_eval.runs.record import Mode, Statistic, Suite, items
 
 
 def work(cfg, mode: str) -> tuple[int, float]:
@@ -23,4 +23,6 @@ SUITE = Suite(
                                   "Alignment error vs MCQ performance across formats runs (004 Fig. 6).")},
     results=("{measure},{format}", "paired_tests/{a}_vs_{b}", "mcq_by_free/test", "mcq_by_free/partitions/{bin}/{x}/{y}",
              "p_correct_by_subject/{subject}/{format}"),
+    statistics=(Statistic("answered_vs_mcq", "whitebox_eval.formats.read_back:answered_vs_mcq", takes=("format",),
+                          arms=True),),
 )

@@ -29,6 +29,15 @@ accuracy (Wilson), Pearson r between formats (004 Table 1) and the expected alig
 error (004 eq. 1) (bootstrap over questions), paired tests between formats, the MCQ
 P(correct) distribution split by free-generation P(correct) (004 Tables 2-3), and the
 alignment chart (Fig. 5). :func:`compare_runs` gives Fig. 6 across run folders.
+
+Each generation is also classed right, wrong or off-format (no answer at all:
+``formats/answers.py``), kept per sample in ``classes``; per free format the run reports the
+off-format share of its generations (``off_format,{f}``, Wilson over generations, which a
+question's samples share, so it is narrower than a cluster interval), P(correct) among the
+generations that answered (``p_correct_answered,{f}``) and the questions with no answer at all
+(``n_unanswered,{f}``); ``off_format,mcq`` is the share of questions whose top next token over the
+whole vocabulary is no option letter (``letter_mass`` the letters' share of that distribution).
+``p_correct,{f}`` stays 004's fraction of all samples (an off-format one counts as not correct).
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from whitebox_eval.formats.config import (
     ARITHMETIC_LIMIT, ARITHMETIC_POOL_PER_CATEGORY, FORMATS, FREE_FORMATS, MAX_ANSWER_TOKENS, TEXT_LIMIT,
     FormatsConfig)
 from whitebox_eval.formats.activations import Saver, check as check_saved
+from whitebox_eval.formats.answers import answered_p_correct, classes_of
 from whitebox_eval.formats.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import render_prompt
@@ -238,7 +248,8 @@ def mcq_probabilities(engine, item: MCQItem, demos: list[MCQItem], prefixes=None
     raw = logp.exp()
     renorm = torch.softmax(logits[t.answer_ids], -1)
     return {"p_renorm": float(renorm[item.gold]), "p_raw": float(raw[item.gold]),
-            "letter_mass": float(raw.sum()), "pred": int(logits[t.answer_ids].argmax())}
+            "letter_mass": float(raw.sum()), "pred": int(logits[t.answer_ids].argmax()),
+            "top_is_letter": int(logits.argmax()) in t.answer_ids}  # else the first token is off-format
 
 
 def reach(tokenizer, data, max_new_tokens: int) -> list[int]:
@@ -288,12 +299,14 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                                      seed=stream_seed(cfg.seed, it.id, f), top_p=cfg.top_p, top_k=cfg.top_k,
                                      edits=edits, engine=engine, **(saver.on_generation(it.id, f) if saver else {}))
                     for f in FREE_FORMATS}
-            records.append({
+            record = {
                 "id": it.id, "subject": it.subject, "gold": it.gold, "answer": answer, "prompts": prompts, "mcq": mcq,
                 "p_correct": {"mcq": mcq["p_renorm"],
                               **{f: score_free(gens[f], answer, data.answer_type, cfg.extract) for f in FREE_FORMATS}},
                 "generations": gens,
-            })
+            }
+            records.append(record | {"classes": {f: classes_of(record, f, data.answer_type, cfg.extract)
+                                                 for f in FREE_FORMATS}})
         return records, {}
 
     plan_passes(folder, [("formats", len(data.items))])  # one pass: the MCQ prompt and every free answer
@@ -329,10 +342,18 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
     stats.add_mean(results, "p_correct,raw", mcq["p_raw"])
     stats.add_mean(results, "letter_mass", mcq["letter_mass"])
     stats.add_proportion(results, "acc,mcq", [float(s["mcq"]["pred"] == s["gold"]) for s in samples])
+    if all("top_is_letter" in s["mcq"] for s in samples):  # the first token's answer no letter: off-format
+        stats.add_proportion(results, "off_format,mcq", [not s["mcq"]["top_is_letter"] for s in samples])
     for f in FREE_FORMATS:
         stats.add_mean(results, f"p_correct,{f}", pc[f])
         texts = [t for s in samples for t in s["generations"][f]]
         results[f"empty_rate,{f}"] = float(np.mean([not t.strip() for t in texts]))
+        classes = [classes_of(s, f, answer_type, cfg.extract) for s in samples]  # a run written before them too
+        stats.add_proportion(results, f"off_format,{f}", [c == "off_format" for cs in classes for c in cs])
+        answered = [v for v in map(answered_p_correct, classes) if v is not None]
+        results[f"n_unanswered,{f}"] = len(classes) - len(answered)
+        if answered:  # P(correct) among the answers, off-format generations apart (answers.py)
+            stats.add_mean(results, f"p_correct_answered,{f}", answered)
     for a, b in (("free", "mcq"), ("free_options", "mcq"), ("free_options", "free")):
         stats.add_paired(results, f"{a}_vs_{b}", stats.paired_bootstrap(pc[a], pc[b]))
     for a, b in combinations(FORMATS, 2):
