@@ -17,8 +17,8 @@ from typing import Any
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan, manipulations, not_tested_at, producer_of
-from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
+from whitebox_eval.reproduce.plan import Child, Plan, fill, manipulations, not_tested_at, points, producer_of
+from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table
 from whitebox_eval.reproduce.trained import failed_training, training_checks
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
@@ -428,7 +428,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     for family in families.values():
         holm(family)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
-              for e in paper.experiments if e.differs_at(plan.scale) and e.points(plan.scale)]
+              for e in paper.experiments if e.differs_at(plan.scale) and points(e, plan.scale)]
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,

@@ -10,6 +10,7 @@ that reason, and the others go on.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import time
@@ -21,12 +22,43 @@ from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import costs
 from whitebox_eval.reproduce.assemble import Outcome
-from whitebox_eval.reproduce.plan import Child, Plan, resolve_refs
+from whitebox_eval.reproduce.plan import Child, Plan
 from whitebox_eval.runs.finished import is_finished, is_started
 
 RUNS = "runs"
 #: the reason of a child ``reuse_only`` found no finished copy of
 NOT_REUSED = "--reuse-only: no finished copy under --output"
+
+
+def resolve_refs(value: Any, runs: Path) -> Any:
+    """``value`` with every :func:`.plan.run_ref` replaced by that child's folder under ``runs``."""
+    if isinstance(value, str):
+        return re.sub(r"\{run:([^{}]+)\}", lambda m: str(runs / m.group(1)), value)
+    if isinstance(value, list | tuple):
+        return [resolve_refs(v, runs) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, runs) for k, v in value.items()}
+    return value
+
+
+def producers(child: Child, plan: Plan) -> list[str]:
+    """The run ids of ``plan``'s children that ``child`` reads (its producers: an SAE, a trained
+    model): every :func:`.plan.run_ref` in any string of its settings or its model, in plan order."""
+    found: set[str] = set()
+
+    def scan(value: Any) -> None:
+        if isinstance(value, str):
+            found.update(re.findall(r"\{run:([^{}]+)\}", value))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                scan(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                scan(v)
+
+    scan(child.settings)
+    scan(child.model)
+    return [c.run_id for c in plan.children if c.run_id in found and c.run_id != child.run_id]
 
 
 def finished_copy(folder: Path, output: Path, run_id: str) -> Path | None:

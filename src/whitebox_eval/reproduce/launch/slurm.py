@@ -2,7 +2,7 @@
 
 Each job runs :class:`.job.ChildJob` (the child's ordinary resumable run folder under the
 reproduction folder, which must be on a file system the nodes share), sized by
-:func:`..costs.size`. A child that reads another's output (:func:`..plan.producers`) waits for its
+:func:`..costs.size`. A child that reads another's output (:func:`..children.producers`) waits for its
 producer's job (``afterok``, ``--kill-on-invalid-dep=yes``: when the producer fails Slurm drops
 it, and it is reported not run, naming the producer). ``--slurm-max-jobs N``: children of one
 shape without producers go as one array with ``%N``; otherwise N lanes, each job waiting
@@ -132,7 +132,7 @@ def cache_root(options: SlurmOptions, output: Path) -> str:
 
 def plan_lines(plan, options: SlurmOptions) -> list[str]:
     """``--plan-only --launcher slurm``: each job and its resources, nothing submitted."""
-    from whitebox_eval.reproduce.plan import producers
+    from whitebox_eval.reproduce.children import producers
 
     run = [c for c in plan.children if c.skip is None]
     out = [f"Slurm jobs ({len(run)}; resources by reproduce/costs.py, time = estimate x "
@@ -163,7 +163,7 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
 
     from whitebox_eval.reproduce.children import RUNS, finished_copy
     from whitebox_eval.reproduce.launch.job import ChildJob
-    from whitebox_eval.reproduce.plan import producers
+    from whitebox_eval.reproduce.children import producers
 
     folder, output = folder.resolve(), output.resolve()
     runs = folder / RUNS
