@@ -37,7 +37,6 @@ CLAIMS_FILE = "claims.json"
 MARKDOWN_FILE = "reproduction.md"
 HTML_FILE = "reproduction.html"
 LOG_FILE = "reproduction.log"
-TIMING_FILE = "timing.json"
 EVIDENCE_FILE = "evidence.json.gz"
 ARM_KEYS = ("items", "answers", "strata")
 CONTROL_KEYS = ("draw_items",)
@@ -194,18 +193,6 @@ class Log:
             f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
 
 
-def timings(folder: Path) -> dict[str, float]:
-    """timing.json's seconds per child (empty in a new folder)."""
-    path = folder / TIMING_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def save_timings(folder: Path, seconds: dict[str, float]) -> None:
-    from whitebox_eval.runs.atomic import write_atomic
-
-    write_atomic(folder / TIMING_FILE, json.dumps(seconds, indent=1, sort_keys=True) + "\n")
-
-
 def start(plan, output: str | Path, run_id: str | None, resume: bool, echo: Callable[[str], None] | None) -> Log:
     """Print ``plan`` and its prechecks (one line, and no work, when no child could run), and open
     its reproduction folder (``--resume``: only for the same plan); the folder's log."""
@@ -223,15 +210,17 @@ def start(plan, output: str | Path, run_id: str | None, resume: bool, echo: Call
     return log
 
 
-def finish(plan, outcomes: dict, log: Log, seconds: dict[str, float], started: float) -> Reproduction:
-    """Assemble the children's ``outcomes`` (run id -> :class:`.assemble.Outcome`) and write the folder."""
-    from whitebox_eval.reproduce import assemble
+def finish(plan, outcomes: dict, log: Log, started: float) -> Reproduction:
+    """Assemble the children's ``outcomes`` (run id -> :class:`.assemble.Outcome`), write the folder,
+    and the seconds since ``started`` in its timing.json."""
+    from whitebox_eval.reproduce import assemble, children
 
     content = assemble.content(plan, outcomes)
     command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {plan.scale}"
     content = write_outputs(log.folder, content, command)
+    seconds = children.timings(log.folder)
     seconds["_wall_seconds_this_call"] = round(time.monotonic() - started, 1)
-    save_timings(log.folder, seconds)
+    children.save_timings(log.folder, seconds)
     log(f"reproduce: wrote {log.folder / MARKDOWN_FILE}, {log.folder / HTML_FILE} and {log.folder / CLAIMS_FILE}")
     return Reproduction(log.folder, content)
 
@@ -248,7 +237,7 @@ def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quic
 
     plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
     log = start(plan, output, run_id, resume, echo)
-    seconds, started = timings(log.folder), time.monotonic()
-    outcomes = children.run(plan, log.folder, Path(output), show_progress=show_progress, log=log, timings=seconds,
-                            save_timings=lambda: save_timings(log.folder, seconds), reuse_only=reuse_only)
-    return finish(plan, outcomes, log, seconds, started)
+    started = time.monotonic()
+    outcomes = children.run(plan, log.folder, Path(output), show_progress=show_progress, log=log,
+                            reuse_only=reuse_only)
+    return finish(plan, outcomes, log, started)

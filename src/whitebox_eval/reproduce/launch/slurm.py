@@ -160,22 +160,21 @@ def reproduce(papers, options: SlurmOptions, *, models=(), scale: str = "quick",
     """``reproduce --launcher slurm``: :func:`whitebox_eval.reproduce.run` (the same arguments) with
     each unfinished child a Slurm job (:func:`launch`), then the finished ones assembled; None when
     ``detach`` returned after submitting."""
-    from whitebox_eval.reproduce import finish, prepare, save_timings, start, timings
+    from whitebox_eval.reproduce import finish, prepare, start
     from whitebox_eval.reproduce.assemble import Outcome
     from whitebox_eval.reproduce.children import run
 
     check(options)  # submitit, sbatch/srun/sacct on PATH, --slurm-arg names: before any work
     plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
     log = start(plan, output, run_id, resume, echo)
-    seconds, started = timings(log.folder), time.monotonic()
+    started = time.monotonic()
     ended = launch(plan, log.folder, Path(output), options, log)
     if ended is None:  # --detach
         return None
-    outcomes = run(plan, log.folder, Path(output), show_progress=show_progress, log=log, timings=seconds,
-                   save_timings=lambda: save_timings(log.folder, seconds), reuse_only=True)
+    outcomes = run(plan, log.folder, Path(output), show_progress=show_progress, log=log, reuse_only=True)
     for run_id_, (status, reason) in ended.items():
         outcomes[run_id_] = Outcome(outcomes[run_id_].child, status, reason)
-    return finish(plan, outcomes, log, seconds, started)
+    return finish(plan, outcomes, log, started)
 
 
 def launch(plan, folder: Path, output: Path, options: SlurmOptions,
