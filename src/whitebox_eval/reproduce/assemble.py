@@ -17,7 +17,7 @@ from typing import Any
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan, fill, manipulations, not_tested_at, points, producer_of
+from whitebox_eval.reproduce.plan import Child, Plan, fill, manipulations, not_tested_at, points
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
@@ -154,7 +154,7 @@ def _outcome(plan: Plan, outcomes: Mapping[str, Outcome], paper: Paper, expid: s
 def _claim_models(paper: Paper, c: Claim, plan: Plan, models: list[str]) -> list[str]:
     """The models a claim is asked of: the base models, and a trained column only where the claim's
     experiment ran on it (a column trained for one experiment answers no other's claims)."""
-    return [m for m in models if producer_of(m) is None or _child(plan, paper, c.experiment, m) is not None]
+    return [m for m in models if m in plan.models or _child(plan, paper, c.experiment, m) is not None]
 
 
 def _label(plan: Plan, model: str) -> str:
@@ -377,7 +377,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     folders, labels, missing = [], [], []
-    for model in (m for m in plan.models_for(paper.number) if producer_of(m) is None):  # the law is over base models
+    for model in (m for m in plan.models_for(paper.number) if m in plan.models):  # the law is over base models
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":

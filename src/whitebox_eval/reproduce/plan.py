@@ -210,7 +210,7 @@ class Child:
 @dataclass
 class Plan:
     papers: list[Paper]
-    models: list[str]
+    models: list[str]  # the base models (a trained column's model is its producer's run_ref, not listed)
     scale: str
     data: dict[str, str]
     children: list[Child]
