@@ -157,7 +157,7 @@ def _parameters(options: SlurmOptions, r: costs.Resources, name: str) -> dict:
 def reproduce(papers, options: SlurmOptions, *, models=(), scale: str = "quick", data=(), data_root=None,
               output: str | Path = "runs", run_id=None, resume: bool = False, show_progress=None, echo=None,
               models_root=None, allow_code_execution: bool = False):
-    """``reproduce --launcher slurm``: :func:`whitebox_eval.reproduce.run` (the same arguments) with
+    """``reproduce --launcher slurm``: :func:`whitebox_eval.reproduce.run` (its arguments, ``reuse_only`` aside) with
     each unfinished child a Slurm job (:func:`launch`), then the finished ones assembled; None when
     ``detach`` returned after submitting."""
     from whitebox_eval.reproduce import finish, prepare, start
@@ -172,8 +172,8 @@ def reproduce(papers, options: SlurmOptions, *, models=(), scale: str = "quick",
     if ended is None:  # --detach
         return None
     outcomes = run(plan, log.folder, Path(output), show_progress=show_progress, log=log, reuse_only=True)
-    for run_id_, (status, reason) in ended.items():
-        outcomes[run_id_] = Outcome(outcomes[run_id_].child, status, reason)
+    for rid, (status, reason) in ended.items():
+        outcomes[rid] = Outcome(outcomes[rid].child, status, reason)
     return finish(plan, outcomes, log, started)
 
 
