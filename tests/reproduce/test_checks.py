@@ -306,7 +306,7 @@ def test_holm_gives_a_second_verdict_within_the_paper():
              "controls": [], **verdicts.verdict(stat, "greater")}
         claims.append(c)
     claims.append({"id": "untested", "verdict": verdicts.NOT_TESTED})
-    assemble.holm(claims)
+    verdicts.holm(claims)
     from statsmodels.stats.multitest import multipletests
 
     ref = multipletests([0.01, 0.04, 0.03, 0.5], method="holm")[1]

@@ -16,7 +16,7 @@ from cases import build_fixtures  # noqa: E402
 
 from whitebox_eval import studies  # noqa: E402
 from whitebox_eval.models import training  # noqa: E402
-from whitebox_eval.reproduce import spec, verdicts  # noqa: E402
+from whitebox_eval.reproduce import plan, spec, verdicts  # noqa: E402
 
 CONTAMINATION_CLAIMS = {"contamination-raises-accuracy-gsm8k", "contamination-raises-mui-gsm8k",
                         "contamination-lowers-accuracy-arc", "contamination-lowers-mui-arc",
@@ -43,7 +43,7 @@ def _claims(r, paper: str) -> dict[str, dict]:
 def test_cpu_scale_fine_tunes_where_quick_does_not():
     p = spec.papers()["003"]
     for e in p.experiments:
-        quick, cpu = e.settings_for("quick", {}, {}), e.settings_for("cpu", {}, {})
+        quick, cpu = plan.settings_for(e, "quick", {}, {}), plan.settings_for(e, "cpu", {}, {})
         assert not quick.get("finetune_examples") and cpu["finetune_examples"] > 0, e.id
         # besides fine-tuning, cpu draws 20 random head sets where quick draws 3 (issue 46: a control's
         # rank test needs >= 20 draws to reach p < 0.05)
@@ -51,7 +51,7 @@ def test_cpu_scale_fine_tunes_where_quick_does_not():
             {k: v for k, v in quick.items() if k != "random_draws"}, e.id
         assert cpu.get("random_draws", 20) == 20 and quick.get("random_draws", 3) == 3, e.id
     contamination = spec.papers()["001"].experiment("contamination")
-    assert contamination.points("quick") == [] and contamination.points("cpu") == [{}]
+    assert plan.points(contamination, "quick") == [] and plan.points(contamination, "cpu") == [{}]
 
 
 def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_settings():
@@ -71,7 +71,7 @@ def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_
     p = spec.parse_paper(doc, "001_mui.yaml without masking's cpu settings")
     c = next(c for c in p.claims if c.id == "masking-key-below-random-accuracy")
     assert "quick" in c.not_at and "cpu" not in c.not_at
-    assert p.experiment(c.experiment).scale_named("cpu") == "quick"  # no cpu settings of its own
+    assert plan.scale_named(p.experiment(c.experiment), "cpu") == "quick"  # no cpu settings of its own
     assert not_tested_at(p, c, "quick").startswith("not tested at the quick scale: ")
     assert not_tested_at(p, c, "cpu").startswith("not tested at the cpu scale (its experiment runs the quick "
                                                   "scale's settings): ")

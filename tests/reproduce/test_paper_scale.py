@@ -114,7 +114,7 @@ def test_gar_truth_heads_at_paper_scale_reports_500_examples():
     from whitebox_eval.gar.truth_heads import split_pairs
 
     exp = spec.papers()["002"].experiment("truth-heads")
-    s = exp.settings_for("paper", {}, {"snli": "s", "geometry_of_truth": "g"})
+    s = planning.settings_for(exp, "paper", {}, {"snli": "s", "geometry_of_truth": "g"})
     examples = task_examples(select_tasks(s["tasks"], include_kr=False), s["limit"], 0)
     assert len(examples) == 3 * s["limit"] == 600  # no silent cap at the default 16
     _, report = split_pairs(examples, s["select_fraction"], 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce import data, prepare, spec
+from whitebox_eval.reproduce import data, plan, prepare, spec
 
 
 def test_unknown_paper_names_the_choices(cli):
@@ -92,20 +92,20 @@ def test_cpu_scale_takes_quick_settings_where_an_experiment_names_no_cpu_point(t
     assert untrained == [c.run_id for c in quick.children] and len(cpu.children) == len(untrained) + 2
     exp = spec.Experiment(id="x", suite="formats", title="t", settings={"limit": 1},
                           scales={"quick": {"limit": 5}, "cpu": {"limit": 50}})
-    assert exp.settings_for("cpu", {}, {})["limit"] == 50 and exp.settings_for("quick", {}, {})["limit"] == 5
-    assert exp.points("cpu") == [{}] and spec.Experiment(id="y", suite="formats", title="t",
-                                                           settings={}, scales={"paper": {}}).points("cpu") == []
+    assert plan.settings_for(exp, "cpu", {}, {})["limit"] == 50 and plan.settings_for(exp, "quick", {}, {})["limit"] == 5
+    assert plan.points(exp, "cpu") == [{}] and plan.points(spec.Experiment(id="y", suite="formats", title="t",
+                                                           settings={}, scales={"paper": {}}), "cpu") == []
 
 
 def test_cpu_scale_runs_more_items_where_n_limits():
     papers = spec.papers()
     wise, gar = papers["000"], papers["002"]
     ex = {e.id: e for e in wise.experiments}
-    ssd = ex["ssd"].settings_for("cpu", {}, {})
+    ssd = plan.settings_for(ex["ssd"], "cpu", {}, {})
     assert ssd["limit"] - ssd["min_val_items"] >= 700  # a +5-point head effect at 80% power
     for name in ("mmlu", "cosmosqa", "hellaswag", "halueval"):
         e = ex[name + "-{shots}shot"]
-        assert e.points("cpu") == [{"shots": 0}] and e.settings_for("cpu", {"shots": 0}, {name: "f"})["limit"] is None
+        assert plan.points(e, "cpu") == [{"shots": 0}] and plan.settings_for(e, "cpu", {"shots": 0}, {name: "f"})["limit"] is None
         assert "every row" in e.differs_at("cpu") and e.differs_at("quick") == e.differs
     evaluate = {e.id: e for e in gar.experiments}["evaluate"]
-    assert evaluate.settings_for("cpu", {}, {})["limit"] is None and "whole benchmark" in evaluate.differs_at("cpu")
+    assert plan.settings_for(evaluate, "cpu", {}, {})["limit"] is None and "whole benchmark" in evaluate.differs_at("cpu")

@@ -53,7 +53,7 @@ def test_an_all_at_chance_not_shown_is_uninformative_before_and_after_holm():
     assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "at chance"
     assert out["rules"]["chance"]["needed"] == ["a"] and "at chance" in out["reason"]
     # after Holm alike (its p only grows; the arm's level does not depend on p)
-    assemble.holm([out])
+    verdicts.holm([out])
     assert out["verdict_holm"] == verdicts.UNINFORMATIVE
 
 
@@ -74,7 +74,7 @@ def test_holm_does_not_turn_an_at_chance_contradiction_back_into_not_shown():
     assert ch["arms"]["a"]["above"] is True and ch["arms"]["b"]["above"] is False
     others = [{"p_value": 0.01, "statistic": {"value": 0.1, "lo": 0.05, "hi": 0.15, "p_value": 0.01},
                "direction": "greater", "than": 0.0, "verdict": verdicts.HOLDS} for _ in range(400)]
-    assemble.holm([out, *others])
+    verdicts.holm([out, *others])
     assert out["p_holm"] >= stats.ALPHA  # Holm alone would read "not shown" (the free arm is above its level)
     assert verdicts.verdict(out["statistic"], "greater", 0.0, p=out["p_holm"], **out["rules"])["verdict"] == verdicts.NOT_SHOWN
     assert out["verdict_holm"] == verdicts.UNINFORMATIVE

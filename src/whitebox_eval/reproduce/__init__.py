@@ -37,7 +37,6 @@ CLAIMS_FILE = "claims.json"
 MARKDOWN_FILE = "reproduction.md"
 HTML_FILE = "reproduction.html"
 LOG_FILE = "reproduction.log"
-TIMING_FILE = "timing.json"
 EVIDENCE_FILE = "evidence.json.gz"
 ARM_KEYS = ("items", "answers", "strata")
 CONTROL_KEYS = ("draw_items",)
@@ -180,61 +179,65 @@ def write_outputs(folder: Path, content: dict[str, Any], command: str) -> dict[s
     return slim
 
 
+@dataclass
+class Log:
+    """reproduction.log: each line time-stamped, and said (``say``) unless ``echo`` is False."""
+
+    folder: Path
+    say: Callable[[str], None]
+
+    def __call__(self, line: str, echo: bool = True) -> None:
+        if echo:
+            self.say(line)
+        with open(self.folder / LOG_FILE, "a", encoding="utf-8") as f:
+            f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
+
+
+def start(plan, output: str | Path, run_id: str | None, resume: bool, echo: Callable[[str], None] | None) -> Log:
+    """Print ``plan`` and its prechecks (one line, and no work, when no child could run), and open
+    its reproduction folder (``--resume``: only for the same plan); the folder's log."""
+    from whitebox_eval.reproduce import prechecks
+    from whitebox_eval.runs.run_ids import run_path
+
+    folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], plan.scale))
+    lines = plan.lines() + prechecks.check(plan)
+    log = Log(folder, echo or (lambda line: print(line, file=sys.stderr, flush=True)))
+    for line in lines:
+        log.say(line)
+    _open_folder(folder, plan.to_dict(), resume)
+    for line in lines:
+        log(line, echo=False)
+    return log
+
+
+def finish(plan, outcomes: dict, log: Log, started: float) -> Reproduction:
+    """Assemble the children's ``outcomes`` (run id -> :class:`.assemble.Outcome`), write the folder,
+    and the seconds since ``started`` in its timing.json."""
+    from whitebox_eval.reproduce import assemble, children
+
+    content = assemble.content(plan, outcomes)
+    command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {plan.scale}"
+    content = write_outputs(log.folder, content, command)
+    seconds = children.timings(log.folder)
+    seconds["_wall_seconds_this_call"] = round(time.monotonic() - started, 1)
+    children.save_timings(log.folder, seconds)
+    log(f"reproduce: wrote {log.folder / MARKDOWN_FILE}, {log.folder / HTML_FILE} and {log.folder / CLAIMS_FILE}")
+    return Reproduction(log.folder, content)
+
+
 def run(papers: Sequence[str], *, models: Sequence[str] = (), scale: str = "quick",
         data: Sequence[str] | dict[str, str] = (), data_root: str | None = None, output: str | Path = "runs",
         run_id: str | None = None, resume: bool = False, show_progress: bool | None = None,
         echo: Callable[[str], None] | None = None, models_root: str | None = None,
-        allow_code_execution: bool = False, reuse_only: bool = False, slurm=None) -> Reproduction | None:
-    """Plan, run (or reuse) every child run, and write the reproduction folder. ``reuse_only``:
-    run nothing, assemble the children already finished under ``output`` (the rest not run).
-    ``slurm`` (:class:`.launch.slurm.SlurmOptions`): each unfinished child a Slurm job
-    (:mod:`.launch.slurm`), then the finished ones assembled; None when its ``detach`` returned
-    after submitting."""
-    from whitebox_eval.reproduce import assemble, children, prechecks
-    from whitebox_eval.runs.run_ids import run_path
+        allow_code_execution: bool = False, reuse_only: bool = False) -> Reproduction:
+    """Plan, run (or reuse) every child run here, one after another, and write the reproduction
+    folder. ``reuse_only``: run nothing, assemble the children already finished under ``output``
+    (the rest not run). Each child a Slurm job instead: :func:`.launch.slurm.reproduce`."""
+    from whitebox_eval.reproduce import children
 
     plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
-    folder = run_path(output, run_id or default_run_id([p.number for p in plan.papers], scale))
-    if slurm is not None and not reuse_only:
-        from whitebox_eval.reproduce.launch import slurm as cluster
-
-        cluster.check(slurm)  # submitit, sbatch/srun/sacct on PATH, --slurm-arg names: before any work
-    lines = plan.lines() + prechecks.check(plan)  # prechecks: one line, and no work, when no child could run
-    say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    for line in lines:
-        say(line)
-    _open_folder(folder, plan.to_dict(), resume)
-    log_path = folder / LOG_FILE
-
-    def log(line: str, echo: bool = True) -> None:
-        if echo:
-            say(line)
-        with open(log_path, "a", encoding="utf-8") as f:
-            f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
-
-    for line in lines:
-        log(line, echo=False)
-    timing_path = folder / TIMING_FILE
-    timings = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}
-    start = time.monotonic()
-    from whitebox_eval.runs.atomic import write_atomic
-
-    def save_timings() -> None:
-        write_atomic(timing_path, json.dumps(timings, indent=1, sort_keys=True) + "\n")
-
-    ended = None
-    if slurm is not None and not reuse_only:
-        ended = cluster.launch(plan, folder, Path(output), slurm, log)
-        if ended is None:  # --detach
-            return None
-    outcomes = children.run(plan, folder, Path(output), show_progress=show_progress, log=log, timings=timings,
-                            save_timings=save_timings, reuse_only=reuse_only or ended is not None)
-    for run_id, (status, reason) in (ended or {}).items():
-        outcomes[run_id] = assemble.Outcome(outcomes[run_id].child, status, reason)
-    content = assemble.content(plan, outcomes)
-    command = "whitebox-eval reproduce " + " ".join(p.number for p in plan.papers) + f" --scale {scale}"
-    content = write_outputs(folder, content, command)
-    timings["_wall_seconds_this_call"] = round(time.monotonic() - start, 1)
-    save_timings()
-    log(f"reproduce: wrote {folder / MARKDOWN_FILE}, {folder / HTML_FILE} and {folder / CLAIMS_FILE}")
-    return Reproduction(folder, content)
+    log = start(plan, output, run_id, resume, echo)
+    started = time.monotonic()
+    outcomes = children.run(plan, log.folder, Path(output), show_progress=show_progress, log=log,
+                            reuse_only=reuse_only)
+    return finish(plan, outcomes, log, started)

@@ -17,9 +17,8 @@ from typing import Any
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan, manipulations, not_tested_at, producer_of
-from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table, fill
-from whitebox_eval.reproduce.trained import failed_training, training_checks
+from whitebox_eval.reproduce.plan import Child, Plan, fill, manipulations, not_tested_at, points
+from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
 
@@ -155,7 +154,7 @@ def _outcome(plan: Plan, outcomes: Mapping[str, Outcome], paper: Paper, expid: s
 def _claim_models(paper: Paper, c: Claim, plan: Plan, models: list[str]) -> list[str]:
     """The models a claim is asked of: the base models, and a trained column only where the claim's
     experiment ran on it (a column trained for one experiment answers no other's claims)."""
-    return [m for m in models if producer_of(m) is None or _child(plan, paper, c.experiment, m) is not None]
+    return [m for m in models if m in plan.models or _child(plan, paper, c.experiment, m) is not None]
 
 
 def _label(plan: Plan, model: str) -> str:
@@ -220,7 +219,6 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
 
 
 
-
 def manipulation(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], results: Mapping[str, Any],
                  samples: list, child: Child | None) -> list[dict[str, Any]]:
     """The manipulation checks claim ``c`` rests on, evaluated: those it is conditional on
@@ -231,6 +229,34 @@ def manipulation(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
     return ([checks.evaluate(run, spec, results, samples) for spec in manipulations(paper, c)]
             + training_checks(paper, plan, outcomes, child))
 
+
+
+def training_checks(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], child: Child | None) -> list[dict[str, Any]]:
+    """For a child on a trained model (:mod:`.trained`), its producer's declared checks (its finetune experiments'
+    ``manipulation``) on the producer's results, a producer that did not finish failing the check;
+    none for a child on a base model (or none at all)."""
+    pid = child.producer if child is not None else None
+    if pid is None:
+        return []
+    o = outcomes.get(pid)
+    if o is None or o.status != "done":
+        return [{"kind": "trained", "passed": False,
+                 "text": f"its training {pid} did not finish" + (f" ({o.reason})" if o is not None and o.reason else "")}]
+    producer = next(ch for ch in plan.children if ch.run_id == pid)
+    specs = [s for p, e in producer.uses if p == paper.number for s in paper.experiment(e).manipulation]
+    study = o.study()
+    return [checks.evaluate(vocabulary.checks("manipulation"), s, study.results, study.samples) for s in specs]
+
+
+def failed_training(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], child: Child | None) -> dict[str, Any] | None:
+    """The verdict of a claim whose statistic is undefined (a floor) on a trained column whose training
+    missed its check: *uninformative (manipulation failed)*, as with a statistic (that the model did not
+    learn comes before what it then measured); None otherwise."""
+    failed = [m for m in training_checks(paper, plan, outcomes, child) if not m.get("passed")]
+    if not failed:
+        return None
+    return {"rules": {"manipulation": failed}, "verdict": verdicts.UNINFORMATIVE, "qualifier": "manipulation failed",
+            "reason": "; ".join(f"manipulation check {m['kind']} failed: {m['text']}" for m in failed)}
 
 
 def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any] | None:
@@ -351,7 +377,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     folders, labels, missing = [], [], []
-    for model in (m for m in plan.models_for(paper.number) if producer_of(m) is None):  # the law is over base models
+    for model in (m for m in plan.models_for(paper.number) if m in plan.models):  # the law is over base models
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":
@@ -366,23 +392,6 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
     if missing:
         t.setdefault("skipped", []).extend(missing)
     return t
-
-
-def holm(claims: list[dict[str, Any]]) -> None:
-    """Holm's adjustment over one family's deciding p-values (a paper's claims on its base models,
-    or on one trained column: :func:`paper_content`), each claim's verdict recomputed with its adjusted p (``p_holm``,
-    ``verdict_holm``); claims without a statistic, and claims at chance (an arm's uninformed level
-    does not depend on p), keep their verdict."""
-    tested = [c for c in claims if c.get("p_value") is not None and "statistic" in c]
-    for c, adj in zip(tested, stats.holm([c["p_value"] for c in tested]) if tested else []):
-        c["p_holm"] = adj
-        if c.get("qualifier") == "at chance":  # an arm's uninformed level does not depend on p: Holm keeps it
-            continue
-        c["verdict_holm"] = verdicts.verdict(c["statistic"], c["direction"], c["than"], c.get("margin"),
-                                             c.get("preconditions", ()), c.get("controls", ()), p=adj,
-                                             **(c.get("rules") or {}))["verdict"]
-    for c in claims:
-        c.setdefault("verdict_holm", c["verdict"])
 
 
 def figures(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> list[dict[str, Any]]:
@@ -426,9 +435,9 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
             c["holm_family"] = _label(plan, c["model"])
         families.setdefault(c.get("holm_family", ""), []).append(c)
     for family in families.values():
-        holm(family)
+        verdicts.holm(family)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
-              for e in paper.experiments if e.differs_at(plan.scale) and e.points(plan.scale)]
+              for e in paper.experiments if e.differs_at(plan.scale) and points(e, plan.scale)]
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,

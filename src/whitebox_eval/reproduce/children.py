@@ -10,6 +10,8 @@ that reason, and the others go on.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sys
 import time
@@ -21,12 +23,46 @@ from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import costs
 from whitebox_eval.reproduce.assemble import Outcome
-from whitebox_eval.reproduce.plan import Child, Plan, resolve_refs
+from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.finished import is_finished, is_started
 
 RUNS = "runs"
+TIMING_FILE = "timing.json"
+"""Seconds per child run (a reused child's travel with it) and the last call's wall seconds."""
 #: the reason of a child ``reuse_only`` found no finished copy of
 NOT_REUSED = "--reuse-only: no finished copy under --output"
+
+
+def resolve_refs(value: Any, runs: Path) -> Any:
+    """``value`` with every :func:`.plan.run_ref` replaced by that child's folder under ``runs``."""
+    if isinstance(value, str):
+        return re.sub(r"\{run:([^{}]+)\}", lambda m: str(runs / m.group(1)), value)
+    if isinstance(value, list | tuple):
+        return [resolve_refs(v, runs) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, runs) for k, v in value.items()}
+    return value
+
+
+def producers(child: Child, plan: Plan) -> list[str]:
+    """The run ids of ``plan``'s children that ``child`` reads (its producers: an SAE, a trained
+    model): every :func:`.plan.run_ref` in any string of its settings or its model, in plan order."""
+    found: set[str] = set()
+
+    def scan(value: Any) -> None:
+        if isinstance(value, str):
+            found.update(re.findall(r"\{run:([^{}]+)\}", value))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                scan(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                scan(v)
+
+    scan(child.settings)
+    scan(child.model)
+    return [c.run_id for c in plan.children if c.run_id in found and c.run_id != child.run_id]
 
 
 def finished_copy(folder: Path, output: Path, run_id: str) -> Path | None:
@@ -36,14 +72,16 @@ def finished_copy(folder: Path, output: Path, run_id: str) -> Path | None:
     return next((p for p in (folder / RUNS / run_id, *(o / RUNS / run_id for o in others)) if is_finished(p)), None)
 
 
-def _timed(folder: Path, run_id: str) -> float | None:
-    """The seconds ``folder``'s timing.json recorded for ``run_id`` (None when it has none)."""
-    import json
-
+def timings(folder: Path) -> dict[str, float]:
+    """``folder``'s timing.json: seconds per child run there (empty when it has none)."""
     try:
-        return json.loads((folder / "timing.json").read_text(encoding="utf-8")).get(run_id)
+        return json.loads((folder / TIMING_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return {}
+
+
+def save_timings(folder: Path, seconds: dict[str, float]) -> None:
+    write_atomic(folder / TIMING_FILE, json.dumps(seconds, indent=1, sort_keys=True) + "\n")
 
 
 def run_child(child: Child, runs: Path, load: Callable[[str], Any], show_progress: bool | None) -> Path:
@@ -93,10 +131,11 @@ class _Models:
 
 def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = None,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
-        timings: dict[str, float] | None = None,
-        save_timings: Callable[[], None] | None = None, reuse_only: bool = False) -> dict[str, Outcome]:
-    """Run (or reuse) every child of ``plan`` in ``folder/runs``; their outcomes by run id.
-    ``reuse_only``: run nothing; a child with no finished copy under ``output`` is not run."""
+        reuse_only: bool = False) -> dict[str, Outcome]:
+    """Run (or reuse) every child of ``plan`` in ``folder/runs``; their outcomes by run id, their
+    seconds in ``folder``'s timing.json. ``reuse_only``: run nothing; a child with no finished copy
+    under ``output`` is not run."""
+    seconds = timings(folder)
     runs = folder / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, Outcome] = {}
@@ -118,8 +157,8 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
                     shutil.rmtree(path)
                 shutil.copytree(found, path)
                 how = f"reused from {found.parent.parent.name}"
-                if timings is not None and (seconds := _timed(found.parent.parent, child.run_id)) is not None:
-                    timings[child.run_id] = seconds  # its time travels with it
+                if (took := timings(found.parent.parent).get(child.run_id)) is not None:
+                    seconds[child.run_id] = took  # its time travels with it
             outcomes[child.run_id] = Outcome(child, "done", folder=str(path))
         elif (why := _unready_producer(child, outcomes)) is not None:
             outcomes[child.run_id] = Outcome(child, "skipped", why)
@@ -137,10 +176,10 @@ def run(plan: Plan, folder: Path, output: Path, *, show_progress: bool | None = 
                 outcomes[child.run_id] = Outcome(child, "failed", str(e))
                 how = f"did not run: {e}"
         elapsed_child = time.monotonic() - t0
-        if timings is not None and how == "done":  # run here now (not reused)
-            timings[child.run_id] = elapsed_child
-        if save_timings is not None and child.run_id in (timings or {}):
-            save_timings()  # after each child, so a killed reproduction keeps its times
+        if how == "done":  # run here now (not reused)
+            seconds[child.run_id] = elapsed_child
+        if child.run_id in seconds:
+            save_timings(folder, seconds)  # after each child, so a killed reproduction keeps its times
         if child.skip is None:
             done_work += child.seconds
         elapsed = time.monotonic() - start

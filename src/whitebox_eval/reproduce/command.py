@@ -139,10 +139,15 @@ def reproduce(papers, models, models_root, data, data_root, scale, output, run_i
         except WhiteboxError as exc:  # a plan is what was asked: what would stop the run is a note
             click.echo(f"note: the run would stop here: {exc}", err=True)
         return
-    result = rep.run(papers, models=models, scale=scale, data=data, data_root=data_root, output=output,
-                     run_id=run_id, resume=resume, echo=lambda line: click.echo(line, err=True),
-                     models_root=models_root, allow_code_execution=allow_code_execution, reuse_only=reuse_only,
-                     slurm=slurm)
+    given = dict(models=models, scale=scale, data=data, data_root=data_root, output=output, run_id=run_id,
+                 resume=resume, echo=lambda line: click.echo(line, err=True), models_root=models_root,
+                 allow_code_execution=allow_code_execution)
+    if slurm is not None and not reuse_only:  # each unfinished child a Slurm job
+        from whitebox_eval.reproduce.launch.slurm import reproduce as on_slurm
+
+        result = on_slurm(papers, slurm, **given)
+    else:  # --reuse-only assembles here whichever launcher ran the children
+        result = rep.run(papers, reuse_only=reuse_only, **given)
     if result is None:  # --detach: submitted
         return
     failed, done = _children(result)

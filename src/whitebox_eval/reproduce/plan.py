@@ -19,6 +19,7 @@ as its name, so moving the folder changes nothing but where the weights are read
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -67,7 +68,7 @@ def models_for(paper: Paper, exp: Experiment, scale: str, every: Sequence[str],
     if every:
         return [(m, None) for m in every]
     if scale == "paper" and paper.models:
-        return [(m.id, None) if m.id else (m.name, f"no hub id: {m.ambiguous}") for m in paper.models_of(exp)]
+        return [(m.id, None) if m.id else (m.name, f"no hub id: {m.ambiguous}") for m in models_of(paper, exp)]
     return [(m, None) for m in DEFAULT_MODELS]
 
 
@@ -84,6 +85,84 @@ def producer_of(model: str) -> str | None:
     """The run id of the child that trained ``model`` when it is a :func:`run_ref` (a trained column), else None."""
     m = re.fullmatch(r"\{run:([^{}]+)\}", model)
     return m.group(1) if m else None
+
+
+# ------------------------------------------------------------------------ a paper's templates, expanded
+
+
+def fill(value: Any, env: dict[str, Any]) -> Any:
+    """``"{name}"`` alone becomes ``env[name]`` (its type kept); ``{name}`` inside a longer
+    string is formatted; lists, tuples and dicts are filled item by item."""
+    if isinstance(value, str):
+        whole = re.fullmatch(r"\{([a-z0-9_.-]+)\}", value)
+        if whole:
+            if whole.group(1) not in env:
+                raise WhiteboxError(f"no value for {{{whole.group(1)}}}")
+            return env[whole.group(1)]
+
+        def one(m: re.Match) -> str:
+            if m.group(1) not in env:
+                raise WhiteboxError(f"no value for {{{m.group(1)}}} in {value!r}")
+            return str(env[m.group(1)])
+
+        return re.sub(r"\{([a-z0-9_.-]+)\}", one, value)
+    if isinstance(value, list | tuple):
+        return [fill(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, env) for k, v in value.items()}
+    return value
+
+
+def scale_named(exp: Experiment, scale: str) -> str:
+    """The scale whose settings ``exp`` runs at ``scale``: itself when named, else its fallback."""
+    return scale if scale in exp.scales else spec.FALLBACK.get(scale, scale)
+
+
+def points(exp: Experiment, scale: str) -> list[dict[str, Any]]:
+    """The matrix points ``exp`` runs at ``scale`` (one empty point without a matrix)."""
+    scale = scale_named(exp, scale)
+    matrix = dict(exp.matrix)
+    matrix.update((exp.scales.get(scale) or {}).get("matrix", {}))
+    if scale not in exp.scales:
+        return []
+    names = list(matrix)
+    out = []
+    for values in itertools.product(*(matrix[n] for n in names)):
+        point: dict[str, Any] = {}
+        for name, value in zip(names, values):
+            if isinstance(value, dict):  # {id: ..., more vars...}: the id names the point
+                point.update({k: v for k, v in value.items() if k != "id"})
+                point[name] = value["id"]
+            else:
+                point[name] = value
+        out.append(point)
+    return out
+
+
+def settings_for(exp: Experiment, scale: str, point: dict[str, Any], data: dict[str, str],
+                 runs: dict[str, str] | None = None) -> dict[str, Any]:
+    """``exp``'s suite settings at ``scale`` and matrix ``point``, data paths filled in, and
+    ``{run.EXPERIMENT}`` with ``runs[EXPERIMENT]`` (the run folder of an earlier child of the
+    paper on the same model, as the plan names it: :func:`run_ref`)."""
+    scale = scale_named(exp, scale)
+    merged = {**exp.settings, **{k: v for k, v in (exp.scales.get(scale) or {}).items() if k != "matrix"}}
+    env = {f"data.{k}": v for k, v in data.items()}
+    env.update({f"run.{k}": v for k, v in (runs or {}).items()})
+    env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
+    return {k: fill(v, env) for k, v in merged.items()}
+
+
+def models_of(paper: Paper, exp: Experiment) -> list[spec.PaperModel]:
+    """The paper's models ``exp`` runs at --scale paper (a ``named_only`` model only where named)."""
+    if exp.models:
+        return [m for m in paper.models if m.name in exp.models or m.id in exp.models]
+    return [m for m in paper.models if not m.named_only]
+
+
+def saes_of(paper: Paper, model: str) -> spec.PaperSAE | None:
+    """The released SAEs ``paper`` read for ``model`` (its name or hub id), or None."""
+    names = {model} | {m.name for m in paper.models if m.id == model} | {m.id for m in paper.models if m.name == model}
+    return next((s for s in paper.saes if s.model in names), None)
 
 
 @dataclass
@@ -131,7 +210,7 @@ class Child:
 @dataclass
 class Plan:
     papers: list[Paper]
-    models: list[str]
+    models: list[str]  # the base models (a trained column's model is its producer's run_ref, not listed)
     scale: str
     data: dict[str, str]
     children: list[Child]
@@ -277,7 +356,7 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
     for paper in papers:
         for exp in paper.experiments:
             for model, why in models_for(paper, exp, scale, models, per_paper or {}):
-                todo.extend((model, why, paper, exp, point) for point in exp.points(scale))
+                todo.extend((model, why, paper, exp, point) for point in points(exp, scale))
     order_of = {m: i for i, m in enumerate(dict.fromkeys(t[0] for t in todo))}
     todo.sort(key=lambda t: order_of[t[0]])  # stable: papers and experiments keep their order per model
     children: dict[str, Child] = {}
@@ -296,10 +375,10 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
          flops: float | None = None) -> None:
     earlier = {e: run_ref(c.run_id) for c in children.values() if c.model == model
                for p, e in c.uses if p == paper.number}
-    released = paper.saes_of(model) if scale == "paper" and exp.settings.get("score") == "sae" else None
+    released = saes_of(paper, model) if scale == "paper" and exp.settings.get("score") == "sae" else None
     if released is not None:  # the paper's own SAEs replace an SAE child's folder: no such child is needed
         earlier = {**{e.id: None for e in paper.experiments}, **earlier}
-    settings = exp.settings_for(scale, point, data, earlier)
+    settings = settings_for(exp, scale, point, data, earlier)
     settings = {k: v for k, v in settings.items() if k != "model"}
     base, label = model, None
     if exp.model is not None:  # a trained model: the producer's run folder, by reference
@@ -307,7 +386,7 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
             return  # its producer is not planned on this model (a matrix or scale without it)
         model, label = earlier[exp.producer], f"{base} + {exp.label}"
     if released is not None:  # the paper's own SAEs on every layer (saes:), not one trained here
-        settings = {**{k: v for k, v in settings.items() if k != "train_sae"}, "sae": released.specs()}
+        settings = {**{k: v for k, v in settings.items() if k != "train_sae"}, "sae": [f"saelens:{released.release}/{released.ids.format(layer=l)}" for l in range(released.layers)]}
     name = run_name(exp.suite, exp.mode, model, settings, label)
     if name not in children:
         items, seconds = costs.estimate(exp.suite, exp.mode, base, settings)
@@ -324,7 +403,7 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
             child.gpu_seconds = costs.gpu_seconds(record(exp.suite), units, shape, flops)
         children[name] = child
         order.append(name)
-    use = (paper.number, exp.use_id(point))
+    use = (paper.number, fill(exp.variant_of or exp.id, point))  # a variant answers for the experiment it varies
     if use not in children[name].uses:
         children[name].uses.append(use)
 
@@ -332,39 +411,8 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
 def run_ref(run_id: str) -> str:
     """How a child's settings name another child's run folder (``{run.EXPERIMENT}`` in a paper):
     by its run id, so the name hashes the same under any ``--output``; the folder is put in when
-    the child runs (:func:`resolve_refs`)."""
+    the child runs (:func:`.children.resolve_refs`)."""
     return f"{{run:{run_id}}}"
-
-
-def resolve_refs(value: Any, runs: Path) -> Any:
-    """``value`` with every :func:`run_ref` replaced by that child's folder under ``runs``."""
-    if isinstance(value, str):
-        return re.sub(r"\{run:([^{}]+)\}", lambda m: str(runs / m.group(1)), value)
-    if isinstance(value, list | tuple):
-        return [resolve_refs(v, runs) for v in value]
-    if isinstance(value, dict):
-        return {k: resolve_refs(v, runs) for k, v in value.items()}
-    return value
-
-
-def producers(child: Child, plan: Plan) -> list[str]:
-    """The run ids of ``plan``'s children that ``child`` reads (its producers: an SAE, a trained
-    model): every :func:`run_ref` in any string of its settings or its model, in plan order."""
-    found: set[str] = set()
-
-    def scan(value: Any) -> None:
-        if isinstance(value, str):
-            found.update(re.findall(r"\{run:([^{}]+)\}", value))
-        elif isinstance(value, list | tuple):
-            for v in value:
-                scan(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                scan(v)
-
-    scan(child.settings)
-    scan(child.model)
-    return [c.run_id for c in plan.children if c.run_id in found and c.run_id != child.run_id]
 
 
 def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:
@@ -372,9 +420,9 @@ def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in papers:
         for e in p.experiments:
-            for point in e.points(scale):
-                for name in e.data_needed(point):
-                    out.setdefault(name, f"paper {p.number} {e.run_id(point)}")
+            for point in points(e, scale):
+                for name in dict.fromkeys([*e.data, *point.get("data", ())]):  # the experiment's and the point's own
+                    out.setdefault(name, f"paper {p.number} {fill(e.id, point)}")
     return out
 
 
@@ -382,7 +430,7 @@ def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
     """Why ``c`` is not tested at ``scale`` (None when it is): its ``not_at`` entry for the
     scale, or for the scale whose settings its experiment runs there (cpu runs quick's where
     the experiment names no cpu settings)."""
-    named = paper.experiment(c.experiment).scale_named(scale) if c.experiment else scale
+    named = scale_named(paper.experiment(c.experiment), scale) if c.experiment else scale
     for s in dict.fromkeys((scale, named)):
         if s in c.not_at:
             via = "" if s == scale else f" (its experiment runs the {s} scale's settings)"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,7 @@ EFFECT_UNITS = ("pp", "number")
 
 @dataclass(frozen=True)
 class Experiment:
-    """One child run template; ``expand`` gives its runs for a scale (one per matrix point)."""
+    """One child run template: :mod:`.plan` expands it into its runs at a scale (one per matrix point)."""
 
     id: str
     suite: str
@@ -76,56 +75,9 @@ class Experiment:
         """The finetune experiment whose trained model this one runs on (``model``), or None."""
         return m.group(1) if (m := re.fullmatch(r"\{run\.([^{}]+)\}", self.model or "")) else None
 
-    def use_id(self, point: dict[str, Any]) -> str:
-        """The experiment a child of this one answers for (``variant_of``, else itself)."""
-        return fill(self.variant_of or self.id, point)
-
     def differs_at(self, scale: str) -> str | None:
         """How ``scale`` differs from the paper (its ``differs_<scale>`` where given, else ``differs``)."""
         return self.differs_by.get(scale) or self.differs
-
-    def scale_named(self, scale: str) -> str:
-        """The scale whose settings run at ``scale``: itself when named, else its fallback."""
-        return scale if scale in self.scales else FALLBACK.get(scale, scale)
-
-    def points(self, scale: str) -> list[dict[str, Any]]:
-        """The matrix points run at ``scale`` (one empty point without a matrix)."""
-        scale = self.scale_named(scale)
-        matrix = dict(self.matrix)
-        matrix.update((self.scales.get(scale) or {}).get("matrix", {}))
-        if scale not in self.scales:
-            return []
-        names = list(matrix)
-        points = []
-        for values in itertools.product(*(matrix[n] for n in names)):
-            point: dict[str, Any] = {}
-            for name, value in zip(names, values):
-                if isinstance(value, dict):  # {id: ..., more vars...}: the id names the point
-                    point.update({k: v for k, v in value.items() if k != "id"})
-                    point[name] = value["id"]
-                else:
-                    point[name] = value
-            points.append(point)
-        return points
-
-    def data_needed(self, point: dict[str, Any]) -> tuple[str, ...]:
-        """The benchmarks a matrix point reads (the experiment's and the point's own)."""
-        return tuple(dict.fromkeys([*self.data, *point.get("data", ())]))
-
-    def run_id(self, point: dict[str, Any]) -> str:
-        return fill(self.id, point)
-
-    def settings_for(self, scale: str, point: dict[str, Any], data: dict[str, str],
-                     runs: dict[str, str] | None = None) -> dict[str, Any]:
-        """The suite settings at ``scale`` and matrix ``point``, data paths filled in, and
-        ``{run.EXPERIMENT}`` with ``runs[EXPERIMENT]`` (the run folder of an earlier child of the
-        paper on the same model, as the plan names it: :func:`.plan.run_ref`)."""
-        scale = self.scale_named(scale)
-        merged = {**self.settings, **{k: v for k, v in (self.scales.get(scale) or {}).items() if k != "matrix"}}
-        env = {f"data.{k}": v for k, v in data.items()}
-        env.update({f"run.{k}": v for k, v in (runs or {}).items()})
-        env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
-        return {k: fill(v, env) for k, v in merged.items()}
 
 
 @dataclass(frozen=True)
@@ -185,9 +137,6 @@ class PaperSAE:
     cite: str
     repo: str | None = None  # the release's hub repository (where a local copy is looked for)
 
-    def specs(self) -> list[str]:
-        return [f"saelens:{self.release}/{self.ids.format(layer=l)}" for l in range(self.layers)]
-
 
 @dataclass(frozen=True)
 class Paper:
@@ -202,17 +151,6 @@ class Paper:
     summary: str = ""
     models: tuple[PaperModel, ...] = ()
     saes: tuple[PaperSAE, ...] = ()
-
-    def models_of(self, exp: Experiment) -> list[PaperModel]:
-        """The paper's models ``exp`` runs at --scale paper (a ``named_only`` model only where named)."""
-        if exp.models:
-            return [m for m in self.models if m.name in exp.models or m.id in exp.models]
-        return [m for m in self.models if not m.named_only]
-
-    def saes_of(self, model: str) -> PaperSAE | None:
-        """The released SAEs the paper read for ``model`` (its name or hub id), or None."""
-        names = {model} | {m.name for m in self.models if m.id == model} | {m.id for m in self.models if m.name == model}
-        return next((s for s in self.saes if s.model in names), None)
 
     @property
     def name(self) -> str:
@@ -232,29 +170,6 @@ def _matches(template: str, expid: str) -> bool:
     pattern = re.escape(template)
     pattern = re.sub(r"\\\{[a-z0-9_.]+\\\}", ".+", pattern)
     return re.fullmatch(pattern, expid) is not None
-
-
-def fill(value: Any, env: dict[str, Any]) -> Any:
-    """``"{name}"`` alone becomes ``env[name]`` (its type kept); ``{name}`` inside a longer
-    string is formatted; lists, tuples and dicts are filled item by item."""
-    if isinstance(value, str):
-        whole = re.fullmatch(r"\{([a-z0-9_.-]+)\}", value)
-        if whole:
-            if whole.group(1) not in env:
-                raise WhiteboxError(f"no value for {{{whole.group(1)}}}")
-            return env[whole.group(1)]
-
-        def one(m: re.Match) -> str:
-            if m.group(1) not in env:
-                raise WhiteboxError(f"no value for {{{m.group(1)}}} in {value!r}")
-            return str(env[m.group(1)])
-
-        return re.sub(r"\{([a-z0-9_.-]+)\}", one, value)
-    if isinstance(value, list | tuple):
-        return [fill(v, env) for v in value]
-    if isinstance(value, dict):
-        return {k: fill(v, env) for k, v in value.items()}
-    return value
 
 
 # ------------------------------------------------------------------------ reading

@@ -5,9 +5,10 @@ the finetune child ``ID`` of that paper on that base model (:mod:`.plan` plans t
 names the consumer's model by :func:`.plan.run_ref`, so the same experiment declared in two papers is
 one run). The column reads ``<base> + <label>``; with ``variant_of`` the consumer answers that
 experiment's claims. Every claim read from a consumer is conditional on its training: the producer's
-held-out check (:func:`reached`) is a manipulation check of the claim (:func:`training_checks`),
-and a training that did not reach its target makes the claim *uninformative (manipulation failed)*,
-never a verdict. This module holds the paper file's check of such columns and the training's check.
+held-out check (:func:`reached`) is a manipulation check of the claim
+(:func:`.assemble.training_checks`), and a training that did not reach its target makes the claim
+*uninformative (manipulation failed)*, never a verdict (:func:`.assemble.failed_training`). This
+module holds the paper file's check of such columns and the training's check.
 """
 
 from __future__ import annotations
@@ -63,35 +64,3 @@ def reached(spec: Mapping[str, Any], results: Mapping[str, Any], samples: Sequen
                     f"{pct(after['value'])} [{pct(after.get('lo', after['value']))}, {pct(after.get('hi', after['value']))}] "
                     f"after on the test split (n={t['n']}), {t['test']} {stats.fmt_p(t['p_value'])}; target >= {pct(floor)}"
                     + ("" if up else " -- not significantly up") + ("" if high else " -- below its target")}
-
-
-def training_checks(paper: Any, plan: Any, outcomes: Mapping[str, Any], child: Any) -> list[dict[str, Any]]:
-    """For a child on a trained model, its producer's declared checks (its finetune experiments'
-    ``manipulation``) on the producer's results, a producer that did not finish failing the check;
-    none for a child on a base model (or none at all)."""
-    from whitebox_eval.reproduce import claim_checks, vocabulary
-
-    pid = child.producer if child is not None else None
-    if pid is None:
-        return []
-    o = outcomes.get(pid)
-    if o is None or o.status != "done":
-        return [{"kind": "trained", "passed": False,
-                 "text": f"its training {pid} did not finish" + (f" ({o.reason})" if o is not None and o.reason else "")}]
-    producer = next(ch for ch in plan.children if ch.run_id == pid)
-    specs = [s for p, e in producer.uses if p == paper.number for s in paper.experiment(e).manipulation]
-    study = o.study()
-    return [claim_checks.evaluate(vocabulary.checks("manipulation"), s, study.results, study.samples) for s in specs]
-
-
-def failed_training(paper: Any, plan: Any, outcomes: Mapping[str, Any], child: Any) -> dict[str, Any] | None:
-    """The verdict of a claim whose statistic is undefined (a floor) on a trained column whose training
-    missed its check: *uninformative (manipulation failed)*, as with a statistic (that the model did not
-    learn comes before what it then measured); None otherwise."""
-    from whitebox_eval.reproduce.verdicts import UNINFORMATIVE
-
-    failed = [m for m in training_checks(paper, plan, outcomes, child) if not m.get("passed")]
-    if not failed:
-        return None
-    return {"rules": {"manipulation": failed}, "verdict": UNINFORMATIVE, "qualifier": "manipulation failed",
-            "reason": "; ".join(f"manipulation check {m['kind']} failed: {m['text']}" for m in failed)}

@@ -244,3 +244,20 @@ def floor(reason: str) -> dict[str, Any]:
     """The verdict of a claim whose statistic is undefined by the child's data -- an arm that does
     not vary, an empty group (a floor): *uninformative (floor)* with its reason, in every paper alike."""
     return {"verdict": UNINFORMATIVE, "qualifier": "floor", "reason": reason}
+
+
+def holm(claims: list[dict[str, Any]]) -> None:
+    """Holm's adjustment over one family's deciding p-values (a paper's claims on its base models,
+    or on one trained column: :func:`.assemble.paper_content`), each claim's verdict recomputed with its adjusted p (``p_holm``,
+    ``verdict_holm``); claims without a statistic, and claims at chance (an arm's uninformed level
+    does not depend on p), keep their verdict."""
+    tested = [c for c in claims if c.get("p_value") is not None and "statistic" in c]
+    for c, adj in zip(tested, stats.holm([c["p_value"] for c in tested]) if tested else []):
+        c["p_holm"] = adj
+        if c.get("qualifier") == "at chance":  # an arm's uninformed level does not depend on p: Holm keeps it
+            continue
+        c["verdict_holm"] = verdict(c["statistic"], c["direction"], c["than"], c.get("margin"),
+                                             c.get("preconditions", ()), c.get("controls", ()), p=adj,
+                                             **(c.get("rules") or {}))["verdict"]
+    for c in claims:
+        c.setdefault("verdict_holm", c["verdict"])

@@ -7,7 +7,7 @@ import json
 
 from whitebox_eval.reproduce import run as reproduce
 from whitebox_eval.reproduce.launch import status
-from whitebox_eval.reproduce.launch.slurm import SlurmOptions
+from whitebox_eval.reproduce.launch.slurm import SlurmOptions, reproduce as on_slurm
 
 
 def _claims(folder):
@@ -17,8 +17,8 @@ def _claims(folder):
 def test_children_run_as_jobs_and_give_the_local_claims(fake_slurm_on_path, gated, tiny_model, write_paper, tmp_path):
     path = write_paper([{"id": "a", "settings": {"limit": 8}}, {"id": "b", "settings": {"limit": 8, "seed": 1}}])
     local = reproduce([path], models=[tiny_model], scale="micro", output=tmp_path / "local", echo=lambda _: None)
-    cluster = reproduce([path], models=[tiny_model], scale="micro", output=tmp_path / "cluster",
-                        slurm=SlurmOptions(), echo=lambda _: None)
+    cluster = on_slurm([path], SlurmOptions(), models=[tiny_model], scale="micro", output=tmp_path / "cluster",
+                       echo=lambda _: None)
     assert _claims(cluster.folder) == _claims(local.folder)
     records = fake_slurm_on_path.records()
     assert len(records) == 2 and all(r["state"] == "COMPLETED" for r in records)
@@ -33,7 +33,7 @@ def test_a_failing_child_is_reported_and_its_dependent_not_run(fake_slurm_on_pat
     path = write_paper([{"id": "other", "settings": {"limit": 8}},
                         {"id": "prod", "settings": {"limit": 8, "fail": True}},
                         {"id": "cons", "settings": {"limit": 8, "source": "{run.prod}"}}])
-    result = reproduce([path], models=[tiny_model], scale="micro", output=tmp_path / "out", slurm=SlurmOptions(),
+    result = on_slurm([path], SlurmOptions(), models=[tiny_model], scale="micro", output=tmp_path / "out",
                        echo=lambda _: None)
     runs = {r["run"]: r for p in result.content["papers"] for r in p["runs"]}
     plan = {c["run_id"]: c for c in json.loads((result.folder / "plan.json").read_text())["children"]}
@@ -55,8 +55,8 @@ def test_the_jobs_carry_their_resources(fake_slurm_on_path, gated, tiny_model, w
     from whitebox_eval.reproduce import costs as resources
 
     path = write_paper([{"id": "a", "settings": {"limit": 4}}])
-    result = reproduce([path], models=[tiny_model], scale="micro", output=tmp_path / "out", echo=lambda _: None,
-                       slurm=SlurmOptions(partition="gpu", account="lab", qos="high", args={"constraint": "h100"}))
+    result = on_slurm([path], SlurmOptions(partition="gpu", account="lab", qos="high", args={"constraint": "h100"}),
+                      models=[tiny_model], scale="micro", output=tmp_path / "out", echo=lambda _: None)
     (job,) = json.loads((result.folder / "jobs.json").read_text()).values()
     rec = fake_slurm_on_path.record(job["job"])
     r = job["resources"]

@@ -10,7 +10,7 @@ import fake_slurm
 
 from whitebox_eval import suites
 from whitebox_eval.reproduce import run as reproduce
-from whitebox_eval.reproduce.launch.slurm import SlurmOptions
+from whitebox_eval.reproduce.launch.slurm import SlurmOptions, reproduce as on_slurm
 
 TIMED = ("created", "finished", "elapsed", "seconds", "wall")
 
@@ -27,8 +27,8 @@ def test_a_preempted_job_resumes_its_run_folder(fake_slurm_on_path, gated, tiny_
     settings = {"limit": 12, "gate": str(gate), "gate_at": 4, "calls": str(calls)}
     path = write_paper([{"id": "g", "settings": settings}])
     out = tmp_path / "out"
-    assert reproduce([path], models=[tiny_model], scale="micro", output=out, echo=lambda _: None,
-                     slurm=SlurmOptions(detach=True)) is None
+    assert on_slurm([path], SlurmOptions(detach=True), models=[tiny_model], scale="micro", output=out,
+                    echo=lambda _: None) is None
     (rec,) = fake.records()
     fake.wait_for(lambda: Path(str(gate) + ".waiting").is_file(), "the job reaching its gate")
     fake_slurm.preempt(rec["key"])

@@ -12,7 +12,7 @@ import pytest
 
 from whitebox_eval.reproduce import run as reproduce
 from whitebox_eval.reproduce.launch import status
-from whitebox_eval.reproduce.launch.slurm import SlurmOptions
+from whitebox_eval.reproduce.launch.slurm import SlurmOptions, reproduce as on_slurm
 
 
 def _by_experiment(folder: Path) -> dict[str, str]:
@@ -25,14 +25,14 @@ def test_a_rerun_submits_only_what_is_unfinished(fake_slurm_on_path, gated, tiny
     path = write_paper([{"id": "a", "settings": {"limit": 8, "gate": str(gate)}},
                         {"id": "b", "settings": {"limit": 8, "seed": 1}}])
     kw = dict(models=[tiny_model], scale="micro", output=tmp_path / "out", echo=lambda _: None)
-    reproduce([path], **kw, slurm=SlurmOptions(detach=True))
+    on_slurm([path], SlurmOptions(detach=True), **kw)
     folder = tmp_path / "out" / "reproduce-998-micro"
     ids = _by_experiment(folder)
     first = json.loads((folder / "jobs.json").read_text())
     a_job, b_job = first[ids["a"]]["job"], first[ids["b"]]["job"]
     fake.wait_for(lambda: Path(str(gate) + ".waiting").is_file() and fake.record(b_job)["state"] == "COMPLETED",
                   "a at its gate and b done")
-    reproduce([path], **kw, resume=True, slurm=SlurmOptions(detach=True))  # a is running, b finished
+    on_slurm([path], SlurmOptions(detach=True), **kw, resume=True)  # a is running, b finished
     assert len(fake.records()) == 2 and json.loads((folder / "jobs.json").read_text()) == first
     lines = status.lines(folder)
     assert f"  {ids['a']}: job {a_job}, running" in "\n".join(lines) and f"  {ids['b']}: job {b_job}, done" in lines[2]
@@ -41,7 +41,7 @@ def test_a_rerun_submits_only_what_is_unfinished(fake_slurm_on_path, gated, tiny
     failed_line = next(ln for ln in status.lines(folder) if ids["a"] in ln)
     assert f"job {a_job}, failed" in failed_line and "(FAILED: " in failed_line and "used of ~" in failed_line
     gate.write_text("open")
-    result = reproduce([path], **kw, resume=True, slurm=SlurmOptions())
+    result = on_slurm([path], SlurmOptions(), **kw, resume=True)
     records = fake.records()
     assert len(records) == 3  # a again, b not
     again = json.loads((folder / "jobs.json").read_text())[ids["a"]]["job"]
@@ -57,7 +57,7 @@ def test_a_dependent_waits_and_max_jobs_holds_in_lanes(fake_slurm_on_path, gated
                         {"id": "cons", "settings": {"limit": 8, "source": "{run.prod}"}},
                         {"id": "other", "settings": {"limit": 8, "seed": 2}}])
     kw = dict(models=[tiny_model], scale="micro", output=tmp_path / "out", echo=lambda _: None)
-    reproduce([path], **kw, slurm=SlurmOptions(detach=True, max_jobs=1))
+    on_slurm([path], SlurmOptions(detach=True, max_jobs=1), **kw)
     folder = tmp_path / "out" / "reproduce-998-micro"
     ids, jobs = _by_experiment(folder), json.loads((folder / "jobs.json").read_text())
     job = {e: jobs[rid]["job"] for e, rid in ids.items()}
@@ -78,8 +78,8 @@ def test_a_dependent_waits_and_max_jobs_holds_in_lanes(fake_slurm_on_path, gated
 def test_children_of_one_shape_go_as_one_array_with_max_jobs(fake_slurm_on_path, gated, tiny_model, write_paper,
                                                              tmp_path):
     path = write_paper([{"id": f"e{i}", "settings": {"limit": 4, "seed": i}} for i in range(3)])
-    result = reproduce([path], models=[tiny_model], scale="micro", output=tmp_path / "out", echo=lambda _: None,
-                       slurm=SlurmOptions(max_jobs=2))
+    result = on_slurm([path], SlurmOptions(max_jobs=2), models=[tiny_model], scale="micro", output=tmp_path / "out",
+                      echo=lambda _: None)
     records = fake_slurm_on_path.records()
     assert sorted(r["key"].split("_")[1] for r in records) == ["0", "1", "2"]
     assert {r["opts"]["array"] for r in records} == {"0-2%2"}

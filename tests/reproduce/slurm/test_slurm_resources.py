@@ -10,7 +10,8 @@ import pytest
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import costs as resources
 from whitebox_eval.reproduce.launch import jobs
-from whitebox_eval.reproduce.plan import Child, Plan, producers, run_ref
+from whitebox_eval.reproduce.children import producers
+from whitebox_eval.reproduce.plan import Child, Plan, run_ref
 
 
 def _child(suite, model, settings=None, mode=None, gpu_seconds=600.0):

@@ -2,7 +2,7 @@
 
 Each job runs :class:`.job.ChildJob` (the child's ordinary resumable run folder under the
 reproduction folder, which must be on a file system the nodes share), sized by
-:func:`..costs.size`. A child that reads another's output (:func:`..plan.producers`) waits for its
+:func:`..costs.size`. A child that reads another's output (:func:`..children.producers`) waits for its
 producer's job (``afterok``, ``--kill-on-invalid-dep=yes``: when the producer fails Slurm drops
 it, and it is reported not run, naming the producer). ``--slurm-max-jobs N``: children of one
 shape without producers go as one array with ``%N``; otherwise N lanes, each job waiting
@@ -132,7 +132,7 @@ def cache_root(options: SlurmOptions, output: Path) -> str:
 
 def plan_lines(plan, options: SlurmOptions) -> list[str]:
     """``--plan-only --launcher slurm``: each job and its resources, nothing submitted."""
-    from whitebox_eval.reproduce.plan import producers
+    from whitebox_eval.reproduce.children import producers
 
     run = [c for c in plan.children if c.skip is None]
     out = [f"Slurm jobs ({len(run)}; resources by reproduce/costs.py, time = estimate x "
@@ -154,6 +154,29 @@ def _parameters(options: SlurmOptions, r: costs.Resources, name: str) -> dict:
     return params
 
 
+def reproduce(papers, options: SlurmOptions, *, models=(), scale: str = "quick", data=(), data_root=None,
+              output: str | Path = "runs", run_id=None, resume: bool = False, show_progress=None, echo=None,
+              models_root=None, allow_code_execution: bool = False):
+    """``reproduce --launcher slurm``: :func:`whitebox_eval.reproduce.run` (its arguments, ``reuse_only`` aside) with
+    each unfinished child a Slurm job (:func:`launch`), then the finished ones assembled; None when
+    ``detach`` returned after submitting."""
+    from whitebox_eval.reproduce import finish, prepare, start
+    from whitebox_eval.reproduce.assemble import Outcome
+    from whitebox_eval.reproduce.children import run
+
+    check(options)  # submitit, sbatch/srun/sacct on PATH, --slurm-arg names: before any work
+    plan = prepare(papers, models, scale, data, data_root, models_root, allow_code_execution)
+    log = start(plan, output, run_id, resume, echo)
+    started = time.monotonic()
+    ended = launch(plan, log.folder, Path(output), options, log)
+    if ended is None:  # --detach
+        return None
+    outcomes = run(plan, log.folder, Path(output), show_progress=show_progress, log=log, reuse_only=True)
+    for rid, (status, reason) in ended.items():
+        outcomes[rid] = Outcome(outcomes[rid].child, status, reason)
+    return finish(plan, outcomes, log, started)
+
+
 def launch(plan, folder: Path, output: Path, options: SlurmOptions,
            log: Callable[[str], None]) -> dict[str, tuple[str, str]] | None:
     """Submit the unfinished children of ``plan`` (none whose job is still pending or running),
@@ -163,7 +186,7 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
 
     from whitebox_eval.reproduce.children import RUNS, finished_copy
     from whitebox_eval.reproduce.launch.job import ChildJob
-    from whitebox_eval.reproduce.plan import producers
+    from whitebox_eval.reproduce.children import producers
 
     folder, output = folder.resolve(), output.resolve()
     runs = folder / RUNS
