@@ -27,6 +27,8 @@ claims.json says:
 - 004's off-format class: each question's P(correct) among its answers, the questions without one and
   the off-format share with its Wilson interval, from each question's counts of right, wrong and
   off-format generations (the classification of each text is the child's; the counts are the evidence);
+  its correlation and partition claims as any Pearson r and permutation, from the arms' per-question
+  P(correct) among the answers (a question without an answer is in no arm; its counts are not evidence there);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
 
 Monte Carlo p-values (permutation, bootstrap) are compared within five standard errors of the

@@ -72,6 +72,16 @@ def run_folder(name: str, mode: str | None, /, output: str | Path = "runs", *, r
 
 def run(name: str, mode: str | None, /, output: str | Path = "runs", **kwargs: Any):
     """Run (or resume) one study of suite ``name`` (:func:`run_folder`) and read its folder back."""
-    from whitebox_eval.runs.finished import read
-
     return read(run_folder(name, mode, output, **kwargs))
+
+
+def read(folder: str | Path):
+    """A finished run folder read back (:func:`whitebox_eval.runs.finished.read`), completed by its
+    suite's ``read_back`` where it declares one (missing keys added, none replaced; the folder untouched)."""
+    from whitebox_eval.runs.finished import read as read_folder
+
+    study = read_folder(folder)
+    record = SUITES.get(str(study.config.get("suite")))
+    if record is not None and record.read_back:
+        resolve(record.read_back)(study.results, study.samples, study.config)
+    return study

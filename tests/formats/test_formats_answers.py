@@ -101,3 +101,59 @@ def test_the_samples_keep_each_generations_class(tmp_path):
         s = json.loads(line)
         for f in ("free", "free_options"):
             assert s["classes"][f] == classes_of(s, f, "number") and len(s["classes"][f]) == 2
+            assert s["p_correct_answered"][f] == answered_p_correct(s["classes"][f])
+
+
+def _answered_run(tmp_path, run_id="a"):
+    """A finished arithmetic run of 6 questions: q1 never answers; among the answers free P(correct)
+    rises with the MCQ's."""
+    from whitebox_eval.formats import study as fs
+
+    c = FormatsConfig(model="tiny", task="arithmetic:add1", limit=6, shots=0, n_samples=4, n_bins=2)
+    folder = RunFolder.create(tmp_path, {**c.to_dict(), "demo_ids": [], "selection": "test"}, run_id=run_id)
+    gens = [[" 5", " x", " 7", " 7"], [" ", "", " ", " "], [" 5", " 6", " x", " x"],
+            [" 5", " 5", " x", " x"], [" 5", " 5", " 5", " 6"], [" 5", " 5", " 5", " 5"]]
+    mcq = [0.2, 0.9, 0.4, 0.6, 0.7, 0.8]
+    folder.append_samples([{"id": f"q{i}", "subject": "add1", "gold": 0, "answer": 5,
+                            "mcq": {"p_renorm": m, "p_raw": m, "letter_mass": 1.0, "pred": 0, "top_is_letter": True},
+                            "p_correct": {"mcq": m, "free": sum(t == " 5" for t in g) / 4, "free_options": 1.0},
+                            "generations": {"free": g, "free_options": [" 5"] * 4}} for i, (g, m) in enumerate(zip(gens, mcq))])
+    return fs.finalize_formats(folder, c, "number"), mcq
+
+
+def test_the_per_question_analyses_leave_a_question_without_answer_out(tmp_path):
+    import numpy as np
+
+    folder, mcq = _answered_run(tmp_path)
+    res = folder.load_results()
+    answered = [1 / 3, 1 / 2, 1.0, 3 / 4, 1.0]  # q0, q2..q5 among their answers; q1 has none
+    x = [mcq[i] for i in (0, 2, 3, 4, 5)]
+    assert res["pearson_answered,mcq~free"] == pytest.approx(np.corrcoef(x, answered)[0, 1])
+    part = res["mcq_by_free_answered"]
+    assert part["n_unanswered"] == 1 and part["partitions"]["free>=0.5"]["n"] == 4
+    assert part["partitions"]["free<0.5"]["mean"] == pytest.approx(0.2)
+    # the paper's partition (of all samples) puts q1 (MCQ 0.9, no answer) below 0.5 with q0 and q2
+    assert res["mcq_by_free"]["partitions"]["free<0.5"]["n"] == 3
+
+
+def test_an_old_run_gains_the_keys_when_read_and_shows_its_classes(tmp_path):
+    from whitebox_eval.formats.over_runs import compare_runs
+    from whitebox_eval.formats.views import views
+    from whitebox_eval.suites import read
+
+    folder, _ = _answered_run(tmp_path)
+    new = folder.load_results()
+    path = folder.path / "results.json"  # as a run written before the class: no off-format keys, no classes
+    old = {k: v for k, v in new.items() if "off_format" not in k and "answered" not in k and "unanswered" not in k}
+    path.write_text(json.dumps(old))
+    written = path.read_bytes()
+    study = read(folder.path)
+    for key in ("off_format,free", "off_format_ci,free", "p_correct_answered,free", "pearson_answered,mcq~free",
+                "mcq_by_free_answered", "n_unanswered,free"):
+        assert study.results[key] == new[key], key
+    assert all(study.results[k] == v for k, v in old.items()) and path.read_bytes() == written
+    row = compare_runs([folder.path])["runs"][0]
+    assert row["off_format,free"] == pytest.approx(9 / 24) and row["off_format,free_options"] == 0
+    items = views(folder.path, old, study.samples)["items"]
+    assert items[1]["formats"]["classes"]["free"] == ["off_format"] * 4
+    assert items[0]["formats"]["classes"]["free"] == ["right", "off_format", "wrong", "wrong"]

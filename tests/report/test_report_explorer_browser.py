@@ -300,6 +300,8 @@ def test_mui_key_features_with_an_sae(browser, root, tmp_path):
 
 
 def test_formats_letters_beside_free_answers(browser, root, tmp_path):
+    from whitebox_eval.formats.answers import classes_of
+
     run = explorer_runs.formats(root)
     samples, page = report_of(browser, run, tmp_path)
     s = samples[2]
@@ -310,7 +312,10 @@ def test_formats_letters_beside_free_answers(browser, root, tmp_path):
     assert css(page, ".detail pre.itemtext")[0].get_attribute("textContent") == s["prompts"]["mcq_plain"]
     for fmt, gens in s["generations"].items():
         (box,) = css(page, f"div.gens[data-format={fmt}]", view)
-        assert [li.get_attribute("textContent") for li in css(page, "li", box)] == gens  # exact, control characters too
+        assert [pre.get_attribute("textContent") for pre in css(page, "li pre", box)] == gens  # exact, control characters too
+        # each answer's class beside it (formats/answers.py; this run is classified from its texts)
+        assert [li.get_attribute("data-class") for li in css(page, "li", box)] == \
+            classes_of(s, fmt, "number" if isinstance(s["answer"], (int, float)) else "text")
         p = css(page, f"tr[data-format={fmt}] td", view)[0].text
         assert float(p) == pytest.approx(s["p_correct"][fmt], rel=1e-3)
     done(page, "formats", "formats")

@@ -274,7 +274,7 @@ def test_a_claim_without_arms_is_refused_and_its_declared_arm_at_chance_decides(
 
 def test_a_floor_is_labelled_alike_in_two_papers():
     # 004: no question answered freely (an empty partition); 003: every token right (no wrong token)
-    empty = {"mcq_by_free": {"partitions": {"free>=0.5": {"n": 0}, "free<0.5": {"n": 40}}}}
+    empty = {"mcq_by_free_answered": {"partitions": {"free>=0.5": {"n": 0}, "free<0.5": {"n": 40}}}}
     a = _claim("004", "partitions-distinct-triviaqa", empty)
     rows = [{"id": f"base/ood/{s}", "stage": "base/ood", "rollout_scores": [0.5, 0.4], "correct": [True, True]}
             for s in range(10)]

@@ -96,12 +96,13 @@ def _formats_child(free, mcq, subject):
 
     n = len(free)
     samples = [{"id": f"q{i}", "gold": i % 4, "answer": str(100 + i), "subject": s,
-                "p_correct": {"free": float(f), "mcq": float(m)}} for i, (f, m, s) in enumerate(zip(free, mcq, subject))]
+                "p_correct": {"free": float(f), "mcq": float(m)}, "p_correct_answered": {"free": float(f)}}
+               for i, (f, m, s) in enumerate(zip(free, mcq, subject))]  # every question answered (formats/answered.py)
     r = float(np.corrcoef(free, mcq)[0, 1])
-    results = {"pearson,mcq~free": r, "pearson_ci,mcq~free": [r - 0.05, min(1.0, r + 0.05)], "pearson_n,mcq~free": n,
-               "pearson_ci_method,mcq~free": "bootstrap", "paired_tests": {}}
+    results = {"pearson_answered,mcq~free": r, "pearson_answered_ci,mcq~free": [r - 0.05, min(1.0, r + 0.05)],
+               "pearson_answered_n,mcq~free": n, "pearson_answered_ci_method,mcq~free": "bootstrap", "paired_tests": {}}
     hi, lo = free >= 0.5, free < 0.5
-    results["mcq_by_free"] = {"test": stats.permutation_test(mcq[hi], mcq[lo]).as_dict()}
+    results["mcq_by_free_answered"] = {"test": stats.permutation_test(mcq[hi], mcq[lo]).as_dict()}
     return results, samples
 
 

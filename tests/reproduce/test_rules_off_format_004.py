@@ -103,3 +103,81 @@ def test_a_child_written_before_the_class_is_reclassified_from_its_generations()
     samples[3]["p_correct"]["free"] = 0.9
     broken = _claim("004", "mcq-beats-free-triviaqa", results, samples)
     assert "statistic" not in broken and "q3" in str(broken)
+
+
+def _old_run(tmp_path, gens, mcq, subjects=None):
+    """A finished formats run folder written before the class (no classes, no answered keys)."""
+    from whitebox_eval.runs.folder import RunFolder
+
+    results, samples = _child(gens, mcq, classes=False)
+    for i, s in enumerate(samples):
+        s["subject"] = (subjects or ["s"])[i % len(subjects or ["s"])]
+    run = RunFolder.create(tmp_path, {"suite": "formats", "extract": "paper"}, run_id="old")
+    run.append_samples(samples)
+    run.save_results({"n_items": len(samples), "extract": "paper", "p_correct,free": 0.123, **results})
+    return run.path
+
+
+def test_an_old_run_read_back_gains_the_answered_keys_and_keeps_every_written_value(tmp_path):
+    from whitebox_eval.formats.answered import PARTITION, PEARSON
+    from whitebox_eval.suites import read
+
+    gens, mcq = _gens()
+    path = _old_run(tmp_path, gens, mcq)
+    before = {p.name: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    study = read(path)
+    r = study.results
+    assert r["p_correct,free"] == 0.123 and r["paired_tests"] == {}  # written values stay, even a wrong one
+    assert r["off_format,free"] == pytest.approx(0.6) and r["n_unanswered,free"] == 0
+    assert r["p_correct_answered,free"] == pytest.approx(0.875)
+    assert study.samples[0]["p_correct_answered"]["free"] == pytest.approx(1.0)
+    assert study.samples[35]["p_correct_answered"]["free"] == pytest.approx(0.5)
+    assert PEARSON in r and r[PARTITION]["partitions"]["free>=0.5"]["n"] == 40
+    assert {p.name: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before  # the folder untouched
+
+
+def _spread(seed: int = 1):
+    """40 questions answered right k of 2 times (k = 0, 1, 2) beside 3 off-format generations each;
+    the MCQ P(correct) rises with k."""
+    rng = np.random.default_rng(seed)
+    off = [" The", "", " I don't know"]
+    ks = [i % 3 for i in range(40)]
+    gens = [[" {gold}"] * k + [" Lyon"] * (2 - k) + off for k in ks]
+    return gens, [float(np.clip(0.3 + 0.2 * k + rng.normal(0, 0.05), 0, 1)) for k in ks]
+
+
+def test_the_partition_claims_split_by_p_correct_among_the_answers(tmp_path):
+    from whitebox_eval.suites import read
+
+    gens, mcq = _spread()
+    study = read(_old_run(tmp_path, gens, mcq, ["a", "b"]))
+    folded = np.array([s["p_correct"]["free"] for s in study.samples])
+    assert (folded >= 0.5).sum() == 0  # of all 5 samples no question reaches 0.5: the paper's partition is empty
+    out = _claim("004", "partitions-distinct-triviaqa", study.results, study.samples)
+    a, b = out["arms"]["a"], out["arms"]["b"]
+    # among the answers, k = 1 and 2 (0.5, 1.0) are answered freely, k = 0 is not
+    assert (a["n"], b["n"]) == (26, 14)
+    assert out["statistic"]["value"] == pytest.approx(a["value"] - b["value"]) and out["statistic"]["value"] > 0.2
+    assert "mcq_by_free_answered" in out["statistic"]["source"]
+    assert out["verdict"] == verdicts.HOLDS and out["statistic"]["stratified"]["p_value"] < 0.05
+    ck = rc.Check()
+    rc.check_statistic("t", out, out["arms"], ck, np.random.default_rng(0))
+    assert not ck.bad and ck.done["difference of means"] == ck.done["stratified difference"] == 1
+
+
+def test_the_correlation_claim_reads_r_among_the_answers_and_leaves_out_questions_without_one(tmp_path):
+    from whitebox_eval.suites import read
+
+    gens, mcq = _spread()
+    gens[0] = ["", " The", " I do not know", " ?", " the."]
+    study = read(_old_run(tmp_path, gens, mcq, ["a", "b"]))
+    out = _claim("004", "weak-correlation-arithmetic", study.results, study.samples)
+    x = {s["id"]: s["p_correct_answered"]["free"] for s in study.samples if s["p_correct_answered"]["free"] is not None}
+    ids = sorted(x)
+    r = np.corrcoef([x[i] for i in ids], [mcq[int(i[1:])] for i in ids])[0, 1]
+    assert len(ids) == 39 and study.results["n_unanswered,free"] == 1 and "q0" not in out["arms"]["a"]["items"]
+    assert out["statistic"].get("pooled", out["statistic"])["value"] == pytest.approx(r)
+    assert r > 0.9 and out["verdict"] == verdicts.CONTRADICTED  # strongly correlated: not "weak"
+    ck = rc.Check()
+    rc.check_statistic("t", out, out["arms"], ck, np.random.default_rng(0))
+    assert not ck.bad and ck.done["Pearson r"] == ck.done["Fisher z within strata"] == 1

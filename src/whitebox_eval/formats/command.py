@@ -143,7 +143,8 @@ def formats_compare(run_dirs, out: str) -> None:
 
     cmp = compare_runs(list(run_dirs))
     cols = (("p_correct,renorm", "MCQ P(correct)"), ("p_correct,free", "free P(correct)"),
-            ("alignment_error,mcq~free", "alignment error"))
+            ("alignment_error,mcq~free", "alignment error"), ("off_format,free", "off-format free"),
+            ("off_format,free_options", "off-format free_options"))
     click.echo(f"{'model':24s} {'n':>5s}  " + "  ".join(f"{name + ' [95% CI]':25s}" for _, name in cols))
     for r in cmp["runs"]:
         cells = [f"{describe(r, key, '.3f', n=False):25s}" for key, _ in cols]

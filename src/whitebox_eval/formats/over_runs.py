@@ -6,14 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.formats.answered import complete
+from whitebox_eval.runs.finished import read
 from whitebox_eval.runs.folder import RunFolder
 
 
 def compare_runs(run_dirs: list[str | Path]) -> dict:
     """Alignment error vs MCQ P(correct) across formats runs of one task (004 Fig. 6).
 
-    One row per run (model, n, ``p_correct,renorm``, ``p_correct,free`` (Fig. 7) and
-    ``alignment_error,mcq~free`` with their intervals) and the Pearson r across runs (undefined below 3 runs or
+    One row per run (model, n, ``p_correct,renorm``, ``p_correct,free`` (Fig. 7),
+    ``alignment_error,mcq~free`` and the off-format share per free format ``off_format,{f}`` with their
+    intervals; a run written before the class derives it when read, :mod:`.answered`) and the Pearson r across runs (undefined below 3 runs or
     without variance, with the reason). Refuses runs of different tasks or shot counts.
     """
     from whitebox_eval.formats.metrics import correlation_or_reason
@@ -24,7 +27,9 @@ def compare_runs(run_dirs: list[str | Path]) -> dict:
         if folder.config.get("suite") != "formats":
             raise WhiteboxError(f"{d} is not a formats run (suite {folder.config.get('suite')!r})")
         try:
-            res = folder.load_results()
+            study = read(folder.path)
+            complete(study.results, study.samples, study.config)  # a run written before the class: from its texts
+            res = study.results
         except (FileNotFoundError, WhiteboxError) as e:
             raise WhiteboxError(f"{d} has no results.json yet; finish it with --resume") from e
         if "p_correct,renorm" not in res:
@@ -33,7 +38,9 @@ def compare_runs(run_dirs: list[str | Path]) -> dict:
                      "shots": folder.config.get("shots", 0), "n": res["n_items"],
                      **{k: res[k] for k in ("p_correct,renorm", "p_correct_ci,renorm", "p_correct,free",
                                             "p_correct_ci,free", "alignment_error,mcq~free",
-                                            "alignment_error_ci,mcq~free")}})
+                                            "alignment_error_ci,mcq~free")},
+                     **{k: res.get(k) for k in ("off_format,free", "off_format_ci,free", "off_format,free_options",
+                                                "off_format_ci,free_options")}})
     for key in ("task", "shots"):
         values = sorted({str(r[key]) for r in rows})
         if len(values) > 1:

@@ -22,7 +22,9 @@ SUITE = Suite(
     commands={"formats-compare": ("whitebox_eval.formats.command:formats_compare",
                                   "Alignment error vs MCQ performance across formats runs (004 Fig. 6).")},
     results=("{measure},{format}", "paired_tests/{a}_vs_{b}", "mcq_by_free/test", "mcq_by_free/partitions/{bin}/{x}/{y}",
+             "mcq_by_free_answered/test", "mcq_by_free_answered/partitions/{bin}/{x}/{y}",
              "p_correct_by_subject/{subject}/{format}"),
     statistics=(Statistic("answered_vs_mcq", "whitebox_eval.formats.read_back:answered_vs_mcq", takes=("format",),
                           arms=True),),
+    read_back="whitebox_eval.formats.answered:complete",
 )

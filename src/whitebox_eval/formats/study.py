@@ -35,7 +35,8 @@ Each generation is also classed right, wrong or off-format (no answer at all:
 off-format share of its generations (``off_format,{f}``, Wilson over generations, which a
 question's samples share, so it is narrower than a cluster interval), P(correct) among the
 generations that answered (``p_correct_answered,{f}``) and the questions with no answer at all
-(``n_unanswered,{f}``); ``off_format,mcq`` is the share of questions whose top next token over the
+(``n_unanswered,{f}``), per question ``p_correct_answered`` and the per-question analyses on it
+(``pearson_answered,mcq~free``, ``mcq_by_free_answered``: ``formats/answered.py``); ``off_format,mcq`` is the share of questions whose top next token over the
 whole vocabulary is no option letter (``letter_mass`` the letters' share of that distribution).
 ``p_correct,{f}`` stays 004's fraction of all samples (an off-format one counts as not correct).
 """
@@ -55,7 +56,8 @@ from whitebox_eval.formats.config import (
     ARITHMETIC_LIMIT, ARITHMETIC_POOL_PER_CATEGORY, FORMATS, FREE_FORMATS, MAX_ANSWER_TOKENS, TEXT_LIMIT,
     FormatsConfig)
 from whitebox_eval.formats.activations import Saver, check as check_saved
-from whitebox_eval.formats.answers import answered_p_correct, classes_of
+from whitebox_eval.formats.answered import answered_results, per_question
+from whitebox_eval.formats.answers import classes_of
 from whitebox_eval.formats.generation import sample_prompt, stream_seed
 from whitebox_eval.tasks.items import MCQItem
 from whitebox_eval.tasks.prompts import render_prompt
@@ -306,7 +308,8 @@ def run_formats(cfg: FormatsConfig, output: str | Path = "runs", *, run_id: str 
                 "generations": gens,
             }
             records.append(record | {"classes": {f: classes_of(record, f, data.answer_type, cfg.extract)
-                                                 for f in FREE_FORMATS}})
+                                                 for f in FREE_FORMATS},
+                                     "p_correct_answered": per_question(record, data.answer_type, cfg.extract)})
         return records, {}
 
     plan_passes(folder, [("formats", len(data.items))])  # one pass: the MCQ prompt and every free answer
@@ -348,12 +351,7 @@ def finalize_formats(folder: RunFolder, cfg: FormatsConfig, answer_type: str | N
         stats.add_mean(results, f"p_correct,{f}", pc[f])
         texts = [t for s in samples for t in s["generations"][f]]
         results[f"empty_rate,{f}"] = float(np.mean([not t.strip() for t in texts]))
-        classes = [classes_of(s, f, answer_type, cfg.extract) for s in samples]  # a run written before them too
-        stats.add_proportion(results, f"off_format,{f}", [c == "off_format" for cs in classes for c in cs])
-        answered = [v for v in map(answered_p_correct, classes) if v is not None]
-        results[f"n_unanswered,{f}"] = len(classes) - len(answered)
-        if answered:  # P(correct) among the answers, off-format generations apart (answers.py)
-            stats.add_mean(results, f"p_correct_answered,{f}", answered)
+    results.update(answered_results(samples, answer_type, cfg.extract))  # off-format apart (answered.py)
     for a, b in (("free", "mcq"), ("free_options", "mcq"), ("free_options", "free")):
         stats.add_paired(results, f"{a}_vs_{b}", stats.paired_bootstrap(pc[a], pc[b]))
     for a, b in combinations(FORMATS, 2):

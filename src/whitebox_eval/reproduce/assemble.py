@@ -38,9 +38,9 @@ class Outcome:
     _study: Any = None
 
     def study(self):
-        """The finished run read back (:func:`whitebox_eval.runs.finished.read`), read once."""
+        """The finished run read back, completed by its suite (:func:`whitebox_eval.suites.read`), read once."""
         if self._study is None:
-            from whitebox_eval.runs.finished import read
+            from whitebox_eval.suites import read
 
             self._study = read(self.folder)
         return self._study

@@ -21,7 +21,9 @@ so ``--help``, planning and the report's page import no suite until one is used:
   stretch of a key without ``/``: ``acc,{method}``, ``paired_tests/{a}_vs_{b}``), checked at
   ``--plan-only`` (none declared: not checked);
 - ``statistics``: the :class:`Statistic` kinds the suite computes from its own runs (read-backs of
-  its arrays, fits over its runs), named by a claim's ``derived:``.
+  its arrays, fits over its runs), named by a claim's ``derived:``;
+- ``read_back``: ``read_back(results, samples, config)`` completes a finished run as read
+  (:func:`whitebox_eval.suites.read`): the keys a run written before them lacks, added, none replaced.
 
 :func:`items` counts a study's items from its config (``limit``, else the rows of its local file).
 """
@@ -94,6 +96,7 @@ class Suite:
     commands: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (module:attribute, short help)
     results: tuple[str, ...] = ()  # results.json places a claim may name (patterns); () = not checked
     statistics: tuple[Statistic, ...] = ()  # the statistics it computes from its own runs (derived: NAME)
+    read_back: str | None = None  # completes a finished run as read (missing keys only)
 
     @property
     def default_mode(self) -> str:
