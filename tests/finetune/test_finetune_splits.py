@@ -70,8 +70,8 @@ def test_span_items_are_laid_out_as_span_lays_them_out(tok):
 
 def test_gar_items_train_the_target_after_a_space(tok):
     source = parse_source("gar:GendersOfPersons/same,CountriesOfCities/same×3")
-    items, _ = load_items(source, None, seed=0)
-    assert len(items) == 8 and all(it.answer == " " + it.source.target for it in items)
+    items, _ = load_items(source, 8, seed=0)  # 8 training lines from the train half, 2 test ones from the test half
+    assert len(items) == 10 and all(it.answer == " " + it.source.target for it in items)
     it = items[0]
     assert is_correct(source, it, f" {it.source.target}. And more", [], [], None)
     assert not is_correct(source, it, " nothing", [], [], None)
