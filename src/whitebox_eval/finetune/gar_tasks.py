@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.finetune.splits import Splits, canonical
+from whitebox_eval.finetune.splits import Splits
 
 FORMATS = ("generation", "classification")
 UNINFORMED = {"generation": 1 / 3, "classification": 1 / 2}
@@ -54,10 +54,9 @@ def per_cell(limit: int, n_cells: int) -> int:
     return q - q % 2
 
 
-def items(task_ids: Sequence[str], limit: int, test: float, seed: int) -> list[Any]:
-    """The finetune items: train-half examples first (ids ``train:<task>#<i>``), then the test
-    half's (``test:<task>#<i>``)."""
-    from whitebox_eval.finetune.sources import Item
+def examples(task_ids: Sequence[str], limit: int, test: float, seed: int) -> list[tuple[str, Any]]:
+    """``(item id, GAR example)``: the train half's first (ids ``train:<task>#<i>``), then the
+    test half's (``test:<task>#<i>``)."""
     from whitebox_eval.gar.elements import element_split
     from whitebox_eval.gar.generator import generate_task_examples
     from whitebox_eval.gar.selection import task_examples
@@ -80,11 +79,8 @@ def items(task_ids: Sequence[str], limit: int, test: float, seed: int) -> list[A
         random.Random(f"finetune/gar/{seed}/{key}").shuffle(units)
         train += [e for u in units for e in u][:q]
     test_set = task_examples(tasks, test_per_task(limit, test, len(tasks)), seed, halves["test"])
-
-    def item(half: str, ex) -> Item:
-        return Item(f"{half}:{ex.task_id}#{ex.index}", ex.prompt, ex.target_text, canonical(ex.prompt + ex.target_text), ex)
-
-    return [item("train", ex) for ex in train] + [item("test", ex) for ex in test_set]
+    return [(f"{half}:{ex.task_id}#{ex.index}", ex) for half, part in (("train", train), ("test", test_set))
+            for ex in part]
 
 
 def leaked(lines: Sequence[Any], test_elements: frozenset[str]) -> list[tuple[str, set[str]]]:
@@ -114,7 +110,7 @@ class ElementSplits(Splits):
 
 
 def splits(all_items: Sequence[Any], *, validation: float, seed: int) -> ElementSplits:
-    """Deal :func:`items` into the splits (one line if a test element is in a training line)."""
+    """Deal the finetune items of :func:`examples` into the splits (one line if a test element is in a training line)."""
     from whitebox_eval.gar.elements import element_split
 
     seen: set[str] = set()
@@ -149,22 +145,22 @@ def sizes(task_ids: Sequence[str], limit: int, test: float, validation: float) -
     return {"train": pool - n_val, "validation": n_val, "test": test_per_task(limit, test, len(tasks)) * len(tasks)}
 
 
-def appc_check(lm, items_: Sequence[Any], batch_size: int) -> list[dict[str, Any]]:
+def appc_check(lm, test_items: Sequence[Any], batch_size: int) -> list[dict[str, Any]]:
     """One row per test item: its format, App. C's correctness, argmax correctness and P(target)."""
     from whitebox_eval.gar.roles import encode_examples
     from whitebox_eval.gar.scoring import score_examples
     from whitebox_eval.internals.engine import Engine
 
-    examples = [it.source for it in items_]
+    exs = [it.source for it in test_items]
     was = lm.model.training
     lm.model.eval()
     try:
-        scores = score_examples(Engine(lm), encode_examples(examples, lm.tokenizer), batch_size=batch_size)
+        scores = score_examples(Engine(lm), encode_examples(exs, lm.tokenizer), batch_size=batch_size)
     finally:
         lm.model.train(was)
     return [{"id": it.id, "format": FORMATS[int(ex.task.g2c)], "task_id": ex.task_id, "correct": bool(s.correct),
              "correct_argmax": bool(s.correct_argmax), "target_prob": round(float(s.target_prob), 6)}
-            for it, ex, s in zip(items_, examples, scores)]
+            for it, ex, s in zip(test_items, exs, scores)]
 
 
 def add_results(results: dict[str, Any], before: Sequence[dict], after: Sequence[dict], seed: int) -> None:

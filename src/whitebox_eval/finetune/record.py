@@ -15,6 +15,8 @@ ARITH_VALIDATION_UNITS = 5.0  # one validation problem's teacher-forced 5-shot f
 
 
 def work(cfg, mode: str) -> tuple[int, float]:
+    from whitebox_eval.finetune.sources import GAR, parse_source
+
     """The items, a training step per batch (~3 forwards per example; a short arithmetic line
     less), the check before and after (a forward per generated token; arithmetic text: its 5-shot
     prompt read twice and ``check_samples`` drawn answers; GAR: one forward per test item), a
@@ -27,11 +29,11 @@ def work(cfg, mode: str) -> tuple[int, float]:
 
         lines = sizes(n)
         n, n_train, n_test, n_val = sum(lines.values()), lines["train"], lines["test"], lines["validation"]
-    if str(cfg.task).split(":")[0].strip() == "gar":  # training lines by cells, the test split by tasks
+    source = parse_source(cfg.task) if str(cfg.task).lower().startswith("gar") else None
+    if source is not None and source.kind == GAR:  # training lines by cells, the test split by tasks
         from whitebox_eval.finetune import gar_tasks
-        from whitebox_eval.finetune.sources import parse_source
 
-        lines = gar_tasks.sizes(parse_source(cfg.task).spec, n, cfg.test, cfg.validation)
+        lines = gar_tasks.sizes(source.spec, n, cfg.test, cfg.validation)
         n_train, n_test, n_val = lines["train"], lines["test"], lines["validation"]
         steps = cfg.steps(n_train)
         per = gar_tasks.TOKENS / 60  # units per line: a GAR line is ~110 tokens, a unit 60

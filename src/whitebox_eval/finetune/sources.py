@@ -136,9 +136,10 @@ def load_items(source: Source, limit: int | None, seed: int, test: float = 0.2) 
 
         return [Item(f.id, f.prompt, f.answer, canonical(f.prompt + f.answer), f) for f in facts(limit or 0)], None
     if source.kind == GAR:
-        from whitebox_eval.finetune.gar_tasks import items
+        from whitebox_eval.finetune.gar_tasks import examples
 
-        return items(source.spec, limit or 200, test, seed), None
+        return [Item(i, ex.prompt, ex.target_text, canonical(ex.prompt + ex.target_text), ex)
+                for i, ex in examples(source.spec, limit or 200, test, seed)], None
     if source.kind == SPAN:
         from whitebox_eval.span.tasks import generate
 
