@@ -181,15 +181,13 @@ def encode(source: Source, item: Item, tok, demos: list[Item], eos: int | None) 
 
 def is_correct(source: Source, item: Item, response: str, ids: list[int], answer_ids: list[int], task) -> bool:
     """Whether a generated response (``ids``: its tokens, the stop token included) answers ``item``
-    (span: its tokens begin with the answer's, end token included; GAR and planted facts: the
-    target as the response's first words; a free-answer task: its own answer check)."""
+    (span: its tokens begin with the answer's, end token included; planted facts: the value as the
+    response's first words; a free-answer task: its own answer check). GAR is checked by App. C's
+    rule, not by generation (:func:`whitebox_eval.finetune.gar_tasks.appc_check`)."""
     if source.kind == SPAN:
         return ids[:len(answer_ids)] == answer_ids
     if source.kind == FACTS:
         from whitebox_eval.finetune.planted_facts import recalled
 
         return recalled(item, response)
-    if source.kind == GAR:
-        words, target = response.split(), item.source.target.split()
-        return [w.strip(".,;:!?\"'") for w in words[:len(target)]] == target
     return bool(task.score(item.source, response)["correct"])
