@@ -72,6 +72,13 @@ def test_without_a_half_the_benchmark_is_the_papers_as_before():
     assert first[0].prompt != generate_gar(enumerate_tasks()[:1], seed=0)[0].prompt
 
 
+def test_elements_outside_evaluate_and_truth_heads_is_one_line(cli, tmp_path):
+    code, _, err = cli(["gar", "--mode", "attribute", "--elements", "test", "--output", str(tmp_path)])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "applies to --mode evaluate and truth-heads" in lines[0]
+    assert not any(tmp_path.iterdir())
+
+
 def test_the_config_records_elements_only_when_a_half_is_asked():
     assert "elements" not in GARConfig().to_dict()
     assert GARConfig(elements="test").to_dict()["elements"] == "test"

@@ -146,6 +146,9 @@ def command(**kw) -> None:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
     edits, edit_at = split_edit_at(kw["edits"], kw["edit_at"])
+    if kw["elements"] != "all" and mode not in ("evaluate", "truth-heads"):
+        raise WhiteboxError(f"--elements {kw['elements']} applies to --mode evaluate and truth-heads (the tasks' "
+                            f"examples); --mode {mode} draws every element")
     if mode == "intervene" and not kw["heads"]:
         raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
     if mode == "probe" and (not kw["heads"] or not kw["probe_data"]):
