@@ -15,12 +15,12 @@ ARITH_VALIDATION_UNITS = 5.0  # one validation problem's teacher-forced 5-shot f
 
 
 def work(cfg, mode: str) -> tuple[int, float]:
-    from whitebox_eval.finetune.sources import GAR, parse_source
-
     """The items, a training step per batch (~3 forwards per example; a short arithmetic line
     less), the check before and after (a forward per generated token; arithmetic text: its 5-shot
     prompt read twice and ``check_samples`` drawn answers; GAR: one forward per test item), a
     validation pass per evaluation."""
+    from whitebox_eval.finetune.sources import GAR, parse_source
+
     n = cfg.limit or 200
     n_test, n_val = max(1, round(n * cfg.test)), max(1, round(n * cfg.validation))
     n_train = max(1, n - n_test - n_val - cfg.shots)
