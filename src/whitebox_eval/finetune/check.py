@@ -1,7 +1,8 @@
 """The held-out check of a fine-tuning (the test split, before and after), the validation loss
 (and, for arithmetic text, the validation exact match) that stops it early, and its loss curve.
 
-A task with answers is checked by greedy generation (:func:`whitebox_eval.internals.generation.generate`,
+GAR tasks are checked by App. C's rule per format (:func:`.gar_tasks.appc_check`). Any other
+task with answers is checked by greedy generation (:func:`whitebox_eval.internals.generation.generate`,
 the one decoder) and the source's check (:func:`.sources.is_correct`); a text is checked by
 next-token accuracy on its test lines (every token a trial of the Wilson interval: tokens of one
 line are not independent, so the interval is narrower than the lines warrant). Format-neutral
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from whitebox_eval.finetune.sources import ARITH, TEXT, Item, Source, is_correct
+from whitebox_eval.finetune.sources import ARITH, GAR, TEXT, Item, Source, is_correct
 from whitebox_eval.models.training import row_batch, row_outputs
 
 Encoded = tuple[list[int], list[int]]
@@ -58,6 +59,10 @@ def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[
         return _token_accuracy(lm, items, encoded, batch_size)
     if source.kind == ARITH:
         return _free_format(lm, items, demos, samples, seed, max_new_tokens or max(len(a) for _, a in encoded) + 2)
+    if source.kind == GAR:  # 002's statistic: App. C's rule per format, one forward pass per item
+        from whitebox_eval.finetune.gar_tasks import appc_check
+
+        return appc_check(lm, items, batch_size)
     from whitebox_eval.internals.engine import Engine
     from whitebox_eval.internals.generation import generate
 

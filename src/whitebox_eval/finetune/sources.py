@@ -4,8 +4,10 @@
   ``bigbench=PATH``): the item's prompt (its own, else its question and ``Answer:``), the gold
   response as the answer, checked by the task's own answer check;
 - ``gar`` or ``gar:TASKS`` (``all``, ``generation``, ``classification``, ``truth`` or task ids as
-  ``gar --tasks`` writes them): GAR's generator (paper 002), the prompt as the suite builds it,
-  the target after a space, checked on the first words of the response;
+  ``gar --tasks`` writes them): GAR's generator (paper 002) with each category's elements split
+  into a train and a test half (:mod:`whitebox_eval.finetune.gar_tasks`: training lines an equal
+  mix of conditions from the train half, the test split from the test half), the prompt as the
+  suite builds it, the target after a space, checked by App. C's rule per format;
 - ``span:TASK``: an AttentionSpan task's in-distribution examples (paper 003) laid out as the span
   suite lays them out (its instruction, one token per character, the end token), checked by
   exact match of the generated tokens;
@@ -24,7 +26,6 @@ Multiple-choice tasks are refused in one line: a fine-tuning here trains on answ
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,10 @@ def parse_source(text: str) -> Source:
     return Source(GEN, raw, spec)
 
 
-def load_items(source: Source, limit: int | None, seed: int) -> tuple[list[Item], Any]:
-    """The items of ``source`` (at most ``limit`` before deduplication) and the task object its
-    check needs (the GenTask of a free-answer task, else None)."""
+def load_items(source: Source, limit: int | None, seed: int, test: float = 0.2) -> tuple[list[Item], Any]:
+    """The items of ``source`` (at most ``limit`` before deduplication; GAR: ``limit`` training
+    and validation lines, then the test half's, ``test`` sizing it) and the task object its check
+    needs (the GenTask of a free-answer task, else None)."""
     if source.kind == TEXT:
         from whitebox_eval.datafiles import open_text
 
@@ -134,13 +136,10 @@ def load_items(source: Source, limit: int | None, seed: int) -> tuple[list[Item]
 
         return [Item(f.id, f.prompt, f.answer, canonical(f.prompt + f.answer), f) for f in facts(limit or 0)], None
     if source.kind == GAR:
-        from whitebox_eval.gar.generator import generate_gar
+        from whitebox_eval.finetune.gar_tasks import examples
 
-        examples = generate_gar(list(source.spec), seed=seed)
-        if limit and limit < len(examples):
-            examples = random.Random(f"finetune/gar/{seed}").sample(examples, limit)
-        return [Item(f"{ex.task_id}/{ex.index}", ex.prompt, ex.target_text, canonical(ex.prompt + ex.target_text), ex)
-                for ex in examples], None
+        return [Item(i, ex.prompt, ex.target_text, canonical(ex.prompt + ex.target_text), ex)
+                for i, ex in examples(source.spec, limit or 200, test, seed)], None
     if source.kind == SPAN:
         from whitebox_eval.span.tasks import generate
 
@@ -182,15 +181,13 @@ def encode(source: Source, item: Item, tok, demos: list[Item], eos: int | None) 
 
 def is_correct(source: Source, item: Item, response: str, ids: list[int], answer_ids: list[int], task) -> bool:
     """Whether a generated response (``ids``: its tokens, the stop token included) answers ``item``
-    (span: its tokens begin with the answer's, end token included; GAR and planted facts: the
-    target as the response's first words; a free-answer task: its own answer check)."""
+    (span: its tokens begin with the answer's, end token included; planted facts: the value as the
+    response's first words; a free-answer task: its own answer check). GAR is checked by App. C's
+    rule, not by generation (:func:`whitebox_eval.finetune.gar_tasks.appc_check`)."""
     if source.kind == SPAN:
         return ids[:len(answer_ids)] == answer_ids
     if source.kind == FACTS:
         from whitebox_eval.finetune.planted_facts import recalled
 
         return recalled(item, response)
-    if source.kind == GAR:
-        words, target = response.split(), item.source.target.split()
-        return [w.strip(".,;:!?\"'") for w in words[:len(target)]] == target
     return bool(task.score(item.source, response)["correct"])

@@ -29,10 +29,10 @@ import numpy as np
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.finetune import check
+from whitebox_eval.finetune import check, gar_tasks
 from whitebox_eval.finetune.config import FinetuneConfig
 from whitebox_eval.finetune.planted_facts import RECALL_CHECK, template_splits
-from whitebox_eval.finetune.sources import ARITH, FACTS, TEXT, encode, load_items, parse_source
+from whitebox_eval.finetune.sources import ARITH, FACTS, GAR, TEXT, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
@@ -54,8 +54,9 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
     cfg.check()
     source = parse_source(cfg.task)
     with recording() as read:
-        items, task = load_items(source, cfg.limit, cfg.seed)
+        items, task = load_items(source, cfg.limit, cfg.seed, cfg.test)
     splits = template_splits(items) if source.kind == FACTS else \
+        gar_tasks.splits(items, validation=cfg.validation, seed=cfg.seed) if source.kind == GAR else \
         make_splits(items, validation=cfg.validation, test=cfg.test, shots=cfg.shots, seed=cfg.seed)
     folder = open_run(output, cfg.to_dict(), run_id=run_id, resume=resume, data_files=read)
     record = splits.record(cfg.seed)
@@ -220,4 +221,6 @@ def _results(cfg: FinetuneConfig, source, splits, record, before, after, info) -
         stats.add_paired(results, "p_correct,after_vs_before", stats.paired_bootstrap(pa, pb))
         results["check"] = (f"paper 004's free format, {cfg.shots}-shot: free P(correct) over {cfg.check_samples} "
                             "answers drawn at T = 1 per test problem, the greedy answer's exact match beside it")
+    if source.kind == GAR:  # per format, against its uninformed level
+        gar_tasks.add_results(results, before, after, cfg.seed)
     return results

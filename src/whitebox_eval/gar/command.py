@@ -43,6 +43,10 @@ def split_edit_at(edits, edit_at: str | None) -> tuple[tuple[str, ...], str]:
                    "e.g. 'GendersOfPersons/same,KindsOfThings/kindOf×3 [negate](swapKV)'; x for ×). "
                    "Default: all (evaluate), truth (attribute, truth-heads, intervene)")
 @click.option("--limit", type=LIMIT, default=None, help="examples per task (default the paper's 8 / 16; a smaller N takes their first N, a larger one generates N; even when classification tasks are in: Yes/No pairs), or a fraction F < 1 of each task's default set (rounded up, to whole pairs)")
+@click.option("--elements", type=click.Choice(["all", "train", "test"]), default="all", show_default=True,
+              help="evaluate/truth-heads: every element (the paper's benchmark) or one half of the element split "
+                   "(each category's names, cities, things halved by --seed; a model fine-tuned on GAR tasks is "
+                   "asked about the test half)")
 @click.option("--no-kr", "include_kr", flag_value=False, default=True, help="evaluate: leave out the knowledge-recall sub-problems")
 @click.option("--rule", type=click.Choice(["chance", "mean"]), default="chance", show_default=True,
               help="App. C threshold: 1/#alternatives, or the alternatives' mean probability")
@@ -142,6 +146,9 @@ def command(**kw) -> None:
         raise WhiteboxError(f"gar --mode {mode} does not share its work among torchrun ranks (--mode evaluate "
                             "does): run it as one process")
     edits, edit_at = split_edit_at(kw["edits"], kw["edit_at"])
+    if kw["elements"] != "all" and mode not in ("evaluate", "truth-heads"):
+        raise WhiteboxError(f"--elements {kw['elements']} applies to --mode evaluate and truth-heads (the tasks' "
+                            f"examples); --mode {mode} draws every element")
     if mode == "intervene" and not kw["heads"]:
         raise WhiteboxError("--mode intervene needs --heads LAYER.HEAD[,...]")
     if mode == "probe" and (not kw["heads"] or not kw["probe_data"]):

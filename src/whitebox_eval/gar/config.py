@@ -40,6 +40,8 @@ class GARRun:
         d = config_dict(self, "gar", mode=self.MODE, **extra)
         if not self.edits:  # recorded only when given, so earlier runs resume as before
             d.pop("edits", None)
+        if d.get("elements") == "all":  # likewise: the element split's halves only when one is asked
+            d.pop("elements")
         return d
 
 
@@ -51,6 +53,7 @@ class GARConfig(GARRun):
     limit: int | float | None = None  # per task: N examples, or a fraction below 1 of its default set
     include_kr: bool = True
     rule: str = "chance"
+    elements: str = "all"  # all, or one half of the element split (train / test, seeded by seed): gar.elements
 
     MODE: ClassVar[str] = "evaluate"
 
@@ -90,6 +93,7 @@ class GARHeadsConfig(GARRun):
     on_bad_row: str = "skip"
     rule: str = "chance"
     batch_size: int = 4
+    elements: str = "all"  # as GARConfig's
 
     MODE: ClassVar[str] = "truth-heads"
 

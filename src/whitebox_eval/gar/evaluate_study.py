@@ -26,6 +26,7 @@ from whitebox_eval.gar.generator import GARExample
 from whitebox_eval.gar.metrics import METRICS, record_metrics
 from whitebox_eval.gar.roles import EncodedExample, encode_examples
 from whitebox_eval.gar.scoring import ExampleScore, score_batch
+from whitebox_eval.gar.elements import element_half, split_record
 from whitebox_eval.gar.selection import example_id, select_tasks, task_examples
 from whitebox_eval.gar.config import GARConfig
 from whitebox_eval.gar.study_base import coverage_model, estimate, open_gar_run, study_engine
@@ -51,7 +52,8 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
     if cfg.rule not in ev.RULES:
         raise WhiteboxError(f"unknown App. C rule {cfg.rule!r}; use one of {ev.RULES}")
     tasks = select_tasks(cfg.tasks, include_kr=cfg.include_kr)
-    examples = task_examples(tasks, cfg.limit, cfg.seed)
+    half = element_half(cfg.elements, cfg.seed)
+    examples = task_examples(tasks, cfg.limit, cfg.seed, half)
     if cfg.batch_size < 1:
         raise WhiteboxError(f"batch size must be >= 1 (got {cfg.batch_size})")
     ranks = current_world()
@@ -77,7 +79,8 @@ def run_gar(cfg: GARConfig, output: str | Path = "runs", *, run_id: str | None =
              else None, desc="gar batches", show_progress=show_progress if ranks.main else False)
     if not ranks.main:
         return folder
-    return finalize_gar(folder, examples, cfg.model)
+    return finalize_gar(folder, examples, cfg.model, {} if half is None else {"element_split": {
+        **split_record(cfg.seed), "elements": half.name}})
 
 
 def _difficulty_key(k: tuple[int, bool]) -> str:
@@ -142,12 +145,13 @@ def gar_results(examples: Sequence[GARExample], samples: dict[str, dict]) -> dic
     return res
 
 
-def finalize_gar(folder: RunFolder, examples: Sequence[GARExample], model: str) -> RunFolder:
-    """Write results.json and the plots from the streamed samples."""
+def finalize_gar(folder: RunFolder, examples: Sequence[GARExample], model: str,
+                 extra: dict | None = None) -> RunFolder:
+    """Write results.json (with ``extra``) and the plots from the streamed samples."""
     from whitebox_eval.gar.plots import plot_accuracy_by_difficulty
 
     samples = {s["id"]: s for s in folder.read_samples()}
-    res = gar_results(examples, samples)
+    res = {**gar_results(examples, samples), **(extra or {})}
     folder.save_results(res)
     correct = [bool(samples[example_id(e)]["correct"]) for e in examples]
     if any(not e.task.is_kr for e in examples):

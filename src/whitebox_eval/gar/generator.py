@@ -28,6 +28,10 @@ shuffled list of every possible answer, so no answer repeats before all have app
 Distractor answers are distinct from A, pairwise distinct and of distinct first words
 when the schema allows it (GendersOfPersons has only two categories).  Randomness comes
 from ``random.Random`` seeded with a hash of (seed, task id): same seed, same data.
+
+Element halves (:mod:`whitebox_eval.gar.elements`): given ``half``, every element of an example
+and of its demonstration comes from that half of the element split (the task seed then also
+hashes the half's name); without it, every element, as above.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from whitebox_eval.gar.prompts import (
     render_kr_line,
     render_line,
 )
+from whitebox_eval.gar.elements import ElementHalf
 from whitebox_eval.gar.schemas import Relation, Schema
 from whitebox_eval.gar.tasks import (
     DEFAULT_N_KV,
@@ -188,9 +193,13 @@ class GARExample:
         }
 
 
-def _task_seed(seed: int, task_id: str) -> int:
-    digest = hashlib.sha256(f"{seed}|{task_id}".encode()).digest()
+def _task_seed(seed: int, task_id: str, half: ElementHalf | None = None) -> int:
+    digest = hashlib.sha256(f"{seed}|{task_id}{'' if half is None else '|' + half.name}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def _load(ref, half: ElementHalf | None) -> tuple[Schema, Relation]:
+    return ref.load() if half is None else half.load(ref)
 
 
 def _first_word(s: str) -> str:
@@ -263,15 +272,16 @@ def _sample_lookup(lschema: Schema, lrel: Relation, negate: bool, k: int,
 
 
 def sample_loop(task: GARTask | str, rng: random.Random, *, answer: str | None = None,
-                position: int | None = None) -> LoopDraw:
+                position: int | None = None, half: ElementHalf | None = None) -> LoopDraw:
     """Step 2 of sec. 2: one relational loop plus ``n_KV - 1`` distractors, shuffled.
 
-    ``answer`` fixes A and ``position`` the slot of the answer pair (for balancing).
+    ``answer`` fixes A and ``position`` the slot of the answer pair (for balancing); ``half``
+    the element half every element comes from.
     """
     task = resolve_task(task)
     lref, rref = task.functional_relations()
-    lschema, lrel = lref.load()
-    _, rrel = rref.load()
+    lschema, lrel = _load(lref, half)
+    _, rrel = _load(rref, half)
     n = task.n_kv
     if answer is not None and not rrel.preimage(answer):
         raise WhiteboxError(f"{answer!r} cannot be an answer of {rref.format()}")
@@ -298,12 +308,12 @@ def sample_loop(task: GARTask | str, rng: random.Random, *, answer: str | None =
                         f"data has too few elements for n_KV = {n}")
 
 
-def _sample_demo(task: GARTask, rng: random.Random, avoid: set[str]) -> LoopDraw:
-    demo = sample_loop(task, rng)
+def _sample_demo(task: GARTask, rng: random.Random, avoid: set[str], half: ElementHalf | None) -> LoopDraw:
+    demo = sample_loop(task, rng, half=half)
     for _ in range(_DEMO_TRIES):
         if not demo.entities() & avoid:
             break
-        demo = sample_loop(task, rng)
+        demo = sample_loop(task, rng, half=half)
     return demo
 
 
@@ -354,32 +364,31 @@ def _assemble(task: GARTask, index: int, seed: int, draw: LoopDraw, demo: LoopDr
 
 
 def generate_task_examples(task: GARTask | str, n_examples: int | None = None,
-                           seed: int = 0) -> list[GARExample]:
-    """Examples of one task: 8 (generation) / 16 (classification) by default, sec. 3.
-
-    Knowledge-recall tasks (n_KV = 0) get 8 by default.
+                           seed: int = 0, half: ElementHalf | None = None) -> list[GARExample]:
+    """Examples of one task: 8 (generation) / 16 (classification) by default, sec. 3, on the
+    elements of ``half`` when given. Knowledge-recall tasks (n_KV = 0) get 8 by default.
     """
     task = resolve_task(task)
     if task.is_kr:
         return _generate_kr(task, GENERATION_EXAMPLES if n_examples is None else n_examples,
-                            seed)
+                            seed, half)
     n = task.n_examples if n_examples is None else n_examples
     if n < 1:
         raise WhiteboxError(f"n_examples must be >= 1 (got {n})")
     if task.g2c and (n % 2 or task.n_kv < 2):
         raise WhiteboxError("classification examples come in Yes/No pairs built from a "
                             "distractor: use an even n_examples and n_KV >= 2")
-    rng = random.Random(_task_seed(seed, task.task_id))
+    rng = random.Random(_task_seed(seed, task.task_id, half))
     n_loops = n // 2 if task.g2c else n
     _, rref = task.functional_relations()
-    _, rrel = rref.load()
+    _, rrel = _load(rref, half)
     positions = _balanced(list(range(task.n_kv)), n_loops, rng)
     answers = _balanced(rrel.codomain(), n_loops, rng)
     with_candidates = not rrel.is_same
     examples: list[GARExample] = []
     for i in range(n_loops):
-        draw = sample_loop(task, rng, answer=answers[i], position=positions[i])
-        demo = _sample_demo(task, rng, draw.entities())
+        draw = sample_loop(task, rng, answer=answers[i], position=positions[i], half=half)
+        demo = _sample_demo(task, rng, draw.entities(), half)
         cands = None
         if with_candidates:
             cands = _dedup(list(demo.answers) + list(draw.answers))
@@ -398,15 +407,16 @@ def generate_task_examples(task: GARTask | str, n_examples: int | None = None,
     return examples
 
 
-def _generate_kr(task: GARTask, n: int, seed: int, n_alternatives: int = 3) -> list[GARExample]:
+def _generate_kr(task: GARTask, n: int, seed: int, half: ElementHalf | None,
+                 n_alternatives: int = 3) -> list[GARExample]:
     """Knowledge-recall sub-problems (table 2 first row, sec. 3 compositionality gap).
 
     Our choice: the prompt has the App. B candidate list (the answer, ``n_alternatives
     - 1`` other answers and the demonstration's) so the App. C threshold matches the
     generation tasks' 1/3.
     """
-    rng = random.Random(_task_seed(seed, task.task_id))
-    schema, rel = task.retrieve.load()
+    rng = random.Random(_task_seed(seed, task.task_id, half))
+    schema, rel = _load(task.retrieve, half)
     answers = _balanced(rel.codomain(), n, rng)
     out = []
     for i, a in enumerate(answers):
@@ -432,7 +442,7 @@ def _generate_kr(task: GARTask, n: int, seed: int, n_alternatives: int = 3) -> l
 
 
 def generate_gar(tasks: Iterable[GARTask | str] | None = None, seed: int = 0,
-                 n_kv: int = DEFAULT_N_KV) -> list[GARExample]:
+                 n_kv: int = DEFAULT_N_KV, half: ElementHalf | None = None) -> list[GARExample]:
     """The GAR dataset: every task of :func:`enumerate_tasks` (4,608 examples) or ``tasks``."""
     chosen = enumerate_tasks(n_kv) if tasks is None else [resolve_task(t) for t in tasks]
-    return [ex for task in chosen for ex in generate_task_examples(task, seed=seed)]
+    return [ex for task in chosen for ex in generate_task_examples(task, seed=seed, half=half)]

@@ -16,7 +16,7 @@ that appears in the context (K or V) and ``y`` the query or the answer (Q or A):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -139,6 +139,15 @@ class Schema:
     def phrase(self, relation: str) -> str:
         """Text put before the related entity ("a kind of", "a city of"); '' if none."""
         return self.relation_phrases.get(relation, "")
+
+    def restricted(self, keep: frozenset[str]) -> Schema:
+        """The schema on the elements in ``keep`` only (categories and synonym groups left with no
+        member dropped), every relation derived again: what an element half samples from."""
+        cats = {c: kept for c, members in self.categories.items() if (kept := tuple(m for m in members if m in keep))}
+        pairs = tuple(p for p in ((tuple(a for a in g1 if a in keep), tuple(b for b in g2 if b in keep))
+                                  for g1, g2 in self.antonym_pairs) if p[0] and p[1])
+        return replace(self, categories=cats, antonym_pairs=pairs, relations=_build_relations(
+            self.name, cats, pairs, self.category_relation, self.same_category_relation))
 
 
 def _build_relations(name: str, categories: dict[str, tuple[str, ...]],

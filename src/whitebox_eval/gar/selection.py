@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.gar.elements import ElementHalf
 from whitebox_eval.gar.generator import GARExample, generate_task_examples
 from whitebox_eval.gar.tasks import GARTask, enumerate_tasks, kr_tasks, parse_task_id
 
@@ -83,9 +84,10 @@ def select_tasks(spec: str | Sequence[str], *, include_kr: bool = True) -> list[
     return uniq
 
 
-def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> list[GARExample]:
+def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int,
+                  half: ElementHalf | None = None) -> list[GARExample]:
     """``limit`` examples of each task (None: its default set, 8 generation / 16 classification,
-    sec. 3). A limit below the default takes the default set's first ``limit`` (a subset of the
+    sec. 3), on the elements of ``half`` when given (:mod:`.elements`). A limit below the default takes the default set's first ``limit`` (a subset of the
     full benchmark with the same seed); a limit above it generates that many, never fewer. A
     fraction below 1 takes that share of each task's default set, rounded up (to whole Yes/No
     pairs in a classification task): :mod:`whitebox_eval.runs.limits`."""
@@ -97,14 +99,14 @@ def task_examples(tasks: Sequence[GARTask], limit: int | None, seed: int) -> lis
                             f"limit would keep more Yes than No items; use an even --limit (e.g. {limit + 1})")
     out = []
     for t in tasks:
-        default = generate_task_examples(t, seed=seed)
+        default = generate_task_examples(t, seed=seed, half=half)
         if is_fraction(limit):
             n = taken(limit, len(default))
             out += default[:n + n % 2 if t.g2c else n]
         elif limit is None or limit <= len(default):
             out += default if limit is None else default[:limit]
         else:
-            out += generate_task_examples(t, n_examples=limit, seed=seed)
+            out += generate_task_examples(t, n_examples=limit, seed=seed, half=half)
     return out
 
 

@@ -40,6 +40,7 @@ from whitebox_eval.gar.heads import (
 from whitebox_eval.gar.probe_study import load_probe_files, probe_passes, run_probe_stage
 from whitebox_eval.gar.roles import EncodedExample, Pattern, encode_examples, parse_pattern
 from whitebox_eval.gar.scoring import ExampleScore, make_batch, score_batch, score_examples
+from whitebox_eval.gar.elements import element_half
 from whitebox_eval.gar.selection import example_id, select_tasks, selection_warnings, task_examples
 from whitebox_eval.gar.config import EDIT_POSITIONS, GARHeadsConfig
 from whitebox_eval.gar.study_base import (study_engine, CONTROL_RULE, StageOutput, coverage_model,
@@ -336,7 +337,7 @@ def run_gar_heads(cfg: GARHeadsConfig, output: str | Path = "runs", *, run_id: s
     iv.check_edit_at(cfg.edit_at)
     if cfg.random_draws < 0:
         raise WhiteboxError(f"--random-draws must be >= 0 (got {cfg.random_draws})")
-    examples = task_examples(tasks, cfg.limit, cfg.seed)
+    examples = task_examples(tasks, cfg.limit, cfg.seed, element_half(cfg.elements, cfg.seed))
     pat = parse_pattern(cfg.pattern)
     if cfg.heads_given:
         sel_idx, rep_idx = [], list(range(len(examples)))
