@@ -437,8 +437,10 @@ def instances(paper: Paper, plan: Plan) -> PaperInstances:
     """What ``plan`` decides about ``paper`` before any child runs (:mod:`.instances`)."""
     env = {**{f"data.{k}": v for k, v in plan.data.items()}, **{f"data.{k}.name": Path(v).name for k, v in plan.data.items()},
            **{k: "{" + k + "}" for k in CHILD_PLACEHOLDERS}}
-    claims = {c.id: ClaimInstance(not_tested_at(paper, c, plan.scale), _known(manipulations(paper, dataclasses.replace(
-        c, stat=_known(c.stat, env), manipulation=tuple(_known(list(c.manipulation), env)))), env)) for c in paper.claims}
+    claims: dict[str, ClaimInstance] = {}
+    for c in paper.claims:  # the manipulation checks that apply to its statistic as the plan fills it
+        filled = dataclasses.replace(c, stat=_known(c.stat, env), manipulation=tuple(_known(list(c.manipulation), env)))
+        claims[c.id] = ClaimInstance(not_tested_at(paper, c, plan.scale), _known(manipulations(paper, filled), env))
     return PaperInstances(plan.models_for(paper.number), claims, {t.id: _table(t, env) for t in paper.tables},
                           [e.id for e in paper.experiments if points(e, plan.scale)], env)
 
