@@ -12,7 +12,7 @@ import pytest
 
 from whitebox_eval import stats
 from whitebox_eval.reproduce import assemble, spec, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.reproduce.plan import Child, Plan, instances
 
 MODEL = "m"
 
@@ -25,14 +25,17 @@ class _Study:
 
 class _Plan(Plan):
     """A quick-scale plan on MODEL whose children are made as a test asks for them (run id
-    ``PAPER-EXPID``), with one data file (``{data.snli.name}``)."""
+    ``PAPER-EXPID``), with one data file (``{data.snli.name}``); every paper's templates filled as
+    :func:`.plan.build` fills them, again as children are made."""
 
     def __init__(self) -> None:
         super().__init__([], [MODEL], "quick", {"snli": "snli.jsonl"}, [])
+        self.filled = {n: instances(p, self) for n, p in spec.papers().items()}
 
     def child(self, paper: str, expid: str, model: str) -> Child:
         made = Child(run_id=f"{paper}-{expid}", suite="x", mode=None, model=model, settings={}, uses=[(paper, expid)])
         self.children.append(made)
+        self.filled[paper] = instances(spec.papers()[paper], self)
         return made
 
 
@@ -335,8 +338,8 @@ def test_paired_arms_are_read_on_the_items_both_hold():
 def test_a_span_claim_names_the_reinforcement_stage_its_child_chose():
     results = {"phase": "finetuned", "reinforcement": {"selection": {"chosen": {"setting": "key-top10-C1-standard"}}}}
     spec_ = {"where": {"stage": "reinforce/shifted-{setting}"}, "b": "{phase}/ood"}
-    assert assemble._child_filled(spec_, results) == {"where": {"stage": "reinforce/shifted-top10-C1-standard"},
-                                                      "b": "finetuned/ood"}
+    assert assemble._filled(spec_, {}, results) == {"where": {"stage": "reinforce/shifted-top10-C1-standard"},
+                                                    "b": "finetuned/ood"}
     assert assemble._child_env({}) == {"phase": "base", "setting": ""}
 
 

@@ -57,10 +57,10 @@ def test_every_paper_names_its_models_with_a_citation():
 
 
 def test_model_options_paper_scale_and_overrides():
-    every, per = planning.parse_model_options(["a/b", "002=x/y", "gar=z", "attention-span=w", "all=v"])
+    every, per = spec.parse_model_options(["a/b", "002=x/y", "gar=z", "attention-span=w", "all=v"])
     assert every == ["a/b"] and per["002"] == ["x/y", "z", "v"] and per["003"] == ["w", "v"]
     with pytest.raises(WhiteboxError, match="unknown paper"):
-        planning.parse_model_options(["nope=x/y"])
+        spec.parse_model_options(["nope=x/y"])
     gar = spec.papers()["002"]
     exp = gar.experiments[0]
     assert [m for m, _ in planning.models_for(gar, exp, "paper", [], {})] == [m.id for m in gar.models]

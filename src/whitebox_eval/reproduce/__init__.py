@@ -80,7 +80,7 @@ def prepare(papers: Sequence[str], models: Sequence[str], scale: str, data: Sequ
     given = dict(data) if isinstance(data, dict) else bench.parse_data_options(list(data))
     needed = planning.needed_data(chosen, scale)
     located = bench.locate(list(needed), given, bench.data_root(data_root), needed)
-    every, per_paper = planning.parse_model_options(list(models or ()))
+    every, per_paper = spec.parse_model_options(list(models or ()))
     return planning.build(chosen, every, scale, located, per_paper=per_paper,
                           models_root=planning.models_root(models_root),
                           allow_code_execution=allow_code_execution)

@@ -17,7 +17,7 @@ from typing import Any
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan, fill, manipulations, not_tested_at, points
+from whitebox_eval.reproduce.plan import Child, Plan, fill
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
@@ -46,17 +46,6 @@ class Outcome:
         return self._study
 
 
-CHILD_PLACEHOLDERS = ("phase", "setting")
-
-
-def _env(plan: Plan) -> dict[str, str]:
-    """The specs' placeholders filled before any child is read: ``{data.NAME}`` (the path) and
-    ``{data.NAME.name}`` (the file's name); ``{phase}`` and ``{setting}`` stay for :func:`_child_env`."""
-    env = {f"data.{k}": v for k, v in plan.data.items()}
-    env.update({f"data.{k}.name": Path(v).name for k, v in plan.data.items()})
-    return {**env, **{k: "{" + k + "}" for k in CHILD_PLACEHOLDERS}}
-
-
 def _child_env(results: Mapping[str, Any]) -> dict[str, str]:
     """What a child's own results fill in: ``{phase}``, the stages its headline reads (a span run
     fine-tuned first reports ``finetuned/...``, else ``base/...``; results.json ``phase``), and
@@ -66,17 +55,19 @@ def _child_env(results: Mapping[str, Any]) -> dict[str, str]:
     return {"phase": str(results.get("phase", "base")), "setting": chosen.removeprefix("key-")}
 
 
-def _child_filled(spec: Any, results: Mapping[str, Any]) -> Any:
-    return fill(spec, _child_env(results))
+def _filled(spec: Any, env: Mapping[str, str], results: Mapping[str, Any] | None = None) -> Any:
+    """``spec`` filled from the plan's values (``env``: :attr:`.instances.PaperInstances.env`) and, on
+    one child, what its ``results`` fill in (:func:`_child_env`)."""
+    return fill(spec, {**env, **({} if results is None else _child_env(results))})
 
 
-def _cell_from(outcome: Outcome | None, spec: Mapping[str, Any], scale: float) -> dict[str, Any]:
+def _cell_from(outcome: Outcome | None, spec: Mapping[str, Any], scale: float, env: Mapping[str, str]) -> dict[str, Any]:
     if outcome is None:
         return {"not_run": "not run at this scale"}
     if outcome.status != "done":
         return {"not_run": outcome.reason or outcome.status, "run": outcome.child.run_id}
     try:
-        spec = _child_filled(spec, outcome.study().results)
+        spec = _filled(spec, env, outcome.study().results)
         if "flips" in spec:  # a count of answers before / after an edit, from the child's samples
             f = checks.flips(spec["flips"], {}, outcome.study().results, outcome.study().samples, "greater")
             when, answer = spec["count"]
@@ -105,39 +96,34 @@ def _scale(table: Table, spec: Mapping[str, Any]) -> float:
 def table(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome], models: list[str]) -> dict[str, Any]:
     """One table: its published cells and ours per model of ``models`` (and per column when ours
     follow the published columns)."""
-    data = _env(plan)
+    filled = plan.filled[paper.number].tables[t.id]
     rows = []
-    for r in t.rows:
+    for r, spec in zip(t.rows, filled.rows):
         published = [c if c is None or c == UNREADABLE or t.unit == "text" else float(c) for c in r.published]
         ours: dict[str, list[dict[str, Any]] | dict[str, Any] | None] = {}
         for model in models:
             if r.ours is None or t.ours_by == "model":
-                cell = None if r.ours is None else _cell(paper, t, plan, outcomes, r.ours, data, model)
+                cell = None if r.ours is None else _cell(paper, t, plan, outcomes, spec, model)
             else:  # a cell per column: the row's own per column, or one spec with each column's vars
-                cell = [_cell(paper, t, plan, outcomes, r.ours[j] if isinstance(r.ours, list) else r.ours,
-                              data if isinstance(r.ours, list) else {**data, **(col.get("vars") or {})}, model)
-                        for j, col in enumerate(t.columns)]
+                cell = [_cell(paper, t, plan, outcomes, s, model) for s in spec]
             ours[_label(plan, model)] = cell
         rows.append({"label": list(r.label), "published": published, "ours": ours,
                      **({"note": r.note} if r.note else {})})
-    our_rows = [{"model": model, "label": list(r.label), "ours": [_cell(paper, t, plan, outcomes, s, data, model)
-                                                                 for s in r.ours],
-                 **({"note": r.note} if r.note else {})} for model in models for r in t.ours_rows]
+    our_rows = [{"model": model, "label": list(r.label), "ours": [_cell(paper, t, plan, outcomes, s, model) for s in specs],
+                 **({"note": r.note} if r.note else {})} for model in models for r, specs in zip(t.ours_rows, filled.our_rows)]
     return {"id": t.id, "cite": t.cite, "title": t.title, "published_model": t.published_model,
             "unit": t.unit, "ours_by": t.ours_by, "columns": [c["name"] for c in t.columns],
             "label_header": list(t.label_header), "rows": rows, "our_rows": our_rows,
             **({"ours_note": t.ours_note} if t.ours_note else {})}
 
 
-def _cell(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome], spec: Any, env: Mapping[str, Any],
-          model: str) -> dict[str, Any]:
-    """One of our cells of table ``t``: ``spec`` (an ``ours`` entry, None for an empty cell) filled
-    from ``env``, read from its experiment's child on ``model``."""
-    spec = fill(spec, env)
+def _cell(paper: Paper, t: Table, plan: Plan, outcomes: Mapping[str, Outcome], spec: Any, model: str) -> dict[str, Any]:
+    """One of our cells of table ``t``: ``spec`` (an ``ours`` entry as the plan filled it, None for an
+    empty cell), read from its experiment's child on ``model``."""
     if spec is None:
         return {"none": True}
     o = _outcome(plan, outcomes, paper, spec["experiment"], model)
-    return _cell_from(o, {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec))
+    return _cell_from(o, {k: v for k, v in spec.items() if k != "experiment"}, _scale(t, spec), plan.filled[paper.number].env)
 
 
 def _child(plan: Plan, paper: Paper, expid: str, model: str) -> Child | None:
@@ -222,11 +208,13 @@ def _checks(c: Claim, stat: Mapping[str, Any], arms: Mapping[str, Any], results:
 def manipulation(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], results: Mapping[str, Any],
                  samples: list, child: Child | None) -> list[dict[str, Any]]:
     """The manipulation checks claim ``c`` rests on, evaluated: those it is conditional on
-    (:func:`.plan.manipulations`) on its child's results, and, for a child on a trained model
+    (:func:`.plan.manipulations`, decided by the plan) on its child's results, and, for a child on a trained model
     (:mod:`.trained`), its producer's declared checks (its finetune experiments' ``manipulation``)
     on the producer's results; a producer that did not finish fails the check."""
     run = vocabulary.checks("manipulation")
-    return ([checks.evaluate(run, spec, results, samples) for spec in manipulations(paper, c)]
+    mine = plan.filled[paper.number]
+    specs = _filled(mine.claims[c.id].manipulations, mine.env, None if child is None else results)
+    return ([checks.evaluate(run, spec, results, samples) for spec in specs]
             + training_checks(paper, plan, outcomes, child))
 
 
@@ -272,7 +260,7 @@ def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
     if o is None or o.status != "done":
         return {"reaches": False, "text": f"its child run {expid} did not run"}
     try:
-        spec = fill({k: v for k, v in pc.items() if k != "experiment"}, {**_env(plan), **_child_env(o.study().results)})
+        spec = _filled({k: v for k, v in pc.items() if k != "experiment"}, plan.filled[paper.number].env, o.study().results)
         probe = dataclasses.replace(c, stat={k: v for k, v in spec.items() if k != "label"})
         t = _statistic(probe, o, paper.experiment(expid).suite)
     except values.Missing as e:
@@ -287,18 +275,17 @@ def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
                     + ("" if reaches else " -- it does not reach the margin at this n: the measure cannot show a difference of that size")}
 
 
-def _claim_filled(c: Claim, env: Mapping[str, Any]) -> Claim:
-    return dataclasses.replace(c, stat=fill(c.stat, env), arms=fill(c.arms, env),
-                               preconditions=tuple(fill(list(c.preconditions), env)),
-                               controls=tuple(fill(list(c.controls), env)),
-                               substance=tuple(fill(list(c.substance), env)),
-                               manipulation=tuple(fill(list(c.manipulation), env)))
+def _claim_filled(c: Claim, env: Mapping[str, str], results: Mapping[str, Any] | None = None) -> Claim:
+    """``c`` with its templates filled (:func:`_filled`; its positive control from its own child's, :func:`_sensitivity`)."""
+    return dataclasses.replace(c, **{k: _filled(getattr(c, k), env, results) for k in ("stat", "arms")},
+                               **{k: tuple(_filled(list(getattr(c, k)), env, results)) for k in
+                                  ("preconditions", "controls", "substance", "manipulation")})
 
 
 def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any]:
     """The verdict of claim ``c`` for ``model`` (or across models), with its arms, unit,
-    preconditions and controls; its placeholders filled once, from the data paths and (on one
-    child) what its child's results fill in (:func:`_child_env`)."""
+    preconditions and controls, as the plan decided it (:mod:`.instances`); its placeholders filled
+    once, from the plan's values and (on one child) what its child's results fill in (:func:`_filled`)."""
     out: dict[str, Any] = {"id": c.id, "claim": c.claim, "cite": c.cite, "model": model,
                            "direction": c.direction, "published": c.published, "headline": c.headline,
                            "effect_unit": c.effect_unit,
@@ -310,7 +297,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         out["differs"] = c.differs
     than = float(c.stat.get("than", 0.0))
     out["than"] = than
-    if (why := not_tested_at(paper, c, plan.scale)) is not None:
+    filled = plan.filled[paper.number].claims[c.id]
+    if (why := filled.not_tested) is not None:
         o = None if c.across_models else _outcome(plan, outcomes, paper, c.experiment, model)
         ran = o is not None and o.status == "done"  # not run = its child did not run; not tested = it ran without it
         return {**out, **({"run": o.child.run_id} if ran else {}),
@@ -320,7 +308,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
     trained_on = None if c.across_models else _child(plan, paper, c.experiment, model)  # its training decides a floor
     try:
         if c.across_models:
-            c = _claim_filled(c, _env(plan))
+            c = _claim_filled(c, plan.filled[paper.number].env)
             stat = _across_models(paper, c, plan, outcomes)
         else:
             o = _outcome(plan, outcomes, paper, c.experiment, model)
@@ -330,7 +318,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             if o.status != "done":
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
             results, samples = o.study().results, o.study().samples
-            c = _claim_filled(c, {**_env(plan), **_child_env(results)})
+            c = _claim_filled(c, plan.filled[paper.number].env, results)
             stat = _statistic(c, o, paper.experiment(c.experiment).suite)
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
@@ -377,7 +365,7 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     folders, labels, missing = [], [], []
-    for model in (m for m in plan.models_for(paper.number) if m in plan.models):  # the law is over base models
+    for model in (m for m in plan.filled[paper.number].models if m in plan.models):  # the law is over base models
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":
@@ -423,7 +411,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
         o = outcomes.get(ch.run_id)
         runs.append({"run": ch.run_id, "model": ch.label or ch.model, "experiments": uses,
                      "status": o.status if o else "not run", **({"reason": o.reason} if o and o.reason else {})})
-    models = plan.models_for(paper.number)
+    models = plan.filled[paper.number].models
     claims = []
     for c in paper.claims:
         for model in (["all"] if c.across_models else _claim_models(paper, c, plan, models)):
@@ -437,7 +425,7 @@ def paper_content(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome]) -> 
     for family in families.values():
         verdicts.holm(family)
     scaled = [{"experiment": e.id, "title": e.title, "differs": e.differs_at(plan.scale)}
-              for e in paper.experiments if e.differs_at(plan.scale) and points(e, plan.scale)]
+              for e in paper.experiments if e.differs_at(plan.scale) and e.id in plan.filled[paper.number].runs_at]
     not_run = [{"what": n.what, "cite": n.cite, "reason": n.reason}
                for n in paper.not_run if plan.scale in n.scales]
     return {"number": paper.number, "short": paper.short, "title": paper.title, "summary": paper.summary,

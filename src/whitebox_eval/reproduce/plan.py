@@ -18,6 +18,7 @@ as its name, so moving the folder changes nothing but where the weights are read
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -30,34 +31,14 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.models.hub_sources import MAPPING_FILE, local_folder, models_root  # noqa: F401 (one rule for every command)
 from whitebox_eval.reproduce import costs, spec
-from whitebox_eval.reproduce.spec import Claim, Experiment, Paper
+from whitebox_eval.reproduce.instances import CHILD_PLACEHOLDERS, ClaimInstance, PaperInstances, TableInstance
+from whitebox_eval.reproduce.spec import Claim, Experiment, Paper, Table
 
-__all__ = ["DEFAULT_MODELS", "Child", "Plan", "build", "needed_data", "parse_model_options", "run_name"]
+__all__ = ["DEFAULT_MODELS", "Child", "Plan", "build", "needed_data", "run_name"]
 NEEDS_CODE_EXECUTION = ("it is scored by running the model's code, HumanEval's tests: give --allow-code-execution to "
                         "run it, each completion in a subprocess with a time limit, no network, a temporary folder")
 """Why a child whose settings allow code execution is not run without the flag."""
 DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
-
-
-def parse_model_options(items: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """``--model`` values -> (models for every paper, {paper number: its models}); ``PAPER=ID``
-    names a paper by number or short name (as :func:`spec.resolve`), or ``all``."""
-    every: list[str] = []
-    per: dict[str, list[str]] = {}
-    for item in items:
-        left, sep, right = item.partition("=")
-        if not sep:
-            every.append(item)
-            continue
-        if not left.strip() or not right.strip():
-            raise WhiteboxError(f"--model {item!r}: give ID, or PAPER=ID (PAPER a number or short name)")
-        try:
-            papers = spec.resolve([left.strip()])
-        except WhiteboxError as e:
-            raise WhiteboxError(f"--model {item!r}: {e} (ID alone applies to every paper)") from None
-        for p in papers:
-            per.setdefault(p.number, []).append(right.strip())
-    return every, per
 
 
 def models_for(paper: Paper, exp: Experiment, scale: str, every: Sequence[str],
@@ -214,6 +195,7 @@ class Plan:
     scale: str
     data: dict[str, str]
     children: list[Child]
+    filled: dict[str, PaperInstances] = field(default_factory=dict)  # by paper number: its templates filled (:func:`instances`)
 
     @property
     def items(self) -> int:
@@ -367,7 +349,8 @@ def build(papers: list[Paper], models: list[str], scale: str, data: dict[str, st
     for c in children.values():
         if c.settings.get("allow_code_execution") and not allow_code_execution and c.skip is None:
             c.skip = NEEDS_CODE_EXECUTION
-    return Plan(list(papers), list(order_of), scale, data, [children[k] for k in order])
+    plan = Plan(list(papers), list(order_of), scale, data, [children[k] for k in order])
+    return dataclasses.replace(plan, filled={p.number: instances(p, plan) for p in papers})
 
 
 def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experiment, point: dict, model: str,
@@ -448,3 +431,30 @@ def manipulations(paper: Paper, c: Claim) -> list[dict[str, Any]]:
     own = c.stat.get("test_at") or [c.stat.get("paired")]
     return [m for m in specs if not any(k in m and m[k] == c.stat.get(k) for k in ("paired", "test_at"))
             and not (m.get("applies_to") and m["applies_to"] not in own)]
+
+
+def instances(paper: Paper, plan: Plan) -> PaperInstances:
+    """What ``plan`` decides about ``paper`` before any child runs (:mod:`.instances`)."""
+    env = {**{f"data.{k}": v for k, v in plan.data.items()}, **{f"data.{k}.name": Path(v).name for k, v in plan.data.items()},
+           **{k: "{" + k + "}" for k in CHILD_PLACEHOLDERS}}
+    claims: dict[str, ClaimInstance] = {}
+    for c in paper.claims:  # the manipulation checks that apply to its statistic as the plan fills it
+        filled = dataclasses.replace(c, stat=_known(c.stat, env), manipulation=tuple(_known(list(c.manipulation), env)))
+        claims[c.id] = ClaimInstance(not_tested_at(paper, c, plan.scale), _known(manipulations(paper, filled), env))
+    return PaperInstances(plan.models_for(paper.number), claims, {t.id: _table(t, env) for t in paper.tables},
+                          [e.id for e in paper.experiments if points(e, plan.scale)], env)
+
+
+def _table(t: Table, env: dict[str, Any]) -> TableInstance:
+    rows = [_known(r.ours, env) if r.ours is None or t.ours_by == "model" else
+            [_known(r.ours[j], env) if isinstance(r.ours, list) else _known(r.ours, {**env, **(col.get("vars") or {})})
+             for j, col in enumerate(t.columns)] for r in t.rows]
+    return TableInstance(rows, [[_known(s, env) for s in r.ours] for r in t.ours_rows])
+
+
+def _known(value: Any, env: dict[str, Any]) -> Any:
+    """``value`` filled from ``env``, or as written where it names a value ``env`` lacks."""
+    try:
+        return fill(value, env)
+    except WhiteboxError:
+        return value

@@ -27,6 +27,7 @@ suite's record, :mod:`.vocabulary`); it knows the suites only by their records. 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from importlib import resources
 import re
 from dataclasses import dataclass, field
@@ -373,3 +374,24 @@ def resolve(names: tuple[str, ...] | list[str]) -> list[Paper]:
 
 def _choices(known: dict[str, Paper]) -> str:
     return ", ".join(f"{p.number} ({p.short})" for p in known.values()) + " or all"
+
+
+def parse_model_options(items: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``--model`` values -> (models for every paper, {paper number: its models}); ``PAPER=ID``
+    names a paper by number or short name (as :func:`resolve`), or ``all``."""
+    every: list[str] = []
+    per: dict[str, list[str]] = {}
+    for item in items:
+        left, sep, right = item.partition("=")
+        if not sep:
+            every.append(item)
+            continue
+        if not left.strip() or not right.strip():
+            raise WhiteboxError(f"--model {item!r}: give ID, or PAPER=ID (PAPER a number or short name)")
+        try:
+            papers = resolve([left.strip()])
+        except WhiteboxError as e:
+            raise WhiteboxError(f"--model {item!r}: {e} (ID alone applies to every paper)") from None
+        for p in papers:
+            per.setdefault(p.number, []).append(right.strip())
+    return every, per
