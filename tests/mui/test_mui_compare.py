@@ -125,6 +125,22 @@ def test_reproduce_fits_the_largest_comparable_group_and_names_the_runs_left_out
     assert comparable_groups([other, same[0]]) == [[0], [1]]  # a tie: the group whose first run comes first
 
 
+def test_reproduce_law_reads_no_folder_again(tmp_path):
+    """A reproduction reads each finished child once, at assembly: the Utility Law over runs takes the
+    runs as read (``StudyResult``) and gives the same fit with their folders' results.json gone."""
+    from whitebox_eval.mui.read_back import utility_law as law
+    from whitebox_eval.reproduce.vocabulary import kit
+    from whitebox_eval.runs.finished import read
+
+    runs = [_run_with(tmp_path, f"m{p}", p, -2.0 * math.log(p) + 12.0, n=48) for p in (10.0, 30.0, 60.0)]
+    by_folder = law([str(r) for r in runs], ["a", "b", "c"], kit())
+    studies = [read(r) for r in runs]
+    for r in runs:
+        (r / "results.json").unlink()
+    assert law(studies, ["a", "b", "c"], kit()) == by_folder
+    assert by_folder["value"] == pytest.approx(-2.0)
+
+
 def test_law_needs_three_runs_for_r2_and_reports_intervals(tmp_path):
     """R^2 with two points is always 1: not reported. From 3 points, A and B get OLS t-intervals,
     checked against scipy.stats.linregress's standard errors."""

@@ -3,14 +3,17 @@ samples (sec. 2.2, 3.6: the union over stored key sets) and its (accuracy, MUI) 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.study import KEY_SETS_FILE
 from whitebox_eval.mui.utilization import KeySets
+from whitebox_eval.runs.finished import StudyResult
 from whitebox_eval.runs.folder import RunFolder
 
 
@@ -37,12 +40,30 @@ def subset_mui(run: str | Path | RunFolder, keep: Callable[[dict], bool]) -> tup
     return ks.mui(sel), int(sel.sum())
 
 
-def run_point(run: str | Path | RunFolder) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Finished:
+    """What the Utility Law reads of a finished run: its folder, config and results.json."""
+
+    path: Path
+    config: Mapping[str, Any]
+    results: Mapping[str, Any]
+
+
+def finished(run: str | Path | RunFolder | StudyResult | Finished) -> Finished:
+    """A run's config and results, read from its folder unless the caller read them already (a
+    reproduction's children are read once, at assembly, as :class:`StudyResult`)."""
+    if isinstance(run, Finished):
+        return run
+    if isinstance(run, StudyResult):
+        return Finished(Path(run.folder), run.config, run.results)
+    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
+    return Finished(folder.path, folder.config, folder.load_results())
+
+
+def run_point(run: str | Path | RunFolder | StudyResult | Finished) -> tuple[float, float]:
     """``(accuracy %, MUI %)`` of a finished run, the point of sec. 3.2's plots (results.json
     holds fractions: ``accuracy``, ``mui``)."""
-    folder = run if isinstance(run, RunFolder) else RunFolder.open(run)
-    res = folder.load_results()
-    if folder.config.get("suite") != "mui":
-        raise WhiteboxError(f"{folder.path} is not a MUI run (suite {folder.config.get('suite')!r})")
-    return 100 * float(res["accuracy"]), 100 * float(res["mui"])
-
+    f = finished(run)
+    if f.config.get("suite") != "mui":
+        raise WhiteboxError(f"{f.path} is not a MUI run (suite {f.config.get('suite')!r})")
+    return 100 * float(f.results["accuracy"]), 100 * float(f.results["mui"])

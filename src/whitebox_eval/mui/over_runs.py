@@ -24,7 +24,7 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.statistics import jackknife_mui_difference
 from whitebox_eval.tasks.spec import TaskSpec
-from whitebox_eval.mui.finished import load_key_sets, run_point
+from whitebox_eval.mui.finished import Finished, finished, load_key_sets, run_point
 from whitebox_eval.mui.study import MUIConfig, run_mui
 from whitebox_eval.mui.utility_law import Direction, UtilityLawFit, classify_direction, fit_utility_law
 from whitebox_eval.runs import RunFolder
@@ -191,11 +191,11 @@ class LawFitResult:
     mixed: list[str] = dataclasses.field(default_factory=list)
 
 
-def _settings(folder: RunFolder) -> dict:
-    cfg = folder.config
+def _settings(run: Finished) -> dict:
+    cfg = run.config
     out = {k: cfg.get(k, MUIConfig.defaults().get(k) if k != "unit" else "neuron") for k in LAW_SETTINGS}
-    out["sae"] = sae_recipe(out["sae"], Path(folder.path).parent.parent)
-    out["n"] = folder.load_results().get("n_items")  # MUI is a union: it grows with n
+    out["sae"] = sae_recipe(out["sae"], Path(run.path).parent.parent)
+    out["n"] = run.results.get("n_items")  # MUI is a union: it grows with n
     return out
 
 
@@ -230,10 +230,11 @@ def sae_recipe(entries, base: Path | None = None):
     return tuple(out)
 
 
-def mixed_settings(folders: Sequence[RunFolder]) -> list[str]:
-    """``"name (a vs b)"`` for every setting that differs between the runs (runs before the
-    ``unit`` option existed used the unique-neuron rule)."""
-    rows = [_settings(f) for f in folders]
+def mixed_settings(runs: Sequence) -> list[str]:
+    """``"name (a vs b)"`` for every setting that differs between the runs (folders, or runs
+    already read: :func:`.finished.finished`; runs before the ``unit`` option existed used the
+    unique-neuron rule)."""
+    rows = [_settings(finished(r)) for r in runs]
     out = []
     for key in rows[0]:
         values = []
@@ -247,20 +248,20 @@ def mixed_settings(folders: Sequence[RunFolder]) -> list[str]:
     return out
 
 
-def comparable_groups(runs: Sequence[str | Path]) -> list[list[int]]:
+def comparable_groups(runs: Sequence) -> list[list[int]]:
     """Indices of ``runs`` grouped by equal MUI settings (those :func:`mixed_settings` compares),
     the largest group first (ties: the group whose first run comes first)."""
     groups: dict[str, list[int]] = {}
     for i, r in enumerate(runs):
-        groups.setdefault(repr(sorted(_settings(RunFolder.open(r)).items())), []).append(i)
+        groups.setdefault(repr(sorted(_settings(finished(r)).items())), []).append(i)
     return sorted(groups.values(), key=lambda g: (-len(g), g[0]))
 
 
-def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labels: Sequence[str] | None = None,
+def fit_runs(runs: Sequence, plot: str | Path | None = None, *, labels: Sequence[str] | None = None,
              allow_mixed: bool = False) -> LawFitResult:
     """Fit ``MUI = A ln(P) + B`` (percent units, sec. 3.2) over finished MUI runs; optionally plot it.
 
-    Runs whose MUI settings differ (threshold, unit, score, responses, budget, limit / n,
+    ``runs``: folders, or runs already read (:func:`.finished.finished`). Runs whose MUI settings differ (threshold, unit, score, responses, budget, limit / n,
     ...) are not comparable and are refused unless ``allow_mixed``; R^2 and the intervals
     of A and B need >= 3 runs.
     """
@@ -268,7 +269,7 @@ def fit_runs(runs: Sequence[str | Path], plot: str | Path | None = None, *, labe
 
     if labels is not None and len(labels) != len(runs):
         raise WhiteboxError(f"got {len(labels)} labels for {len(runs)} runs")
-    folders = [RunFolder.open(r) for r in runs]
+    folders = [finished(r) for r in runs]
     for f in folders:
         if f.config.get("suite") != "mui":
             raise WhiteboxError(f"{f.path} is not a MUI run (suite {f.config.get('suite')!r})")

@@ -212,21 +212,21 @@ def masked_specificity(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     return out
 
 
-def utility_law(folders: Sequence[str], labels: Sequence[str], kit) -> dict[str, Any]:
+def utility_law(studies: Sequence, labels: Sequence[str], kit) -> dict[str, Any]:
     """A of the Utility Law fitted over ``folders`` (percent units, as the paper and
     ``mui law``), with its t-interval; also B, R^2 and the points. MUI is a union that grows
     with the items and tokens, so only runs of equal MUI settings are comparable: the fit takes
     the largest such group, and each run outside it is listed as left out with the settings
-    that differ (a task run with more items or a longer budget than the rest)."""
+    that differ (a task run with more items or a longer budget than the rest). ``studies``: the
+    children as the reproduction read them (each folder read once)."""
     from whitebox_eval.mui.over_runs import comparable_groups, fit_runs, mixed_settings
-    from whitebox_eval.runs import RunFolder
 
-    kept, *others = comparable_groups(folders)
+    kept, *others = comparable_groups(studies)
     left = [f"{labels[i]} (settings differ from the fit's runs: "
-            + "; ".join(mixed_settings([RunFolder.open(folders[kept[0]]), RunFolder.open(folders[i])])) + ")"
+            + "; ".join(mixed_settings([studies[kept[0]], studies[i]])) + ")"
             for g in others for i in g]
     try:
-        fit = fit_runs([folders[i] for i in kept], labels=[labels[i] for i in kept])
+        fit = fit_runs([studies[i] for i in kept], labels=[labels[i] for i in kept])
     except WhiteboxError as e:
         raise kit.Missing(str(e) + (f"; left out: {'; '.join(left)}" if left else "")) from None
     f = fit.fit

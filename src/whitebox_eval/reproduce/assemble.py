@@ -364,19 +364,19 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
 
 
 def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
-    folders, labels, missing = [], [], []
+    studies, labels, missing = [], [], []
     for model in (m for m in plan.filled[paper.number].models if m in plan.models):  # the law is over base models
         for expid in c.stat["experiments"]:
             o = _outcome(plan, outcomes, paper, expid, model)
             if o is None or o.status != "done":
                 missing.append(f"{model} {expid}: {'not run' if o is None else o.reason}")
                 continue
-            folders.append(o.folder)
+            studies.append(o.study)
             labels.append(f"{model} / {expid}")
-    if not folders:
+    if not studies:
         raise NoChild(f"none of its {len(missing)} child runs ran: {missing[0]}")
-    t = vocabulary.across(c.stat, folders, labels, paper.experiment(c.stat["experiments"][0]).suite)
-    t["runs"] = [str(f).rsplit("/", 1)[-1] for f in folders]
+    t = vocabulary.across(c.stat, studies, labels, paper.experiment(c.stat["experiments"][0]).suite)
+    t["runs"] = [Path(s.folder).name for s in studies]
     if missing:
         t.setdefault("skipped", []).extend(missing)
     return t
