@@ -40,3 +40,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def finetuned():
+    """``finetuned(model_folder, args, out, run_id)``: one ``whitebox-eval finetune`` run in this process
+    (the CLI's own entry), its run folder."""
+    def run(model_folder, args, out, run_id):
+        from whitebox_eval.cli import main
+
+        try:
+            main(["finetune", "--model", str(model_folder), *args, "--output", str(out), "--run-id", run_id])
+        except SystemExit as e:
+            assert e.code in (0, None)
+        return out / run_id
+
+    return run

@@ -27,16 +27,9 @@ def _finetune(cli, model, out: Path, run_id: str, *extra: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_smol_folder, tmp_path_factory):
+def trained(tiny_smol_folder, tmp_path_factory, finetuned):
     """One finished fine-tuning (run in this process)."""
-    from whitebox_eval.cli import main
-
-    out = tmp_path_factory.mktemp("ft")
-    try:
-        main(["finetune", "--model", str(tiny_smol_folder), *ARGS, "--output", str(out), "--run-id", "a"])
-    except SystemExit as e:
-        assert e.code in (0, None)
-    return out / "a"
+    return finetuned(tiny_smol_folder, ARGS, tmp_path_factory.mktemp("ft"), "a")
 
 
 def test_the_run_folder_holds_weights_recipe_splits_curve_and_check(trained, tiny_smol_folder):

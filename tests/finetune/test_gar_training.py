@@ -23,15 +23,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_smol_folder, tmp_path_factory):
-    from whitebox_eval.cli import main
-
-    out = tmp_path_factory.mktemp("gar-ft")
-    try:
-        main(["finetune", "--model", str(tiny_smol_folder), *ARGS, "--output", str(out), "--run-id", "g"])
-    except SystemExit as e:
-        assert e.code in (0, None)
-    return out / "g"
+def trained(tiny_smol_folder, tmp_path_factory, finetuned):
+    return finetuned(tiny_smol_folder, ARGS, tmp_path_factory.mktemp("gar-ft"), "g")
 
 
 def _samples(folder):
