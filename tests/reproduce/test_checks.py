@@ -231,6 +231,35 @@ def test_a_law_over_models_needs_enough_models():
     assert vocabulary.statistic("utility_law", "mui").reads == "runs"  # the real fit is what _across_models calls
 
 
+def test_the_law_over_models_fits_each_child_as_assembly_read_it(tmp_path, monkeypatch):
+    """The real across-models path (no stub): every child's study, read once, goes to the suite's fit;
+    points on MUI = -2 ln(P) + 12 give A = -2, and the runs are named."""
+    import math
+    from types import SimpleNamespace
+
+    from whitebox_eval.mui.config import MUIConfig
+    from whitebox_eval.runs import RunFolder
+
+    p = spec.papers()["001"]
+    c = next(x for x in p.claims if x.id == "utility-law")
+    made = []
+
+    def outcome(plan, outcomes, paper, expid, model):
+        acc = 5.0 + 7.0 * len(made)
+        cfg = {"suite": "mui", "task": "t", **MUIConfig().to_dict(), "model": model}
+        f = RunFolder.create(tmp_path, cfg, run_id=f"r{len(made)}")
+        f.save_results({"accuracy": acc / 100, "mui": (-2.0 * math.log(acc) + 12.0) / 100, "n_items": 48})
+        made.append(f.path.name)
+        return assemble.Outcome(child=None, status="done", folder=str(f.path))
+
+    monkeypatch.setattr(assemble, "_outcome", outcome)
+    models = ["m0", "m1"]
+    plan = SimpleNamespace(models=models, filled={p.number: SimpleNamespace(models=models)})
+    t = assemble._across_models(p, c, plan, {})
+    assert t["value"] == pytest.approx(-2.0) and t["n"] == len(made) == 2 * len(c.stat["experiments"])
+    assert t["runs"] == made
+
+
 # ------------------------------------------------------------------ 002: interventions
 
 

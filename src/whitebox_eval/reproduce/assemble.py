@@ -371,7 +371,7 @@ def _across_models(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Ou
             if o is None or o.status != "done":
                 missing.append(f"{model} {expid}: {'not run' if o is None else o.reason}")
                 continue
-            studies.append(o.study)
+            studies.append(o.study())
             labels.append(f"{model} / {expid}")
     if not studies:
         raise NoChild(f"none of its {len(missing)} child runs ran: {missing[0]}")
