@@ -126,7 +126,7 @@ def test_each_mode_runs_its_own_config(name):
         assert isinstance(items, int) and items >= 0 and float(units) >= 0, (name, mode_name, items, units)
     for s in record.statistics:
         params = list(inspect.signature(resolve(s.compute)).parameters)
-        assert params[:3] == (["study", "spec", "kit"] if s.reads == "study" else ["folders", "labels", "kit"]), s.name
+        assert params[:3] == (["study", "spec", "kit"] if s.reads == "study" else ["studies", "labels", "kit"]), s.name
 
 
 @pytest.mark.parametrize("name", [n for n, r in suites.SUITES.items() if r.script])

@@ -214,14 +214,14 @@ def compute(stat: Mapping[str, Any], study, suite: str | None) -> dict[str, Any]
     return fn(study, stat, kit())
 
 
-def across(stat: Mapping[str, Any], folders: list, labels: list, suite: str | None) -> dict[str, Any]:
+def across(stat: Mapping[str, Any], studies: list, labels: list, suite: str | None) -> dict[str, Any]:
     """The derived statistic ``stat`` names over several children (``reads="runs"``)."""
     s = statistic(str(stat["derived"]), suite)
     if s.reads != "runs":
         from whitebox_eval.reproduce.values import Missing
 
         raise Missing(f"{s.name} is not a statistic across models")
-    return resolve(s.compute)(folders, labels, kit())
+    return resolve(s.compute)(studies, labels, kit())
 
 
 def kit() -> SimpleNamespace:

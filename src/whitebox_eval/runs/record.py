@@ -59,7 +59,7 @@ class Mode:
 class Statistic:
     """A statistic a claim may name (``derived: NAME``): its code ``compute`` (``module:attribute``),
     called as ``compute(study, spec, kit)`` (``reads="study"``: a finished child, ``kit`` the
-    reproduction's readers, so a suite imports nothing of it) or ``compute(folders, labels, kit)``
+    reproduction's readers, so a suite imports nothing of it) or ``compute(studies, labels, kit)``
     (``reads="runs"``: several children, a claim ``across_models``); the arguments it
     ``needs`` and ``takes`` besides, those of them that are ``paths`` into results.json, and the
     files under a child's ``arrays/`` (``arrays``) and the passes whose name starts so
