@@ -11,7 +11,6 @@ that reason, and the others go on.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import time
@@ -23,7 +22,7 @@ from whitebox_eval import suites
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import costs
 from whitebox_eval.reproduce.assemble import Outcome
-from whitebox_eval.reproduce.plan import Child, Plan
+from whitebox_eval.reproduce.plan import RUN_REF, Child, Plan
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.finished import is_finished, is_started
 
@@ -37,7 +36,7 @@ NOT_REUSED = "--reuse-only: no finished copy under --output"
 def resolve_refs(value: Any, runs: Path) -> Any:
     """``value`` with every :func:`.plan.run_ref` replaced by that child's folder under ``runs``."""
     if isinstance(value, str):
-        return re.sub(r"\{run:([^{}]+)\}", lambda m: str(runs / m.group(1)), value)
+        return RUN_REF.sub(lambda m: str(runs / m.group(1)), value)
     if isinstance(value, list | tuple):
         return [resolve_refs(v, runs) for v in value]
     if isinstance(value, dict):
@@ -52,7 +51,7 @@ def producers(child: Child, plan: Plan) -> list[str]:
 
     def scan(value: Any) -> None:
         if isinstance(value, str):
-            found.update(re.findall(r"\{run:([^{}]+)\}", value))
+            found.update(RUN_REF.findall(value))
         elif isinstance(value, list | tuple):
             for v in value:
                 scan(v)

@@ -39,6 +39,7 @@ NEEDS_CODE_EXECUTION = ("it is scored by running the model's code, HumanEval's t
                         "run it, each completion in a subprocess with a time limit, no network, a temporary folder")
 """Why a child whose settings allow code execution is not run without the flag."""
 DEFAULT_MODELS = ("smollm2-135m", "gemma3-270m")
+RUN_REF = re.compile(r"\{run:([^{}]+)\}")  # a :func:`run_ref`, the run id its group
 
 
 def models_for(paper: Paper, exp: Experiment, scale: str, every: Sequence[str],
@@ -64,8 +65,7 @@ def cite(paper: Paper, model: str) -> str:
 
 def producer_of(model: str) -> str | None:
     """The run id of the child that trained ``model`` when it is a :func:`run_ref` (a trained column), else None."""
-    m = re.fullmatch(r"\{run:([^{}]+)\}", model)
-    return m.group(1) if m else None
+    return m.group(1) if (m := RUN_REF.fullmatch(model)) else None
 
 
 # ------------------------------------------------------------------------ a paper's templates, expanded

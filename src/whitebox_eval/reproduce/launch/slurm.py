@@ -184,9 +184,8 @@ def launch(plan, folder: Path, output: Path, options: SlurmOptions,
     not finish (None when detached)."""
     import submitit
 
-    from whitebox_eval.reproduce.children import RUNS, finished_copy
+    from whitebox_eval.reproduce.children import RUNS, finished_copy, producers
     from whitebox_eval.reproduce.launch.job import ChildJob
-    from whitebox_eval.reproduce.children import producers
 
     folder, output = folder.resolve(), output.resolve()
     runs = folder / RUNS
