@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from whitebox_eval import stats
+from whitebox_eval.formats.answered import answer_type_of
 from whitebox_eval.formats.answers import DEFINITION, answered_p_correct, classes_of
 from whitebox_eval.formats.config import FREE_FORMATS
-
 
 
 def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     samples = [s for s in study.samples if (s.get("generations") or {}).get(fmt)]
     if not samples:
         raise kit.Missing(f"no sample keeps its {fmt} generations")
-    answer_type = "number" if isinstance(samples[0]["answer"], (int, float)) else "text"
+    answer_type = answer_type_of(samples)
     reclassified = any("classes" not in s for s in samples)
     classes = {}
     for s in samples:
