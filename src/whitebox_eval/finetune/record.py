@@ -30,19 +30,18 @@ def work(cfg, mode: str) -> tuple[int, float]:
         lines = sizes(n)
         n, n_train, n_test, n_val = sum(lines.values()), lines["train"], lines["test"], lines["validation"]
     source = parse_source(cfg.task) if str(cfg.task).lower().startswith("gar") else None
-    if source is not None and source.kind == GAR:  # training lines by cells, the test split by tasks
+    gar = source is not None and source.kind == GAR
+    if gar:  # training lines by cells, the test split by tasks
         from whitebox_eval.finetune import gar_tasks
 
         lines = gar_tasks.sizes(source.spec, n, cfg.test, cfg.validation)
-        n_train, n_test, n_val = lines["train"], lines["test"], lines["validation"]
-        steps = cfg.steps(n_train)
-        # units per line: a GAR line is ~95 tokens, a unit 60, x2 measured: the SmolLM2 pilot (gar:all, 480 lines,
-        # 57 steps of 8, 768 test items checked twice) took 875 one-thread CPU seconds, 444 s estimated at x1
-        per = 2 * gar_tasks.TOKENS / 60
-        evals = max(1, steps // (cfg.eval_every or cfg.save_every or steps))
-        return sum(lines.values()), per * (3 * steps * cfg.train_batch_size + 2 * n_test + evals * n_val)
+        n, n_train, n_test, n_val = sum(lines.values()), lines["train"], lines["test"], lines["validation"]
     steps = cfg.steps(n_train)
     evals = max(1, steps // (cfg.eval_every or cfg.save_every or steps))
+    if gar:
+        # units per line: a GAR line is ~95 tokens, a unit 60, x2 measured: the SmolLM2 pilot (gar:all, 480 lines,
+        # 57 steps of 8, 768 test items checked twice) took 875 one-thread CPU seconds, 444 s estimated at x1
+        return n, 2 * gar_tasks.TOKENS / 60 * (3 * steps * cfg.train_batch_size + 2 * n_test + evals * n_val)
     if str(cfg.task).startswith("arithmetic-text"):
         read, draw = ARITH_CHECK_UNITS
         return n, (ARITH_TRAIN_UNITS * steps * cfg.train_batch_size + 2 * n_test * (read + draw * cfg.check_samples)
