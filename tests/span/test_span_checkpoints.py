@@ -60,6 +60,11 @@ def test_step_checkpoints_list_and_load_as_the_weights_at_their_step(make_span_l
     final = load_model(str(result.checkpoint))
     for name, p in final.model.named_parameters():
         torch.testing.assert_close(p.detach(), seen[6][name], rtol=0, atol=0, msg=name)
+    # keeping checkpoints changes no weight: the same training without them ends where this one did
+    plain = make_span_lm(seed=1)
+    finetune(plain, _toks(plain.tokenizer), FinetuneConfig(**CFG))
+    for name, p in plain.model.named_parameters():
+        torch.testing.assert_close(p.detach(), seen[6][name], rtol=0, atol=0, msg=name)
 
 
 def test_a_killed_saves_leftovers_are_ignored_and_replaced(make_span_lm, tmp_path):
@@ -101,3 +106,9 @@ def test_a_span_run_names_its_trainings_checkpoints(make_span_lm, tmp_path):
     assert [c["step"] for c in kept] == [0, 1, 2] and {c["run_id"] for c in kept} == {"kept"}
     assert weights_file_sha256(kept[-1]["path"]) == weights_file_sha256(record["weights"])  # the last is the final
     assert yaml.safe_load((folder.path / "config.yaml").read_text())["finetune"]["keep_checkpoints"] == 2
+    # a step as --model of another span run: its config.yaml records the producer and the step
+    used = run_span(SpanConfig(model=kept[1]["path"], task="string_reversal", split="id", limit=2,
+                               id_params={"length": (2, 4)}, instruction="R:", rollout=False, heatmaps=0,
+                               batch_size=4), tmp_path, run_id="used", show_progress=False)
+    assert yaml.safe_load((used.path / "config.yaml").read_text())["model_weights"] == {
+        "producer": "kept", "sha256": kept[1]["sha256"], "step": 1}
