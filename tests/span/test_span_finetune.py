@@ -9,7 +9,6 @@ import torch
 from whitebox_eval.span.finetune import (
     FinetuneConfig,
     finetune,
-    load_checkpoint_weights,
     target_loss,
     training_batch,
 )
@@ -17,6 +16,7 @@ from whitebox_eval.span.tasks import generate
 from whitebox_eval.span.examples import string_reversal_example
 from whitebox_eval.span.tokenization import tokenize_example
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.models.training import load_weights
 
 
 def _toks(tok, n=8):
@@ -65,7 +65,7 @@ def test_finetune_reduces_loss_and_checkpoints_round_trip(make_span_lm, tmp_path
     assert not lm.model.training
     # the checkpoint restores exactly these weights into a fresh model
     fresh = make_span_lm(seed=5)
-    load_checkpoint_weights(fresh, result.checkpoint)
+    load_weights(fresh.model, result.checkpoint)
     for (n, p), (_, q) in zip(lm.model.named_parameters(), fresh.model.named_parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
     assert fresh.model.get_output_embeddings().weight.data_ptr() == \
@@ -81,7 +81,7 @@ def test_max_steps_and_bad_config(make_span_lm, tmp_path):
     with pytest.raises(WhiteboxError, match="no training examples"):
         finetune(lm, [], FinetuneConfig())
     with pytest.raises(WhiteboxError, match="no checkpoint"):
-        load_checkpoint_weights(lm, tmp_path)
+        load_weights(lm.model, tmp_path)
 
 
 def test_bf16_finetuning_steps_float32_master_weights(make_span_lm):

@@ -9,7 +9,6 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "whitebox_eval.span.tokenization": ["TokenizedExample", "tokenize_example"],
     "whitebox_eval.span.evaluation": ["ExampleScores", "SpanSummary", "evaluate_teacher_forced", "generate_greedy", "generate_greedy_edited", "summarize", "teacher_forced_pass"],
     "whitebox_eval.span.reinforcement": ["KeyHeads", "Reinforcement", "find_key_heads", "reference_cells", "shifted_reference_cells", "sweep_reinforcement"],
-    "whitebox_eval.span.finetune": ["load_checkpoint_weights", "save_checkpoint"],
     "whitebox_eval.span.config": ["FinetuneConfig", "SpanConfig"],
     "whitebox_eval.span.study": ["run_span"],
 })

@@ -18,7 +18,8 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 #: the fine-tuning options, fields of the config's nested ``finetune`` (App. E); --seed seeds both
 FINETUNE_OPTIONS = {"lr": "finetune.learning_rate", "weight_decay": "finetune.weight_decay",
                     "train_batch_size": "finetune.batch_size", "epochs": "finetune.epochs",
-                    "max_steps": "finetune.max_steps", "seed": ("seed", "finetune.seed")}
+                    "max_steps": "finetune.max_steps", "keep_checkpoints": "finetune.keep_checkpoints",
+                    "seed": ("seed", "finetune.seed")}
 
 
 def _parse_value(task: str, key: str, value: str, option: str):
@@ -94,6 +95,9 @@ def _floats(text, option: str) -> tuple[float, ...]:
 @click.option("--train-batch-size", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--max-steps", default=None, type=click.IntRange(min=1), help="stop fine-tuning after this many steps")
+@click.option("--keep-checkpoints", type=click.IntRange(min=0), default=0, show_default=True,
+              help="keep the model before fine-tuning and at this many steps spaced evenly over it, each as "
+                   "checkpoints/step-NNNNNN/ of the training's folder (finetune.json's checkpoints; loads as --model)")
 @click.option("--reinforce", is_flag=True, help="key heads from ID examples, then reinforce them on the OOD examples (App. G)")
 @click.option("--key-samples", type=click.IntRange(min=1), default=30, show_default=True, help="ID examples used to rank heads")
 @click.option("--select-limit", type=click.IntRange(min=1), default=50, show_default=True,
@@ -140,6 +144,8 @@ def command(**kw) -> None:
     Evaluate the fine-tuned weights of an earlier run (cached under the cache root,
     $WHITEBOX_EVAL_CACHE; the run's finetune.json names the folder):
       whitebox-eval span --model <weights folder from finetune.json> --reinforce
+    Keep 6 checkpoints along the fine-tuning (and the model before it), each loadable as --model:
+      whitebox-eval span --task string_reversal --finetune 600 --lr 1e-4 --keep-checkpoints 6
     Shorter tasks for small models or CPUs:
       whitebox-eval span --id-params length=1-6 --ood-params length=7-12
 

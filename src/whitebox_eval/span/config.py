@@ -39,13 +39,17 @@ class FinetuneConfig:
     """Stop after this many optimizer steps (None: run all epochs)."""
     grad_clip: float | None = None
     """Clip the gradient norm (paper silent; None = no clipping)."""
-    checkpoint_every: int = 0
-    """Write a checkpoint every this many steps (0: only the final one)."""
+    keep_checkpoints: int = 0
+    """Checkpoints kept along the training (:mod:`whitebox_eval.models.checkpoints`), as ``finetune``'s
+    ``--keep-checkpoints``: the model before training and at this many steps spaced evenly over the
+    planned ones (0: only the final weights)."""
     seed: int = 0
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["betas"] = list(self.betas)
+        if not d["keep_checkpoints"]:  # off: config.yaml and the cache key omit it
+            del d["keep_checkpoints"]
         return d
 
     def check(self) -> None:
@@ -55,6 +59,8 @@ class FinetuneConfig:
             raise WhiteboxError("batch size and epochs must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise WhiteboxError("max_steps must be at least 1 (or None for all epochs)")
+        if self.keep_checkpoints < 0:
+            raise WhiteboxError(f"keep_checkpoints must be >= 0 (0: none); got {self.keep_checkpoints}")
 
 
 DEFAULT_PER_SPLIT = 100  # examples per split without --limit (what a fractional limit is a share of)
@@ -114,6 +120,7 @@ class SpanConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "span")
+        d["finetune"] = self.finetune.to_dict()
         if not self.edits:  # recorded only when given, so earlier runs resume as before
             del d["edits"]
         return d
@@ -154,6 +161,8 @@ class SpanConfig:
             raise WhiteboxError("generation under reinforcement needs --reinforce")
         if self.finetune_examples < 0:
             raise WhiteboxError("finetune_examples must be >= 0 (0 = no fine-tuning)")
+        if self.finetune.keep_checkpoints and not self.finetune_examples:
+            raise WhiteboxError("--keep-checkpoints keeps a fine-tuning's checkpoints: give --finetune N too")
         self.finetune.check()
 
     def params_for(self, split: str) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 App. E: AdamW (lr 5e-6, betas (0.95, 0.999), weight decay 0.2), batch size 4, one
 epoch, no dropout; the loss is the next-token cross-entropy on the target tokens only
 (the instruction, few-shot prefix and input are context, not predicted). The model is
-trained in place (``lm.model``); checkpoints are Hugging Face folders
-(``model.safetensors`` + config + tokenizer), loadable again with ``load_model(path)``.
+trained in place (``lm.model``); its final weights are a Hugging Face folder
+(``model.safetensors`` + config + tokenizer, ``load_model(path)`` loads it again), and the
+checkpoints it keeps along the way are the project's
+(:mod:`whitebox_eval.models.checkpoints`: ``checkpoints/step-NNNNNN/`` with ``trained.json``).
 
 Training batches are right-padded (position ids 0..n-1 per example, padding masked as
 keys and never scored), so no query row is fully masked.
@@ -13,7 +15,7 @@ keys and never scored), so no query row is fully masked.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +25,8 @@ from whitebox_eval.span.config import FinetuneConfig
 from whitebox_eval.span.tokenization import TokenizedExample
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.runs import progress
-from whitebox_eval.models.training import (
-    WEIGHTS_FILE,
-    Recipe,
-    RowBatch,
-    load_weights,
-    row_batch,
-    row_loss,
-    save_weights,
-    train_rows,
-)
-
-CHECKPOINT_WEIGHTS = WEIGHTS_FILE
-
+from whitebox_eval.models.checkpoints import checkpoint_steps, save_checkpoint
+from whitebox_eval.models.training import Recipe, RowBatch, row_batch, row_loss, save_weights, train_rows
 
 TrainingBatch = RowBatch
 
@@ -54,14 +45,13 @@ def target_loss(model, batch: RowBatch) -> torch.Tensor:
 
 @dataclass
 class FinetuneResult:
-    """What a fine-tuning run did: per-step losses, time and the final checkpoint."""
+    """What a fine-tuning run did: per-step losses, time and the final weights' folder."""
 
     losses: list[float]
     steps: int
     examples_seen: int
     seconds: float
     checkpoint: Path | None = None
-    checkpoints: list[Path] = field(default_factory=list)
 
     def summary(self, window: int = 20) -> dict:
         first = float(np.mean(self.losses[:window])) if self.losses else float("nan")
@@ -71,18 +61,8 @@ class FinetuneResult:
                 "checkpoint": str(self.checkpoint) if self.checkpoint else None}
 
 
-def save_checkpoint(lm, path: str | Path) -> Path:
-    """Write ``lm``'s model (safetensors) and tokenizer as a loadable HF folder."""
-    return save_weights(lm, path)
-
-
-def load_checkpoint_weights(lm, path: str | Path) -> None:
-    """Load weights written by :func:`save_checkpoint` into ``lm.model`` in place."""
-    load_weights(lm.model, path)
-
-
 def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None = None, *,
-             checkpoint_dir: str | Path | None = None,
+             checkpoint_dir: str | Path | None = None, run_id: str | None = None,
              on_step: Callable[[int, float], None] | None = None,
              show_progress: bool | None = None) -> FinetuneResult:
     """Train ``lm.model`` on ``train`` with AdamW, loss on target tokens only (App. E), through
@@ -90,9 +70,12 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
     through float32 master copies).
 
     Examples are shuffled each epoch with ``cfg.seed``; the model is left in eval mode.
-    With ``checkpoint_dir`` the final weights go to ``<dir>/final`` (and every
-    ``checkpoint_every`` steps to ``<dir>/step-XXXXXX``). ``on_step(step, loss)`` is
-    called after every optimizer step; progress on stderr and run.log (``show_progress``).
+    With ``checkpoint_dir`` the final weights go to ``<dir>/final``, and with ``cfg.keep_checkpoints``
+    the model before training and at the steps :func:`~whitebox_eval.models.checkpoints.checkpoint_steps`
+    spreads over the planned ones to ``<dir>/checkpoints/step-NNNNNN/`` (their ``trained.json``
+    names ``run_id``, the run that trained them; ``list_checkpoints(dir)`` lists them).
+    ``on_step(step, loss)`` is called after every optimizer step, before that step's checkpoint;
+    progress on stderr and run.log (``show_progress``).
     """
     cfg = cfg or FinetuneConfig()
     cfg.check()
@@ -102,16 +85,20 @@ def finetune(lm, train: Sequence[TokenizedExample], cfg: FinetuneConfig | None =
     steps = per_epoch * cfg.epochs if cfg.max_steps is None else min(per_epoch * cfg.epochs, cfg.max_steps)
     recipe = Recipe(cfg.learning_rate, tuple(cfg.betas), cfg.weight_decay, cfg.batch_size, steps, cfg.seed,
                     f"attentionspan/finetune/{cfg.seed}", cfg.grad_clip)
-    checkpoints: list[Path] = []
+    if cfg.keep_checkpoints and not checkpoint_dir:
+        raise WhiteboxError("keep_checkpoints needs a checkpoint_dir to keep them in")
+    keep = set(checkpoint_steps(steps, cfg.keep_checkpoints))
+    if keep:
+        save_checkpoint(lm, checkpoint_dir, 0, run_id)
 
     def after_step(step: int, loss: float) -> None:
         if on_step is not None:
             on_step(step, loss)
-        if checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-            checkpoints.append(save_checkpoint(lm, Path(checkpoint_dir) / f"step-{step:06d}"))
+        if step in keep:
+            save_checkpoint(lm, checkpoint_dir, step, run_id)
 
     sequences = [(t.input_ids.tolist(), t.prediction_positions.tolist(), t.target_ids.tolist()) for t in train]
     result = train_rows(lm, sequences, recipe, after_step=after_step,
                         bar=lambda r: progress(r, desc="fine-tuning (steps)", enabled=show_progress))
-    final = save_checkpoint(lm, Path(checkpoint_dir) / "final") if checkpoint_dir else None
-    return FinetuneResult(result.losses, result.steps, result.seen, result.seconds, final, checkpoints)
+    final = save_weights(lm, Path(checkpoint_dir) / "final") if checkpoint_dir else None
+    return FinetuneResult(result.losses, result.steps, result.seen, result.seconds, final)

@@ -11,7 +11,9 @@ Stages, each streamed to ``samples.jsonl`` (one line per example, id
    (:mod:`whitebox_eval.models.training`: ``<cache>/finetuned/span/...``, keyed by the
    model, task, ID parameters, training data, fine-tuning settings and seed), so another
    run with the same training loads them instead of training; ``finetune.json`` names the
-   entry this run used (a resume loads it). A model handed in gets its weights back at the end.
+   entry this run used (a resume loads it). With ``finetune.keep_checkpoints`` the entry also
+   keeps the model along the training (:mod:`whitebox_eval.models.checkpoints`; ``finetune.json``'s
+   ``checkpoints`` is the folder ``list_checkpoints`` reads). A model handed in gets its weights back at the end.
 3. With reinforcement (sec. 5.1, App. G; protocol in
    :mod:`whitebox_eval.span.protocol`): key heads from ``key_samples`` ID
    examples (``arrays/key_head_scores.npy``); ``select/<setting>``: the top-N key heads
@@ -46,11 +48,7 @@ from whitebox_eval.span.evaluation import (
     generation_verdicts,
     teacher_forced_pass,
 )
-from whitebox_eval.span.finetune import (
-    CHECKPOINT_WEIGHTS,
-    finetune,
-    load_checkpoint_weights,
-)
+from whitebox_eval.span.finetune import finetune
 from whitebox_eval.span.reinforcement import (
     KeyHeads,
     Reinforcement,
@@ -62,7 +60,14 @@ from whitebox_eval.span.tokenization import TokenizedExample, tokenize_example
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.internals import Engine
 from whitebox_eval.models import LoadedModel, load_model
-from whitebox_eval.models.training import data_digest, kept_weights, trained, weights_fingerprint
+from whitebox_eval.models.training import (
+    WEIGHTS_FILE,
+    data_digest,
+    kept_weights,
+    load_weights,
+    trained,
+    weights_fingerprint,
+)
 from whitebox_eval.runs import RunFolder, open_run
 from whitebox_eval.runs.atomic import write_atomic
 from whitebox_eval.runs.folder import ARRAYS_DIR
@@ -293,9 +298,9 @@ def _finetuned(folder: RunFolder, lm: LoadedModel, cfg: SpanConfig, evaluated: S
     on resume) holds for the same training; the losses go to ``arrays/finetune_losses.npy``."""
     mine = folder.path / FINETUNE_FILE
     record = json.loads(mine.read_text(encoding="utf-8")) if mine.is_file() else None
-    if record and (Path(record["weights"]) / CHECKPOINT_WEIGHTS).is_file():
+    if record and (Path(record["weights"]) / WEIGHTS_FILE).is_file():
         folder.log(f"loading this run's fine-tuned weights {record['weights']}")
-        load_checkpoint_weights(lm, record["weights"])
+        load_weights(lm.model, record["weights"])
     else:
         train = tokenize_all(cfg, lm.tokenizer, training_examples(cfg, evaluated))
 
@@ -306,8 +311,8 @@ def _finetuned(folder: RunFolder, lm: LoadedModel, cfg: SpanConfig, evaluated: S
                 if step % 25 == 0:
                     folder.log(f"fine-tuning step {step}: loss {loss:.4f}")
 
-            result = finetune(lm, train, cfg.finetune, checkpoint_dir=dest, on_step=log_step,
-                              show_progress=show_progress)
+            result = finetune(lm, train, cfg.finetune, checkpoint_dir=dest, run_id=folder.run_id,
+                              on_step=log_step, show_progress=show_progress)
             np.save(dest / LOSSES_FILE, np.asarray(result.losses))
             summary = {k: v for k, v in result.summary().items() if k != "checkpoint"}
             folder.log(f"fine-tuning done: {summary}")
@@ -315,8 +320,9 @@ def _finetuned(folder: RunFolder, lm: LoadedModel, cfg: SpanConfig, evaluated: S
 
         entry = trained("span", finetune_key(cfg, lm, train), f"{cfg.model}-{cfg.task}", run_training, log=folder.log)
         if entry.reused:
-            load_checkpoint_weights(lm, entry.path / "final")
-        record = {"weights": str(entry.path / "final"), "cache_key": entry.digest, "reused": entry.reused}
+            load_weights(lm.model, entry.path / "final")
+        record = {"weights": str(entry.path / "final"), "cache_key": entry.digest, "reused": entry.reused,
+                  **({"checkpoints": str(entry.path)} if cfg.finetune.keep_checkpoints else {})}
         write_atomic(mine, json.dumps(record, indent=1) + "\n")
     losses = Path(record["weights"]).parent / LOSSES_FILE
     kept(folder.path / ARRAYS_DIR, "finetune_losses", lambda: np.load(losses), kind=NPY)
