@@ -38,16 +38,26 @@ def shared_datasets_optional() -> Path | None:
 
 @pytest.fixture
 def cli(capsys):
-    """Run ``whitebox-eval ARGS`` in this process; returns (exit code, stdout, stderr)."""
+    """Run ``whitebox-eval ARGS`` in this process; returns (exit code, stdout, stderr).
+
+    torch's thread count is put back after each command: ``mui train-sae`` / ``sae-fidelity`` set it
+    (``--threads``, else ``os.cpu_count()``, which counts hyper-threads where torch's default does not),
+    and a later test comparing this process's floats with a subprocess's must not inherit it.
+    """
+    import torch
+
     from whitebox_eval.cli import main
 
     def run(args: list[str]) -> tuple[int, str, str]:
         capsys.readouterr()
+        threads = torch.get_num_threads()
         try:
             main(args)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            torch.set_num_threads(threads)
         out, err = capsys.readouterr()
         return code, out, err
 

@@ -338,9 +338,10 @@ def _cli(args, tmp_path, run_id, torchrun=False):
     import sys
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}  # one thread everywhere: same bits
-    launcher = ["-m", "torch.distributed.run", "--nproc-per-node", "2"] if torchrun else []
+    # --standalone: a free rendezvous port (not 29500, which another job may hold); no timeout (load is no failure)
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun else []
     r = subprocess.run([sys.executable, *launcher, "-m", "whitebox_eval", *args, "--output", str(tmp_path),
-                        "--run-id", run_id], capture_output=True, text=True, env=env, timeout=1800)
+                        "--run-id", run_id], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 

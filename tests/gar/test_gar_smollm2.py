@@ -36,6 +36,7 @@ def test_knockout_at_the_read_position_changes_smollm2s_answers(smol):
         after = score_examples(engine, enc, edits_for=intervention_edits(engine, "knockout", heads, "Q->A", at=at))
         return max(abs(a.target_prob - b.target_prob) for a, b in zip(after, before))
 
+    # measured: 0.78, 0.099 and exactly 0 (the same kernels: the edit touches no row that is read)
     assert change(every, "read") > 1e-3
     assert change(last, "read") > 1e-4
     assert change(last, "pattern") < 1e-6  # at A the last layer reaches nothing

@@ -40,7 +40,7 @@ def test_engine_on_a_real_prompt(bundled):
                               position_ids=batch.position_ids, logits_to_keep=1).logits[:, -1]
     t = engine.run(batch, [Capture("q", "last"), Capture("k", [[1], [1]]), Capture("attn", "last")])
     assert torch.equal(t.logits, plain)
-    assert bundled.tokenizer.decode(t.logits[0].argmax()).strip() == "Paris"
+    assert bundled.tokenizer.decode(t.logits[0].argmax()).strip() == "Paris"  # by 2.6 logits or more: no near-tie
     rows = t["attn"][:, :, :, 0]  # [B, L, H, S]
     lengths = batch.lengths
     torch.testing.assert_close(rows.sum(-1), torch.ones_like(rows.sum(-1)), atol=1e-4, rtol=0)

@@ -15,6 +15,9 @@ import pytest
 # No subprocess timeout: under load a run takes longer, and that must not fail it.
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+# torchrun --standalone: a free port for the ranks' rendezvous, not the fixed 29500 another job may hold.
+TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
 STUDY = ["mcqa", "--model", "smollm2-135m", "--limit", "20", "--min-val-items", "8", "--batch-size", "4",
          "--methods", "baseline,qk,attention,pa,pride"]
 
@@ -52,7 +55,7 @@ def _close(a, b, path="") -> None:
 def test_two_rank_run_equals_one_process_run(tmp_path):
     # the ranks start on an empty model cache (a fresh machine): both dequantise the GGUF at once
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "WHITEBOX_EVAL_CACHE": str(tmp_path / "cache")}
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "whitebox_eval",
+    two = subprocess.run([sys.executable, *TORCHRUN, "-m", "whitebox_eval",
                           *STUDY, "--output", str(tmp_path), "--run-id", "two"],
                          capture_output=True, text=True, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
@@ -78,7 +81,7 @@ def test_two_rank_gar_evaluation_equals_one_process(tmp_path):
     # the three truth tasks (sec. 5), 6 examples each: several blocks of 4 for 2 ranks to share
     study = ["gar", "--model", "smollm2-135m", "--tasks", "truth", "--limit", "6", "--batch-size", "4"]
     runs = {}
-    for name, launch in (("one", []), ("two", ["-m", "torch.distributed.run", "--nproc-per-node", "2"])):
+    for name, launch in (("one", []), ("two", TORCHRUN)):
         cmd = [sys.executable, *launch, "-m", "whitebox_eval", *study, "--output", str(tmp_path), "--run-id", name]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -101,7 +104,7 @@ def test_two_rank_cloze_only_run_equals_one_process(tmp_path):
     data = tmp_path / "hellaswag_val.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     study = ["mcqa", "--model", "smollm2-135m", "--task", f"hellaswag={data}", "--prompt", "lm-eval", "--batch-size", "4"]
-    for name, launch in (("one", []), ("two", ["-m", "torch.distributed.run", "--nproc-per-node", "2"])):
+    for name, launch in (("one", []), ("two", TORCHRUN)):
         done = subprocess.run([sys.executable, *launch, "-m", "whitebox_eval", *study, "--output", str(tmp_path),
                                "--run-id", name], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]

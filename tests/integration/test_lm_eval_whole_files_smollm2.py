@@ -6,7 +6,7 @@ and HellaSwag 10-shot with the first rows as the train split). Every prompt is c
 row by row without a model in ``tests/tasks/test_lm_eval_whole_files.py``; here the first
 ``N`` evaluated items of each setting are scored (lm-eval's ``--limit N`` sees exactly the
 first N contexts of the full run, the per-item draws included), within the tolerance of
-``test_lm_eval_parity.py``. The whole files are compared by
+``tests/float_tolerance.py``. The whole files are compared by
 ``benchmarks/lm_eval_whole_files.py`` (``benchmarks/results/lm_eval_whole_files.md``).
 """
 
@@ -21,13 +21,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_whole_files_data import task_spec  # noqa: E402
+from float_tolerance import loglik_slack  # noqa: E402
 
 from whitebox_eval.mcqa.study import MCQAConfig, run_mcqa  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval_whole_files.json").read_text())
-TOL, RTOL = 1e-4, 3e-5
 N = 12
 SETTINGS = [("arc_challenge/0", "arc", 0), ("hellaswag/0", "hellaswag", 0), ("mmlu/0", "mmlu", 0),
             ("mmlu/5", "mmlu", 5), ("hellaswag/10", "hellaswag", 10), ("arc_challenge/25", "arc", 25)]
@@ -56,7 +56,7 @@ def test_first_items_of_each_whole_file_setting(smollm, shared_datasets, tmp_pat
     differing = 0
     for s, t in zip(samples, theirs):
         ref = np.array(t["loglik"], float)
-        slack = TOL + RTOL * np.abs(ref)
+        slack = loglik_slack(ref)
         if name == "mmlu":  # logits vs log-softmax: equal up to one constant per item
             ours = np.array(s["letter_logits"], float)
             np.testing.assert_array_less(np.abs((ours - ours[0]) - (ref - ref[0])), slack + slack[0], err_msg=s["id"])

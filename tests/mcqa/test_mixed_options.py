@@ -202,7 +202,7 @@ def test_smollm2_on_the_example_file(tmp_path):
     args = [sys.executable, "-m", "whitebox_eval", "mcqa", "--model", "smollm2-135m", "--task", f"mcq={EXAMPLE}",
             "--min-val-items", "8", "--methods", "baseline,qk,attention,lens,pride,pa,ablation,cloze",
             "--output", str(tmp_path), "--run-id", "byod"]
-    res = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    res = subprocess.run(args, capture_output=True, text=True)  # no timeout: under load it takes longer
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout
     assert "evaluated all 24 items" in out and "options per item: 3 to 8 essential" in out

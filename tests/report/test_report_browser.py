@@ -35,7 +35,7 @@ class Page:
 def _run(chromium: str, tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"  # a fresh one each launch
     return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *extra, url],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=600)  # a guard against a hang, not a limit on load
 
 
 def load(chromium: str, tmp: Path, page: Path) -> Page:

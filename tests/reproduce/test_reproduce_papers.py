@@ -80,8 +80,7 @@ def test_kill_9_then_resume_gives_the_same_claims_json(tiny, tmp_path, shared_da
                             stderr=subprocess.DEVNULL)
     runs = out / "r" / "runs"
     killed = False
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
+    while proc.poll() is None:  # no deadline: under load the children take longer, and the run ends anyway
         started = [d for d in runs.iterdir() if (d / "config.yaml").is_file()] if runs.is_dir() else []
         finished = [d for d in started if (d / "results.json").is_file()]
         if len(finished) == 1 and len(started) == 2:  # the second child is under way

@@ -93,8 +93,8 @@ def test_code_runs_in_a_subprocess_with_a_timeout():
     assert leg._isolated(lambda: {"pass@1": 1.0}, timeout_s=30) == {"pass@1": 1.0}
     t0 = time.perf_counter()
     with pytest.raises(WhiteboxError, match="no result within 0.5 s"):
-        leg._isolated(lambda: time.sleep(30), timeout_s=0.5)
-    assert time.perf_counter() - t0 < 20  # killed, not waited for
+        leg._isolated(lambda: time.sleep(600), timeout_s=0.5)
+    assert time.perf_counter() - t0 < 300  # killed, not waited for (a fork and a kill take far less, even under load)
     with pytest.raises(WhiteboxError, match="ZeroDivisionError"):
         leg._isolated(lambda: 1 / 0, timeout_s=30)
     pid = os.getpid()

@@ -37,8 +37,9 @@ class FakeSlurm:
     def record(self, key: str) -> dict:
         return fake_slurm.read(key)
 
-    def wait_for(self, test, what: str, timeout: float = 120.0):
-        """Poll ``test()`` until it is true (a guard against a hung job, not a time limit on the code)."""
+    def wait_for(self, test, what: str, timeout: float = 900.0):
+        """Poll ``test()`` until it is true (a guard against a hung job, not a time limit on the code:
+        generous, since a job is a fresh Python importing torch beside others on a loaded machine)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if value := test():
