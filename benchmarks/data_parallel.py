@@ -57,7 +57,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         one = _run([sys.executable, "-m", "whitebox_eval", "--device", args.device, *study,
                     "--output", tmp, "--run-id", "one"])
-        many = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
+        many = _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.nproc),
                      "-m", "whitebox_eval", "--device", args.device, *study, "--output", tmp, "--run-id", "many"])
         a, b = Path(tmp, "one"), Path(tmp, "many")
         ra, rb = ({k: v for k, v in json.loads((d / "results.json").read_text()).items() if k != "date"}  # start time

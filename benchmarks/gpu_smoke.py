@@ -374,7 +374,8 @@ def step_suite_clis(device: str, tmp: Path, tokenizer_dir: Path, tiny: bool) -> 
         raise AssertionError(f"passed: {', '.join(done) or 'none'}; failed: " + " || ".join(failed))
     # torchrun: 2 ranks (sharing the one GPU here) against one process
     study = runs["mcqa-2shot"] + ["--model", model, "--output", out]
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "whitebox_eval", *top, *study,
+    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "whitebox_eval",
+          *top, *study,
           "--run-id", "two-ranks"], env, "torchrun")
     one, two = (json.loads((Path(out) / r / "results.json").read_text()) for r in ("mcqa-2shot", "two-ranks"))
     for key in ("date",):
@@ -390,9 +391,10 @@ def _run(cmd: list[str], env: dict, name: str) -> None:
 
 
 def _same(a, b, path: str) -> None:
-    """Equal structures, floats to 1e-4 (the ranks run the single process's batches)."""
+    """Equal structures, floats to 1e-4 absolute and relative: each rank pads its own batches, so float32
+    kernels see other shapes (a 16-nat log-likelihood moved by 2.5e-4 across ranks on a CPU CI machine)."""
     if isinstance(a, float) or isinstance(b, float):
-        assert abs(a - b) <= 1e-4 or (a != a and b != b), f"{path}: {a} != {b}"
+        assert abs(a - b) <= 1e-4 * (1 + max(abs(a), abs(b))) or (a != a and b != b), f"{path}: {a} != {b}"
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), f"{path}: keys differ"
         for k in a:
