@@ -150,3 +150,34 @@ def test_an_old_run_read_back_gains_its_classes_and_keeps_every_written_value(tm
     run2.save_results(written)
     got = read(run2.path).results
     assert "no lettered options" in got["answer_classes"]["not_classified"] and "off_format" not in got
+
+
+def test_a_study_writes_each_responses_class_and_subset_reads_them(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from mui_testing import tiny_lm
+    from whitebox_eval.mui.command import command
+    from whitebox_eval.mui.study import MUIConfig, run_mui
+
+    lm = tiny_lm("llama")
+    cfg = dict(model="tiny", task="arithmetic-gen:add1,mul1", limit=6, batch_size=2, max_new_tokens=4)
+    gold = {s["id"]: s["gold"] for s in run_mui(MUIConfig(**cfg, responses="gold"), tmp_path, run_id="g",
+                                                 loaded=lm).read_samples()}
+    texts = dict(zip(gold, [gold[i] for i in list(gold)[:2]] + ["Vkk", "no idea", str(int(gold[list(gold)[4]]) + 1),
+                                                                 f"= {int(gold[list(gold)[5]]) + 1}"]))
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "response": t}) + "\n" for i, t in texts.items()))
+    folder = run_mui(MUIConfig(**cfg, responses=str(path)), tmp_path, run_id="r", loaded=lm)
+    samples, res = list(folder.read_samples()), folder.load_results()
+    assert [s["class"] for s in samples] == ["right", "right", "off_format", "off_format", "wrong", "wrong"]
+    assert res["answer_classes"]["off_format"] == 2 and res["off_format"] == pytest.approx(2 / 6)
+    assert res["n_correct"] == 2 and res["n_incorrect"] == 2  # incorrect = wrong
+    ci = res["correct_vs_incorrect"]
+    assert (ci["n_correct"], ci["n_incorrect"], ci["n_off_format"]) == (2, 2, 2) and "refused" in ci
+    out = CliRunner().invoke(command, ["subset", str(folder.path), "--incorrect"])
+    assert out.exit_code == 0 and out.output.startswith("2 samples"), out.output

@@ -1,8 +1,9 @@
 """What a reproduction reads of paper 001's children beyond their samples (the records' ``statistics``).
 
-- ``rarefied_relative`` (mui): 001 sec. 3.7, MUI of correct vs incorrect responses on rarefied
-  subsets, as the relative difference its margin is stated on, with each response's key units and
-  group (``arrays/key_sets.safetensors``, ``arrays/correct.npy``) as the statistic's observations;
+- ``rarefied_relative`` (mui): 001 sec. 3.7, MUI of correct (right) vs incorrect (wrong) responses on
+  rarefied subsets, off-format responses left out and counted (:mod:`.answer_classes`), as the relative
+  difference its margin is stated on, with each response's key units and class
+  (``arrays/key_sets.safetensors``, ``arrays/correct.npy``, the samples) as the statistic's observations;
 - ``contamination_items`` (contamination): 001 sec. 3.4, one task's change from step 0 to the final
   checkpoint, from the checkpoints' own runs (``runs/<checkpoint>-<task>/``): accuracy as each
   item's 0/1 with its gold answer, MUI as each response's key units at both checkpoints (the paired
@@ -107,6 +108,8 @@ def _class_apart(study, t: Mapping[str, Any], classes: dict[str, str] | None, ki
             raise kit.Missing(f"the child counted {t['n_off_format']} off-format responses, its samples "
                               f"{sum(c == 'off_format' for c in classes.values())}")
         return t, "the child's test"
+    if classes is None and t.get("refused"):  # a group too small, or all alike: fewer responses cannot lift it
+        return t, "the child's refusal"
     if classes is None:
         raise kit.Missing("the child wrote correct vs incorrect before the off-format class and keeps no samples "
                           "to classify")
