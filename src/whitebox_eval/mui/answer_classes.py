@@ -10,13 +10,14 @@ is not right is ``off_format`` when the check reads no answer from it, per answe
 
 - every check: an empty or whitespace-only response;
 - ``number`` (arithmetic) and ``final_number`` / ``numeric`` (GSM8K): the check's number reading
-  finds no number -- paper 004's definition (:func:`whitebox_eval.formats.answers.off_format`) under
-  the check's own extraction rule (``arithmetic``, ``final``). A response that restates the question
+  finds no number (:func:`whitebox_eval.tasks.numbers.extract_number` gives None) -- paper 004's
+  definition (:func:`whitebox_eval.formats.answers.off_format`) under the check's own extraction rule
+  (``arithmetic``, ``final``). A response that restates the question
   ("To find the value of 9 * 8, ...") reads its first number and is ``wrong``, as the check reads it;
 - ``choice`` (lettered options: SSD, MMLU, ARC, ...): no option label is read
   (:func:`~whitebox_eval.tasks.answer_checks.choice_from_response` gives None);
 - ``exact`` (the response's first line) and ``contains`` (the whole response): nothing is left after
-  normalisation, or the response is a refusal (004's :data:`~whitebox_eval.formats.answers.REFUSALS`);
+  normalisation, or the response is a refusal (004's, :func:`whitebox_eval.tasks.answers.is_refusal`);
 - ``regex:PATTERN``: the pattern does not match;
 - ``lm-eval``: the first filter's filtered response is empty or lm-eval's fallback ``[invalid]``;
 - ``execution`` (HumanEval): the empty completion only (code that fails is an answer: ``wrong``).
@@ -33,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.formats.answers import CLASSES, REFUSALS
+from whitebox_eval.tasks.answers import ANSWER_CLASSES as CLASSES, is_refusal, normalize_answer
 
 __all__ = ["CLASSES", "DEFINITION", "answer_class", "class_results", "classes_of_samples", "complete", "off_format",
            "response_class"]
@@ -50,23 +51,20 @@ _OPTION = re.compile(r"^([A-Z])\. (.*)$")
 
 
 def _refusal_or_empty(norm: str) -> bool:
-    from whitebox_eval.tasks.answers import normalize_answer
-
-    return not norm or any(norm == r or norm.startswith(r + " ") for r in map(normalize_answer, REFUSALS))
+    return not norm or is_refusal(norm)
 
 
 def off_format(check: str, text: str, labels: Sequence[str] = (), options: Sequence[str] = (),
                filtered: Any = None) -> bool:
     """Whether the check ``check`` reads no answer from ``text`` (module docstring); ``labels`` /
     ``options``: a letter task's; ``filtered``: lm-eval's first filtered response."""
-    from whitebox_eval.formats.answers import off_format as no_answer
     from whitebox_eval.tasks.answer_checks import choice_from_response
-    from whitebox_eval.tasks.answers import normalize_answer
+    from whitebox_eval.tasks.numbers import extract_number
 
     if not text.strip():
         return True
-    if check in _NUMBER_RULES:
-        return no_answer(text, "number", _NUMBER_RULES[check])
+    if check in _NUMBER_RULES:  # 004's number rule (formats/answers.py) under this check's reading
+        return extract_number(text, _NUMBER_RULES[check]) is None
     if check == "choice":
         return choice_from_response(text, labels, options) is None
     if check == "exact":

@@ -409,19 +409,20 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     from whitebox_eval.runs import RunFolder
     from whitebox_eval.runs.estimates import format_estimate
 
-    from whitebox_eval.suites import read
+    from whitebox_eval.mui.answer_classes import complete
 
     def keep(s: dict) -> bool:
         if correct is not None and "class" not in s:
             raise WhiteboxError(f"the run's responses are not classified right / wrong / off-format: "
-                                f"{study.results.get('answer_classes', {}).get('not_classified', 'no class')}")
+                                f"{results.get('answer_classes', {}).get('not_classified', 'no class')}")
         return (not groups or s.get("group") in groups) and (correct is None or s["class"] == ("right" if correct
                                                                                               else "wrong"))
 
     folder = RunFolder.open(run)
     ks = load_key_sets(folder)
-    study = read(folder.path)  # an old run's classes read back from its texts
-    samples = {str(s["id"]): s for s in study.samples}
+    results, rows = folder.load_results(), list(folder.read_samples())
+    complete(results, rows, folder.config)  # an old run's classes read back from its texts
+    samples = {str(s["id"]): s for s in rows}
     sel = np.array([keep(samples[sid]) for sid in ks.sample_ids])
     if not sel.any():
         raise WhiteboxError("no sample matches the subset")
