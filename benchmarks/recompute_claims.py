@@ -27,6 +27,8 @@ claims.json says:
 - 004's off-format class: each question's P(correct) among its answers, the questions without one and
   the off-format share with its Wilson interval, from each question's counts of right, wrong and
   off-format generations (the classification of each text is the child's; the counts are the evidence);
+  001's likewise: the off-format responses' count and Wilson interval from each response's class, and the
+  rarefied MUI comparison with them left out (right vs wrong);
   its correlation and partition claims as any Pearson r and permutation, from the arms' per-question
   P(correct) among the answers (a question without an answer is in no arm; its counts are not evidence there);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
@@ -486,12 +488,17 @@ def rarefied(flats: list[np.ndarray], r: int, total: int) -> float:
 
 
 def check_rarefied(where: str, s: dict, obs: dict, ck: Check, rng: np.random.Generator) -> None:
-    """001 sec. 3.7: rarefied MUI of correct vs incorrect responses, relative to their mean; the
-    delete-one jackknife of the difference (r fixed) over the mean; permutation of the group labels."""
-    flats = [np.asarray(u, np.int64) for u in obs["units"]]
-    good = np.asarray(obs["correct"], bool)
+    """001 sec. 3.7: rarefied MUI of right vs wrong responses (each response's class; off-format ones
+    left out of both groups and of the permutation: rule 6), relative to their mean; the delete-one
+    jackknife of the difference (r fixed) over the mean; permutation of the group labels."""
+    cls = obs.get("class") or ["right" if c else "wrong" for c in obs["correct"]]  # a report before the class
+    keep = [i for i, c in enumerate(cls) if c != "off_format"]
+    flats = [np.asarray(obs["units"][i], np.int64) for i in keep]
+    good = np.array([cls[i] == "right" for i in keep], bool)
+    ck.same(where, "right responses are the correct ones", sum(good), sum(map(bool, obs["correct"])))
     total, r = int(obs["total_units"]), int(s["subset_size"])
     ok, bad = np.flatnonzero(good), np.flatnonzero(~good)
+    ck.same(where, "responses compared (right + wrong)", len(keep), s["n"])
     mui = lambda idx: rarefied([flats[i] for i in idx], r, total)  # noqa: E731
     a, b = mui(ok), mui(bad)
     mean = (a + b) / 2
@@ -552,6 +559,20 @@ def check_off_format(where: str, c: dict, arms: dict, obs: dict, ck: Check) -> N
     ck.same(where, "off-format Wilson hi", float(hi), off.get("hi"), 1e-9)
 
 
+def check_response_classes(where: str, c: dict, obs: dict, ck: Check) -> None:
+    """001's off-format class: the count and share of off-format responses with its Wilson interval,
+    from each response's class (the classification of each text is the child's)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    off = (c.get("statistic") or {}).get("off_format") or {}
+    k, n = sum(x == "off_format" for x in obs["class"]), len(obs["class"])
+    ck.same(where, "off-format responses", k, off.get("n"))
+    ck.same(where, "responses", n, off.get("of"))
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    ck.same(where, "off-format Wilson lo", float(lo), off.get("lo"), 1e-9)
+    ck.same(where, "off-format Wilson hi", float(hi), off.get("hi"), 1e-9)
+
+
 def check_tost(where: str, c: dict, ck: Check) -> None:
     eq = c.get("equivalence")
     if not eq:
@@ -602,6 +623,8 @@ def recompute(folder: Path, seed: int = 12345) -> Check:
             check_statistic(where, c, arms, ck, rng, obs)
             if obs and "off_format" in obs:
                 check_off_format(where, c, arms, obs, ck)
+            if obs and "class" in obs:
+                check_response_classes(where, c, obs, ck)
             check_tost(where, c, ck)
             check_draws(where, c, ck)
         check_holm(paper, ck)

@@ -193,7 +193,7 @@ def test_token_level_claims_are_clustered_by_sequence():
 
 def _mui(a: float, b: float, se: float, p: float) -> dict[str, Any]:
     d = a - b
-    return {"correct_vs_incorrect": {"n_correct": 20, "n_incorrect": 28, "subset_size": 19,
+    return {"correct_vs_incorrect": {"n_correct": 20, "n_incorrect": 28, "n_off_format": 0, "subset_size": 19,
                                      "mui_correct_at_r": a, "mui_incorrect_at_r": b, "diff": d,
                                      "diff_ci": [d - 1.96 * se, d + 1.96 * se], "diff_stderr": se,
                                      "relative_diff": d / ((a + b) / 2), "p_value": p, "test": "permutation"}}

@@ -30,11 +30,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 
-CLASSES = ("right", "wrong", "off_format")
-
-#: openings that decline to answer rather than name one (compared after 004's normalisation, sec. 2.4.1)
-REFUSALS = ("I don't know", "I do not know", "I'm not sure", "I am not sure", "I cannot answer", "I can't answer",
-            "I am unable", "I'm unable", "I have no idea", "No idea", "As an AI")
+from whitebox_eval.tasks.answers import ANSWER_CLASSES as CLASSES, REFUSALS, is_refusal  # noqa: F401  (shared with mui)
 
 DEFINITION = ("off-format: a generation with no answer to score -- arithmetic: the extraction rule reads no number; "
               "TriviaQA: nothing left after 004's normalisation, or a refusal (I don't know, ...); "
@@ -44,14 +40,13 @@ DEFINITION = ("off-format: a generation with no answer to score -- arithmetic: t
 def off_format(text: str, answer_type: str, extract: str = "paper") -> bool:
     """Whether a generation holds no answer at all (the module's definition)."""
     from whitebox_eval.formats.metrics import extract_number, normalize_generation
-    from whitebox_eval.tasks.answers import normalize_answer
 
     if answer_type == "number":
         return extract_number(text, extract) is None
     if answer_type != "text":
         raise WhiteboxError(f"answer_type must be 'text' or 'number'; got {answer_type!r}")
     norm = normalize_generation(text)
-    return not norm or any(norm == r or norm.startswith(r + " ") for r in map(normalize_answer, REFUSALS))
+    return not norm or is_refusal(norm)
 
 
 def answer_class(text: str, gold: Any, answer_type: str, extract: str = "paper") -> str:

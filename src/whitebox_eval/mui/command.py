@@ -237,6 +237,10 @@ def _print_study(folder) -> None:
     if "mui,correct" in res and "mui,incorrect" in res:
         click.echo(f"MUI correct {describe(res, 'mui,correct', '.3%')}  incorrect "
                    f"{describe(res, 'mui,incorrect', '.3%')}; unions grow with n")
+    if "off_format" in res:
+        n_off = (res.get("answer_classes") or {}).get("off_format", 0)
+        click.echo(f"off-format responses (no answer read; left out of correct vs incorrect): {n_off}, "
+                   f"{describe(res, 'off_format', '.1%')}")
     ci = res.get("correct_vs_incorrect") or {}
     if "refused" in ci:
         click.echo(f"correct vs incorrect: not tested, {ci['refused']}")
@@ -391,7 +395,8 @@ def masking(model, source_task, eval_tasks, ks, score, activation, unit, target,
 @command.command()
 @click.argument("run")
 @click.option("--group", "groups", multiple=True, help="keep samples of this group/category (repeatable)")
-@click.option("--correct/--incorrect", default=None, help="keep only correct (or incorrect) responses")
+@click.option("--correct/--incorrect", default=None,
+              help="keep only correct (or incorrect: wrong) responses; off-format ones are neither")
 def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     """MUI of a subset of a finished run's samples, from the stored key sets (no model run; sec. 3.6-3.7).
 
@@ -404,12 +409,20 @@ def subset(run: str, groups: tuple[str, ...], correct: bool | None) -> None:
     from whitebox_eval.runs import RunFolder
     from whitebox_eval.runs.estimates import format_estimate
 
+    from whitebox_eval.mui.answer_classes import complete
+
     def keep(s: dict) -> bool:
-        return (not groups or s.get("group") in groups) and (correct is None or bool(s.get("correct")) == correct)
+        if correct is not None and "class" not in s:
+            raise WhiteboxError(f"the run's responses are not classified right / wrong / off-format: "
+                                f"{results.get('answer_classes', {}).get('not_classified', 'no class')}")
+        return (not groups or s.get("group") in groups) and (correct is None or s["class"] == ("right" if correct
+                                                                                              else "wrong"))
 
     folder = RunFolder.open(run)
     ks = load_key_sets(folder)
-    samples = {str(s["id"]): s for s in folder.read_samples()}
+    results, rows = folder.load_results(), list(folder.read_samples())
+    complete(results, rows, folder.config)  # an old run's classes read back from its texts
+    samples = {str(s["id"]): s for s in rows}
     sel = np.array([keep(samples[sid]) for sid in ks.sample_ids])
     if not sel.any():
         raise WhiteboxError("no sample matches the subset")

@@ -7,6 +7,7 @@ import numpy as np
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.mui.answer_classes import class_results, classes_of_samples
 from whitebox_eval.mui.config import MUIConfig
 from whitebox_eval.mui.statistics import correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget, threshold_summary
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
@@ -89,7 +90,12 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     for it in items:
         ks._append_flat(flats[it.id], it.id)
     ks.save(folder.path / "arrays" / KEY_SETS_FILE)
-    correct = np.array([bool(samples[it.id]["correct"]) for it in items])
+    rows = [samples[it.id] for it in items]
+    classes = ([s["class"] for s in rows] if all("class" in s for s in rows)
+               else classes_of_samples(rows, folder.config))  # parts written before the class (a resumed run)
+    correct = np.array([bool(s["correct"]) for s in rows])
+    off = np.array([c == "off_format" for c in classes])
+    wrong = ~correct & ~off
     folder.save_array("correct", correct.astype(np.int8))
     acc = float(correct.mean())
     mui_est = jackknife_mui(ks)
@@ -121,10 +127,11 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
     if correct.any():
         stats.add_estimate(results, "mui,correct", jackknife_mui(ks, correct))
         results["n_correct"] = int(correct.sum())
-    if (~correct).any():
-        stats.add_estimate(results, "mui,incorrect", jackknife_mui(ks, ~correct))
-        results["n_incorrect"] = int((~correct).sum())
-    results["correct_vs_incorrect"] = correct_vs_incorrect(ks, correct, seed=cfg.seed)
+    if wrong.any():  # incorrect = wrong: an off-format response is its own class (mui/answer_classes.py)
+        stats.add_estimate(results, "mui,incorrect", jackknife_mui(ks, wrong))
+        results["n_incorrect"] = int(wrong.sum())
+    results.update(class_results(classes))
+    results["correct_vs_incorrect"] = correct_vs_incorrect(ks, correct, off_format=off, seed=cfg.seed)
     groups: dict[str, list[int]] = {}
     for n, it in enumerate(items):
         groups.setdefault(it.group or "", []).append(n)

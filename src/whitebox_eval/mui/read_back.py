@@ -1,8 +1,9 @@
 """What a reproduction reads of paper 001's children beyond their samples (the records' ``statistics``).
 
-- ``rarefied_relative`` (mui): 001 sec. 3.7, MUI of correct vs incorrect responses on rarefied
-  subsets, as the relative difference its margin is stated on, with each response's key units and
-  group (``arrays/key_sets.safetensors``, ``arrays/correct.npy``) as the statistic's observations;
+- ``rarefied_relative`` (mui): 001 sec. 3.7, MUI of correct (right) vs incorrect (wrong) responses on
+  rarefied subsets, off-format responses left out and counted (:mod:`.answer_classes`), as the relative
+  difference its margin is stated on, with each response's key units and class
+  (``arrays/key_sets.safetensors``, ``arrays/correct.npy``, the samples) as the statistic's observations;
 - ``contamination_items`` (contamination): 001 sec. 3.4, one task's change from step 0 to the final
   checkpoint, from the checkpoints' own runs (``runs/<checkpoint>-<task>/``): accuracy as each
   item's 0/1 with its gold answer, MUI as each response's key units at both checkpoints (the paired
@@ -30,6 +31,7 @@ import numpy as np
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.mui.answer_classes import DEFINITION
 
 
 
@@ -39,10 +41,15 @@ def _folder(study) -> Path | None:
 
 
 def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
-    """001 sec. 3.7 on the statistic's own scale: the child's correct-vs-incorrect test on
-    rarefied subsets of r responses, as ``relative_diff`` = diff / mean of the two rarefied
-    MUIs, its interval and standard error divided by the same mean (held fixed)."""
+    """001 sec. 3.7 on the statistic's own scale: the child's right-vs-wrong test on rarefied subsets
+    of r responses (off-format responses left out and counted beside: rule 6,
+    :mod:`whitebox_eval.mui.answer_classes`), as ``relative_diff`` = diff / mean of the two rarefied
+    MUIs, its interval and standard error divided by the same mean (held fixed). A child written
+    before the class folded its off-format responses into ``incorrect``: its test stands where none
+    is off-format, and is computed again from its key sets with them left out where some are."""
     t = kit.at(study.results, spec["at"])
+    classes = _classes(study, kit)
+    t, how = _class_apart(study, t, classes, kit)
     if t.get("refused"):
         raise kit.TooFew(f"the child run did not test it: {t['refused']}",
                          {"correct": int(t.get("n_correct", 0)), "incorrect": int(t.get("n_incorrect", 0))})
@@ -51,13 +58,20 @@ def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     if mean <= 0:
         raise kit.Missing("both rarefied MUIs are 0")
     lo, hi = t["diff_ci"]
+    n_off = int(t["n_off_format"])
     out = {"value": float(t["relative_diff"]), "lo": float(lo) / mean, "hi": float(hi) / mean,
            "se": float(t["diff_stderr"]) / mean, "p_value": float(t["p_value"]),
            "n": int(t["n_correct"]) + int(t["n_incorrect"]), "test": f"{t.get('test')}; jackknife interval / mean",
-           "source": "/".join(map(str, spec["at"])) + "/relative_diff", "side_a": a, "side_b": b,
-           "subset_size": int(t["subset_size"]),
+           "source": "/".join(map(str, spec["at"])) + f"/relative_diff, right vs wrong ({how})",
+           "side_a": a, "side_b": b, "subset_size": int(t["subset_size"]),
            "groups": {"correct": int(t["n_correct"]), "incorrect": int(t["n_incorrect"])}}
-    obs = _key_units(study, out["n"], kit)
+    if classes is not None:
+        share = stats.proportion([c == "off_format" for c in classes.values()])
+        out["off_format"] = {"n": n_off, "of": len(classes), "value": share.value, "lo": share.lo, "hi": share.hi,
+                             "definition": DEFINITION}
+        out["source"] += f"; {n_off} of {len(classes)} responses off-format, left out"
+    obs = (_key_units(study, out["n"] + n_off, classes, kit) if classes is not None or not n_off
+           else "no samples tell the off-format responses apart: no per-response classes")
     if isinstance(obs, str):
         out["evidence"] = obs
     else:
@@ -67,8 +81,61 @@ def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     return out
 
 
-def _key_units(study, n: int, kit) -> dict[str, Any] | str:
-    """Each response's key units (flat indices over layers x width), its group and the units' total."""
+def _classes(study, kit) -> dict[str, str] | None:
+    """Each response's class by sample id (written by the child, or read back from its texts by the
+    suite's record); None for a child that keeps no samples (the written test's own counts stand)."""
+    got = study.results.get("answer_classes") or {}
+    if "not_classified" in got:
+        raise kit.Missing(f"the responses cannot be classified right / wrong / off-format: {got['not_classified']}")
+    samples = getattr(study, "samples", None) or []
+    if not samples:
+        return None
+    if not all("class" in s for s in samples):
+        from whitebox_eval.mui.answer_classes import classes_of_samples
+
+        try:
+            return dict(zip((str(s["id"]) for s in samples), classes_of_samples(samples, study.config)))
+        except WhiteboxError as e:
+            raise kit.Missing(f"the responses cannot be classified right / wrong / off-format: {e}") from None
+    return {str(s["id"]): str(s["class"]) for s in samples}
+
+
+def _class_apart(study, t: Mapping[str, Any], classes: dict[str, str] | None, kit) -> tuple[Mapping[str, Any], str]:
+    """The right-vs-wrong test: the child's (written with the class, or before it with no response
+    off-format), else computed again from its key sets with the off-format responses left out."""
+    if "n_off_format" in t:  # written with the class
+        if classes is not None and sum(c == "off_format" for c in classes.values()) != int(t["n_off_format"]):
+            raise kit.Missing(f"the child counted {t['n_off_format']} off-format responses, its samples "
+                              f"{sum(c == 'off_format' for c in classes.values())}")
+        return t, "the child's test"
+    if classes is None and t.get("refused"):  # a group too small, or all alike: fewer responses cannot lift it
+        return t, "the child's refusal"
+    if classes is None:
+        raise kit.Missing("the child wrote correct vs incorrect before the off-format class and keeps no samples "
+                          "to classify")
+    n_off = sum(c == "off_format" for c in classes.values())
+    if n_off == 0 or t.get("refused"):  # nothing folded; or a refusal that leaving responses out cannot lift
+        counts = {"n_correct": sum(c == "right" for c in classes.values()),
+                  "n_incorrect": sum(c == "wrong" for c in classes.values())}
+        return {**t, **counts, "n_off_format": n_off}, ("the child's test, written before the class: no response "
+                                                        "is off-format" if n_off == 0 else "the child's refusal")
+    from whitebox_eval.mui.statistics import correct_vs_incorrect
+
+    ks = _load_key_sets(study)
+    if isinstance(ks, str):
+        raise kit.Missing(f"the child folded {n_off} off-format responses into incorrect and {ks}")
+    missing = [i for i in map(str, ks.sample_ids) if i not in classes]
+    if missing:
+        raise kit.Missing(f"{len(missing)} key sets have no sample to classify (e.g. {missing[0]})")
+    cls = np.array([classes[str(i)] for i in ks.sample_ids])
+    again = correct_vs_incorrect(ks, cls == "right", off_format=cls == "off_format",
+                                 seed=int(study.config.get("seed", 0)), permutations=int(t.get("permutations", 1000)))
+    return again, (f"computed again from the key sets: the child, written before the class, folded {n_off} "
+                   "off-format responses into incorrect")
+
+
+def _load_key_sets(study):
+    """The child's key sets, or why they cannot be read."""
     folder = _folder(study)
     if folder is None:
         return "the child's arrays are not readable here: no per-response key sets"
@@ -76,14 +143,28 @@ def _key_units(study, n: int, kit) -> dict[str, Any] | str:
     from whitebox_eval.mui.utilization import KeySets
 
     try:
-        ks = KeySets.load(folder / "arrays" / KEY_SETS_FILE)
+        return KeySets.load(folder / "arrays" / KEY_SETS_FILE)
+    except (WhiteboxError, OSError) as e:
+        return f"the key sets could not be read back ({e})"
+
+
+def _key_units(study, n: int, classes: dict[str, str] | None, kit) -> dict[str, Any] | str:
+    """Each response's key units (flat indices over layers x width), its class and the units' total."""
+    ks = _load_key_sets(study)
+    if isinstance(ks, str):
+        return ks
+    try:
         correct = np.asarray(study.arrays["correct"]).astype(bool)
     except (WhiteboxError, KeyError, OSError) as e:
         return f"the key sets could not be read back ({e})"
     if len(ks) != n or correct.shape != (n,):
-        raise kit.Missing(f"{folder.name}: {len(ks)} key sets and {correct.size} correct flags for the test's "
-                          f"{n} responses")
-    return {"ids": list(map(str, ks.sample_ids)), "correct": [bool(x) for x in correct],
+        raise kit.Missing(f"{_folder(study).name}: {len(ks)} key sets and {correct.size} correct flags for the "
+                          f"test's {n} responses")
+    ids = list(map(str, ks.sample_ids))
+    cls = [classes[i] for i in ids] if classes is not None else ["right" if c else "wrong" for c in correct]
+    if [c == "right" for c in cls] != [bool(x) for x in correct]:
+        raise kit.Missing(f"{_folder(study).name}: arrays/correct.npy disagrees with the samples' classes")
+    return {"ids": ids, "correct": [bool(x) for x in correct], "class": cls,
             "units": [[int(u) for u in ks.flat_indices(i)] for i in range(n)], "total_units": int(ks.total_units)}
 
 

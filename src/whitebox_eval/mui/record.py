@@ -61,11 +61,12 @@ MUI = Suite(
     mui_work,
     rate=0.02, tokens_per_unit=TOKENS_PER_UNIT,
     views="whitebox_eval.mui.views:views", script="whitebox_eval.mui:data/views.js",
-    results=("mui", "accuracy", "pass@1", "mui,{group}", "correct_vs_incorrect", "n_items", "trend,{measure}",
-             "{measure},{checkpoint}"),
+    results=("mui", "accuracy", "pass@1", "mui,{group}", "correct_vs_incorrect", "off_format", "answer_classes",
+             "n_items", "trend,{measure}", "{measure},{checkpoint}"),
     statistics=(Statistic("rarefied_relative", _R + "rarefied_relative", needs=("at",), paths=("at",), arrays=ARRAYS),
                 Statistic("utility_law", _R + "utility_law", needs=("experiments",), reads="runs"),
                 Statistic("mui_trend", "whitebox_eval.mui.trajectory:mui_trend_items")),
+    read_back="whitebox_eval.mui.answer_classes:complete",
 )
 MASKING = Suite(
     "masking", "Paper 001's masking validation: key neurons masked vs random ones (mui masking).", None,

@@ -103,6 +103,11 @@ def jackknife_mui_difference(before: KeySets, after: KeySets, level: float = sta
                             ci_method="jackknife")
 
 
+GROUPS = "correct = right, incorrect = wrong (an answer, not the gold); off-format responses left out (n_off_format)"
+"""What ``correct_vs_incorrect``'s groups are (recorded in it: a run written before the off-format class
+has no ``groups`` and folds its off-format responses into ``incorrect``)."""
+
+
 def rarefied_union(flats: list[np.ndarray], r: int) -> float:
     """Expected number of distinct units in the union of ``r`` samples drawn without replacement
     from ``flats`` (rarefaction, Hurlbert 1971): ``sum_u 1 - C(n - c_u, r) / C(n, r)`` where
@@ -119,10 +124,14 @@ def rarefied_union(flats: list[np.ndarray], r: int) -> float:
 
 
 def correct_vs_incorrect(
-    ks: KeySets, correct: np.ndarray, *, seed: int = 0, permutations: int = PERMUTATIONS,
-    min_group: int = MIN_GROUP, level: float = stats.LEVEL,
+    ks: KeySets, correct: np.ndarray, *, off_format: np.ndarray | None = None, seed: int = 0,
+    permutations: int = PERMUTATIONS, min_group: int = MIN_GROUP, level: float = stats.LEVEL,
 ) -> dict:
     """Sec. 3.7 at equal subset size: MUI(correct) - MUI(incorrect), permutation p, interval.
+
+    The groups are the right and the wrong responses (:mod:`whitebox_eval.mui.answer_classes`):
+    ``off_format`` marks the responses with no answer to score, left out of both groups and of the
+    permutation and counted beside (``n_off_format``; None: no response is off-format).
 
     Both groups are rarefied to the same size ``r = min(n_correct, n_incorrect) - 1``: the
     statistic is the exact expected MUI of ``r`` samples of each group (:func:`rarefied_union`),
@@ -135,11 +144,16 @@ def correct_vs_incorrect(
     Values are fractions; ``diff`` has ``diff_ci``, ``diff_stderr`` and ``diff_ci_method`` beside it.
     """
     correct = np.asarray(correct, dtype=bool)
-    if correct.shape != (len(ks),):
-        raise WhiteboxError(f"correct must have one entry per sample ({len(ks)}), got {correct.shape}")
-    ok, bad = np.flatnonzero(correct), np.flatnonzero(~correct)
+    off = np.zeros(correct.shape, dtype=bool) if off_format is None else np.asarray(off_format, dtype=bool)
+    if correct.shape != (len(ks),) or off.shape != correct.shape:
+        raise WhiteboxError(f"correct and off_format must have one entry per sample ({len(ks)}), "
+                            f"got {correct.shape} and {off.shape}")
+    if (correct & off).any():
+        raise WhiteboxError("a response cannot be both correct and off-format")
+    ok, bad = np.flatnonzero(correct), np.flatnonzero(~correct & ~off)
     r = int(min(ok.size, bad.size)) - 1
-    base = {"n_correct": int(ok.size), "n_incorrect": int(bad.size), "subset_size": max(r, 0)}
+    base = {"n_correct": int(ok.size), "n_incorrect": int(bad.size), "n_off_format": int(off.sum()),
+            "groups": GROUPS, "subset_size": max(r, 0)}
     if r + 1 < min_group:
         return {**base, "refused": f"groups too small to differ: {ok.size} correct vs {bad.size} incorrect "
                                    f"(the test needs >= {min_group} in each)"}

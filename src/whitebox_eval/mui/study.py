@@ -42,6 +42,7 @@ from whitebox_eval.runs.passes import iter_parts, run_pass
 from whitebox_eval.runs.kept import kept
 from whitebox_eval.mui.responses import PreparedTask, prepare_task, respond
 from whitebox_eval.mui.activations import Saver, check as check_saved
+from whitebox_eval.mui.answer_classes import response_class
 
 
 
@@ -154,6 +155,7 @@ class _Study:
                 **({"lm_eval": {"filters": scored["filters"], "primary": scored["primary"]}} if "filters" in scored else {}),
                 **({"execution": scored["execution"]} if "execution" in scored else {}),
             })
+            records[-1]["class"] = response_class(it, records[-1])
         return records, arrays
 
 

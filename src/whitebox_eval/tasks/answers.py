@@ -1,4 +1,5 @@
-"""Answer normalisation shared by data sources and metrics (paper 004 sec. 2.4.1)."""
+"""Answer normalisation shared by data sources and metrics (paper 004 sec. 2.4.1), and what the
+suites that classify answers share (rule 6: an answer is right, wrong or off-format)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,17 @@ def normalize_answer(text: str) -> str:
     t = "".join(" " if _is_punctuation(ch) else ch for ch in t)
     t = _ARTICLES.sub(" ", t)
     return " ".join(t.split())
+
+
+ANSWER_CLASSES = ("right", "wrong", "off_format")
+"""An answer's classes: off-format (no answer at all) is its own, never folded into wrong
+(:mod:`whitebox_eval.formats.answers` for 004, :mod:`whitebox_eval.mui.answer_classes` for 001)."""
+
+#: openings that decline to answer rather than name one (compared after normalisation, 004 sec. 2.4.1)
+REFUSALS = ("I don't know", "I do not know", "I'm not sure", "I am not sure", "I cannot answer", "I can't answer",
+            "I am unable", "I'm unable", "I have no idea", "No idea", "As an AI")
+
+
+def is_refusal(norm: str) -> bool:
+    """Whether a normalised answer is, or opens with, one of :data:`REFUSALS` (normalised alike)."""
+    return any(norm == r or norm.startswith(r + " ") for r in map(normalize_answer, REFUSALS))
