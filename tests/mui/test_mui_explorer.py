@@ -73,7 +73,7 @@ def test_each_response_shows_its_class_and_the_run_its_off_format_share(tmp_path
     from whitebox_eval import stats
 
     v = _views(_run(tmp_path, with_class=True, key_sets=True))
-    assert v["methods"] == ["model", "class"]
+    assert v["methods"] == ["model", "class"] and v["compare"] == ["model"]  # the class filters; it is no method to compare
     shown = [(row["pred"]["class"], row["ok"]["class"]) for row in v["items"]]
     assert shown == [("right", True)] * 3 + [("wrong", False)] * 2 + [("off-format", None)] * 5
     assert [row["mui"]["class"] for row in v["items"]] == CLASSES and v["items"][0]["mui"]["n"] == 1  # beside its units

@@ -89,8 +89,8 @@ def views(folder: Path, results: dict[str, Any], samples: list[dict[str, Any]]) 
             row["mui"] = {"class": c}
         if c in CLASS_SHOWN:
             row["pred"]["class"], row["ok"]["class"] = CLASS_SHOWN[c]
-    if any(c in CLASS_SHOWN for c in classes):
-        table["methods"] = [*table["methods"], "class"]
+    if any(c in CLASS_SHOWN for c in classes):  # a column to filter by, not a method to compare ("methods disagree")
+        table["compare"], table["methods"] = table["methods"], [*table["methods"], "class"]
     keys = _key_sets(folder / "arrays" / "key_sets.safetensors")
     if keys is None:
         return table
