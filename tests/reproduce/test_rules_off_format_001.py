@@ -138,3 +138,44 @@ def test_an_old_child_that_cannot_be_classified_or_recomputed_is_not_tested(tmp_
     assert old["statistic"]["value"] == _claim("001", CLAIM, _results(sub, sub_cls),
                                                [samples[i] for i in right_wrong])["statistic"]["value"]
     assert "no response is off-format" in old["statistic"]["source"]
+
+
+def _floor_child(n_off: int = 20):
+    """Gemma's arithmetic at the cpu scale in small: 1 right, 39 wrong, ``n_off`` off-format responses --
+    the right group too small to compare (a floor)."""
+    ks, cls, samples = _responses()
+    cls = np.array(["right"] + ["wrong"] * 39 + ["off_format"] * n_off)
+    samples = [{**s, "response": TEXTS[c], "correct": c == "right", "class": str(c)} for s, c in zip(samples, cls)]
+    return ks.subset(np.arange(len(cls))), cls, samples
+
+
+def test_a_refused_cell_reports_its_off_format_share_too():
+    from whitebox_eval import stats
+
+    ks, cls, samples = _floor_child()
+    out = _claim("001", CLAIM, _results(ks, cls), samples)
+    assert out["verdict"] == verdicts.UNINFORMATIVE and out["qualifier"] == "floor" and "statistic" not in out
+    off, wilson = out["off_format"], stats.proportion([c == "off_format" for c in cls])
+    assert (off["n"], off["of"]) == (20, 60) and (off["value"], off["lo"], off["hi"]) == (wilson.value, wilson.lo, wilson.hi)
+    assert off["lo"] < 1 / 3 < off["hi"] and "off-format" in off["definition"]
+    # the counts the child wrote stand where it keeps no samples to classify
+    assert _claim("001", CLAIM, _results(ks, cls))["off_format"] == off
+    # no off-format response: counted all the same (0 of 40)
+    ks0, cls0, samples0 = _floor_child(n_off=0)
+    zero = _claim("001", CLAIM, _results(ks0, cls0), samples0)["off_format"]
+    assert (zero["n"], zero["of"], zero["value"], zero["lo"]) == (0, 40, 0.0, 0.0) and zero["hi"] > 0
+
+
+def test_a_not_tested_cell_reports_its_off_format_share_where_the_run_has_classes(tmp_path):
+    ks, cls, samples = _responses()
+    # an old child with no key sets: classified from its texts, its test not computed again
+    out = _claim_on(_old_child(tmp_path, ks, cls, samples, keep_arrays=False))
+    assert out["verdict"] == verdicts.NOT_TESTED and (out["off_format"]["n"], out["off_format"]["of"]) == (20, 60)
+    # nothing tells the classes (no samples, none written): none reported
+    assert "off_format" not in _claim("001", CLAIM, _results(ks, cls, fold=True))
+    # a child whose written counts disagree with its test is not read, and says what its counts are
+    res = _results(ks, cls)
+    res["answer_classes"] = {**res["answer_classes"], "off_format": 19, "wrong": 21}
+    bad = _claim("001", CLAIM, res)
+    assert bad["verdict"] == verdicts.NOT_TESTED and "its classes count 19" in bad["reason"]
+    assert bad["off_format"]["n"] == 19

@@ -46,9 +46,41 @@ def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     :mod:`whitebox_eval.mui.answer_classes`), as ``relative_diff`` = diff / mean of the two rarefied
     MUIs, its interval and standard error divided by the same mean (held fixed). A child written
     before the class folded its off-format responses into ``incorrect``: its test stands where none
-    is off-format, and is computed again from its key sets with them left out where some are."""
-    t = kit.at(study.results, spec["at"])
+    is off-format, and is computed again from its key sets with them left out where some are.
+    The off-format count and share (``off_format``) are reported whatever the verdict: a refusal
+    (a floor, a child that cannot be read) carries them too (``Missing.beside``)."""
     classes = _classes(study, kit)
+    share = _off_format_share(study, classes)
+    try:
+        return _relative(study, spec, kit, classes, share)
+    except kit.Missing as e:
+        if share is not None:
+            e.beside = {**e.beside, "off_format": share}
+        raise
+
+
+def _off_format_share(study, classes: dict[str, str] | None) -> dict[str, Any] | None:
+    """The off-format count and share with its Wilson interval over the child's responses: from each
+    response's class, else from the counts the child wrote (``answer_classes``); None when neither is known."""
+    from whitebox_eval.mui.answer_classes import CLASSES
+
+    if classes is not None:
+        flags = [c == "off_format" for c in classes.values()]
+    else:
+        got = study.results.get("answer_classes") or {}
+        if not all(isinstance(got.get(c), int) for c in CLASSES):
+            return None
+        flags = [True] * got["off_format"] + [False] * sum(got[c] for c in CLASSES if c != "off_format")
+    if not flags:
+        return None
+    est = stats.proportion(flags)
+    return {"n": sum(flags), "of": len(flags), "value": est.value, "lo": est.lo, "hi": est.hi, "definition": DEFINITION}
+
+
+def _relative(study, spec: Mapping[str, Any], kit, classes: dict[str, str] | None,
+              share: dict[str, Any] | None) -> dict[str, Any]:
+    """:func:`rarefied_relative` once the responses' classes and the off-format share are known."""
+    t = kit.at(study.results, spec["at"])
     t, how = _class_apart(study, t, classes, kit)
     if t.get("refused"):
         raise kit.TooFew(f"the child run did not test it: {t['refused']}",
@@ -65,11 +97,11 @@ def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
            "source": "/".join(map(str, spec["at"])) + f"/relative_diff, right vs wrong ({how})",
            "side_a": a, "side_b": b, "subset_size": int(t["subset_size"]),
            "groups": {"correct": int(t["n_correct"]), "incorrect": int(t["n_incorrect"])}}
-    if classes is not None:
-        share = stats.proportion([c == "off_format" for c in classes.values()])
-        out["off_format"] = {"n": n_off, "of": len(classes), "value": share.value, "lo": share.lo, "hi": share.hi,
-                             "definition": DEFINITION}
-        out["source"] += f"; {n_off} of {len(classes)} responses off-format, left out"
+    if share is not None:
+        if share["n"] != n_off:
+            raise kit.Missing(f"the child's test left out {n_off} off-format responses, its classes count {share['n']}")
+        out["off_format"] = share
+        out["source"] += f"; {n_off} of {share['of']} responses off-format, left out"
     obs = (_key_units(study, out["n"] + n_off, classes, kit) if classes is not None or not n_off
            else "no samples tell the off-format responses apart: no per-response classes")
     if isinstance(obs, str):

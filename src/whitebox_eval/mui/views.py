@@ -1,4 +1,5 @@
-"""What the report's explorer draws of a mui run (``neurons`` / ``features``, ``data/views.js``)."""
+"""What the report's explorer draws of a mui run (``neurons`` / ``features``, ``data/views.js``), and
+each response's answer class (right / wrong / off-format, :mod:`whitebox_eval.mui.answer_classes`)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,56 @@ def _sae_sources(folder: Path) -> list:
     return config.get("sae_sources") or [] if isinstance(config, dict) else []
 
 
+CLASS_SHOWN = {"right": ("right", True), "wrong": ("wrong", False), "off_format": ("off-format", None)}
+"""Each answer class as the item table's ``class`` column shows it: its label and its mark (off-format is
+neither correct nor incorrect)."""
+
+
+def answer_classes(folder: Path, results: dict[str, Any], samples: list[dict[str, Any]]) -> tuple[dict | None, list]:
+    """The run's class summary (each class's count, the off-format share with its Wilson interval, the
+    definition; ``not_classified`` when its responses cannot be classified) and each sample's class
+    (None where unknown). A run written before the class is classified from its texts by the suite's
+    read-back (:func:`~whitebox_eval.mui.answer_classes.complete`) on copies: the folder is not written.
+    None for a run that is not a finished study of responses."""
+    from whitebox_eval.mui.answer_classes import CLASSES, complete
+    from whitebox_eval.runs import RunFolder
+
+    results, samples = dict(results or {}), [dict(s) for s in samples]
+    read_back = "answer_classes" not in results
+    if read_back:
+        try:
+            config = RunFolder.open(folder).config
+        except (WhiteboxError, OSError):
+            config = {}
+        complete(results, samples, config)
+    got = results.get("answer_classes")
+    if not isinstance(got, dict):
+        return None, [None] * len(samples)
+    if "not_classified" in got:
+        return {"not_classified": str(got["not_classified"])}, [None] * len(samples)
+    summary = {"counts": {c: int(got.get(c, 0)) for c in CLASSES}, "n": sum(int(got.get(c, 0)) for c in CLASSES),
+               "off_format": num(results.get("off_format")), "ci": nums(results.get("off_format_ci") or []),
+               "definition": got.get("definition"), "read_back": read_back}
+    return summary, [s.get("class") for s in samples]
+
+
 def views(folder: Path, results: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each response's key units per layer and the units themselves (layer.index), from
+    """Each response's class (the ``class`` column; the run's counts and off-format share in
+    ``answer_classes``), its key units per layer and the units themselves (layer.index), from
     ``arrays/key_sets.safetensors``; per response token the key units peaking there and its top
     units with scores; feature runs (``--score sae``) also list each feature's items
     (``neurons`` / ``features``)."""
     table = item_table(samples)
+    summary, classes = answer_classes(folder, results, samples)
+    if summary is not None:
+        table["answer_classes"] = summary
+    for row, c in zip(table["items"], classes):
+        if summary is not None:
+            row["mui"] = {"class": c}
+        if c in CLASS_SHOWN:
+            row["pred"]["class"], row["ok"]["class"] = CLASS_SHOWN[c]
+    if any(c in CLASS_SHOWN for c in classes):  # a column to filter by, not a method to compare ("methods disagree")
+        table["compare"], table["methods"] = table["methods"], [*table["methods"], "class"]
     keys = _key_sets(folder / "arrays" / "key_sets.safetensors")
     if keys is None:
         return table
@@ -62,7 +107,7 @@ def views(folder: Path, results: dict[str, Any], samples: list[dict[str, Any]]) 
         units = np.asarray(indices[offsets[k]:offsets[k + 1]], dtype=np.int64)
         per_layer = np.bincount(units // width, minlength=n_layers)
         s = by_id[row["id"]]
-        row["mui"] = {"per_layer": per_layer.tolist(), "n": int(units.size),
+        row["mui"] = {**row.get("mui", {}), "per_layer": per_layer.tolist(), "n": int(units.size),
                       "units": [f"{u // width}.{u % width}" for u in units[:KEY_UNITS_SHOWN].tolist()],
                       "tokens": s.get("response_tokens"), "token_keys": s.get("token_key_units"),
                       "token_top": s.get("token_top_units")}

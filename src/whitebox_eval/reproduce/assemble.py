@@ -322,16 +322,16 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             stat = _statistic(c, o, paper.experiment(c.experiment).suite)
     except NoChild as e:
         return {**out, "verdict": verdicts.NOT_RUN, "reason": str(e)}
-    except values.TooFew as e:
+    except values.TooFew as e:  # a refusal keeps what its statistic reports beside it (e.beside)
         if failed := failed_training(paper, plan, outcomes, trained_on):
-            return {**out, **failed}
+            return {**out, **e.beside, **failed}
         pre, _ = _checks(c, {"groups": e.groups}, {}, results, samples)
         failed = verdicts.failed_precondition(pre)
-        return {**out, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
+        return {**out, **e.beside, "preconditions": pre, **verdicts.floor(failed["reason"] if failed else str(e))}
     except values.Floor as e:
-        return {**out, **(failed_training(paper, plan, outcomes, trained_on) or verdicts.floor(str(e)))}
+        return {**out, **e.beside, **(failed_training(paper, plan, outcomes, trained_on) or verdicts.floor(str(e)))}
     except values.Missing as e:
-        return {**out, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
+        return {**out, **e.beside, "verdict": verdicts.NOT_TESTED, "reason": str(e)}
     arms = _arms(c, stat, results, samples)
     stat = claim_rules.stratified(strata.stratify(stat, c.stat.get("strata"), arms, samples), than)
     if c.unit:

@@ -2,6 +2,8 @@
 WB.views.mui = function (run, state, it) {
   const m = it.mui;
   if (!m) return [];
+  const out = run.answer_classes ? [WB.muiClasses(run.answer_classes, m.class)] : [];
+  if (!m.per_layer) return out;
   const kind = run.unit_kind === 'neuron' ? 'neurons' : 'features';
   const view = WB.section('neurons', `key ${kind} of this response: ${m.n}, per layer (the run's utilisation per layer in brackets); units as ${run.unit_label}`);
   m.per_layer.forEach((c, layer) => {
@@ -30,7 +32,7 @@ WB.views.mui = function (run, state, it) {
     view.append(WB.el('p', {class: 'note'}, 'response tokens shaded by the key units that peak there (click one for its top units):'),
       tokens, detail);
   }
-  const out = [view];
+  out.push(view);
   if (run.features) {
     const f = WB.section('features', `the SAE features most items use (${run.unit_label}): the items that use them and the response tokens where they score highest; green: used by this item`);
     for (const feat of run.features) {
@@ -43,4 +45,21 @@ WB.views.mui = function (run, state, it) {
     out.push(f);
   }
   return out;
+};
+
+// The run's answer classes (rule 6): this response's class, each class's count, the off-format share.
+WB.muiClasses = function (a, cls) {
+  const view = WB.section('classes', 'answer classes: right, wrong or off-format (the check reads no answer)');
+  if (a.not_classified) {
+    view.append(WB.el('p', {class: 'note'}, `the responses cannot be classified: ${a.not_classified}`));
+    return view;
+  }
+  const label = {right: 'right', wrong: 'wrong', off_format: 'off-format'};
+  view.append(WB.el('p', {}, 'this response: ', WB.el('span', {class: 'chip ' + WB.mark(cls === 'right' ? true : cls === 'wrong' ? false : null),
+      'data-class': cls || ''}, cls ? label[cls] : 'not classified')),
+    WB.el('p', {'data-classes': ''}, `the run's ${a.n} responses: ` + Object.entries(a.counts).map(([c, k]) => `${k} ${label[c]}`).join(', ') +
+      `; off-format share ${WB.fmt(a.off_format, 3)} [${WB.fmt(a.ci[0], 3)}, ${WB.fmt(a.ci[1], 3)}] (Wilson)` +
+      (a.read_back ? '; classified from the texts as read (the run was written before the class)' : '')),
+    WB.el('p', {class: 'note'}, a.definition || ''));
+  return view;
 };

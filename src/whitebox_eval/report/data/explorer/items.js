@@ -35,7 +35,7 @@ WB.itemTable = function (run, state, onSelect) {
         if (want === 'correct' && it.ok[m] !== true) return false;
         if (want === 'incorrect' && it.ok[m] !== false) return false;
       }
-      if (disagree.checked && new Set(run.methods.map(m => it.pred[m])).size < 2) return false;
+      if (disagree.checked && new Set((run.compare || run.methods).map(m => it.pred[m])).size < 2) return false;
       return !q || it.id.toLowerCase().includes(q) || it.text.toLowerCase().includes(q);
     });
     if (sort.value) {
