@@ -28,7 +28,8 @@ claims.json says:
   the off-format share with its Wilson interval, from each question's counts of right, wrong and
   off-format generations (the classification of each text is the child's; the counts are the evidence);
   001's likewise: the off-format responses' count and Wilson interval from each response's class, and the
-  rarefied MUI comparison with them left out (right vs wrong);
+  rarefied MUI comparison with them left out (right vs wrong); a refused or not-tested 001 cell's
+  top-level off-format block by the same check, from its own count (its evidence keeps no classes);
   its correlation and partition claims as any Pearson r and permutation, from the arms' per-question
   P(correct) among the answers (a question without an answer is in no arm; its counts are not evidence there);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
@@ -541,8 +542,6 @@ def check_off_format(where: str, c: dict, arms: dict, obs: dict, ck: Check) -> N
     """004's off-format class: from each question's counts of right, wrong and off-format generations,
     arm a's P(correct) among the answers (right / (right + wrong)), the questions without an answer,
     and the off-format share of the generations with its Wilson interval."""
-    from statsmodels.stats.proportion import proportion_confint
-
     off = (c.get("statistic") or {}).get("off_format") or {}
     a = arms.get("a") or {}
     rows = dict(zip(obs["ids"], zip(obs["right"], obs["wrong"], obs["off_format"])))
@@ -551,26 +550,36 @@ def check_off_format(where: str, c: dict, arms: dict, obs: dict, ck: Check) -> N
         ck.same(where, "P(correct) among the answers, per question", answered.get(i, float("nan")), v, 1e-12)
     ck.same(where, "questions with an answer", len(answered), len(a.get("items") or {}))
     ck.same(where, "questions without an answer", len(rows) - len(answered), off.get("questions_without_answer"))
-    k, n = sum(o for *_, o in rows.values()), sum(sum(t) for t in rows.values())
-    ck.same(where, "off-format generations", k, off.get("n"))
-    ck.same(where, "generations", n, off.get("of"))
-    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    ck.same(where, "off-format Wilson lo", float(lo), off.get("lo"), 1e-9)
-    ck.same(where, "off-format Wilson hi", float(hi), off.get("hi"), 1e-9)
+    check_share(where, "generations", sum(o for *_, o in rows.values()), sum(sum(t) for t in rows.values()), off, ck)
+
+
+def check_share(where: str, what: str, k: int, n: int, off: dict, ck: Check) -> None:
+    """An off-format block (rule 6): its count ``k`` of ``n`` (responses, generations), its share and
+    the share's Wilson interval -- a tested cell's ``statistic.off_format`` and a refused one's alike."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    ck.same(where, f"off-format {what}", k, off.get("n"))
+    ck.same(where, what, n, off.get("of"))
+    ck.same(where, "off-format share", k / n if n else None, off.get("value"), 1e-12)
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson") if n else (None, None)
+    ck.same(where, "off-format Wilson lo", lo if lo is None else float(lo), off.get("lo"), 1e-9)
+    ck.same(where, "off-format Wilson hi", hi if hi is None else float(hi), off.get("hi"), 1e-9)
 
 
 def check_response_classes(where: str, c: dict, obs: dict, ck: Check) -> None:
     """001's off-format class: the count and share of off-format responses with its Wilson interval,
     from each response's class (the classification of each text is the child's)."""
-    from statsmodels.stats.proportion import proportion_confint
-
     off = (c.get("statistic") or {}).get("off_format") or {}
-    k, n = sum(x == "off_format" for x in obs["class"]), len(obs["class"])
-    ck.same(where, "off-format responses", k, off.get("n"))
-    ck.same(where, "responses", n, off.get("of"))
-    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    ck.same(where, "off-format Wilson lo", float(lo), off.get("lo"), 1e-9)
-    ck.same(where, "off-format Wilson hi", float(hi), off.get("hi"), 1e-9)
+    check_share(where, "responses", sum(x == "off_format" for x in obs["class"]), len(obs["class"]), off, ck)
+
+
+def check_refused_share(where: str, c: dict, ck: Check) -> None:
+    """A refused or not-tested cell's top-level ``off_format`` (001: a floor, a child that cannot be
+    read): its evidence keeps no response's class, so the share and its Wilson interval are recomputed
+    from the block's own count (named "from summaries"); a count, share or interval changed alone disagrees."""
+    off = c["off_format"]
+    ck.from_counts["off-format share of a refused cell"] += 1
+    check_share(where, "responses", int(off.get("n", -1)), int(off.get("of", 0)), off, ck)
 
 
 def check_tost(where: str, c: dict, ck: Check) -> None:
@@ -613,9 +622,11 @@ def recompute(folder: Path, seed: int = 12345) -> Check:
     rng = np.random.default_rng(seed)
     for paper in content["papers"]:
         for c in paper["claims"]:
-            if "statistic" not in c:
-                continue
             where = f"{paper['number']} {c['id']} {c['model']}"
+            if "statistic" not in c:
+                if c.get("off_format"):
+                    check_refused_share(where, c, ck)
+                continue
             ev = evidence.get(c.get("evidence_key", ""), {})
             arms = arms_with_items(c, ev)
             check_chance(where, c, arms, ck)

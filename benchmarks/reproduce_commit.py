@@ -157,14 +157,15 @@ def copy_relative(src: Path, dst: Path, roots: list[tuple[str, str]]) -> None:
 def _cell(c: dict) -> str:
     from whitebox_eval.reproduce import render
 
-    v = c["verdict"]
+    v, off = c["verdict"], render.off_format_text(c)
     if v in ("not run", "not tested"):
-        return v
+        return f"{v}; {off}" if off else v
     text = f"**{v}**"
     if c.get("verdict_holm", v) != v:
         text += f" (Holm: {c['verdict_holm']})"
     if c.get("statistic"):
         text += f" {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}"
+    text += f"; {off}" if off else ""  # before the reason, which is cut
     if v == "uninformative":
         text += "; " + c.get("reason", "").replace("precondition ", "").replace(" failed", "")[:140]
     elif v == "not shown at this n" and c.get("minimum_detectable_effect") is not None:
@@ -195,10 +196,10 @@ def _short(c: dict | None) -> str:
 
     if c is None:
         return ""
-    v = c["verdict"]
-    if v in ("not run", "not tested") or not c.get("statistic"):
-        return v
-    return f"{v} {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}".replace("|", "/")
+    v, off = c["verdict"], render.off_format_text(c)
+    if v not in ("not run", "not tested") and c.get("statistic"):
+        v += f" {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}"
+    return (f"{v}; {off}" if off else v).replace("|", "/")
 
 
 def _cells(content: dict) -> dict[tuple[str, str, str], dict]:

@@ -179,3 +179,25 @@ def test_a_not_tested_cell_reports_its_off_format_share_where_the_run_has_classe
     bad = _claim("001", CLAIM, res)
     assert bad["verdict"] == verdicts.NOT_TESTED and "its classes count 19" in bad["reason"]
     assert bad["off_format"]["n"] == 19
+
+
+def test_recompute_claims_checks_a_refused_cells_off_format_block(tmp_path):
+    """recompute_claims reads a refused cell's top-level share by the tested cells' check (from its own
+    count: the evidence keeps no classes there); a tampered count, share or interval disagrees."""
+    import json
+
+    ks, cls, samples = _floor_child()
+    cell = _claim("001", CLAIM, _results(ks, cls), samples)
+    assert "statistic" not in cell
+
+    def recompute(off: dict) -> rc.Check:
+        (tmp_path / "claims.json").write_text(json.dumps({"papers": [{"number": "001", "claims": [
+            {**cell, "off_format": off}]}]}))
+        return rc.recompute(tmp_path)
+
+    ck = recompute(cell["off_format"])
+    assert not ck.bad and ck.done["off-format Wilson lo"] == 1 and ck.done["off-format share"] == 1
+    assert ck.from_counts["off-format share of a refused cell"] == 1
+    for key, value in (("lo", 0.2), ("hi", 0.5), ("value", 0.3), ("n", 21), ("of", 61)):
+        bad = recompute({**cell["off_format"], key: value}).bad
+        assert bad and all(b.startswith(f"001 {CLAIM} {MODEL}: off-format") for b in bad), (key, bad)

@@ -106,6 +106,16 @@ def statistic_text(c: dict[str, Any]) -> str:
     return text
 
 
+def off_format_text(c: dict[str, Any]) -> str:
+    """``off-format 2/48 (4.2% [1.2, 14.0])``: the cell's off-format share (rule 6), a tested cell's
+    ``statistic.off_format`` or a refused one's ``off_format``, its Wilson interval where it has one; "" if none."""
+    off = (c.get("statistic") or {}).get("off_format") or c.get("off_format")
+    if not off or not off.get("of"):
+        return ""
+    ci = f" [{100 * off['lo']:.1f}, {100 * off['hi']:.1f}]" if "lo" in off and "hi" in off else ""
+    return f"off-format {off['n']}/{off['of']} ({100 * off.get('value', off['n'] / off['of']):.1f}%{ci})"
+
+
 def test_text(c: dict[str, Any]) -> str:
     """The deciding test named with its own p-value: ``TOST (normal) p = 0.010; difference: mcnemar_exact
     p = 0.400`` for a claim of no difference, ``mcnemar_exact p < 0.001`` otherwise."""
@@ -221,8 +231,9 @@ def _claim_rows(claims: list[dict[str, Any]]) -> list[list[str]]:
         bound_text = f"{bound * _k(c):g}{_u(c)}" if c["direction"] == "none" else f"{bound:g}"
         s = c.get("statistic") or {}
         p = test_text(c) + (f"; Holm {stats.fmt_p(c['p_holm'])}" if "p_holm" in c else "")
+        stat = "; ".join(filter(None, (statistic_text(c), off_format_text(c))))  # rule 6's share beside the effect
         rows.append([c["claim"] + f" ({c['cite']})", c["model"], c.get("unit", ""), f"{direction}{bound_text}",
-                     arms_text(c), statistic_text(c), p if s else "", checks_text(c),
+                     arms_text(c), stat, p if s else "", checks_text(c),
                      published_text(c), verdict_text(c), verdict_text(c, holm=True)])
     return rows
 
@@ -281,11 +292,13 @@ def short_verdict(c: dict[str, Any]) -> str:
     """``holds (Holm: holds): +33.0 pp [+29.0, +38.0] n=100, mcnemar_exact p < 0.001`` (an overview cell)."""
     v = c["verdict"]
     holm = "" if c.get("verdict_holm", v) == v else f" (Holm: {c['verdict_holm']})"
+    off = f"; {off_format_text(c)}" if off_format_text(c) else ""
     if v in ("not run", "not tested"):
-        return f"{v} ({c.get('reason', '')})"
+        return f"{v} ({c.get('reason', '')}){off}"
     text = v + (f" ({c['qualifier']})" if c.get("qualifier") and v == "uninformative" else "") + holm
     if c.get("statistic"):
         text += f": {statistic_text(c)}, {test_text(c)}"
+    text += off
     if c.get("qualifier") and c.get("reason"):
         text += f" -- {c.get('reason', '')}"
     elif v == "not shown at this n":
