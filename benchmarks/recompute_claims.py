@@ -112,6 +112,7 @@ class Check:
         self.bad: list[str] = []
         self.unrecomputed = Counter()
         self.from_counts = Counter()  # recomputed from a claim's summaries (counts, sides): no per-item values
+        self.untested = Counter()  # a refused or not-tested cell's reported numbers, checked against their own counts
 
     def same(self, where: str, what: str, ours: float, theirs: float, tol: float = TOL) -> None:
         self.done[what] += 1
@@ -576,9 +577,10 @@ def check_response_classes(where: str, c: dict, obs: dict, ck: Check) -> None:
 def check_refused_share(where: str, c: dict, ck: Check) -> None:
     """A refused or not-tested cell's top-level ``off_format`` (001: a floor, a child that cannot be
     read): its evidence keeps no response's class, so the share and its Wilson interval are recomputed
-    from the block's own count (named "from summaries"); a count, share or interval changed alone disagrees."""
+    from the block's own count (named apart: no tested cell rests on it); a count, share or interval changed
+    alone disagrees."""
     off = c["off_format"]
-    ck.from_counts["off-format share of a refused cell"] += 1
+    ck.untested["off-format share of a refused cell"] += 1
     check_share(where, "responses", int(off.get("n", -1)), int(off.get("of", 0)), off, ck)
 
 
@@ -651,6 +653,8 @@ def main(argv: list[str]) -> int:
         print(f"{arg}: {sum(ck.done.values())} values recomputed ({', '.join(f'{k} {v}' for k, v in sorted(ck.done.items()))}); "
               f"{len(ck.bad)} disagree; from summaries without per-item values: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.from_counts.items())) or "none")
+              + "; refused cells, against their own counts: "
+              + (", ".join(f"{k} x{v}" for k, v in sorted(ck.untested.items())) or "none")
               + "; not recomputable from the evidence: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.unrecomputed.items())) or "none"))
         bad += len(ck.bad)

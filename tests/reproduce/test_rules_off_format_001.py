@@ -197,7 +197,7 @@ def test_recompute_claims_checks_a_refused_cells_off_format_block(tmp_path):
 
     ck = recompute(cell["off_format"])
     assert not ck.bad and ck.done["off-format Wilson lo"] == 1 and ck.done["off-format share"] == 1
-    assert ck.from_counts["off-format share of a refused cell"] == 1
+    assert ck.untested["off-format share of a refused cell"] == 1 and not ck.from_counts  # no tested cell rests on it
     for key, value in (("lo", 0.2), ("hi", 0.5), ("value", 0.3), ("n", 21), ("of", 61)):
         bad = recompute({**cell["off_format"], key: value}).bad
         assert bad and all(b.startswith(f"001 {CLAIM} {MODEL}: off-format") for b in bad), (key, bad)
