@@ -30,7 +30,7 @@ import numpy as np
 
 from whitebox_eval.errors import WhiteboxError
 
-from whitebox_eval.tasks.answers import ANSWER_CLASSES as CLASSES, REFUSALS, is_refusal  # noqa: F401  (shared with mui)
+from whitebox_eval.tasks.answers import ANSWER_CLASSES as CLASSES, REFUSALS, is_refusal, no_answer  # noqa: F401  (shared with mui)
 
 DEFINITION = ("off-format: a generation with no answer to score -- arithmetic: the extraction rule reads no number; "
               "TriviaQA: nothing left after 004's normalisation, or a refusal (I don't know, ...); "
@@ -45,8 +45,7 @@ def off_format(text: str, answer_type: str, extract: str = "paper") -> bool:
         return extract_number(text, extract) is None
     if answer_type != "text":
         raise WhiteboxError(f"answer_type must be 'text' or 'number'; got {answer_type!r}")
-    norm = normalize_generation(text)
-    return not norm or is_refusal(norm)
+    return no_answer(normalize_generation(text))
 
 
 def answer_class(text: str, gold: Any, answer_type: str, extract: str = "paper") -> str:

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.tasks.answers import ANSWER_CLASSES as CLASSES, is_refusal, normalize_answer
+from whitebox_eval.tasks.answers import ANSWER_CLASSES as CLASSES, no_answer, normalize_answer
 
 __all__ = ["CLASSES", "DEFINITION", "answer_class", "class_results", "classes_of_samples", "complete", "off_format",
            "response_class"]
@@ -48,10 +48,6 @@ ITEM_CHECKS = ("bigbench",)
 """Tasks whose items carry different checks (a run's config names no one check for them)."""
 _NUMBER_RULES = {"number": "arithmetic", "final_number": "final", "numeric": "final"}
 _OPTION = re.compile(r"^([A-Z])\. (.*)$")
-
-
-def _refusal_or_empty(norm: str) -> bool:
-    return not norm or is_refusal(norm)
 
 
 def off_format(check: str, text: str, labels: Sequence[str] = (), options: Sequence[str] = (),
@@ -68,9 +64,9 @@ def off_format(check: str, text: str, labels: Sequence[str] = (), options: Seque
     if check == "choice":
         return choice_from_response(text, labels, options) is None
     if check == "exact":
-        return _refusal_or_empty(normalize_answer(text.strip().split("\n", 1)[0]))
+        return no_answer(normalize_answer(text.strip().split("\n", 1)[0]))
     if check == "contains":
-        return _refusal_or_empty(normalize_answer(text))
+        return no_answer(normalize_answer(text))
     if check.startswith("regex:"):
         return re.search(check[len("regex:"):], text) is None
     if check == "lm-eval":

@@ -39,3 +39,9 @@ REFUSALS = ("I don't know", "I do not know", "I'm not sure", "I am not sure", "I
 def is_refusal(norm: str) -> bool:
     """Whether a normalised answer is, or opens with, one of :data:`REFUSALS` (normalised alike)."""
     return any(norm == r or norm.startswith(r + " ") for r in map(normalize_answer, REFUSALS))
+
+
+def no_answer(norm: str) -> bool:
+    """Whether a normalised free-text answer holds no answer: nothing left, or a refusal (the off-format
+    rule of a text answer, in paper 004's formats and in the MUI answer classes alike)."""
+    return not norm or is_refusal(norm)
