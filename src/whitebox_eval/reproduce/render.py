@@ -1,9 +1,9 @@
 """``reproduction.md`` and ``reproduction.html`` from the assembled content (claims.json).
 
-The content is first laid out as blocks (headings, paragraphs, tables, lists), then
-written as Markdown or as a self-contained page with the report's style and escaping
-(:mod:`whitebox_eval.report.markup`), so the two files say the same thing. Neither holds
-a time: an interrupted and resumed reproduction writes the same files.
+The content is first laid out as blocks (headings, paragraphs, tables, lists; each cell's text
+from :mod:`.cell_text`), then written as Markdown or as a self-contained page with the report's
+style and escaping (:mod:`whitebox_eval.report.markup`), so the two files say the same thing.
+Neither holds a time: an interrupted and resumed reproduction writes the same files.
 """
 
 from __future__ import annotations
