@@ -155,21 +155,21 @@ def copy_relative(src: Path, dst: Path, roots: list[tuple[str, str]]) -> None:
 
 
 def _cell(c: dict) -> str:
-    from whitebox_eval.reproduce import render
+    from whitebox_eval.reproduce import cell_text
 
-    v, off = c["verdict"], render.off_format_text(c)
+    v, off = c["verdict"], cell_text.off_format_text(c)
     if v in ("not run", "not tested"):
         return f"{v}; {off}" if off else v
     text = f"**{v}**"
     if c.get("verdict_holm", v) != v:
         text += f" (Holm: {c['verdict_holm']})"
     if c.get("statistic"):
-        text += f" {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}"
+        text += f" {cell_text.statistic_text(c)}, {cell_text.p_text(c.get('p_value'))}"
     text += f"; {off}" if off else ""  # before the reason, which is cut
     if v == "uninformative":
         text += "; " + c.get("reason", "").replace("precondition ", "").replace(" failed", "")[:140]
     elif v == "not shown at this n" and c.get("minimum_detectable_effect") is not None:
-        text += f"; detects {abs(c['minimum_detectable_effect']) * render._k(c):.3g}{render._u(c)}"
+        text += f"; detects {abs(c['minimum_detectable_effect']) * cell_text._k(c):.3g}{cell_text._u(c)}"
     return text.replace("|", "/")
 
 
@@ -192,13 +192,13 @@ def verdict_table(content: dict) -> str:
 
 def _short(c: dict | None) -> str:
     """A verdict and, where it was decided on one, the effect and p."""
-    from whitebox_eval.reproduce import render
+    from whitebox_eval.reproduce import cell_text
 
     if c is None:
         return ""
-    v, off = c["verdict"], render.off_format_text(c)
+    v, off = c["verdict"], cell_text.off_format_text(c)
     if v not in ("not run", "not tested") and c.get("statistic"):
-        v += f" {render.statistic_text(c)}, {render.p_text(c.get('p_value'))}"
+        v += f" {cell_text.statistic_text(c)}, {cell_text.p_text(c.get('p_value'))}"
     return (f"{v}; {off}" if off else v).replace("|", "/")
 
 

@@ -469,7 +469,7 @@ def test_an_arm_can_select_items_by_a_bound_on_another_field():
 def test_a_continuous_arm_read_from_an_estimate_shows_its_mean_and_n_never_a_count():
     """MUI after fine-tuning, 0.99% over 48 responses: no "(0/48)"; an accuracy of 8/48 keeps its count."""
     from whitebox_eval.reproduce import claim_checks
-    from whitebox_eval.reproduce.render import arms_text
+    from whitebox_eval.reproduce.cell_text import arms_text
 
     res = {"headline": {"mui,gsm8k,final": 0.009874, "mui_n,gsm8k,final": 48, "mui_ci,gsm8k,final": [0.0088, 0.0109],
                         "mui_ci_method,gsm8k,final": "jackknife",

@@ -13,17 +13,23 @@ claim's direction reads. How a child ran is checked too: "N key heads/neurons" a
 config ran (``ablation_k``) or the claim names (``k = N``), and "N of M draws ... at least as
 low/high" against the draws counted in that direction, which must be the claim's. Section, table,
 figure and appendix references and backticked spans are not quoted numbers. A number after the last
-tag group of a bullet is untagged and fails.
+tag group of a bullet is untagged and fails. The verdicts the prose states ("holds", "not shown",
+"uninformative (at chance)", "holds before Holm") are checked too, against the verdict names of
+:mod:`whitebox_eval.reproduce.verdicts` and their claims' raw or Holm verdict (:func:`said_verdicts`
+states the rule, negation and Holm included).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
 from pathlib import Path
 
 import pytest
+
+from whitebox_eval.reproduce import verdicts
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reproduce.md"
@@ -33,6 +39,27 @@ REF = re.compile(r"^\s*(?P<paper>\d{3})/(?P<id>[a-z0-9-]+), (?P<model>[a-z0-9.-]
 NOT_QUOTED = re.compile(r"`[^`]*`|\*\d{3}\b[^*]*\*|\b(?:sec|Table|Tables|Fig|App|Corollary)\.? ?[A-Z]?\d+(?:\.\d+)*[a-z]?")
 NUMBER = re.compile(r"(?P<cmp><\s*)?(?<![\w.])(?P<num>[+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?)(?:/(?P<den>\d+))?(?![\w])")
 
+
+
+def _words(name: str) -> str:
+    return r"\s+".join(map(re.escape, name.split()))
+
+
+def _verdict_name(name: str) -> str:
+    """A verdict's name as prose writes it: its first two words, the rest optional ("not shown")."""
+    head, rest = name.split()[:2], name.split()[2:]
+    return _words(" ".join(head)) + (rf"(?:\s+{_words(' '.join(rest))})?" if rest else "")
+
+
+#: the project's own verdict names (verdicts.VERDICTS) and qualifiers (those verdicts.py writes)
+QUALIFIERS = sorted({q for pair in re.findall(r'_demote\(out, \w+, "([^"]+)"|"qualifier": "([^"]+)"',
+                                               inspect.getsource(verdicts)) for q in pair if q})
+_QUAL = "|".join(_words(q) for q in sorted(QUALIFIERS, key=len, reverse=True))
+VERDICT = re.compile(
+    r"(?<![\w-])(?P<v>" + "|".join(_verdict_name(v) for v in sorted(verdicts.VERDICTS, key=len, reverse=True))
+    + rf")(?![\w-])(?:\**\s*\((?P<q>{_QUAL})\))?|\*+(?P<alone>{_QUAL})\*+", re.I)
+NEGATED = re.compile(r"\b(?:not|no longer|never)\b(?:\W+\w+){0,2}\W*$", re.I)
+CLAUSE_END = re.compile(r"[;:.(]\s|\(claim|$")
 
 def claim_values(c: dict) -> list[float]:
     """Every number a claim holds, rank counts in both directions, and those written in its text."""
@@ -138,10 +165,52 @@ def stated(text: str, refs: list, claims: dict, runs: Path | None) -> tuple[str,
     return re.sub(r"\b\d+ key (?:heads|neurons)\b|\b\d+ of \d+ (?:random )?draws\b", " ", text), bad
 
 
+def said_verdicts(text: str, refs: list, before: list, claims: dict) -> list[str]:
+    """Each verdict the segment's prose states (:data:`VERDICT`: a verdict name, with its qualifier
+    in parentheses if one follows, or an emphasised qualifier alone, ``*at chance*``) must be the
+    verdict of one of its tagged claims, raw or after Holm; a qualifier must be that claim's too.
+    One that opens a segment (only punctuation before it, "... (claim X): *holds*") is read from the
+    tag group ``before`` it. Holm: a verdict whose clause says "before Holm" is the raw verdict, one
+    whose clause names Holm otherwise ("after Holm", "Holm's too") Holm's. Negation: a verdict
+    within three words after "not", "no longer" or "never" ("no longer *holds*") states no verdict
+    and is not checked. Quotations ("...") are the papers' words, not verdicts. A verdict outside
+    any tag group fails, as an untagged number does."""
+    text = re.sub(r'"[^"]*"', ' "" ', NOT_QUOTED.sub(" ", text))
+    lead = re.match(r"[\s:;,.*]*", text).end()
+    found = list(VERDICT.finditer(text))
+    bad = []
+    for i, m in enumerate(found):
+        if NEGATED.search(text[:m.start()]):
+            continue
+        after = text[m.end():found[i + 1].start() if i + 1 < len(found) else len(text)]
+        after = after[:CLAUSE_END.search(after).start()]
+        ahead = " ".join(re.split(r"[,;.:(]", text[found[i - 1].end() if i else 0:m.start()])[-1].split()[-4:])
+        which = ({"raw"} if re.search(r"before\s+Holm", after, re.I) else
+                 {"holm"} if re.search("Holm", ahead + " " + after, re.I) else {"raw", "holm"})
+        name = m["v"] and next(v for v in verdicts.VERDICTS if re.fullmatch(_verdict_name(v), m["v"], re.I))
+        qual = " ".join((m["q"] or m["alone"] or "").lower().split()) or None
+        own = before if m.start() <= lead else refs
+        said = " ".join(m[0].split())
+        if not own:
+            bad.append(f"untagged verdict '{said}' in '... {' '.join(text[max(0, m.start() - 60):m.end()].split())}'")
+            continue
+        agree = []
+        for c in (claims[r] for r in own if r in claims):
+            held = c.get("verdict_holm", c["verdict"])
+            agree += [(c["verdict"], c.get("qualifier"))] if "raw" in which else []
+            agree += [(held, c.get("qualifier") if held == c["verdict"] else None)] if "holm" in which else []
+        if not any(name in (None, v) and qual in (None, q) for v, q in agree):
+            bad.append(f"'{said}'{' (Holm)' if which == {'holm'} else ''} is not the verdict of "
+                       f"{', '.join('/'.join(r) for r in own)}: {sorted(set(map(str, agree)))}")
+    return bad
+
+
 def problems(body: str, content: dict, runs: Path | None = None) -> list[str]:
     claims = {(p["number"], c["id"], c["model"]): c for p in content["papers"] for c in p["claims"]}
-    bad = []
+    bad, before = [], []
     for text, refs in segments(re.sub(r"<!--.*?-->", " ", body, flags=re.S)):
+        bad += said_verdicts(text, refs, before, claims)
+        before = refs
         missing = [r for r in refs if r not in claims]
         bad += [f"no claim {'/'.join(r[:2])} for {r[2]} in claims.json" for r in missing]
         text, wrong = stated(text, refs, claims, runs) if refs else (text, [])
@@ -216,3 +285,45 @@ def test_k_and_rank_directions_are_stated_as_the_child_ran_them(tmp_path):
     for wrong in (good.replace("the 5 key", "the 10 key"), good.replace("16 of 20 draws at least as low", "4 of 20 draws at least as high"),
                   good.replace("16 of 20", "15 of 20")):
         assert problems(wrong, content, tmp_path), wrong
+
+
+def _verdicts(verdict: str, holm: str | None = None, qualifier: str | None = None) -> dict:
+    c = {"id": "errors-attend-less", "model": "m", "claim": "Errors attend less", "verdict": verdict,
+         "verdict_holm": holm or verdict, **({"qualifier": qualifier} if qualifier else {})}
+    return {"papers": [{"number": "003", "claims": [c]}]}
+
+
+def test_a_verdict_word_drifting_from_claims_json_fails():
+    doc = "- *003.* Errors attend less: *{}* (claim 003/errors-attend-less, m).\n"
+    assert problems(doc.format("holds"), _verdicts("holds")) == []
+    bad = problems(doc.format("holds"), _verdicts("not shown at this n"))  # re-committed; the prose did not follow
+    assert len(bad) == 1 and "'holds' is not the verdict of 003/errors-attend-less/m" in bad[0]
+    assert problems(doc.format("not shown"), _verdicts("not shown at this n")) == []  # the short name
+    assert problems(doc.format("uninformative (floor)"), _verdicts("uninformative", qualifier="floor")) == []
+    assert problems(doc.format("uninformative (floor)"), _verdicts("uninformative", qualifier="no room to move"))
+    assert problems(doc.format("at chance"), _verdicts("uninformative", qualifier="floor"))  # a qualifier alone
+    assert problems(doc.format("holds"), _verdicts("uninformative", "holds", "at chance")) == []  # raw or Holm
+    after = "- *003.* Errors attend less (claim 003/errors-attend-less, m): *contradicted*. More.\n"
+    assert problems(after, _verdicts("contradicted")) == []  # opening the next segment: the tag before it
+    assert problems(after, _verdicts("holds"))
+    untagged = "- *003.* Errors attend less, +0.1 (claim 003/errors-attend-less, m); the rest is *not shown*.\n"
+    assert any(b.startswith("untagged verdict 'not shown'") for b in problems(untagged, _verdicts("holds")))
+
+
+def test_a_phrase_naming_holm_reads_the_holm_verdict():
+    doc = "- *003.* Errors attend less: it {} (claim 003/errors-attend-less, m).\n"
+    content = _verdicts("holds", holm="not shown at this n")
+    assert problems(doc.format("holds before Holm, and is *not shown* after Holm"), content) == []
+    assert problems(doc.format("**holds**, Holm's too"), content)
+    assert problems(doc.format("is *not shown* before Holm"), content)
+    assert problems(doc.format("holds after Holm"), content)
+
+
+def test_a_negated_verdict_states_none():
+    doc = "- *003.* Errors attend less: it {} (claim 003/errors-attend-less, m).\n"
+    content = _verdicts("not shown at this n")
+    for negated in ("no longer *holds*", "is not significant and never holds", "is not *uninformative* here"):
+        assert problems(doc.format(negated), content) == [], negated
+    assert problems(doc.format("*holds* no longer"), content)  # a negation after the verdict negates nothing
+    quoted = '- *003.* "Errors attend less, and it holds" is *not shown* (claim 003/errors-attend-less, m).\n'
+    assert problems(quoted, content) == []  # the paper's words are no verdict

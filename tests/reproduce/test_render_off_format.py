@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import reproduce_commit as rc  # noqa: E402
 
 from whitebox_eval import power, stats  # noqa: E402
-from whitebox_eval.reproduce import render, verdicts  # noqa: E402
+from whitebox_eval.reproduce import cell_text, render, verdicts  # noqa: E402
 
 SHARE = "off-format 2/48 (4.2% [1.2, 14.0])"
 REASON = "the correct group has 1 response, too few to compare (" + "x" * 200 + ")"
@@ -43,12 +43,12 @@ def _content() -> dict:
 
 def test_the_share_reads_the_block_of_a_tested_or_a_refused_cell_and_nothing_else():
     tested, floor, untested, plain = _content()["papers"][0]["claims"]
-    assert [render.off_format_text(c) for c in (tested, floor, untested)] == [SHARE] * 3
-    assert render.off_format_text(plain) == ""
+    assert [cell_text.off_format_text(c) for c in (tested, floor, untested)] == [SHARE] * 3
+    assert cell_text.off_format_text(plain) == ""
     # 002's class-2 share is written without an interval: its count and share only
-    assert render.off_format_text({"statistic": {"off_format": {"n": 62, "of": 1218}}}) == "off-format 62/1218 (5.1%)"
+    assert cell_text.off_format_text({"statistic": {"off_format": {"n": 62, "of": 1218}}}) == "off-format 62/1218 (5.1%)"
     zero = _off(0, 48)
-    assert render.off_format_text({"off_format": zero}) == f"off-format 0/48 (0.0% [0.0, {100 * zero['hi']:.1f}])"
+    assert cell_text.off_format_text({"off_format": zero}) == f"off-format 0/48 (0.0% [0.0, {100 * zero['hi']:.1f}])"
 
 
 def test_every_renderer_shows_the_share_once_per_cell_that_has_one():
@@ -56,7 +56,7 @@ def test_every_renderer_shows_the_share_once_per_cell_that_has_one():
     cells = content["papers"][0]["claims"]
     for c in cells:
         has = c["model"] != "plain"
-        for text in (render.short_verdict(c), rc._cell(c), rc._short(c)):
+        for text in (cell_text.short_verdict(c), rc._cell(c), rc._short(c)):
             assert text.count("off-format") == int(has), (c["model"], text)
     # the docs table cuts the reason, never the share: it comes before the reason
     floor = rc._cell(cells[1])

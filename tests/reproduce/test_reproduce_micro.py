@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 from cases import build_fixtures  # noqa: E402
 
 from whitebox_eval import studies  # noqa: E402
-from whitebox_eval.reproduce import CLAIMS_FILE, MARKDOWN_FILE, render  # noqa: E402
+from whitebox_eval.reproduce import CLAIMS_FILE, MARKDOWN_FILE, cell_text  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_every_number_equals_its_child_run(micro):
                 if "lo" in cell:
                     lo, hi = _ci(results, cell["source"])
                     assert (cell["lo"], cell["hi"]) == pytest.approx((lo * cell["scale"], hi * cell["scale"]))
-                assert render.ours_cell(cell, table["unit"]) in md
+                assert cell_text.ours_cell(cell, table["unit"]) in md
                 checked += 1
         for claim in paper["claims"]:
             s = claim.get("statistic")
@@ -81,7 +81,7 @@ def test_every_number_equals_its_child_run(micro):
             results = json.loads((folder / "runs" / claim["run"] / "results.json").read_text())
             t = _lookup(results, s["source"])
             assert (s["value"], s["lo"], s["hi"], s["p_value"]) == (t["diff"], t["lo"], t["hi"], t["p_value"])
-            assert render.statistic_text(claim) in md
+            assert cell_text.statistic_text(claim) in md
             checked += 1
     assert checked >= 10
 

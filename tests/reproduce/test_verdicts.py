@@ -146,7 +146,7 @@ def test_mde_of_a_mcnemar_difference_by_simulation():
 def test_a_control_is_said_to_explain_only_an_effect_that_held():
     """The report labels a control the arm does not beat EXPLAINS where it turned a holding or a
     contradicting effect uninformative; beside a not-shown effect it is 'not beaten'."""
-    from whitebox_eval.reproduce.render import checks_text
+    from whitebox_eval.reproduce.cell_text import checks_text
 
     control = {"kind": "random_heads", "text": "random heads of the same layers", "explains": True}
     held = dict(v.verdict(_t(0.10, 0.02, 0.18, p=0.01), "greater", controls=[control]), controls=[control])
