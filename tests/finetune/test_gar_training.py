@@ -1,7 +1,7 @@
 """A fine-tuning on GAR tasks with held-out elements, at micro scale on a tiny random model: its check
 per format, its folder loading as ``--model`` in ``gar --elements test`` on the check's own test items
-(the base model there gives the check's "before" arm), and 002's trained column resting on it (a
-missed target: "manipulation failed")."""
+(the base model there gives the check's "before" arm), and 002's trained columns resting on it (a
+missed target: "manipulation failed"), the truth-heads one also on its own above-chance check."""
 
 from __future__ import annotations
 
@@ -86,3 +86,39 @@ def test_a_failed_gar_training_makes_002s_trained_claims_uninformative(tiny_smol
         (check,) = [m for m in c["rules"]["manipulation"] if m.get("kind") == "trained"]
         assert check["passed"] is False and "accuracy_generation" in check["text"]
         assert c["verdict"] == "uninformative" and c["qualifier"] == "manipulation failed", c["id"]
+
+
+def test_the_truth_heads_column_reads_its_own_check_from_its_own_report_examples(tiny_smol_folder, tmp_path):
+    """truth-heads-trained as 002 declares it (probes left out: no data here), after gar-train, on a tiny model."""
+    text = resources.files("whitebox_eval.reproduce.papers").joinpath("002_gar.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    doc["paper"], doc["short"] = "995", "gartruth"
+    doc["experiments"] = [copy.deepcopy(e) for e in doc["experiments"] if e["id"] in
+                          ("truth-heads", "gar-train", "truth-heads-trained")]
+    for e in doc["experiments"]:
+        e.pop("data", None)
+        e["settings"].pop("probe_data", None)
+    doc["claims"] = [c for c in doc["claims"] if c["experiment"] == "truth-heads" and "probe" not in c["id"]]
+    doc.pop("tables", None)
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    r = studies.reproduce(str(path), tmp_path / "out", models=[str(tiny_smol_folder)], scale="micro",
+                          show_progress=False)
+    children = json.loads((r.folder / "plan.json").read_text())["children"]
+    assert [(c["suite"], c.get("label")) for c in children] == [
+        ("gar", None), ("finetune", None), ("gar", f"{tiny_smol_folder} + GAR tasks")]
+    column = r.folder / "runs" / children[2]["run_id"]
+    report = json.loads((column / "results.json").read_text())["split"]["report"]
+    right = sum(bool(s["correct"]) for k, s in _samples(column).items() if k in {f"base:{i}" for i in report})
+    claims = [c for c in r.claims if c["model"].endswith("+ GAR tasks")]
+    assert {c["id"] for c in claims} == {c["id"] for c in doc["claims"]} and any("rules" in c for c in claims)
+    for c in claims:
+        if "rules" not in c:  # a statistic undefined on this tiny model: a floor, its checks named in its reason
+            assert c["verdict"] != "holds" and c["verdict"] != "contradicted", c["id"]
+            continue
+        (own,) = [m for m in c["rules"]["manipulation"] if m["kind"] == "above_uninformed"]
+        assert own["n"] == len(report) and own["k"] == right and f"{right}/{len(report)}" in own["text"], c["id"]
+        assert own["passed"] is (own["p_value"] < 0.05) and own["level"] == pytest.approx(0.5)
+        assert any(m["kind"] == "trained" for m in c["rules"]["manipulation"])
+        if not all(m.get("passed") for m in c["rules"]["manipulation"]):
+            assert c["verdict"] == "uninformative" and c["qualifier"] == "manipulation failed", c["id"]

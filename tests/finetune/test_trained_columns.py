@@ -94,6 +94,7 @@ def test_the_same_training_in_two_papers_runs_once(tiny_smol_folder, tmp_path):
     ({"model": "{run.arithmetic}"}, "declares its check"),
     ({"label": None}, "needs a label"),
     ({"variant_of": "arith-train"}, "same suite"),
+    ({"manipulation": [{"kind": "above_uninformed", "applies_to": "free_vs_mcq"}]}, "apply to every claim"),
 ])
 def test_a_trained_column_is_declared_whole(tmp_path, change, message):
     from whitebox_eval.reproduce import spec

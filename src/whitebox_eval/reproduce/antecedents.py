@@ -1,6 +1,7 @@
 """A claim's antecedents: its manipulation checks (the antecedent of a conditional claim:
 contamination raised the trained items' accuracy, an edit kept the answer on the candidates,
-fine-tuning raised ID accuracy) and its substance condition. Each returns a record with its values
+fine-tuning raised ID accuracy, a trained model answers the items its claims read above chance) and
+its substance condition. Each returns a record with its values
 and one line of text, as :mod:`.claim_checks` does (which also holds the reliability warnings
 every claim gets, :func:`.claim_checks.reliability`)."""
 
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from whitebox_eval import stats
-from whitebox_eval.reproduce.claim_checks import _significant_in, _stage_rows, _test_of, pct
+from whitebox_eval.reproduce import chance
+from whitebox_eval.reproduce.claim_checks import _significant_in, _stage_rows, _test_of, arm, arm_of, pct
 from whitebox_eval.reproduce.values import Missing, at, estimate, record
 
 
@@ -61,6 +63,30 @@ def finetuned(spec, results, samples) -> dict[str, Any]:
             "text": f"ID exact accuracy {pct(float(y.mean()))} before fine-tuning -> {pct(float(x.mean()))} after "
                     f"({len(keys)} items), exact McNemar {stats.fmt_p(t['p_value'])}"
                     + ("" if ok else " -- fine-tuning did not raise it significantly")}
+
+
+def above_uninformed(spec, results, samples) -> dict[str, Any]:
+    """The model answers the items the claims read above their uninformed level: the child's own
+    per-item arm (``samples``, default ``correct``, filtered by ``where`` as a claim's arm; ``items_at``:
+    only the item ids listed at that results.json path, e.g. the report split) against the better of
+    a constant answer and a uniform guess on those items (:func:`.chance.above`: exact binomial,
+    greater). E.g. a trained column's own check that the trained model is above chance on the
+    truth tasks' report examples before any edit."""
+    a = arm(results, samples, {"label": spec.get("label", "accuracy"), "samples": spec.get("samples", "correct"),
+                               **{k: spec[k] for k in ("where", "answers", "gold", "options") if k in spec}})
+    if spec.get("items_at"):
+        keep = {str(k) for k in at(results, list(spec["items_at"]))}
+        items = {i: v for i, v in a["items"].items() if i in keep}
+        if not items:
+            raise Missing(f"no sample of {a['source']} is among the items at {'/'.join(map(str, spec['items_at']))}")
+        a = {**a, **arm_of(a["label"], items), "answers": {i: v for i, v in (a.get("answers") or {}).items() if i in keep}}
+    r = chance.above(a)
+    ok = r["above"] is True
+    return {"passed": ok, "n": r.get("n", a["n"]), "k": a.get("k"), "level": r["level"], "p_value": r.get("p_value"),
+            "test": r.get("test"), "source": a["source"] + (f", items at {'/'.join(map(str, spec['items_at']))}"
+                                                           if spec.get("items_at") else ""),
+            "text": f"H1: above its uninformed level (one-sided; H0: at it). {r['text']}"
+                    + ("" if ok or r["above"] is False else " -- not tested, so not passed")}
 
 
 def substance(spec, results) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
-from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, values, verdicts, vocabulary
+from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, trained, values, verdicts, vocabulary
 from whitebox_eval.reproduce.plan import Child, Plan, fill
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table
 
@@ -221,8 +221,8 @@ def manipulation(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outc
 
 def training_checks(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], child: Child | None) -> list[dict[str, Any]]:
     """For a child on a trained model (:mod:`.trained`), its producer's declared checks (its finetune experiments'
-    ``manipulation``) on the producer's results, a producer that did not finish failing the check;
-    none for a child on a base model (or none at all)."""
+    ``manipulation``) on the producer's results, a producer that did not finish failing the check, then the
+    column's own (:func:`.trained.own_checks`) on its own results; none for a child on a base model."""
     pid = child.producer if child is not None else None
     if pid is None:
         return []
@@ -232,8 +232,10 @@ def training_checks(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], c
                  "text": f"its training {pid} did not finish" + (f" ({o.reason})" if o is not None and o.reason else "")}]
     producer = next(ch for ch in plan.children if ch.run_id == pid)
     specs = [s for p, e in producer.uses if p == paper.number for s in paper.experiment(e).manipulation]
-    study = o.study()
-    return [checks.evaluate(vocabulary.checks("manipulation"), s, study.results, study.samples) for s in specs]
+    run, study, mine = vocabulary.checks("manipulation"), o.study(), outcomes.get(child.run_id)
+    own = trained.own_checks(paper, plan, child) if mine is not None and mine.status == "done" else []
+    return ([checks.evaluate(run, s, study.results, study.samples) for s in specs]
+            + [checks.evaluate(run, s, mine.study().results, mine.study().samples) for s in own])
 
 
 def failed_training(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], child: Child | None) -> dict[str, Any] | None:

@@ -6,9 +6,11 @@ names the consumer's model by :func:`.plan.run_ref`, so the same experiment decl
 one run). The column reads ``<base> + <label>``; with ``variant_of`` the consumer answers that
 experiment's claims. Every claim read from a consumer is conditional on its training: the producer's
 held-out check (:func:`reached`) is a manipulation check of the claim
-(:func:`.assemble.training_checks`), and a training that did not reach its target makes the claim
+(:func:`.assemble.training_checks`), and so is the column's own ``manipulation`` (:func:`own_checks`,
+read from the consumer's own results: e.g. that the trained model answers the items its claims read
+above their uninformed level, ``above_uninformed``); a check that fails makes the claim
 *uninformative (manipulation failed)*, never a verdict (:func:`.assemble.failed_training`). This
-module holds the paper file's check of such columns and the training's check.
+module holds the paper file's check of such columns, the training's check and the column's own.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from whitebox_eval.errors import WhiteboxError
 def check_columns(experiments: Sequence[Any], source: str) -> None:
     """A trained column's ``model`` names by ``{run.ID}`` an earlier experiment that declares its training
     check (``manipulation: [{kind: trained}]``, a ``finetune`` experiment), has a
-    ``label``, and its ``variant_of`` is an experiment of the same suite (one line each)."""
+    ``label``, its ``variant_of`` is an experiment of the same suite, and its own manipulation checks
+    apply to every claim it answers (no ``applies_to``) (one line each)."""
     seen: dict[str, Any] = {}
     for e in experiments:
         where = f"{source} experiment {e.id}"
@@ -32,6 +35,9 @@ def check_columns(experiments: Sequence[Any], source: str) -> None:
                 raise WhiteboxError(f"{where}: model {e.model!r} must be {{run.ID}} naming an earlier experiment of "
                                     "this paper that trains a model and declares its check (manipulation: "
                                     "[{kind: trained, ...}])")
+            if any("applies_to" in m for m in e.manipulation):
+                raise WhiteboxError(f"{where}: a trained column's own manipulation checks apply to every claim it "
+                                    "answers (no applies_to; declare one on the experiment it varies)")
             if not e.label:
                 raise WhiteboxError(f"{where}: a trained model needs a label (its column: <base model> + <label>)")
         elif e.label or e.variant_of:
@@ -43,6 +49,18 @@ def check_columns(experiments: Sequence[Any], source: str) -> None:
                 raise WhiteboxError(f"{where}: variant_of {e.variant_of!r} must be an experiment of this paper on "
                                     f"the base models with the same suite ({e.suite})")
         seen[e.id] = e
+
+
+def own_checks(paper: Any, plan: Any, child: Any) -> list[dict[str, Any]]:
+    """The manipulation checks trained column ``child`` declares itself: the ``manipulation`` of the
+    experiment of ``paper`` whose child it is (trained by that experiment's producer, answering for its
+    ``variant_of``, with its label), each read from ``child``'s own results."""
+    producer = next((c for c in plan.children if c.run_id == child.producer), None)
+    if producer is None:
+        return []
+    return [s for e in paper.experiments if e.model is not None and (paper.number, e.producer) in producer.uses
+            and (paper.number, e.variant_of or e.id) in child.uses and (e.suite, e.mode) == (child.suite, child.mode)
+            and (child.label or "").endswith(f" + {e.label}") for s in e.manipulation]
 
 
 def reached(spec: Mapping[str, Any], results: Mapping[str, Any], samples: Sequence[Any] = ()) -> dict[str, Any]:

@@ -42,7 +42,7 @@ CHECKS: dict[str, dict[str, str]] = {
         "above_chance", "reference_sound", "not_at_bound", "enough_per_group", "enough_units", "at_least")},
     "controls": {**{k: f"{_HERE}.claim_checks:{k}" for k in ("constant_letter", "beat", "opposite_edit", "flips")},
                  **{k: f"{_HERE}.draw_controls:{k}" for k in ("random_heads", "random_draws")}},
-    "manipulation": {**{k: f"{_HERE}.antecedents:{k}" for k in ("raised", "choice_mass", "finetuned")},
+    "manipulation": {**{k: f"{_HERE}.antecedents:{k}" for k in ("raised", "choice_mass", "finetuned", "above_uninformed")},
                      "trained": f"{_HERE}.trained:reached"},
     "substance": {"substance": f"{_HERE}.antecedents:substance"},
 }
