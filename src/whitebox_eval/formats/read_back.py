@@ -26,6 +26,7 @@ from whitebox_eval import stats
 from whitebox_eval.formats.answered import answer_type_of
 from whitebox_eval.formats.answers import DEFINITION, answered_p_correct, classes_of
 from whitebox_eval.formats.config import FREE_FORMATS
+from whitebox_eval.tasks.answers import off_format_share
 
 
 def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
@@ -59,16 +60,14 @@ def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     out = dict(kit.record(stats.paired_bootstrap(x, y), f"samples.jsonl {fmt} generations, classified "
                           f"(formats/answers.py), vs p_correct.mcq"))
     flags = [c == "off_format" for cls in classes.values() for c in cls]
-    share = stats.proportion(flags)
+    share = off_format_share(flags, DEFINITION)
     unanswered = sorted(set(classes) - set(answered))
-    out["off_format"] = {"n": int(sum(flags)), "of": len(flags), "value": share.value, "lo": share.lo, "hi": share.hi,
-                         "questions_without_answer": len(unanswered), "of_questions": len(classes),
+    out["off_format"] = {**share, "questions_without_answer": len(unanswered), "of_questions": len(classes),
                          "mcq_mass_outside_letters": float(np.mean([1 - float(s["mcq"]["letter_mass"]) for s in samples])),
                          **({"mcq_top_token_no_letter": sum(not s["mcq"]["top_is_letter"] for s in samples)}
-                            if all("top_is_letter" in s["mcq"] for s in samples) else {}),
-                         "definition": DEFINITION}
-    out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, {share.value:.1%} "
-                      f"[{share.lo:.1%}, {share.hi:.1%}] (Wilson), counted apart; "
+                            if all("top_is_letter" in s["mcq"] for s in samples) else {})}
+    out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, {share['value']:.1%} "
+                      f"[{share['lo']:.1%}, {share['hi']:.1%}] (Wilson), counted apart; "
                       f"{len(unanswered)} questions without an answer left out"
                       f"{'; reclassified from their texts' if reclassified else ''})")
     a = kit.arm_of(f"free generation ({fmt}) P(correct) among its answers", {str(s["id"]): float(v) for s, v in zip(rows, x)})
