@@ -29,7 +29,9 @@ claims.json says:
   off-format generations (the classification of each text is the child's; the counts are the evidence);
   001's likewise: the off-format responses' count and Wilson interval from each response's class, and the
   rarefied MUI comparison with them left out (right vs wrong); a refused or not-tested 001 cell's
-  top-level off-format block by the same check, from its own count (its evidence keeps no classes);
+  top-level off-format block by the same check, from each response's class (``cell.observations``;
+  from its own count where a report before them keeps none); 002's off-format wrong outputs alike,
+  from each wrong output's class, and the class-2 arm's 0/1 from the same classes;
   its correlation and partition claims as any Pearson r and permutation, from the arms' per-question
   P(correct) among the answers (a question without an answer is in no arm; its counts are not evidence there);
 - random-draw controls' rank p; Holm's adjusted p-values within each paper (statsmodels).
@@ -113,6 +115,7 @@ class Check:
         self.unrecomputed = Counter()
         self.from_counts = Counter()  # recomputed from a claim's summaries (counts, sides): no per-item values
         self.untested = Counter()  # a refused or not-tested cell's reported numbers, checked against their own counts
+        self.older = Counter()  # a report written before per-item evidence of a tested cell's side block
 
     def same(self, where: str, what: str, ours: float, theirs: float, tol: float = TOL) -> None:
         self.done[what] += 1
@@ -567,18 +570,30 @@ def check_share(where: str, what: str, k: int, n: int, off: dict, ck: Check) -> 
     ck.same(where, "off-format Wilson hi", hi if hi is None else float(hi), off.get("hi"), 1e-9)
 
 
-def check_response_classes(where: str, c: dict, obs: dict, ck: Check) -> None:
-    """001's off-format class: the count and share of off-format responses with its Wilson interval,
-    from each response's class (the classification of each text is the child's)."""
-    off = (c.get("statistic") or {}).get("off_format") or {}
-    check_share(where, "responses", sum(x == "off_format" for x in obs["class"]), len(obs["class"]), off, ck)
+def check_response_classes(where: str, off: dict, obs: dict, arms: dict, ck: Check) -> None:
+    """An off-format block rebuilt from each answer's class (``obs``: ids and classes; the classification
+    of each text is the child's): 001's responses, a refused 001 cell's alike, and 002's wrong outputs,
+    whose arm a must be each answer's (not off-format) 0/1 of the class it counts (``counted``)."""
+    counted = obs.get("counted")
+    check_share(where, "wrong outputs" if counted else "responses", sum(x == "off_format" for x in obs["class"]),
+                len(obs["class"]), off, ck)
+    if counted is not None:
+        items = (arms.get("a") or {}).get("items") or {}
+        want = {i: float(x == counted) for i, x in zip(obs["ids"], obs["class"]) if x != "off_format"}
+        ck.same(where, "errors counted (wrong outputs not off-format)", len(want), len(items))
+        for i, v in want.items():
+            ck.same(where, f"error of class {counted}, per output", v, items.get(i))
 
 
-def check_refused_share(where: str, c: dict, ck: Check) -> None:
+def check_refused_share(where: str, c: dict, ev: dict, ck: Check) -> None:
     """A refused or not-tested cell's top-level ``off_format`` (001: a floor, a child that cannot be
-    read): its evidence keeps no response's class, so the share and its Wilson interval are recomputed
-    from the block's own count (named apart: no tested cell rests on it); a count, share or interval changed
-    alone disagrees."""
+    read): from each response's class where its evidence keeps them (``cell.observations``); else (a
+    report before them, or a child that keeps no samples) from the block's own count, named apart (no
+    tested cell rests on it). A class, count, share or interval changed alone disagrees."""
+    obs = (ev.get("cell") or {}).get("observations") or {}
+    if "class" in obs:
+        check_response_classes(where, c["off_format"], obs, {}, ck)
+        return
     off = c["off_format"]
     ck.untested["off-format share of a refused cell"] += 1
     check_share(where, "responses", int(off.get("n", -1)), int(off.get("of", 0)), off, ck)
@@ -625,19 +640,22 @@ def recompute(folder: Path, seed: int = 12345) -> Check:
     for paper in content["papers"]:
         for c in paper["claims"]:
             where = f"{paper['number']} {c['id']} {c['model']}"
+            ev = evidence.get(c.get("evidence_key", ""), {})
             if "statistic" not in c:
                 if c.get("off_format"):
-                    check_refused_share(where, c, ck)
+                    check_refused_share(where, c, ev, ck)
                 continue
-            ev = evidence.get(c.get("evidence_key", ""), {})
             arms = arms_with_items(c, ev)
             check_chance(where, c, arms, ck)
             obs = (ev.get("statistic") or {}).get("observations")
             check_statistic(where, c, arms, ck, rng, obs)
             if obs and "off_format" in obs:
                 check_off_format(where, c, arms, obs, ck)
+            off = c["statistic"].get("off_format")
             if obs and "class" in obs:
-                check_response_classes(where, c, obs, ck)
+                check_response_classes(where, off or {}, obs, arms, ck)
+            elif off and not (obs and "off_format" in obs):  # 002 before its per-output classes: nothing to rebuild
+                ck.older["off-format block without per-item classes"] += 1
             check_tost(where, c, ck)
             check_draws(where, c, ck)
         check_holm(paper, ck)
@@ -655,6 +673,8 @@ def main(argv: list[str]) -> int:
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.from_counts.items())) or "none")
               + "; refused cells, against their own counts: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.untested.items())) or "none")
+              + "; side blocks a report wrote before their per-item evidence, unchecked: "
+              + (", ".join(f"{k} x{v}" for k, v in sorted(ck.older.items())) or "none")
               + "; not recomputable from the evidence: "
               + (", ".join(f"{k} x{v}" for k, v in sorted(ck.unrecomputed.items())) or "none"))
         bad += len(ck.bad)

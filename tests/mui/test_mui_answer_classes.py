@@ -181,3 +181,44 @@ def test_a_study_writes_each_responses_class_and_subset_reads_them(tmp_path):
     assert (ci["n_correct"], ci["n_incorrect"], ci["n_off_format"]) == (2, 2, 2) and "refused" in ci
     out = CliRunner().invoke(command, ["subset", str(folder.path), "--incorrect"])
     assert out.exit_code == 0 and out.output.startswith("2 samples"), out.output
+
+
+def test_finishing_a_run_whose_parts_predate_the_class_classifies_each_by_its_items_check(tmp_path):
+    """A resumed run whose parts were written before the class (samples without ``class``): finalize
+    classifies each response by the study's rule (:func:`response_class`, its item's own check), a
+    BigBench run too, whose config names no one check; samples.jsonl gains the classes."""
+    from whitebox_eval.mui.config import MUIConfig
+    from whitebox_eval.mui.finalize import PASS, finalize
+    from whitebox_eval.runs.folder import RunFolder
+    from whitebox_eval.runs.passes import run_pass
+    from whitebox_eval.tasks.generation import GenItem
+
+    bigbench = {"suite": "mui", "task": "bigbench", "seed": 0,
+                "task_spec": {"name": "bigbench", "path": "bigbench.json", "categories": []}}
+    q = "Question: Which is a colour?\nA. red\nB. dog\nC. run\nD. six\nAnswer:"
+    choice = dict(question=q, check="choice", gold="A", gold_response="A", labels=ABCD, options=["red", "dog", "run", "six"])
+    exact = dict(question="Question: Capital of France?\nAnswer:", check="exact", gold="Paris", gold_response="Paris",
+                 references=["Paris"])
+    items = [GenItem(id="c0", **choice), GenItem(id="c1", **choice), GenItem(id="c2", **choice),
+             GenItem(id="e0", **exact), GenItem(id="e1", **exact), GenItem(id="e2", **exact)]
+    texts = {"c0": " A", "c1": " B. dog", "c2": " hmm", "e0": " Paris", "e1": " Lyon", "e2": " I don't know"}
+    rng = np.random.default_rng(0)
+
+    def score(chunk):  # as the study wrote its parts before the class: no ``class`` in the records
+        flats = [np.sort(rng.choice(40, 5, replace=False)).astype(np.int64) for _ in chunk]
+        records = [{"id": items[i].id, "group": None, "gold": items[i].gold, "prompt": items[i].question,
+                    "response": texts[items[i].id], "correct": texts[items[i].id] in (" A", " Paris"),
+                    "n_response_tokens": 2, "stopped_by": "eos", "n_key_units": 5} for i in chunk]
+        return records, {"indices": np.concatenate(flats), "offsets": np.concatenate([[0], np.cumsum([5] * len(chunk))])}
+
+    folder = RunFolder.create(tmp_path, bigbench, run_id="old-bigbench")
+    run_pass(folder, PASS, [it.id for it in items], 4, score, collect=False, show_progress=False)
+    assert not any("class" in s for s in folder.read_samples())
+    with pytest.raises(WhiteboxError, match="own check"):  # the config alone cannot tell the check
+        classes_of_samples(list(folder.read_samples()), folder.config)
+    finalize(folder, items, 2, 20, "neuron", MUIConfig(responses="gold"))
+    want = ["right", "wrong", "off_format", "right", "wrong", "off_format"]
+    assert [s["class"] for s in folder.read_samples()] == want
+    res = folder.load_results()
+    assert {c: res["answer_classes"][c] for c in ("right", "wrong", "off_format")} == {"right": 2, "wrong": 2, "off_format": 2}
+    assert res["n_incorrect"] == 2 and res["correct_vs_incorrect"]["n_off_format"] == 2

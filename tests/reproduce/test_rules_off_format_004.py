@@ -82,6 +82,26 @@ def test_folding_off_format_into_wrong_would_decide_the_claim_the_class_apart_do
     assert len(ck.bad) == 1 and "P(correct) among the answers, per question" in ck.bad[0]
 
 
+
+def test_the_mcq_top_token_class_is_read_from_what_an_old_run_keeps_or_said_not_recorded():
+    """Questions whose MCQ top next token is no letter: each sample's ``top_is_letter``; a run written
+    before it (no such key) is read from the letters' mass where no other token can be on top, else
+    the block says "not recorded by this run" -- never a silent 0."""
+    from whitebox_eval.formats.read_back import NOT_RECORDED
+
+    gens, mcq = _gens()
+    results, samples = _child(gens, mcq)  # written before top_is_letter: letters' mass 0.9, P(gold) 0.45 or so
+    assert not any("top_is_letter" in s["mcq"] for s in samples)
+    block = lambda rows: _claim("004", "mcq-beats-free-triviaqa", results, rows)["statistic"]["off_format"]  # noqa: E731
+    assert block(samples)["mcq_top_token_no_letter"] == 0  # 0.9 / 4 on the letters' top outweighs the 0.1 outside
+    # one question whose letters hold 0.3: a token outside them (0.7 in all) may be on top
+    spread = [{**s, "mcq": {**s["mcq"], "letter_mass": 0.3, "p_raw": 0.1}} if i == 3 else s for i, s in enumerate(samples)]
+    got = block(spread)["mcq_top_token_no_letter"]
+    assert isinstance(got, str) and got.startswith(NOT_RECORDED) and "1 of 40" in got
+    # a run that keeps the top token: counted, that question too
+    kept = [{**s, "mcq": {**s["mcq"], "top_is_letter": i != 3}} for i, s in enumerate(spread)]
+    assert block(kept)["mcq_top_token_no_letter"] == 1
+
 def test_a_question_without_any_answer_is_left_out_and_counted():
     gens, mcq = _gens()
     gens[0] = ["", " The", " the.", " I do not know", " ?"]

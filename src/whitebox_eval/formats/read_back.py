@@ -9,7 +9,9 @@
   (Wilson, over generations), the questions without any answer and the MCQ's mass outside the
   letters are reported beside. Each generation is classified from its text, so a child written
   before the class is read alike (and says so); its written P(correct) must be the samples' share
-  right of all generations.
+  right of all generations. The questions whose MCQ top token is no letter (:func:`top_token_no_letter`)
+  are read from each sample's ``top_is_letter``, or from the letters' mass where a run written before
+  it leaves no other token room to be on top; else "not recorded by this run".
 
 ``kit`` is the reproduction's readers (``arm``, ``arm_of``, ``answer_key``, ``record``, ``Missing``),
 so this module imports none of it.
@@ -26,6 +28,7 @@ from whitebox_eval import stats
 from whitebox_eval.formats.answered import answer_type_of
 from whitebox_eval.formats.answers import DEFINITION, answered_p_correct, classes_of
 from whitebox_eval.formats.config import FREE_FORMATS
+from whitebox_eval.tasks.answers import off_format_share
 
 
 def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
@@ -59,16 +62,13 @@ def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     out = dict(kit.record(stats.paired_bootstrap(x, y), f"samples.jsonl {fmt} generations, classified "
                           f"(formats/answers.py), vs p_correct.mcq"))
     flags = [c == "off_format" for cls in classes.values() for c in cls]
-    share = stats.proportion(flags)
+    share = off_format_share(flags, DEFINITION)
     unanswered = sorted(set(classes) - set(answered))
-    out["off_format"] = {"n": int(sum(flags)), "of": len(flags), "value": share.value, "lo": share.lo, "hi": share.hi,
-                         "questions_without_answer": len(unanswered), "of_questions": len(classes),
+    out["off_format"] = {**share, "questions_without_answer": len(unanswered), "of_questions": len(classes),
                          "mcq_mass_outside_letters": float(np.mean([1 - float(s["mcq"]["letter_mass"]) for s in samples])),
-                         **({"mcq_top_token_no_letter": sum(not s["mcq"]["top_is_letter"] for s in samples)}
-                            if all("top_is_letter" in s["mcq"] for s in samples) else {}),
-                         "definition": DEFINITION}
-    out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, {share.value:.1%} "
-                      f"[{share.lo:.1%}, {share.hi:.1%}] (Wilson), counted apart; "
+                         "mcq_top_token_no_letter": top_token_no_letter(samples, int(cfg.get("n_options") or 4))}
+    out["source"] += (f" ({sum(flags)} of {len(flags)} generations off-format, {share['value']:.1%} "
+                      f"[{share['lo']:.1%}, {share['hi']:.1%}] (Wilson), counted apart; "
                       f"{len(unanswered)} questions without an answer left out"
                       f"{'; reclassified from their texts' if reclassified else ''})")
     a = kit.arm_of(f"free generation ({fmt}) P(correct) among its answers", {str(s["id"]): float(v) for s, v in zip(rows, x)})
@@ -81,3 +81,24 @@ def answered_vs_mcq(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
                            "wrong": [cls.count("wrong") for cls in classes.values()],
                            "off_format": [cls.count("off_format") for cls in classes.values()]}
     return out
+
+
+NOT_RECORDED = "not recorded by this run"
+
+
+def top_token_no_letter(samples, n_options: int) -> int | str:
+    """How many questions' top next token over the vocabulary is no option letter (the first-token
+    answer off-format): each sample's ``top_is_letter``. A sample written before it keeps the letters'
+    mass, P(gold) and the letter argmax: its top token is a letter when its largest letter, at least
+    max(P(gold), mass / K), outweighs the whole mass outside the letters; where that does not decide
+    every question, :data:`NOT_RECORDED` (with how many it leaves open), never a guess or a silent 0."""
+    letter = []
+    for s in samples:
+        m = s["mcq"]
+        if "top_is_letter" in m:
+            letter.append(bool(m["top_is_letter"]))
+        elif max(float(m["p_raw"]), float(m["letter_mass"]) / n_options) > 1 - float(m["letter_mass"]):
+            letter.append(True)  # no token outside the letters can be on top
+    if len(letter) < len(samples):
+        return f"{NOT_RECORDED} ({len(samples) - len(letter)} of {len(samples)} questions' top token not kept)"
+    return sum(not x for x in letter)

@@ -7,7 +7,10 @@
   answer at all, :func:`whitebox_eval.gar.evaluation.off_format`) are their own class, counted and
   reported beside the share, never an error of any class. It must give the child's own
   ``error_analysis`` share (a child written before the off-format class is reclassified from each
-  sample's top token, and says so).
+  sample's top token, and says so). The off-format block has the shape of every paper's
+  (:func:`whitebox_eval.tasks.answers.off_format_share`: count, share, Wilson interval), and each wrong
+  output's class is the statistic's ``observations`` (ids, classes, the class counted), from which
+  recompute_claims rebuilds the block and the arm.
 
 ``kit`` is the reproduction's readers (``at``, ``arm_of``, ``Missing``), so this module imports
 none of it.
@@ -19,6 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from whitebox_eval import stats
+from whitebox_eval.tasks.answers import off_format_share
+
+#: what an off-format wrong output is (:func:`whitebox_eval.gar.evaluation.off_format`)
+DEFINITION = ("top next token with no letter or digit, a special token, or an article (a, an, the): no answer, "
+              "its own class")
 
 #: error_class -> the error_analysis share that counts it
 SHARES = {"other_candidate": "share,class2_wrong_candidate", "off_candidates": "share,class1or3_off_candidates"}
@@ -53,9 +61,9 @@ def error_shares(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     arm["answers"] = {}  # a share of errors: no answer of its own, no uninformed level
     return {"value": est.value, "lo": est.lo, "hi": est.hi, "n": est.n, "p_value": None,
             "test": "95% wilson interval", "ci_method": "wilson",
-            "off_format": {"n": n_off, "of": len(wrong), "tokens": tokens[:10],
-                           "definition": "top next token with no letter or digit, a special token, or an article "
-                                         "(a, an, the): no answer, its own class"},
+            "off_format": {**off_format_share([c == "off_format" for c in classes.values()], DEFINITION),
+                           "tokens": tokens[:10]},
+            "observations": {"ids": list(classes), "class": list(classes.values()), "counted": cls},
             "source": f"samples.jsonl error_class of the {est.n} generation errors ({n_off} of {len(wrong)} wrong "
                       f"outputs off-format, counted apart{', reclassified from their top tokens' if reclassified else ''})",
             "arms": {"a": arm}}

@@ -7,7 +7,7 @@ import numpy as np
 
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.mui.answer_classes import class_results, classes_of_samples
+from whitebox_eval.mui.answer_classes import class_results, response_class
 from whitebox_eval.mui.config import MUIConfig
 from whitebox_eval.mui.statistics import correct_vs_incorrect, jackknife_mui, lm_eval_metrics, samples_budget, threshold_summary
 from whitebox_eval.mui.thresholds import DEFAULT_SAE_TOPK
@@ -91,8 +91,10 @@ def finalize(folder: RunFolder, items: list[GenItem], n_layers: int, width: int,
         ks._append_flat(flats[it.id], it.id)
     ks.save(folder.path / "arrays" / KEY_SETS_FILE)
     rows = [samples[it.id] for it in items]
-    classes = ([s["class"] for s in rows] if all("class" in s for s in rows)
-               else classes_of_samples(rows, folder.config))  # parts written before the class (a resumed run)
+    classes = [s["class"] if "class" in s else response_class(it, s) for it, s in zip(items, rows)]
+    unclassed = {s["id"]: {"class": c} for s, c in zip(rows, classes) if "class" not in s}
+    if unclassed:  # parts written before the class (a resumed run): each by the study's rule, its item's own check
+        folder.annotate_samples(unclassed)
     correct = np.array([bool(s["correct"]) for s in rows])
     off = np.array([c == "off_format" for c in classes])
     wrong = ~correct & ~off

@@ -32,6 +32,7 @@ import numpy as np
 from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.mui.answer_classes import DEFINITION
+from whitebox_eval.tasks.answers import off_format_share
 
 
 
@@ -48,14 +49,16 @@ def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     before the class folded its off-format responses into ``incorrect``: its test stands where none
     is off-format, and is computed again from its key sets with them left out where some are.
     The off-format count and share (``off_format``) are reported whatever the verdict: a refusal
-    (a floor, a child that cannot be read) carries them too (``Missing.beside``)."""
+    (a floor, a child that cannot be read) carries them too, with each response's class as its
+    ``observations`` where the classes are known (``Missing.beside``; moved to the evidence)."""
     classes = _classes(study, kit)
     share = _off_format_share(study, classes)
     try:
         return _relative(study, spec, kit, classes, share)
     except kit.Missing as e:
-        if share is not None:
-            e.beside = {**e.beside, "off_format": share}
+        if share is not None:  # with each response's class where known: the share's per-item evidence
+            e.beside = {**e.beside, "off_format": share,
+                        **({"observations": {"ids": list(classes), "class": list(classes.values())}} if classes else {})}
         raise
 
 
@@ -71,10 +74,7 @@ def _off_format_share(study, classes: dict[str, str] | None) -> dict[str, Any] |
         if not all(isinstance(got.get(c), int) for c in CLASSES):
             return None
         flags = [True] * got["off_format"] + [False] * sum(got[c] for c in CLASSES if c != "off_format")
-    if not flags:
-        return None
-    est = stats.proportion(flags)
-    return {"n": sum(flags), "of": len(flags), "value": est.value, "lo": est.lo, "hi": est.hi, "definition": DEFINITION}
+    return off_format_share(flags, DEFINITION) if flags else None
 
 
 def _relative(study, spec: Mapping[str, Any], kit, classes: dict[str, str] | None,

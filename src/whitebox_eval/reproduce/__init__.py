@@ -12,8 +12,8 @@ claim's arms keep their counts and values; their per-item values (``items``: ite
 :mod:`.chance`), strata (``strata``: item id -> stratum) and a random-head control's per-item draws
 (``draw_items``) and a statistic's observations (``observations``: a token-level statistic's value,
 group and sequence of each token; MUI's key units per response; PA stability's accuracy and PA of
-each item) move to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes
-the same bytes), keyed ``paper/claim/model``; claims.json names the file (``evidence``) and each
+each item; a refused cell's own: 001's response classes behind its off-format share, ``cell``) move
+to ``evidence.json.gz`` (gzip with no time stamp: a resumed reproduction writes the same bytes), keyed ``paper/claim/model``; claims.json names the file (``evidence``) and each
 claim its key (``evidence_key``). Resampling tests carry their scheme and seed in the claim
 (``statistic.scheme``, the stratified test's ``permutations`` and ``seed``).
 """
@@ -132,6 +132,9 @@ def split(content: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             moved = {k: c["statistic"].pop(k) for k in STATISTIC_KEYS if k in (c.get("statistic") or {})}
             if moved:
                 ev["statistic"] = moved
+            moved = {k: c.pop(k) for k in STATISTIC_KEYS if k in c}  # a refused cell's (001: each response's class)
+            if moved:
+                ev["cell"] = moved
             if ev:
                 key = f"{paper['number']}/{c['id']}/{c['model']}"
                 c["evidence_key"] = key
@@ -160,6 +163,7 @@ def merged(content: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
             for i, moved in (ev.get("controls") or {}).items():
                 c["controls"][int(i)].update(moved)
             c.get("statistic", {}).update(ev.get("statistic") or {})
+            c.update(ev.get("cell") or {})
     return out
 
 

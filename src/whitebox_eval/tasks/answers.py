@@ -45,3 +45,15 @@ def no_answer(norm: str) -> bool:
     """Whether a normalised free-text answer holds no answer: nothing left, or a refusal (the off-format
     rule of a text answer, in paper 004's formats and in the MUI answer classes alike)."""
     return not norm or is_refusal(norm)
+
+
+def off_format_share(flags, definition: str) -> dict:
+    """Rule 6's off-format block, one shape in every paper (001's responses, 002's wrong outputs, 004's
+    generations): ``n`` off-format of ``of``, the share ``value`` with its Wilson interval (``lo``, ``hi``,
+    ``method``) and the class's ``definition``. ``flags``: one bool per answer (at least one)."""
+    from whitebox_eval import stats
+
+    flags = [bool(f) for f in flags]
+    est = stats.proportion(flags)
+    return {"n": sum(flags), "of": len(flags), "value": est.value, "lo": est.lo, "hi": est.hi,
+            "method": est.method, "definition": definition}
