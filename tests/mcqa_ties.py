@@ -1,16 +1,25 @@
 """Two MCQA run folders of one study whose float32 kernels differ (torchrun ranks against one
 process): equal, except where a near tie in the scores lets an argmax flip.
 
-The arrays every prediction is an argmax of (the main, permuted and PriDe passes' letter
-logits, QK- and Attention-scores) are compared to a tolerance; an entry ``x`` of the second run
-may then lie anywhere within ``drift(x)`` of the first run's. A prediction is *unstable* when
-some other option's score can reach the top score within those drifts (plus the study's tie
-band, ``TIE_RTOL`` of the top: a tied item gets a seeded draw). Only unstable items may change
-a prediction. Every discrete quantity built from predictions is then compared exactly where
-none of its items is unstable, and else within what its unstable items allow: an accuracy by
-k/n, a Wilson interval's ends by 2k/n, a head's count by its k, the best head only to a head
-whose count can reach the chosen one's (statistics that are not linear in the count, a
-stderr, a p-value, a recall, are left out for a method whose k > 0).
+The scores every prediction is an argmax of (the main, permuted and PriDe passes' letter
+logits, QK- and Attention-scores, read from each pass's parts) are asserted equal to
+``drift``: ``TOL + TOL * |x|``, attention ``ATT_RTOL * x``. A prediction is *unstable* when
+another option's score can reach the top one within those drifts of the first run's scores
+(plus the study's tie band, ``TIE_RTOL`` of the top: a tied item gets a seeded draw); PriDe's
+debiased scores carry the drift through the log-softmax and the prior (``_pride_unstable``).
+No assumption about any CPU's kernels is left: whatever the second run's scores are within
+the asserted drifts, its argmaxes differ only on unstable items.
+
+Everything built from predictions is compared exactly where none of its items is unstable,
+and else within what they allow: a prediction or 0/1 only on its unstable items; an accuracy
+by k/n and a Wilson interval's ends by 2k/n (k unstable of n items; its stderr left out), a
+prediction share by k/n (the recalls left out); a McNemar test's discordant counts by the two
+methods' k (its p-value and interval left out); a head's
+count by its unstable items; the best / oracle head only to a head whose count can reach the
+chosen one's; a degenerate mark only where the head's tie count can cross the share; HeadScore's
+values within each head's range (mass to ATT_RTOL, share of items off the modal pick to its
+unstable items) and its order only where those ranges overlap. A head method whose chosen
+head did move leaves that head's own numbers uncompared (they are another head's).
 """
 
 from __future__ import annotations
