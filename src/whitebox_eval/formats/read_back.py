@@ -89,7 +89,7 @@ NOT_RECORDED = "not recorded by this run"
 def top_token_no_letter(samples, n_options: int) -> int | str:
     """How many questions' top next token over the vocabulary is no option letter (the first-token
     answer off-format): each sample's ``top_is_letter``. A sample written before it keeps the letters'
-    mass, P(gold) and the letter argmax: its top token is a letter when its largest letter, at least
+    mass and P(gold) (where kept): its top token is a letter when its largest letter, at least
     max(P(gold), mass / K), outweighs the whole mass outside the letters; where that does not decide
     every question, :data:`NOT_RECORDED` (with how many it leaves open), never a guess or a silent 0."""
     letter = []
@@ -97,7 +97,7 @@ def top_token_no_letter(samples, n_options: int) -> int | str:
         m = s["mcq"]
         if "top_is_letter" in m:
             letter.append(bool(m["top_is_letter"]))
-        elif max(float(m["p_raw"]), float(m["letter_mass"]) / n_options) > 1 - float(m["letter_mass"]):
+        elif max(float(m.get("p_raw", 0.0)), float(m["letter_mass"]) / n_options) > 1 - float(m["letter_mass"]):
             letter.append(True)  # no token outside the letters can be on top
     if len(letter) < len(samples):
         return f"{NOT_RECORDED} ({len(samples) - len(letter)} of {len(samples)} questions' top token not kept)"
