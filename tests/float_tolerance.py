@@ -18,3 +18,21 @@ LOGLIK_REL = 1e-4
 def loglik_slack(reference):
     """The allowed |difference| from ``reference`` (a number or a numpy array)."""
     return LOGLIK_ABS + LOGLIK_REL * abs(reference)
+
+
+def assert_tree_close(a, b, rel: float, abs_: float, path: str = "") -> None:
+    """Equal nested dicts/lists; floats within ``max(rel * max(|a|, |b|), abs_)``, all else exactly."""
+    import math
+
+    if isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=rel, abs_tol=abs_), f"{path}: {a} != {b}"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_tree_close(a[k], b[k], rel, abs_, f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_tree_close(x, y, rel, abs_, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"

@@ -24,11 +24,11 @@ head did move leaves that head's own numbers uncompared (they are another head's
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from float_tolerance import assert_tree_close
 
 from whitebox_eval.mcqa import head_scores as hs
 
@@ -216,19 +216,8 @@ class _Limits:
 
 
 def close(a, b, path="") -> None:
-    """Equal structures; floats equal to ``TOL``."""
-    if isinstance(a, float) or isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=TOL, abs_tol=TOL), f"{path}: {a} != {b}"
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, f"{path}: {a!r} != {b!r}"
+    """Equal structures; floats equal to ``TOL`` (relative and absolute)."""
+    assert_tree_close(a, b, TOL, TOL, path)
 
 
 def _within(a, b, bound: float, path: str) -> None:

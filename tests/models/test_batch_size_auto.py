@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
+from float_tolerance import assert_tree_close  # noqa: E402
 from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.models.batch_size import AUTO_MAX, AUTO_TOKENS, rule_batch_size  # noqa: E402
 from whitebox_eval.models.config_sizes import sizes_of_config  # noqa: E402
@@ -103,19 +104,8 @@ def test_auto_gives_the_samples_of_an_explicit_size(tmp_path, cli, monkeypatch):
         return [json.loads(x) for x in (runs[run] / "samples.jsonl").read_text().splitlines()]
 
     def same(a, b, where):
-        if isinstance(a, float) or isinstance(b, float):
-            # letter logits are written rounded to 5 decimals: float32 rounding may flip the last digit
-            assert a == pytest.approx(b, rel=1e-5, abs=1.01e-5), where
-        elif isinstance(a, dict):
-            assert a.keys() == b.keys(), where
-            for k in a:
-                same(a[k], b[k], f"{where}.{k}")
-        elif isinstance(a, list):
-            assert len(a) == len(b), where
-            for i, (x, y) in enumerate(zip(a, b)):
-                same(x, y, f"{where}[{i}]")
-        else:
-            assert a == b, where
+        # letter logits are written rounded to 5 decimals: float32 rounding may flip the last digit
+        assert_tree_close(a, b, 1e-5, 1.01e-5, where)
 
     explicit = lines("explicit")
     assert len(explicit) == 20
