@@ -1,4 +1,4 @@
-"""Paper 004's numbers among the answers (rule 6: an off-format generation is its own class, never
+"""Paper 004's numbers among the answers (an off-format generation is its own class, never
 an error): per question, P(correct) among the generations that answered (``p_correct_answered``,
 None for a question with no answer, :mod:`whitebox_eval.formats.answers`), and per run the
 off-format share and what 004's per-question analyses become on those values.

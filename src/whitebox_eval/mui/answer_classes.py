@@ -1,4 +1,4 @@
-"""What one MUI response is: right, wrong, or off-format (no answer to score at all; rule 6).
+"""What one MUI response is: right, wrong, or off-format (no answer to score at all).
 
 Paper 001 sec. 3.7 (and App. B.5) compares "an equal number of correct and incorrect responses" and
 says nothing of a response from which no answer can be read: it has two classes, so such a response

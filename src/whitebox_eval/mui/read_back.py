@@ -43,7 +43,7 @@ def _folder(study) -> Path | None:
 
 def rarefied_relative(study, spec: Mapping[str, Any], kit) -> dict[str, Any]:
     """001 sec. 3.7 on the statistic's own scale: the child's right-vs-wrong test on rarefied subsets
-    of r responses (off-format responses left out and counted beside: rule 6,
+    of r responses (off-format responses left out and counted beside, as
     :mod:`whitebox_eval.mui.answer_classes`), as ``relative_diff`` = diff / mean of the two rarefied
     MUIs, its interval and standard error divided by the same mean (held fixed). A child written
     before the class folded its off-format responses into ``incorrect``: its test stands where none

@@ -86,7 +86,7 @@ def statistic_text(c: dict[str, Any]) -> str:
 
 
 def off_format_text(c: dict[str, Any]) -> str:
-    """``off-format 2/48 (4.2% [1.2, 14.0])``: the cell's off-format share (rule 6), a tested cell's
+    """``off-format 2/48 (4.2% [1.2, 14.0])``: the cell's off-format share, a tested cell's
     ``statistic.off_format`` or a refused one's ``off_format``, its Wilson interval where it has one; "" if none."""
     off = (c.get("statistic") or {}).get("off_format") or c.get("off_format")
     if not off or not off.get("of"):
@@ -208,7 +208,7 @@ def claim_rows(claims: list[dict[str, Any]]) -> list[list[str]]:
         bound_text = f"{bound * _k(c):g}{_u(c)}" if c["direction"] == "none" else f"{bound:g}"
         s = c.get("statistic") or {}
         p = test_text(c) + (f"; Holm {stats.fmt_p(c['p_holm'])}" if "p_holm" in c else "")
-        stat = "; ".join(filter(None, (statistic_text(c), off_format_text(c))))  # rule 6's share beside the effect
+        stat = "; ".join(filter(None, (statistic_text(c), off_format_text(c))))  # the off-format share beside the effect
         rows.append([c["claim"] + f" ({c['cite']})", c["model"], c.get("unit", ""), f"{direction}{bound_text}",
                      arms_text(c), stat, p if s else "", checks_text(c),
                      published_text(c), verdict_text(c), verdict_text(c, holm=True)])

@@ -57,7 +57,7 @@ def record(t: stats.PairedTest | Mapping[str, Any], source: str) -> Record:
 
 class Missing(Exception):
     """The child run has no such number (the reason is the message). ``beside``: what the claim's cell
-    reports all the same (e.g. 001's ``off_format``, rule 6, with its responses' classes as
+    reports all the same (e.g. 001's ``off_format`` share, with its responses' classes as
     ``observations``, which :func:`whitebox_eval.reproduce.split` moves to the evidence), set by the
     statistic that refused."""
 

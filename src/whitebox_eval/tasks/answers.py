@@ -1,5 +1,5 @@
 """Answer normalisation shared by data sources and metrics (paper 004 sec. 2.4.1), and what the
-suites that classify answers share (rule 6: an answer is right, wrong or off-format)."""
+suites that classify answers share (an answer is right, wrong or off-format)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def no_answer(norm: str) -> bool:
 
 
 def off_format_share(flags, definition: str) -> dict:
-    """Rule 6's off-format block, one shape in every paper (001's responses, 002's wrong outputs, 004's
+    """The off-format block, one shape in every paper (001's responses, 002's wrong outputs, 004's
     generations): ``n`` off-format of ``of``, the share ``value`` with its Wilson interval (``lo``, ``hi``,
     ``method``) and the class's ``definition``. ``flags``: one bool per answer (at least one)."""
     from whitebox_eval import stats
