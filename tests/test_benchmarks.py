@@ -132,7 +132,8 @@ ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py":
              "dispatch_counts.py": "the op counters op_counts.py and gpu_check.py import, run by their tests",
              "lm_eval_parity.py": "here, in lm_eval_side_by_side.py's setup (its output is what that script reads)",
              "recompute_claims.py": "tests/reproduce/test_reproduce_micro.py (a micro reproduction recomputed from its evidence)",
-             "reproduce_checkpoint.py": "tests/reproduce/test_checkpoint.py (a micro reproduction saved, restored, reused)"}
+             "reproduce_checkpoint.py": "tests/reproduce/test_checkpoint.py (a micro reproduction saved, restored, reused)",
+             "reproduce_splice.py": "tests/reproduce/test_splice.py (a column spliced into a tmp report, then reproduce_commit.py)"}
 #: scripts that need what a fresh test machine does not have
 NOT_RUN = {
     # sae-lens 6.54 is no project extra: it brings about 40 packages (wandb, opentelemetry, transformer-lens 3.9, the

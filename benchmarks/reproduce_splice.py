@@ -1,0 +1,127 @@
+"""Put a trained model column of a new reproduction into a committed one, without re-running the rest.
+
+    python benchmarks/reproduce_splice.py benchmarks/results/reproduce_cpu R/reproduce-001-004-cpu \\
+        --column "smollm2-135m + arithmetic" --out R/cpu-spliced
+    python benchmarks/reproduce_commit.py R/cpu-spliced --data-root DATA --dest benchmarks/results/reproduce_cpu ...
+
+COMMITTED_DIR is a committed report (claims.json, evidence.json.gz, runs/<child>/{results.json,config.yaml});
+NEW_FOLDER a reproduction folder whose column ``--column`` ran (its claims.json assembled: the reproduction
+finished, or ``--reuse-only``). The column's claims and table cells, the entries and figures of the runs
+NEW_FOLDER ran, replace the committed ones (:func:`whitebox_eval.reproduce.splice.splice`, whose docstring says
+why the result is exactly what one reproduction running every child would have written; anything else that
+differs stops it, named). OUT becomes a reproduction folder that ``reproduce_commit.py`` accepts: claims.json,
+evidence.json.gz, reproduction.md/.html (``reproduce.write_outputs``) and runs/ holding every committed run's
+files and the whole folders of the runs NEW_FOLDER ran (hard links where the file system allows, a copy
+otherwise); paths into NEW_FOLDER (and a reproduction folder beside it, whence a child was reused) point into
+OUT, in the content and in those runs' results.json and config.yaml. It prints, per paper, each replaced
+claim's verdict (raw and after Holm) old -> new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from whitebox_eval import reproduce  # noqa: E402
+from whitebox_eval.errors import WhiteboxError  # noqa: E402
+from whitebox_eval.reproduce import splice as splicing  # noqa: E402
+
+REWRITTEN = ("results.json", "config.yaml")  # what reproduce_commit.py copies of a run
+
+
+def read(folder: Path) -> dict:
+    """A reproduction's content with its evidence in place (:func:`whitebox_eval.reproduce.merged`)."""
+    claims = folder / reproduce.CLAIMS_FILE
+    if not claims.is_file():
+        raise WhiteboxError(f"{folder} holds no {reproduce.CLAIMS_FILE}: assemble it first (let the reproduction "
+                            "finish, or run it again with --resume --reuse-only)")
+    content = json.loads(claims.read_text(encoding="utf-8"))
+    ev = folder / reproduce.EVIDENCE_FILE
+    evidence = json.loads(gzip.decompress(ev.read_bytes())) if ev.is_file() else {}
+    return reproduce.merged(content, evidence)
+
+
+def prefixes(new: Path, out: Path) -> list[tuple[str, str]]:
+    """(absolute prefix, its replacement), longest first: NEW_FOLDER, and a reproduction folder beside it (a
+    child reused from there is runs/<child> in NEW_FOLDER too), become OUT."""
+    folders = {new, new.resolve()}
+    parent = new.resolve().parent
+    folders |= {p for p in parent.iterdir() if p.is_dir() and (p / "runs").is_dir()} if parent.is_dir() else set()
+    to = str(out.resolve()) + "/"
+    return sorted(((str(f) + "/", to) for f in folders if str(f) + "/" != to), key=lambda r: -len(r[0]))
+
+
+def rewrite(text: str, roots: list[tuple[str, str]]) -> str:
+    for prefix, replacement in roots:
+        text = text.replace(prefix, replacement)
+    return text
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("committed", type=Path, help="the committed report (claims.json, evidence.json.gz, runs/)")
+    ap.add_argument("new", type=Path, help="a reproduction folder whose trained column ran")
+    ap.add_argument("--column", action="append", required=True, help="a trained column, '<base model> + <label>'")
+    ap.add_argument("--out", type=Path, required=True, help="the reproduction folder to write (must not exist)")
+    args = ap.parse_args(argv)
+    out = args.out
+    if out.exists():
+        raise SystemExit(f"{out} exists: give a new --out")
+    try:
+        base, new = read(args.committed), read(args.new)
+        roots = prefixes(args.new, out)
+        new = json.loads(rewrite(json.dumps(new), roots))
+        spliced = splicing.splice(base, new, args.column)
+    except WhiteboxError as e:
+        raise SystemExit(str(e)) from None
+    out.mkdir(parents=True)
+    (out / "runs").mkdir()
+    for run in sorted((args.committed / "runs").iterdir()) if (args.committed / "runs").is_dir() else ():
+        if run.is_dir():
+            shutil.copytree(run, out / "runs" / run.name)
+    papers = {p["number"] for p in new["papers"]}
+    ran = sorted({r["run"] for p in new["papers"] if p["number"] in papers for r in p["runs"] if r.get("status") == "done"})
+    for run in ran:
+        src = (args.new / "runs" / run).resolve()
+        if not src.is_dir():
+            raise SystemExit(f"{args.new} ran {run} but holds no runs/{run}")
+        dst = out / "runs" / run
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(src, dst, copy_function=_link_or_copy)
+        for name in REWRITTEN:  # a fresh file: a hard link's source stays as it was
+            if (dst / name).is_file():
+                text = rewrite((dst / name).read_text(encoding="utf-8"), roots)
+                (dst / name).unlink()
+                (dst / name).write_text(text, encoding="utf-8")
+    command = (f"whitebox-eval reproduce {' '.join(p['number'] for p in base['papers'])} --scale {base['scale']}; "
+               f"{', '.join(args.column)} from {args.new.name} (benchmarks/reproduce_splice.py)")
+    reproduce.write_outputs(out, spliced, command)
+    print(f"spliced {', '.join(args.column)} of {args.new} into {args.committed}: {out} "
+          f"({len(ran)} runs from the new reproduction)")
+    rows = splicing.replaced(base, new, args.column)
+    for number in dict.fromkeys(r["paper"] for r in rows):
+        mine = [r for r in rows if r["paper"] == number]
+        changed = sum(r["old"] != r["new"] for r in mine)
+        print(f"paper {number}: {len(mine)} cells replaced, {changed} changed verdict (raw / Holm)")
+        for r in mine:
+            print(f"  {r['id']} [{r['model']}]: {r['old'][0]} / {r['old'][1]} -> {r['new'][0]} / {r['new'][1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

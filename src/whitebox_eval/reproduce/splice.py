@@ -1,0 +1,255 @@
+"""A trained model column of one reproduction put into another's content, exactly as if it had been run there.
+
+Why it is exact (:func:`.assemble.paper_content`): a trained column's claims read only its own children and
+its producer (the finetune child trained for it, whose check :func:`.assemble.training_checks` reads), its
+table cells read only its own children, and Holm's family is one paper x one model variant (each trained
+column its own, ``holm_family``), so no claim or cell outside the column reads what the column's runs hold,
+and the column's adjusted p-values read none outside it. Same code (the rule, the papers' text, the claims'
+order) and the same runs (a child is named by its settings: the same run id is the same run) give the same
+column, whichever other children ran. :func:`splice` checks that: every part but the column must be the
+same in both (the first difference named), the column's claims must be the same claims, and nothing it keeps
+of ``base`` may read a run that ``new`` ran.
+
+A base model's column is refused: the base models share one Holm family, so replacing one of them would
+leave the others' adjusted verdicts from the old p-values. ``new`` may be planned on fewer base models than
+``base`` (``--model``, or only the column's children): its models must then be ``base``'s in ``base``'s order
+less some, the column among them; its runs are then ``base``'s less some, by run id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from whitebox_eval.errors import WhiteboxError
+
+__all__ = ["replaced", "splice"]
+
+SPLICED = ("claims", "runs", "tables", "figures", "models")  # a paper's parts the column is spliced into
+NOT_RUN = "not run"
+
+
+def _copy(x: Any) -> Any:
+    return json.loads(json.dumps(x))
+
+
+def _first_difference(a: Any, b: Any, where: str) -> str | None:
+    """Where ``a`` and ``b`` first differ (``where`` its path), None when they are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if k not in a or k not in b:
+                return f"{where}.{k} ({'only in new' if k not in a else 'only in base'})"
+            if (d := _first_difference(a[k], b[k], f"{where}.{k}")) is not None:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where} ({len(a)} entries in base, {len(b)} in new)"
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _first_difference(x, y, f"{where}[{i}]"))), None)
+    return None if a == b and type(a) is type(b) else f"{where} ({_short(a)} in base, {_short(b)} in new)"
+
+
+def _short(x: Any) -> str:
+    text = json.dumps(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _same(a: Any, b: Any, where: str) -> None:
+    if (d := _first_difference(a, b, where)) is not None:
+        raise WhiteboxError(f"splice: base and new differ at {d}: they were made by different code or another plan; "
+                            "assemble both with the same whitebox-eval (re-run the new reproduction's assembly with "
+                            "--resume on this code)")
+
+
+def _fewer(base: Sequence[str], new: Sequence[str], where: str) -> None:
+    """``new`` is ``base`` less some, in ``base``'s order."""
+    it = iter(base)
+    if not all(any(m == b for b in it) for m in new):
+        raise WhiteboxError(f"splice: {where}: new's {list(new)} are not base's {list(base)} less some, in its order: "
+                            "another plan; plan the new reproduction on the same models (--model) and scale")
+
+
+def _in_column(c: Mapping[str, Any], column: str) -> bool:
+    """A claim of trained column ``column``: its Holm family (a trained column's claims carry it, also where
+    its child never ran and the claim names the plan's model), or its model."""
+    return c.get("holm_family") == column or c.get("model") == column
+
+
+def _runs_read(x: Any) -> set[str]:
+    """Every run id a claim or cell names (``run``, a fit's ``runs``)."""
+    out: set[str] = set()
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if k == "run" and isinstance(v, str):
+                out.add(v)
+            elif k == "runs" and isinstance(v, list):
+                out.update(r for r in v if isinstance(r, str))
+            else:
+                out |= _runs_read(v)
+    elif isinstance(x, list):
+        for v in x:
+            out |= _runs_read(v)
+    return out
+
+
+def _column_block(paper: Mapping[str, Any], table: Mapping[str, Any], column: str, who: str) -> tuple[int, int]:
+    """The slice of ``table``'s ``our_rows`` that holds ``column`` (one block of rows per model, in the
+    paper's model order: :func:`.assemble.table`)."""
+    models, rows = paper["models"], table.get("our_rows") or []
+    if len(rows) % len(models):
+        raise WhiteboxError(f"splice: {who} paper {paper['number']} table {table['id']}: {len(rows)} of our rows for "
+                            f"{len(models)} models is not one block per model")
+    k = len(rows) // len(models)
+    i = models.index(column) * k
+    block = rows[i:i + k]
+    if len({r.get("model") for r in block}) > 1:
+        raise WhiteboxError(f"splice: {who} paper {paper['number']} table {table['id']}: our rows of {column!r} "
+                            "name several models")
+    return i, i + k
+
+
+def _table_frame(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A table less our cells (what must be the same in both)."""
+    out = {k: v for k, v in t.items() if k not in ("rows", "our_rows")}
+    out["rows"] = [{k: v for k, v in r.items() if k != "ours"} for r in t.get("rows") or []]
+    return out
+
+
+def _check_columns(base: Mapping[str, Any], columns: Sequence[str]) -> None:
+    if not columns:
+        raise WhiteboxError("splice: name the trained column(s) to splice (--column '<base model> + <label>')")
+    for col in columns:
+        if col in base.get("models", ()):
+            raise WhiteboxError(f"splice: {col!r} is a base model: the base models share one Holm family, so "
+                                "splicing one would leave the others' adjusted verdicts stale; re-run the whole "
+                                "reproduction, or splice a trained column ('<base model> + <label>')")
+
+
+def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    number = base["number"]
+    _same({k: v for k, v in base.items() if k not in SPLICED}, {k: v for k, v in new.items() if k not in SPLICED},
+          f"paper {number}")
+    _fewer(base["models"], new["models"], f"paper {number} models")
+    for col in columns:
+        for who, p in (("base", base), ("new", new)):
+            if col not in p["models"]:
+                raise WhiteboxError(f"splice: paper {number} has no column {col!r} in {who} (its columns: "
+                                    f"{', '.join(p['models'])}); name a trained column of every paper both hold, "
+                                    "or assemble the new reproduction from those papers only")
+        mine = [c for c in new["claims"] if _in_column(c, col)]
+        if not any(c["verdict"] != NOT_RUN for c in mine):
+            raise WhiteboxError(f"splice: paper {number}: every claim of {col!r} in new is not run: nothing to "
+                                "splice; let its children finish (and assemble the new reproduction) first")
+
+    # runs: an entry done in new replaces base's (its producer is listed under the base model's name), and so
+    # does every entry of the column (one not done too: the column is new's whole)
+    base_ids = [r["run"] for r in base["runs"]]
+    new_runs = {r["run"]: r for r in new["runs"]}
+    _fewer(base_ids, [r["run"] for r in new["runs"]], f"paper {number} runs")
+    done = {rid for rid, r in new_runs.items() if r.get("status") == "done"}
+    taken = done | {rid for rid, r in new_runs.items() if r.get("model") in columns}
+    runs = [new_runs[r["run"]] if r["run"] in taken else r for r in base["runs"]]
+
+    # claims: the column's replaced by new's of the same id, in base's order
+    claims = []
+    for col in columns:
+        theirs: dict[str, dict[str, Any]] = {}
+        for c in new["claims"]:
+            if _in_column(c, col):
+                if c["id"] in theirs:
+                    raise WhiteboxError(f"splice: paper {number}: new holds claim {c['id']} twice on {col!r}")
+                theirs[c["id"]] = c
+        ours = {c["id"] for c in base["claims"] if _in_column(c, col)}
+        if only := sorted(set(theirs) - ours):
+            raise WhiteboxError(f"splice: paper {number}: new holds claim(s) {', '.join(only)} on {col!r} that base "
+                                "does not: another plan or other papers' code")
+        if lacking := sorted(ours - set(theirs)):
+            raise WhiteboxError(f"splice: paper {number}: new lacks claim(s) {', '.join(lacking)} on {col!r}: its plan "
+                                "does not run every child of the column; plan all of the column's experiments")
+    for c in base["claims"]:
+        col = next((x for x in columns if _in_column(c, x)), None)
+        if col is None:
+            claims.append(c)
+        else:
+            claims.append(next(x for x in new["claims"] if _in_column(x, col) and x["id"] == c["id"]))
+
+    # tables: the column's cells (rows' per-model cells, its block of our rows) replaced by new's
+    if len(base["tables"]) != len(new["tables"]):
+        raise WhiteboxError(f"splice: paper {number}: {len(base['tables'])} tables in base, {len(new['tables'])} in "
+                            "new: different code")
+    tables = []
+    for bt, nt in zip(base["tables"], new["tables"]):
+        _same(_table_frame(bt), _table_frame(nt), f"paper {number} table {bt.get('id')}")
+        t = dict(bt)
+        t["rows"] = [dict(r, ours={m: (nr["ours"][m] if m in columns else cell) for m, cell in r["ours"].items()})
+                     if isinstance(r.get("ours"), dict) else r for r, nr in zip(bt["rows"], nt["rows"])]
+        our_rows = list(bt.get("our_rows") or [])
+        for col in columns:
+            (b0, b1), (n0, n1) = _column_block(base, bt, col, "base"), _column_block(new, nt, col, "new")
+            _same([{k: v for k, v in r.items() if k != "ours"} for r in our_rows[b0:b1]],
+                  [{k: v for k, v in r.items() if k != "ours"} for r in nt["our_rows"][n0:n1]],
+                  f"paper {number} table {bt.get('id')} our rows of {col!r}")
+            our_rows[b0:b1] = nt["our_rows"][n0:n1]
+        t["our_rows"] = our_rows
+        tables.append(t)
+
+    # nothing kept of base may read a run new ran: it would read the new run too
+    kept: list[Any] = [c for c in claims if not any(_in_column(c, col) for col in columns)]
+    for t in tables:
+        kept += [cell for r in t["rows"] for m, cell in (r.get("ours") or {}).items() if m not in columns]
+        blocks = [_column_block(base, t, col, "base") for col in columns]
+        kept += [r for i, r in enumerate(t["our_rows"]) if not any(a <= i < b for a, b in blocks)]
+    if clash := sorted(_runs_read(kept) & done):
+        raise WhiteboxError(f"splice: paper {number}: base's claims or cells outside {', '.join(map(repr, columns))} "
+                            f"read run(s) {', '.join(clash)} that new ran: splicing would not be exact; assemble the "
+                            "whole reproduction with every child instead")
+
+    # figures: base's of runs new ran dropped, new's added, in the plan's order of their runs
+    figures = [f for f in base["figures"] if f.get("run") not in done] + [f for f in new["figures"] if f.get("run") in done]
+    order = {rid: i for i, rid in enumerate(base_ids)}
+    figures.sort(key=lambda f: order.get(f.get("run"), len(order)))
+    return {**base, "runs": runs, "claims": claims, "tables": tables, "figures": figures}
+
+
+def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """``base`` (a reproduction's content, evidence in place: :func:`.assemble.content`,
+    :func:`whitebox_eval.reproduce.merged`) with trained ``columns`` (``"<base model> + <label>"``) taken from
+    ``new`` in every paper both hold: the column's claims and table cells, the runs new ran (their entries)
+    and their figures. Everything else must be the same in both (:class:`WhiteboxError` naming the first
+    difference); the module's docstring says why the result is the content of one reproduction that ran both."""
+    columns = list(dict.fromkeys(columns))
+    _check_columns(base, columns)
+    skip = ("papers", "models", "evidence")  # evidence: the name of the file split writes it to, not content
+    _same({k: v for k, v in base.items() if k not in skip}, {k: v for k, v in new.items() if k not in skip}, "content")
+    _fewer(base["models"], new["models"], "models")
+    theirs = {p["number"]: p for p in new["papers"]}
+    if extra := sorted(set(theirs) - {p["number"] for p in base["papers"]}):
+        raise WhiteboxError(f"splice: new holds paper(s) {', '.join(extra)} that base does not: a column is spliced "
+                            "into a paper base holds")
+    if not theirs:
+        raise WhiteboxError("splice: new holds no paper")
+    out = _copy(base)
+    new = _copy(new)
+    out["papers"] = [_paper(p, theirs[p["number"]], columns) if p["number"] in theirs else p for p in out["papers"]]
+    return out
+
+
+def replaced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Iterable[str]) -> list[dict[str, Any]]:
+    """The claims of ``columns`` that :func:`splice` (``base``, ``new``) replaces, per paper both hold, in base's
+    order: paper, id, model, and the verdict raw and after Holm, old (``base``'s) and new (``new``'s)."""
+    columns = list(columns)
+    theirs = {p["number"]: p for p in new["papers"]}
+    rows = []
+    for pb in base["papers"]:
+        if pb["number"] not in theirs:
+            continue
+        for cb in pb["claims"]:
+            col = next((x for x in columns if _in_column(cb, x)), None)
+            if col is None:
+                continue
+            ca = next(x for x in theirs[pb["number"]]["claims"] if _in_column(x, col) and x["id"] == cb["id"])
+            rows.append({"paper": pb["number"], "id": cb["id"], "model": ca["model"],
+                         "old": (cb["verdict"], cb.get("verdict_holm", cb["verdict"])),
+                         "new": (ca["verdict"], ca.get("verdict_holm", ca["verdict"]))})
+    return rows

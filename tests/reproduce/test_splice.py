@@ -1,0 +1,259 @@
+"""A trained column spliced into a reproduction that did not run it (reproduce/splice.py,
+benchmarks/reproduce_splice.py) is exactly the content of one reproduction that ran everything: 002 at cpu on
+two models (its plan as built), synthetic child runs as in test_trained_truth_heads (the GAR-trained column's
+truth-heads child and its training, the base models' truth-heads children; the evaluate children not run);
+the refusals, each beside the call it lets through; the script on a tmp copy, and reproduce_commit.py on its
+output. Nothing is run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.reproduce import assemble, spec, write_outputs
+from whitebox_eval.reproduce import plan as planning
+from whitebox_eval.reproduce.splice import replaced, splice
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_checks import _Study  # noqa: E402
+from test_trained_truth_heads import _consumer, _training  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ["smollm2-135m", "gemma3-270m"]
+DATA = {"snli": "snli.jsonl", "geometry_of_truth": "got"}
+COLUMN = "smollm2-135m + GAR tasks"
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return planning.build([spec.papers()["002"]], MODELS, "cpu", DATA)
+
+
+def _of_column(plan, column: str = COLUMN) -> set[str]:
+    """The column's children and their producer."""
+    mine = [c for c in plan.children if c.label == column]
+    return {c.run_id for c in mine} | {c.producer for c in mine}
+
+
+def _outcomes(plan, missing: str = "absent", column_done: bool = True) -> dict[str, assemble.Outcome]:
+    """Every child: the trainings done, truth-heads children done (each its own count right), the evaluate
+    children skipped; ``missing``: the other trained column's children and producer absent or skipped."""
+    other = _of_column(plan, "gemma3-270m + GAR tasks")
+    out = {}
+    for i, c in enumerate(plan.children):
+        if c.mode == "evaluate":
+            out[c.run_id] = assemble.Outcome(c, "skipped", reason="--reuse-only: not found")
+        elif c.run_id in other and missing == "absent":
+            continue
+        elif c.run_id in other or (not column_done and c.run_id in _of_column(plan)):
+            out[c.run_id] = assemble.Outcome(c, "skipped", reason="--reuse-only: not found")
+        elif c.suite == "finetune":
+            out[c.run_id] = assemble.Outcome(c, "done", folder="/nonexistent", _study=_Study(_training(True)))
+        else:
+            out[c.run_id] = assemble.Outcome(c, "done", folder="/nonexistent", _study=_Study(*_consumer(30 + 4 * i)))
+    return out
+
+
+def _minus(outcomes, ids, how: str):
+    """``outcomes`` less ``ids`` (``absent``), or with them skipped (``skipped``: as a --reuse-only assembly)."""
+    if how == "absent":
+        return {k: v for k, v in outcomes.items() if k not in ids}
+    return {k: (assemble.Outcome(v.child, "skipped", reason="--reuse-only: not found") if k in ids else v)
+            for k, v in outcomes.items()}
+
+
+def _narrow(plan, keep: set[str], models: list[str]):
+    """``plan`` with only the children ``keep``, on ``models`` (as a reproduction of those children alone)."""
+    small = dataclasses.replace(plan, models=models, children=[c for c in plan.children if c.run_id in keep])
+    return dataclasses.replace(small, filled={p.number: planning.instances(p, small) for p in small.papers})
+
+
+def _json(x) -> str:
+    return json.dumps(x, sort_keys=True, allow_nan=False)
+
+
+@pytest.mark.parametrize("how", ["absent", "skipped"])
+def test_a_spliced_column_is_the_content_of_one_reproduction_that_ran_it(plan, how):
+    every = _outcomes(plan, missing=how)
+    ids = _of_column(plan)
+    full = assemble.content(plan, every)
+    base = assemble.content(plan, _minus(every, ids, how))
+    new = assemble.content(plan, {k: v for k, v in every.items() if k in ids})
+    got = splice(base, new, [COLUMN])
+    assert _json(got) == _json(full)  # floats exactly: the same code on the same runs
+    # the column changed (else the test proves nothing), and nothing else did
+    mine = [c for p in full["papers"] for c in p["claims"] if c.get("holm_family") == COLUMN]
+    assert {c["verdict"] for c in mine} - {"not run", "not tested"}
+    assert _json(base) != _json(full)
+    rows = replaced(base, new, [COLUMN])
+    assert [r["id"] for r in rows] == [c["id"] for c in mine] and all(r["old"][0] == "not run" for r in rows)
+    assert {r["new"] for r in rows} == {(c["verdict"], c["verdict_holm"]) for c in mine}
+
+
+def test_a_column_from_a_reproduction_of_its_children_alone_on_one_model_is_the_same(plan):
+    """The new reproduction planned on fewer models and only the column's children (``--model``): the same."""
+    every = _outcomes(plan)
+    ids = _of_column(plan)
+    small = _narrow(plan, ids, ["smollm2-135m"])
+    new = assemble.content(small, {k: v for k, v in every.items() if k in ids})
+    assert new["papers"][0]["models"] == ["smollm2-135m", COLUMN] and len(new["papers"][0]["runs"]) == len(ids)
+    got = splice(assemble.content(plan, _minus(every, ids, "skipped")), new, [COLUMN])
+    assert _json(got) == _json(assemble.content(plan, every))
+
+
+def test_figures_of_the_runs_new_ran_replace_base_s_in_the_plan_s_order(plan):
+    every = _outcomes(plan)
+    ids = _of_column(plan)
+    base = assemble.content(plan, _minus(every, ids, "skipped"))
+    new = assemble.content(plan, {k: v for k, v in every.items() if k in ids})
+    runs = [r["run"] for r in base["papers"][0]["runs"]]
+    column_run = next(r for r in runs if r in ids and "truth-heads" in r)  # done in new
+    first, last = runs[0], runs[-1]
+    base["papers"][0]["figures"] = [{"kind": "map", "run": first, "path": f"runs/{first}/a.svg"},
+                                    {"kind": "map", "run": column_run, "path": "stale.svg"},
+                                    {"kind": "map", "run": last, "path": f"runs/{last}/b.svg"}]
+    new["papers"][0]["figures"] = [{"kind": "map", "run": column_run, "path": f"runs/{column_run}/c.svg"}]
+    got = splice(base, new, [COLUMN])["papers"][0]["figures"]
+    assert [f["path"] for f in got] == [f"runs/{first}/a.svg", f"runs/{column_run}/c.svg", f"runs/{last}/b.svg"]
+
+
+def _pair(plan, column_done: bool = True):
+    every = _outcomes(plan, column_done=column_done)
+    ids = _of_column(plan)
+    return (assemble.content(plan, _minus(every, ids, "skipped")),
+            assemble.content(plan, {k: v for k, v in every.items() if k in ids}))
+
+
+def test_a_column_no_paper_has_is_refused(plan):
+    base, new = _pair(plan)
+    with pytest.raises(WhiteboxError, match=r"paper 002 has no column 'smollm2-135m \+ planted facts' in base"):
+        splice(base, new, ["smollm2-135m + planted facts"])
+    assert splice(base, new, [COLUMN])
+
+
+def test_a_column_new_did_not_run_is_refused(plan):
+    base, new = _pair(plan, column_done=False)
+    with pytest.raises(WhiteboxError, match="every claim of 'smollm2-135m \\+ GAR tasks' in new is not run: nothing"):
+        splice(base, new, [COLUMN])
+    assert splice(*_pair(plan), [COLUMN])
+
+
+def test_a_base_model_is_refused(plan):
+    base, new = _pair(plan)
+    with pytest.raises(WhiteboxError, match="'smollm2-135m' is a base model: the base models share one Holm family"):
+        splice(base, new, ["smollm2-135m"])
+    assert splice(base, new, [COLUMN])
+
+
+def test_any_other_difference_is_refused_naming_it(plan):
+    base, new = _pair(plan)
+    assert splice(base, new, [COLUMN])
+    for where, edit in (("content.scale", lambda c: c.update(scale="quick")),
+                        ("paper 002.title", lambda c: c["papers"][0].update(title="another")),
+                        ("paper 002.not_run", lambda c: c["papers"][0]["not_run"].append({"what": "x"})),
+                        ("paper 002 table", lambda c: c["papers"][0]["tables"][0]["rows"][0].update(published=[1.0]))):
+        changed = json.loads(json.dumps(new))
+        edit(changed)
+        with pytest.raises(WhiteboxError, match=f"base and new differ at {where}"):
+            splice(base, changed, [COLUMN])
+    more = json.loads(json.dumps(new))
+    more["papers"][0]["models"] = ["gemma3-270m", *more["papers"][0]["models"]]
+    with pytest.raises(WhiteboxError, match="not base's .* less some, in its order"):
+        splice(base, more, [COLUMN])
+
+
+def test_base_s_cells_that_read_a_run_new_ran_are_refused(plan):
+    """new ran a base model's child too: base's claims on it would read the new run, so not exact."""
+    every = _outcomes(plan)
+    ids = _of_column(plan)
+    base = assemble.content(plan, _minus(every, ids, "skipped"))
+    with pytest.raises(WhiteboxError, match="read run\\(s\\) .*gar-truth-heads-smollm2-135m-truth-.* that new ran"):
+        splice(base, assemble.content(plan, every), [COLUMN])
+
+
+def _report(folder: Path, content: dict, runs: dict[str, str]) -> None:
+    """A reproduction folder: claims.json with its evidence, and runs/<id>/{results.json,config.yaml,samples.jsonl}."""
+    folder.mkdir(parents=True)
+    write_outputs(folder, content, "whitebox-eval reproduce 002 --scale cpu")
+    for run, config in runs.items():
+        (folder / "runs" / run).mkdir(parents=True)
+        (folder / "runs" / run / "results.json").write_text(json.dumps({"run": run}))
+        (folder / "runs" / run / "config.yaml").write_text(config)
+        (folder / "runs" / run / "samples.jsonl").write_text("{}\n")
+
+
+def test_the_script_writes_a_folder_reproduce_commit_accepts(plan, tmp_path):
+    every = _outcomes(plan)
+    ids = _of_column(plan)
+    base = assemble.content(plan, _minus(every, ids, "skipped"))
+    data = tmp_path / "datasets"
+    committed, new = tmp_path / "committed", tmp_path / "out" / "new"
+    done = [r["run"] for r in base["papers"][0]["runs"] if r["status"] == "done"]
+    _report(committed, base, {r: "model: smollm2-135m\n" for r in done})
+    new_content = assemble.content(plan, {k: v for k, v in every.items() if k in ids})
+    (producer,) = [i for i in ids if i.startswith("finetune")]
+    new_content["papers"][0]["figures"] = [{"kind": "map", "run": producer, "path": f"{new}/runs/{producer}/f.svg"}]
+    _report(new, new_content, {r: f"model: {new}/runs/{producer}/checkpoints\ndata: {data}/snli.jsonl\n" for r in ids})
+    out = tmp_path / "spliced"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "reproduce_splice.py"), str(committed), str(new),
+           "--column", COLUMN, "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "paper 002: 12 cells replaced, 7 changed verdict (raw / Holm)" in r.stdout
+    assert "  true-false-intervention-raises [smollm2-135m + GAR tasks]: not run / not run -> " in r.stdout
+    # the same claims.json and evidence as one reproduction that ran everything, its figure path into OUT
+    full = assemble.content(plan, every)
+    full["papers"][0]["figures"] = [{"kind": "map", "run": producer, "path": f"{out.resolve()}/runs/{producer}/f.svg"}]
+    (tmp_path / "full").mkdir()
+    write_outputs(tmp_path / "full", full, "x")
+    for name in ("claims.json", "evidence.json.gz"):
+        assert (out / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
+    ran = {i for i in ids if "evaluate" not in i}  # the column's evaluate child skipped in new too
+    assert "(2 runs from the new reproduction)" in r.stdout and len(ran) == 2
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(set(done) | ran)
+    assert (out / "runs" / producer / "samples.jsonl").is_file()  # the new runs whole
+    assert f"{out.resolve()}/runs/{producer}/checkpoints" in (out / "runs" / producer / "config.yaml").read_text()
+    assert str(new) in (new / "runs" / producer / "config.yaml").read_text()  # its source as it was
+    # reproduce_commit.py takes it: every path relative, the spliced runs among those copied
+    dest, md, page = tmp_path / "dest", tmp_path / "r.md", tmp_path / "page.md"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reproduce_commit.py"), str(out), "--data-root",
+                        str(data), "--dest", str(dest), "--md", str(md), "--page", str(page)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert (dest / "runs" / producer / "config.yaml").read_text() == (
+        f"model: runs/{producer}/checkpoints\ndata: snli.jsonl\n")
+    assert f'"path": "runs/{producer}/f.svg"' in (dest / "claims.json").read_text()
+    # a second --out over the first is refused; a column new did not run stops it, the message said
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode != 0
+    bad = subprocess.run(cmd[:-4] + ["--column", "smollm2-135m", "--out", str(tmp_path / "other")],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "is a base model" in bad.stderr and not (tmp_path / "other").exists()
+
+
+def test_the_committed_cpu_report_spliced_with_its_own_trained_column_is_itself():
+    """On the committed report's own structure (per-column table cells, blocks of our rows, figures of the
+    column's runs): 000's planted-facts column from a copy of 000 in which only that column and its training
+    ran is the report unchanged."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reproduce_splice import read
+
+    base = read(ROOT / "benchmarks" / "results" / "reproduce_cpu")
+    column = "smollm2-135m + planted facts"
+    new = json.loads(json.dumps(base))
+    new["papers"] = [p for p in new["papers"] if p["number"] == "000"]
+    runs = new["papers"][0]["runs"]
+    training = {r["run"] for r in runs if r["run"].startswith("finetune-smollm2-135m-planted-facts")}
+    for r in runs:
+        if r["model"] != column and r["run"] not in training:
+            r["status"] = "skipped"
+    assert any(f["run"] in {r["run"] for r in runs if r["model"] == column} for f in base["papers"][0]["figures"])
+    assert _json(splice(base, new, [column])) == _json(base)
+    assert len(replaced(base, new, [column])) == 4
+    with pytest.raises(WhiteboxError, match="paper 000 has no column 'smollm2-135m \\+ arithmetic' in base"):
+        splice(base, new, ["smollm2-135m + arithmetic"])
