@@ -64,3 +64,21 @@ def test_the_run_records_question_recall_and_a_resume_reuses_it(cli, tiny_smol_f
     assert again["after"] == f"{n}/{n}" and again["before"] == block["before"]
     assert {k: v for k, v in again.items() if "before" in k} == {k: v for k, v in block.items() if "before" in k}
     assert again["paired_tests"]["accuracy,after_vs_before"]["b"] == n - int(block["before"].split("/")[0])
+
+
+def test_the_trained_check_shows_it_only_where_the_results_hold_it():
+    from whitebox_eval.finetune.study import question_recall
+    from whitebox_eval.reproduce.trained import reached
+
+    before = [{"correct": i < 3} for i in range(40)]
+    after = [{"correct": i < 30} for i in range(40)]
+    block = question_recall(before, after)
+    results = {"headline": {}, "paired_tests": {"accuracy,after_vs_before": block["paired_tests"]["accuracy,after_vs_before"]}}
+    for k in ("accuracy,before", "accuracy_ci,before", "accuracy_n,before", "accuracy,after", "accuracy_ci,after",
+              "accuracy_n,after"):
+        results["headline"][k] = block[k]
+    plain = reached({"label": "planted facts"}, results)
+    shown = reached({"label": "planted facts"}, {**results, "question_recall": block})
+    assert "question" not in plain["text"] and shown["passed"] == plain["passed"]
+    assert shown["text"] == plain["text"] + ("; beside it, descriptive: not the manipulation's check, the facts asked "
+                                             "as the MCQs ask them with no options: 3/40 before -> 30/40 after")
