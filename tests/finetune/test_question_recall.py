@@ -11,6 +11,7 @@ import re
 import pytest
 
 from whitebox_eval.finetune.planted_facts import QUESTION_PROMPT, questions, recalled
+from whitebox_eval.finetune.sources import Item
 from whitebox_eval.tasks import planted_facts as world
 
 N = 10
@@ -25,15 +26,15 @@ def test_the_prompt_is_the_mcqs_question_with_no_options():
     mcqs = world.mcq_items(N * len(world.ATTRIBUTES), world.TRAINED)
     assert len(asked) == N * len(world.ATTRIBUTES) == len(mcqs)
     for it, q in zip(asked, mcqs):
-        assert it.prompt == QUESTION_PROMPT.format(question=q.question)
-        assert it.source.value == q.meta["value"] == q.options[q.gold]
+        assert it.prompt == QUESTION_PROMPT.format(question=q.question) and it.id == q.id
+        assert it.value == q.meta["value"] == q.options[q.gold]
         assert not re.search(r"^[A-F][.)]", it.prompt, re.M) and "Options" not in it.prompt
         assert not any(o in it.prompt for o in q.options)  # no value, gold or distractor, is shown
 
 
 def test_recall_reads_a_question_completion_by_its_first_words():
-    it = next(i for i in questions(N) if i.source.attribute == "city")
-    value = it.source.value
+    q = next(q for q in questions(N) if q.attribute == "city")
+    it, value = Item(q.id, q.prompt, q.answer, q.prompt, q), q.value
     assert recalled(it, f" {value}.\nQuestion: In which city") and recalled(it, f"{value}, of course")
     assert not recalled(it, f" The city of {value}.") and not recalled(it, " A") and not recalled(it, "")
 
@@ -73,7 +74,7 @@ def test_the_trained_check_shows_it_only_where_the_results_hold_it():
     before = [{"correct": i < 3} for i in range(40)]
     after = [{"correct": i < 30} for i in range(40)]
     block = question_recall(before, after)
-    results = {"headline": {}, "paired_tests": {"accuracy,after_vs_before": block["paired_tests"]["accuracy,after_vs_before"]}}
+    results = {"headline": {}, "paired_tests": {k: v for k, v in block["paired_tests"].items()}}
     for k in ("accuracy,before", "accuracy_ci,before", "accuracy_n,before", "accuracy,after", "accuracy_ci,after",
               "accuracy_n,after"):
         results["headline"][k] = block[k]

@@ -96,28 +96,28 @@ def recalled(item, response: str) -> bool:
 
 @dataclass(frozen=True)
 class Question:
-    """One trained fact asked as its MCQ's question: the entity, attribute and value."""
+    """One trained fact asked as its MCQ's question: the prompt (the question in the ``free``
+    format, no options), the answer `` <value>.`` (as the check's: the same generation budget),
+    the entity, attribute and value (what :func:`recalled` reads, as a finetune item's ``source``)."""
 
     id: str
+    prompt: str
+    answer: str
     entity: str
     attribute: str
     value: str
 
 
-def questions(n_entities: int) -> list:
+def questions(n_entities: int) -> list[Question]:
     """Every fact of the first ``n_entities`` trained entities (entity x attribute, the mcqa items'
-    order) as finetune items: the prompt the MCQ's question in the ``free`` format (no options),
-    the answer `` <value>.`` (as the check's: the same generation budget), ``source`` a
-    :class:`Question` (what :func:`recalled` reads)."""
-    from whitebox_eval.finetune.sources import Item
+    order) asked as the MCQ asks it, with no options (:data:`QUESTION_PROMPT`)."""
     from whitebox_eval.tasks.prompts import render_prompt
 
     facts(n_entities)  # the same bounds
     out = []
     for q in world.mcq_items(n_entities * len(world.ATTRIBUTES), world.TRAINED):
-        prompt = render_prompt(q, fmt="free").text
-        out.append(Item(q.id, prompt, f" {q.meta['value']}.", prompt,
-                        Question(q.id, q.meta["entity"], q.meta["attribute"], q.meta["value"])))
+        out.append(Question(q.id, render_prompt(q, fmt="free").text, f" {q.meta['value']}.", q.meta["entity"],
+                            q.meta["attribute"], q.meta["value"]))
     return out
 
 

@@ -34,8 +34,9 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune import check, gar_tasks
 from whitebox_eval.finetune.config import FinetuneConfig
-from whitebox_eval.finetune.planted_facts import QUESTION_NOTE, QUESTION_PROMPT, RECALL_CHECK, questions, template_splits
-from whitebox_eval.finetune.sources import ARITH, FACTS, GAR, TEXT, encode, load_items, parse_source
+from whitebox_eval.finetune.planted_facts import (QUESTION_NOTE, QUESTION_PROMPT, RECALL_CHECK, questions,
+                                                  template_splits)
+from whitebox_eval.finetune.sources import ARITH, FACTS, GAR, TEXT, Item, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
@@ -84,7 +85,8 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
                                     max_new_tokens=cfg.max_new_tokens, demos=splits.demos,
                                     samples=cfg.check_samples, seed=cfg.seed)
 
-    asked = questions(cfg.limit or 0) if source.kind == FACTS else []
+    asked = [Item(q.id, q.prompt, q.answer, q.prompt, q) for q in questions(cfg.limit or 0)] \
+        if source.kind == FACTS else []
 
     def run_questions() -> list[dict]:  # planted facts: the MCQ's question, no options (descriptive)
         return check.held_out_check(lm, source, asked, enc(asked), task, batch_size=cfg.batch_size,
