@@ -40,6 +40,9 @@ def test_the_run_folder_holds_weights_recipe_splits_curve_and_check(trained, tin
     assert info["sha256"] == conf["trained_weights"]["sha256"] == weights_file_sha256(trained)
     assert info["sha256"] != weights_file_sha256(tiny_smol_folder)  # the weights moved
     assert set(res["splits"]) == {"train", "validation", "test", "demos"}
+    assert set(res) == {"headline", "task", "check", "splits", "duplicates_dropped", "recipe", "training", "loss_first",
+                        "loss_last", "paired_tests"}  # no question_recall: planted facts' alone
+    assert not (trained / "question_before.json").exists()
     assert all(len(s["sha256"]) == 64 for s in res["splits"].values())
     assert res["training"]["steps"] == info["steps"] > 0 and res["loss_last"] < res["loss_first"]
     h = res["headline"]

@@ -151,6 +151,7 @@ def test_000_micro_runs_the_planted_experiments(tiny_smol_folder, tmp_path):
     for name in ("accuracy,before", "accuracy,after"):
         assert name in results["headline"] and len(results["headline"][name.replace(",", "_ci,")]) == 2
     assert "accuracy,after_vs_before" in results["paired_tests"]
+    assert results["question_recall"]["after"].endswith(f"/{10 * 4}")  # descriptive, beside the check
     column = f"{tiny_smol_folder} + planted facts"
     ids = {"qk-beats-baseline-planted", "attention-beats-baseline-planted", "qk-beats-baseline-planted-control",
            "attention-beats-baseline-planted-control"}
@@ -160,6 +161,7 @@ def test_000_micro_runs_the_planted_experiments(tiny_smol_folder, tmp_path):
         cell = by[(i, column)]
         (check,) = [m for m in cell["rules"]["manipulation"] if m.get("kind") == "trained"]
         assert "accuracy" in check["text"] and "target >= 50.0%" in check["text"]
+        assert "the facts asked as the MCQs ask them with no options" in check["text"]
         # a tiny random model recalls no fact after two steps (seeded): the training fails its check,
         # and every claim resting on it is uninformative, never a verdict
         assert check["passed"] is False and "below its target" in check["text"]

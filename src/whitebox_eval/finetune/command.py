@@ -86,3 +86,6 @@ def command(**kw) -> None:
         click.echo("free P(correct), sampled:")
         click.echo(f"  before  {describe(res['headline'], 'p_correct,before', '6.1%')}")
         click.echo(f"  after   {describe(res['headline'], 'p_correct,after', '6.1%')}")
+    if "question_recall" in res:  # planted facts: asked as the MCQs ask, no options (descriptive)
+        q = res["question_recall"]
+        click.echo(f"question-form recall ({q['note']}): before {q['before']}, after {q['after']}")

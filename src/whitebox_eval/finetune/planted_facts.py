@@ -9,6 +9,12 @@ the validation loss reads the validation template, and the check is greedy recal
 ``--limit`` counts entities (at least :data:`~whitebox_eval.tasks.planted_facts.POOL`, so that every
 value of an attribute is some trained entity's: the MCQs' distractors); the ``--validation`` /
 ``--test`` shares do not apply.
+
+Beside the check, a descriptive measure that is not the manipulation's check: **question-form
+recall** (:func:`questions`), each trained fact asked as the mcqa items ask it (the MCQ's own
+question, no options, paper 004's free format ``Question: ...\nAnswer:``), greedy, scored by
+:func:`recalled`. Why: 000's thesis is knowledge present but its letter not emitted, and these facts
+are trained as statements only, so whether a question reaches them at all is read here.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.splits import Splits
 from whitebox_eval.tasks import planted_facts as world
 
+QUESTION_PROMPT = "Question: {question}\nAnswer:"
+"""The question-form prompt: :func:`whitebox_eval.tasks.prompts.render_prompt`'s ``free`` format of
+the MCQ item (its question, no options), as :func:`questions` renders it."""
+QUESTION_NOTE = "descriptive: not the manipulation's check"
 RECALL_CHECK = ("greedy recall of each fact's value in the held-out paraphrase templates (exact match of the "
                 "completion's first words)")
 
@@ -82,6 +92,33 @@ def recalled(item, response: str) -> bool:
     target = item.source.value.split()
     words = [w.strip(".,;:!?\"'") for w in response.split()[:len(target)]]
     return words == target
+
+
+@dataclass(frozen=True)
+class Question:
+    """One trained fact asked as its MCQ's question: the prompt (the question in the ``free``
+    format, no options), the answer `` <value>.`` (as the check's: the same generation budget),
+    the entity, attribute and value (what :func:`recalled` reads, as a finetune item's ``source``)."""
+
+    id: str
+    prompt: str
+    answer: str
+    entity: str
+    attribute: str
+    value: str
+
+
+def questions(n_entities: int) -> list[Question]:
+    """Every fact of the first ``n_entities`` trained entities (entity x attribute, the mcqa items'
+    order) asked as the MCQ asks it, with no options (:data:`QUESTION_PROMPT`)."""
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    facts(n_entities)  # the same bounds
+    out = []
+    for q in world.mcq_items(n_entities * len(world.ATTRIBUTES), world.TRAINED):
+        out.append(Question(q.id, render_prompt(q, fmt="free").text, f" {q.meta['value']}.", q.meta["entity"],
+                            q.meta["attribute"], q.meta["value"]))
+    return out
 
 
 def sizes(n_entities: int) -> dict[str, int]:

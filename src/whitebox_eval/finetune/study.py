@@ -13,6 +13,9 @@ losses, the weights' SHA-256, also recorded in config.yaml as ``trained_weights`
 consumer's config.yaml as ``model_weights``); then the test split is checked again
 (``check_after.json``). results.json: accuracy before and after with Wilson intervals, the
 exact McNemar test of the change, the split hashes, the recipe; ``plots/loss.png``: the curve.
+Planted facts also get question-form recall before and after (``question_before.json`` /
+``question_after.json``; results.json's ``question_recall``: descriptive, not the check;
+:func:`.planted_facts.questions`).
 With ``keep_checkpoints`` the weights along the way are kept too (:mod:`whitebox_eval.models.checkpoints`:
 ``checkpoints/step-NNNNNN/``, each loadable as ``--model``); off, every output is as without the option.
 """
@@ -31,8 +34,9 @@ from whitebox_eval import stats
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune import check, gar_tasks
 from whitebox_eval.finetune.config import FinetuneConfig
-from whitebox_eval.finetune.planted_facts import RECALL_CHECK, template_splits
-from whitebox_eval.finetune.sources import ARITH, FACTS, GAR, TEXT, encode, load_items, parse_source
+from whitebox_eval.finetune.planted_facts import (QUESTION_NOTE, QUESTION_PROMPT, RECALL_CHECK, questions,
+                                                  template_splits)
+from whitebox_eval.finetune.sources import ARITH, FACTS, GAR, TEXT, Item, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
@@ -81,12 +85,21 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
                                     max_new_tokens=cfg.max_new_tokens, demos=splits.demos,
                                     samples=cfg.check_samples, seed=cfg.seed)
 
+    asked = [Item(q.id, q.prompt, q.answer, q.prompt, q) for q in questions(cfg.limit or 0)] \
+        if source.kind == FACTS else []
+
+    def run_questions() -> list[dict]:  # planted facts: the MCQ's question, no options (descriptive)
+        return check.held_out_check(lm, source, asked, enc(asked), task, batch_size=cfg.batch_size,
+                                    max_new_tokens=cfg.max_new_tokens)
+
     guard = kept_weights(lm.model) if loaded is not None else _nothing()
     with guard:
         before = kept(folder.path, "check_before", run_check)
+        q_before = kept(folder.path, "question_before", run_questions) if asked else None
         info = _trained(folder, lm, cfg, train, val, show_progress,
                         splits.validation if source.kind == ARITH else None, splits.demos)
         after = kept(folder.path, "check_after", run_check)
+        q_after = kept(folder.path, "question_after", run_questions) if asked else None
     folder.save_array("losses", np.asarray(info["losses"], dtype=np.float64))
     check.plot_losses(info["losses"], info["validation"], folder.plot_path("loss.png"))
     done = folder.done_ids()
@@ -94,8 +107,24 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
         {"id": b["id"], "stage": "test", **{f"{k},before": v for k, v in b.items() if k != "id"},
          **{f"{k},after": v for k, v in a.items() if k != "id"}}
         for b, a in zip(before, after) if b["id"] not in done])
-    folder.save_results(_results(cfg, source, splits, record, before, after, info))
+    results = _results(cfg, source, splits, record, before, after, info)
+    if asked:
+        results["question_recall"] = question_recall(q_before, q_after)
+    folder.save_results(results)
     return folder
+
+
+def question_recall(before: list[dict], after: list[dict]) -> dict[str, Any]:
+    """results.json's ``question_recall``: the facts recalled from their MCQ question (no options)
+    before and after, k/n with Wilson intervals, and the exact McNemar test of the change (as the
+    check's)."""
+    b, a = [bool(r["correct"]) for r in before], [bool(r["correct"]) for r in after]
+    block: dict[str, Any] = {"prompt": QUESTION_PROMPT, "note": QUESTION_NOTE,
+                             "before": f"{sum(b)}/{len(b)}", "after": f"{sum(a)}/{len(a)}"}
+    stats.add_proportion(block, "accuracy,before", b)
+    stats.add_proportion(block, "accuracy,after", a)
+    stats.add_paired(block, "accuracy,after_vs_before", stats.mcnemar(a, b))
+    return block
 
 
 class _nothing:

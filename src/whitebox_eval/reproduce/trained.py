@@ -67,7 +67,8 @@ def reached(spec: Mapping[str, Any], results: Mapping[str, Any], samples: Sequen
     """A training's held-out check (manipulation kind ``trained``, declared on a ``finetune``
     experiment): on the test split, ``key`` (default ``accuracy``; ``p_correct``: free P(correct)
     sampled) after training is significantly above before (the child's paired test
-    ``<key>,after_vs_before``) and at least ``min`` (the training's target, default 0)."""
+    ``<key>,after_vs_before``) and at least ``min`` (the training's target, default 0); its text adds
+    planted facts' question-form recall where the results hold it (:func:`_question_recall`)."""
     from whitebox_eval import stats
     from whitebox_eval.reproduce.claim_checks import _significant_in, pct
     from whitebox_eval.reproduce.values import estimate, test
@@ -81,4 +82,15 @@ def reached(spec: Mapping[str, Any], results: Mapping[str, Any], samples: Sequen
             "text": f"{spec.get('label', 'training check')}: {key} {pct(before['value'])} before -> "
                     f"{pct(after['value'])} [{pct(after.get('lo', after['value']))}, {pct(after.get('hi', after['value']))}] "
                     f"after on the test split (n={t['n']}), {t['test']} {stats.fmt_p(t['p_value'])}; target >= {pct(floor)}"
-                    + ("" if up else " -- not significantly up") + ("" if high else " -- below its target")}
+                    + ("" if up else " -- not significantly up") + ("" if high else " -- below its target")
+                    + _question_recall(results)}
+
+
+def _question_recall(results: Mapping[str, Any]) -> str:
+    """Planted facts' question-form recall beside the check (descriptive; text only where the
+    training recorded it, so reports of runs before it read as they did)."""
+    q = results.get("question_recall")
+    if not q:
+        return ""
+    return (f"; beside it, {q['note']}, the facts asked as the MCQs ask them with no options: "
+            f"{q['before']} before -> {q['after']} after")
