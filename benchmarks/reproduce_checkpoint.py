@@ -98,7 +98,7 @@ def save(folder: Path, dest: Path, data_root: Path | None = None) -> dict[str, s
             if run in timing:
                 seconds[run] = timing[run]
     (dest / "timing.json").write_text(json.dumps(seconds, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    (dest / "progress.md").write_text(progress(plan, state), encoding="utf-8")
+    (dest / "progress.md").write_text(progress(plan, state, dest), encoding="utf-8")
     return state
 
 
@@ -184,8 +184,22 @@ def _estimated(child: dict) -> float:
     return costs.estimate(child["suite"], child["mode"], child["model"], child["settings"])[1]
 
 
-def progress(plan: dict, state: dict[str, str]) -> str:
-    """progress.md: one row a child, and the estimated work the saved children stand for."""
+def _dest_option(dest: Path | None) -> str:
+    """`` --dest PATH`` for ``restore`` where the children were saved elsewhere than the default
+    (relative to the repository where inside it), else nothing."""
+    if dest is None or Path(dest).resolve() == DEST.resolve():
+        return ""
+    where = Path(dest).resolve()
+    try:
+        where = where.relative_to(ROOT.resolve())
+    except ValueError:
+        pass
+    return f" --dest {where.as_posix()}"
+
+
+def progress(plan: dict, state: dict[str, str], dest: Path | None = None) -> str:
+    """progress.md: one row a child, and the estimated work the saved children stand for; its
+    restore command names ``dest`` where that is not the default."""
     seconds = {c["run_id"]: _estimated(c) for c in plan["children"]}
     total = sum(seconds.values()) or 1
     done = sum(seconds[r] for r, s in state.items() if s == "saved")
@@ -193,7 +207,7 @@ def progress(plan: dict, state: dict[str, str]) -> str:
     lines = [f"# Reproduction at scale {plan.get('scale')}: {n_saved} of {len(state)} children saved "
              f"({done / total:.0%} of the plan's estimated work)", "",
              "To go on (any machine; the data root is where the shared samples are):", "",
-             "    python benchmarks/reproduce_checkpoint.py restore OUTPUT",
+             "    python benchmarks/reproduce_checkpoint.py restore OUTPUT" + _dest_option(dest),
              f"    whitebox-eval reproduce {' '.join(plan.get('papers') or [])} --scale {plan.get('scale')} "
              + " ".join(f"--model {m}" for m in plan.get("models") or []) + " --data-root DATA --output OUTPUT"
              + (" --allow-code-execution" if any("--allow-code-execution" in (c.get("skip") or "")

@@ -33,8 +33,9 @@ def test_saved_children_restore_to_the_same_claims(tmp_path):
     again = tmp_path / "saved2"
     save(first.folder, again)  # an unchanged child saves the same bytes
     for f in sorted((tmp_path / "saved").rglob("*")):
-        if f.is_file():
-            assert f.read_bytes() == (again / f.relative_to(tmp_path / "saved")).read_bytes(), f
+        if f.is_file():  # progress.md's restore command names where it was saved
+            twin = (again / f.relative_to(tmp_path / "saved")).read_bytes()
+            assert f.read_bytes() == twin.replace(b"saved2", b"saved"), f
     text = "".join(f.read_text(encoding="utf-8") for f in (tmp_path / "saved").rglob("*") if f.suffix in (".json", ".yaml"))
     assert str(tmp_path) not in text  # no path of this machine
     assert restore(tmp_path / "saved", tmp_path / "b") == sum(s == "saved" for s in state.values())
@@ -101,3 +102,15 @@ def test_a_child_that_feeds_one_still_to_run_is_kept_back(tmp_path, monkeypatch)
     state = save(folder, tmp_path / "saved")
     assert state == {"sae-x": "saved", "mui-y": "saved"} and (tmp_path / "saved" / "runs" / "mui-y" / "results.json").is_file()
     assert "--allow-code-execution" in (tmp_path / "saved" / "progress.md").read_text(encoding="utf-8")
+
+
+def test_progress_restores_from_where_the_children_were_saved(tmp_path):
+    """progress.md's restore command names ``--dest`` unless the children are in the default place
+    (a quick re-run saved to reproduce_quick_progress restored the cpu children without it)."""
+    from reproduce_checkpoint import DEST, ROOT, progress
+
+    plan = {"scale": "quick", "papers": ["003"], "models": ["m"], "children": []}
+    assert "restore OUTPUT\n" in progress(plan, {}, DEST) and "restore OUTPUT\n" in progress(plan, {})
+    inside = ROOT / "benchmarks" / "results" / "reproduce_quick_progress"
+    assert "restore OUTPUT --dest benchmarks/results/reproduce_quick_progress\n" in progress(plan, {}, inside)
+    assert f"restore OUTPUT --dest {(tmp_path / 'saved').resolve().as_posix()}\n" in progress(plan, {}, tmp_path / "saved")
