@@ -152,3 +152,19 @@ def test_an_unfinished_run_folder_as_model_is_one_line(tmp_path, cli):
                         "--output", str(tmp_path / "out")])
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "run folder without trained weights" in lines[0], err
+
+
+def test_patience_stops_early_and_says_so_only_before_the_last_step(tiny_smol_folder, tmp_path, cli, monkeypatch):
+    """Validation loss that only rises: ``--patience 1`` stops after the second evaluation and says
+    "stopped early"; a patience that runs out exactly at the last planned step stopped nothing."""
+    from whitebox_eval.finetune import check
+
+    losses = iter(range(1000))
+    monkeypatch.setattr(check, "mean_loss", lambda *a, **k: float(next(losses)))
+    early = _finetune(cli, tiny_smol_folder, tmp_path, "early", "--eval-every", "1", "--patience", "1")
+    t = json.loads((early / "results.json").read_text())["training"]
+    assert t["stopped_early"] and t["steps"] == 2 < t["planned_steps"]
+    full = _finetune(cli, tiny_smol_folder, tmp_path, "full", "--eval-every", "1",
+                     "--patience", str(t["planned_steps"] - 1))
+    t = json.loads((full / "results.json").read_text())["training"]
+    assert t["steps"] == t["planned_steps"] and not t["stopped_early"]

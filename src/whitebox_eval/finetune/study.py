@@ -191,7 +191,7 @@ def _trained(folder: RunFolder, lm, cfg: FinetuneConfig, train, val, show_progre
                         bar=lambda r: progress(r, desc="fine-tuning (steps)", enabled=show_progress))
     _write_weights(lm, folder.path)
     info = {"steps": result.steps, "planned_steps": steps, "examples_seen": result.seen,
-            "stopped_early": result.stopped, "validation": history["validation"], "losses": result.losses,
+            "stopped_early": result.stopped and result.steps < steps, "validation": history["validation"], "losses": result.losses,
             "seconds_last_call": round(result.seconds, 1), "sha256": weights_file_sha256(folder.path),
             "run_id": folder.run_id}
     if keep:
