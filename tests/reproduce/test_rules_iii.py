@@ -290,7 +290,12 @@ def test_not_run_is_a_child_that_did_not_run_and_not_tested_one_that_ran_without
     plan = _Plan()
     child = plan.child("001", c.experiment, MODEL)
     done = assemble.Outcome(child, "done", folder="/nonexistent", _study=None)
-    assert assemble.claim(p, c, plan, {child.run_id: done}, MODEL)["verdict"] == verdicts.NOT_TESTED
-    assert assemble.claim(p, c, plan, {}, MODEL)["verdict"] == verdicts.NOT_RUN
+    tested = assemble.claim(p, c, plan, {child.run_id: done}, MODEL)
+    assert tested["verdict"] == verdicts.NOT_TESTED and tested["reason"].startswith("not tested at the quick scale: ")
+    unrun = assemble.claim(p, c, plan, {}, MODEL)
+    assert unrun["verdict"] == verdicts.NOT_RUN and unrun["reason"].startswith("not run at the quick scale: ")
     failed = assemble.Outcome(child, "failed", reason="out of memory")
     assert assemble.claim(p, c, plan, {child.run_id: failed}, MODEL)["verdict"] == verdicts.NOT_RUN
+    law = next(x for x in p.claims if x.id == "utility-law-sae")  # across models: no child of its own ran
+    out = assemble.claim(p, law, plan, {}, "all")
+    assert out["verdict"] == verdicts.NOT_RUN and out["reason"].startswith("not run at the quick scale: "), out

@@ -17,7 +17,7 @@ from typing import Any
 from whitebox_eval import power, stats, suites
 from whitebox_eval.lazy import resolve
 from whitebox_eval.reproduce import claim_checks as checks, claim_rules, strata, trained, values, verdicts, vocabulary
-from whitebox_eval.reproduce.plan import Child, Plan, fill
+from whitebox_eval.reproduce.plan import Child, Plan, fill, not_tested_at
 from whitebox_eval.reproduce.spec import UNREADABLE, Claim, Paper, Table
 
 SCHEMA = 3  # 3: the rules by construction (rules, qualifier, caveats) and evidence.json.gz beside claims.json
@@ -304,7 +304,8 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
         o = None if c.across_models else _outcome(plan, outcomes, paper, c.experiment, model)
         ran = o is not None and o.status == "done"  # not run = its child did not run; not tested = it ran without it
         return {**out, **({"run": o.child.run_id} if ran else {}),
-                "verdict": verdicts.NOT_TESTED if ran else verdicts.NOT_RUN, "reason": why}
+                "verdict": verdicts.NOT_TESTED if ran else verdicts.NOT_RUN,
+                "reason": why if ran else not_tested_at(paper, c, plan.scale, verdicts.NOT_RUN)}
     results: Mapping[str, Any] = {}
     samples: list = []
     trained_on = None if c.across_models else _child(plan, paper, c.experiment, model)  # its training decides a floor

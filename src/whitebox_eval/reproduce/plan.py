@@ -409,15 +409,15 @@ def needed_data(papers: list[Paper], scale: str) -> dict[str, str]:
     return out
 
 
-def not_tested_at(paper: Paper, c: Claim, scale: str) -> str | None:
+def not_tested_at(paper: Paper, c: Claim, scale: str, verdict: str = "not tested") -> str | None:
     """Why ``c`` is not tested at ``scale`` (None when it is): its ``not_at`` entry for the
     scale, or for the scale whose settings its experiment runs there (cpu runs quick's where
-    the experiment names no cpu settings)."""
+    the experiment names no cpu settings), led by ``verdict`` (*not run* where no child ran)."""
     named = scale_named(paper.experiment(c.experiment), scale) if c.experiment else scale
     for s in dict.fromkeys((scale, named)):
         if s in c.not_at:
             via = "" if s == scale else f" (its experiment runs the {s} scale's settings)"
-            return f"not tested at the {scale} scale{via}: {c.not_at[s]}"
+            return f"{verdict} at the {scale} scale{via}: {c.not_at[s]}"
     return None
 
 
