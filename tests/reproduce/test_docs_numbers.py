@@ -94,7 +94,8 @@ def claim_values(c: dict) -> list[float]:
         if draws and sel is not None:
             out += [float(sum(d >= sel for d in draws)), float(sum(d <= sel for d in draws))]
     for text in texts:  # the claim's own words, its published text, its rules' and checks' texts
-        out += [float(m["num"].replace(",", "")) for m in NUMBER.finditer(NOT_QUOTED.sub(" ", text))]
+        for m in NUMBER.finditer(NOT_QUOTED.sub(" ", text)):  # a count "k/n" written there holds both
+            out += [float(m["num"].replace(",", ""))] + ([float(m["den"])] if m["den"] else [])
     return out
 
 
