@@ -38,6 +38,9 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--val-n", type=int, default=60, help="validation items scored (the first of the split)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--end", choices=("eos", "newline", "none"), default="eos",
+                    help="what ends each training answer: the model's end token (the finetune task's own), "
+                         "a newline (as 004's prompts end an answer), or nothing (loss on the digits alone)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--keep", type=Path, default=None,
                     help="save the weights at the best validation point here (one file per learning rate)")
@@ -53,7 +56,7 @@ def main() -> None:
     splits = make_splits(items, validation=a.validation, test=a.test, shots=a.shots, seed=a.seed)
     lm = load_model(a.model)
     tok = lm.tokenizer
-    eos = lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+    eos = end_token(a.end, lm, tok)
     seqs = check.sequences([encode(source, it, tok, [], eos) for it in splits.train])
     val = splits.validation[:a.val_n]
     if a.check:
@@ -89,7 +92,7 @@ def main() -> None:
         recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, a.steps, a.seed, f"finetune/{a.seed}")
         timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
         res = train_rows(lm, seqs, recipe, after_step=after_step)
-        row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer",
+        row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer", "end": a.end,
                "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
                "s_per_step": round(timing["train_s"] / a.steps, 3),
                "cpu_s_per_step": round(timing["cpu_s"] / a.steps, 3), "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1),
@@ -98,6 +101,18 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def end_token(end: str, lm, tok) -> int | None:
+    """The token that closes each training answer (``--end``); a newline must be one token."""
+    if end == "none":
+        return None
+    if end == "newline":
+        ids = tok("\n", add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise SystemExit(f"--end newline: the tokenizer writes a newline as {len(ids)} tokens; use eos or none")
+        return int(ids[0])
+    return lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
 
 
 def test_check(a, lm, splits) -> None:

@@ -73,7 +73,7 @@ RUNS: dict[str, list[str]] = {
     "cloze_context.py": ["--model", TINY, "--datasets", DATA, "--arms", "new,plain,lm-eval", "--only", "hellaswag/10",
                          "--items", "4", "--threads", "1", "--profile", "--out", OUT + "/cloze_context.md"],
     "arithmetic_recipes.py": ["--model", TINY, "--cats", "add2", "--limit", "80", "--shots", "1", "--lr", "1e-3",
-                              "--batch", "4", "--steps", "2", "--eval-every", "1", "--val-n", "4",
+                              "--batch", "4", "--steps", "2", "--eval-every", "1", "--val-n", "4", "--end", "newline",
                               "--out", OUT + "/recipes.json"],
 }
 #: steps run before a script (a program, "whitebox-eval" or a script, then its arguments)
