@@ -56,7 +56,10 @@ def main() -> None:
     splits = make_splits(items, validation=a.validation, test=a.test, shots=a.shots, seed=a.seed)
     lm = load_model(a.model)
     tok = lm.tokenizer
-    eos = end_token(a.end, lm, tok)
+    try:
+        eos = end_token(a.end, lm, tok)
+    except ValueError as e:
+        ap.error(str(e))
     seqs = check.sequences([encode(source, it, tok, [], eos) for it in splits.train])
     val = splits.validation[:a.val_n]
     if a.check:
@@ -110,7 +113,7 @@ def end_token(end: str, lm, tok) -> int | None:
     if end == "newline":
         ids = tok("\n", add_special_tokens=False)["input_ids"]
         if len(ids) != 1:
-            raise SystemExit(f"--end newline: the tokenizer writes a newline as {len(ids)} tokens; use eos or none")
+            raise ValueError(f"--end newline: the tokenizer writes a newline as {len(ids)} tokens; use eos or none")
         return int(ids[0])
     return lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
 

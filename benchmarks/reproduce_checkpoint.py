@@ -187,9 +187,9 @@ def _estimated(child: dict) -> float:
 def _dest_option(dest: Path | None) -> str:
     """`` --dest PATH`` for ``restore`` where the children were saved elsewhere than the default
     (relative to the repository where inside it), else nothing."""
-    if dest is None or Path(dest).resolve() == DEST.resolve():
+    where = Path(dest).resolve() if dest is not None else DEST.resolve()
+    if where == DEST.resolve():
         return ""
-    where = Path(dest).resolve()
     try:
         where = where.relative_to(ROOT.resolve())
     except ValueError:
