@@ -1,8 +1,11 @@
 """Recipe sweep for ``finetune --task arithmetic-text`` (issue 62 item 2): each recipe is trained
 from the same base weights on the same train split and scored on the validation split only
 (greedy exact match in 004's free format, 5-shot, by :func:`whitebox_eval.finetune.check.free_exact_match`,
-every ``--eval-every`` steps); the test split is never read here. Appends one JSON row per recipe to
-``--out`` (the curve, seconds per step) and prints it.
+every ``--eval-every`` steps); the test split is never read here. Beside it, on the same validation
+items: teacher-forced exact match on the bare line (``76 + 44 =`` then every answer digit the argmax,
+no demonstrations, no end token), which tells "has not learned the sums" from "cannot carry them into
+004's format", and the mean answer loss. Appends one JSON row per recipe to ``--out`` (the curve,
+seconds per step) and prints it.
 
   PYTHONPATH=src python benchmarks/arithmetic_recipes.py --cats add2,sub2 --lr 1e-3 --batch 16 --steps 300 \\
       --out benchmarks/results/arithmetic_recipes.json
@@ -67,16 +70,18 @@ def main() -> None:
     base = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     hashes = {k: v["sha256"][:12] for k, v in splits.record(a.seed).items() if isinstance(v, dict)}
 
-    def score() -> float:
+    bare = [encode(source, it, tok, [], None) for it in val]
+
+    def score() -> dict[str, float]:
         hits = check.free_exact_match(lm, val, splits.demos, batch_size=16)
-        return sum(hits) / len(hits)
+        return {"val_exact": sum(hits) / len(hits), **bare_scores(lm, val, bare)}
 
     t0 = time.perf_counter()
     base_em = score()
     eval_s = time.perf_counter() - t0
     for lr in a.lr:
         lm.model.load_state_dict(base)
-        curve = [{"step": 0, "val_exact": base_em}]
+        curve = [{"step": 0, **base_em}]
         timing = {"train_s": 0.0, "cpu_s": 0.0, "last": time.perf_counter(), "cpu_last": time.process_time()}
 
         def after_step(step: int, loss: float) -> bool:
@@ -85,10 +90,11 @@ def main() -> None:
             now = time.perf_counter()
             timing["train_s"] += now - timing["last"]
             timing["cpu_s"] += time.process_time() - timing["cpu_last"]
-            curve.append({"step": step, "loss": round(loss, 4), "val_exact": score()})
+            curve.append({"step": step, "loss": round(loss, 4), **score()})
             if a.keep and curve[-1]["val_exact"] > max(c["val_exact"] for c in curve[1:-1] or [{"val_exact": -1}]):
                 torch.save(lm.model.state_dict(), a.keep.with_name(f"{a.keep.name}_{lr:g}.pt"))
-            print(f"lr {lr:g} step {step}: loss {loss:.3f}, validation exact {curve[-1]['val_exact']:.3f}", flush=True)
+            print(f"lr {lr:g} step {step}: loss {loss:.3f}, validation exact {curve[-1]['val_exact']:.3f}, "
+                  f"bare teacher-forced {curve[-1]['val_bare_exact']:.3f}, answer loss {curve[-1]['val_loss']:.3f}", flush=True)
             timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
             return False
 
@@ -104,6 +110,19 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def bare_scores(lm, items, encoded) -> dict[str, float]:
+    """Teacher-forced exact match on the bare lines (every answer token the argmax) and the mean
+    answer loss per token, over ``encoded`` (prompt without demonstrations, answer without end)."""
+    was = lm.model.training
+    lm.model.eval()
+    try:
+        rows = check.token_accuracy(lm, items, encoded, batch_size=16)
+    finally:
+        lm.model.train(was)
+    return {"val_bare_exact": round(sum(r["hits"] == r["tokens"] for r in rows) / len(rows), 4),
+            "val_loss": round(check.mean_loss(lm, encoded, batch_size=16), 4)}
 
 
 def end_token(end: str, lm, tok) -> int | None:

@@ -56,7 +56,7 @@ def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[
     """One row per test item: the response (or, for a text, the tokens predicted right) and
     whether it is correct (arithmetic text: also its free P(correct) over ``samples`` draws)."""
     if source.kind == TEXT:
-        return _token_accuracy(lm, items, encoded, batch_size)
+        return token_accuracy(lm, items, encoded, batch_size)
     if source.kind == ARITH:
         return _free_format(lm, items, demos, samples, seed, max_new_tokens or max(len(a) for _, a in encoded) + 2)
     if source.kind == GAR:  # 002's statistic: App. C's rule per format, one forward pass per item
@@ -133,7 +133,8 @@ def _free_format(lm, items: Sequence[Item], demos: Sequence[Item], samples: int,
     return rows
 
 
-def _token_accuracy(lm, items: Sequence[Item], encoded: Sequence[Encoded], batch_size: int) -> list[dict[str, Any]]:
+def token_accuracy(lm, items: Sequence[Item], encoded: Sequence[Encoded], batch_size: int) -> list[dict[str, Any]]:
+    """Teacher-forced hits per item: how many answer tokens are the argmax, of how many."""
     seqs = sequences(encoded)
     rows = []
     with torch.no_grad():
