@@ -134,7 +134,7 @@ def end_token(end: str, lm, tok) -> int | None:
         if len(ids) != 1:
             raise ValueError(f"--end newline: the tokenizer writes a newline as {len(ids)} tokens; use eos or none")
         return int(ids[0])
-    return lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+    return lm.end_id
 
 
 def test_check(a, lm, splits) -> None:

@@ -192,6 +192,7 @@ def test_stop_ids_are_the_tokenizer_eos_and_the_generation_config_eos_ids():
     extra = plain[1][2]  # e.g. an instruct model's end-of-turn token, listed by its generation config only
     lm.model.generation_config.eos_token_id = [2, extra]
     assert lm.stop_ids == tuple(sorted({2, extra}))
+    assert lm.end_id == min(2, extra)  # a trained answer ends with the first stop id
     assert lm.pad_id == 2  # no pad token: the EOS pads
     lm.model.generation_config.eos_token_id = extra
     assert lm.stop_ids == tuple(sorted({2, extra}))
@@ -202,7 +203,7 @@ def test_stop_ids_are_the_tokenizer_eos_and_the_generation_config_eos_ids():
     assert gens[1].stop in (2, extra) and gens[1].content_ids == gens[1].ids[:-1]
     lm.model.generation_config.eos_token_id = None
     lm.tokenizer = type("NoSpecial", (), {"pad_token_id": None, "eos_token_id": None})()
-    assert lm.stop_ids == () and lm.pad_id == 0
+    assert lm.stop_ids == () and lm.pad_id == 0 and lm.end_id is None
 
 
 def test_greedy_generation_with_stop_ids_equals_hugging_face_generate():

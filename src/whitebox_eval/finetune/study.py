@@ -72,7 +72,7 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
                f"demonstrations {len(splits.demos)}, {splits.duplicates} duplicates dropped")
     lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
     tok = lm.tokenizer
-    eos = lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+    eos = lm.end_id
 
     def enc(part, demos=()):
         return [encode(source, it, tok, list(demos), eos) for it in part]

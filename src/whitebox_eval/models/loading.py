@@ -80,6 +80,12 @@ class LoadedModel:
         return tuple(sorted(ids))
 
     @property
+    def end_id(self) -> int | None:
+        """The token that closes a trained answer (fine-tuning, contamination): the first stop id,
+        or None where the model has none (then an answer ends with its last token)."""
+        return self.stop_ids[0] if self.stop_ids else None
+
+    @property
     def pad_id(self) -> int:
         """The id that fills left pads and finished rows: the tokenizer's pad, else its EOS
         (else the first stop id, else 0; a pad is masked and a finished row's input unused)."""

@@ -71,7 +71,7 @@ def training_sequences(cfg: ContaminationConfig, lm) -> list[tuple[list[int], li
     end-of-turn token: ``(ids, prediction rows, answer ids)`` for :func:`row_batch`."""
     tok = lm.tokenizer
     prepared = prepare_task(cfg.mui_config(cfg.model, cfg.task), tok)
-    eos = lm.stop_ids[0] if lm.stop_ids else tok.eos_token_id
+    eos = lm.end_id
     out = []
     for it in prepared.items:
         prompt = list(prepared.prompt(it, tok))
