@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from whitebox_eval.finetune import check
-from whitebox_eval.finetune.sources import encode, load_items, parse_source
+from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.finetune.sources import ANSWER_ENDS, answer_end_id, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models import load_model
 from whitebox_eval.models.training import Recipe, train_rows
@@ -41,7 +42,7 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--val-n", type=int, default=60, help="validation items scored (the first of the split)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--end", choices=("eos", "newline", "none"), default="eos",
+    ap.add_argument("--end", choices=ANSWER_ENDS, default="eos",
                     help="what ends each training answer: the model's end token (the finetune task's own), "
                          "a newline (as 004's prompts end an answer), or nothing (loss on the digits alone)")
     ap.add_argument("--out", type=Path, required=True)
@@ -60,8 +61,8 @@ def main() -> None:
     lm = load_model(a.model)
     tok = lm.tokenizer
     try:
-        eos = end_token(a.end, lm, tok)
-    except ValueError as e:
+        eos = answer_end_id(a.end, lm)
+    except WhiteboxError as e:
         ap.error(str(e))
     seqs = check.sequences([encode(source, it, tok, [], eos) for it in splits.train])
     val = splits.validation[:a.val_n]
@@ -123,18 +124,6 @@ def bare_scores(lm, items, encoded) -> dict[str, float]:
         lm.model.train(was)
     return {"val_bare_exact": round(sum(r["hits"] == r["tokens"] for r in rows) / len(rows), 4),
             "val_loss": round(check.mean_loss(lm, encoded, batch_size=16), 4)}
-
-
-def end_token(end: str, lm, tok) -> int | None:
-    """The token that closes each training answer (``--end``); a newline must be one token."""
-    if end == "none":
-        return None
-    if end == "newline":
-        ids = tok("\n", add_special_tokens=False)["input_ids"]
-        if len(ids) != 1:
-            raise ValueError(f"--end newline: the tokenizer writes a newline as {len(ids)} tokens; use eos or none")
-        return int(ids[0])
-    return lm.end_id
 
 
 def test_check(a, lm, splits) -> None:

@@ -168,3 +168,38 @@ def test_patience_stops_early_and_says_so_only_before_the_last_step(tiny_smol_fo
                      "--patience", str(t["planned_steps"] - 1))
     t = json.loads((full / "results.json").read_text())["training"]
     assert t["steps"] == t["planned_steps"] and not t["stopped_early"]
+
+
+def test_answer_end_closes_each_trained_answer_and_config_yaml_omits_the_default(trained, tiny_smol_folder, tmp_path,
+                                                                                  cli, monkeypatch):
+    """``--answer-end newline`` ends every encoded answer with the newline token (one token here),
+    ``none`` with nothing; the default ``eos`` is not written, so earlier run ids stand."""
+    from whitebox_eval.finetune import study
+    from whitebox_eval.models import load_model
+
+    assert "answer_end" not in yaml.safe_load((trained / "config.yaml").read_text())
+    newline = load_model(str(tiny_smol_folder)).tokenizer("\n", add_special_tokens=False)["input_ids"]
+    assert len(newline) == 1
+    ends = []
+
+    def spy(source, item, tok, demos, eos):
+        ends.append(eos)
+        return encode(source, item, tok, demos, eos)
+
+    encode = study.encode
+    monkeypatch.setattr(study, "encode", spy)
+    for end, want in (("newline", newline[0]), ("none", None)):
+        ends.clear()
+        run = _finetune(cli, tiny_smol_folder, tmp_path, end, "--answer-end", end, "--epochs", "1", "--max-steps", "1")
+        assert ends and set(ends) == {want}
+        assert yaml.safe_load((run / "config.yaml").read_text())["answer_end"] == end
+
+
+def test_answer_end_on_a_text_task_is_refused_in_one_line(tmp_path, cli):
+    text = tmp_path / "t.txt"
+    text.write_text("one two three\n" * 8)
+    code, _, err = cli(["finetune", "--model", "nowhere", "--task", f"text={text}", "--answer-end", "newline",
+                        "--output", str(tmp_path / "out")])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "answer_end" in lines[0], err
+    assert not (tmp_path / "out").exists()

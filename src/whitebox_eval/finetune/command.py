@@ -44,6 +44,9 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @batch_size_option("check and validation items per forward; results do not depend on it")
 @click.option("--check-samples", type=click.IntRange(min=0), default=5, show_default=True,
               help="arithmetic-text: answers drawn at T = 1 per test problem in 004's free format (free P(correct))")
+@click.option("--answer-end", type=click.Choice(["eos", "newline", "none"]), default="eos", show_default=True,
+              help="what closes each trained answer: the model's end token, a newline (as 004's few-shot prompts end "
+                   "an answer) or nothing (the loss on the answer alone); not for span: or text= tasks")
 @click.option("--keep-checkpoints", type=click.IntRange(min=0), default=0, show_default=True,
               help="keep the model before training and at this many steps spaced evenly over the planned ones, "
                    "each as RUN/checkpoints/step-NNNNNN/ (loads as --model; mui trajectory reads them)")

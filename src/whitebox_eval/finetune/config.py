@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.finetune.sources import FACTS, GAR, TEXT, parse_source
+from whitebox_eval.finetune.sources import ANSWER_ENDS, FACTS, GAR, SPAN, TEXT, parse_source
 from whitebox_eval.runs.config import config_dict
 
 
@@ -40,6 +40,10 @@ class FinetuneConfig:
     check_samples: int = 5
     """arithmetic-text: answers drawn at temperature 1 per test problem in 004's free format (its
     free P(correct)); 0: the greedy answer only."""
+    answer_end: str = "eos"
+    """What closes each trained answer: ``eos`` (the model's end token), ``newline`` or ``none``
+    (:func:`~whitebox_eval.finetune.sources.answer_end_id`); prompt-and-answer tasks only (span
+    lays out its own end, a text line has no answer). config.yaml omits the default."""
     keep_checkpoints: int = 0
     """Checkpoints kept along the training (:mod:`whitebox_eval.models.checkpoints`): the model before
     training and at this many steps spaced evenly over the planned ones (0: none; config.yaml omits it)."""
@@ -65,6 +69,11 @@ class FinetuneConfig:
         if not (0 < self.validation < 1 and 0 < self.test < 1 and self.validation + self.test < 1):
             raise WhiteboxError("validation and test are shares of the items: each in (0, 1), their sum below 1")
         source = parse_source(self.task)
+        if self.answer_end not in ANSWER_ENDS:
+            raise WhiteboxError(f"answer_end is one of {', '.join(ANSWER_ENDS)}; got {self.answer_end!r}")
+        if self.answer_end != "eos" and source.kind in (TEXT, SPAN):
+            raise WhiteboxError(f"answer_end {self.answer_end!r} applies to tasks with a prompt and an answer; "
+                                f"{source.kind} lays out its own ends (leave it at eos)")
         if self.shots and source.kind in (TEXT, GAR, FACTS):
             raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
 
@@ -72,6 +81,8 @@ class FinetuneConfig:
         d = config_dict(self, "finetune")
         if not d["keep_checkpoints"]:  # off: config.yaml (and so every run id) as before the option
             del d["keep_checkpoints"]
+        if d["answer_end"] == "eos":  # likewise
+            del d["answer_end"]
         return d
 
     def steps(self, n_train: int) -> int:

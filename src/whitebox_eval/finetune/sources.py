@@ -179,6 +179,26 @@ def encode(source: Source, item: Item, tok, demos: list[Item], eos: int | None) 
     return prompt, answer
 
 
+ANSWER_ENDS = ("eos", "newline", "none")
+
+
+def answer_end_id(end: str, lm) -> int | None:
+    """The token that closes each trained answer (``--answer-end``): the model's end token
+    (:attr:`~whitebox_eval.models.loading.LoadedModel.end_id`), a newline (as 004's few-shot
+    prompts end an answer; it must be one token) or nothing (the loss on the answer alone)."""
+    if end == "none":
+        return None
+    if end == "newline":
+        ids = lm.tokenizer("\n", add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise WhiteboxError(f"--answer-end newline: the tokenizer writes a newline as {len(ids)} tokens; "
+                                "use eos or none")
+        return int(ids[0])
+    if end != "eos":
+        raise WhiteboxError(f"--answer-end is one of {', '.join(ANSWER_ENDS)}; got {end!r}")
+    return lm.end_id
+
+
 def is_correct(source: Source, item: Item, response: str, ids: list[int], answer_ids: list[int], task) -> bool:
     """Whether a generated response (``ids``: its tokens, the stop token included) answers ``item``
     (span: its tokens begin with the answer's, end token included; planted facts: the value as the

@@ -36,7 +36,8 @@ from whitebox_eval.finetune import check, gar_tasks
 from whitebox_eval.finetune.config import FinetuneConfig
 from whitebox_eval.finetune.planted_facts import (QUESTION_NOTE, QUESTION_PROMPT, RECALL_CHECK, questions,
                                                   template_splits)
-from whitebox_eval.finetune.sources import ARITH, FACTS, GAR, TEXT, Item, encode, load_items, parse_source
+from whitebox_eval.finetune.sources import (ARITH, FACTS, GAR, TEXT, Item, answer_end_id, encode, load_items,
+                                           parse_source)
 from whitebox_eval.finetune.splits import make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
@@ -72,7 +73,7 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
                f"demonstrations {len(splits.demos)}, {splits.duplicates} duplicates dropped")
     lm = loaded or load_model(cfg.model, dtype=cfg.dtype)
     tok = lm.tokenizer
-    eos = lm.end_id
+    eos = answer_end_id(cfg.answer_end, lm)
 
     def enc(part, demos=()):
         return [encode(source, it, tok, list(demos), eos) for it in part]
