@@ -5,7 +5,8 @@ another test (named), or listed with the reason it cannot run on a fresh test ma
 Placeholders in the arguments: ``{tiny}`` a tiny model folder, ``{out}`` a scratch folder,
 ``{data}`` tiny stand-ins for the shared samples (``tests/benchmark_data.py``; also
 ``$WHITEBOX_SHARED_DATASETS``), ``{src}`` this checkout's ``src``, ``{tiny_chat}`` the tiny
-model with a chat template. The lm-eval scripts run lm-eval itself (the ``lm-eval`` extra)
+model with a chat template, ``{tiny_smol}`` a tiny random model with SmolLM2's tokenizer (GAR's
+answers need word-initial tokens; skipped where the bundled model is not installed). The lm-eval scripts run lm-eval itself (the ``lm-eval`` extra)
 offline on the tiny model and those files, and their checks are lm-eval's parity with ours."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from benchmark_data import write_datasets  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-TINY, OUT, DATA, SRC, TINY_CHAT = "{tiny}", "{out}", "{data}", "{src}", "{tiny_chat}"
+TINY, OUT, DATA, SRC, TINY_CHAT, TINY_SMOL = "{tiny}", "{out}", "{data}", "{src}", "{tiny_chat}", "{tiny_smol}"
 ARC, HELLASWAG = DATA + "/arc/arc_challenge_sample.llmfoundry.jsonl", DATA + "/hellaswag/hellaswag_val_sample.jsonl"
 WHOLE = "arc_challenge/0,mmlu/5,hellaswag/10"  # the whole-files settings scored at micro size
 CLI = "whitebox-eval"  # a setup step that runs the command line instead of a script
@@ -75,6 +76,10 @@ RUNS: dict[str, list[str]] = {
     "arithmetic_recipes.py": ["--model", TINY, "--cats", "add2", "--limit", "80", "--shots", "1", "--lr", "1e-3",
                               "--batch", "4", "--steps", "2", "--eval-every", "1", "--val-n", "4", "--end", "newline",
                               "--out", OUT + "/recipes.json"],
+    "gar_recipes.py": ["--model", TINY_SMOL, "--task", "gar:GendersOfPersons/same,CountriesOfCities/same×3;"
+                       "GendersOfPersons/same,CountriesOfCities/same×3 [g2c]", "--limit", "24", "--validation", "0.25",
+                       "--lr", "1e-3", "--batch", "4", "--epochs", "1", "--eval-every", "2", "--batch-size", "4",
+                       "--out", OUT + "/gar_recipes.json", "--keep", OUT + "/w"],
 }
 #: steps run before a script (a program, "whitebox-eval" or a script, then its arguments)
 SETUP: dict[str, list[list[str]]] = {
@@ -101,6 +106,7 @@ BELOW_1E_4 = r"(0\.0e\+00|\d\.\de-(0[5-9]|[1-9]\d))"  # a difference printed as 
 EXPECT: dict[str, list[str]] = {
     "batch_probe_check.py": [r"\| llama-3-8b \(tiny\) \| 4 \| [0-9.]+ \| 1,2,4 \|"],
     "same_numbers.py": [r"mcqa_ssd: same;"],
+    "gar_recipes.py": [r'"appc_generation": [01]\.\d+', r'"appc_classification": [01]\.\d+'],
     "data_parallel.py": [r"results_max_difference\s+0\.0\n", r"samples_same_order\s+True",
                          r"arrays_max_difference\s+\{'letter_logits': 0\.0, 'qk': 0\.0, 'attention': 0\.0\}"],
     "reproduce_commit.py": [r"3 child runs copied to .*, 0 missing", r"\| paper \| claim \| \S+ micro \| \S+ micro \|",
@@ -222,6 +228,8 @@ def test_benchmark_runs_at_micro_size(script, tiny, data, tmp_path, request):
     values = {TINY: tiny, OUT: str(tmp_path), DATA: data, SRC: str(ROOT / "src")}
     if any(TINY_CHAT in a for step in [RUNS[script], *SETUP.get(script, [])] for a in step):
         values[TINY_CHAT] = request.getfixturevalue("tiny_chat")
+    if any(TINY_SMOL in a for step in [RUNS[script], *SETUP.get(script, [])] for a in step):
+        values[TINY_SMOL] = str(request.getfixturevalue("tiny_smol_folder"))
 
     def fill(args: list[str]) -> list[str]:
         for key, value in values.items():
