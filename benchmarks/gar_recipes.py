@@ -4,7 +4,9 @@ as the finetune child deals them) and scored on the validation lines only, in Ap
 statistic 002's claims read: P(target) above 1/#alternatives at the first answer token, per format,
 :func:`whitebox_eval.finetune.gar_tasks.appc_check`) every ``--eval-every`` steps, with the argmax
 accuracy and the validation loss beside. The test split (the held-out elements) is never read here.
-Appends one JSON row per recipe to ``--out`` (the curve, seconds per step) and prints it.
+Appends one JSON row per recipe to ``--out`` (the curve, seconds per step) and prints it; a run
+stopped by SIGTERM or Ctrl-C still writes its row, with the curve so far and ``stopped_at`` (the
+learning rate is constant, so a prefix of a longer recipe is the shorter recipe).
 
 The validation lines are the train half's elements (held-out lines, not held-out elements), so a
 recipe chosen here still has to pass the finetune child's check on the test half.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -105,18 +108,28 @@ def main() -> None:
 
         recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, steps, a.seed, f"finetune/{a.seed}")
         timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
-        res = train_rows(lm, seqs, recipe, after_step=after_step)
+        try:
+            first = train_rows(lm, seqs, recipe, after_step=after_step).losses[0]
+            stopped = None
+        except KeyboardInterrupt:
+            first, stopped = None, curve[-1]["step"]
+        done = steps if stopped is None else stopped
         row = {"model": a.model, "task": a.task, "lr": lr, "batch": a.batch, "epochs": a.epochs, "steps": steps,
                "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
-               "s_per_step": round(timing["train_s"] / steps, 3), "cpu_s_per_step": round(timing["cpu_s"] / steps, 3),
-               "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1), "loss_first": round(res.losses[0], 4),
-               "curve": curve, "best_mean_appc": max(mean_appc(c) for c in curve[1:]),
+               "s_per_step": round(timing["train_s"] / max(1, done), 3),
+               "cpu_s_per_step": round(timing["cpu_s"] / max(1, done), 3), "threads": torch.get_num_threads(),
+               "eval_s": round(eval_s, 1), "loss_first": None if first is None else round(first, 4),
+               "curve": curve, "best_mean_appc": max((mean_appc(c) for c in curve[1:]), default=None),
+               **({"stopped_at": stopped} if stopped is not None else {}),
                "load": list(map(float, open("/proc/loadavg").read().split()[:3]))}
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
+        if stopped is not None:
+            break
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill: the row so far is still written
     torch.manual_seed(0)
     main()
