@@ -51,6 +51,10 @@ def main() -> None:
     ap.add_argument("--check", default=None, metavar="WEIGHTS|base",
                     help="instead of training: the held-out check on the test split (its first --test-n items, "
                          "--samples draws at T = 1) of the base model or of saved weights")
+    ap.add_argument("--diagnose", default=None, metavar="WEIGHTS|base",
+                    help="instead of training: on the --val-n validation items, where the answers are lost. 004's free "
+                         "format with and without the line's end, and the bare line with no and with --shots bare "
+                         "demonstrations (all teacher-forced)")
     ap.add_argument("--test-n", type=int, default=40)
     ap.add_argument("--samples", type=int, default=4)
     a = ap.parse_args()
@@ -68,6 +72,8 @@ def main() -> None:
     val = splits.validation[:a.val_n]
     if a.check:
         return test_check(a, lm, splits)
+    if a.diagnose:
+        return diagnose(a, lm, source, splits, val)
     base = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     hashes = {k: v["sha256"][:12] for k, v in splits.record(a.seed).items() if isinstance(v, dict)}
 
@@ -124,6 +130,26 @@ def bare_scores(lm, items, encoded) -> dict[str, float]:
         lm.model.train(was)
     return {"val_bare_exact": round(sum(r["hits"] == r["tokens"] for r in rows) / len(rows), 4),
             "val_loss": round(check.mean_loss(lm, encoded, batch_size=16), 4)}
+
+
+def diagnose(a, lm, source, splits, val) -> None:
+    """Teacher-forced readings of ``val`` on the base model or saved weights: 004's free format
+    (5-shot questions) with the line's end and with the answer's tokens alone; the bare line with
+    no demonstrations and with the same demonstrations as bare lines."""
+    if a.diagnose != "base":
+        lm.model.load_state_dict(torch.load(a.diagnose))
+    tok = lm.tokenizer
+    free = check.free_exact_match(lm, val, splits.demos, batch_size=16)
+    digits = check.free_exact_match(lm, val, splits.demos, batch_size=16, need_end=False)
+    bare = bare_scores(lm, val, [encode(source, it, tok, [], None) for it in val])
+    shown = bare_scores(lm, val, [encode(source, it, tok, list(splits.demos), None) for it in val])
+    record = {"weights": a.diagnose, "n": len(val), "free_exact": round(sum(free) / len(val), 4),
+              "free_digits": round(sum(digits) / len(val), 4), "bare_exact": bare["val_bare_exact"],
+              "bare_exact_with_demos": shown["val_bare_exact"], "bare_loss": bare["val_loss"],
+              "bare_loss_with_demos": shown["val_loss"]}
+    print(json.dumps(record), flush=True)
+    with a.out.open("a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 def test_check(a, lm, splits) -> None:

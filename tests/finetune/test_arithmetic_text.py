@@ -71,3 +71,24 @@ def test_the_validation_exact_match_agrees_with_greedy_decoding(tiny_smol_folder
     exact = free_exact_match(lm, [target, other], splits.demos, batch_size=2)
     greedy = [r["correct"] for r in _free_format(lm, [target, other], splits.demos, 0, 0, 6)]
     assert exact == greedy == [True, False]
+
+
+def test_need_end_false_reads_the_answer_without_its_end(tiny_smol_folder):
+    """A tiny model taught a free-format answer's digits but not the line's end: the exact match
+    (which needs the end) says no, the digits-only reading says yes."""
+    from whitebox_eval.finetune.check import free_exact_match
+    from whitebox_eval.finetune.splits import make_splits
+    from whitebox_eval.models import load_model
+    from whitebox_eval.models.training import Recipe, train_rows
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    items, _ = load_items(parse_source("arithmetic-text:add2"), 12, seed=0)
+    splits = make_splits(items, validation=0.2, test=0.2, shots=1, seed=0)
+    lm = load_model(str(tiny_smol_folder))
+    target, tok = splits.test[0], lm.tokenizer
+    prompt = list(tok(render_prompt(target.source, fmt="free", demos=[splits.demos[0].source]).text)["input_ids"])
+    digits = list(tok(f" {target.source.meta['answer']}", add_special_tokens=False)["input_ids"])
+    seq = (prompt + digits, list(range(len(prompt) - 1, len(prompt) + len(digits) - 1)), digits)
+    train_rows(lm, [seq], Recipe(1e-2, (0.9, 0.999), 0.0, 1, 40, 0, "t"))
+    assert free_exact_match(lm, [target], splits.demos, batch_size=2, need_end=False) == [True]
+    assert free_exact_match(lm, [target], splits.demos, batch_size=2) == [False]

@@ -79,13 +79,15 @@ def held_out_check(lm, source: Source, items: Sequence[Item], encoded: Sequence[
     return rows
 
 
-def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_size: int) -> list[bool]:
+def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_size: int, *,
+                     need_end: bool = True) -> list[bool]:
     """Whether each arithmetic item's greedy answer in 004's free format would be exactly right,
     read from one teacher-forced forward (no decoding: cheap enough to run on the validation split
     every few steps): every answer token the argmax, then the line's end (a newline, the decoder's
     stop, or the end token) the argmax after it. Greedy decoding writes exactly these tokens and
     stops, so a true here is a correct greedy answer; a false may still be a right number
-    tokenized otherwise (rare: digits are single tokens in the bundled models)."""
+    tokenized otherwise (rare: digits are single tokens in the bundled models). ``need_end=False``
+    reads the answer's tokens alone (a diagnostic: whether the number is there, ended or not)."""
     from whitebox_eval.tasks.prompts import render_prompt
 
     tok = lm.tokenizer
@@ -106,7 +108,7 @@ def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_siz
                 _, argmax = row_outputs(lm.model, row_batch(part, lm.pad_id))
                 for (_, _, target), got in zip(part, argmax.cpu().tolist()):
                     k = len(target) - 1
-                    right.append(got[:k] == target[:k] and got[k] in ends)
+                    right.append(got[:k] == target[:k] and (got[k] in ends or not need_end))
     finally:
         lm.model.train(was)
     return right
