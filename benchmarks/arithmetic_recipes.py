@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
 from pathlib import Path
 
@@ -45,6 +46,10 @@ def main() -> None:
     ap.add_argument("--end", choices=ANSWER_ENDS, default="eos",
                     help="what ends each training answer: the model's end token (the finetune task's own), "
                          "a newline (as 004's prompts end an answer), or nothing (loss on the digits alone)")
+    ap.add_argument("--context", type=int, default=0, metavar="K",
+                    help="each training line preceded by K other training lines (bare, a seeded draw per line; the "
+                         "loss on its own answer only), so that the sums are learned in a context as 004's few-shot "
+                         "prompts give one; 0: every line alone from its first token")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--keep", type=Path, default=None,
                     help="save the weights at the best validation point here (one file per learning rate)")
@@ -68,7 +73,8 @@ def main() -> None:
         eos = answer_end_id(a.end, lm)
     except WhiteboxError as e:
         ap.error(str(e))
-    seqs = check.sequences([encode(source, it, tok, [], eos) for it in splits.train])
+    seqs = check.sequences([encode(source, it, tok, context_lines(splits.train, i, a.context, a.seed), eos)
+                            for i, it in enumerate(splits.train)])
     val = splits.validation[:a.val_n]
     if a.check:
         return test_check(a, lm, splits)
@@ -79,9 +85,13 @@ def main() -> None:
 
     bare = [encode(source, it, tok, [], None) for it in val]
 
+    shown = [encode(source, it, tok, list(splits.demos), None) for it in val]
+
     def score() -> dict[str, float]:
         hits = check.free_exact_match(lm, val, splits.demos, batch_size=16)
-        return {"val_exact": sum(hits) / len(hits), **bare_scores(lm, val, bare)}
+        with_demos = bare_scores(lm, val, shown)
+        return {"val_exact": sum(hits) / len(hits), **bare_scores(lm, val, bare),
+                "val_bare_exact_with_demos": with_demos["val_bare_exact"]}
 
     t0 = time.perf_counter()
     base_em = score()
@@ -108,7 +118,7 @@ def main() -> None:
         recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, a.steps, a.seed, f"finetune/{a.seed}")
         timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
         res = train_rows(lm, seqs, recipe, after_step=after_step)
-        row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer", "end": a.end,
+        row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer", "end": a.end, "context": a.context,
                "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
                "s_per_step": round(timing["train_s"] / a.steps, 3),
                "cpu_s_per_step": round(timing["cpu_s"] / a.steps, 3), "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1),
@@ -117,6 +127,14 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def context_lines(train, i: int, k: int, seed: int) -> list:
+    """``k`` training lines other than line ``i``, drawn per line from its own seeded stream."""
+    if not k:
+        return []
+    rng = random.Random(f"arithmetic_recipes/context/{seed}/{i}")
+    return [train[j] for j in rng.sample([j for j in range(len(train)) if j != i], k)]
 
 
 def bare_scores(lm, items, encoded) -> dict[str, float]:
