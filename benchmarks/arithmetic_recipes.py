@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import torch
 from whitebox_eval.finetune import check
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.sources import ANSWER_ENDS, answer_end_id, encode, load_items, parse_source
-from whitebox_eval.finetune.splits import make_splits
+from whitebox_eval.finetune.splits import context_draw, make_splits
 from whitebox_eval.models import load_model
 from whitebox_eval.models.training import Recipe, train_rows
 
@@ -73,7 +72,9 @@ def main() -> None:
         eos = answer_end_id(a.end, lm)
     except WhiteboxError as e:
         ap.error(str(e))
-    seqs = check.sequences([encode(source, it, tok, context_lines(splits.train, i, a.context, a.seed), eos)
+    # the context draw's key is this script's own (the finetune child's --train-context keys its draws by split)
+    seqs = check.sequences([encode(source, it, tok, context_draw(splits.train, a.context,
+                                                                 f"arithmetic_recipes/context/{a.seed}/{i}", exclude=i), eos)
                             for i, it in enumerate(splits.train)])
     val = splits.validation[:a.val_n]
     if a.check:
@@ -127,14 +128,6 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
-
-
-def context_lines(train, i: int, k: int, seed: int) -> list:
-    """``k`` training lines other than line ``i``, drawn per line from its own seeded stream."""
-    if not k:
-        return []
-    rng = random.Random(f"arithmetic_recipes/context/{seed}/{i}")
-    return [train[j] for j in rng.sample([j for j in range(len(train)) if j != i], k)]
 
 
 def bare_scores(lm, items, encoded) -> dict[str, float]:

@@ -203,3 +203,40 @@ def test_answer_end_on_a_text_task_is_refused_in_one_line(tmp_path, cli):
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "answer_end" in lines[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_train_context_puts_other_training_lines_before_each_and_0_changes_nothing(trained, tiny_smol_folder,
+                                                                                     tmp_path, cli, monkeypatch):
+    """``--train-context 2``: each training line is encoded after two other training lines (never
+    itself, never a validation or test item), each validation line after two training lines; the
+    default 0 encodes every line alone and config.yaml omits it (run ids stand)."""
+    from whitebox_eval.finetune import study
+
+    assert "train_context" not in yaml.safe_load((trained / "config.yaml").read_text())
+    calls = []
+
+    def spy(source, item, tok, demos, eos):
+        calls.append((item.id, [d.id for d in demos]))
+        return encode(source, item, tok, demos, eos)
+
+    encode = study.encode
+    monkeypatch.setattr(study, "encode", spy)
+    run = _finetune(cli, tiny_smol_folder, tmp_path, "ctx", "--train-context", "2", "--epochs", "1", "--max-steps", "1")
+    splits = json.loads((run / "splits.json").read_text())
+    train, val = set(splits["train"]["ids"]), set(splits["validation"]["ids"])
+    contexts = {i: d for i, d in calls if i in train | val}
+    assert set(contexts) == train | val
+    for item, demos in contexts.items():
+        assert len(demos) == 2 and set(demos) <= train and item not in demos
+    assert len({tuple(d) for d in contexts.values()}) > 1  # drawn per line
+    assert yaml.safe_load((run / "config.yaml").read_text())["train_context"] == 2
+
+
+@pytest.mark.parametrize("task", ["text={file}", "planted-facts"])
+def test_train_context_on_a_task_that_trains_lines_alone_is_refused_in_one_line(task, tmp_path, cli):
+    text = tmp_path / "t.txt"
+    text.write_text("one two three\n" * 8)
+    code, _, err = cli(["finetune", "--model", "nowhere", "--task", task.format(file=text), "--train-context", "3",
+                        "--output", str(tmp_path / "out")])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "train_context" in lines[0], err

@@ -47,6 +47,10 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @click.option("--answer-end", type=click.Choice(["eos", "newline", "none"]), default="eos", show_default=True,
               help="what closes each trained answer: the model's end token, a newline (as 004's few-shot prompts end "
                    "an answer) or nothing (the loss on the answer alone); not for span: or text= tasks")
+@click.option("--train-context", type=click.IntRange(min=0), default=0, show_default=True,
+              help="arithmetic-text and free-answer tasks: each training line after this many other training lines "
+                   "(a seeded draw per line, the loss on its own answer), so what is learned holds after a few-shot "
+                   "prompt's demonstrations; 0: each line alone from its first token")
 @click.option("--keep-checkpoints", type=click.IntRange(min=0), default=0, show_default=True,
               help="keep the model before training and at this many steps spaced evenly over the planned ones, "
                    "each as RUN/checkpoints/step-NNNNNN/ (loads as --model; mui trajectory reads them)")

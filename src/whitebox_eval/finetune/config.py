@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.finetune.sources import ANSWER_ENDS, FACTS, GAR, SPAN, TEXT, parse_source
+from whitebox_eval.finetune.sources import ANSWER_ENDS, ARITH, FACTS, GAR, GEN, SPAN, TEXT, parse_source
 from whitebox_eval.runs.config import config_dict
 
 
@@ -44,6 +44,11 @@ class FinetuneConfig:
     """What closes each trained answer: ``eos`` (the model's end token), ``newline`` or ``none``
     (:func:`~whitebox_eval.finetune.sources.answer_end_id`); prompt-and-answer tasks only (span
     lays out its own end, a text line has no answer). config.yaml omits the default."""
+    train_context: int = 0
+    """Each training and validation line after this many training lines as bare demonstrations (a
+    seeded draw per line, the loss on its own answer): arithmetic text and free-answer tasks, so a
+    skill learned alone also holds after the few-shot prompt's demonstrations (0: each line alone;
+    config.yaml omits it)."""
     keep_checkpoints: int = 0
     """Checkpoints kept along the training (:mod:`whitebox_eval.models.checkpoints`): the model before
     training and at this many steps spaced evenly over the planned ones (0: none; config.yaml omits it)."""
@@ -74,6 +79,11 @@ class FinetuneConfig:
         if self.answer_end != "eos" and source.kind in (TEXT, SPAN):
             raise WhiteboxError(f"answer_end {self.answer_end!r} applies to tasks with a prompt and an answer; "
                                 f"{source.kind} lays out its own ends (leave it at eos)")
+        if self.train_context < 0:
+            raise WhiteboxError(f"train_context must be >= 0 (0: each line alone); got {self.train_context}")
+        if self.train_context and source.kind not in (ARITH, GEN):
+            raise WhiteboxError(f"train_context applies to arithmetic-text and free-answer tasks; {source.kind} "
+                                "trains each line alone (leave it at 0)")
         if self.shots and source.kind in (TEXT, GAR, FACTS):
             raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
 
@@ -81,8 +91,9 @@ class FinetuneConfig:
         d = config_dict(self, "finetune")
         if not d["keep_checkpoints"]:  # off: config.yaml (and so every run id) as before the option
             del d["keep_checkpoints"]
-        if d["answer_end"] == "eos":  # likewise
-            del d["answer_end"]
+        for key, default in (("answer_end", "eos"), ("train_context", 0)):  # likewise
+            if d[key] == default:
+                del d[key]
         return d
 
     def steps(self, n_train: int) -> int:

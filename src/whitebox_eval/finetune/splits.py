@@ -98,3 +98,14 @@ def make_splits(items: Sequence[Any], *, validation: float, test: float, shots: 
     forms = {name: [it.form for it in part] for name, part in
              (("train", train), ("validation", val_items), ("test", test_items), ("demos", demos))}
     return Splits(train, val_items, test_items, demos, len(items) - len(unique), forms)
+
+
+def context_draw(pool: Sequence[Any], k: int, key: str, exclude: int | None = None) -> list[Any]:
+    """``k`` items of ``pool`` (never its ``exclude``-th) to precede one trained line, drawn from
+    ``random.Random(key)`` so each line's context is fixed by its key (``finetune --train-context``)."""
+    if not k:
+        return []
+    others = [j for j in range(len(pool)) if j != exclude]
+    if len(others) < k:
+        raise WhiteboxError(f"--train-context {k} needs more than {k} training items; there are {len(pool)}")
+    return [pool[j] for j in random.Random(key).sample(others, k)]

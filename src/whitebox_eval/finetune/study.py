@@ -38,7 +38,7 @@ from whitebox_eval.finetune.planted_facts import (QUESTION_NOTE, QUESTION_PROMPT
                                                   template_splits)
 from whitebox_eval.finetune.sources import (ARITH, FACTS, GAR, TEXT, Item, answer_end_id, encode, load_items,
                                            parse_source)
-from whitebox_eval.finetune.splits import make_splits
+from whitebox_eval.finetune.splits import context_draw, make_splits
 from whitebox_eval.models.checkpoints import checkpoint_steps, list_checkpoints, save_checkpoint
 from whitebox_eval.models.training import (TRAINED_FILE, WEIGHTS_FILE, Recipe, kept_weights, load_weights,
                                            save_weights, train_rows, weights_file_sha256)
@@ -78,7 +78,13 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
     def enc(part, demos=()):
         return [encode(source, it, tok, list(demos), eos) for it in part]
 
-    train, val = enc(splits.train), enc(splits.validation)
+    def trained(part, name):  # --train-context: other training lines before each, the loss on its own answer
+        return [encode(source, it, tok, context_draw(splits.train, cfg.train_context,
+                                                     f"finetune/context/{cfg.seed}/{name}/{i}",
+                                                     exclude=i if name == "train" else None), eos)
+                for i, it in enumerate(part)]
+
+    train, val = trained(splits.train, "train"), trained(splits.validation, "validation")
     test = enc(splits.test, splits.demos)
 
     def run_check() -> list[dict]:
