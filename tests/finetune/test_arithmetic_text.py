@@ -92,3 +92,19 @@ def test_need_end_false_reads_the_answer_without_its_end(tiny_smol_folder):
     train_rows(lm, [seq], Recipe(1e-2, (0.9, 0.999), 0.0, 1, 40, 0, "t"))
     assert free_exact_match(lm, [target], splits.demos, batch_size=2, need_end=False) == [True]
     assert free_exact_match(lm, [target], splits.demos, batch_size=2) == [False]
+
+
+def test_the_estimate_reads_each_line_with_its_context():
+    """``train_context K``: the training part of the estimate is (1 + K) times the lines-alone one;
+    the check and the validation passes do not change."""
+    from whitebox_eval.finetune.config import FinetuneConfig
+    from whitebox_eval.finetune.record import work
+
+    def units(k: int, steps: int) -> float:
+        cfg = FinetuneConfig(task="arithmetic-text:add2,sub2", limit=3000, test=0.04, validation=0.05, max_steps=steps,
+                             train_batch_size=8, eval_every=1000, train_context=k)  # one evaluation
+        return work(cfg, "study")[1]
+
+    alone, ctx = units(0, 200) - units(0, 100), units(5, 200) - units(5, 100)  # the training part of 100 steps
+    assert ctx == pytest.approx(6 * alone) and alone > 0
+    assert units(5, 100) - ctx == pytest.approx(units(0, 100) - alone)

@@ -37,6 +37,7 @@ def work(cfg, mode: str) -> tuple[int, float]:
         lines = gar_tasks.sizes(source.spec, n, cfg.test, cfg.validation)
         n, n_train, n_test, n_val = sum(lines.values()), lines["train"], lines["test"], lines["validation"]
     steps = cfg.steps(n_train)
+    context = 1 + cfg.train_context  # --train-context K: each line read with K others
     evals = max(1, steps // (cfg.eval_every or cfg.save_every or steps))
     if gar:
         # units per line: a GAR line is ~95 tokens, a unit 60, x2 measured: the SmolLM2 pilot (gar:all, 480 lines,
@@ -44,9 +45,9 @@ def work(cfg, mode: str) -> tuple[int, float]:
         return n, 2 * gar_tasks.TOKENS / 60 * (3 * steps * cfg.train_batch_size + 2 * n_test + evals * n_val)
     if str(cfg.task).startswith("arithmetic-text"):
         read, draw = ARITH_CHECK_UNITS
-        return n, (ARITH_TRAIN_UNITS * steps * cfg.train_batch_size + 2 * n_test * (read + draw * cfg.check_samples)
-                   + evals * n_val * ARITH_VALIDATION_UNITS)
-    return n, 3 * steps * cfg.train_batch_size + 2 * n_test * CHECK_TOKENS + evals * n_val
+        return n, (ARITH_TRAIN_UNITS * context * steps * cfg.train_batch_size
+                   + 2 * n_test * (read + draw * cfg.check_samples) + evals * n_val * ARITH_VALIDATION_UNITS)
+    return n, 3 * context * steps * cfg.train_batch_size + 2 * n_test * CHECK_TOKENS + evals * n_val
 
 
 SUITE = Suite(
