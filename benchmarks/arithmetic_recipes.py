@@ -79,20 +79,18 @@ def main() -> None:
     val = splits.validation[:a.val_n]
     if a.check:
         return test_check(a, lm, splits)
+    bare = [encode(source, it, tok, [], None) for it in val]  # the bare line alone, and after the demonstrations
+    shown = [encode(source, it, tok, list(splits.demos), None) for it in val]
     if a.diagnose:
-        return diagnose(a, lm, source, splits, val)
+        return diagnose(a, lm, splits, val, bare, shown)
     base = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     hashes = {k: v["sha256"][:12] for k, v in splits.record(a.seed).items() if isinstance(v, dict)}
-
-    bare = [encode(source, it, tok, [], None) for it in val]
-
-    shown = [encode(source, it, tok, list(splits.demos), None) for it in val]
 
     def score() -> dict[str, float]:
         hits = check.free_exact_match(lm, val, splits.demos, batch_size=16)
         with_demos = bare_scores(lm, val, shown)
         return {"val_exact": sum(hits) / len(hits), **bare_scores(lm, val, bare),
-                "val_bare_exact_with_demos": with_demos["val_bare_exact"]}
+                "val_bare_exact_with_demos": with_demos["val_bare_exact"], "val_loss_with_demos": with_demos["val_loss"]}
 
     t0 = time.perf_counter()
     base_em = score()
@@ -143,17 +141,15 @@ def bare_scores(lm, items, encoded) -> dict[str, float]:
             "val_loss": round(check.mean_loss(lm, encoded, batch_size=16), 4)}
 
 
-def diagnose(a, lm, source, splits, val) -> None:
+def diagnose(a, lm, splits, val, bare_lines, shown_lines) -> None:
     """Teacher-forced readings of ``val`` on the base model or saved weights: 004's free format
     (5-shot questions) with the line's end and with the answer's tokens alone; the bare line with
     no demonstrations and with the same demonstrations as bare lines."""
     if a.diagnose != "base":
         lm.model.load_state_dict(torch.load(a.diagnose))
-    tok = lm.tokenizer
     free = check.free_exact_match(lm, val, splits.demos, batch_size=16)
     digits = check.free_exact_match(lm, val, splits.demos, batch_size=16, need_end=False)
-    bare = bare_scores(lm, val, [encode(source, it, tok, [], None) for it in val])
-    shown = bare_scores(lm, val, [encode(source, it, tok, list(splits.demos), None) for it in val])
+    bare, shown = bare_scores(lm, val, bare_lines), bare_scores(lm, val, shown_lines)
     record = {"weights": a.diagnose, "n": len(val), "free_exact": round(sum(free) / len(val), 4),
               "free_digits": round(sum(digits) / len(val), 4), "bare_exact": bare["val_bare_exact"],
               "bare_exact_with_demos": shown["val_bare_exact"], "bare_loss": bare["val_loss"],

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from whitebox_eval.finetune import check, gar_tasks
-from whitebox_eval.finetune.sources import answer_end_id, encode, load_items, parse_source
+from whitebox_eval.finetune.sources import encode, load_items, parse_source
 from whitebox_eval.models import load_model
 from whitebox_eval.models.training import Recipe, train_rows
 
@@ -69,7 +69,7 @@ def main() -> None:
     items, _ = load_items(source, a.limit, a.seed, a.test)
     splits = gar_tasks.splits(items, validation=a.validation, seed=a.seed)
     lm = load_model(a.model)
-    eos = answer_end_id("eos", lm)
+    eos = lm.end_id
     seqs = check.sequences([encode(source, it, lm.tokenizer, [], eos) for it in splits.train])
     val = splits.validation[:a.val_n] if a.val_n else splits.validation
     val_enc = [encode(source, it, lm.tokenizer, [], eos) for it in val]

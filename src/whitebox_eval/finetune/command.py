@@ -7,6 +7,7 @@ import click
 from whitebox_eval.command_options import (batch_size_option, dtype_option, model_load_options, resolved_batch_size,
                                            resolved_dtype, run_folder_options)
 from whitebox_eval.config_file import config_file_option, study_config
+from whitebox_eval.finetune.sources import ANSWER_ENDS
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
 
@@ -44,7 +45,7 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 @batch_size_option("check and validation items per forward; results do not depend on it")
 @click.option("--check-samples", type=click.IntRange(min=0), default=5, show_default=True,
               help="arithmetic-text: answers drawn at T = 1 per test problem in 004's free format (free P(correct))")
-@click.option("--answer-end", type=click.Choice(["eos", "newline", "none"]), default="eos", show_default=True,
+@click.option("--answer-end", type=click.Choice(ANSWER_ENDS), default="eos", show_default=True,
               help="what closes each trained answer: the model's end token, a newline (as 004's few-shot prompts end "
                    "an answer) or nothing (the loss on the answer alone); not for span: or text= tasks")
 @click.option("--train-context", type=click.IntRange(min=0), default=0, show_default=True,

@@ -89,10 +89,8 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "finetune")
-        if not d["keep_checkpoints"]:  # off: config.yaml (and so every run id) as before the option
-            del d["keep_checkpoints"]
-        for key, default in (("answer_end", "eos"), ("train_context", 0)):  # likewise
-            if d[key] == default:
+        for key, default in (("keep_checkpoints", 0), ("answer_end", "eos"), ("train_context", 0)):
+            if d[key] == default:  # off: config.yaml (and so every run id) as before the option
                 del d[key]
         return d
 

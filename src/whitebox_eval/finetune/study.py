@@ -78,13 +78,13 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
     def enc(part, demos=()):
         return [encode(source, it, tok, list(demos), eos) for it in part]
 
-    def trained(part, name):  # --train-context: other training lines before each, the loss on its own answer
+    def in_context(part, name):  # --train-context: other training lines before each, the loss on its own answer
         return [encode(source, it, tok, context_draw(splits.train, cfg.train_context,
                                                      f"finetune/context/{cfg.seed}/{name}/{i}",
                                                      exclude=i if name == "train" else None), eos)
                 for i, it in enumerate(part)]
 
-    train, val = trained(splits.train, "train"), trained(splits.validation, "validation")
+    train, val = in_context(splits.train, "train"), in_context(splits.validation, "validation")
     test = enc(splits.test, splits.demos)
 
     def run_check() -> list[dict]:
