@@ -1,4 +1,4 @@
-"""Recipe sweep for ``finetune --task arithmetic-text`` (issue 62 item 2): each recipe is trained
+"""Recipe sweep for ``finetune --task arithmetic-text`` (the trained arithmetic column): each recipe is trained
 from the same base weights on the same train split and scored on the validation split only
 (greedy exact match in 004's free format, 5-shot, by :func:`whitebox_eval.finetune.check.free_exact_match`,
 every ``--eval-every`` steps); the test split is never read here. Beside it, on the same validation
