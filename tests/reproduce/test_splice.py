@@ -168,6 +168,28 @@ def test_any_other_difference_is_refused_naming_it(plan):
         splice(base, more, [COLUMN])
 
 
+def test_how_the_scale_differs_is_new_s_for_the_experiments_new_ran_alone(plan):
+    """A recipe chosen since changes its experiment's text: new's text for an experiment whose runs new ran
+    (the training and the column's children), base's elsewhere, and any other text difference refused."""
+    base, new = _pair(plan)
+    ran = {e for r in new["papers"][0]["runs"] if r.get("status") == "done" for e in r["experiments"]}
+    assert "gar-train" in ran and "evaluate" not in ran
+    changed = json.loads(json.dumps(new))
+    for e in changed["papers"][0]["scaled_down"]:
+        e["differs"] = "a recipe chosen since"
+    with pytest.raises(WhiteboxError, match="base and new differ at paper 002 scaled_down evaluate"):
+        splice(base, changed, [COLUMN])
+    for e in changed["papers"][0]["scaled_down"]:
+        if e["experiment"] not in ran:
+            e["differs"] = next(b["differs"] for b in base["papers"][0]["scaled_down"] if b["experiment"] == e["experiment"])
+    got = {e["experiment"]: e["differs"] for e in splice(base, changed, [COLUMN])["papers"][0]["scaled_down"]}
+    assert {x for x, text in got.items() if text == "a recipe chosen since"} == ran & set(got) and "evaluate" in got
+    retitled = json.loads(json.dumps(new))
+    retitled["papers"][0]["scaled_down"][2]["title"] = "another"
+    with pytest.raises(WhiteboxError, match="base and new differ at paper 002 scaled_down"):
+        splice(base, retitled, [COLUMN])
+
+
 def test_base_s_cells_that_read_a_run_new_ran_are_refused(plan):
     """new ran a base model's child too: base's claims on it would read the new run, so not exact."""
     every = _outcomes(plan)

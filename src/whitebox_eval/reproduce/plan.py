@@ -121,12 +121,12 @@ def points(exp: Experiment, scale: str) -> list[dict[str, Any]]:
 
 
 def settings_for(exp: Experiment, scale: str, point: dict[str, Any], data: dict[str, str],
-                 runs: dict[str, str] | None = None) -> dict[str, Any]:
-    """``exp``'s suite settings at ``scale`` and matrix ``point``, data paths filled in, and
-    ``{run.EXPERIMENT}`` with ``runs[EXPERIMENT]`` (the run folder of an earlier child of the
-    paper on the same model, as the plan names it: :func:`run_ref`)."""
-    scale = scale_named(exp, scale)
-    merged = {**exp.settings, **{k: v for k, v in (exp.scales.get(scale) or {}).items() if k != "matrix"}}
+                 runs: dict[str, str] | None = None, model: str | None = None) -> dict[str, Any]:
+    """``exp``'s suite settings at ``scale``, matrix ``point`` and on ``model`` (the scale's ``by_model``
+    entry over the scale's), data paths filled in, and ``{run.EXPERIMENT}`` with ``runs[EXPERIMENT]`` (an
+    earlier child's run folder of the paper on the same model, as the plan names it: :func:`run_ref`)."""
+    at = exp.scales.get(scale_named(exp, scale)) or {}
+    merged = {**exp.settings, **{k: v for k, v in at.items() if k not in spec.SCALE_KEYS}, **(at.get("by_model") or {}).get(model, {})}
     env = {f"data.{k}": v for k, v in data.items()}
     env.update({f"run.{k}": v for k, v in (runs or {}).items()})
     env.update({k: fill(v, env) for k, v in point.items() if k != "data"})
@@ -361,7 +361,7 @@ def _add(children: dict[str, Child], order: list[str], paper: Paper, exp: Experi
     released = saes_of(paper, model) if scale == "paper" and exp.settings.get("score") == "sae" else None
     if released is not None:  # the paper's own SAEs replace an SAE child's folder: no such child is needed
         earlier = {**{e.id: None for e in paper.experiments}, **earlier}
-    settings = settings_for(exp, scale, point, data, earlier)
+    settings = settings_for(exp, scale, point, data, earlier, model)
     settings = {k: v for k, v in settings.items() if k != "model"}
     base, label = model, None
     if exp.model is not None:  # a trained model: the producer's run folder, by reference

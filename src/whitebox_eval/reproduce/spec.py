@@ -6,8 +6,9 @@ suite's record, :mod:`.vocabulary`); it knows the suites only by their records. 
 
 - ``experiments``: child runs, each one suite (a record of :mod:`whitebox_eval.suites`, and
   its ``mode`` where it has several) with its settings (the suite's config fields, as in
-  :mod:`whitebox_eval.studies`), per-scale settings under ``scales`` and an optional
-  ``matrix`` of variables (e.g. ``shots``) that ``{name}`` fields fill in.
+  :mod:`whitebox_eval.studies`), per-scale settings under ``scales`` (a scale's ``by_model``
+  over them for one model by name: a training recipe chosen on that model's validation split) and an
+  optional ``matrix`` of variables (e.g. ``shots``) that ``{name}`` fields fill in.
 - ``tables``: the paper's tables cell by cell: ``cite`` (table number), ``region`` (text
   around the table in the seed file), ``columns`` and ``rows`` (a row's ``label``, its
   ``published`` numbers, where they are in the seed text, and where ours come from).
@@ -27,7 +28,7 @@ suite's record, :mod:`.vocabulary`); it knows the suites only by their records. 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 import re
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ PAPERS_DIR = "papers"
 SCALES = ("quick", "cpu", "paper", "micro")
 #: a scale an experiment does not name takes the named one's settings (cpu: quick, plus what it adds)
 FALLBACK = {"cpu": "quick"}
+#: a scale's keys that are not suite settings: ``matrix`` (more points) and ``by_model`` (settings for
+#: one model over the scale's, by its name: a recipe chosen on that model's validation split)
+SCALE_KEYS = ("matrix", "by_model")
 DIRECTIONS = ("greater", "less", "none")
 EFFECT_UNITS = ("pp", "number")
 
@@ -186,6 +190,15 @@ def _experiment(d: dict, where: str) -> Experiment:
     unknown = set(scales) - set(SCALES)
     if unknown:
         raise WhiteboxError(f"{where}: unknown scale(s) {sorted(unknown)}")
+    for name, at in scales.items():
+        by_model = (at or {}).get("by_model")
+        if by_model is not None and not (isinstance(by_model, Mapping) and all(
+                isinstance(m, str) and isinstance(v, Mapping) for m, v in by_model.items())):
+            raise WhiteboxError(f"{where}: scales.{name}.by_model must map a model's name to its settings "
+                                f"(e.g. {{smollm2-135m: {{learning_rate: 3.0e-5}}}}), not {by_model!r}")
+        if by_model and (clash := sorted(k for v in by_model.values() for k in v if k in SCALE_KEYS + ("model",))):
+            raise WhiteboxError(f"{where}: scales.{name}.by_model sets {', '.join(clash)}: a model's entry holds "
+                                "suite settings only")
     return Experiment(id=_require(d, "id", where), suite=suite, title=d.get("title", d["id"]),
                       settings=dict(d.get("settings") or {}), scales={k: dict(v or {}) for k, v in scales.items()},
                       matrix={k: list(v) for k, v in (d.get("matrix") or {}).items()}, mode=d.get("mode"),
@@ -303,7 +316,13 @@ def _paper(doc: dict, source: str) -> Paper:
     for x in paper.saes:
         if x.model not in known:
             raise WhiteboxError(f"{source} saes: model {x.model!r} is not in the paper's models")
+    from whitebox_eval.models.bundled import BUNDLED
+
     for e in experiments:
+        named = {m for at in e.scales.values() for m in (at.get("by_model") or {})}
+        if named - known - set(BUNDLED):
+            raise WhiteboxError(f"{source} experiment {e.id}: by_model names {sorted(named - known - set(BUNDLED))}, "
+                                f"neither a bundled model ({', '.join(BUNDLED)}) nor one of the paper's models")
         if set(e.models) - known:
             raise WhiteboxError(f"{source} experiment {e.id}: models {sorted(set(e.models) - known)} are not in "
                                 "the paper's models")

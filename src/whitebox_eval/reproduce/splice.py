@@ -8,7 +8,9 @@ and the column's adjusted p-values read none outside it. Same code (the rule, th
 order) and the same runs (a child is named by its settings: the same run id is the same run) give the same
 column, whichever other children ran. :func:`splice` checks that: every part but the column must be the
 same in both (the first difference named), the column's claims must be the same claims, and nothing it keeps
-of ``base`` may read a run that ``new`` ran.
+of ``base`` may read a run that ``new`` ran. One text may differ: how the scale differs from the paper
+(``scaled_down``) for an experiment whose runs ``new`` ran is ``new``'s, the text that says how those runs were
+made (a recipe chosen since); for every other experiment it must be the same.
 
 A base model's column is refused: the base models share one Holm family, so replacing one of them would
 leave the others' adjusted verdicts from the old p-values. ``new`` may be planned on fewer base models than
@@ -126,9 +128,24 @@ def _check_columns(base: Mapping[str, Any], columns: Sequence[str]) -> None:
                                 "reproduction, or splice a trained column ('<base model> + <label>')")
 
 
+def _scaled_down(base: Mapping[str, Any], new: Mapping[str, Any], ran: set[str]) -> list[dict[str, Any]]:
+    """The paper's how-this-scale-differs texts: base's, but new's for an experiment whose runs new ran (the
+    text that says how those runs were made: a recipe chosen since); every experiment and title the same."""
+    number = base["number"]
+    _same([{k: v for k, v in e.items() if k != "differs"} for e in base["scaled_down"]],
+          [{k: v for k, v in e.items() if k != "differs"} for e in new["scaled_down"]], f"paper {number} scaled_down")
+    out = []
+    for b, n in zip(base["scaled_down"], new["scaled_down"]):
+        if b["experiment"] not in ran:
+            _same(b, n, f"paper {number} scaled_down {b['experiment']}")
+        out.append(n if b["experiment"] in ran else b)
+    return out
+
+
 def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     number = base["number"]
-    _same({k: v for k, v in base.items() if k not in SPLICED}, {k: v for k, v in new.items() if k not in SPLICED},
+    own = (*SPLICED, "scaled_down")
+    _same({k: v for k, v in base.items() if k not in own}, {k: v for k, v in new.items() if k not in own},
           f"paper {number}")
     _fewer(base["models"], new["models"], f"paper {number} models")
     for col in columns:
@@ -209,7 +226,9 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
     figures = [f for f in base["figures"] if f.get("run") not in done] + [f for f in new["figures"] if f.get("run") in done]
     order = {rid: i for i, rid in enumerate(base_ids)}
     figures.sort(key=lambda f: order.get(f.get("run"), len(order)))
-    return {**base, "runs": runs, "claims": claims, "tables": tables, "figures": figures}
+    ran = {e for rid, r in new_runs.items() if rid in done for e in r.get("experiments", ())}
+    return {**base, "runs": runs, "claims": claims, "tables": tables, "figures": figures,
+            "scaled_down": _scaled_down(base, new, ran)}
 
 
 def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
