@@ -1,4 +1,4 @@
-"""Freeze real lm-evaluation-harness numbers on the bundled SmolLM2-135M (issue 15, item 2).
+"""Freeze real lm-evaluation-harness numbers on the bundled SmolLM2-135M, for the parity test.
 
 Runs lm-eval itself (an optional tool, never imported by the package or the tests)
 offline on the first 30 items of MMLU (10 per subject of ``mmlu/test``, 0-shot and

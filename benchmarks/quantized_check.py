@@ -1,5 +1,5 @@
 """A 4-bit load through ``--model-arg`` on one CUDA GPU: mcqa runs on it, and its QK-scores agree with
-the bf16 model's (issue 49's GPU check; one device call of at most 2 minutes).
+the bf16 model's (a GPU check: one device call of at most 2 minutes).
 
 A random Llama-shaped model of 0.89B parameters (hidden 2048, 16 layers, 16 heads / 8 KV heads,
 MLP 5632, vocabulary 32,000; nothing downloaded) is saved in bf16 with a byte-level BPE tokenizer
@@ -25,7 +25,7 @@ device before this script runs.
     python benchmarks/quantized_check.py --out benchmarks/results/quantized_check.json     # on the GPU
     python benchmarks/quantized_check.py --tiny    # the plumbing on a 2-layer model (still needs CUDA for 4-bit)
 
-Status: prepared, not run (issue 49's task was not lent a GPU).
+Status: prepared, not run (no GPU has been lent to run it).
 """
 
 from __future__ import annotations
