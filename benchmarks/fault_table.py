@@ -1,4 +1,4 @@
-"""Issues 13's and 38's bad-input and fault cases, run against two versions: the before/after table.
+"""The bad-input and fault cases, run against two versions: the before/after table.
 
 Every case of ``tests/faults/cases.py`` runs as its own ``python -m whitebox_eval``-like
 process (a full disk / read-only output is simulated by making ``os.fsync`` fail from

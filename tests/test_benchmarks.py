@@ -150,7 +150,7 @@ NOT_RUN = {
     "quantized_check.py": "a CUDA GPU and bitsandbytes (a 4-bit load through --model-arg)",
     # contamination's manipulation check needs a model that can learn the items: a tiny random one never gets there
     "contamination_epochs.py": "a bundled model trained for minutes per epoch on real GSM8K items",
-    # a one-off for issue 46's note: the YAMLs at the commit the cpu children ran with, read from git history
+    # a one-off for the verdict rules' note: the YAMLs at the commit the cpu children ran with, read from git history
     "reproduce_rules_preview.py": "the git history of the checkout (the YAMLs of commit 7624415) and the committed "
                                   "cpu children",
 }

@@ -1,5 +1,5 @@
-"""``--config FILE`` on every study command (issue 50, item 4): options from YAML/JSON, the
-command line winning, a run's config.yaml re-run byte for byte, unknown keys refused."""
+"""``--config FILE`` on every study command: options from YAML/JSON, the command line
+winning, a run's config.yaml re-run byte for byte, unknown keys refused."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def test_a_logits_mismatch_is_recorded_and_the_other_models_still_run(monkeypatc
 
 
 def test_the_prepared_gpu_call_runs_at_tiny_sizes(tmp_path):
-    """Issue 48's one GPU call (batch 8 and 32, 0- and 5-shot, the three shapes, phases) on the CPU:
+    """The prepared GPU call (batch 8 and 32, 0- and 5-shot, the three shapes, phases) on the CPU:
     one row per model and batch, the first batch's rows in the file reproduce/costs.py reads, the
     others beside it; plain and white-box interleaved, plain with and without HF's cache, and per
     phase the host times and the ops and syncs of one counted call."""

@@ -1,4 +1,4 @@
-"""Sanity of the frozen lm-evaluation-harness fixture (issue 15, item 2), on its own.
+"""Sanity of the frozen lm-evaluation-harness fixture, on its own.
 
 ``tests/fixtures/lm_eval_parity.json`` was written by ``benchmarks/lm_eval_parity.py``
 from a real lm-eval 0.4.13 run (see its header). These tests recompute lm-eval's

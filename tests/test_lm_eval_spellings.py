@@ -1,6 +1,6 @@
-"""lm-eval's spellings on the study commands (issue 50, item 5): ``--log_samples`` accepted,
-``--gen_kwargs`` mapped onto the generation options a command has (its own option wins),
-refused in one line where it has no meaning. Every check stops before any model work."""
+"""lm-eval's spellings on the study commands: ``--log_samples`` accepted, ``--gen_kwargs``
+mapped onto the generation options a command has (its own option wins), refused in one line
+where it has no meaning. Every check stops before any model work."""
 
 from __future__ import annotations
 

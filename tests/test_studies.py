@@ -71,7 +71,7 @@ def test_unknown_setting_or_mode_is_one_line(tmp_path):
 
 
 def test_edits_from_python_equal_the_command_and_a_bad_one_is_one_line(tiny, tmp_path, capsys):
-    """``--edit`` on a study command and ``edits=[...]`` in ``studies`` write the same run (issue 50)."""
+    """``--edit`` on a study command and ``edits=[...]`` in ``studies`` write the same run."""
     import yaml
 
     from whitebox_eval.cli import main

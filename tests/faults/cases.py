@@ -1,5 +1,5 @@
-"""Bad-input and fault cases of issues 13 and 38, shared by ``tests/faults`` and
-``benchmarks/fault_table.py`` (which runs them against two versions and prints the table).
+"""Bad-input and fault cases, shared by ``tests/faults`` and ``benchmarks/fault_table.py``
+(which runs them against two versions and prints the table).
 
 :func:`build_fixtures` writes everything the cases need under one folder: a tiny random
 llama with a real (trained) tokenizer saved as a model folder, damaged copies of it, bad
@@ -106,7 +106,7 @@ CASES: list[Case] = [
     Case("mcqa, read-only output mid-run", _with(MCQA, run_id="ro"), "cannot write to {d}/runs/ro: the file system "
          "is read-only", patch="erofs"),
     Case("mcqa --model missing", _with(MCQA, model="{d}/no_such_model", run_id="nomodel"), "model path not found"),
-    # issue 38: a read that fails (a real EIO: the file is a link to /proc/self/mem, whose first page is not mapped)
+    # a read that fails (a real EIO: the file is a link to /proc/self/mem, whose first page is not mapped)
     Case("mcqa hellaswag=FILE, EIO while reading", _with(MCQA, task="hellaswag={d}/eio.jsonl"),
          "cannot read {d}/eio.jsonl: Input/output error", issue=38),
     Case("mcqa mmlu=FILE.csv, EIO while reading", _with(MCQA, task="mmlu={d}/eio.csv"),
@@ -249,7 +249,7 @@ def build_fixtures(d: Path) -> Path:
 
 
 def _bad_data(d: Path) -> None:
-    """Issue 38's data files: a link that fails with EIO when read, a .parquet that is not
+    """Bad data files: a link that fails with EIO when read, a .parquet that is not
     Parquet, text that is not UTF-8, generation files missing a column."""
     for name in ("eio.jsonl", "eio.csv"):
         (d / name).symlink_to("/proc/self/mem")  # reading its first page fails with EIO (Linux)
@@ -278,6 +278,6 @@ def _fake_runs(root: Path) -> None:
         folder.save_array("qk_head_accuracy", [[0.5, 0.25]])
     path = root / "corrupt" / "results.json"
     path.write_text(path.read_text()[:20])
-    shutil.copytree(root / "good", root / "noconfig")  # its config.yaml deleted (issue 38)
+    shutil.copytree(root / "good", root / "noconfig")  # its config.yaml deleted
     (root / "noconfig" / "config.yaml").unlink()
     (root / "noconfig" / "results.json").unlink()

@@ -1,4 +1,4 @@
-"""Issue 38's cases that need more than one ``error:`` line checked: run ids outside
+"""The bad-input cases that need more than one ``error:`` line checked: run ids outside
 ``--output`` (every command), a reproduction whose plan partly fails, skipped-row warnings,
 ``runs`` on damaged folders, and the one read-error path under the readers (units)."""
 

@@ -1,4 +1,4 @@
-"""Issue 13's bad-input and fault cases: each ends in one ``error:`` line and exit 2 (no
+"""The bad-input and fault cases: each ends in one ``error:`` line and exit 2 (no
 traceback, no run folder left behind by a usage error); see ``benchmarks/fault_table.py``
 for the before/after table."""
 

@@ -1,4 +1,4 @@
-"""Unit checks behind issue 13's cases: the GGUF cache key, atomic array parts, the
+"""Unit checks behind the fault cases: the GGUF cache key, atomic array parts, the
 safetensors check, the probe-file loaders and the report of a corrupted results.json."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A full disk, a read-only output or a torn array part loses at most the batch in flight:
 ``--resume`` then finishes the run with the same results.json, samples.jsonl and arrays
-as an uninterrupted run (issue 13)."""
+as an uninterrupted run."""
 
 from __future__ import annotations
 

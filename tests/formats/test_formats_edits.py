@@ -1,5 +1,5 @@
-"""``formats --edit`` (issue 50, item 1): the MCQ pass and every free generation under the edits,
-recorded in config.yaml; a bad edit is one line before the run folder."""
+"""``formats --edit``: the MCQ pass and every free generation under the edits, recorded in
+config.yaml; a bad edit is one line before the run folder."""
 
 from __future__ import annotations
 

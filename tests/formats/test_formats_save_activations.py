@@ -1,5 +1,5 @@
-"""``formats --save-activations`` (issue 50, item 3): the MCQ prompt's rows and every free answer's
-generated-token rows, samples unchanged, read by safetensors alone."""
+"""``formats --save-activations``: the MCQ prompt's rows and every free answer's generated-token
+rows, samples unchanged, read by safetensors alone."""
 
 from __future__ import annotations
 

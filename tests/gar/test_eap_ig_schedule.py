@@ -1,5 +1,5 @@
-"""EAP-IG step schedule (issue 16): no step may sit on the clean input, where the KL metric
-of 002 sec. 4 has zero gradient."""
+"""EAP-IG step schedule: no step may sit on the clean input, where the KL metric of 002
+sec. 4 has zero gradient."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gar --edit`` (issue 50, item 1): every pass of a mode under the edits, recorded in config.yaml;
+"""``gar --edit``: every pass of a mode under the edits, recorded in config.yaml;
 ``--edit at:WHERE`` is where gar's own interventions edit (``--edit-at`` its older spelling)."""
 
 from __future__ import annotations

@@ -235,8 +235,8 @@ def test_edit_rows_at_the_read_position_the_pattern_role_or_both(tiny):
 
 
 def test_knocking_out_heads_at_the_read_position_changes_the_output(tiny):
-    """Regression (issue 16): Q->A edits used to act at A only, where a last-layer head
-    cannot reach the output; at the read position (the default) they must change it."""
+    """Regression: Q->A edits used to act at A only, where a last-layer head cannot
+    reach the output; at the read position (the default) they must change it."""
     from whitebox_eval.gar.interventions import intervention_edits
     from whitebox_eval.gar.scoring import score_examples
 

@@ -1,5 +1,5 @@
-"""GAR metrics beside the paper's rule (issue 16): intervals, paired tests, flips, and the
-summary's words, checked against scipy and hand counts."""
+"""GAR metrics beside the paper's rule: intervals, paired tests, flips, and the summary's
+words, checked against scipy and hand counts."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_intervention_summary_paired_tests_and_flips_by_hand():
 
 
 def test_the_summary_never_says_no_effect_when_predictions_changed():
-    """Regression (issue 16): the paper's rule read 0% -> 0% while 6/8 predictions changed."""
+    """Regression: the paper's rule read 0% -> 0% while 6/8 predictions changed."""
     before = [_score(0.2, 0.1)] * 4 + [_score(0.1, 0.2)] * 4  # all below 1/2: 0% by the paper's rule
     after = [_score(0.1, 0.2)] * 3 + [_score(0.2, 0.1)] + [_score(0.2, 0.1)] * 3 + [_score(0.1, 0.2)]
     s = intervention_summary(before, after)

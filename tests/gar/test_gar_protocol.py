@@ -1,4 +1,4 @@
-"""Issue 16 protocol fixes: odd --limit, selection/report splits, random-head controls,
+"""GAR protocol fixes: odd --limit, selection/report splits, random-head controls,
 the intervention run's results and summary, on a tiny random llama with SmolLM2's tokenizer."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ G2C2 = "GendersOfPersons/same,CountriesOfCities/inCountryOf×3 [g2c]"
 
 
 def test_an_odd_limit_is_refused_for_yes_no_tasks(tmp_path):
-    """Regression (issue 16): --limit 1 kept only the Yes item of every classification task."""
+    """Regression: --limit 1 kept only the Yes item of every classification task."""
     with pytest.raises(WhiteboxError, match="odd"):
         task_examples(select_tasks("classification"), 1, 0)
     with pytest.raises(WhiteboxError, match="even"):

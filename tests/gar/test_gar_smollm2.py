@@ -1,4 +1,4 @@
-"""Issue 16 on the bundled SmolLM2-135M: knocking out heads at the read position changes
+"""GAR on the bundled SmolLM2-135M: knocking out heads at the read position changes
 the answer, at the stated answer A a last-layer head cannot."""
 
 from __future__ import annotations

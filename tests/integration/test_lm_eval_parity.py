@@ -1,4 +1,4 @@
-"""Parity with real lm-evaluation-harness numbers (issue 15, item 2).
+"""Parity with real lm-evaluation-harness numbers.
 
 ``tests/fixtures/lm_eval_parity.json`` was written by ``benchmarks/lm_eval_parity.py``,
 which ran lm-eval 0.4.13 itself (its own task configs, prompts and metrics) on 30 items

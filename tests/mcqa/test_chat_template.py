@@ -1,5 +1,5 @@
-"""``--apply-chat-template`` (issue 15 item 7): option-token positions inside the template,
-no doubled special tokens, answers without the delimiter (lm-eval 0.4.13), prefix caching."""
+"""``--apply-chat-template``: option-token positions inside the template, no doubled special
+tokens, answers without the delimiter (lm-eval 0.4.13), prefix caching."""
 
 from __future__ import annotations
 

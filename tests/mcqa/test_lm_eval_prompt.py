@@ -1,5 +1,5 @@
 """``mcqa --prompt lm-eval`` on a tiny model: every number recomputed from the model's own
-forward pass with lm-eval's text and encoding, and the all-items / --limit rules (issue 15)."""
+forward pass with lm-eval's text and encoding, and the all-items / --limit rules."""
 
 from __future__ import annotations
 

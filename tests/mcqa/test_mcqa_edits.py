@@ -1,5 +1,5 @@
-"""``mcqa --edit SPEC`` (issue 50, item 1): the spec language, its one-line refusals, and a
-study run under an edit checked against the model with the edit written into its weights."""
+"""``mcqa --edit SPEC``: the spec language, its one-line refusals, and a study run under an
+edit checked against the model with the edit written into its weights."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An MCQA run's files in lm-eval's layout (issue 15, item 5) on a tiny random llama."""
+"""An MCQA run's files in lm-eval's layout on a tiny random llama."""
 
 from __future__ import annotations
 

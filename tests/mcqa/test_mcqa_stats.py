@@ -1,5 +1,5 @@
 """MCQA numbers a reader can trust: intervals, paired tests, held-out selection, controls,
-demonstrations that are never evaluated, and the regressions of issue 11."""
+demonstrations that are never evaluated, and regression tests."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def full_run(tiny_mcqa_model, tmp_path_factory):  # noqa: F811
     return run_mcqa(cfg, tmp_path_factory.mktemp("runs"), run_id="all", loaded=tiny_mcqa_model, show_progress=False)
 
 
-#: metrics that select nothing: reported over every evaluated item, as lm-eval does (issue 15, item 4)
+#: metrics that select nothing: reported over every evaluated item, as lm-eval does
 ALL_ITEMS = {"acc,baseline", "pa,baseline", "acc,cloze", "acc_norm,cloze"}
 
 
@@ -229,7 +229,7 @@ def test_without_a_dev_split_a_held_out_pool_is_never_evaluated(tiny_mcqa_model,
 
 
 def test_arc_run_takes_its_demonstrations_from_the_train_file_beside_it(tiny_mcqa_model, tmp_path):  # noqa: F811
-    """Issue 15 item 3: ARC's train split (AI2 naming) feeds the shots; config.yaml lists the ids and the file."""
+    """ARC's train split (AI2 naming) feeds the shots; config.yaml lists the ids and the file."""
     for split, n in (("Test", 14), ("Train", 8)):
         rows = [{"id": f"{split}-{i}", "answerKey": "ABCD"[i % 4],
                  "question": {"stem": f"{split} q{i}?", "choices": [{"label": l, "text": f"{split} {l}{i}"} for l in "ABCD"]}}

@@ -1,6 +1,6 @@
-"""``--save-activations`` (issue 50, item 3) on mcqa: the spec language and its one-line
-refusals, the saved file against ``Engine.run`` captures of the same batches (bit for bit),
-read by safetensors alone, a killed run resumed to the same bytes, samples unchanged."""
+"""``--save-activations`` on mcqa: the spec language and its one-line refusals, the saved
+file against ``Engine.run`` captures of the same batches (bit for bit), read by safetensors
+alone, a killed run resumed to the same bytes, samples unchanged."""
 
 from __future__ import annotations
 

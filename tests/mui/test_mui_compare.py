@@ -87,7 +87,7 @@ def _run_with(root: Path, name: str, acc: float, mui: float, n: int = 24, **sett
 
 
 def test_law_refuses_mixed_settings_in_one_line(tmp_path):
-    """Regression (issue 16): runs at thresholds 1 and 0.1 per mille, other units or other n were fitted together."""
+    """Regression: runs at thresholds 1 and 0.1 per mille, other units or other n were fitted together."""
     a = _run_with(tmp_path, "a", 20.0, 3.0)
     b = _run_with(tmp_path, "b", 40.0, 2.5, threshold="top-fraction", threshold_value=0.01)
     c = _run_with(tmp_path, "c", 60.0, 2.0, unit="neuron", n=100)

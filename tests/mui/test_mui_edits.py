@@ -1,5 +1,5 @@
-"""``mui --edit`` (issue 50, item 1): the responses and every scoring pass under the edits (an SAE
-feature clamp here), recorded in config.yaml; a bad edit is one line before the run folder."""
+"""``mui --edit``: the responses and every scoring pass under the edits (an SAE feature clamp
+here), recorded in config.yaml; a bad edit is one line before the run folder."""
 
 from __future__ import annotations
 

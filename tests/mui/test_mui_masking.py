@@ -76,7 +76,7 @@ def test_masking_runs_on_a_tiny_model_and_resumes(tmp_path):
 
 
 def test_key_neurons_are_selected_on_items_disjoint_from_the_evaluation(tmp_path):
-    """Regression (issue 16): selection and evaluation used the same items when the task was the same."""
+    """Regression: selection and evaluation used the same items when the task was the same."""
     lm = tiny_lm("llama")
     cfg = MaskingConfig(model="tiny", source_task="arithmetic-gen:add2", eval_tasks=("arithmetic-gen:add2",),
                         ks=(1,), limit=4, batch_size=4, max_new_tokens=3, random_draws=2, generate=False)

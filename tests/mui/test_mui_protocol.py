@@ -1,5 +1,5 @@
-"""Issue 16 (paper 001 protocol): the paper's key-set rule by default, truncation counts, intervals,
-the effective threshold fraction, and the correct-vs-incorrect test at equal subset size."""
+"""Paper 001's protocol: the paper's key-set rule by default, truncation counts, intervals, the
+effective threshold fraction, and the correct-vs-incorrect test at equal subset size."""
 
 from __future__ import annotations
 
@@ -283,7 +283,7 @@ def test_subset_command_prints_the_interval(tmp_path):
 
 
 def test_mui_records_and_checks_the_data_files_it_read(tmp_path):
-    """config.yaml lists every data file with its sha256 (issue 15, item 5); --resume refuses changed data."""
+    """config.yaml lists every data file with its sha256; --resume refuses changed data."""
     import hashlib
 
     import yaml

@@ -1,5 +1,5 @@
-"""``mui --save-activations`` (issue 50, item 3): each response's generated-token rows from the
-decoder's own passes, samples unchanged, given responses refused in one line."""
+"""``mui --save-activations``: each response's generated-token rows from the decoder's own
+passes, samples unchanged, given responses refused in one line."""
 
 from __future__ import annotations
 

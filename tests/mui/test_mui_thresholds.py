@@ -45,8 +45,8 @@ def test_layer_topk_pairs_eq8():
 
 
 def test_default_unit_is_the_papers_pooled_pairs():
-    """Regression (issue 16): the default must be eq. 8 / 10's pooled (token, neuron) pairs, not
-    each neuron's best score. Layer 0's top-2 pairs are both neuron 0 (5 and 4.5)."""
+    """Regression: the default must be eq. 8 / 10's pooled (token, neuron) pairs, not each
+    neuron's best score. Layer 0's top-2 pairs are both neuron 0 (5 and 4.5)."""
     assert np.array_equal(layer_topk_mask(SCORES, 2).numpy(), layer_topk_mask(SCORES, 2, unit="pair").numpy())
     assert np.array_equal(layer_topk_mask(SCORES, 2).numpy(), rows({0}, {0, 1, 2}))
     assert np.array_equal(key_mask(SCORES, "top_fraction", 0.5).numpy(), rows({0}, {0, 1, 2}))

@@ -1,4 +1,4 @@
-"""``whitebox-eval compare`` with lm-eval results files beside run folders (issue 15, item 6).
+"""``whitebox-eval compare`` with lm-eval results files beside run folders.
 
 The real file is ``tests/fixtures/lm_eval_results/results_2026-11-23T00-00-00.000000.json``,
 written by lm-eval 0.4.13's EvaluationTracker (benchmarks/lm_eval_parity.py): HellaSwag and

@@ -1,5 +1,5 @@
-"""``whitebox-eval compare A B``'s paired section (issue 50, item 2): per-item metrics of two
-runs over the same items, the paired difference, its interval and test, and the flips.
+"""``whitebox-eval compare A B``'s paired section: per-item metrics of two runs over the same
+items, the paired difference, its interval and test, and the flips.
 
 References are computed here from the items: McNemar's b and c counted by hand and its
 p-value from scipy's binomial test; the bootstrap's difference as the mean of B - A.

@@ -45,8 +45,8 @@ def test_cpu_scale_fine_tunes_where_quick_does_not():
     for e in p.experiments:
         quick, cpu = plan.settings_for(e, "quick", {}, {}), plan.settings_for(e, "cpu", {}, {})
         assert not quick.get("finetune_examples") and cpu["finetune_examples"] > 0, e.id
-        # besides fine-tuning, cpu draws 20 random head sets where quick draws 3 (issue 46: a control's
-        # rank test needs >= 20 draws to reach p < 0.05)
+        # besides fine-tuning, cpu draws 20 random head sets where quick draws 3 (a control's rank test
+        # needs >= 20 draws to reach p < 0.05)
         assert {k: v for k, v in cpu.items() if k not in ("finetune_examples", "finetune", "random_draws")} == \
             {k: v for k, v in quick.items() if k != "random_draws"}, e.id
         assert cpu.get("random_draws", 20) == 20 and quick.get("random_draws", 3) == 3, e.id
@@ -59,7 +59,7 @@ def test_a_claim_not_tested_at_quick_is_not_tested_at_cpu_where_cpu_runs_quicks_
 
     from whitebox_eval.reproduce.plan import not_tested_at
 
-    # 001's masking has cpu settings of its own since issue 46 (20 random draws): its file without them
+    # 001's masking has cpu settings of its own (20 random draws): its file without them
     from importlib import resources
 
     doc = yaml.safe_load((resources.files("whitebox_eval.reproduce") / spec.PAPERS_DIR / "001_mui.yaml")

@@ -1,5 +1,5 @@
-"""The rules every claim gets by construction (issue 46), one test per rule, on synthetic child runs
-read through the papers' own claims: an arm at chance outside paper 000, a contradiction a control
+"""The rules every claim gets by construction, one test per rule, on synthetic child runs read
+through the papers' own claims: an arm at chance outside paper 000, a contradiction a control
 explains, a failed manipulation, a reliability warning, an equivalence on a measure that cannot show
 its margin, a pooled effect that vanishes within strata, a random-draw control with too few draws."""
 

@@ -1,5 +1,5 @@
-"""``--limit F`` below 1 (issue 50, item 5): a fraction of the items a run has without a limit,
-rounded up, per task in gar and per split in span, recorded in config.yaml as given."""
+"""``--limit F`` below 1: a fraction of the items a run has without a limit, rounded up, per
+task in gar and per split in span, recorded in config.yaml as given."""
 
 from __future__ import annotations
 

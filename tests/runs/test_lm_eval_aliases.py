@@ -1,5 +1,5 @@
-"""lm-eval's flag spellings (issue 15 item 7): each alias sets the same config as our spelling,
-``--help`` shows both, and an lm-eval task name gets a one-line fix."""
+"""lm-eval's flag spellings: each alias sets the same config as our spelling, ``--help`` shows
+both, and an lm-eval task name gets a one-line fix."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``span --edit`` (issue 50, item 1): every evaluation pass (teacher-forced, generation,
-reinforcement) under the edits, recorded in config.yaml; a bad edit writes nothing."""
+"""``span --edit``: every evaluation pass (teacher-forced, generation, reinforcement)
+under the edits, recorded in config.yaml; a bad edit writes nothing."""
 
 from __future__ import annotations
 

@@ -202,7 +202,7 @@ def test_rank_key_heads():
     assert rank_key_heads(torch.tensor(scores), top_n=2) == [(0, 1), (1, 0)]
 
 
-# ------------------------------------------- issue 11: generation and table 2 within samples
+# -------------------------------------------- generation and table 2 within samples
 
 
 def test_generation_exact_is_whole_string_equality_not_a_prefix():

@@ -1,4 +1,4 @@
-"""Issue 11: held-out choice of N and C, the controls and the paired tests (003 sec. 5.1)."""
+"""Span protocol: held-out choice of N and C, the controls and the paired tests (003 sec. 5.1)."""
 
 from __future__ import annotations
 

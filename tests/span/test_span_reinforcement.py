@@ -140,7 +140,7 @@ def test_reinforcement_rejects_bad_modes():
         Reinforcement((), 1.0)
 
 
-# ------------------------------------------------------------ issue 11: the controls
+# ---------------------------------------------------------------------- the controls
 
 
 def test_shifted_reference_cells_hand_worked(char_tokenizer):

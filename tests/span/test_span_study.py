@@ -94,7 +94,7 @@ def test_cli_help_teaches_the_modes():
     assert "whitebox-eval span" in out.output
 
 
-# ---------------------------------------------------------- issue 11 regressions
+# ------------------------------------------------------------------- regressions
 
 
 def test_print_summary_survives_a_split_without_correct_tokens(make_span_lm, tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""Where demonstrations come from for every loader (issue 15 item 3): a train/dev split found
-beside the evaluated file, ``--demos-from``, or the held-out pool; never an evaluated item."""
+"""Where demonstrations come from for every loader: a train/dev split found beside the
+evaluated file, ``--demos-from``, or the held-out pool; never an evaluated item."""
 
 from __future__ import annotations
 
