@@ -190,6 +190,28 @@ def test_how_the_scale_differs_is_new_s_for_the_experiments_new_ran_alone(plan):
         splice(base, retitled, [COLUMN])
 
 
+def test_a_column_re_run_under_new_ids_replaces_base_s_runs_of_the_same_experiments(plan):
+    """The column re-ran with a recipe chosen since (its settings, so its run ids, changed): new's runs replace
+    base's of the same model and experiments, and the result is one reproduction's that ran the new runs."""
+    every = _outcomes(plan)
+    ids = _of_column(plan)
+    full = assemble.content(plan, every)
+    base = assemble.content(plan, _minus(every, ids, "skipped"))
+    new = assemble.content(plan, {k: v for k, v in every.items() if k in ids})
+
+    def renamed(content):
+        text = json.dumps(content)
+        for rid in ids:
+            text = text.replace(rid, rid[:-10] + "0123456789")
+        return json.loads(text)
+
+    assert _json(splice(base, renamed(new), [COLUMN])) == _json(renamed(full))
+    stray = renamed(new)
+    next(r for r in stray["papers"][0]["runs"] if r["run"].startswith("finetune-smollm2"))["experiments"] = ["x"]
+    with pytest.raises(WhiteboxError, match=r"which base lacks, and base holds 0 run\(s\) of .* to replace"):
+        splice(base, stray, [COLUMN])
+
+
 def test_base_s_cells_that_read_a_run_new_ran_are_refused(plan):
     """new ran a base model's child too: base's claims on it would read the new run, so not exact."""
     every = _outcomes(plan)

@@ -10,7 +10,9 @@ column, whichever other children ran. :func:`splice` checks that: every part but
 same in both (the first difference named), the column's claims must be the same claims, and nothing it keeps
 of ``base`` may read a run that ``new`` ran. One text may differ: how the scale differs from the paper
 (``scaled_down``) for an experiment whose runs ``new`` ran is ``new``'s, the text that says how those runs were
-made (a recipe chosen since); for every other experiment it must be the same.
+made (a recipe chosen since); for every other experiment it must be the same. A run ``new`` ran under an id
+``base`` lacks (the column re-run with other settings) replaces ``base``'s one run of the same model and
+experiments, and nothing kept may read the replaced run.
 
 A base model's column is refused: the base models share one Holm family, so replacing one of them would
 leave the others' adjusted verdicts from the old p-values. ``new`` may be planned on fewer base models than
@@ -142,6 +144,31 @@ def _scaled_down(base: Mapping[str, Any], new: Mapping[str, Any], ran: set[str])
     return out
 
 
+def _swapped(base: Mapping[str, Any], new_runs: Mapping[str, Mapping[str, Any]], taken: set[str]) -> dict[str, str]:
+    """base's run id -> new's, for each run new ran (or of the column) under an id base lacks: it replaces base's
+    one run of the same model and experiments (the column re-run with a recipe chosen since: its settings, so its
+    id, changed)."""
+    swap: dict[str, str] = {}
+    ids = {r["run"] for r in base["runs"]}
+    for rid in sorted(taken - ids):
+        r = new_runs[rid]
+        same = [b["run"] for b in base["runs"] if b.get("model") == r.get("model") and b.get("experiments") == r.get("experiments")]
+        if len(same) != 1 or same[0] in swap:
+            raise WhiteboxError(f"splice: paper {base['number']}: new ran {rid}, which base lacks, and base holds "
+                                f"{len(same)} run(s) of {r.get('model')!r} for {r.get('experiments')} for it to replace "
+                                "(one is needed, replaced once): another plan")
+        swap[same[0]] = rid
+    return swap
+
+
+def _renamed(x: Any, swap: Mapping[str, str]) -> Any:
+    """``x`` with each run id of ``swap`` (in a run reference too) as new's."""
+    text = json.dumps(x)
+    for old, new in swap.items():
+        text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
+    return json.loads(text)
+
+
 def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     number = base["number"]
     own = (*SPLICED, "scaled_down")
@@ -159,14 +186,16 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
             raise WhiteboxError(f"splice: paper {number}: every claim of {col!r} in new is not run: nothing to "
                                 "splice; let its children finish (and assemble the new reproduction) first")
 
-    # runs: an entry done in new replaces base's (its producer is listed under the base model's name), and so
-    # does every entry of the column (one not done too: the column is new's whole)
-    base_ids = [r["run"] for r in base["runs"]]
+    # runs: an entry done in new replaces base's (its producer is listed under the base model's name), under its
+    # own id where the column re-ran with other settings, and so does every entry of the column (one not done
+    # too: the column is new's whole)
     new_runs = {r["run"]: r for r in new["runs"]}
-    _fewer(base_ids, [r["run"] for r in new["runs"]], f"paper {number} runs")
     done = {rid for rid, r in new_runs.items() if r.get("status") == "done"}
     taken = done | {rid for rid, r in new_runs.items() if r.get("model") in columns}
-    runs = [new_runs[r["run"]] if r["run"] in taken else r for r in base["runs"]]
+    swap = _swapped(base, new_runs, taken)
+    base_ids = [swap.get(r["run"], r["run"]) for r in base["runs"]]
+    _fewer(base_ids, [r["run"] for r in new["runs"]], f"paper {number} runs")
+    runs = [new_runs[rid] if rid in taken else r for r, rid in zip(base["runs"], base_ids)]
 
     # claims: the column's replaced by new's of the same id, in base's order
     claims = []
@@ -204,7 +233,7 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
         our_rows = list(bt.get("our_rows") or [])
         for col in columns:
             (b0, b1), (n0, n1) = _column_block(base, bt, col, "base"), _column_block(new, nt, col, "new")
-            _same([{k: v for k, v in r.items() if k != "ours"} for r in our_rows[b0:b1]],
+            _same(_renamed([{k: v for k, v in r.items() if k != "ours"} for r in our_rows[b0:b1]], swap),
                   [{k: v for k, v in r.items() if k != "ours"} for r in nt["our_rows"][n0:n1]],
                   f"paper {number} table {bt.get('id')} our rows of {col!r}")
             our_rows[b0:b1] = nt["our_rows"][n0:n1]
@@ -217,13 +246,14 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
         kept += [cell for r in t["rows"] for m, cell in (r.get("ours") or {}).items() if m not in columns]
         blocks = [_column_block(base, t, col, "base") for col in columns]
         kept += [r for i, r in enumerate(t["our_rows"]) if not any(a <= i < b for a, b in blocks)]
-    if clash := sorted(_runs_read(kept) & done):
+    if clash := sorted(_runs_read(kept) & (done | set(swap))):
         raise WhiteboxError(f"splice: paper {number}: base's claims or cells outside {', '.join(map(repr, columns))} "
                             f"read run(s) {', '.join(clash)} that new ran: splicing would not be exact; assemble the "
                             "whole reproduction with every child instead")
 
     # figures: base's of runs new ran dropped, new's added, in the plan's order of their runs
-    figures = [f for f in base["figures"] if f.get("run") not in done] + [f for f in new["figures"] if f.get("run") in done]
+    figures = [f for f in base["figures"] if f.get("run") not in done | set(swap)]
+    figures += [f for f in new["figures"] if f.get("run") in done]
     order = {rid: i for i, rid in enumerate(base_ids)}
     figures.sort(key=lambda f: order.get(f.get("run"), len(order)))
     ran = {e for rid, r in new_runs.items() if rid in done for e in r.get("experiments", ())}
