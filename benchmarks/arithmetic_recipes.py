@@ -5,7 +5,8 @@ every ``--eval-every`` steps); the test split is never read here. Beside it, on 
 items: teacher-forced exact match on the bare line (``76 + 44 =`` then every answer digit the argmax,
 no demonstrations, no end token), which tells "has not learned the sums" from "cannot carry them into
 004's format", and the mean answer loss. Appends one JSON row per recipe to ``--out`` (the curve,
-seconds per step) and prints it.
+seconds per step) and prints it; a run stopped by SIGTERM or Ctrl-C still writes its row, with the curve so
+far and ``stopped_at``.
 
   PYTHONPATH=src python benchmarks/arithmetic_recipes.py --cats add2,sub2 --lr 1e-3 --batch 16 --steps 300 \\
       --out benchmarks/results/arithmetic_recipes.json
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -95,6 +97,8 @@ def main() -> None:
     t0 = time.perf_counter()
     base_em = score()
     eval_s = time.perf_counter() - t0
+    print(f"untrained: validation exact {base_em['val_exact']:.3f}, bare teacher-forced {base_em['val_bare_exact']:.3f}, "
+          f"answer loss {base_em['val_loss']:.3f}", flush=True)
     for lr in a.lr:
         lm.model.load_state_dict(base)
         curve = [{"step": 0, **base_em}]
@@ -116,16 +120,25 @@ def main() -> None:
 
         recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, a.steps, a.seed, f"finetune/{a.seed}")
         timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
-        res = train_rows(lm, seqs, recipe, after_step=after_step)
+        try:
+            first = train_rows(lm, seqs, recipe, after_step=after_step).losses[0]
+            stopped = None
+        except KeyboardInterrupt:
+            first, stopped = None, curve[-1]["step"]
+        done = a.steps if stopped is None else max(1, stopped)
         row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer", "end": a.end, "context": a.context,
                "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
-               "s_per_step": round(timing["train_s"] / a.steps, 3),
-               "cpu_s_per_step": round(timing["cpu_s"] / a.steps, 3), "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1),
-               "loss_first": round(res.losses[0], 4), "curve": curve,
-               "best_val_exact": max(c["val_exact"] for c in curve[1:]), "load": list(map(float, open("/proc/loadavg").read().split()[:3]))}
+               "s_per_step": round(timing["train_s"] / done, 3),
+               "cpu_s_per_step": round(timing["cpu_s"] / done, 3), "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1),
+               "loss_first": None if first is None else round(first, 4), "curve": curve,
+               "best_val_exact": max((c["val_exact"] for c in curve[1:]), default=None),
+               **({"stopped_at": stopped} if stopped is not None else {}),
+               "load": list(map(float, open("/proc/loadavg").read().split()[:3]))}
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
+        if stopped is not None:
+            break
 
 
 def bare_scores(lm, items, encoded) -> dict[str, float]:
@@ -183,5 +196,6 @@ def test_check(a, lm, splits) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill: the row so far is still written
     torch.manual_seed(0)
     main()

@@ -259,24 +259,27 @@ def test_every_output_goes_to_the_scratch_folder():
 
 
 @pytest.mark.slow
-def test_gar_recipes_killed_writes_the_curve_so_far(tiny_smol_folder, tmp_path):
-    """SIGTERM after the first evaluated step: the recipe's row is still written, with that step's
-    point and ``stopped_at``."""
+@pytest.mark.parametrize("program, longer, mark", [("gar_recipes.py", ("--epochs", "50"), "lr 0.001 step 2/"),
+                                                   ("arithmetic_recipes.py", ("--steps", "500"), "lr 0.001 step 2:")])
+def test_a_recipe_sweep_killed_writes_the_curve_so_far(tiny_smol_folder, tmp_path, program, longer, mark):
+    """SIGTERM after the second evaluated step: the recipe's row is still written, with the points so far
+    and ``stopped_at``."""
     import json
     import signal
 
     out = tmp_path / "rows.json"
-    args = [str(a).replace(TINY_SMOL, str(tiny_smol_folder)).replace(OUT, str(tmp_path)) for a in RUNS["gar_recipes.py"]]
-    args[args.index("--epochs") + 1] = "50"  # far more steps than the test waits for
-    args = args[:args.index("--out")]  # the micro run's own --out and --keep end its arguments
+    args = [str(a).replace(TINY_SMOL, str(tiny_smol_folder)).replace(TINY, str(tiny_smol_folder)).replace(OUT, str(tmp_path)) for a in RUNS[program]]
+    args[args.index(longer[0]) + 1] = longer[1]  # far more steps than the test waits for
+    args = args[:args.index("--out")]  # the micro run's own --out (and --keep) end its arguments
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WHITEBOX_PROGRESS": "off"}
-    proc = subprocess.Popen([sys.executable, str(BENCHMARKS / "gar_recipes.py"), *args, "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, str(BENCHMARKS / program), *args, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stdout:
-        if line.startswith("lr 0.001 step 2/"):
+        if line.startswith(mark):
             proc.send_signal(signal.SIGTERM)
             break
     proc.communicate()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["stopped_at"] >= 2 and rows[0]["steps"] > rows[0]["stopped_at"]
-    assert [c["step"] for c in rows[0]["curve"]][:2] == [0, 2]
+    assert [c["step"] for c in rows[0]["curve"]][:3] == [0, 1, 2] if program == "arithmetic_recipes.py" else \
+        [c["step"] for c in rows[0]["curve"]][:2] == [0, 2]
