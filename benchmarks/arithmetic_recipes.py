@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import time
 from pathlib import Path
 
@@ -27,7 +26,9 @@ from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.sources import ANSWER_ENDS, answer_end_id, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import context_draw, make_splits
 from whitebox_eval.models import load_model
-from whitebox_eval.models.training import Recipe, train_rows
+from whitebox_eval.models.training import Recipe
+
+import recipe_sweep  # noqa: E402 (benchmarks/, beside this script)
 
 
 def main() -> None:
@@ -101,43 +102,16 @@ def main() -> None:
           f"answer loss {base_em['val_loss']:.3f}", flush=True)
     for lr in a.lr:
         lm.model.load_state_dict(base)
-        curve = [{"step": 0, **base_em}]
-        timing = {"train_s": 0.0, "cpu_s": 0.0, "last": time.perf_counter(), "cpu_last": time.process_time()}
-
-        def after_step(step: int, loss: float) -> bool:
-            if step % a.eval_every and step != a.steps:
-                return False
-            now = time.perf_counter()
-            timing["train_s"] += now - timing["last"]
-            timing["cpu_s"] += time.process_time() - timing["cpu_last"]
-            curve.append({"step": step, "loss": round(loss, 4), **score()})
-            if a.keep and curve[-1]["val_exact"] > max(c["val_exact"] for c in curve[1:-1] or [{"val_exact": -1}]):
-                torch.save(lm.model.state_dict(), a.keep.with_name(f"{a.keep.name}_{lr:g}.pt"))
-            print(f"lr {lr:g} step {step}: loss {loss:.3f}, validation exact {curve[-1]['val_exact']:.3f}, "
-                  f"bare teacher-forced {curve[-1]['val_bare_exact']:.3f}, answer loss {curve[-1]['val_loss']:.3f}", flush=True)
-            timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
-            return False
-
         recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, a.steps, a.seed, f"finetune/{a.seed}")
-        timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
-        try:
-            first = train_rows(lm, seqs, recipe, after_step=after_step).losses[0]
-            stopped = None
-        except KeyboardInterrupt:
-            first, stopped = None, curve[-1]["step"]
-        done = a.steps if stopped is None else max(1, stopped)
-        row = {"model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer", "end": a.end, "context": a.context,
-               "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
-               "s_per_step": round(timing["train_s"] / done, 3),
-               "cpu_s_per_step": round(timing["cpu_s"] / done, 3), "threads": torch.get_num_threads(), "eval_s": round(eval_s, 1),
-               "loss_first": None if first is None else round(first, 4), "curve": curve,
-               "best_val_exact": max((c["val_exact"] for c in curve[1:]), default=None),
-               **({"stopped_at": stopped} if stopped is not None else {}),
-               "load": list(map(float, open("/proc/loadavg").read().split()[:3]))}
-        print(json.dumps(row), flush=True)
-        with a.out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-        if stopped is not None:
+        ran = recipe_sweep.run(
+            lm, seqs, recipe, base_em, score, eval_every=a.eval_every, best=lambda p: p["val_exact"], keep=a.keep,
+            show=lambda step, loss, p: (f"lr {lr:g} step {step}: loss {loss:.3f}, validation exact {p['val_exact']:.3f}, "
+                                        f"bare teacher-forced {p['val_bare_exact']:.3f}, answer loss {p['val_loss']:.3f}"))
+        recipe_sweep.write(a.out, {
+            "model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer",
+            "end": a.end, "context": a.context, "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
+            "eval_s": round(eval_s, 1), **ran, "best_val_exact": max((c["val_exact"] for c in ran["curve"][1:]), default=None)})
+        if "stopped_at" in ran:
             break
 
 
@@ -196,6 +170,4 @@ def test_check(a, lm, splits) -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill: the row so far is still written
-    torch.manual_seed(0)
-    main()
+    recipe_sweep.main_guard(main)

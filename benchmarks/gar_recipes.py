@@ -18,17 +18,15 @@ recipe chosen here still has to pass the finetune child's check on the test half
 from __future__ import annotations
 
 import argparse
-import json
-import signal
 import time
 from pathlib import Path
-
-import torch
 
 from whitebox_eval.finetune import check, gar_tasks
 from whitebox_eval.finetune.sources import encode, load_items, parse_source
 from whitebox_eval.models import load_model
-from whitebox_eval.models.training import Recipe, train_rows
+from whitebox_eval.models.training import Recipe
+
+import recipe_sweep  # noqa: E402 (benchmarks/, beside this script)
 
 
 def scores(rows: list[dict]) -> dict[str, float]:
@@ -91,45 +89,16 @@ def main() -> None:
     print(f"step 0: {base_point}", flush=True)
     for lr in a.lr:
         lm.model.load_state_dict(base)
-        curve = [{"step": 0, **base_point}]
-        timing = {"train_s": 0.0, "cpu_s": 0.0, "last": time.perf_counter(), "cpu_last": time.process_time()}
-
-        def after_step(step: int, loss: float) -> bool:
-            if step % a.eval_every and step != steps:
-                return False
-            timing["train_s"] += time.perf_counter() - timing["last"]
-            timing["cpu_s"] += time.process_time() - timing["cpu_last"]
-            curve.append({"step": step, "loss": round(loss, 4), **score()})
-            if a.keep and mean_appc(curve[-1]) > max((mean_appc(c) for c in curve[1:-1]), default=-1.0):
-                torch.save(lm.model.state_dict(), a.keep.with_name(f"{a.keep.name}_{lr:g}.pt"))
-            print(f"lr {lr:g} step {step}/{steps}: {curve[-1]}", flush=True)
-            timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
-            return False
-
         recipe = Recipe(lr, (0.9, 0.999), 0.0, a.batch, steps, a.seed, f"finetune/{a.seed}")
-        timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
-        try:
-            first = train_rows(lm, seqs, recipe, after_step=after_step).losses[0]
-            stopped = None
-        except KeyboardInterrupt:
-            first, stopped = None, curve[-1]["step"]
-        done = steps if stopped is None else stopped
-        row = {"model": a.model, "task": a.task, "lr": lr, "batch": a.batch, "epochs": a.epochs, "steps": steps,
-               "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
-               "s_per_step": round(timing["train_s"] / max(1, done), 3),
-               "cpu_s_per_step": round(timing["cpu_s"] / max(1, done), 3), "threads": torch.get_num_threads(),
-               "eval_s": round(eval_s, 1), "loss_first": None if first is None else round(first, 4),
-               "curve": curve, "best_mean_appc": max((mean_appc(c) for c in curve[1:]), default=None),
-               **({"stopped_at": stopped} if stopped is not None else {}),
-               "load": list(map(float, open("/proc/loadavg").read().split()[:3]))}
-        print(json.dumps(row), flush=True)
-        with a.out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-        if stopped is not None:
+        ran = recipe_sweep.run(lm, seqs, recipe, base_point, score, eval_every=a.eval_every, best=mean_appc, keep=a.keep,
+                               show=lambda step, loss, p: f"lr {lr:g} step {step}/{steps}: {p}")
+        recipe_sweep.write(a.out, {
+            "model": a.model, "task": a.task, "lr": lr, "batch": a.batch, "epochs": a.epochs, "steps": steps,
+            "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes, "eval_s": round(eval_s, 1),
+            **ran, "best_mean_appc": max((mean_appc(c) for c in ran["curve"][1:]), default=None)})
+        if "stopped_at" in ran:
             break
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill: the row so far is still written
-    torch.manual_seed(0)
-    main()
+    recipe_sweep.main_guard(main)

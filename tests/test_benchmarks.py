@@ -136,6 +136,7 @@ NEEDS: dict[str, str] = {
 ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py (--tiny)", "gpu_smoke.py": "tests/test_gpu_smoke.py (--cpu steps)",
              "op_counts.py": "tests/internals/test_op_counts.py (its counts, held to the budget)",
              "dispatch_counts.py": "the op counters op_counts.py and gpu_check.py import, run by their tests",
+             "recipe_sweep.py": "the loop arithmetic_recipes.py and gar_recipes.py import, run here with them (and killed)",
              "lm_eval_parity.py": "here, in lm_eval_side_by_side.py's setup (its output is what that script reads)",
              "recompute_claims.py": "tests/reproduce/test_reproduce_micro.py (a micro reproduction recomputed from its evidence)",
              "reproduce_checkpoint.py": "tests/reproduce/test_checkpoint.py (a micro reproduction saved, restored, reused)",
