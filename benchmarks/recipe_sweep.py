@@ -41,7 +41,6 @@ def run(lm, seqs, recipe: Recipe, base_point: dict[str, Any], score: Callable[[]
         timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
         return False
 
-    timing["last"], timing["cpu_last"] = time.perf_counter(), time.process_time()
     try:
         first, stopped = train_rows(lm, seqs, recipe, after_step=after_step).losses[0], None
     except KeyboardInterrupt:
@@ -61,7 +60,8 @@ def write(out: Path, row: dict[str, Any]) -> None:
 
 
 def main_guard(main: Callable[[], Any]) -> Any:
-    """Run a sweep's ``main`` with SIGTERM stopping it as Ctrl-C does (the row so far is still written)."""
+    """Run a sweep's ``main`` seeded (torch's generator at 0) and with SIGTERM stopping it as Ctrl-C does (the
+    row so far is still written)."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     torch.manual_seed(0)
     return main()

@@ -1,4 +1,4 @@
-"""The committed reproduction's claims re-assembled under the verdict rules (uninformed levels, strata, controls) from the committed
+"""The committed reproduction's claims re-assembled under the verdict rules from the committed
 child results.json alone (its samples.jsonl are not committed), for the note on what changes.
 
     python benchmarks/reproduce_rules_preview.py cpu > benchmarks/results/reproduce_cpu_rules_preview.md
@@ -68,7 +68,7 @@ for p in content["papers"]:
             why = "" if needs else reason if (c.get("qualifier") or c["verdict"] in ("not run", "not tested")) else ""
             cav = "" if needs else "; ".join(c.get("caveats") or [])
             rows.append((p["number"], c["id"], c["model"], ov, nv, (why + (" / " if why and cav else "") + cav)[:400]))
-print(f"# The committed {scale} reproduction under the verdict rules (uninformed levels, strata, controls) (from committed results.json only)\n")
+print(f"# The committed {scale} reproduction under the verdict rules (from committed results.json only)\n")
 print(__doc__.split("\n\n", 2)[2] if __doc__ else "")
 print(f"\nVerdicts the rules change on the committed numbers, per paper: {changed} (total {sum(changed.values())}); "
       f"cells that need the children's samples (decided by the re-run): {pending} (total {sum(pending.values())}).\n")

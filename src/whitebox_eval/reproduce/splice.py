@@ -246,13 +246,14 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
         kept += [cell for r in t["rows"] for m, cell in (r.get("ours") or {}).items() if m not in columns]
         blocks = [_column_block(base, t, col, "base") for col in columns]
         kept += [r for i, r in enumerate(t["our_rows"]) if not any(a <= i < b for a, b in blocks)]
-    if clash := sorted(_runs_read(kept) & (done | set(swap))):
+    replaced = done | set(swap)  # base's entries that new's stand for
+    if clash := sorted(_runs_read(kept) & replaced):
         raise WhiteboxError(f"splice: paper {number}: base's claims or cells outside {', '.join(map(repr, columns))} "
                             f"read run(s) {', '.join(clash)} that new ran: splicing would not be exact; assemble the "
                             "whole reproduction with every child instead")
 
     # figures: base's of runs new ran dropped, new's added, in the plan's order of their runs
-    figures = [f for f in base["figures"] if f.get("run") not in done | set(swap)]
+    figures = [f for f in base["figures"] if f.get("run") not in replaced]
     figures += [f for f in new["figures"] if f.get("run") in done]
     order = {rid: i for i, rid in enumerate(base_ids)}
     figures.sort(key=lambda f: order.get(f.get("run"), len(order)))
