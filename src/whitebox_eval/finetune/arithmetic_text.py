@@ -12,10 +12,16 @@ asked there (``add1``: 45 sums) contributes none.
 
 Each item keeps its question as an :class:`~whitebox_eval.tasks.items.MCQItem` (004's own
 question and answer), so a check can ask it in 004's free format.
+
+Line styles (``finetune --line-style``): ``plain`` writes every line as above; ``mixed`` writes each
+line in one of :data:`MIXED_STYLES` (a seeded draw per problem), none of them with a question
+template's words ("Question", "What is the value of", "Answer"), so that no one surface form is
+what is learned. The problems, their splits and their hashes are the same in every style.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 from whitebox_eval.errors import WhiteboxError
@@ -40,9 +46,20 @@ def parse_categories(rest: str) -> tuple[str, ...]:
     return cats
 
 
-def line_of(expression: str, answer: int | str) -> tuple[str, str]:
-    """(prompt, answer) of one training line: ``"75 + 22 ="`` and ``" 97"``."""
-    return f"{expression} =", f" {answer}"
+LINE_STYLES = ("plain", "mixed")
+MIXED_STYLES = ("{e} =", "{e} equals", "{e} is", "{e}\nResult:", "Work out {e}.\nSolution:", "Calculate {e}:")
+"""The prompts of ``mixed`` lines (the answer follows after a space): on one line or two, with a
+cue word or none, never a question template's words."""
+
+
+def line_of(expression: str, answer: int | str, style: str = "plain", key: str = "") -> tuple[str, str]:
+    """(prompt, answer) of one training line: ``"75 + 22 ="`` and ``" 97"`` (``mixed``: the
+    prompt in a style drawn from ``random.Random(key)``, the answer the same)."""
+    if style not in LINE_STYLES:
+        raise WhiteboxError(f"line_style is one of {', '.join(LINE_STYLES)}; got {style!r}")
+    template = MIXED_STYLES[random.Random(f"arithmetic-text/style/{key}").randrange(len(MIXED_STYLES))] \
+        if style == "mixed" else "{e} ="
+    return template.format(e=expression), f" {answer}"
 
 
 def excluded_forms(categories: Sequence[str]) -> set[str]:

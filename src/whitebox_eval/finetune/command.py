@@ -7,6 +7,7 @@ import click
 from whitebox_eval.command_options import (batch_size_option, dtype_option, model_load_options, resolved_batch_size,
                                            resolved_dtype, run_folder_options)
 from whitebox_eval.config_file import config_file_option, study_config
+from whitebox_eval.finetune.arithmetic_text import LINE_STYLES
 from whitebox_eval.finetune.sources import ANSWER_ENDS
 from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
 
@@ -52,6 +53,10 @@ from whitebox_eval.models.bundled import MODEL_SPEC_HELP as MODEL_HELP
               help="arithmetic-text and free-answer tasks: each training line after this many other training lines "
                    "(a seeded draw per line, the loss on its own answer), so what is learned holds after a few-shot "
                    "prompt's demonstrations; 0: each line alone from its first token")
+@click.option("--line-style", type=click.Choice(LINE_STYLES), default="plain", show_default=True,
+              help="arithmetic-text: every line as 75 + 22 = 97 (plain), or each in one of six neutral styles "
+                   "('75 + 22 equals 97', 'Calculate 75 + 22: 97', ...; a seeded draw per problem, never a question "
+                   "template's words), so that no one surface form is what is learned")
 @click.option("--keep-checkpoints", type=click.IntRange(min=0), default=0, show_default=True,
               help="keep the model before training and at this many steps spaced evenly over the planned ones, "
                    "each as RUN/checkpoints/step-NNNNNN/ (loads as --model; mui trajectory reads them)")

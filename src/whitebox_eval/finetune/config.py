@@ -49,6 +49,9 @@ class FinetuneConfig:
     seeded draw per line, the loss on its own answer): arithmetic text and free-answer tasks, so a
     skill learned alone also holds after the few-shot prompt's demonstrations (0: each line alone;
     config.yaml omits it)."""
+    line_style: str = "plain"
+    """arithmetic text: ``plain`` (``75 + 22 = 97``) or ``mixed`` (each line in one of several neutral
+    styles, :data:`~whitebox_eval.finetune.arithmetic_text.MIXED_STYLES`; config.yaml omits plain)."""
     keep_checkpoints: int = 0
     """Checkpoints kept along the training (:mod:`whitebox_eval.models.checkpoints`): the model before
     training and at this many steps spaced evenly over the planned ones (0: none; config.yaml omits it)."""
@@ -84,12 +87,19 @@ class FinetuneConfig:
         if self.train_context and source.kind not in (ARITH, GEN):
             raise WhiteboxError(f"train_context applies to arithmetic-text and free-answer tasks; {source.kind} "
                                 "trains each line alone (leave it at 0)")
+        from whitebox_eval.finetune.arithmetic_text import LINE_STYLES
+
+        if self.line_style not in LINE_STYLES:
+            raise WhiteboxError(f"line_style is one of {', '.join(LINE_STYLES)}; got {self.line_style!r}")
+        if self.line_style != "plain" and source.kind != ARITH:
+            raise WhiteboxError(f"line_style applies to arithmetic-text; {source.kind} writes its own lines "
+                                "(leave it at plain)")
         if self.shots and source.kind in (TEXT, GAR, FACTS):
             raise WhiteboxError(f"--shots applies to tasks with answers; {source.kind} prompts take none here")
 
     def to_dict(self) -> dict:
         d = config_dict(self, "finetune")
-        for key, default in (("keep_checkpoints", 0), ("answer_end", "eos"), ("train_context", 0)):
+        for key, default in (("keep_checkpoints", 0), ("answer_end", "eos"), ("train_context", 0), ("line_style", "plain")):
             if d[key] == default:  # off: config.yaml (and so every run id) as before the option
                 del d[key]
         return d

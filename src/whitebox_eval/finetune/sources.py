@@ -114,10 +114,12 @@ def parse_source(text: str) -> Source:
     return Source(GEN, raw, spec)
 
 
-def load_items(source: Source, limit: int | None, seed: int, test: float = 0.2) -> tuple[list[Item], Any]:
+def load_items(source: Source, limit: int | None, seed: int, test: float = 0.2,
+               line_style: str = "plain") -> tuple[list[Item], Any]:
     """The items of ``source`` (at most ``limit`` before deduplication; GAR: ``limit`` training
     and validation lines, then the test half's, ``test`` sizing it) and the task object its check
-    needs (the GenTask of a free-answer task, else None)."""
+    needs (the GenTask of a free-answer task, else None). ``line_style``: arithmetic text's
+    (:func:`~whitebox_eval.finetune.arithmetic_text.line_of`)."""
     if source.kind == TEXT:
         from whitebox_eval.datafiles import open_text
 
@@ -129,8 +131,9 @@ def load_items(source: Source, limit: int | None, seed: int, test: float = 0.2) 
         from whitebox_eval.finetune.arithmetic_text import line_of, text_items
 
         rows = text_items(source.spec, limit or 200, seed)
-        return [Item(it.id.replace("arith-", "arith-text-"), *line_of(it.meta["expression"], it.meta["answer"]),
-                     canonical(it.meta["expression"]), it) for it in rows], None
+        ids = [it.id.replace("arith-", "arith-text-") for it in rows]
+        return [Item(i, *line_of(it.meta["expression"], it.meta["answer"], line_style, i),
+                     canonical(it.meta["expression"]), it) for i, it in zip(ids, rows)], None
     if source.kind == FACTS:
         from whitebox_eval.finetune.planted_facts import facts
 

@@ -59,7 +59,7 @@ def run_finetune(cfg: FinetuneConfig, output: str | Path = "runs", *, run_id: st
     cfg.check()
     source = parse_source(cfg.task)
     with recording() as read:
-        items, task = load_items(source, cfg.limit, cfg.seed, cfg.test)
+        items, task = load_items(source, cfg.limit, cfg.seed, cfg.test, cfg.line_style)
     splits = template_splits(items) if source.kind == FACTS else \
         gar_tasks.splits(items, validation=cfg.validation, seed=cfg.seed) if source.kind == GAR else \
         make_splits(items, validation=cfg.validation, test=cfg.test, shots=cfg.shots, seed=cfg.seed)
