@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from whitebox_eval.finetune import check
+from whitebox_eval.finetune.arithmetic_text import LINE_STYLES
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.finetune.sources import ANSWER_ENDS, answer_end_id, encode, load_items, parse_source
 from whitebox_eval.finetune.splits import context_draw, make_splits
@@ -52,6 +53,10 @@ def main() -> None:
                     help="each training line preceded by K other training lines (bare, a seeded draw per line; the "
                          "loss on its own answer only), so that the sums are learned in a context as 004's few-shot "
                          "prompts give one; 0: every line alone from its first token")
+    ap.add_argument("--line-style", choices=LINE_STYLES, default="plain",
+                    help="the training lines: 76 + 44 = 120 (plain) or each in one of six neutral styles (mixed, "
+                         "finetune --line-style; the bare readings then read each validation line in its style); the "
+                         "problems and splits are the same")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--keep", type=Path, default=None,
                     help="save the weights at the best validation point here (one file per learning rate)")
@@ -67,7 +72,7 @@ def main() -> None:
     a = ap.parse_args()
 
     source = parse_source(f"arithmetic-text:{a.cats}")
-    items, _ = load_items(source, a.limit, a.seed)
+    items, _ = load_items(source, a.limit, a.seed, line_style=a.line_style)
     splits = make_splits(items, validation=a.validation, test=a.test, shots=a.shots, seed=a.seed)
     lm = load_model(a.model)
     tok = lm.tokenizer
@@ -109,7 +114,9 @@ def main() -> None:
                                         f"bare teacher-forced {p['val_bare_exact']:.3f}, answer loss {p['val_loss']:.3f}"))
         recipe_sweep.write(a.out, {
             "model": a.model, "cats": a.cats, "lr": lr, "batch": a.batch, "steps": a.steps, "loss_on": "answer",
-            "end": a.end, "context": a.context, "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
+            "end": a.end, "context": a.context,
+            **({"line_style": a.line_style} if a.line_style != "plain" else {}),
+            "n_train": len(splits.train), "n_val_scored": len(val), "splits": hashes,
             "eval_s": round(eval_s, 1), **ran, "best_val_exact": max((c["val_exact"] for c in ran["curve"][1:]), default=None)})
         if "stopped_at" in ran:
             break

@@ -108,3 +108,42 @@ def test_the_estimate_reads_each_line_with_its_context():
     alone, ctx = units(0, 200) - units(0, 100), units(5, 200) - units(5, 100)  # the training part of 100 steps
     assert ctx == pytest.approx(6 * alone) and alone > 0
     assert units(5, 100) - ctx == pytest.approx(units(0, 100) - alone)
+
+
+def test_mixed_lines_are_the_same_problems_in_neutral_styles():
+    """``line_style mixed``: the same problems, answers, canonical forms and so the same splits as
+    plain lines; every style of MIXED_STYLES drawn; none with a question template's words; each
+    line's style fixed by its problem (the same at another limit)."""
+    from whitebox_eval.finetune.arithmetic_text import MIXED_STYLES
+    from whitebox_eval.finetune.splits import make_splits
+
+    source = parse_source("arithmetic-text:add2,sub2")
+    plain, _ = load_items(source, 400, seed=0)
+    mixed, _ = load_items(source, 400, seed=0, line_style="mixed")
+    assert [(it.id, it.form, it.answer) for it in plain] == [(it.id, it.form, it.answer) for it in mixed]
+    record = [make_splits(x, validation=0.1, test=0.1, shots=5, seed=0).record(0) for x in (plain, mixed)]
+    assert record[0] == record[1]
+    shapes = [it.prompt.replace(it.source.meta["expression"], "{e}") for it in mixed]
+    assert set(shapes) == set(MIXED_STYLES) and all(shapes.count(s) > 30 for s in MIXED_STYLES)
+    for it in mixed:
+        assert it.source.meta["expression"] in it.prompt
+        assert not any(w in it.prompt for w in ("Question", "What is the value", "Answer", "?"))
+    again, _ = load_items(source, 40, seed=0, line_style="mixed")
+    assert [it.prompt for it in again] == [it.prompt for it in mixed[:40]]
+    assert all(it.prompt.endswith(" =") for it in plain)
+
+
+def test_line_style_is_checked_and_omitted_from_the_config_when_plain():
+    from whitebox_eval.finetune.arithmetic_text import line_of
+    from whitebox_eval.finetune.config import FinetuneConfig
+
+    assert "line_style" not in FinetuneConfig(task="arithmetic-text:add2").to_dict()
+    cfg = FinetuneConfig(task="arithmetic-text:add2", line_style="mixed")
+    cfg.check()
+    assert cfg.to_dict()["line_style"] == "mixed"
+    with pytest.raises(WhiteboxError, match="line_style applies to arithmetic-text"):
+        FinetuneConfig(task="arithmetic-gen", line_style="mixed").check()
+    with pytest.raises(WhiteboxError, match="line_style is one of"):
+        FinetuneConfig(task="arithmetic-text:add2", line_style="fancy").check()
+    with pytest.raises(WhiteboxError, match="line_style is one of"):
+        line_of("1 + 2", 3, "fancy")

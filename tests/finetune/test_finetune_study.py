@@ -240,3 +240,11 @@ def test_train_context_on_a_task_that_trains_lines_alone_is_refused_in_one_line(
                         "--output", str(tmp_path / "out")])
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "train_context" in lines[0], err
+
+
+def test_line_style_on_another_task_is_refused_in_one_line(tmp_path, cli):
+    code, _, err = cli(["finetune", "--model", "nowhere", "--task", "arithmetic-gen", "--line-style", "mixed",
+                        "--output", str(tmp_path / "out")])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "line_style" in lines[0], err
+    assert not (tmp_path / "out").exists()
