@@ -73,6 +73,35 @@ def test_the_validation_exact_match_agrees_with_greedy_decoding(tiny_smol_folder
     assert exact == greedy == [True, False]
 
 
+def test_an_answer_ended_by_a_double_newline_token_is_right_in_both(tiny_smol_folder):
+    """A tiny model taught to close a free-format answer with the one-token blank line ("\n\n"):
+    the decoder cuts its text at the newline and reads the answer right, and so does the
+    validation exact match (a line ends at any token the newline stop cuts to white space)."""
+    from whitebox_eval.finetune.check import _free_format, free_exact_match, line_end_ids
+    from whitebox_eval.finetune.splits import make_splits
+    from whitebox_eval.models import load_model
+    from whitebox_eval.models.training import Recipe, train_rows
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    lm = load_model(str(tiny_smol_folder))
+    tok = lm.tokenizer
+    blank = tok("\n\n", add_special_tokens=False)["input_ids"]
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    assert len(blank) == 1 and blank != newline and {blank[0], newline[0]} <= line_end_ids(tok)
+    assert not {tok(" 7", add_special_tokens=False)["input_ids"][-1], tok(" A", add_special_tokens=False)["input_ids"][-1]} \
+        & line_end_ids(tok)
+    items, _ = load_items(parse_source("arithmetic-text:add2"), 12, seed=0)
+    splits = make_splits(items, validation=0.2, test=0.2, shots=1, seed=0)
+    target = splits.test[0]
+    prompt = list(tok(render_prompt(target.source, fmt="free", demos=[splits.demos[0].source]).text)["input_ids"])
+    answer = list(tok(f" {target.source.meta['answer']}", add_special_tokens=False)["input_ids"]) + blank
+    seq = (prompt + answer, list(range(len(prompt) - 1, len(prompt) + len(answer) - 1)), answer)
+    train_rows(lm, [seq], Recipe(1e-2, (0.9, 0.999), 0.0, 1, 40, 0, "t"))
+    greedy = _free_format(lm, [target], splits.demos, 0, 0, 6)[0]
+    assert greedy["correct"] and greedy["response"].strip() == str(target.source.meta["answer"])
+    assert free_exact_match(lm, [target], splits.demos, batch_size=2) == [True]
+
+
 def test_need_end_false_reads_the_answer_without_its_end(tiny_smol_folder):
     """A tiny model taught a free-format answer's digits but not the line's end: the exact match
     (which needs the end) says no, the digits-only reading says yes."""

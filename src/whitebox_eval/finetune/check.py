@@ -86,12 +86,14 @@ def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_siz
     every few steps): every answer token the argmax, then the line's end (a newline, the decoder's
     stop, or the end token) the argmax after it. Greedy decoding writes exactly these tokens and
     stops, so a true here is a correct greedy answer; a false may still be a right number
-    tokenized otherwise (rare: digits are single tokens in the bundled models). ``need_end=False``
-    reads the answer's tokens alone (a diagnostic: whether the number is there, ended or not)."""
+    tokenized otherwise (rare: digits are single tokens in the bundled models). The line's end is
+    any token the decoder's newline stop cuts to white space (``"\n"``, ``"\n\n"``, ``" \n"``:
+    :func:`line_end_ids`) or a stop id. ``need_end=False`` reads the answer's tokens alone (a
+    diagnostic: whether the number is there, ended or not)."""
     from whitebox_eval.tasks.prompts import render_prompt
 
     tok = lm.tokenizer
-    ends = {int(t) for t in tok("\n", add_special_tokens=False)["input_ids"][-1:]} | {int(t) for t in lm.stop_ids}
+    ends = line_end_ids(tok) | {int(t) for t in lm.stop_ids}
     shown = [d.source for d in demos]
     seqs = []
     for it in items:
@@ -112,6 +114,19 @@ def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_siz
     finally:
         lm.model.train(was)
     return right
+
+
+def line_end_ids(tok) -> set[int]:
+    """The tokens that end a free answer's line as the decoder reads it (it cuts its text at the
+    first newline): those whose text holds a newline with only white space before it."""
+    marks = ("\n", "\u010a")  # a newline as SentencePiece and as byte-level BPE vocabularies write it
+    out = set()
+    for piece, i in tok.get_vocab().items():
+        if any(m in piece for m in marks):
+            text = tok.decode([i])
+            if "\n" in text and not text.split("\n", 1)[0].strip():
+                out.add(int(i))
+    return out
 
 
 def _free_format(lm, items: Sequence[Item], demos: Sequence[Item], samples: int, seed: int,
