@@ -99,7 +99,8 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         d = config_dict(self, "finetune")
-        for key, default in (("keep_checkpoints", 0), ("answer_end", "eos"), ("train_context", 0), ("line_style", "plain")):
+        for key, default in (("keep_checkpoints", 0), ("answer_end", "eos"), ("train_context", 0),
+                             ("line_style", "plain")):
             if d[key] == default:  # off: config.yaml (and so every run id) as before the option
                 del d[key]
         return d
