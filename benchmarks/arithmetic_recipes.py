@@ -67,6 +67,10 @@ def main() -> None:
                     help="instead of training: on the --val-n validation items, where the answers are lost. 004's free "
                          "format with and without the line's end, and the bare line with no and with --shots bare "
                          "demonstrations (all teacher-forced)")
+    ap.add_argument("--wording", default=None, metavar="WEIGHTS|base",
+                    help="instead of training: on the --val-n validation items, teacher-forced exact match with the "
+                         "--shots demonstrations and the asked line each in 004's question wording or as a bare line "
+                         "(which of the two loses the answers)")
     ap.add_argument("--test-n", type=int, default=40)
     ap.add_argument("--samples", type=int, default=4)
     a = ap.parse_args()
@@ -91,6 +95,8 @@ def main() -> None:
     shown = [encode(source, it, tok, list(splits.demos), None) for it in val]
     if a.diagnose:
         return diagnose(a, lm, splits, val, bare, shown)
+    if a.wording:
+        return wording(a, lm, splits, val)
     base = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     hashes = {k: v["sha256"][:12] for k, v in splits.record(a.seed).items() if isinstance(v, dict)}
 
@@ -148,6 +154,63 @@ def diagnose(a, lm, splits, val, bare_lines, shown_lines) -> None:
               "free_digits": round(sum(digits) / len(val), 4), "bare_exact": bare["val_bare_exact"],
               "bare_exact_with_demos": shown["val_bare_exact"], "bare_loss": bare["val_loss"],
               "bare_loss_with_demos": shown["val_loss"]}
+    print(json.dumps(record), flush=True)
+    with a.out.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def wording(a, lm, splits, val) -> None:
+    """Teacher-forced exact match on ``val`` (every answer token the argmax, then a line end) with
+    the demonstrations and the asked line each in 004's free wording (``Question: What is the value
+    of 76 + 44?`` / ``Answer:``) or as a bare line (``76 + 44 =``), one line apart as 004's prompt
+    lays them; beside them 004's own rendered prompt and both lines alone."""
+    from whitebox_eval.models.training import row_batch, row_outputs
+    from whitebox_eval.tasks.prompts import render_prompt
+
+    if a.wording != "base":
+        lm.model.load_state_dict(torch.load(a.wording))
+    tok = lm.tokenizer
+    ends = check.line_end_ids(tok) | {int(t) for t in lm.stop_ids}
+
+    def question(it):
+        return f"Question: What is the value of {it.source.meta['expression']}?\nAnswer:"
+
+    def bare(it):
+        return f"{it.source.meta['expression']} ="
+
+    def answer(it):
+        return f" {it.source.meta['answer']}"
+
+    def shown(style, asked):
+        return lambda it: "".join(style(d) + answer(d) + "\n" for d in splits.demos) + asked(it)
+
+    demos = [d.source for d in splits.demos]
+    variants = {"free_format": lambda it: render_prompt(it.source, fmt="free", demos=demos).text,
+                "question_alone": question, "bare_demos_then_question": shown(bare, question),
+                "question_demos_then_bare": shown(question, bare), "bare_demos_then_bare": shown(bare, bare),
+                "bare_alone": bare}
+    record: dict = {"model": a.model, "weights": a.wording, "n": len(val), "shots": len(splits.demos)}
+    was = lm.model.training
+    lm.model.eval()
+    try:
+        with torch.no_grad():
+            for name, render in variants.items():
+                seqs = []
+                for it in val:
+                    prompt = list(tok(render(it))["input_ids"])
+                    digits = list(tok(answer(it), add_special_tokens=False)["input_ids"])
+                    rows = list(range(len(prompt) - 1, len(prompt) + len(digits)))
+                    seqs.append((prompt + digits, rows, digits + [0]))
+                hits = 0
+                for i in range(0, len(seqs), 16):
+                    part = seqs[i:i + 16]
+                    _, argmax = row_outputs(lm.model, row_batch(part, lm.pad_id))
+                    for (_, _, target), got in zip(part, argmax.cpu().tolist()):
+                        k = len(target) - 1
+                        hits += got[:k] == target[:k] and got[k] in ends
+                record[name] = hits
+    finally:
+        lm.model.train(was)
     print(json.dumps(record), flush=True)
     with a.out.open("a") as f:
         f.write(json.dumps(record) + "\n")

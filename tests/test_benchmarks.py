@@ -284,3 +284,31 @@ def test_a_recipe_sweep_killed_writes_the_curve_so_far(tiny_smol_folder, tmp_pat
     assert len(rows) == 1 and rows[0]["stopped_at"] >= 2 and rows[0]["steps"] > rows[0]["stopped_at"]
     assert [c["step"] for c in rows[0]["curve"]][:3] == [0, 1, 2] if program == "arithmetic_recipes.py" else \
         [c["step"] for c in rows[0]["curve"]][:2] == [0, 2]
+
+
+@pytest.mark.slow
+def test_the_wording_probe_reads_004s_prompt_as_the_validation_exact_match_does(tmp_path):
+    """``arithmetic_recipes.py --wording``: six teacher-forced counts on the validation items; its
+    004-prompt count is the library's validation exact match on the same items (SmolLM2 base, where
+    some answers are right; the same batches of 16, so the same numbers), and each count is within
+    the items."""
+    import json
+
+    _need("bundled")
+    from whitebox_eval.finetune.check import free_exact_match
+    from whitebox_eval.finetune.sources import load_items, parse_source
+    from whitebox_eval.finetune.splits import make_splits
+    from whitebox_eval.models import load_model
+
+    out = tmp_path / "wording.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "WHITEBOX_PROGRESS": "off"}
+    _run(["arithmetic_recipes.py", "--model", "smollm2-135m", "--cats", "add2,sub2", "--limit", "600", "--val-n", "24",
+          "--wording", "base", "--out", str(out)], env, tmp_path)
+    row = json.loads(out.read_text())
+    counts = {k: row[k] for k in ("free_format", "question_alone", "bare_demos_then_question",
+                                  "question_demos_then_bare", "bare_demos_then_bare", "bare_alone")}
+    assert row["n"] == 24 and row["shots"] == 5 and all(0 <= v <= 24 for v in counts.values())
+    items, _ = load_items(parse_source("arithmetic-text:add2,sub2"), 600, 0)
+    splits = make_splits(items, validation=0.05, test=0.04, shots=5, seed=0)
+    reference = free_exact_match(load_model("smollm2-135m"), splits.validation[:24], splits.demos, batch_size=16)
+    assert counts["free_format"] == sum(reference) > 0
