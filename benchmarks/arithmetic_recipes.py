@@ -160,26 +160,25 @@ def diagnose(a, lm, splits, val, bare_lines, shown_lines) -> None:
 
 
 def wording(a, lm, splits, val) -> None:
-    """Teacher-forced exact match on ``val`` (every answer token the argmax, then a line end) with
-    the demonstrations and the asked line each in 004's free wording (``Question: What is the value
-    of 76 + 44?`` / ``Answer:``) or as a bare line (``76 + 44 =``), one line apart as 004's prompt
-    lays them; beside them 004's own rendered prompt and both lines alone."""
-    from whitebox_eval.models.training import row_batch, row_outputs
+    """Teacher-forced exact match on ``val`` (every answer token the argmax, then a line end:
+    :func:`whitebox_eval.finetune.check.line_exact_match`) with the demonstrations and the asked line
+    each in 004's free wording (``Question: What is the value of 76 + 44?`` / ``Answer:``) or as a
+    bare line (``76 + 44 =``), one line apart as 004's prompt lays them; beside them 004's own
+    rendered prompt and both lines alone."""
+    from whitebox_eval.finetune.arithmetic_text import line_of
     from whitebox_eval.tasks.prompts import render_prompt
 
     if a.wording != "base":
         lm.model.load_state_dict(torch.load(a.wording))
-    tok = lm.tokenizer
-    ends = check.line_end_ids(tok) | {int(t) for t in lm.stop_ids}
 
     def question(it):
-        return f"Question: What is the value of {it.source.meta['expression']}?\nAnswer:"
+        return render_prompt(it.source, fmt="free", demos=[]).text
 
     def bare(it):
-        return f"{it.source.meta['expression']} ="
+        return line_of(it.source.meta["expression"], it.source.meta["answer"])[0]
 
     def answer(it):
-        return f" {it.source.meta['answer']}"
+        return line_of(it.source.meta["expression"], it.source.meta["answer"])[1]
 
     def shown(style, asked):
         return lambda it: "".join(style(d) + answer(d) + "\n" for d in splits.demos) + asked(it)
@@ -190,27 +189,9 @@ def wording(a, lm, splits, val) -> None:
                 "question_demos_then_bare": shown(question, bare), "bare_demos_then_bare": shown(bare, bare),
                 "bare_alone": bare}
     record: dict = {"model": a.model, "weights": a.wording, "n": len(val), "shots": len(splits.demos)}
-    was = lm.model.training
-    lm.model.eval()
-    try:
-        with torch.no_grad():
-            for name, render in variants.items():
-                seqs = []
-                for it in val:
-                    prompt = list(tok(render(it))["input_ids"])
-                    digits = list(tok(answer(it), add_special_tokens=False)["input_ids"])
-                    rows = list(range(len(prompt) - 1, len(prompt) + len(digits)))
-                    seqs.append((prompt + digits, rows, digits + [0]))
-                hits = 0
-                for i in range(0, len(seqs), 16):
-                    part = seqs[i:i + 16]
-                    _, argmax = row_outputs(lm.model, row_batch(part, lm.pad_id))
-                    for (_, _, target), got in zip(part, argmax.cpu().tolist()):
-                        k = len(target) - 1
-                        hits += got[:k] == target[:k] and got[k] in ends
-                record[name] = hits
-    finally:
-        lm.model.train(was)
+    answers = [answer(it) for it in val]
+    for name, render in variants.items():
+        record[name] = sum(check.line_exact_match(lm, [render(it) for it in val], answers, batch_size=16))
     print(json.dumps(record), flush=True)
     with a.out.open("a") as f:
         f.write(json.dumps(record) + "\n")

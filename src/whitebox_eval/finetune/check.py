@@ -92,13 +92,22 @@ def free_exact_match(lm, items: Sequence[Item], demos: Sequence[Item], batch_siz
     diagnostic: whether the number is there, ended or not)."""
     from whitebox_eval.tasks.prompts import render_prompt
 
+    shown = [d.source for d in demos]
+    return line_exact_match(lm, [render_prompt(it.source, fmt="free", demos=shown).text for it in items],
+                            [f" {it.source.meta['answer']}" for it in items], batch_size, need_end=need_end)
+
+
+def line_exact_match(lm, prompts: Sequence[str], answers: Sequence[str], batch_size: int, *,
+                     need_end: bool = True) -> list[bool]:
+    """Teacher-forced, for each prompt text: every token of its answer text the argmax after it,
+    then (``need_end``) a line's end the argmax after the answer (:func:`free_exact_match`'s
+    reading, for any prompt)."""
     tok = lm.tokenizer
     ends = line_end_ids(tok) | {int(t) for t in lm.stop_ids}
-    shown = [d.source for d in demos]
     seqs = []
-    for it in items:
-        prompt = list(tok(render_prompt(it.source, fmt="free", demos=shown).text)["input_ids"])
-        answer = list(tok(f" {it.source.meta['answer']}", add_special_tokens=False)["input_ids"])
+    for text, answer_text in zip(prompts, answers, strict=True):
+        prompt = list(tok(text)["input_ids"])
+        answer = list(tok(answer_text, add_special_tokens=False)["input_ids"])
         seqs.append((prompt + answer, list(range(len(prompt) - 1, len(prompt) + len(answer))), answer + [0]))
     right = []
     was = lm.model.training
