@@ -1,4 +1,4 @@
-"""Put a trained model column of a new reproduction into a committed one, without re-running the rest.
+"""Put a trained column, or a base model's runs, of a new reproduction into a committed one, not re-running the rest.
 
     python benchmarks/reproduce_splice.py benchmarks/results/reproduce_cpu R/reproduce-001-004-cpu \\
         --column "smollm2-135m + arithmetic" --out R/cpu-spliced
@@ -6,15 +6,16 @@
 
 COMMITTED_DIR is a committed report (claims.json, evidence.json.gz, runs/<child>/{results.json,config.yaml});
 NEW_FOLDER a reproduction folder whose column ``--column`` ran (its claims.json assembled: the reproduction
-finished, or ``--reuse-only``). The column's claims and table cells, the entries and figures of the runs
-NEW_FOLDER ran, replace the committed ones (:func:`whitebox_eval.reproduce.splice.splice`, whose docstring says
+finished, or ``--reuse-only``). A trained column's claims and table cells (a base model's: those that read the
+runs NEW_FOLDER ran on it, then Holm's family of the base models adjusted again), the entries and figures of
+the runs NEW_FOLDER ran, replace the committed ones (:func:`whitebox_eval.reproduce.splice.splice`, whose docstring says
 why the result is exactly what one reproduction running every child would have written; anything else that
 differs stops it, named). OUT becomes a reproduction folder that ``reproduce_commit.py`` accepts: claims.json,
 evidence.json.gz, reproduction.md/.html (``reproduce.write_outputs``) and runs/ holding every committed run's
 files and the whole folders of the runs NEW_FOLDER ran (hard links where the file system allows, a copy
 otherwise); paths into NEW_FOLDER (and a reproduction folder beside it, whence a child was reused) point into
 OUT, in the content and in those runs' results.json and config.yaml. It prints, per paper, each replaced
-claim's verdict (raw and after Holm) old -> new.
+claim's verdict (raw and after Holm) old -> new, and each other claim whose verdict after Holm moved.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("committed", type=Path, help="the committed report (claims.json, evidence.json.gz, runs/)")
     ap.add_argument("new", type=Path, help="a reproduction folder whose trained column ran")
-    ap.add_argument("--column", action="append", required=True, help="a trained column, '<base model> + <label>'")
+    ap.add_argument("--column", action="append", required=True,
+                    help="a trained column, '<base model> + <label>' (taken whole), or a base model, '<base model>' "
+                         "(its claims and cells that read the runs NEW_FOLDER ran on it; Holm's family of the base "
+                         "models adjusted again)")
     ap.add_argument("--out", type=Path, required=True, help="the reproduction folder to write (must not exist)")
     args = ap.parse_args(argv)
     out = args.out
@@ -115,11 +119,15 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(ran)} runs from the new reproduction)")
     rows = splicing.replaced(base, new, args.column)
     for number in dict.fromkeys(r["paper"] for r in rows):
-        mine = [r for r in rows if r["paper"] == number]
+        mine = [r for r in rows if r["paper"] == number and r["part"] == "replaced"]
+        held = [r for r in rows if r["paper"] == number and r["part"] == "Holm"]
         changed = sum(r["old"] != r["new"] for r in mine)
-        print(f"paper {number}: {len(mine)} cells replaced, {changed} changed verdict (raw / Holm)")
-        for r in mine:
-            print(f"  {r['id']} [{r['model']}]: {r['old'][0]} / {r['old'][1]} -> {r['new'][0]} / {r['new'][1]}")
+        print(f"paper {number}: {len(mine)} cells replaced, {changed} changed verdict (raw / Holm)"
+              + (f"; {len(held)} other cells changed verdict after Holm (the base models' family adjusted again)"
+                 if held else ""))
+        for r in mine + held:
+            print(f"  {r['id']} [{r['model']}]: {r['old'][0]} / {r['old'][1]} -> {r['new'][0]} / {r['new'][1]}"
+                  + (" (Holm only)" if r["part"] == "Holm" else ""))
     return 0
 
 

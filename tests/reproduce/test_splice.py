@@ -2,7 +2,8 @@
 benchmarks/reproduce_splice.py) is exactly the content of one reproduction that ran everything: 002 at cpu on
 two models (its plan as built), synthetic child runs as in test_trained_truth_heads (the GAR-trained column's
 truth-heads child and its training, the base models' truth-heads children; the evaluate children not run);
-the refusals, each beside the call it lets through; the script on a tmp copy, and reproduce_commit.py on its
+a base model's child run alone, spliced with Holm's family adjusted again; the refusals, each beside the call
+it lets through; the script on a tmp copy, and reproduce_commit.py on its
 output. Nothing is run."""
 
 from __future__ import annotations
@@ -144,11 +145,67 @@ def test_a_column_new_did_not_run_is_refused(plan):
     assert splice(*_pair(plan), [COLUMN])
 
 
-def test_a_base_model_is_refused(plan):
-    base, new = _pair(plan)
-    with pytest.raises(WhiteboxError, match="'smollm2-135m' is a base model: the base models share one Holm family"):
-        splice(base, new, ["smollm2-135m"])
-    assert splice(base, new, [COLUMN])
+def _base_child(plan, model: str = "smollm2-135m") -> set[str]:
+    """A base model's truth-heads child (its claims read it; no table cell or other claim does)."""
+    return {c.run_id for c in plan.children if c.label is None and c.model == model and "truth-heads" in c.run_id}
+
+
+@pytest.mark.parametrize("how", ["absent", "skipped"])
+def test_a_base_model_s_runs_new_ran_spliced_are_the_content_of_one_reproduction_that_ran_them(plan, how):
+    """A base child that had not run (``base``), run alone on its model (``new``): its claims replaced, the base
+    models' Holm family adjusted again, and the result is one reproduction's that ran everything."""
+    every = _outcomes(plan)
+    ids = _base_child(plan)
+    assert len(ids) == 1
+    full = assemble.content(plan, every)
+    base = assemble.content(plan, _minus(every, ids, how))
+    new = assemble.content(_narrow(plan, ids, ["smollm2-135m"]), {k: v for k, v in every.items() if k in ids})
+    got = splice(base, new, ["smollm2-135m"])
+    assert _json(got) == _json(full)
+    (run,) = ids
+    mine = [c for c in full["papers"][0]["claims"] if c.get("run") == run]
+    assert mine and all(c["model"] == "smollm2-135m" for c in mine)
+    assert {c["verdict"] for c in mine} - {"not run", "not tested"}
+    # the kept claims' adjusted p-values moved with the family (so the test proves the adjustment is made again)
+    kept = [(b, f) for b, f in zip(base["papers"][0]["claims"], full["papers"][0]["claims"])
+            if not f.get("holm_family") and f.get("run") != run and b.get("p_holm") is not None]
+    assert kept and any(b["p_holm"] != f["p_holm"] for b, f in kept)
+    rows = replaced(base, new, ["smollm2-135m"])
+    assert [r["id"] for r in rows if r["part"] == "replaced"] == [c["id"] for c in mine]
+    assert all(r["old"][0] == "not run" for r in rows if r["part"] == "replaced")
+    held = {(c["id"], c["model"]): c for c in full["papers"][0]["claims"]}
+    assert all(r["new"] == (held[r["id"], r["model"]]["verdict"], held[r["id"], r["model"]]["verdict_holm"])
+               for r in rows)
+    assert all(r["old"][1] != r["new"][1] for r in rows if r["part"] == "Holm")
+
+
+def test_a_base_model_whose_runs_new_did_not_run_is_refused(plan):
+    every = _outcomes(plan)
+    ids = _base_child(plan)
+    base = assemble.content(plan, _minus(every, ids, "skipped"))
+    new = assemble.content(plan, {k: v for k, v in every.items() if k in ids})
+    with pytest.raises(WhiteboxError, match="new ran no run of base model 'gemma3-270m': nothing to splice"):
+        splice(base, new, ["gemma3-270m"])
+    assert splice(base, new, ["smollm2-135m"])
+
+
+def test_a_base_model_s_run_that_another_claim_reads_is_refused(plan):
+    """A claim outside the base model (across models, say) that reads the run new ran cannot be spliced: it
+    reads runs new did not run; base's cells outside that read it likewise (new ran a trained run too)."""
+    every = _outcomes(plan)
+    ids = _base_child(plan)
+    base = assemble.content(plan, _minus(every, ids, "skipped"))
+    new = assemble.content(_narrow(plan, ids, ["smollm2-135m"]), {k: v for k, v in every.items() if k in ids})
+    (run,) = ids
+    across = json.loads(json.dumps(new))
+    claim = next(c for c in across["papers"][0]["claims"] if c.get("run") == run)
+    across["papers"][0]["claims"].append(dict(claim, id="a-law", model="all"))
+    with pytest.raises(WhiteboxError, match=f"claim a-law on 'all' reads run\\(s\\) {run} that new ran"):
+        splice(base, across, ["smollm2-135m"])
+    both = assemble.content(plan, {k: v for k, v in every.items() if k in ids | _of_column(plan)})
+    with pytest.raises(WhiteboxError, match="cells outside 'smollm2-135m' read run\\(s\\) .*gar-tasks.* that new ran"):
+        splice(base, both, ["smollm2-135m"])
+    assert splice(base, both, ["smollm2-135m", COLUMN])  # the trained column named too: each its own part
 
 
 def test_any_other_difference_is_refused_naming_it(plan):
@@ -277,7 +334,8 @@ def test_the_script_writes_a_folder_reproduce_commit_accepts(plan, tmp_path):
     assert subprocess.run(cmd, capture_output=True, text=True).returncode != 0
     bad = subprocess.run(cmd[:-4] + ["--column", "smollm2-135m", "--out", str(tmp_path / "other")],
                          capture_output=True, text=True)
-    assert bad.returncode != 0 and "is a base model" in bad.stderr and not (tmp_path / "other").exists()
+    assert bad.returncode != 0 and "that new ran: splicing would not be exact" in bad.stderr
+    assert not (tmp_path / "other").exists()
 
 
 def test_the_committed_cpu_report_spliced_with_its_own_trained_column_is_itself():
@@ -301,3 +359,25 @@ def test_the_committed_cpu_report_spliced_with_its_own_trained_column_is_itself(
     assert len(replaced(base, new, [column])) == 4
     with pytest.raises(WhiteboxError, match="paper 000 has no column 'smollm2-135m \\+ arithmetic' in base"):
         splice(base, new, ["smollm2-135m + arithmetic"])
+
+
+def test_the_committed_cpu_report_spliced_with_a_base_model_s_own_run_is_itself():
+    """On the committed report: 000's base Gemma with one of its own runs, from a copy in which only that run
+    ran, is the report unchanged, Holm's family of the base models adjusted again included (the adjustment
+    made from the claims as committed gives the committed p_holm and verdicts after Holm)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reproduce_splice import read
+
+    base = read(ROOT / "benchmarks" / "results" / "reproduce_cpu")
+    new = json.loads(json.dumps(base))
+    new["papers"] = [p for p in new["papers"] if p["number"] == "000"]
+    runs = new["papers"][0]["runs"]
+    run = next(r["run"] for r in runs if r["model"] == "gemma3-270m" and r["run"].startswith("mcqa-gemma3-270m-mmlu"))
+    for r in runs:
+        if r["run"] != run:
+            r["status"] = "skipped"
+    got = splice(base, new, ["gemma3-270m"])
+    assert _json(got) == _json(base)
+    rows = replaced(base, new, ["gemma3-270m"])
+    assert rows and {r["part"] for r in rows} == {"replaced"} and all(r["old"] == r["new"] for r in rows)
+    assert any(c.get("p_holm") is not None for p in got["papers"] if p["number"] == "000" for c in p["claims"])

@@ -14,10 +14,15 @@ made (a recipe chosen since); for every other experiment it must be the same. A 
 ``base`` lacks (the column re-run with other settings) replaces ``base``'s one run of the same model and
 experiments, and nothing kept may read the replaced run.
 
-A base model's column is refused: the base models share one Holm family, so replacing one of them would
-leave the others' adjusted verdicts from the old p-values. ``new`` may be planned on fewer base models than
-``base`` (``--model``, or only the column's children): its models must then be ``base``'s in ``base``'s order
-less some, the column among them; its runs are then ``base``'s less some, by run id.
+A base model's runs that ``new`` ran (a base child that had not run, or re-ran) go in the same way, but not
+its whole column: the base models' other children did not run in ``new``. What is replaced is what reads
+those runs: the base model's claims and table cells that name them (in ``new``: the same claims and cells),
+their entries and figures; nothing else in ``base`` may read them (a claim across models that reads them is
+refused). Then Holm's adjustment is made again over the base models' family of each such paper
+(:func:`.verdicts.holm`: it reads only each claim's own p-value, statistic and rules), since the family holds
+claims the splice replaced. ``new`` may be planned on fewer base models than ``base`` (``--model``, or only
+the column's children): its models must then be ``base``'s in ``base``'s order less some, the column among
+them; its runs are then ``base``'s less some, by run id.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from whitebox_eval.errors import WhiteboxError
+from whitebox_eval.reproduce import verdicts
 
 __all__ = ["replaced", "splice"]
 
@@ -120,14 +126,19 @@ def _table_frame(t: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_columns(base: Mapping[str, Any], columns: Sequence[str]) -> None:
+def _check_columns(columns: Sequence[str]) -> None:
     if not columns:
-        raise WhiteboxError("splice: name the trained column(s) to splice (--column '<base model> + <label>')")
-    for col in columns:
-        if col in base.get("models", ()):
-            raise WhiteboxError(f"splice: {col!r} is a base model: the base models share one Holm family, so "
-                                "splicing one would leave the others' adjusted verdicts stale; re-run the whole "
-                                "reproduction, or splice a trained column ('<base model> + <label>')")
+        raise WhiteboxError("splice: name the column(s) to splice (--column '<base model> + <label>' for a trained "
+                            "column, --column '<base model>' for the base model's runs new ran)")
+
+
+def _base_part(number: str, new: Mapping[str, Any], model: str) -> tuple[set[str], Any]:
+    """A base model's runs that ``new`` ran, and the test of what reads them (a claim, a cell, a row of ours)."""
+    ran = {r["run"] for r in new["runs"] if r.get("status") == "done" and r.get("model") == model}
+    if not ran:
+        raise WhiteboxError(f"splice: paper {number}: new ran no run of base model {model!r}: nothing to splice; let "
+                            "its children finish (and assemble the new reproduction) first")
+    return ran, lambda x: bool(_runs_read(x) & ran)
 
 
 def _scaled_down(base: Mapping[str, Any], new: Mapping[str, Any], ran: set[str]) -> list[dict[str, Any]]:
@@ -169,7 +180,35 @@ def _renamed(x: Any, swap: Mapping[str, str]) -> Any:
     return json.loads(text)
 
 
-def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+class _Parts:
+    """What a splice replaces in one paper: a trained column's every claim (:func:`_in_column`), a base model's
+    claims that read the runs new ran on it (:func:`_base_part`); ``old`` names base's ids of those runs where
+    new ran them under another (:func:`_swapped`)."""
+
+    def __init__(self, number: str, new: Mapping[str, Any], columns: Sequence[str], base_models: Sequence[str]):
+        self.trained = [c for c in columns if c not in base_models]
+        self.ran = {c: _base_part(number, new, c)[0] for c in columns if c in base_models}
+        self.old: dict[str, set[str]] = {c: set() for c in self.ran}
+
+    def reads(self, col: str, x: Any) -> bool:
+        return bool(_runs_read(x) & (self.ran[col] | self.old[col]))
+
+    def claim(self, c: Mapping[str, Any], ids: Iterable[tuple[str, str]] = ()) -> str | None:
+        """The column whose claim ``c`` is, None when the splice keeps it: a base model's claim reads the runs
+        new ran, or is one of ``ids`` (column, claim id: new's that do; base's may name no run, its child absent)."""
+        for col in self.trained:
+            if _in_column(c, col):
+                return col
+        return next((col for col in self.ran if c.get("model") == col and not c.get("holm_family")
+                     and (self.reads(col, c) or (col, c["id"]) in ids)), None)
+
+    def cell(self, model: str, cell: Any) -> bool:
+        """A table cell of ``model`` that the splice replaces."""
+        return model in self.trained or (model in self.ran and self.reads(model, cell))
+
+
+def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
+           base_models: Sequence[str]) -> tuple[dict[str, Any], set[int]]:
     number = base["number"]
     own = (*SPLICED, "scaled_down")
     _same({k: v for k, v in base.items() if k not in own}, {k: v for k, v in new.items() if k not in own},
@@ -179,78 +218,105 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
         for who, p in (("base", base), ("new", new)):
             if col not in p["models"]:
                 raise WhiteboxError(f"splice: paper {number} has no column {col!r} in {who} (its columns: "
-                                    f"{', '.join(p['models'])}); name a trained column of every paper both hold, "
+                                    f"{', '.join(p['models'])}); name a column of every paper both hold, "
                                     "or assemble the new reproduction from those papers only")
+    parts = _Parts(number, new, columns, base_models)
+    for col in parts.trained:
         mine = [c for c in new["claims"] if _in_column(c, col)]
         if not any(c["verdict"] != NOT_RUN for c in mine):
             raise WhiteboxError(f"splice: paper {number}: every claim of {col!r} in new is not run: nothing to "
                                 "splice; let its children finish (and assemble the new reproduction) first")
 
     # runs: an entry done in new replaces base's (its producer is listed under the base model's name), under its
-    # own id where the column re-ran with other settings, and so does every entry of the column (one not done
-    # too: the column is new's whole)
+    # own id where the column re-ran with other settings, and so does every entry of a trained column (one not
+    # done too: the column is new's whole)
     new_runs = {r["run"]: r for r in new["runs"]}
     done = {rid for rid, r in new_runs.items() if r.get("status") == "done"}
-    taken = done | {rid for rid, r in new_runs.items() if r.get("model") in columns}
+    taken = done | {rid for rid, r in new_runs.items() if r.get("model") in parts.trained}
     swap = _swapped(base, new_runs, taken)
+    for old, rid in swap.items():
+        for col, ran in parts.ran.items():
+            if rid in ran:
+                parts.old[col].add(old)
     base_ids = [swap.get(r["run"], r["run"]) for r in base["runs"]]
     _fewer(base_ids, [r["run"] for r in new["runs"]], f"paper {number} runs")
     runs = [new_runs[rid] if rid in taken else r for r, rid in zip(base["runs"], base_ids)]
 
-    # claims: the column's replaced by new's of the same id, in base's order
-    claims = []
+    # claims: each column's replaced by new's of the same id, in base's order
+    theirs: dict[tuple[str, str], dict[str, Any]] = {}
+    for c in new["claims"]:
+        col = parts.claim(c)
+        if col is None:
+            if read := sorted(r for ran in parts.ran.values() for r in _runs_read(c) & ran):
+                raise WhiteboxError(f"splice: paper {number}: claim {c['id']} on {c.get('model')!r} reads run(s) "
+                                    f"{', '.join(read)} that new ran: splicing would not be exact; assemble the whole "
+                                    "reproduction with every child instead")
+            continue
+        if (col, c["id"]) in theirs:
+            raise WhiteboxError(f"splice: paper {number}: new holds claim {c['id']} twice on {col!r}")
+        theirs[col, c["id"]] = c
+    ours = {(col, c["id"]) for c in base["claims"] if (col := parts.claim(c, theirs)) is not None}
     for col in columns:
-        theirs: dict[str, dict[str, Any]] = {}
-        for c in new["claims"]:
-            if _in_column(c, col):
-                if c["id"] in theirs:
-                    raise WhiteboxError(f"splice: paper {number}: new holds claim {c['id']} twice on {col!r}")
-                theirs[c["id"]] = c
-        ours = {c["id"] for c in base["claims"] if _in_column(c, col)}
-        if only := sorted(set(theirs) - ours):
+        if only := sorted(i for x, i in set(theirs) - ours if x == col):
             raise WhiteboxError(f"splice: paper {number}: new holds claim(s) {', '.join(only)} on {col!r} that base "
                                 "does not: another plan or other papers' code")
-        if lacking := sorted(ours - set(theirs)):
+        if lacking := sorted(i for x, i in ours - set(theirs) if x == col):
             raise WhiteboxError(f"splice: paper {number}: new lacks claim(s) {', '.join(lacking)} on {col!r}: its plan "
                                 "does not run every child of the column; plan all of the column's experiments")
-    for c in base["claims"]:
-        col = next((x for x in columns if _in_column(c, x)), None)
+    claims, kept, swapped = [], [], set()
+    for i, c in enumerate(base["claims"]):
+        col = parts.claim(c, theirs)
+        claims.append(c if col is None else theirs[col, c["id"]])
         if col is None:
-            claims.append(c)
-        else:
-            claims.append(next(x for x in new["claims"] if _in_column(x, col) and x["id"] == c["id"]))
+            kept.append(c)
+            continue
+        swapped.add(i)
+        if col in parts.ran and (other := sorted(_runs_read(c) - parts.ran[col] - parts.old[col])):
+            raise WhiteboxError(f"splice: paper {number}: claim {c['id']} on {col!r} reads run(s) {', '.join(other)} "
+                                "besides those new ran: splicing would not be exact; assemble the whole reproduction")
 
-    # tables: the column's cells (rows' per-model cells, its block of our rows) replaced by new's
+    # tables: the columns' cells (rows' per-model cells, rows of ours) replaced by new's
     if len(base["tables"]) != len(new["tables"]):
         raise WhiteboxError(f"splice: paper {number}: {len(base['tables'])} tables in base, {len(new['tables'])} in "
                             "new: different code")
     tables = []
     for bt, nt in zip(base["tables"], new["tables"]):
-        _same(_table_frame(bt), _table_frame(nt), f"paper {number} table {bt.get('id')}")
+        where = f"paper {number} table {bt.get('id')}"
+        _same(_table_frame(bt), _table_frame(nt), where)
         t = dict(bt)
-        t["rows"] = [dict(r, ours={m: (nr["ours"][m] if m in columns else cell) for m, cell in r["ours"].items()})
-                     if isinstance(r.get("ours"), dict) else r for r, nr in zip(bt["rows"], nt["rows"])]
+        t["rows"] = []
+        for r, nr in zip(bt["rows"], nt["rows"]):
+            if not isinstance(r.get("ours"), dict):
+                t["rows"].append(r)
+                continue
+            cells = {m: nr["ours"][m] if m in nr["ours"] and parts.cell(m, nr["ours"][m]) else cell
+                     for m, cell in r["ours"].items()}
+            kept += [cell for m, cell in r["ours"].items() if cells[m] is cell]
+            t["rows"].append(dict(r, ours=cells))
         our_rows = list(bt.get("our_rows") or [])
+        keep = [True] * len(our_rows)
         for col in columns:
             (b0, b1), (n0, n1) = _column_block(base, bt, col, "base"), _column_block(new, nt, col, "new")
-            _same(_renamed([{k: v for k, v in r.items() if k != "ours"} for r in our_rows[b0:b1]], swap),
-                  [{k: v for k, v in r.items() if k != "ours"} for r in nt["our_rows"][n0:n1]],
-                  f"paper {number} table {bt.get('id')} our rows of {col!r}")
-            our_rows[b0:b1] = nt["our_rows"][n0:n1]
+            if b1 - b0 != n1 - n0:
+                raise WhiteboxError(f"splice: {where}: {b1 - b0} of our rows of {col!r} in base, {n1 - n0} in new: "
+                                    "different code")
+            for i, (br, nr) in enumerate(zip(our_rows[b0:b1], nt["our_rows"][n0:n1])):
+                if col in parts.trained or parts.reads(col, nr):
+                    _same(_renamed({k: v for k, v in br.items() if k != "ours"}, swap),
+                          {k: v for k, v in nr.items() if k != "ours"}, f"{where} our rows of {col!r}")
+                    our_rows[b0 + i], keep[b0 + i] = nr, False
         t["our_rows"] = our_rows
+        kept += [r for r, k in zip(our_rows, keep) if k]
         tables.append(t)
 
     # nothing kept of base may read a run new ran: it would read the new run too
-    kept: list[Any] = [c for c in claims if not any(_in_column(c, col) for col in columns)]
-    for t in tables:
-        kept += [cell for r in t["rows"] for m, cell in (r.get("ours") or {}).items() if m not in columns]
-        blocks = [_column_block(base, t, col, "base") for col in columns]
-        kept += [r for i, r in enumerate(t["our_rows"]) if not any(a <= i < b for a, b in blocks)]
     replaced = done | set(swap)  # base's entries that new's stand for
     if clash := sorted(_runs_read(kept) & replaced):
         raise WhiteboxError(f"splice: paper {number}: base's claims or cells outside {', '.join(map(repr, columns))} "
                             f"read run(s) {', '.join(clash)} that new ran: splicing would not be exact; assemble the "
                             "whole reproduction with every child instead")
+    if parts.ran:  # the base models' family holds claims replaced: its adjusted p-values read them all
+        verdicts.holm([c for c in claims if not c.get("holm_family")])
 
     # figures: base's of runs new ran dropped, new's added, in the plan's order of their runs
     figures = [f for f in base["figures"] if f.get("run") not in replaced]
@@ -259,17 +325,14 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str])
     figures.sort(key=lambda f: order.get(f.get("run"), len(order)))
     ran = {e for rid, r in new_runs.items() if rid in done for e in r.get("experiments", ())}
     return {**base, "runs": runs, "claims": claims, "tables": tables, "figures": figures,
-            "scaled_down": _scaled_down(base, new, ran)}
+            "scaled_down": _scaled_down(base, new, ran)}, swapped
 
 
-def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
-    """``base`` (a reproduction's content, evidence in place: :func:`.assemble.content`,
-    :func:`whitebox_eval.reproduce.merged`) with trained ``columns`` (``"<base model> + <label>"``) taken from
-    ``new`` in every paper both hold: the column's claims and table cells, the runs new ran (their entries)
-    and their figures. Everything else must be the same in both (:class:`WhiteboxError` naming the first
-    difference); the module's docstring says why the result is the content of one reproduction that ran both."""
+def _splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]
+            ) -> tuple[dict[str, Any], dict[str, set[int]]]:
+    """:func:`splice`, and per paper spliced the indices of its claims replaced by new's."""
     columns = list(dict.fromkeys(columns))
-    _check_columns(base, columns)
+    _check_columns(columns)
     skip = ("papers", "models", "evidence")  # evidence: the name of the file split writes it to, not content
     _same({k: v for k, v in base.items() if k not in skip}, {k: v for k, v in new.items() if k not in skip}, "content")
     _fewer(base["models"], new["models"], "models")
@@ -281,25 +344,41 @@ def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[st
         raise WhiteboxError("splice: new holds no paper")
     out = _copy(base)
     new = _copy(new)
-    out["papers"] = [_paper(p, theirs[p["number"]], columns) if p["number"] in theirs else p for p in out["papers"]]
-    return out
+    swapped: dict[str, set[int]] = {}
+    papers = []
+    for p in out["papers"]:
+        if p["number"] in theirs:
+            p, swapped[p["number"]] = _paper(p, theirs[p["number"]], columns, base["models"])
+        papers.append(p)
+    out["papers"] = papers
+    return out, swapped
+
+
+def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """``base`` (a reproduction's content, evidence in place: :func:`.assemble.content`,
+    :func:`whitebox_eval.reproduce.merged`) with ``columns`` taken from ``new`` in every paper both hold: a
+    trained column (``"<base model> + <label>"``) whole, a base model (``"<base model>"``) where it reads the
+    runs new ran on it (then Holm's family of the base models adjusted again); the claims and table cells,
+    the runs new ran (their entries) and their figures. Everything else must be the same in both
+    (:class:`WhiteboxError` naming the first difference); the module's docstring says why the result is the
+    content of one reproduction that ran both."""
+    return _splice(base, new, columns)[0]
 
 
 def replaced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Iterable[str]) -> list[dict[str, Any]]:
-    """The claims of ``columns`` that :func:`splice` (``base``, ``new``) replaces, per paper both hold, in base's
-    order: paper, id, model, and the verdict raw and after Holm, old (``base``'s) and new (``new``'s)."""
-    columns = list(columns)
-    theirs = {p["number"]: p for p in new["papers"]}
+    """What :func:`splice` (``base``, ``new``) changes, per paper both hold, in base's order: each claim it
+    replaces (``part`` "replaced"), and each other claim whose verdict after Holm it changes (``part`` "Holm":
+    the base models' family adjusted again); paper, id, model, and the verdict raw and after Holm, old
+    (``base``'s) and new (the spliced report's)."""
+    out, swapped = _splice(base, new, list(columns))
     rows = []
-    for pb in base["papers"]:
-        if pb["number"] not in theirs:
+    for pb, po in zip(base["papers"], out["papers"]):
+        if pb["number"] not in swapped:
             continue
-        for cb in pb["claims"]:
-            col = next((x for x in columns if _in_column(cb, x)), None)
-            if col is None:
-                continue
-            ca = next(x for x in theirs[pb["number"]]["claims"] if _in_column(x, col) and x["id"] == cb["id"])
-            rows.append({"paper": pb["number"], "id": cb["id"], "model": ca["model"],
-                         "old": (cb["verdict"], cb.get("verdict_holm", cb["verdict"])),
-                         "new": (ca["verdict"], ca.get("verdict_holm", ca["verdict"]))})
+        for i, (cb, co) in enumerate(zip(pb["claims"], po["claims"])):
+            old = (cb["verdict"], cb.get("verdict_holm", cb["verdict"]))
+            now = (co["verdict"], co.get("verdict_holm", co["verdict"]))
+            if i in swapped[pb["number"]] or old != now:
+                rows.append({"paper": pb["number"], "id": cb["id"], "model": co["model"], "old": old, "new": now,
+                             "part": "replaced" if i in swapped[pb["number"]] else "Holm"})
     return rows
