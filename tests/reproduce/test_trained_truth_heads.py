@@ -122,6 +122,29 @@ def test_a_trained_model_at_chance_on_the_report_examples_makes_every_claim_on_i
     assert missed["qualifier"] == "manipulation failed" and "accuracy_generation" in missed["reason"]
 
 
+def test_a_training_that_missed_its_check_decides_its_column_s_claims_whose_child_did_not_run():
+    """The column's child did not run (skipped): a training that finished and missed its check makes each
+    claim "uninformative (manipulation failed)", as had the child run; one that passed, or did not finish,
+    leaves them not run."""
+    plan = _TrainedPlan()
+    p = spec.papers()["002"]
+    skipped = assemble.Outcome(plan.column, "skipped", "--reuse-only: no finished copy under --output")
+
+    def claims(producer: assemble.Outcome | None) -> list[dict[str, Any]]:
+        outcomes = {plan.column.run_id: skipped, **({PRODUCER: producer} if producer else {})}
+        return [assemble.claim(p, c, plan, outcomes, TRAINED) for c in p.claims if c.experiment == "truth-heads"]
+
+    missed = claims(assemble.Outcome(plan.producer, "done", folder="/x", _study=_Study(_training(False))))
+    assert missed and all(c["verdict"] == verdicts.UNINFORMATIVE and c["qualifier"] == "manipulation failed"
+                          for c in missed)
+    assert all("accuracy_generation" in c["reason"] and c["run"] == plan.column.run_id for c in missed)
+    assert all(m["kind"] == "trained" for c in missed for m in c["rules"]["manipulation"])
+    passed = claims(assemble.Outcome(plan.producer, "done", folder="/x", _study=_Study(_training(True))))
+    assert {c["verdict"] for c in passed} == {verdicts.NOT_RUN} and all("--reuse-only" in c["reason"] for c in passed)
+    for producer in (None, assemble.Outcome(plan.producer, "failed", "out of memory")):
+        assert {c["verdict"] for c in claims(producer)} == {verdicts.NOT_RUN}
+
+
 def test_the_base_models_truth_heads_claims_do_not_read_the_columns_check():
     plan = _TrainedPlan()
     base = plan.child("002", "truth-heads", MODEL)

@@ -249,6 +249,17 @@ def failed_training(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], c
             "reason": "; ".join(f"manipulation check {m['kind']} failed: {m['text']}" for m in failed)}
 
 
+def trained_missed(paper: Paper, plan: Plan, outcomes: Mapping[str, Outcome], child: Child | None) -> dict[str, Any] | None:
+    """The verdict of a claim on a trained column whose own child did not run, where the training finished
+    and missed its check: *uninformative (manipulation failed)*, as it would read had the child run (its
+    statistic cannot decide it); None where the training passed or did not finish (then: not run)."""
+    pid = child.producer if child is not None else None
+    o = outcomes.get(pid) if pid is not None else None
+    if o is None or o.status != "done":
+        return None
+    return failed_training(paper, plan, outcomes, child)
+
+
 def _sensitivity(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], model: str) -> dict[str, Any] | None:
     """A claim of no difference: its positive control (the same statistic between groups known to
     differ, ``positive_control``) reaches the margin at this n when |value| >= margin and p < 0.05."""
@@ -318,8 +329,9 @@ def claim(paper: Paper, c: Claim, plan: Plan, outcomes: Mapping[str, Outcome], m
             if o is None:
                 return {**out, "verdict": verdicts.NOT_RUN, "reason": "its experiment does not run at this scale"}
             out.update(run=o.child.run_id, model=o.child.label or model)
-            if o.status != "done":
-                return {**out, "verdict": verdicts.NOT_RUN, "reason": o.reason or o.status}
+            if o.status != "done":  # its training finished and missed its check: that decides, run or not
+                return {**out, **(trained_missed(paper, plan, outcomes, trained_on)
+                                  or {"verdict": verdicts.NOT_RUN, "reason": o.reason or o.status})}
             results, samples = o.study().results, o.study().samples
             c = _claim_filled(c, plan.filled[paper.number].env, results)
             stat = _statistic(c, o, paper.experiment(c.experiment).suite)
