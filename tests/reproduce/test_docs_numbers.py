@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reproduce.md"
 BLOCK = re.compile(r"<!-- numbers: (?P<path>\S+) -->(?P<body>.*?)<!-- /numbers -->", re.S)
 TAG = re.compile(r"\(claim\s+(?P<refs>[^()]*?)\)")
-REF = re.compile(r"^\s*(?P<paper>\d{3})/(?P<id>[a-z0-9-]+), (?P<model>[a-z0-9.-]+(?: \+ [a-z0-9][a-z0-9 .-]*?)?)\s*$")  # a trained column: "base + label"
+REF = re.compile(r"^\s*(?P<paper>\d{3})/(?P<id>[a-z0-9-]+), (?P<model>[a-z0-9.-]+(?: \+ [A-Za-z0-9][A-Za-z0-9 .-]*?)?)\s*$")  # a trained column: "base + label"
 NOT_QUOTED = re.compile(r"`[^`]*`|\*\d{3}\b[^*]*\*|\b(?:sec|Table|Tables|Fig|App|Corollary)\.? ?[A-Z]?\d+(?:\.\d+)*[a-z]?")
 NUMBER = re.compile(r"(?P<cmp><\s*)?(?<![\w.])(?P<num>[+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?)(?:/(?P<den>\d+))?(?![\w])")
 
