@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from whitebox_eval.errors import WhiteboxError
-from whitebox_eval.reproduce import assemble, spec, write_outputs
+from whitebox_eval.reproduce import assemble, spec, verdicts, write_outputs
 from whitebox_eval.reproduce import plan as planning
 from whitebox_eval.reproduce.splice import replaced, splice
 
@@ -381,3 +381,47 @@ def test_the_committed_cpu_report_spliced_with_a_base_model_s_own_run_is_itself(
     rows = replaced(base, new, ["gemma3-270m"])
     assert rows and {r["part"] for r in rows} == {"replaced"} and all(r["old"] == r["new"] for r in rows)
     assert any(c.get("p_holm") is not None for p in got["papers"] if p["number"] == "000" for c in p["claims"])
+
+
+def _blank(x, run: str):
+    """``x`` with every table cell that reads another run than ``run`` not run (a reproduction that ran ``run``
+    alone), part by part in a list of cells."""
+    if isinstance(x, list):
+        return [_blank(v, run) for v in x]
+    if isinstance(x, dict) and isinstance(x.get("run"), str):
+        return x if x["run"] == run else {"not_run": "--reuse-only: no finished copy under --output"}
+    return x
+
+
+def test_a_base_model_s_run_among_others_in_one_row_is_merged_part_by_part():
+    """001's tables list several runs of one model in a row of ours (a cell per task): a base model's run new ran
+    alone replaces its parts only, and base's other parts stay. (Its claims across models read it too, which
+    the splice refuses: here they are taken out of both, to reach the tables.)"""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reproduce_splice import read
+
+    base = read(ROOT / "benchmarks" / "results" / "reproduce_cpu")
+    base["papers"] = [p for p in base["papers"] if p["number"] == "001"]
+    paper = base["papers"][0]
+    paper["claims"] = [c for c in paper["claims"] if c["model"] != "all"]
+    verdicts.holm([c for c in paper["claims"] if not c.get("holm_family")])  # the family without them
+    run = next(r["run"] for r in paper["runs"] if r["model"] == "gemma3-270m" and r["run"].startswith("mui-gemma3-270m-gsm8k"))
+    new = json.loads(json.dumps(base))
+    for r in new["papers"][0]["runs"]:
+        if r["run"] != run:
+            r["status"] = "skipped"
+    for t in new["papers"][0]["tables"]:
+        t["our_rows"] = [dict(r, ours=_blank(r["ours"], run)) if r.get("model") == "gemma3-270m" else r
+                         for r in t["our_rows"]]
+        t["rows"] = [dict(r, ours={m: _blank(c, run) if m == "gemma3-270m" else c for m, c in r["ours"].items()})
+                     if isinstance(r.get("ours"), dict) else r for r in t["rows"]]
+    mixed = [(b, n) for bt, nt in zip(paper["tables"], new["papers"][0]["tables"])
+             for b, n in zip(bt["our_rows"], nt["our_rows"]) if b != n and run in json.dumps(b)]
+    assert mixed  # rows holding this run and others: taking new's whole row would lose the others
+    assert _json(splice(base, new, ["gemma3-270m"])) == _json(base)
+    across = json.loads(json.dumps(new))
+    row = next(r for t in across["papers"][0]["tables"] for r in t["our_rows"] if run in json.dumps(r))
+    cell = next(c for c in row["ours"] if isinstance(c, dict) and c.get("run") == run)
+    cell["runs"] = [run, "another-run"]
+    with pytest.raises(WhiteboxError, match="a cell of 'gemma3-270m' reads run\\(s\\) another-run besides those new ran"):
+        splice(base, across, ["gemma3-270m"])

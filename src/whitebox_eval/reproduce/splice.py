@@ -202,9 +202,24 @@ class _Parts:
         return next((col for col in self.ran if c.get("model") == col and not c.get("holm_family")
                      and (self.reads(col, c) or (col, c["id"]) in ids)), None)
 
-    def cell(self, model: str, cell: Any) -> bool:
-        """A table cell of ``model`` that the splice replaces."""
-        return model in self.trained or (model in self.ran and self.reads(model, cell))
+    def merged(self, col: str, b: Any, n: Any, where: str) -> tuple[Any, list[Any]]:
+        """Base model ``col``'s cell ``b`` with new's ``n`` where it reads the runs new ran on ``col``, part by part
+        in a list of cells (a row of ours lists several runs' values), and base's parts kept."""
+        if isinstance(b, list) and isinstance(n, list):
+            if len(b) != len(n):
+                raise WhiteboxError(f"splice: {where}: {len(b)} cells of {col!r} in base, {len(n)} in new: different code")
+            out, kept = [], []
+            for x, y in zip(b, n):
+                m, k = self.merged(col, x, y, where)
+                out.append(m)
+                kept += k
+            return out, kept
+        if not self.reads(col, n):
+            return b, [b]
+        if other := sorted(_runs_read(n) - self.ran[col]):
+            raise WhiteboxError(f"splice: {where}: a cell of {col!r} reads run(s) {', '.join(other)} besides those "
+                                "new ran: splicing would not be exact; assemble the whole reproduction")
+        return n, []
 
 
 def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
@@ -289,9 +304,16 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
             if not isinstance(r.get("ours"), dict):
                 t["rows"].append(r)
                 continue
-            cells = {m: nr["ours"][m] if m in nr["ours"] and parts.cell(m, nr["ours"][m]) else cell
-                     for m, cell in r["ours"].items()}
-            kept += [cell for m, cell in r["ours"].items() if cells[m] is cell]
+            cells = {}
+            for m, cell in r["ours"].items():
+                if m in parts.trained and m in nr["ours"]:
+                    cells[m] = nr["ours"][m]
+                elif m in parts.ran and m in nr["ours"]:
+                    cells[m], left = parts.merged(m, cell, nr["ours"][m], where)
+                    kept += left
+                else:
+                    cells[m] = cell
+                    kept.append(cell)
             t["rows"].append(dict(r, ours=cells))
         our_rows = list(bt.get("our_rows") or [])
         keep = [True] * len(our_rows)
@@ -304,7 +326,13 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
                 if col in parts.trained or parts.reads(col, nr):
                     _same(_renamed({k: v for k, v in br.items() if k != "ours"}, swap),
                           {k: v for k, v in nr.items() if k != "ours"}, f"{where} our rows of {col!r}")
-                    our_rows[b0 + i], keep[b0 + i] = nr, False
+                    if col in parts.trained:
+                        our_rows[b0 + i] = nr
+                    else:
+                        ours, left = parts.merged(col, br.get("ours"), nr.get("ours"), f"{where} our rows")
+                        our_rows[b0 + i] = dict(br, ours=ours)
+                        kept += left
+                    keep[b0 + i] = False
         t["our_rows"] = our_rows
         kept += [r for r, k in zip(our_rows, keep) if k]
         tables.append(t)
