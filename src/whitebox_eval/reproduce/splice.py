@@ -207,7 +207,8 @@ class _Parts:
         in a list of cells (a row of ours lists several runs' values), and base's parts kept."""
         if isinstance(b, list) and isinstance(n, list):
             if len(b) != len(n):
-                raise WhiteboxError(f"splice: {where}: {len(b)} cells of {col!r} in base, {len(n)} in new: different code")
+                raise WhiteboxError(f"splice: {where}: {len(b)} cells of {col!r} in base, {len(n)} in new: "
+                                    "different code")
             out, kept = [], []
             for x, y in zip(b, n):
                 m, k = self.merged(col, x, y, where)
