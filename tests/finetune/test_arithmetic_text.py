@@ -139,6 +139,27 @@ def test_the_estimate_reads_each_line_with_its_context():
     assert units(5, 100) - ctx == pytest.approx(units(0, 100) - alone)
 
 
+def test_the_estimate_counts_a_mixed_line_s_extra_words():
+    """``line_style mixed``: the training part of the estimate grows by the styles' mean extra pieces over a
+    plain line's ~13 tokens, counted by hand: "75 + 22 = 97" is 8 pieces (six digits, two signs); "equals"
+    and "is" 8, "Result:" on its own line 10, "Work out ... .\\nSolution:" 13, "Calculate ...:" 9, so
+    4/3 more on average; the check and the validation passes do not change."""
+    from whitebox_eval.finetune.arithmetic_text import extra_pieces
+    from whitebox_eval.finetune.config import FinetuneConfig
+    from whitebox_eval.finetune.record import work
+
+    assert extra_pieces("plain") == 0 and extra_pieces("mixed") == pytest.approx((8 + 8 + 8 + 10 + 13 + 9) / 6 - 8)
+
+    def units(style: str, steps: int) -> float:
+        cfg = FinetuneConfig(task="arithmetic-text:add2,sub2", limit=3000, test=0.04, validation=0.05, max_steps=steps,
+                             train_batch_size=8, eval_every=1000, line_style=style)  # one evaluation
+        return work(cfg, "study")[1]
+
+    plain, mixed = units("plain", 200) - units("plain", 100), units("mixed", 200) - units("mixed", 100)
+    assert mixed == pytest.approx(plain * (1 + 4 / 3 / 13)) and plain > 0
+    assert units("mixed", 100) - mixed == pytest.approx(units("plain", 100) - plain)
+
+
 def test_mixed_lines_are_the_same_problems_in_neutral_styles():
     """``line_style mixed``: the same problems, answers, canonical forms and so the same splits as
     plain lines; every style of MIXED_STYLES drawn; none with a question template's words; each

@@ -9,6 +9,7 @@ CHECK_TOKENS = 8  # generated tokens of a check answer, as units (a short free a
 # (a loaded machine does not inflate those) and taken as the wall time on 2 cores, with no
 # credit for the second thread (benchmarks/results/arithmetic_recipes.md):
 ARITH_TRAIN_UNITS = 1.8  # one training line (~13 tokens): 1.38-1.40 s per step of 8
+ARITH_LINE_TOKENS = 13  # a mixed line's extra pieces (arithmetic_text.extra_pieces) cost in proportion
 ARITH_CHECK_UNITS = (6, 3)  # one 5-shot free-format test problem: 2 prompt reads + 3 per drawn answer (1.74 s at 4)
 ARITH_VALIDATION_UNITS = 5.0  # one validation problem's teacher-forced 5-shot forward (~110 tokens at the
 #                               training's measured cost per token; not timed alone)
@@ -44,8 +45,11 @@ def work(cfg, mode: str) -> tuple[int, float]:
         # 57 steps of 8, 768 test items checked twice) took 875 one-thread CPU seconds, 444 s estimated at x1
         return n, 2 * gar_tasks.TOKENS / 60 * (3 * steps * cfg.train_batch_size + 2 * n_test + evals * n_val)
     if str(cfg.task).startswith("arithmetic-text"):
+        from whitebox_eval.finetune.arithmetic_text import extra_pieces
+
         read, draw = ARITH_CHECK_UNITS
-        return n, (ARITH_TRAIN_UNITS * context * steps * cfg.train_batch_size
+        line = ARITH_TRAIN_UNITS * (1 + extra_pieces(cfg.line_style) / ARITH_LINE_TOKENS)
+        return n, (line * context * steps * cfg.train_batch_size
                    + 2 * n_test * (read + draw * cfg.check_samples) + evals * n_val * ARITH_VALIDATION_UNITS)
     return n, 3 * context * steps * cfg.train_batch_size + 2 * n_test * CHECK_TOKENS + evals * n_val
 
