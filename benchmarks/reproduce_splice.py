@@ -75,7 +75,7 @@ def _link_or_copy(src: str, dst: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("committed", type=Path, help="the committed report (claims.json, evidence.json.gz, runs/)")
-    ap.add_argument("new", type=Path, help="a reproduction folder whose trained column ran")
+    ap.add_argument("new", type=Path, help="a reproduction folder whose column (trained, or a base model's runs) ran")
     ap.add_argument("--column", action="append", required=True,
                     help="a trained column, '<base model> + <label>' (taken whole), or a base model, '<base model>' "
                          "(its claims and cells that read the runs NEW_FOLDER ran on it; Holm's family of the base "
