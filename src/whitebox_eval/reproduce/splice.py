@@ -132,13 +132,13 @@ def _check_columns(columns: Sequence[str]) -> None:
                             "column, --column '<base model>' for the base model's runs new ran)")
 
 
-def _base_part(number: str, new: Mapping[str, Any], model: str) -> tuple[set[str], Any]:
-    """A base model's runs that ``new`` ran, and the test of what reads them (a claim, a cell, a row of ours)."""
+def _base_runs(number: str, new: Mapping[str, Any], model: str) -> set[str]:
+    """A base model's runs that ``new`` ran (none: refused)."""
     ran = {r["run"] for r in new["runs"] if r.get("status") == "done" and r.get("model") == model}
     if not ran:
         raise WhiteboxError(f"splice: paper {number}: new ran no run of base model {model!r}: nothing to splice; let "
                             "its children finish (and assemble the new reproduction) first")
-    return ran, lambda x: bool(_runs_read(x) & ran)
+    return ran
 
 
 def _scaled_down(base: Mapping[str, Any], new: Mapping[str, Any], ran: set[str]) -> list[dict[str, Any]]:
@@ -182,12 +182,12 @@ def _renamed(x: Any, swap: Mapping[str, str]) -> Any:
 
 class _Parts:
     """What a splice replaces in one paper: a trained column's every claim (:func:`_in_column`), a base model's
-    claims that read the runs new ran on it (:func:`_base_part`); ``old`` names base's ids of those runs where
+    claims that read the runs new ran on it (:func:`_base_runs`); ``old`` names base's ids of those runs where
     new ran them under another (:func:`_swapped`)."""
 
     def __init__(self, number: str, new: Mapping[str, Any], columns: Sequence[str], base_models: Sequence[str]):
         self.trained = [c for c in columns if c not in base_models]
-        self.ran = {c: _base_part(number, new, c)[0] for c in columns if c in base_models}
+        self.ran = {c: _base_runs(number, new, c) for c in columns if c in base_models}
         self.old: dict[str, set[str]] = {c: set() for c in self.ran}
 
     def reads(self, col: str, x: Any) -> bool:
@@ -279,14 +279,14 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
         if lacking := sorted(i for x, i in ours - set(theirs) if x == col):
             raise WhiteboxError(f"splice: paper {number}: new lacks claim(s) {', '.join(lacking)} on {col!r}: its plan "
                                 "does not run every child of the column; plan all of the column's experiments")
-    claims, kept, swapped = [], [], set()
+    claims, kept, taken_claims = [], [], set()
     for i, c in enumerate(base["claims"]):
         col = parts.claim(c, theirs)
         claims.append(c if col is None else theirs[col, c["id"]])
         if col is None:
             kept.append(c)
             continue
-        swapped.add(i)
+        taken_claims.add(i)
         if col in parts.ran and (other := sorted(_runs_read(c) - parts.ran[col] - parts.old[col])):
             raise WhiteboxError(f"splice: paper {number}: claim {c['id']} on {col!r} reads run(s) {', '.join(other)} "
                                 "besides those new ran: splicing would not be exact; assemble the whole reproduction")
@@ -354,7 +354,7 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
     figures.sort(key=lambda f: order.get(f.get("run"), len(order)))
     ran = {e for rid, r in new_runs.items() if rid in done for e in r.get("experiments", ())}
     return {**base, "runs": runs, "claims": claims, "tables": tables, "figures": figures,
-            "scaled_down": _scaled_down(base, new, ran)}, swapped
+            "scaled_down": _scaled_down(base, new, ran)}, taken_claims
 
 
 def _splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]
@@ -373,14 +373,14 @@ def _splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[s
         raise WhiteboxError("splice: new holds no paper")
     out = _copy(base)
     new = _copy(new)
-    swapped: dict[str, set[int]] = {}
+    taken: dict[str, set[int]] = {}
     papers = []
     for p in out["papers"]:
         if p["number"] in theirs:
-            p, swapped[p["number"]] = _paper(p, theirs[p["number"]], columns, base["models"])
+            p, taken[p["number"]] = _paper(p, theirs[p["number"]], columns, base["models"])
         papers.append(p)
     out["papers"] = papers
-    return out, swapped
+    return out, taken
 
 
 def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
@@ -399,15 +399,15 @@ def replaced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Iterable[
     replaces (``part`` "replaced"), and each other claim whose verdict after Holm it changes (``part`` "Holm":
     the base models' family adjusted again); paper, id, model, and the verdict raw and after Holm, old
     (``base``'s) and new (the spliced report's)."""
-    out, swapped = _splice(base, new, list(columns))
+    out, taken = _splice(base, new, list(columns))
     rows = []
     for pb, po in zip(base["papers"], out["papers"]):
-        if pb["number"] not in swapped:
+        if pb["number"] not in taken:
             continue
         for i, (cb, co) in enumerate(zip(pb["claims"], po["claims"])):
             old = (cb["verdict"], cb.get("verdict_holm", cb["verdict"]))
             now = (co["verdict"], co.get("verdict_holm", co["verdict"]))
-            if i in swapped[pb["number"]] or old != now:
+            if i in taken[pb["number"]] or old != now:
                 rows.append({"paper": pb["number"], "id": cb["id"], "model": co["model"], "old": old, "new": now,
-                             "part": "replaced" if i in swapped[pb["number"]] else "Holm"})
+                             "part": "replaced" if i in taken[pb["number"]] else "Holm"})
     return rows
