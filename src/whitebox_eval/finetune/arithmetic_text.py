@@ -47,10 +47,11 @@ def parse_categories(rest: str) -> tuple[str, ...]:
     return cats
 
 
-LINE_STYLES = ("plain", "mixed")
 MIXED_STYLES = ("{e} =", "{e} equals", "{e} is", "{e}\nResult:", "Work out {e}.\nSolution:", "Calculate {e}:")
 """The prompts of ``mixed`` lines (the answer follows after a space): on one line or two, with a
 cue word or none, never a question template's words."""
+TEMPLATES = {"plain": ("{e} =",), "mixed": MIXED_STYLES}  # each line style's prompts
+LINE_STYLES = tuple(TEMPLATES)
 
 
 def line_of(expression: str, answer: int | str, style: str = "plain", key: str = "") -> tuple[str, str]:
@@ -58,8 +59,9 @@ def line_of(expression: str, answer: int | str, style: str = "plain", key: str =
     prompt in a style drawn from ``random.Random(key)``, the answer the same)."""
     if style not in LINE_STYLES:
         raise WhiteboxError(f"line_style is one of {', '.join(LINE_STYLES)}; got {style!r}")
-    template = MIXED_STYLES[random.Random(f"arithmetic-text/style/{key}").randrange(len(MIXED_STYLES))] \
-        if style == "mixed" else "{e} ="
+    templates = TEMPLATES[style]
+    template = templates[random.Random(f"arithmetic-text/style/{key}").randrange(len(templates))] \
+        if len(templates) > 1 else templates[0]
     return template.format(e=expression), f" {answer}"
 
 
@@ -70,8 +72,8 @@ def extra_pieces(style: str) -> float:
     def pieces(template: str) -> int:
         return len(re.findall(r"\d|[^\W\d]+|[^\w\s]|\n", template.format(e="75 + 22") + " 97"))
 
-    styles = MIXED_STYLES if style == "mixed" else ("{e} =",)
-    return sum(pieces(t) for t in styles) / len(styles) - pieces("{e} =")
+    (plain,), styles = TEMPLATES["plain"], TEMPLATES[style]
+    return sum(pieces(t) for t in styles) / len(styles) - pieces(plain)
 
 
 def excluded_forms(categories: Sequence[str]) -> set[str]:
