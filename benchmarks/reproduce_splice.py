@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         base, new = read(args.committed), read(args.new)
         roots = prefixes(args.new, out)
         new = json.loads(rewrite(json.dumps(new), roots))
-        spliced = splicing.splice(base, new, args.column)
+        spliced, rows = splicing.spliced(base, new, args.column)
     except WhiteboxError as e:
         raise SystemExit(str(e)) from None
     out.mkdir(parents=True)
@@ -117,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     reproduce.write_outputs(out, spliced, command)
     print(f"spliced {', '.join(args.column)} of {args.new} into {args.committed}: {out} "
           f"({len(ran)} runs from the new reproduction)")
-    rows = splicing.replaced(base, new, args.column)
     for number in dict.fromkeys(r["paper"] for r in rows):
         mine = [r for r in rows if r["paper"] == number and r["part"] == "replaced"]
         held = [r for r in rows if r["paper"] == number and r["part"] == "Holm"]

@@ -34,7 +34,7 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import verdicts
 
-__all__ = ["replaced", "splice"]
+__all__ = ["replaced", "splice", "spliced"]
 
 SPLICED = ("claims", "runs", "tables", "figures", "models")  # a paper's parts the column is spliced into
 NOT_RUN = "not run"
@@ -182,16 +182,19 @@ def _renamed(x: Any, swap: Mapping[str, str]) -> Any:
 
 class _Parts:
     """What a splice replaces in one paper: a trained column's every claim (:func:`_in_column`), a base model's
-    claims that read the runs new ran on it (:func:`_base_runs`); ``old`` names base's ids of those runs where
-    new ran them under another (:func:`_swapped`)."""
+    claims that read the runs new ran on it (:func:`_base_runs`), under new's ids and, where new ran them under
+    another, base's (``swap``: :func:`_swapped`)."""
 
-    def __init__(self, number: str, new: Mapping[str, Any], columns: Sequence[str], base_models: Sequence[str]):
-        self.trained = [c for c in columns if c not in base_models]
-        self.ran = {c: _base_runs(number, new, c) for c in columns if c in base_models}
-        self.old: dict[str, set[str]] = {c: set() for c in self.ran}
+    def __init__(self, number: str, new: Mapping[str, Any], trained: Sequence[str], bases: Sequence[str],
+                 swap: Mapping[str, str]):
+        self.trained = list(trained)
+        self.ran = {}
+        for c in bases:
+            ran = _base_runs(number, new, c)
+            self.ran[c] = ran | {old for old, rid in swap.items() if rid in ran}
 
     def reads(self, col: str, x: Any) -> bool:
-        return bool(_runs_read(x) & (self.ran[col] | self.old[col]))
+        return bool(_runs_read(x) & self.ran[col])
 
     def claim(self, c: Mapping[str, Any], ids: Iterable[tuple[str, str]] = ()) -> str | None:
         """The column whose claim ``c`` is, None when the splice keeps it: a base model's claim reads the runs
@@ -236,8 +239,8 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
                 raise WhiteboxError(f"splice: paper {number} has no column {col!r} in {who} (its columns: "
                                     f"{', '.join(p['models'])}); name a column of every paper both hold, "
                                     "or assemble the new reproduction from those papers only")
-    parts = _Parts(number, new, columns, base_models)
-    for col in parts.trained:
+    trained = [c for c in columns if c not in base_models]
+    for col in trained:
         mine = [c for c in new["claims"] if _in_column(c, col)]
         if not any(c["verdict"] != NOT_RUN for c in mine):
             raise WhiteboxError(f"splice: paper {number}: every claim of {col!r} in new is not run: nothing to "
@@ -248,12 +251,9 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
     # done too: the column is new's whole)
     new_runs = {r["run"]: r for r in new["runs"]}
     done = {rid for rid, r in new_runs.items() if r.get("status") == "done"}
-    taken = done | {rid for rid, r in new_runs.items() if r.get("model") in parts.trained}
+    taken = done | {rid for rid, r in new_runs.items() if r.get("model") in trained}
     swap = _swapped(base, new_runs, taken)
-    for old, rid in swap.items():
-        for col, ran in parts.ran.items():
-            if rid in ran:
-                parts.old[col].add(old)
+    parts = _Parts(number, new, trained, [c for c in columns if c in base_models], swap)
     base_ids = [swap.get(r["run"], r["run"]) for r in base["runs"]]
     _fewer(base_ids, [r["run"] for r in new["runs"]], f"paper {number} runs")
     runs = [new_runs[rid] if rid in taken else r for r, rid in zip(base["runs"], base_ids)]
@@ -287,7 +287,7 @@ def _paper(base: dict[str, Any], new: Mapping[str, Any], columns: Sequence[str],
             kept.append(c)
             continue
         taken_claims.add(i)
-        if col in parts.ran and (other := sorted(_runs_read(c) - parts.ran[col] - parts.old[col])):
+        if col in parts.ran and (other := sorted(_runs_read(c) - parts.ran[col])):
             raise WhiteboxError(f"splice: paper {number}: claim {c['id']} on {col!r} reads run(s) {', '.join(other)} "
                                 "besides those new ran: splicing would not be exact; assemble the whole reproduction")
 
@@ -395,11 +395,17 @@ def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[st
 
 
 def replaced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Iterable[str]) -> list[dict[str, Any]]:
-    """What :func:`splice` (``base``, ``new``) changes, per paper both hold, in base's order: each claim it
+    """What :func:`splice` (``base``, ``new``) changes (:func:`spliced`'s rows)."""
+    return spliced(base, new, list(columns))[1]
+
+
+def spliced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]
+            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`splice`'s content, and what it changes, per paper both hold, in base's order: each claim it
     replaces (``part`` "replaced"), and each other claim whose verdict after Holm it changes (``part`` "Holm":
     the base models' family adjusted again); paper, id, model, and the verdict raw and after Holm, old
     (``base``'s) and new (the spliced report's)."""
-    out, taken = _splice(base, new, list(columns))
+    out, taken = _splice(base, new, columns)
     rows = []
     for pb, po in zip(base["papers"], out["papers"]):
         if pb["number"] not in taken:
@@ -410,4 +416,4 @@ def replaced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Iterable[
             if i in taken[pb["number"]] or old != now:
                 rows.append({"paper": pb["number"], "id": cb["id"], "model": co["model"], "old": old, "new": now,
                              "part": "replaced" if i in taken[pb["number"]] else "Holm"})
-    return rows
+    return out, rows
