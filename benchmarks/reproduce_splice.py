@@ -16,6 +16,8 @@ files and the whole folders of the runs NEW_FOLDER ran (hard links where the fil
 otherwise); paths into NEW_FOLDER (and a reproduction folder beside it, whence a child was reused) point into
 OUT, in the content and in those runs' results.json and config.yaml. It prints, per paper, each replaced
 claim's verdict (raw and after Holm) old -> new, and each other claim whose verdict after Holm moved.
+With ``--md`` (the committed report's markdown) the report's command line is the committed one with this
+splice added, so the splices that made a report stay listed in it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from whitebox_eval.errors import WhiteboxError  # noqa: E402
 from whitebox_eval.reproduce import splice as splicing  # noqa: E402
 
 REWRITTEN = ("results.json", "config.yaml")  # what reproduce_commit.py copies of a run
+SPLICED = " (benchmarks/reproduce_splice.py)"  # closes the command line of a spliced report
 
 
 def read(folder: Path) -> dict:
@@ -65,6 +68,19 @@ def rewrite(text: str, roots: list[tuple[str, str]]) -> str:
     return text
 
 
+def command(base: dict, columns: list[str], new_name: str, committed_md: str | None) -> str:
+    """The spliced report's command line: the committed one (the first backticked line of its markdown, when
+    given) with ``COLUMNS from NEW_NAME`` added, else the papers' command and this splice alone."""
+    this = f"{', '.join(columns)} from {new_name}"
+    lines = [ln for ln in (committed_md or "").splitlines() if ln.startswith("`whitebox-eval reproduce ")]
+    before = lines[0][1:].split("`", 1)[0] if lines else ""
+    if before.endswith(SPLICED):
+        return f"{before[:-len(SPLICED)]}, {this}{SPLICED}"
+    if not before:
+        before = f"whitebox-eval reproduce {' '.join(p['number'] for p in base['papers'])} --scale {base['scale']}"
+    return f"{before}; {this}{SPLICED}"
+
+
 def _link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, dst)
@@ -81,10 +97,16 @@ def main(argv: list[str] | None = None) -> int:
                          "(its claims and cells that read the runs NEW_FOLDER ran on it; Holm's family of the base "
                          "models adjusted again)")
     ap.add_argument("--out", type=Path, required=True, help="the reproduction folder to write (must not exist)")
+    ap.add_argument("--md", type=Path, help="the committed report's markdown (reproduce_all_SCALE.md): its command "
+                                           "line, with this splice added, heads the new one")
     args = ap.parse_args(argv)
     out = args.out
     if out.exists():
         raise SystemExit(f"{out} exists: give a new --out")
+    if args.md and not args.md.is_file():
+        raise SystemExit(f"--md {args.md}: no such file (the committed report's markdown, e.g. "
+                         "benchmarks/results/reproduce_all_cpu.md)")
+    md = args.md.read_text(encoding="utf-8") if args.md else None
     try:
         base, new = read(args.committed), read(args.new)
         roots = prefixes(args.new, out)
@@ -112,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 text = rewrite((dst / name).read_text(encoding="utf-8"), roots)
                 (dst / name).unlink()
                 (dst / name).write_text(text, encoding="utf-8")
-    command = (f"whitebox-eval reproduce {' '.join(p['number'] for p in base['papers'])} --scale {base['scale']}; "
-               f"{', '.join(args.column)} from {args.new.name} (benchmarks/reproduce_splice.py)")
-    reproduce.write_outputs(out, spliced, command)
+    reproduce.write_outputs(out, spliced, command(base, args.column, args.new.name, md))
     print(f"spliced {', '.join(args.column)} of {args.new} into {args.committed}: {out} "
           f"({len(ran)} runs from the new reproduction)")
     for number in dict.fromkeys(r["paper"] for r in rows):

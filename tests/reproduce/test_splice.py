@@ -426,3 +426,18 @@ def test_a_base_model_s_run_among_others_in_one_row_is_merged_part_by_part():
     cell["runs"] = [run, "another-run"]
     with pytest.raises(WhiteboxError, match="a cell of 'gemma3-270m' reads run\\(s\\) another-run besides"):
         splice(base, across, ["gemma3-270m"])
+
+
+def test_a_splice_extends_the_committed_command_line():
+    """--md: the report's first line keeps every splice that made it, in order; without it, the papers' command."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reproduce_splice import command
+
+    base = {"papers": [{"number": "000"}, {"number": "002"}], "scale": "cpu"}
+    plain = "# Reproducing the papers\n\n`whitebox-eval reproduce 000 002 --scale cpu`: scale cpu, models m.\n"
+    once = command(base, ["m + A"], "r1", plain)
+    assert once == "whitebox-eval reproduce 000 002 --scale cpu; m + A from r1 (benchmarks/reproduce_splice.py)"
+    twice = command(base, ["m", "m + B"], "r2", plain.replace(plain.split("`")[1], once))
+    assert twice == ("whitebox-eval reproduce 000 002 --scale cpu; m + A from r1, m, m + B from r2 "
+                     "(benchmarks/reproduce_splice.py)")
+    assert command(base, ["m + A"], "r1", None) == once  # no markdown: this splice alone
