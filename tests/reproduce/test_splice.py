@@ -19,7 +19,7 @@ import pytest
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import assemble, spec, verdicts, write_outputs
 from whitebox_eval.reproduce import plan as planning
-from whitebox_eval.reproduce.splice import replaced, splice
+from whitebox_eval.reproduce.splice import splice, spliced
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_checks import _Study  # noqa: E402
@@ -92,7 +92,7 @@ def test_a_spliced_column_is_the_content_of_one_reproduction_that_ran_it(plan, h
     mine = [c for p in full["papers"] for c in p["claims"] if c.get("holm_family") == COLUMN]
     assert {c["verdict"] for c in mine} - {"not run", "not tested"}
     assert _json(base) != _json(full)
-    rows = replaced(base, new, [COLUMN])
+    rows = spliced(base, new, [COLUMN])[1]
     assert [r["id"] for r in rows] == [c["id"] for c in mine] and all(r["old"][0] == "not run" for r in rows)
     assert {r["new"] for r in rows} == {(c["verdict"], c["verdict_holm"]) for c in mine}
 
@@ -170,7 +170,7 @@ def test_a_base_model_s_runs_new_ran_spliced_are_the_content_of_one_reproduction
     kept = [(b, f) for b, f in zip(base["papers"][0]["claims"], full["papers"][0]["claims"])
             if not f.get("holm_family") and f.get("run") != run and b.get("p_holm") is not None]
     assert kept and any(b["p_holm"] != f["p_holm"] for b, f in kept)
-    rows = replaced(base, new, ["smollm2-135m"])
+    rows = spliced(base, new, ["smollm2-135m"])[1]
     assert [r["id"] for r in rows if r["part"] == "replaced"] == [c["id"] for c in mine]
     assert all(r["old"][0] == "not run" for r in rows if r["part"] == "replaced")
     held = {(c["id"], c["model"]): c for c in full["papers"][0]["claims"]}
@@ -356,7 +356,7 @@ def test_the_committed_cpu_report_spliced_with_its_own_trained_column_is_itself(
             r["status"] = "skipped"
     assert any(f["run"] in {r["run"] for r in runs if r["model"] == column} for f in base["papers"][0]["figures"])
     assert _json(splice(base, new, [column])) == _json(base)
-    assert len(replaced(base, new, [column])) == 4
+    assert len(spliced(base, new, [column])[1]) == 4
     with pytest.raises(WhiteboxError, match="paper 000 has no column 'smollm2-135m \\+ arithmetic' in base"):
         splice(base, new, ["smollm2-135m + arithmetic"])
 
@@ -378,7 +378,7 @@ def test_the_committed_cpu_report_spliced_with_a_base_model_s_own_run_is_itself(
             r["status"] = "skipped"
     got = splice(base, new, ["gemma3-270m"])
     assert _json(got) == _json(base)
-    rows = replaced(base, new, ["gemma3-270m"])
+    rows = spliced(base, new, ["gemma3-270m"])[1]
     assert rows and {r["part"] for r in rows} == {"replaced"} and all(r["old"] == r["new"] for r in rows)
     assert any(c.get("p_holm") is not None for p in got["papers"] if p["number"] == "000" for c in p["claims"])
 

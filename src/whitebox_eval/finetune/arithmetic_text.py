@@ -60,8 +60,7 @@ def line_of(expression: str, answer: int | str, style: str = "plain", key: str =
     if style not in LINE_STYLES:
         raise WhiteboxError(f"line_style is one of {', '.join(LINE_STYLES)}; got {style!r}")
     templates = TEMPLATES[style]
-    template = templates[random.Random(f"arithmetic-text/style/{key}").randrange(len(templates))] \
-        if len(templates) > 1 else templates[0]
+    template = templates[random.Random(f"arithmetic-text/style/{key}").randrange(len(templates))]
     return template.format(e=expression), f" {answer}"
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from whitebox_eval.errors import WhiteboxError
 from whitebox_eval.reproduce import verdicts
 
-__all__ = ["replaced", "splice", "spliced"]
+__all__ = ["splice", "spliced"]
 
 SPLICED = ("claims", "runs", "tables", "figures", "models")  # a paper's parts the column is spliced into
 NOT_RUN = "not run"
@@ -392,11 +392,6 @@ def splice(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[st
     (:class:`WhiteboxError` naming the first difference); the module's docstring says why the result is the
     content of one reproduction that ran both."""
     return _splice(base, new, columns)[0]
-
-
-def replaced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Iterable[str]) -> list[dict[str, Any]]:
-    """What :func:`splice` (``base``, ``new``) changes (:func:`spliced`'s rows)."""
-    return spliced(base, new, list(columns))[1]
 
 
 def spliced(base: Mapping[str, Any], new: Mapping[str, Any], columns: Sequence[str]
